@@ -1,0 +1,85 @@
+"""Stable diagnostic codes. A code never changes meaning; docs/codes.md explains each."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Code(str, enum.Enum):
+    # Input that cannot be read or parsed.
+    SP001 = "SP001"
+    SP002 = "SP002"
+    SP003 = "SP003"
+    SP004 = "SP004"
+    # Names and declarations.
+    SP010 = "SP010"
+    SP011 = "SP011"
+    SP012 = "SP012"
+    SP013 = "SP013"
+    SP014 = "SP014"
+    SP015 = "SP015"
+    SP016 = "SP016"
+    SP017 = "SP017"
+    SP018 = "SP018"
+    SP019 = "SP019"
+    SP020 = "SP020"
+    SP021 = "SP021"
+    SP022 = "SP022"
+    SP023 = "SP023"
+    SP024 = "SP024"
+    # Warnings about a spec that is valid but probably not what was meant.
+    SP050 = "SP050"
+    SP051 = "SP051"
+    SP052 = "SP052"
+    # Findings.
+    SP101 = "SP101"
+    SP102 = "SP102"
+    SP103 = "SP103"
+    SP201 = "SP201"
+    SP202 = "SP202"
+    SP301 = "SP301"
+    SP401 = "SP401"
+    SP402 = "SP402"
+
+    @property
+    def summary(self) -> str:
+        return SUMMARIES[self]
+
+
+SUMMARIES: dict[Code, str] = {
+    Code.SP001: "input is not readable text",
+    Code.SP002: "syntax error",
+    Code.SP003: "empty spec",
+    Code.SP004: "input too large or too deeply nested",
+    Code.SP010: "undeclared name",
+    Code.SP011: "duplicate declaration",
+    Code.SP012: "name of the wrong kind",
+    Code.SP013: "index out of range",
+    Code.SP014: "byte range outside its buffer",
+    Code.SP015: "bad indexing",
+    Code.SP016: "copy between two host buffers",
+    Code.SP017: "reset of an event that is not a flag",
+    Code.SP018: "loop unrolls past the statement limit",
+    Code.SP019: "division by zero",
+    Code.SP020: "value out of range",
+    Code.SP021: "stream outside its comm",
+    Code.SP022: "keyword used as a name",
+    Code.SP023: "alias cycle",
+    Code.SP024: "invalid device declaration",
+    Code.SP050: "event waited on but never recorded",
+    Code.SP051: "declared but never used",
+    Code.SP052: "notify awaited but never notified",
+    Code.SP101: "race",
+    Code.SP102: "use after free",
+    Code.SP103: "use before alloc",
+    Code.SP201: "deadlock",
+    Code.SP202: "collective mismatch",
+    Code.SP301: "unknown",
+    Code.SP401: "expectation not met",
+    Code.SP402: "internal error: a witness did not replay",
+}

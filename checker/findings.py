@@ -1,0 +1,82 @@
+"""What the analyses conclude about a program, independent of how it is printed."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from checker.codes import Code
+from checker.diagnostics import Diagnostic
+from checker.witness import Witness
+
+
+class FindingKind(str, enum.Enum):
+    RACE = "race"
+    USE_AFTER_FREE = "use-after-free"
+    USE_BEFORE_ALLOC = "use-before-alloc"
+    DEADLOCK = "deadlock"
+    COLLECTIVE_MISMATCH = "collective-mismatch"
+    UNKNOWN = "unknown"
+
+
+CODE_OF = {
+    FindingKind.RACE: Code.SP101,
+    FindingKind.USE_AFTER_FREE: Code.SP102,
+    FindingKind.USE_BEFORE_ALLOC: Code.SP103,
+    FindingKind.DEADLOCK: Code.SP201,
+    FindingKind.COLLECTIVE_MISMATCH: Code.SP202,
+    FindingKind.UNKNOWN: Code.SP301,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """One participant of a deadlock and what it waits for."""
+
+    statement: int
+    waits_for: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: FindingKind
+    message: str
+    statements: tuple[int, ...]
+    """Statement indices of one instance; for a race, the two racing statements."""
+    buffer: str | None = None
+    """The declared buffer (behind an alias, the buffer it aliases)."""
+    memory: str | None = None
+    """The memory element (`x[1]`) when the buffer is an array."""
+    instances: int = 1
+    """How many instances of this statement pair (or statement) loops repeat it for."""
+    witness: Witness | None = None
+    stuck: tuple[Stuck, ...] = ()
+    help: str = ""
+    expected: bool = False
+    """An `expect` line of the spec asks for exactly this finding."""
+    detail: dict = field(default_factory=dict, compare=False, hash=False)
+    """Extra facts for reporters (corrupted bytes of a replay, an unknown's reason)."""
+
+    @property
+    def code(self) -> Code:
+        return CODE_OF[self.kind]
+
+
+class Status(str, enum.Enum):
+    CLEAN = "clean"
+    FINDINGS = "findings"
+    UNKNOWN = "unknown"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    path: str
+    status: Status
+    findings: tuple[Finding, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    passed: bool = True
+    """Whether the file meets its expectations (what the exit status reflects)."""
+    source: str = ""
+    program: object = None
+    """The lowered Program when the spec was valid (for reporters that show statements)."""

@@ -1,0 +1,342 @@
+"""The lowered program: the one input of every analysis backend.
+
+Contract for backends (the happens-before fast path, the SMT encoder, the executor,
+the optimizer):
+
+* A `Program` is fully resolved. Loops are unrolled, `let`s evaluated, arrays expanded,
+  aliases resolved. Every name is an index into one of the program's tuples.
+* `Program.statements` holds every lowered statement; `Statement.index` is its position
+  there. Each thread's statements appear in program order in `Thread.statements`.
+* A statement with `stream is None` runs on its host thread (`host`, `sync`, host
+  `notify`/`await`/`alloc`/`free`). Every other statement enqueues one *task* on its stream;
+  `Statement.blocking` marks a copy to or from pageable host memory, which also blocks its
+  thread until the copy completes.
+* Accesses name a `Memory` (one declared buffer, or one element of a buffer array) and a
+  half-open byte range. `free` carries a write access of the bytes it frees.
+* Times are integer nanoseconds. Priorities: a lower `Stream.priority` goes first.
+* `Program.groups` lists every collective group (allreduce) and send/recv pair, matched by
+  position as the contract says; a group whose `complete` is false can never start.
+* Backends treat the IR as read-only and never import from each other.
+
+The meaning of all of this is `docs/language.md` (from the language contract); the step
+vocabulary that witnesses are written in is `checker/witness.py`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of the source: 1-based line and column, plus character offsets."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    start: int
+    end: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+        }
+
+
+NO_SPAN = Span(1, 1, 1, 1, 0, 0)
+
+
+class Engine(str, enum.Enum):
+    """The kind of device unit a task occupies while it runs."""
+
+    COMPUTE = "compute"
+    COPY = "copy"
+    H2D = "h2d"
+    D2H = "d2h"
+    D2D = "d2d"
+    COMM = "comm"
+    CALLBACK = "callback"
+
+
+class CopyKind(str, enum.Enum):
+    H2D = "h2d"
+    D2H = "d2h"
+    D2D = "d2d"
+
+
+class StreamMode(str, enum.Enum):
+    BLOCKING = "blocking"
+    LEGACY = "legacy"
+    NONBLOCKING = "nonblocking"
+
+
+class Op(str, enum.Enum):
+    KERNEL = "kernel"
+    COPY = "copy"
+    CALLBACK = "callback"
+    RECORD = "record"
+    WAIT = "wait"
+    RESET = "reset"
+    NOTIFY = "notify"
+    AWAIT = "await"
+    ALLREDUCE = "allreduce"
+    SEND = "send"
+    RECV = "recv"
+    ALLOC = "alloc"
+    FREE = "free"
+    HOST = "host"
+    SYNC = "sync"
+
+
+class SyncKind(str, enum.Enum):
+    STREAM = "stream"
+    EVENT = "event"
+    DEVICE = "device"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    index: int
+    name: str
+    engines: tuple[tuple[Engine, int], ...]
+    """Declared engine counts. Use `count` to ask for a unit kind."""
+    launch: int
+    """Host time (ns) each enqueue onto a stream of this device costs its thread."""
+    queues: int | None
+    span: Span
+
+    def count(self, engine: Engine) -> int:
+        """Units of `engine`; an engine the device does not declare has one unit."""
+        for kind, n in self.engines:
+            if kind == engine:
+                return n
+        if engine in (Engine.H2D, Engine.D2H, Engine.D2D):
+            return self.count(Engine.COPY)
+        return 1
+
+    def declares(self, engine: Engine) -> bool:
+        return any(kind == engine for kind, _ in self.engines)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One declared buffer, or one element `NAME[i]` of a buffer array."""
+
+    index: int
+    name: str
+    """`x` or `x[3]`."""
+    buffer: str
+    """The declared buffer name (`x` for every element of `x[N]`)."""
+    size: int
+    device: int | None
+    """None for host memory."""
+    pinned: bool
+    span: Span
+
+    @property
+    def on_host(self) -> bool:
+        return self.device is None
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    memory: int
+    start: int
+    end: int
+    """Half-open byte range [start, end) of the memory."""
+    write: bool
+    span: Span
+    written_as: str
+    """The access as the user wrote it, for messages (`q`, `kv[0:4MiB]`)."""
+
+    def conflicts(self, other: Access) -> bool:
+        """Same memory, overlapping bytes, at least one write."""
+        return (
+            self.memory == other.memory
+            and (self.write or other.write)
+            and self.start < other.end
+            and other.start < self.end
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    index: int
+    name: str
+    device: int
+    priority: int
+    """Lower goes first when an engine is contended; never orders anything."""
+    mode: StreamMode
+    queue: int | None
+    """Hardware queue of the device this stream feeds, when the device declares `queues`."""
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    index: int
+    name: str
+    flag: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    index: int
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    index: int
+    name: str
+    members: tuple[int, ...]
+    """Member streams, one per rank."""
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    index: int
+    name: str
+    statements: tuple[int, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One lowered statement: a task on a stream, or a step of a host thread."""
+
+    index: int
+    thread: int
+    op: Op
+    stream: int | None
+    span: Span
+    origin: int
+    """Identity of the source statement; every loop instance of one statement shares it."""
+    name: str = ""
+    """Kernel, callback or host-function name."""
+    accesses: tuple[Access, ...] = ()
+    duration: int = 0
+    engine: Engine | None = None
+    device: int | None = None
+    """Device of the stream (tasks only)."""
+    event: int | None = None
+    notify: int | None = None
+    comm: int | None = None
+    peer: int | None = None
+    """send: the receiving stream; recv: the sending stream."""
+    group: int | None = None
+    """Index into Program.groups for allreduce/send/recv."""
+    sync: SyncKind | None = None
+    target: int | None = None
+    """sync: the stream, event or device index (None for `sync all`)."""
+    copy: CopyKind | None = None
+    blocking: bool = False
+    """A copy to or from pageable host memory: the thread waits for it to complete."""
+    memory: int | None = None
+    """alloc/free: the memory whose lifetime this statement changes."""
+    bindings: tuple[tuple[str, int], ...] = ()
+    """Loop and let variables in scope, for messages (`step=3`)."""
+
+    @property
+    def is_task(self) -> bool:
+        return self.stream is not None
+
+
+class GroupKind(str, enum.Enum):
+    ALLREDUCE = "allreduce"
+    SENDRECV = "sendrecv"
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Tasks that must start together: the k-th allreduce of each member of a comm, or
+    the k-th send from A to B with the k-th recv on B from A."""
+
+    index: int
+    kind: GroupKind
+    comm: int
+    position: int
+    members: tuple[int, ...]
+    """Statement indices of the member tasks present in the program."""
+    complete: bool
+    """False when some member task is missing: the group can never start."""
+
+
+class ExpectKind(str, enum.Enum):
+    NO_RACE = "no race"
+    RACE = "race"
+    NO_DEADLOCK = "no deadlock"
+    DEADLOCK = "deadlock"
+    NO_USE_AFTER_FREE = "no use-after-free"
+    USE_AFTER_FREE = "use-after-free"
+    MAKESPAN = "makespan"
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    kind: ExpectKind
+    span: Span
+    buffer: str | None = None
+    """`expect race on BUFFER`: the declared buffer name."""
+    limit: int | None = None
+    """`expect makespan <= D`: D in ns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    path: str
+    source: str
+    title: str | None
+    devices: tuple[Device, ...]
+    memories: tuple[Memory, ...]
+    streams: tuple[Stream, ...]
+    events: tuple[Event, ...]
+    notifies: tuple[Notify, ...]
+    comms: tuple[Comm, ...]
+    threads: tuple[Thread, ...]
+    statements: tuple[Statement, ...]
+    groups: tuple[Group, ...]
+    expectations: tuple[Expectation, ...]
+    buffer_spans: tuple[tuple[str, Span], ...] = field(default=())
+    """Declared buffer names with their declaration spans."""
+
+    @property
+    def tasks(self) -> tuple[Statement, ...]:
+        return tuple(s for s in self.statements if s.stream is not None)
+
+    def stream_tasks(self, stream: int) -> tuple[Statement, ...]:
+        return tuple(s for s in self.statements if s.stream == stream)
+
+    def describe(self, statement: Statement) -> str:
+        """A short human name: `s1: kernel fwd` or `host decode`."""
+        where = f"{self.streams[statement.stream].name}: " if statement.stream is not None else ""
+        what = statement.op.value
+        if statement.name:
+            what += f" {statement.name}"
+        elif statement.event is not None:
+            what += f" {self.events[statement.event].name}"
+        elif statement.notify is not None:
+            what += f" {self.notifies[statement.notify].name}"
+        elif statement.memory is not None:
+            what += f" {self.memories[statement.memory].name}"
+        elif statement.op is Op.SYNC:
+            if statement.sync is SyncKind.ALL:
+                what += " all"
+            elif statement.sync is SyncKind.STREAM:
+                what += f" {self.streams[statement.target].name}"
+            elif statement.sync is SyncKind.EVENT:
+                what += f" {self.events[statement.target].name}"
+            else:
+                what += f" {self.devices[statement.target].name}"
+        return where + what

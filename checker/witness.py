@@ -1,0 +1,96 @@
+"""The step vocabulary that executions are written in.
+
+An execution is a sequence of atomic steps. Both backends speak it: the SMT engine decodes a
+model into a step sequence, and the executor replays a step sequence, checking each step is
+legal. This module only names the steps; what makes a step legal is each backend's business.
+
+Every statement contributes a fixed set of steps:
+
+* a task with a running interval (kernel, copy, callback, allreduce, send, recv, free on a
+  stream): `start` and `end`. A collective's `start` starts its whole group at once and is
+  written with the group's first member.
+* a task that takes no time (record, wait, reset, notify, await, alloc on a stream): `complete`.
+* every host-thread statement: `issue` (the thread executes it: enqueue a task, start a host
+  function, call sync, notify, await, alloc, start a host free).
+* a host statement that holds its thread (host function, host free, sync, a copy to or from
+  pageable memory): `return` as well, when the thread moves on.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from checker.ir import Op, Statement
+
+INTERVAL_TASK_OPS = frozenset(
+    {Op.KERNEL, Op.COPY, Op.CALLBACK, Op.ALLREDUCE, Op.SEND, Op.RECV, Op.FREE}
+)
+INSTANT_TASK_OPS = frozenset({Op.RECORD, Op.WAIT, Op.RESET, Op.NOTIFY, Op.AWAIT, Op.ALLOC})
+
+
+class StepKind(str, enum.Enum):
+    ISSUE = "issue"
+    RETURN = "return"
+    START = "start"
+    END = "end"
+    COMPLETE = "complete"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: StepKind
+    statement: int
+
+    def to_json(self) -> list:
+        return [self.kind.value, self.statement]
+
+    @staticmethod
+    def from_json(value: object) -> "Step":
+        if (
+            not isinstance(value, (list, tuple))
+            or len(value) != 2
+            or not isinstance(value[1], int)
+            or value[0] not in {k.value for k in StepKind}
+        ):
+            raise ValueError(f"not a step: {value!r}")
+        return Step(StepKind(value[0]), value[1])
+
+
+def holds_thread(statement: Statement) -> bool:
+    """Whether the host statement keeps its thread busy until a `return` step."""
+    if statement.stream is not None:
+        return statement.blocking
+    return statement.op in (Op.HOST, Op.FREE, Op.SYNC)
+
+
+def task_steps(statement: Statement) -> tuple[StepKind, ...]:
+    """The steps of the task a stream statement enqueues (empty for host statements)."""
+    if statement.stream is None:
+        return ()
+    if statement.op in INTERVAL_TASK_OPS:
+        return (StepKind.START, StepKind.END)
+    return (StepKind.COMPLETE,)
+
+
+def thread_steps(statement: Statement) -> tuple[StepKind, ...]:
+    """The steps the calling thread takes for a statement."""
+    if holds_thread(statement):
+        return (StepKind.ISSUE, StepKind.RETURN)
+    return (StepKind.ISSUE,)
+
+
+@dataclass(frozen=True, slots=True)
+class Witness:
+    """A concrete execution prefix that exhibits a finding."""
+
+    steps: tuple[Step, ...]
+
+    def to_json(self) -> dict:
+        return {"steps": [step.to_json() for step in self.steps]}
+
+    @staticmethod
+    def from_json(value: object) -> "Witness":
+        if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
+            raise ValueError("a witness is an object with a list under 'steps'")
+        return Witness(tuple(Step.from_json(item) for item in value["steps"]))
