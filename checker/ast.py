@@ -1,0 +1,273 @@
+"""Syntax tree of a `.sched` file, exactly as written: names unresolved, loops not unrolled.
+
+Every node carries the `Span` it was parsed from, so later stages can point at it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    text: str
+    span: Span
+
+
+# Expressions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """An integer literal, or a size literal already converted to bytes."""
+
+    value: int
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryOp:
+    operator: str
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Negate:
+    operand: "Expr"
+    span: Span
+
+
+Expr = Number | Variable | BinaryOp | Negate
+
+
+# References ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to a declared stream, event, notify, comm or device: `s` or `s[i]`."""
+
+    name: Name
+    index: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    expr: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    low: Expr | None
+    high: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRef:
+    """`x`, `x[i]`, `x[lo:hi]` or `x[i][lo:hi]`."""
+
+    name: Name
+    subscripts: tuple[Index | Slice, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    nanoseconds: int
+    span: Span
+
+
+# Declarations ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpecTitle:
+    title: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class EngineItem:
+    engine: str
+    count: int
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchItem:
+    duration: Duration
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesItem:
+    count: int
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceDecl:
+    name: Name
+    items: tuple[EngineItem | LaunchItem | QueuesItem, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class BufferDecl:
+    name: Name
+    count: Expr | None
+    size: Number
+    place: Name | None
+    """None for host memory."""
+    pinned: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AliasDecl:
+    name: Name
+    target: AccessRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDecl:
+    name: Name
+    count: Expr | None
+    device: Name
+    priority: tuple[int, Span] | None
+    mode: str
+    """"blocking", "legacy" or "nonblocking"."""
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class EventDecl:
+    name: Name
+    count: Expr | None
+    flag: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyDecl:
+    name: Name
+    count: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CommDecl:
+    name: Name
+    members: tuple[Ref, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadDecl:
+    name: Name
+    body: tuple["Statement", ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectDecl:
+    kind: str
+    """One of ir.ExpectKind's values."""
+    buffer: Name | None
+    limit: Duration | None
+    span: Span
+
+
+Declaration = (
+    SpecTitle | DeviceDecl | BufferDecl | AliasDecl | StreamDecl | EventDecl | NotifyDecl
+    | CommDecl | ThreadDecl | ExpectDecl
+)
+
+
+# Statements ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    variable: Name
+    low: Expr
+    high: Expr
+    body: tuple["Statement", ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    variable: Name
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """`STREAM: op ...`. Which optional fields are set depends on `op`."""
+
+    stream: Ref
+    op: str
+    span: Span
+    name: Name | None = None
+    reads: tuple[AccessRef, ...] = ()
+    writes: tuple[AccessRef, ...] = ()
+    duration: Duration | None = None
+    target: Ref | None = None
+    """The event, notify or comm the op names."""
+    peer: Ref | None = None
+    """send/recv: the other stream."""
+    access: AccessRef | None = None
+    """copy: destination; allreduce/send/recv/alloc/free: the buffer."""
+    source: AccessRef | None = None
+    """copy: source."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    name: Name
+    reads: tuple[AccessRef, ...]
+    writes: tuple[AccessRef, ...]
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    target: Ref | None
+    """None for `sync all`."""
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class HostOp:
+    """Host `notify`, `await`, `alloc` or `free`."""
+
+    op: str
+    target: Ref | None
+    access: AccessRef | None
+    span: Span
+
+
+Statement = For | Let | Task | HostCall | Sync | HostOp
+
+
+@dataclass(frozen=True, slots=True)
+class SpecFile:
+    declarations: tuple[Declaration, ...]
+    span: Span

@@ -1,0 +1,48 @@
+"""The front end as one call: bytes or text in, a `Program` or diagnostics out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from checker.codes import Code
+from checker.diagnostics import Diagnostic, SpecError, error
+from checker.ir import Program
+from checker.lower import DEFAULT_MAX_STATEMENTS, lower
+from checker.parse import decode, parse
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    path: str
+    source: str
+    program: Program | None
+    """None when the spec has an error; the error is among `diagnostics`."""
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
+    try:
+        spec = parse(text)
+        lowered = lower(spec, path, text, max_statements)
+    except SpecError as exc:
+        return Loaded(path, text, None, (exc.diagnostic,))
+    except RecursionError:
+        return Loaded(path, text, None, (error(Code.SP004, "spec is nested too deeply to analyse", None),))
+    return Loaded(path, text, lowered.program, lowered.warnings)
+
+
+def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
+    try:
+        text = decode(data)
+    except SpecError as exc:
+        return Loaded(path, "", None, (exc.diagnostic,))
+    return load_text(text, path, max_statements)
+
+
+def load_file(path: str | Path, max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return Loaded(str(path), "", None, (error(Code.SP001, f"cannot read {path}: {exc.strerror or exc}", None),))
+    return load_bytes(data, str(path), max_statements)

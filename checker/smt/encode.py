@@ -1,0 +1,587 @@
+"""Encode a program's executions as integer constraints over step times.
+
+Every step of the program (see `checker.witness` and `docs/semantics.md`) gets one integer
+time variable. With S steps and a horizon H = S, a step that happens has a time in [0, H);
+a step that does not happen has exactly the time H + its own index. All step times are
+pairwise distinct, so the steps that happen are totally ordered: an interleaving. The
+members of one collective group share a single start variable (the group starts in one step).
+
+For every step s, `Encoding.condition(s, now)` states when s is enabled, as a formula over
+the times of steps strictly before `now`. The base assertions say: if s happened, its
+condition held at its own time. Then the happened steps, sorted by time, are a legal
+execution prefix, and every legal prefix is a model. Queries (race, use-after-free,
+deadlock) are formulas over the same variables, asked on top of the base.
+
+`docs/encoding.md` explains each rule; each rule in this module cites it by name.
+No object of this module leaves `checker.smt`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from checker.ir import Op, Program, Statement, StreamMode, SyncKind
+from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
+
+ACCESS_OPS = frozenset(
+    {Op.KERNEL, Op.COPY, Op.CALLBACK, Op.ALLREDUCE, Op.SEND, Op.RECV, Op.FREE, Op.HOST}
+)
+"""Statements whose accesses count (an `alloc` is not an access)."""
+
+Formula = "z3.BoolRef | bool"
+
+
+# --- folding helpers: Python booleans are constants, so static facts vanish early ----------
+
+
+def _and(*parts):
+    kept = []
+    for part in parts:
+        if part is True:
+            continue
+        if part is False:
+            return False
+        kept.append(part)
+    if not kept:
+        return True
+    return kept[0] if len(kept) == 1 else z3.And(*kept)
+
+
+def _or(*parts):
+    kept = []
+    for part in parts:
+        if part is False:
+            continue
+        if part is True:
+            return True
+        kept.append(part)
+    if not kept:
+        return False
+    return kept[0] if len(kept) == 1 else z3.Or(*kept)
+
+
+def _not(part):
+    if part is True:
+        return False
+    if part is False:
+        return True
+    return z3.Not(part)
+
+
+def _implies(cond, then):
+    if cond is False or then is True:
+        return True
+    if cond is True:
+        return then
+    if then is False:
+        return _not(cond)
+    return z3.Implies(cond, then)
+
+
+def to_z3(part) -> z3.BoolRef:
+    """A folded formula as a Z3 term (for assertions)."""
+    if part is True:
+        return z3.BoolVal(True)
+    if part is False:
+        return z3.BoolVal(False)
+    return part
+
+
+@dataclass(frozen=True, slots=True)
+class Conjunct:
+    """One labelled part of a step's enabling condition; labels explain deadlocks."""
+
+    label: str
+    formula: object
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A byte range of one memory that every alloc, free and access covers whole or not at all."""
+
+    memory: int
+    start: int
+    end: int
+    allocs: tuple[int, ...]
+    """Statements whose alloc covers the segment."""
+    frees: tuple[int, ...]
+    """Statements whose free covers the segment."""
+
+
+class Encoding:
+    """The step variables of one program and every formula built over them."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        statements = program.statements
+        self._position: dict[int, int] = {}
+        self._previous: dict[int, int | None] = {}
+        for thread in program.threads:
+            previous = None
+            for position, index in enumerate(thread.statements):
+                self._position[index] = position
+                self._previous[index] = previous
+                previous = index
+
+        # Steps. A collective group's member starts share the step of its first member.
+        self.steps: list[Step] = []
+        self._step_id: dict[tuple[StepKind, int], int] = {}
+        group_step: dict[int, int] = {}
+        for statement in statements:
+            kinds = [StepKind.ISSUE]
+            if holds_thread(statement):
+                kinds.append(StepKind.RETURN)
+            if statement.is_task:
+                if statement.op in INTERVAL_TASK_OPS:
+                    kinds += [StepKind.START, StepKind.END]
+                else:
+                    kinds.append(StepKind.COMPLETE)
+            for kind in kinds:
+                if kind is StepKind.START and statement.group is not None:
+                    group = program.groups[statement.group]
+                    if statement.group not in group_step:
+                        group_step[statement.group] = len(self.steps)
+                        self.steps.append(Step(StepKind.START, group.members[0]))
+                    self._step_id[(kind, statement.index)] = group_step[statement.group]
+                    continue
+                self._step_id[(kind, statement.index)] = len(self.steps)
+                self.steps.append(Step(kind, statement.index))
+
+        self.horizon = len(self.steps)
+        self.time = [z3.Int(f"t{i}_{s.kind.value}_{s.statement}") for i, s in enumerate(self.steps)]
+        self._group_members: dict[int, tuple[int, ...]] = {
+            group_step[g]: program.groups[g].members for g in group_step
+        }
+        self._never: set[int] = {
+            group_step[g] for g in group_step if not program.groups[g].complete
+        }
+        self.segments: tuple[Segment, ...] = self._segments()
+
+    # --- step lookup --------------------------------------------------------------------
+
+    def step(self, kind: StepKind, statement: int) -> int:
+        return self._step_id[(kind, statement)]
+
+    def has_step(self, kind: StepKind, statement: int) -> bool:
+        return (kind, statement) in self._step_id
+
+    def first_step(self, statement: Statement) -> int:
+        """Where the statement's work (or its access) begins: task start/complete, host issue."""
+        if statement.is_task:
+            if statement.op in INTERVAL_TASK_OPS:
+                return self.step(StepKind.START, statement.index)
+            return self.step(StepKind.COMPLETE, statement.index)
+        return self.step(StepKind.ISSUE, statement.index)
+
+    def last_step(self, statement: Statement) -> int:
+        """Where the statement's work (or its access) ends: task end/complete, host return."""
+        if statement.is_task:
+            return self.completion(statement)
+        if holds_thread(statement):
+            return self.step(StepKind.RETURN, statement.index)
+        return self.step(StepKind.ISSUE, statement.index)
+
+    def completion(self, statement: Statement) -> int:
+        """The step at which a task has completed."""
+        if statement.op in INTERVAL_TASK_OPS:
+            return self.step(StepKind.END, statement.index)
+        return self.step(StepKind.COMPLETE, statement.index)
+
+    def begin(self, statement: Statement) -> int:
+        """The step at which a task has *begun* (start if it takes time, else completion)."""
+        if statement.op in INTERVAL_TASK_OPS and statement.duration > 0:
+            return self.step(StepKind.START, statement.index)
+        return self.completion(statement)
+
+    def thread_done(self, statement: Statement) -> int:
+        """The last thread step of a statement (what program order waits for)."""
+        if holds_thread(statement):
+            return self.step(StepKind.RETURN, statement.index)
+        return self.step(StepKind.ISSUE, statement.index)
+
+    # --- atoms --------------------------------------------------------------------------
+
+    def before(self, step: int, now):
+        """Step `step` happened strictly before time `now` (a step id's own time or H)."""
+        return self.time[step] < now
+
+    def happened(self, step: int):
+        return self.time[step] < self.horizon
+
+    def _between(self, first: int, second: int, now):
+        """first < second < now: `second` happened after `first` and before `now`."""
+        return z3.And(self.time[first] < self.time[second], self.time[second] < now)
+
+    def enqueued_before(self, u: Statement, x: Statement):
+        """u's issue precedes x's issue. Static within a thread (program order)."""
+        if u.index == x.index:
+            return False
+        if u.thread == x.thread:
+            return self._position[u.index] < self._position[x.index]
+        return self.time[self.step(StepKind.ISSUE, u.index)] < self.time[
+            self.step(StepKind.ISSUE, x.index)
+        ]
+
+    def _describe(self, statement: Statement) -> str:
+        return f"{self.program.describe(statement)} (line {statement.span.line})"
+
+    # --- rule: stream order, hardware queues, legacy default stream ----------------------
+
+    def stream_order(self, x: Statement, now) -> list[Conjunct]:
+        """Rule 1: every task enqueued on x's stream before x has completed.
+
+        Within one thread only the latest earlier task matters (it completes last, by FIFO)."""
+        parts = [Conjunct(f"{self._describe(x)} to be enqueued",
+                          self.before(self.step(StepKind.ISSUE, x.index), now))]
+        latest_own = None
+        for u in self.program.statements:
+            if u.stream != x.stream or u.index == x.index:
+                continue
+            if u.thread == x.thread:
+                if self._position[u.index] < self._position[x.index]:
+                    latest_own = u
+                continue
+            parts.append(Conjunct(
+                f"{self._describe(u)} to complete",
+                _implies(self.enqueued_before(u, x), self.before(self.completion(u), now)),
+            ))
+        if latest_own is not None:
+            parts.append(Conjunct(f"{self._describe(latest_own)} to complete",
+                                  self.before(self.completion(latest_own), now)))
+        return parts
+
+    def hardware_queue(self, x: Statement, now) -> list[Conjunct]:
+        """Rule 2: every task enqueued earlier into x's hardware queue has begun."""
+        stream = self.program.streams[x.stream]
+        if stream.queue is None:
+            return []
+        parts = []
+        for u in self.program.statements:
+            if u.stream is None or u.stream == x.stream:
+                continue
+            other = self.program.streams[u.stream]
+            if other.device != stream.device or other.queue != stream.queue:
+                continue
+            parts.append(Conjunct(
+                f"{self._describe(u)} to begin (hardware queue {stream.queue})",
+                _implies(self.enqueued_before(u, x), self.before(self.begin(u), now)),
+            ))
+        return parts
+
+    def legacy(self, x: Statement, now) -> list[Conjunct]:
+        """Rule 3: legacy-stream tasks wait for earlier blocking-stream tasks and vice versa."""
+        stream = self.program.streams[x.stream]
+        if stream.mode is StreamMode.LEGACY:
+            other_mode = StreamMode.BLOCKING
+        elif stream.mode is StreamMode.BLOCKING:
+            other_mode = StreamMode.LEGACY
+        else:
+            return []
+        parts = []
+        for u in self.program.statements:
+            if u.stream is None or u.stream == x.stream:
+                continue
+            other = self.program.streams[u.stream]
+            if other.device != stream.device or other.mode is not other_mode:
+                continue
+            parts.append(Conjunct(
+                f"{self._describe(u)} to complete (legacy default stream)",
+                _implies(self.enqueued_before(u, x), self.before(self.completion(u), now)),
+            ))
+        return parts
+
+    def _begins(self, x: Statement, now) -> list[Conjunct]:
+        return self.hardware_queue(x, now) + self.legacy(x, now)
+
+    # --- rule: snapshot binding, flags, notifies ------------------------------------------
+
+    def _records(self, event: int) -> list[Statement]:
+        return [s for s in self.program.statements if s.op is Op.RECORD and s.event == event]
+
+    def _resets(self, event: int) -> list[Statement]:
+        return [s for s in self.program.statements if s.op is Op.RESET and s.event == event]
+
+    def binding(self, w: Statement, event: int) -> list[tuple[Statement, object]]:
+        """Snapshot binding: record r binds iff r is the latest record of the event whose
+        issue precedes w's issue. Returns (record, 'r is the binding') for possible records."""
+        records = self._records(event)
+        result = []
+        for r in records:
+            earlier = self.enqueued_before(r, w)
+            if earlier is False:
+                continue
+            latest = _and(earlier, *[
+                _not(_and(self.enqueued_before(r, other), self.enqueued_before(other, w)))
+                for other in records if other.index != r.index
+            ])
+            if latest is not False:
+                result.append((r, latest))
+        return result
+
+    def bound_record_done(self, w: Statement, event: int, now) -> list[Conjunct]:
+        """Rule `wait`/`sync` on a snapshot event: the bound record (if any) has completed."""
+        return [
+            Conjunct(f"{self._describe(r)} to complete",
+                     _implies(bound, self.before(self.completion(r), now)))
+            for r, bound in self.binding(w, event)
+        ]
+
+    def _latest_is_setter(self, setters: list[int], clearers: list[int], now):
+        """Some setter step happened before now with no clearer step after it (before now)."""
+        return _or(*[
+            _and(self.before(s, now), *[
+                _not(self._between(s, c, now)) for c in clearers if c != s
+            ])
+            for s in setters
+        ])
+
+    def flag_set(self, event: int, now):
+        """Rule flag: the latest record/reset completion before now is a record."""
+        setters = [self.completion(r) for r in self._records(event)]
+        clearers = [self.completion(r) for r in self._resets(event)]
+        return self._latest_is_setter(setters, clearers, now)
+
+    def _notify_steps(self, notify: int) -> tuple[list[int], list[int]]:
+        setters, clearers = [], []
+        for s in self.program.statements:
+            if s.notify != notify or s.op not in (Op.NOTIFY, Op.AWAIT):
+                continue
+            step = self.step(StepKind.COMPLETE if s.is_task else StepKind.ISSUE, s.index)
+            (setters if s.op is Op.NOTIFY else clearers).append(step)
+        return setters, clearers
+
+    def notify_set(self, notify: int, now):
+        """Rule notify: the latest notify/await step before now is a notify."""
+        setters, clearers = self._notify_steps(notify)
+        return self._latest_is_setter(setters, clearers, now)
+
+    # --- rule: sync -----------------------------------------------------------------------
+
+    def _sync_streams(self, sync: Statement) -> list[int]:
+        program = self.program
+        if sync.sync is SyncKind.STREAM:
+            return [sync.target]
+        if sync.sync is SyncKind.DEVICE:
+            return [s.index for s in program.streams if s.device == sync.target]
+        return [s.index for s in program.streams]
+
+    def sync_done(self, sync: Statement, now) -> list[Conjunct]:
+        """Rule sync: what a `sync`'s return waits for, fixed by the tasks enqueued before its issue."""
+        if sync.sync is SyncKind.EVENT:
+            if self.program.events[sync.target].flag:
+                return [Conjunct(f"flag event {self.program.events[sync.target].name} to be set",
+                                 self.flag_set(sync.target, now))]
+            return self.bound_record_done(sync, sync.target, now)
+        streams = set(self._sync_streams(sync))
+        parts = []
+        latest_own: dict[int, Statement] = {}
+        for u in self.program.statements:
+            if u.stream not in streams:
+                continue
+            if u.thread == sync.thread:
+                if self._position[u.index] < self._position[sync.index]:
+                    latest_own[u.stream] = u
+                continue
+            parts.append(Conjunct(
+                f"{self._describe(u)} to complete",
+                _implies(self.enqueued_before(u, sync), self.before(self.completion(u), now)),
+            ))
+        for u in latest_own.values():
+            parts.append(Conjunct(f"{self._describe(u)} to complete",
+                                  self.before(self.completion(u), now)))
+        return parts
+
+    # --- the enabling condition of every step ---------------------------------------------
+
+    def condition(self, step: int, now) -> list[Conjunct]:
+        """When `step` may happen at time `now` (docs/encoding.md, section "conditions")."""
+        if step in self._never:
+            return [Conjunct("a member of its collective group that is not in the program", False)]
+        kind = self.steps[step].kind
+        statement = self.program.statements[self.steps[step].statement]
+        if kind is StepKind.ISSUE:
+            return self._issue(statement, now)
+        if kind is StepKind.RETURN:
+            return self._return(statement, now)
+        if kind is StepKind.START:
+            if step in self._group_members:
+                parts = []
+                for member in self._group_members[step]:
+                    parts += self._start(self.program.statements[member], now)
+                return parts
+            return self._start(statement, now)
+        if kind is StepKind.END:
+            parts = [Conjunct(f"{self._describe(statement)} to start",
+                              self.before(self.step(StepKind.START, statement.index), now))]
+            if statement.duration == 0:
+                parts += self._begins(statement, now)
+            return parts
+        return self._complete(statement, now)
+
+    def _issue(self, statement: Statement, now) -> list[Conjunct]:
+        parts = []
+        previous = self._previous[statement.index]
+        if previous is not None:
+            prev = self.program.statements[previous]
+            parts.append(Conjunct(f"{self._describe(prev)} to return",
+                                  self.before(self.thread_done(prev), now)))
+        if statement.stream is None and statement.op is Op.AWAIT:
+            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name}",
+                                  self.notify_set(statement.notify, now)))
+        return parts
+
+    def _return(self, statement: Statement, now) -> list[Conjunct]:
+        parts = [Conjunct(f"{self._describe(statement)} to be called",
+                          self.before(self.step(StepKind.ISSUE, statement.index), now))]
+        if statement.op is Op.SYNC:
+            parts += self.sync_done(statement, now)
+        elif statement.is_task:
+            parts.append(Conjunct(f"{self._describe(statement)} to complete (pageable copy)",
+                                  self.before(self.completion(statement), now)))
+        return parts
+
+    def _start(self, statement: Statement, now) -> list[Conjunct]:
+        parts = self.stream_order(statement, now)
+        if statement.duration > 0:
+            parts += self._begins(statement, now)
+        return parts
+
+    def _complete(self, statement: Statement, now) -> list[Conjunct]:
+        parts = self.stream_order(statement, now) + self._begins(statement, now)
+        if statement.op is Op.WAIT:
+            event = self.program.events[statement.event]
+            if event.flag:
+                parts.append(Conjunct(f"flag event {event.name} to be set",
+                                      self.flag_set(statement.event, now)))
+            else:
+                parts += self.bound_record_done(statement, statement.event, now)
+        elif statement.op is Op.AWAIT:
+            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name}",
+                                  self.notify_set(statement.notify, now)))
+        return parts
+
+    def enabled(self, step: int, now):
+        return _and(*[c.formula for c in self.condition(step, now)])
+
+    # --- base assertions ------------------------------------------------------------------
+
+    def base(self) -> list[z3.BoolRef]:
+        """Domain, total order, and 'a step that happened was enabled at its time'."""
+        horizon = self.horizon
+        facts = []
+        for i, t in enumerate(self.time):
+            if i in self._never:
+                facts.append(t == horizon + i)
+                continue
+            facts.append(z3.Or(z3.And(t >= 0, t < horizon), t == horizon + i))
+            enabled = self.enabled(i, t)
+            if enabled is not True:
+                facts.append(z3.Implies(t < horizon, to_z3(enabled)))
+        if len(self.time) > 1:
+            facts.append(z3.Distinct(*self.time))
+        return facts
+
+    # --- memory lifetime ------------------------------------------------------------------
+
+    def _lifetime_range(self, statement: Statement) -> tuple[int, int]:
+        memory = self.program.memories[statement.memory]
+        for access in statement.accesses:
+            if access.memory == statement.memory:
+                return access.start, access.end
+        return 0, memory.size
+
+    def _segments(self) -> tuple[Segment, ...]:
+        program = self.program
+        cuts: dict[int, set[int]] = {}
+        ranges: dict[int, list[tuple[Statement, int, int]]] = {}
+        for statement in program.statements:
+            if statement.op in (Op.ALLOC, Op.FREE) and statement.memory is not None:
+                lo, hi = self._lifetime_range(statement)
+                ranges.setdefault(statement.memory, []).append((statement, lo, hi))
+        for memory, items in ranges.items():
+            points = {0, program.memories[memory].size}
+            for _, lo, hi in items:
+                points |= {lo, hi}
+            for statement in program.statements:
+                if statement.op in ACCESS_OPS:
+                    for access in statement.accesses:
+                        if access.memory == memory:
+                            points |= {access.start, access.end}
+            cuts[memory] = points
+        segments = []
+        for memory, points in sorted(cuts.items()):
+            ordered = sorted(points)
+            for lo, hi in zip(ordered, ordered[1:]):
+                covering = [(s, a, b) for s, a, b in ranges[memory] if a <= lo and hi <= b]
+                segments.append(Segment(
+                    memory, lo, hi,
+                    tuple(s.index for s, _, _ in covering if s.op is Op.ALLOC),
+                    tuple(s.index for s, _, _ in covering if s.op is Op.FREE),
+                ))
+        return tuple(segments)
+
+    def _lifetime_step(self, index: int) -> int:
+        """When an alloc makes memory live / a free makes it dead."""
+        statement = self.program.statements[index]
+        if statement.is_task:
+            return self.completion(statement)
+        if statement.op is Op.FREE:
+            return self.step(StepKind.RETURN, index)
+        return self.step(StepKind.ISSUE, index)
+
+    def touched_segments(self, statement: Statement) -> list[Segment]:
+        result = []
+        for segment in self.segments:
+            for access in statement.accesses:
+                if (access.memory == segment.memory and access.start < segment.end
+                        and segment.start < access.end):
+                    result.append(segment)
+                    break
+        return result
+
+    def dead_after_free(self, segment: Segment, now):
+        """The latest alloc/free of the segment completed before now is a free (SP102)."""
+        frees = [self._lifetime_step(i) for i in segment.frees]
+        allocs = [self._lifetime_step(i) for i in segment.allocs]
+        return self._latest_is_setter(frees, allocs, now)
+
+    def never_allocated(self, segment: Segment, now):
+        """The segment is covered by some alloc and none has completed before now (SP103)."""
+        if not segment.allocs:
+            return False
+        return _and(*[_not(self.before(self._lifetime_step(i), now)) for i in segment.allocs])
+
+    # --- queries --------------------------------------------------------------------------
+
+    def race(self, a: Statement, b: Statement):
+        """Both accesses running at once: both started, neither ended before the other started."""
+        sa, ea = self.first_step(a), self.last_step(a)
+        sb, eb = self.first_step(b), self.last_step(b)
+        t = self.time
+        return z3.And(self.happened(sa), self.happened(sb), t[sa] < t[eb], t[sb] < t[ea])
+
+    def use_after_free(self, statement: Statement):
+        first = self.first_step(statement)
+        now = self.time[first]
+        return _and(self.happened(first), _or(*[
+            self.dead_after_free(g, now) for g in self.touched_segments(statement)
+        ]))
+
+    def use_before_alloc(self, statement: Statement):
+        first = self.first_step(statement)
+        now = self.time[first]
+        return _and(self.happened(first), _or(*[
+            self.never_allocated(g, now) for g in self.touched_segments(statement)
+        ]))
+
+    def deadlock(self):
+        """Some step has not happened, and no step that has not happened is enabled at H."""
+        horizon = self.horizon
+        stuck = _or(*[_not(self.happened(i)) for i in range(len(self.steps))])
+        blocked = [
+            _or(self.happened(i), _not(self.enabled(i, horizon)))
+            for i in range(len(self.steps)) if i not in self._never
+        ]
+        return _and(stuck, *blocked)
