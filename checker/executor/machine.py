@@ -1,0 +1,678 @@
+"""The executor's state machine: the step semantics of `docs/semantics.md`, one step at a time.
+
+This is the second, independent implementation of the semantics (the SMT encoder is the
+first). Every executor mode goes through the same rules here: `replay` checks a witness step
+by step, `explore` enumerates every interleaving, `simulate` fires steps in time order.
+
+Representation, chosen so that a million states fit in a minute:
+
+* `State` is a NamedTuple of small immutable pieces. Per-statement status is one `bytes`
+  object (its hash is cached by CPython); sets of running statements and of dead memory
+  segments are Python ints used as bitmasks.
+* Facts that the contract fixes at enqueue time (which record a `wait` binds to, which tasks
+  a `sync` waits for, which earlier tasks a hardware queue or the legacy stream orders a task
+  after) are captured at the `issue` step into `State.bind`, a compact tuple with one slot
+  per statement that needs one. Later steps only test those captured facts.
+* Memory is cut into segments at every boundary any access or lifetime statement uses, so
+  liveness and overlap are bit operations.
+
+The legality rules (`blocker`) and the queue bookkeeping are written against a read-only view
+with the `State` field names, so the simulator can run them over its own mutable copy.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from checker.ir import Event, GroupKind, Op, Program, Statement, StreamMode, SyncKind
+from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
+
+NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+"""Statement status codes. A host statement is RUNNING while its thread holds it."""
+
+NEED_BEGUN, NEED_DONE = 1, 2
+"""What a captured ordering dependency asks of an earlier task."""
+
+_BYTE = tuple(bytes([v]) for v in range(4))
+
+
+class IllegalStep(ValueError):
+    """Raised by `Machine.apply` when a step may not happen in the given state."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class State(NamedTuple):
+    """One reachable configuration. Immutable and hashable; equal states behave alike."""
+
+    threads: tuple[int, ...]
+    """Per thread: 2 * (position of the statement it is at) + 1 while that statement holds it."""
+    status: bytes
+    """Per statement: NEW, QUEUED, RUNNING or DONE."""
+    queues: tuple[tuple[int, ...], ...]
+    """Per stream: enqueued tasks that have not completed, in enqueue order."""
+    last_record: tuple[int, ...]
+    """Per event: the latest `record` enqueued so far (-1: none)."""
+    bind: tuple
+    """Per binding slot: what an issued wait/sync/task captured when it was enqueued."""
+    flags: int
+    """Bit e set: flag event e is set."""
+    notes: int
+    """Bit n set: notify n is set."""
+    dead: int
+    """Bit g set: memory segment g is not alive."""
+    freed: int
+    """Bit g set: segment g has been freed at least once (dead by free, not never-allocated)."""
+    running: int
+    """Bit i set: statement i's accesses are running."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The result of one step: the new state plus what the step started that is wrong."""
+
+    state: State
+    races: tuple[tuple[int, int], ...] = ()
+    """(earlier-running statement, statement this step started) for each conflicting pair."""
+    dead_uses: tuple[tuple[int, str], ...] = ()
+    """(statement, "use-after-free" | "use-before-alloc") for each access started on dead bytes."""
+
+
+def _bits(mask: int):
+    """Indices of set bits, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class Layout:
+    """Memory cut into segments: every access and lifetime range becomes a bitmask.
+
+    Kept separate from the machine so the replay's byte model can use the same segments.
+    """
+
+    def __init__(self, program: Program) -> None:
+        cuts: list[set[int]] = [{0, m.size} for m in program.memories]
+        for st in program.statements:
+            for acc in st.accesses:
+                cuts[acc.memory].update((acc.start, acc.end))
+        self.cuts: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(c)) for c in cuts)
+        first: list[int] = []
+        total = 0
+        for c in self.cuts:
+            first.append(total)
+            total += len(c) - 1
+        self.first = tuple(first)
+        """Global index of each memory's first segment."""
+        self.count = total
+        self.owner = tuple(m for m, c in enumerate(self.cuts) for _ in range(len(c) - 1))
+        """Memory of each global segment."""
+
+    def mask(self, memory: int, start: int, end: int) -> int:
+        """Bitmask of the segments covering [start, end) of `memory`."""
+        c = self.cuts[memory]
+        lo = bisect_left(c, start)
+        hi = bisect_left(c, end)
+        if hi <= lo:
+            return 0
+        base = self.first[memory]
+        return ((1 << (hi - lo)) - 1) << (base + lo)
+
+    def segment_range(self, segment: int) -> tuple[int, int, int]:
+        """(memory, start byte, end byte) of a global segment."""
+        m = self.owner[segment]
+        k = segment - self.first[m]
+        return m, self.cuts[m][k], self.cuts[m][k + 1]
+
+
+class Machine:
+    """The step semantics of one program. Build once, then ask `enabled` and `apply`."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        p = program
+        n = len(p.statements)
+        self.n = n
+        self.layout = Layout(p)
+        lay = self.layout
+        self.thread_of = tuple(st.thread for st in p.statements)
+        self.thread_stmts = tuple(t.statements for t in p.threads)
+        self.position = [0] * n
+        for t in p.threads:
+            for k, i in enumerate(t.statements):
+                self.position[i] = k
+        self.interval = tuple(
+            st.stream is not None and st.op in INTERVAL_TASK_OPS for st in p.statements
+        )
+        self.holds = tuple(holds_thread(st) for st in p.statements)
+        self.duration = tuple(st.duration for st in p.statements)
+        self.flag_event = tuple(e.flag for e in p.events)
+        # Touched segments and lifetime masks.
+        touch = []
+        life = []
+        for st in p.statements:
+            m = 0
+            for acc in st.accesses:
+                m |= lay.mask(acc.memory, acc.start, acc.end)
+            touch.append(m)
+            if st.op in (Op.ALLOC, Op.FREE) and st.memory is not None:
+                ranges = [a for a in st.accesses if a.memory == st.memory]
+                if ranges:
+                    lm = 0
+                    for a in ranges:
+                        lm |= lay.mask(a.memory, a.start, a.end)
+                else:
+                    mem = p.memories[st.memory]
+                    lm = lay.mask(st.memory, 0, mem.size)
+                life.append(lm)
+            else:
+                life.append(0)
+        self.touch = tuple(touch)
+        self.life = tuple(life)
+        initially_dead = 0
+        for st in p.statements:
+            if st.op is Op.ALLOC:
+                initially_dead |= self.life[st.index]
+        # Streams: hardware-queue and legacy relations, captured as dependencies at enqueue.
+        self.queue_peers: list[tuple[int, ...]] = []
+        self.legacy_peers: list[tuple[int, ...]] = []
+        for s in p.streams:
+            dev = p.devices[s.device]
+            if dev.queues and s.queue is not None:
+                peers = tuple(
+                    o.index for o in p.streams
+                    if o.index != s.index and o.device == s.device and o.queue == s.queue
+                )
+            else:
+                peers = ()
+            self.queue_peers.append(peers)
+            if s.mode is StreamMode.LEGACY:
+                lp = tuple(
+                    o.index for o in p.streams
+                    if o.device == s.device and o.index != s.index and o.mode is StreamMode.BLOCKING
+                )
+            elif s.mode is StreamMode.BLOCKING:
+                lp = tuple(
+                    o.index for o in p.streams
+                    if o.device == s.device and o.index != s.index and o.mode is StreamMode.LEGACY
+                )
+            else:
+                lp = ()
+            self.legacy_peers.append(lp)
+        self.device_streams = tuple(
+            tuple(s.index for s in p.streams if s.device == d.index) for d in p.devices
+        )
+        # Binding slots.
+        wslot = [-1] * n
+        dslot = [-1] * n
+        slots = 0
+        for st in p.statements:
+            if st.op is Op.WAIT and st.stream is not None and not p.events[st.event].flag:
+                wslot[st.index] = slots
+                slots += 1
+            elif st.op is Op.SYNC and not (
+                st.sync is SyncKind.EVENT and p.events[st.target].flag
+            ):
+                wslot[st.index] = slots
+                slots += 1
+            if st.stream is not None and (
+                self.queue_peers[st.stream] or self.legacy_peers[st.stream]
+            ):
+                dslot[st.index] = slots
+                slots += 1
+        self.wslot = tuple(wslot)
+        self.dslot = tuple(dslot)
+        self.group_of = [None] * n
+        for g in p.groups:
+            for m in g.members:
+                self.group_of[m] = g
+        self._conflicts: tuple[int, ...] | None = None
+        self._init = State(
+            threads=tuple(0 for _ in p.threads),
+            status=bytes(n),
+            queues=tuple(() for _ in p.streams),
+            last_record=tuple(-1 for _ in p.events),
+            bind=tuple(-1 for _ in range(slots)),
+            flags=0,
+            notes=0,
+            dead=initially_dead,
+            freed=0,
+            running=0,
+        )
+        self.initially_dead = initially_dead
+        # Cached step objects: enabled() hands out the same instances every time.
+        self.steps = {
+            kind: tuple(Step(kind, i) for i in range(n)) for kind in StepKind
+        }
+
+    # ------------------------------------------------------------------ static facts
+
+    @property
+    def conflicts(self) -> tuple[int, ...]:
+        """Per statement: bitmask of the other statements whose accesses conflict with it."""
+        if self._conflicts is None:
+            by_memory: dict[int, list[tuple[int, object]]] = {}
+            for st in self.program.statements:
+                for acc in st.accesses:
+                    by_memory.setdefault(acc.memory, []).append((st.index, acc))
+            masks = [0] * self.n
+            for items in by_memory.values():
+                items.sort(key=lambda x: x[1].start)
+                for k, (i, a) in enumerate(items):
+                    for j, b in items[k + 1:]:
+                        if b.start >= a.end:
+                            break
+                        if i != j and (a.write or b.write):
+                            masks[i] |= 1 << j
+                            masks[j] |= 1 << i
+            self._conflicts = tuple(masks)
+        return self._conflicts
+
+    def initial(self) -> State:
+        return self._init
+
+    def finished(self, state: State) -> bool:
+        """Every thread past its last statement and every enqueued task completed."""
+        for t, v in enumerate(state.threads):
+            if v >> 1 < len(self.thread_stmts[t]) or v & 1:
+                return False
+        return not any(state.queues)
+
+    def current(self, state: State, thread: int) -> int | None:
+        """The statement thread `thread` is at, or None when it is done."""
+        stmts = self.thread_stmts[thread]
+        k = state.threads[thread] >> 1
+        return stmts[k] if k < len(stmts) else None
+
+    # ------------------------------------------------------------------ legality
+
+    def begun(self, state, task: int) -> bool:
+        s = state.status[task]
+        return s == DONE or (s == RUNNING and self.duration[task] > 0)
+
+    def _deps_blocker(self, state, task: int) -> str | None:
+        slot = self.dslot[task]
+        if slot < 0:
+            return None
+        for dep, need in state.bind[slot]:
+            if need == NEED_DONE:
+                if state.status[dep] != DONE:
+                    return f"waiting for {self.describe(dep)} to complete (legacy default stream)"
+            elif not self.begun(state, dep):
+                return f"waiting for {self.describe(dep)} to begin (same hardware queue)"
+        return None
+
+    def _head_blocker(self, state, task: int) -> str | None:
+        st = self.program.statements[task]
+        q = state.queues[st.stream]
+        if not q or q[0] != task:
+            if state.status[task] == NEW:
+                return f"{self.describe(task)} has not been enqueued"
+            return (
+                f"waiting for {self.describe(q[0])} ahead of it on "
+                f"{self.program.streams[st.stream].name}"
+            )
+        return None
+
+    def _first_step_blocker(self, state, task: int) -> str | None:
+        """Why the task cannot take its start/complete step (None: it can)."""
+        status = state.status[task]
+        if status == NEW:
+            return "not enqueued yet"
+        if status != QUEUED:
+            return "already begun"
+        why = self._head_blocker(state, task)
+        if why:
+            return why
+        # Rules 2 and 3 hold from the first step on, also for a running task of duration 0
+        # (semantics.md asks them of its end only; the conformance verdict of c17 needs them
+        # before its accesses start, and since nothing depends on such a task's start the
+        # deadlock verdicts are the same either way).
+        why = self._deps_blocker(state, task)
+        if why:
+            return why
+        st = self.program.statements[task]
+        op = st.op
+        p = self.program
+        if op is Op.WAIT:
+            if p.events[st.event].flag:
+                if not state.flags >> st.event & 1:
+                    return f"flag {p.events[st.event].name} not set"
+            else:
+                rec = state.bind[self.wslot[task]]
+                if rec >= 0 and state.status[rec] != DONE:
+                    return f"waiting for {self.describe(rec)}"
+        elif op is Op.AWAIT:
+            if not state.notes >> st.notify & 1:
+                return f"notify {p.notifies[st.notify].name} not set"
+        return None
+
+    def _group_blocker(self, state, group) -> str | None:
+        if not group.complete:
+            return "its collective group has a member missing from the program"
+        for m in group.members:
+            why = self._first_step_blocker(state, m)
+            if why:
+                return f"group member {self.describe(m)}: {why}"
+        return None
+
+    def _end_blocker(self, state, task: int) -> str | None:
+        if state.status[task] != RUNNING:
+            return "not running"
+        if self.duration[task] == 0:
+            return self._deps_blocker(state, task)
+        return None
+
+    def _return_blocker(self, state, stmt: int) -> str | None:
+        st = self.program.statements[stmt]
+        p = self.program
+        if st.stream is not None:  # pageable copy
+            if state.status[stmt] != DONE:
+                return f"waiting for the copy {self.describe(stmt)} to complete"
+            return None
+        if st.op is Op.SYNC:
+            slot = self.wslot[stmt]
+            if slot < 0:  # flag event
+                if not state.flags >> st.target & 1:
+                    return f"flag {p.events[st.target].name} not set"
+                return None
+            for task in state.bind[slot]:
+                if state.status[task] != DONE:
+                    return f"waiting for {self.describe(task)}"
+        return None
+
+    def blocker(self, state, step: Step) -> str | None:
+        """Why `step` cannot happen in `state`; None when it is legal."""
+        i = step.statement
+        if not isinstance(i, int) or not 0 <= i < self.n:
+            return f"no statement #{i}"
+        st = self.program.statements[i]
+        kind = step.kind
+        if kind is StepKind.ISSUE or kind is StepKind.RETURN:
+            t = st.thread
+            v = state.threads[t]
+            cur = self.current(state, t)
+            if cur != i:
+                if state.status[i] != NEW or self.position[i] < v >> 1:
+                    return f"thread {self.program.threads[t].name} is already past it"
+                return (
+                    f"thread {self.program.threads[t].name} has not reached it "
+                    f"(it is at {self.describe(cur)})"
+                )
+            if kind is StepKind.ISSUE:
+                if v & 1:
+                    return "already issued"
+                if st.stream is None and st.op is Op.AWAIT:
+                    if not state.notes >> st.notify & 1:
+                        return f"notify {self.program.notifies[st.notify].name} not set"
+                return None
+            if not v & 1:
+                if not self.holds[i]:
+                    return "this statement has no return step"
+                return "not issued yet"
+            return self._return_blocker(state, i)
+        if st.stream is None:
+            return f"a host statement has no {kind.value} step"
+        if kind is StepKind.END:
+            if not self.interval[i]:
+                return "an instant task has no end step (it completes)"
+            return self._end_blocker(state, i)
+        if kind is StepKind.START:
+            if not self.interval[i]:
+                return "an instant task has no start step (it completes)"
+            g = self.group_of[i]
+            if g is not None:
+                if state.status[i] != QUEUED:
+                    return "not enqueued yet" if state.status[i] == NEW else "already started"
+                return self._group_blocker(state, g)
+            return self._first_step_blocker(state, i)
+        if kind is StepKind.COMPLETE:
+            if self.interval[i]:
+                return "a running task has start and end steps, not complete"
+            return self._first_step_blocker(state, i)
+        return f"unknown step kind {kind!r}"
+
+    # ------------------------------------------------------------------ enabled steps
+
+    def enabled(self, state: State) -> tuple[Step, ...]:
+        """Every step legal in `state`: threads first (by index), then stream heads."""
+        out: list[Step] = []
+        steps = self.steps
+        for t, v in enumerate(state.threads):
+            stmts = self.thread_stmts[t]
+            k = v >> 1
+            if k >= len(stmts):
+                continue
+            i = stmts[k]
+            if v & 1:
+                if self._return_blocker(state, i) is None:
+                    out.append(steps[StepKind.RETURN][i])
+            else:
+                st = self.program.statements[i]
+                if st.stream is None and st.op is Op.AWAIT and not state.notes >> st.notify & 1:
+                    continue
+                out.append(steps[StepKind.ISSUE][i])
+        for q in state.queues:
+            if not q:
+                continue
+            h = q[0]
+            s = state.status[h]
+            if s == RUNNING:
+                if self.duration[h] == 0 and self._deps_blocker(state, h) is not None:
+                    continue
+                out.append(steps[StepKind.END][h])
+            elif self.interval[h]:
+                g = self.group_of[h]
+                if g is not None:
+                    if g.members[0] == h and self._group_blocker(state, g) is None:
+                        out.append(steps[StepKind.START][h])
+                elif self._first_step_blocker(state, h) is None:
+                    out.append(steps[StepKind.START][h])
+            elif self._first_step_blocker(state, h) is None:
+                out.append(steps[StepKind.COMPLETE][h])
+        return tuple(out)
+
+    # ------------------------------------------------------------------ effects
+
+    def apply(self, state: State, step: Step) -> State:
+        """The state after `step`; raises IllegalStep when the step may not happen."""
+        return self.advance(state, step).state
+
+    def advance(self, state: State, step: Step) -> Transition:
+        """Like `apply`, and also reports the races and dead-memory uses the step started."""
+        why = self.blocker(state, step)
+        if why is not None:
+            raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
+        if step.kind is StepKind.START and self.group_of[step.statement] is not None:
+            step = self.steps[StepKind.START][self.group_of[step.statement].members[0]]
+        return self.fire(state, step)
+
+    def fire(self, state: State, step: Step) -> Transition:
+        """Apply a step already known to be legal (explore calls this on enabled steps)."""
+        i = step.statement
+        kind = step.kind
+        st = self.program.statements[i]
+        threads, status, queues, last, bind, flags, notes, dead, freed, running = state
+        races: tuple = ()
+        uses: tuple = ()
+        if kind is StepKind.ISSUE:
+            t = st.thread
+            v = threads[t]
+            if st.stream is not None:
+                s = st.stream
+                q = queues[s]
+                wslot = self.wslot[i]
+                dslot = self.dslot[i]
+                if wslot >= 0 or dslot >= 0:
+                    b = list(bind)
+                    if wslot >= 0:
+                        b[wslot] = last[st.event]
+                    if dslot >= 0:
+                        b[dslot] = self._capture_deps(queues, status, s)
+                    bind = tuple(b)
+                if st.op is Op.RECORD:
+                    last = last[: st.event] + (i,) + last[st.event + 1:]
+                queues = queues[:s] + (q + (i,),) + queues[s + 1:]
+                status = status[:i] + _BYTE[QUEUED] + status[i + 1:]
+                nv = v | 1 if st.blocking else v + 2
+            else:
+                op = st.op
+                if op is Op.HOST or op is Op.FREE:
+                    races, uses = self._start_access(i, running, dead, freed)
+                    running |= 1 << i
+                    status = status[:i] + _BYTE[RUNNING] + status[i + 1:]
+                    nv = v | 1
+                elif op is Op.SYNC:
+                    slot = self.wslot[i]
+                    if slot >= 0:
+                        bind = bind[:slot] + (self._capture_sync(st, queues, last),) + bind[slot + 1:]
+                    status = status[:i] + _BYTE[RUNNING] + status[i + 1:]
+                    nv = v | 1
+                else:
+                    if op is Op.NOTIFY:
+                        notes |= 1 << st.notify
+                    elif op is Op.AWAIT:
+                        notes &= ~(1 << st.notify)
+                    elif op is Op.ALLOC:
+                        dead &= ~self.life[i]
+                    status = status[:i] + _BYTE[DONE] + status[i + 1:]
+                    nv = v + 2
+            threads = threads[:t] + (nv,) + threads[t + 1:]
+        elif kind is StepKind.RETURN:
+            t = st.thread
+            threads = threads[:t] + ((threads[t] & ~1) + 2,) + threads[t + 1:]
+            if st.stream is None:
+                if st.op is Op.FREE:
+                    dead |= self.life[i]
+                    freed |= self.life[i]
+                running &= ~(1 << i)
+                status = status[:i] + _BYTE[DONE] + status[i + 1:]
+        elif kind is StepKind.START:
+            g = self.group_of[i]
+            members = g.members if g is not None else (i,)
+            all_races = []
+            all_uses = []
+            for m in members:
+                r, u = self._start_access(m, running, dead, freed)
+                all_races.extend(r)
+                all_uses.extend(u)
+                running |= 1 << m
+                status = status[:m] + _BYTE[RUNNING] + status[m + 1:]
+            races = tuple(all_races)
+            uses = tuple(all_uses)
+        elif kind is StepKind.END:
+            s = st.stream
+            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
+            status = status[:i] + _BYTE[DONE] + status[i + 1:]
+            running &= ~(1 << i)
+            if st.op is Op.FREE:
+                dead |= self.life[i]
+                freed |= self.life[i]
+        else:  # COMPLETE
+            s = st.stream
+            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
+            status = status[:i] + _BYTE[DONE] + status[i + 1:]
+            op = st.op
+            if op is Op.RECORD:
+                if self.flag_event[st.event]:
+                    flags |= 1 << st.event
+            elif op is Op.RESET:
+                flags &= ~(1 << st.event)
+            elif op is Op.NOTIFY:
+                notes |= 1 << st.notify
+            elif op is Op.AWAIT:
+                notes &= ~(1 << st.notify)
+            elif op is Op.ALLOC:
+                dead &= ~self.life[i]
+        return Transition(
+            State(threads, status, queues, last, bind, flags, notes, dead, freed, running),
+            races,
+            uses,
+        )
+
+    def _start_access(self, i: int, running: int, dead: int, freed: int):
+        """Races and dead uses of statement i's accesses starting now."""
+        touch = self.touch[i]
+        if not touch:
+            return (), ()
+        races = ()
+        clash = running & self.conflicts[i]
+        if clash:
+            races = tuple((j, i) for j in _bits(clash))
+        uses = ()
+        bad = dead & touch
+        if bad:
+            u = []
+            if bad & freed:
+                u.append((i, "use-after-free"))
+            if bad & ~freed:
+                u.append((i, "use-before-alloc"))
+            uses = tuple(u)
+        return races, uses
+
+    def _capture_deps(self, queues, status, stream: int) -> tuple[tuple[int, int], ...]:
+        """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3)."""
+        deps = []
+        for o in self.queue_peers[stream]:
+            q = queues[o]
+            if q:
+                deps.append((q[-1], NEED_BEGUN))
+        for o in self.legacy_peers[stream]:
+            q = queues[o]
+            if q:
+                deps.append((q[-1], NEED_DONE))
+        return tuple(deps)
+
+    def _capture_sync(self, st: Statement, queues, last) -> tuple[int, ...]:
+        """The tasks a sync issued now waits for: the last pending task of each stream."""
+        if st.sync is SyncKind.EVENT:
+            rec = last[st.target]
+            return (rec,) if rec >= 0 else ()
+        if st.sync is SyncKind.STREAM:
+            streams = (st.target,)
+        elif st.sync is SyncKind.DEVICE:
+            streams = self.device_streams[st.target]
+        else:
+            streams = range(len(self.program.streams))
+        return tuple(queues[s][-1] for s in streams if queues[s])
+
+    # ------------------------------------------------------------------ explanations
+
+    def describe(self, i: int) -> str:
+        """`s1: wait ready (line 7)`."""
+        st = self.program.statements[i]
+        return f"{self.program.describe(st)} (line {st.span.line})"
+
+    def describe_index(self, i: object) -> str:
+        if isinstance(i, int) and 0 <= i < self.n:
+            return self.describe(i)
+        return f"#{i}"
+
+    def stuck(self, state: State) -> tuple[tuple[int, str], ...]:
+        """For a state with unfinished work: each unfinished thread and task and what it waits for."""
+        out: list[tuple[int, str]] = []
+        p = self.program
+        for t in range(len(p.threads)):
+            i = self.current(state, t)
+            if i is None:
+                continue
+            v = state.threads[t]
+            kind = StepKind.RETURN if v & 1 else StepKind.ISSUE
+            why = self.blocker(state, self.steps[kind][i]) or "can still move"
+            out.append((i, f"{p.describe(p.statements[i])}: {why}"))
+        for q in state.queues:
+            for h in q:
+                st = p.statements[h]
+                if state.status[h] == RUNNING:
+                    why = self._end_blocker(state, h) or "can still end"
+                elif self.group_of[h] is not None:
+                    why = self._group_blocker(state, self.group_of[h]) or "can still start"
+                else:
+                    why = self._first_step_blocker(state, h) or "can still move"
+                out.append((h, f"{p.describe(st)}: {why}"))
+        return tuple(out)
