@@ -95,6 +95,9 @@ class Conjunct:
 
     label: str
     formula: object
+    after: int | None = None
+    """When the conjunct is exactly 'step `after` happened before now': a static
+    must-happen-before edge (used to prune race candidates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,7 @@ class Encoding:
             group_step[g] for g in group_step if not program.groups[g].complete
         }
         self.segments: tuple[Segment, ...] = self._segments()
+        self._own: dict[int, list[Conjunct]] = {}
 
     # --- step lookup --------------------------------------------------------------------
 
@@ -227,14 +231,19 @@ class Encoding:
     def _describe(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
 
+    def _needs(self, label: str, step: int, now, when=True) -> Conjunct:
+        """'If `when`, step happened before now', remembering static edges."""
+        formula = _implies(when, self.before(step, now))
+        return Conjunct(label, formula, step if when is True else None)
+
     # --- rule: stream order, hardware queues, legacy default stream ----------------------
 
     def stream_order(self, x: Statement, now) -> list[Conjunct]:
         """Rule 1: every task enqueued on x's stream before x has completed.
 
         Within one thread only the latest earlier task matters (it completes last, by FIFO)."""
-        parts = [Conjunct(f"{self._describe(x)} to be enqueued",
-                          self.before(self.step(StepKind.ISSUE, x.index), now))]
+        parts = [self._needs(f"{self._describe(x)} to be enqueued",
+                             self.step(StepKind.ISSUE, x.index), now)]
         latest_own = None
         for u in self.program.statements:
             if u.stream != x.stream or u.index == x.index:
@@ -243,13 +252,11 @@ class Encoding:
                 if self._position[u.index] < self._position[x.index]:
                     latest_own = u
                 continue
-            parts.append(Conjunct(
-                f"{self._describe(u)} to complete",
-                _implies(self.enqueued_before(u, x), self.before(self.completion(u), now)),
-            ))
+            parts.append(self._needs(f"{self._describe(u)} to complete",
+                                     self.completion(u), now, self.enqueued_before(u, x)))
         if latest_own is not None:
-            parts.append(Conjunct(f"{self._describe(latest_own)} to complete",
-                                  self.before(self.completion(latest_own), now)))
+            parts.append(self._needs(f"{self._describe(latest_own)} to complete",
+                                     self.completion(latest_own), now))
         return parts
 
     def hardware_queue(self, x: Statement, now) -> list[Conjunct]:
@@ -264,10 +271,8 @@ class Encoding:
             other = self.program.streams[u.stream]
             if other.device != stream.device or other.queue != stream.queue:
                 continue
-            parts.append(Conjunct(
-                f"{self._describe(u)} to begin (hardware queue {stream.queue})",
-                _implies(self.enqueued_before(u, x), self.before(self.begin(u), now)),
-            ))
+            parts.append(self._needs(f"{self._describe(u)} to begin (hardware queue {stream.queue})",
+                                     self.begin(u), now, self.enqueued_before(u, x)))
         return parts
 
     def legacy(self, x: Statement, now) -> list[Conjunct]:
@@ -286,10 +291,8 @@ class Encoding:
             other = self.program.streams[u.stream]
             if other.device != stream.device or other.mode is not other_mode:
                 continue
-            parts.append(Conjunct(
-                f"{self._describe(u)} to complete (legacy default stream)",
-                _implies(self.enqueued_before(u, x), self.before(self.completion(u), now)),
-            ))
+            parts.append(self._needs(f"{self._describe(u)} to complete (legacy default stream)",
+                                     self.completion(u), now, self.enqueued_before(u, x)))
         return parts
 
     def _begins(self, x: Statement, now) -> list[Conjunct]:
@@ -323,8 +326,7 @@ class Encoding:
     def bound_record_done(self, w: Statement, event: int, now) -> list[Conjunct]:
         """Rule `wait`/`sync` on a snapshot event: the bound record (if any) has completed."""
         return [
-            Conjunct(f"{self._describe(r)} to complete",
-                     _implies(bound, self.before(self.completion(r), now)))
+            self._needs(f"{self._describe(r)} to complete", self.completion(r), now, bound)
             for r, bound in self.binding(w, event)
         ]
 
@@ -384,13 +386,10 @@ class Encoding:
                 if self._position[u.index] < self._position[sync.index]:
                     latest_own[u.stream] = u
                 continue
-            parts.append(Conjunct(
-                f"{self._describe(u)} to complete",
-                _implies(self.enqueued_before(u, sync), self.before(self.completion(u), now)),
-            ))
+            parts.append(self._needs(f"{self._describe(u)} to complete",
+                                     self.completion(u), now, self.enqueued_before(u, sync)))
         for u in latest_own.values():
-            parts.append(Conjunct(f"{self._describe(u)} to complete",
-                                  self.before(self.completion(u), now)))
+            parts.append(self._needs(f"{self._describe(u)} to complete", self.completion(u), now))
         return parts
 
     # --- the enabling condition of every step ---------------------------------------------
@@ -413,11 +412,8 @@ class Encoding:
                 return parts
             return self._start(statement, now)
         if kind is StepKind.END:
-            parts = [Conjunct(f"{self._describe(statement)} to start",
-                              self.before(self.step(StepKind.START, statement.index), now))]
-            if statement.duration == 0:
-                parts += self._begins(statement, now)
-            return parts
+            return [self._needs(f"{self._describe(statement)} to start",
+                                self.step(StepKind.START, statement.index), now)]
         return self._complete(statement, now)
 
     def _issue(self, statement: Statement, now) -> list[Conjunct]:
@@ -425,28 +421,27 @@ class Encoding:
         previous = self._previous[statement.index]
         if previous is not None:
             prev = self.program.statements[previous]
-            parts.append(Conjunct(f"{self._describe(prev)} to return",
-                                  self.before(self.thread_done(prev), now)))
+            parts.append(self._needs(f"{self._describe(prev)} to finish",
+                                     self.thread_done(prev), now))
         if statement.stream is None and statement.op is Op.AWAIT:
             parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name}",
                                   self.notify_set(statement.notify, now)))
         return parts
 
     def _return(self, statement: Statement, now) -> list[Conjunct]:
-        parts = [Conjunct(f"{self._describe(statement)} to be called",
-                          self.before(self.step(StepKind.ISSUE, statement.index), now))]
+        parts = [self._needs(f"{self._describe(statement)} to be called",
+                             self.step(StepKind.ISSUE, statement.index), now)]
         if statement.op is Op.SYNC:
             parts += self.sync_done(statement, now)
         elif statement.is_task:
-            parts.append(Conjunct(f"{self._describe(statement)} to complete (pageable copy)",
-                                  self.before(self.completion(statement), now)))
+            parts.append(self._needs(f"{self._describe(statement)} to complete (pageable copy)",
+                                     self.completion(statement), now))
         return parts
 
     def _start(self, statement: Statement, now) -> list[Conjunct]:
-        parts = self.stream_order(statement, now)
-        if statement.duration > 0:
-            parts += self._begins(statement, now)
-        return parts
+        # Rules 2 and 3 hold from the first step on, also for a running task of duration 0:
+        # the contract's verdict for c17 needs them before its accesses start (docs/encoding.md).
+        return self.stream_order(statement, now) + self._begins(statement, now)
 
     def _complete(self, statement: Statement, now) -> list[Conjunct]:
         parts = self.stream_order(statement, now) + self._begins(statement, now)
@@ -465,6 +460,14 @@ class Encoding:
     def enabled(self, step: int, now):
         return _and(*[c.formula for c in self.condition(step, now)])
 
+    def own_condition(self, step: int) -> list[Conjunct]:
+        """The condition of a step at its own time (built once; the base and the
+        must-happen-before pruning both read it)."""
+        cached = self._own.get(step)
+        if cached is None:
+            cached = self._own[step] = self.condition(step, self.time[step])
+        return cached
+
     # --- base assertions ------------------------------------------------------------------
 
     def base(self) -> list[z3.BoolRef]:
@@ -476,7 +479,7 @@ class Encoding:
                 facts.append(t == horizon + i)
                 continue
             facts.append(z3.Or(z3.And(t >= 0, t < horizon), t == horizon + i))
-            enabled = self.enabled(i, t)
+            enabled = _and(*[c.formula for c in self.own_condition(i)])
             if enabled is not True:
                 facts.append(z3.Implies(t < horizon, to_z3(enabled)))
         if len(self.time) > 1:
@@ -548,10 +551,12 @@ class Encoding:
         return self._latest_is_setter(frees, allocs, now)
 
     def never_allocated(self, segment: Segment, now):
-        """The segment is covered by some alloc and none has completed before now (SP103)."""
+        """The segment is covered by some alloc and no alloc or free of it has completed
+        before now (SP103; dead after a free is SP102 instead)."""
         if not segment.allocs:
             return False
-        return _and(*[_not(self.before(self._lifetime_step(i), now)) for i in segment.allocs])
+        return _and(*[_not(self.before(self._lifetime_step(i), now))
+                      for i in segment.allocs + segment.frees])
 
     # --- queries --------------------------------------------------------------------------
 

@@ -1,0 +1,232 @@
+"""The questions the SMT engine asks of one program, and how answers become findings.
+
+Races: every pair of statements with conflicting accesses (same memory, overlapping bytes,
+one a write) that the must-happen-before relation leaves unordered is asked once; instance
+pairs of the same two source statements are grouped into one finding. Use-after-free and
+use-before-alloc: asked per accessing statement whose bytes some free / alloc covers.
+Deadlock: asked once. A query the solver cannot decide becomes an UNKNOWN finding naming
+what was asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.findings import Finding, FindingKind, Stuck
+from checker.ir import ExpectKind, Program, Statement
+from checker.smt.encode import ACCESS_OPS, Encoding
+from checker.smt.order import must_order
+from checker.smt.solve import Budget, Sat, Session, Unknown, Unsat
+from checker.witness import StepKind
+
+
+@dataclass(frozen=True, slots=True)
+class _RaceGroup:
+    """Racing instance pairs of one pair of source statements."""
+
+    first: tuple[int, int]
+    instances: int
+    memory: int
+    sat: Sat
+
+
+class Analysis:
+    """Runs every query of one program on one solver session."""
+
+    def __init__(self, program: Program, budget: Budget):
+        self.program = program
+        self.encoding = Encoding(program)
+        self.session = Session(self.encoding, budget)
+        self.order = must_order(self.encoding)
+        self.findings: list[Finding] = []
+
+    def _line(self, statement: Statement) -> str:
+        return f"{self.program.describe(statement)} (line {statement.span.line})"
+
+    def _expected(self, kind: ExpectKind, buffer: str | None = None) -> bool:
+        for expectation in self.program.expectations:
+            if expectation.kind is kind and (
+                expectation.buffer is None or buffer is None or expectation.buffer == buffer
+            ):
+                return True
+        return False
+
+    def _unknown(self, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
+        self.findings.append(Finding(
+            FindingKind.UNKNOWN,
+            f"the solver could not decide {query} ({verdict.reason})",
+            statements,
+            help="raise the solver budget (timeout / rlimit) or make the spec smaller",
+            detail={"query": query, "reason": verdict.reason},
+        ))
+
+    # --- races --------------------------------------------------------------------------
+
+    def race_candidates(self) -> list[tuple[Statement, Statement, int]]:
+        """Statement pairs with a conflicting access, unordered by must-happen-before."""
+        encoding, order = self.encoding, self.order
+        accessing = [s for s in self.program.statements if s.op in ACCESS_OPS and s.accesses]
+        result = []
+        for i, a in enumerate(accessing):
+            for b in accessing[i + 1:]:
+                memory = next((x.memory for x in a.accesses for y in b.accesses
+                               if x.conflicts(y)), None)
+                if memory is None:
+                    continue
+                if order.precedes(encoding.last_step(a), encoding.first_step(b)):
+                    continue
+                if order.precedes(encoding.last_step(b), encoding.first_step(a)):
+                    continue
+                result.append((a, b, memory))
+        return result
+
+    def races(self) -> None:
+        groups: dict[tuple[int, int], _RaceGroup] = {}
+        for a, b, memory in self.race_candidates():
+            verdict = self.session.ask(
+                self.encoding.race(a, b),
+                cut=(self.encoding.first_step(a), self.encoding.first_step(b)),
+            )
+            if isinstance(verdict, Unknown):
+                self._unknown(f"whether {self._line(a)} and {self._line(b)} race",
+                              (a.index, b.index), verdict)
+                continue
+            if isinstance(verdict, Unsat):
+                continue
+            key = tuple(sorted((a.origin, b.origin)))
+            known = groups.get(key)
+            if known is None:
+                groups[key] = _RaceGroup((a.index, b.index), 1, memory, verdict)
+            else:
+                groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory, known.sat)
+        for group in groups.values():
+            a, b = (self.program.statements[i] for i in group.first)
+            memory = self.program.memories[group.memory]
+            self.findings.append(Finding(
+                FindingKind.RACE,
+                f"{self._line(a)} and {self._line(b)} can access {memory.name} at the same time",
+                group.first,
+                buffer=memory.buffer,
+                memory=memory.name,
+                instances=group.instances,
+                witness=group.sat.witness,
+                help="order them with an event, a stream sync or the same stream",
+                expected=self._expected(ExpectKind.RACE, memory.buffer),
+            ))
+
+    # --- lifetimes ----------------------------------------------------------------------
+
+    def lifetimes(self) -> None:
+        encoding = self.encoding
+        grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
+        for statement in self.program.statements:
+            if statement.op not in ACCESS_OPS or not statement.accesses:
+                continue
+            segments = encoding.touched_segments(statement)
+            asks = []
+            if any(g.frees for g in segments):
+                asks.append((FindingKind.USE_AFTER_FREE, encoding.use_after_free(statement),
+                             "after it was freed"))
+            if any(g.allocs for g in segments):
+                asks.append((FindingKind.USE_BEFORE_ALLOC, encoding.use_before_alloc(statement),
+                             "before it was allocated"))
+            for kind, query, when in asks:
+                verdict = self.session.ask(query, cut=(encoding.first_step(statement),))
+                if isinstance(verdict, Unknown):
+                    self._unknown(f"whether {self._line(statement)} can run {when}",
+                                  (statement.index,), verdict)
+                    continue
+                if isinstance(verdict, Unsat):
+                    continue
+                key = (kind, statement.origin)
+                if key in grouped:
+                    finding, count = grouped[key]
+                    grouped[key] = (finding, count + 1)
+                    continue
+                memory = self.program.memories[segments[0].memory] if segments else None
+                for g in segments:
+                    if (g.frees if kind is FindingKind.USE_AFTER_FREE else g.allocs):
+                        memory = self.program.memories[g.memory]
+                        break
+                buffer = memory.buffer if memory else None
+                grouped[key] = (Finding(
+                    kind,
+                    f"{self._line(statement)} can run {when}: {memory.name if memory else ''}",
+                    (statement.index,),
+                    buffer=buffer,
+                    memory=memory.name if memory else None,
+                    witness=verdict.witness,
+                    help="order the access between its buffer's alloc and free",
+                    expected=self._expected(ExpectKind.USE_AFTER_FREE, buffer),
+                ), 1)
+        for finding, count in grouped.values():
+            self.findings.append(Finding(
+                finding.kind, finding.message, finding.statements, finding.buffer,
+                finding.memory, count, finding.witness, help=finding.help,
+                expected=finding.expected,
+            ))
+
+    # --- deadlock -----------------------------------------------------------------------
+
+    def deadlock(self) -> None:
+        verdict = self.session.ask(self.encoding.deadlock())
+        if isinstance(verdict, Unknown):
+            self._unknown("whether the program can deadlock", (), verdict)
+            return
+        if isinstance(verdict, Unsat):
+            return
+        stuck = self.stuck(verdict)
+        self.findings.append(Finding(
+            FindingKind.DEADLOCK,
+            "an execution reaches a state where nothing can progress: "
+            + "; ".join(f"{self._line(self.program.statements[s.statement])} waits for "
+                        f"{s.waits_for}" for s in stuck),
+            tuple(s.statement for s in stuck),
+            witness=verdict.witness,
+            stuck=stuck,
+            help="every wait, await, sync and collective needs a partner that can still come",
+            expected=self._expected(ExpectKind.DEADLOCK),
+        ))
+
+    def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
+        """Every unfinished thread and task, with the parts of its next step's condition
+        that fail in the deadlocked state."""
+        encoding, session = self.encoding, self.session
+        happened = set(verdict.order)
+        result = []
+
+        def waits(step: int) -> str:
+            failing = [
+                c.label for c in encoding.condition(step, encoding.horizon)
+                if not session.holds(verdict, c.formula)
+            ]
+            return "; ".join(dict.fromkeys(failing)) or "nothing (it can still run)"
+
+        for thread in self.program.threads:
+            for index in thread.statements:
+                statement = self.program.statements[index]
+                steps = [encoding.step(StepKind.ISSUE, index)]
+                if encoding.has_step(StepKind.RETURN, index):
+                    steps.append(encoding.step(StepKind.RETURN, index))
+                pending = [s for s in steps if s not in happened]
+                if pending:
+                    result.append(Stuck(index, waits(pending[0])))
+                    break
+        for statement in self.program.statements:
+            if not statement.is_task:
+                continue
+            if encoding.step(StepKind.ISSUE, statement.index) not in happened:
+                continue
+            kinds = ([StepKind.START, StepKind.END] if encoding.has_step(StepKind.START, statement.index)
+                     else [StepKind.COMPLETE])
+            pending = [encoding.step(k, statement.index) for k in kinds
+                       if encoding.step(k, statement.index) not in happened]
+            if pending:
+                result.append(Stuck(statement.index, waits(pending[0])))
+        return tuple(result)
+
+    def run(self) -> tuple[Finding, ...]:
+        self.races()
+        self.lifetimes()
+        self.deadlock()
+        return tuple(self.findings)

@@ -1,0 +1,104 @@
+"""The one place that calls Z3's `check()`; answers are values, models become witnesses.
+
+A `Session` holds one program's base assertions in one solver and asks each query inside
+its own push/pop scope, so everything learnt about the base is reused across queries.
+Every check runs under a wall-clock timeout and, when given, an rlimit (a budget that
+stops at the same point on every machine; z3-solver 5.4 reports a spent rlimit as
+"canceled" and a timeout as "timeout"). Unknown is a result, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from checker.smt.encode import Encoding, to_z3
+from checker.witness import Step, Witness
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Per-query limits: seconds of wall clock, and Z3 resource units (None: no rlimit)."""
+
+    timeout: float = 10.0
+    rlimit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sat:
+    """The query holds in some execution; `order` lists the happened step ids by time."""
+
+    witness: Witness
+    order: tuple[int, ...]
+    model: object = field(default=None, compare=False, repr=False)
+    """The Z3 model, for labelling deadlocks; never leaves `checker.smt`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unsat:
+    """No execution satisfies the query."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """The solver gave up (budget spent, timeout, or an internal failure)."""
+
+    reason: str
+
+
+Verdict = Sat | Unsat | Unknown
+
+
+class Session:
+    """One solver for one program; each `ask` is scoped so the base is shared."""
+
+    def __init__(self, encoding: Encoding, budget: Budget):
+        self.encoding = encoding
+        self.budget = budget
+        self.solver = z3.SolverFor("QF_LIA")
+        self.solver.set("timeout", max(1, int(budget.timeout * 1000)))
+        if budget.rlimit is not None:
+            self.solver.set("rlimit", max(1, int(budget.rlimit)))
+        self.solver.add(*encoding.base())
+        self.checks = 0
+
+    def ask(self, query, cut: tuple[int, ...] = ()) -> Verdict:
+        """Is `query` satisfiable on top of the base? On SAT, the witness is the happened
+        steps in time order, cut after the latest of the `cut` steps when given."""
+        if query is False:
+            return Unsat()
+        self.solver.push()
+        try:
+            self.solver.add(to_z3(query))
+            self.checks += 1
+            answer = self.solver.check()
+            if answer == z3.sat:
+                return self._decode(self.solver.model(), cut)
+            if answer == z3.unsat:
+                return Unsat()
+            return Unknown(self.solver.reason_unknown() or "unknown")
+        except z3.Z3Exception as error:
+            return Unknown(f"solver error: {error}")
+        finally:
+            self.solver.pop()
+
+    def _decode(self, model: z3.ModelRef, cut: tuple[int, ...]) -> Sat:
+        encoding = self.encoding
+        times = [model.eval(t, model_completion=True).as_long() for t in encoding.time]
+        happened = sorted(
+            (i for i, value in enumerate(times) if value < encoding.horizon),
+            key=lambda i: times[i],
+        )
+        if cut:
+            limit = max(times[i] for i in cut)
+            happened = [i for i in happened if times[i] <= limit]
+        steps = tuple(encoding.steps[i] for i in happened)
+        return Sat(Witness(tuple(Step(s.kind, s.statement) for s in steps)), tuple(happened), model)
+
+    def holds(self, verdict: Sat, formula) -> bool:
+        """Evaluate a formula over the encoding's variables in a SAT verdict's model."""
+        if formula is True or formula is False:
+            return formula
+        value = verdict.model.eval(to_z3(formula), model_completion=True)
+        return z3.is_true(value)
