@@ -1,0 +1,1 @@
+"""Renderers over the diagnostic and finding models. Nothing imports this package but the CLI."""

@@ -1,0 +1,186 @@
+"""Checking one program: pick the engine that can decide it, confirm witnesses, apply `expect`.
+
+* deterministic programs go to the happens-before fast path (`hb`),
+* everything else to the SMT engine (`smt`), or to the executor's exhaustive explorer when
+  asked (`--exhaustive`),
+* every witness is replayed by the executor before it is reported; a witness that does not
+  replay is an internal error, never a finding,
+* an unknown answer is a finding of its own (SP301), never clean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from checker import collectives, hb
+from checker.codes import Code, Severity
+from checker.diagnostics import Diagnostic, error
+from checker.findings import FileReport, Finding, FindingKind, Status
+from checker.frontend import Loaded
+from checker.ir import ExpectKind, Program
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    timeout: float = 10.0
+    """Seconds per solver query."""
+    exhaustive: bool = False
+    max_states: int = 1_000_000
+    allow_unknown: bool = False
+    replay: bool = True
+
+
+def _unknown(message: str, help: str = "") -> Finding:
+    return Finding(FindingKind.UNKNOWN, message, (), help=help)
+
+
+def find(program: Program, options: Options) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
+    """All findings of a program (before expectations), and internal-error diagnostics."""
+    findings = list(collectives.mismatches(program))
+    reason = hb.nondeterminism(program)
+    if options.exhaustive:
+        findings += _explore(program, options)
+    elif reason is None:
+        found, complete = hb.analyze(program)
+        findings += found
+        if not complete:
+            findings.append(_unknown("too many unordered accesses to enumerate every race",
+                                     "split the spec, or check it with --exhaustive on a smaller version"))
+    else:
+        findings += _solve(program, options, reason)
+    return _confirmed(program, findings, options)
+
+
+def _explore(program: Program, options: Options) -> list[Finding]:
+    try:
+        from checker.executor.explore import explore
+    except ImportError:
+        return [_unknown("the exhaustive explorer is not available in this build")]
+    result = explore(program, max_states=options.max_states)
+    findings = list(result.findings())
+    if not result.complete:
+        findings.append(_unknown(
+            f"exploration stopped at {options.max_states:,} states before covering every interleaving",
+            "raise --max-states, or drop --exhaustive to use the solver"))
+    return findings
+
+
+def _solve(program: Program, options: Options, reason: str) -> list[Finding]:
+    try:
+        from checker import smt
+    except ImportError:
+        return [_unknown(f"this spec needs the solver because {reason}, and the solver is not available")]
+    return list(smt.analyze(program, timeout=options.timeout))
+
+
+def _confirmed(program: Program, findings: list[Finding], options: Options):
+    if not options.replay:
+        return tuple(findings), ()
+    try:
+        from checker.executor.replay import confirm
+    except ImportError:
+        return tuple(findings), ()
+    kept: list[Finding] = []
+    internal: list[Diagnostic] = []
+    for finding in findings:
+        if finding.witness is None:
+            kept.append(finding)
+            continue
+        confirmation = confirm(program, finding)
+        if confirmation.ok:
+            kept.append(replace(finding, detail={**finding.detail, **confirmation.detail}))
+        else:
+            span = program.statements[finding.statements[0]].span if finding.statements else None
+            internal.append(error(
+                Code.SP402, f"internal error: the {finding.kind.value} witness did not replay: {confirmation.reason}",
+                span, "reported here", help="this is a bug in streamproof; please report it with this spec"))
+    return tuple(kept), tuple(internal)
+
+
+def _expectation_met(program: Program, expectation, findings: list[Finding]) -> tuple[bool, list[int]]:
+    """Whether an expectation holds, and the indices of findings it accounts for."""
+    kind = expectation.kind
+    if kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE):
+        wanted = ((FindingKind.RACE,) if kind is ExpectKind.RACE
+                  else (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC))
+        matched = [i for i, f in enumerate(findings)
+                   if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer)]
+        return bool(matched), matched
+    if kind is ExpectKind.DEADLOCK:
+        matched = [i for i, f in enumerate(findings) if f.kind is FindingKind.DEADLOCK]
+        return bool(matched), matched
+    negative = {ExpectKind.NO_RACE: FindingKind.RACE, ExpectKind.NO_DEADLOCK: FindingKind.DEADLOCK}
+    if kind in negative:
+        return not any(f.kind is negative[kind] for f in findings), []
+    if kind is ExpectKind.NO_USE_AFTER_FREE:
+        return not any(f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC) for f in findings), []
+    return True, []
+
+
+def _makespan_check(program: Program, expectation, options: Options) -> Diagnostic | Finding | None:
+    """`expect makespan <= D`: the program's minimum makespan must not exceed D."""
+    try:
+        from checker.optimize import optimize
+    except ImportError:
+        return _unknown("`expect makespan` needs the optimizer, which is not available")
+    result = optimize(program, timeout=max(options.timeout, 1.0))
+    best = result.makespan_ns("program")
+    proven = result.proven_lower_ns("program")
+    limit = expectation.limit
+    if proven is not None and proven > limit:
+        return error(Code.SP401, f"expected makespan <= {limit / 1e6:g} ms, but no execution finishes before {proven / 1e6:g} ms",
+                     expectation.span, "expectation not met",
+                     help=f"the best schedule of this program takes {best / 1e6:g} ms; run `streamproof optimize` to see why")
+    if best is not None and best <= limit:
+        return None
+    return _unknown(f"could not decide `expect makespan <= {limit / 1e6:g} ms` in time "
+                    f"(best found {best / 1e6:g} ms, proven lower bound {(proven or 0) / 1e6:g} ms)")
+
+
+def check_loaded(loaded: Loaded, options: Options = Options()) -> FileReport:
+    if loaded.program is None:
+        return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
+    program = loaded.program
+    found, internal = find(program, options)
+    findings = list(found)
+    diagnostics = list(loaded.diagnostics) + list(internal)
+    expected: set[int] = set()
+    for expectation in program.expectations:
+        if expectation.kind is ExpectKind.MAKESPAN:
+            outcome = _makespan_check(program, expectation, options)
+            if isinstance(outcome, Finding):
+                findings.append(outcome)
+            elif outcome is not None:
+                diagnostics.append(outcome)
+            continue
+        met, matched = _expectation_met(program, expectation, findings)
+        expected.update(matched)
+        if not met:
+            what = expectation.kind.value + (f" on `{expectation.buffer}`" if expectation.buffer else "")
+            diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
+                                     "not met", help=_unmet_help(expectation.kind)))
+    findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]
+    failing = [f for f in findings if not f.expected and not (f.kind is FindingKind.UNKNOWN and options.allow_unknown)]
+    has_error = any(d.severity is Severity.ERROR for d in diagnostics)
+    internal_error = any(d.code is Code.SP402 for d in diagnostics)
+    if internal_error:
+        status = Status.ERROR
+    elif any(f.kind is not FindingKind.UNKNOWN for f in findings):
+        status = Status.FINDINGS
+    elif findings:
+        status = Status.UNKNOWN
+    else:
+        status = Status.CLEAN
+    passed = not failing and not has_error
+    return FileReport(loaded.path, status, tuple(findings), tuple(diagnostics), passed, loaded.source, program)
+
+
+def _unmet_help(kind: ExpectKind) -> str:
+    return {
+        ExpectKind.RACE: "no execution races on this buffer; drop the expectation if the race was fixed",
+        ExpectKind.DEADLOCK: "no execution deadlocks; drop the expectation if the hang was fixed",
+        ExpectKind.USE_AFTER_FREE: "no execution uses this buffer outside its lifetime",
+        ExpectKind.NO_RACE: "see the race findings above",
+        ExpectKind.NO_DEADLOCK: "see the deadlock finding above",
+        ExpectKind.NO_USE_AFTER_FREE: "see the use-after-free findings above",
+    }.get(kind, "")

@@ -1,0 +1,48 @@
+"""Code frames: the source lines around a span with a caret underline, as rustc and ruff print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    span: Span
+    label: str
+    primary: bool
+
+
+def frame(source: str, marks: list[Mark], style) -> list[str]:
+    """Lines of a code frame. `style(text, kind)` colours a piece (kind: gutter, primary, secondary)."""
+    lines = source.splitlines()
+    if not marks or not lines:
+        return []
+    by_line: dict[int, list[Mark]] = {}
+    for mark in marks:
+        line = min(max(mark.span.line, 1), len(lines))
+        by_line.setdefault(line, []).append(mark)
+    width = len(str(max(by_line)))
+    gutter = style(" " * width + " |", "gutter")
+    out = [gutter]
+    previous = None
+    for number in sorted(by_line):
+        if previous is not None and number > previous + 1:
+            out.append(style("." * (width + 1), "gutter"))
+        text = lines[number - 1].replace("\t", " ")
+        out.append(style(f"{number:>{width}} |", "gutter") + " " + style(text, "source"))
+        for mark in by_line[number]:
+            start = max(mark.span.column - 1, 0)
+            if mark.span.end_line == mark.span.line:
+                end = max(mark.span.end_column - 1, start + 1)
+            else:
+                end = max(len(text), start + 1)
+            end = min(end, max(len(text), start + 1))
+            char = "^" if mark.primary else "-"
+            kind = "primary" if mark.primary else "secondary"
+            underline = " " * start + char * (end - start) + (f" {mark.label}" if mark.label else "")
+            out.append(gutter + " " + style(underline, kind))
+        previous = number
+    out.append(gutter)
+    return out

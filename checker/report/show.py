@@ -1,0 +1,79 @@
+"""`streamproof show`: the lowered program, as a person or a script reads it."""
+
+from __future__ import annotations
+
+from checker.ir import Program
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:g}ms"
+
+
+def show_json(program: Program) -> dict:
+    return {
+        "path": program.path,
+        "title": program.title,
+        "devices": [{"name": d.name, "engines": {e.value: n for e, n in d.engines}, "launch_ms": d.launch / 1e6,
+                     "queues": d.queues} for d in program.devices],
+        "buffers": [{"name": m.name, "buffer": m.buffer, "bytes": m.size,
+                     "on": "host" if m.on_host else program.devices[m.device].name, "pinned": m.pinned}
+                    for m in program.memories],
+        "streams": [{"name": s.name, "device": program.devices[s.device].name, "priority": s.priority,
+                     "mode": s.mode.value, "queue": s.queue} for s in program.streams],
+        "threads": [{"name": t.name, "statements": len(t.statements)} for t in program.threads],
+        "statements": [
+            {"index": s.index, "line": s.span.line, "thread": program.threads[s.thread].name,
+             "stream": program.streams[s.stream].name if s.stream is not None else None,
+             "device": program.devices[s.device].name if s.device is not None else None,
+             "op": s.op.value, "what": program.describe(s),
+             "engine": s.engine.value if s.engine else None, "copy": s.copy.value if s.copy else None,
+             "pinned": not s.blocking if s.copy else None,
+             "duration_ms": s.duration / 1e6,
+             "accesses": [{"memory": program.memories[a.memory].name, "start": a.start, "end": a.end,
+                           "mode": "write" if a.write else "read"} for a in s.accesses],
+             "bindings": dict(s.bindings)}
+            for s in program.statements
+        ],
+        "counts": {"statements": len(program.statements), "tasks": sum(1 for s in program.statements if s.stream is not None),
+                   "threads": len(program.threads), "streams": len(program.streams),
+                   "devices": len(program.devices), "buffers": len(program.memories)},
+    }
+
+
+def show_text(program: Program, limit: int = 2000) -> list[str]:
+    out = [f"{program.path}" + (f": {program.title}" if program.title else "")]
+    out.append("devices:")
+    for d in program.devices:
+        engines = " ".join(f"{e.value} {n}" for e, n in d.engines)
+        extra = (f" launch {_ms(d.launch)}" if d.launch else "") + (f" queues {d.queues}" if d.queues else "")
+        out.append(f"  {d.name}: {engines}{extra}")
+    out.append("buffers:")
+    for m in program.memories:
+        where = "host" + (" pinned" if m.pinned else " pageable") if m.on_host else program.devices[m.device].name
+        out.append(f"  {m.name}: {m.size} bytes on {where}")
+    out.append("streams:")
+    for s in program.streams:
+        extra = f" priority {s.priority}" if s.priority else ""
+        extra += f" {s.mode.value}" if s.mode.value != "blocking" else ""
+        extra += f" queue {s.queue}" if s.queue is not None else ""
+        out.append(f"  {s.name} on {program.devices[s.device].name}{extra}")
+    for t in program.threads:
+        out.append(f"thread {t.name}: {len(t.statements)} statements")
+        for i in t.statements[:limit]:
+            s = program.statements[i]
+            parts = [f"    {s.index:>5}  line {s.span.line:<4} {program.describe(s)}"]
+            for a in s.accesses:
+                parts.append(f"{'writes' if a.write else 'reads'} {program.memories[a.memory].name}[{a.start}:{a.end}]")
+            if s.duration:
+                parts.append(_ms(s.duration))
+            if s.engine:
+                parts.append(f"({s.engine.value}{', ' + s.copy.value if s.copy else ''}{', pageable: blocks the thread' if s.blocking else ''})")
+            if s.bindings:
+                parts.append("[" + " ".join(f"{k}={v}" for k, v in s.bindings) + "]")
+            out.append(" ".join(parts))
+        if len(t.statements) > limit:
+            out.append(f"    ... {len(t.statements) - limit} more")
+    tasks = sum(1 for s in program.statements if s.stream is not None)
+    out.append(f"{len(program.statements)} statements ({tasks} tasks) on {len(program.streams)} streams, "
+               f"{len(program.devices)} devices, {len(program.threads)} threads")
+    return out

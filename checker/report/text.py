@@ -1,0 +1,126 @@
+"""Human-readable output: one block per diagnostic or finding, with code frames and help."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from checker.codes import Severity
+from checker.diagnostics import Diagnostic
+from checker.findings import FileReport, Finding, FindingKind, Status
+from checker.ir import Program
+from checker.report.frames import Mark, frame
+
+STYLES = {
+    "error": "bold red", "warning": "bold yellow", "note": "bold cyan", "gutter": "bold blue",
+    "primary": "bold red", "secondary": "bold blue", "help": "bold", "source": "", "ok": "bold green",
+    "dim": "dim",
+}
+
+
+def _style(text: str, kind: str) -> str:
+    style = STYLES.get(kind, "")
+    return f"[{style}]{escape(text)}[/]" if style else escape(text)
+
+
+def _location(path: str, line: int, column: int) -> str:
+    return f"{path}:{line}:{column}"
+
+
+def render_diagnostic(path: str, source: str, diagnostic: Diagnostic) -> list[str]:
+    severity = diagnostic.severity.value
+    span = diagnostic.primary_span
+    where = _location(path, span.line, span.column) if span else path
+    head = f"{escape(where)}: {_style(f'{severity}[{diagnostic.code.value}]', severity)}: {_style(diagnostic.message, 'help')}"
+    marks = [Mark(a.span, a.label, a.primary) for a in diagnostic.annotations]
+    out = [head] + frame(source, marks, _style)
+    for note in diagnostic.notes:
+        out.append(f"  = {_style('note', 'help')}: {escape(note)}")
+    if diagnostic.help:
+        out.append(f"  = {_style('help', 'help')}: {escape(diagnostic.help)}")
+    return out
+
+
+def _finding_marks(program: Program, finding: Finding) -> list[Mark]:
+    marks = []
+    for position, index in enumerate(finding.statements):
+        statement = program.statements[index]
+        if finding.kind is FindingKind.RACE:
+            label = ("first access" if position == 0 else "second access") + f": {program.describe(statement)}"
+        elif finding.kind is FindingKind.DEADLOCK:
+            label = "stuck here"
+        elif finding.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
+            label = "this access" if position == 0 else "the free"
+        else:
+            label = program.describe(statement)
+        marks.append(Mark(statement.span, label, position == 0 or finding.kind is FindingKind.DEADLOCK))
+    return marks
+
+
+def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
+    steps = finding.witness.steps if finding.witness else ()
+    if not steps:
+        return []
+    involved = set(finding.statements)
+    shown = steps[-limit:]
+    out = [f"  = {_style('witness', 'help')}: an execution of {len(steps)} steps"
+           + (f"; the last {len(shown)}:" if len(shown) < len(steps) else ":")]
+    first = len(steps) - len(shown)
+    for offset, step in enumerate(shown):
+        statement = program.statements[step.statement]
+        text = f"{first + offset + 1:>6}. {step.kind.value:<8} line {statement.span.line:<4} {program.describe(statement)}"
+        out.append("      " + _style(text, "primary" if step.statement in involved else "dim"))
+    return out
+
+
+def render_finding(report: FileReport, finding: Finding) -> list[str]:
+    program: Program = report.program
+    severity = "note" if finding.expected else ("warning" if finding.kind is FindingKind.UNKNOWN else "error")
+    marks = _finding_marks(program, finding)
+    where = _location(report.path, marks[0].span.line, marks[0].span.column) if marks else report.path
+    tag = f"{severity}[{finding.code.value}]"
+    suffix = " (expected)" if finding.expected else ""
+    out = [f"{escape(where)}: {_style(tag, severity)}: {_style(finding.message + suffix, 'help')}"]
+    out += frame(report.source, marks, _style)
+    if finding.instances > 1:
+        out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair across loop iterations")
+    for item in finding.stuck:
+        statement = program.statements[item.statement]
+        out.append(f"  = {_style('stuck', 'help')}: line {statement.span.line} {escape(program.describe(statement))}: {escape(item.waits_for)}")
+    corruption = finding.detail.get("corruption")
+    if corruption:
+        out.append(f"  = {_style('replay', 'help')}: {escape(str(corruption))}")
+    out += _timeline(program, finding)
+    if finding.help:
+        out.append(f"  = {_style('help', 'help')}: {escape(finding.help)}")
+    return out
+
+
+def render_report(report: FileReport) -> list[str]:
+    out: list[str] = []
+    items: list[tuple[tuple, list[str]]] = []
+    for diagnostic in report.diagnostics:
+        items.append((diagnostic.sort_key(), render_diagnostic(report.path, report.source, diagnostic)))
+    for finding in report.findings:
+        first = report.program.statements[finding.statements[0]].span.start if finding.statements else -1
+        items.append(((first, False, finding.code.value), render_finding(report, finding)))
+    for _, lines in sorted(items, key=lambda item: item[0]):
+        out.extend(lines)
+        out.append("")
+    return out
+
+
+def summary(reports: list[FileReport]) -> str:
+    errors = sum(1 for r in reports if r.status is Status.ERROR)
+    failing = sum(1 for r in reports if not r.passed and r.status is not Status.ERROR)
+    findings = sum(len(r.findings) for r in reports)
+    warnings = sum(1 for r in reports for d in r.diagnostics if d.severity is Severity.WARNING)
+    parts = [f"{len(reports)} file{'s' * (len(reports) != 1)} checked"]
+    if findings:
+        parts.append(f"{findings} finding{'s' * (findings != 1)}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' * (warnings != 1)}")
+    if errors:
+        parts.append(f"{errors} with errors")
+    if not errors and not failing:
+        return _style("ok", "ok") + ": " + ", ".join(parts)
+    return _style("failed", "error") + ": " + ", ".join(parts)
