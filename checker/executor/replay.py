@@ -1,0 +1,360 @@
+"""Replay a witness step by step, and confirm that it exhibits the finding it claims.
+
+A witness from any backend is only believed once the executor has walked it: every step
+must be legal in the state the previous steps reached (`Machine.apply`). `confirm` then
+checks the witness shows the finding (both racing accesses running at once; an access
+starting on dead bytes; a stuck state with work left) and, for a race, shows the bytes the
+reader saw next to what it sees when the two accesses are ordered one way or the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from checker.findings import Finding, FindingKind
+from checker.ir import Program
+from checker.executor.data import ByteModel
+from checker.executor.machine import DONE, IllegalStep, Machine, State
+from checker.executor.timeline import Lane, Slice, Timeline
+from checker.witness import Step, StepKind, Witness
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    ok: bool
+    """Every step was legal."""
+    applied: int
+    """How many steps were applied (all of them when ok)."""
+    failed_at: int | None
+    """Index into the witness of the first illegal step."""
+    reason: str
+    state: State
+    """The state after the applied steps."""
+    races: tuple[tuple[int, int, int], ...]
+    """(a, b, step index): a step started b while a, a conflicting access, was running."""
+    dead_uses: tuple[tuple[int, str, int], ...]
+    """(statement, kind, step index) of each access started on dead bytes."""
+    finished: bool
+    """The final state has no work left."""
+    stuck: tuple[tuple[int, str], ...]
+    """When no step is enabled in the final state but work is left: who waits for what."""
+    timeline: Timeline
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "applied": self.applied,
+            "failed_at": self.failed_at,
+            "reason": self.reason,
+            "races": [list(r) for r in self.races],
+            "dead_uses": [list(u) for u in self.dead_uses],
+            "finished": self.finished,
+            "stuck": [{"statement": i, "waits_for": w} for i, w in self.stuck],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    ok: bool
+    reason: str
+    detail: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "reason": self.reason, "detail": self.detail}
+
+
+def replay(program: Program, witness: Witness | tuple[Step, ...]) -> Replay:
+    """Drive the machine along the witness, stopping at the first illegal step."""
+    steps = witness.steps if isinstance(witness, Witness) else tuple(witness)
+    return _run(Machine(program), steps)[0]
+
+
+def _run(machine: Machine, steps: tuple[Step, ...]) -> tuple[Replay, ByteModel]:
+    state = machine.initial()
+    data = ByteModel(machine)
+    races: list[tuple[int, int, int]] = []
+    uses: list[tuple[int, str, int]] = []
+    failed_at = None
+    reason = ""
+    applied = 0
+    for k, step in enumerate(steps):
+        if not isinstance(step, Step) or not isinstance(step.kind, StepKind):
+            failed_at, reason = k, f"step {k}: not a step: {step!r}"
+            break
+        try:
+            tr = machine.advance(state, step)
+        except IllegalStep as exc:
+            failed_at, reason = k, f"step {k} is not legal here: {exc.reason}"
+            break
+        state = tr.state
+        data.observe(step)
+        races.extend((a, b, k) for a, b in tr.races)
+        uses.extend((i, kind, k) for i, kind in tr.dead_uses)
+        applied += 1
+    finished = machine.finished(state)
+    stuck = ()
+    if not finished and not machine.enabled(state):
+        stuck = machine.stuck(state)
+    result = Replay(
+        ok=failed_at is None,
+        applied=applied,
+        failed_at=failed_at,
+        reason=reason or "every step is legal",
+        state=state,
+        races=tuple(races),
+        dead_uses=tuple(uses),
+        finished=finished,
+        stuck=stuck,
+        timeline=step_timeline(machine, steps[:applied]),
+    )
+    return result, data
+
+
+def step_timeline(machine: Machine, steps: tuple[Step, ...]) -> Timeline:
+    """A timeline of a witness: step k happens at time k (unit "step")."""
+    p = machine.program
+    opened: dict[int, int] = {}
+    slices: list[Slice] = []
+    end = len(steps)
+
+    def lane_of(i: int) -> str:
+        st = p.statements[i]
+        if st.stream is not None:
+            return f"stream:{p.streams[st.stream].name}"
+        return f"thread:{p.threads[st.thread].name}"
+
+    def category(i: int) -> str:
+        st = p.statements[i]
+        if st.stream is None:
+            return st.op.value if st.op.value in ("host", "sync") else "instant"
+        return st.engine.value if st.engine is not None else "instant"
+
+    def add(i: int, start: int, stop: int) -> None:
+        st = p.statements[i]
+        slices.append(Slice(i, lane_of(i), start, stop, p.describe(st), st.span.line, category(i)))
+
+    for k, step in enumerate(steps):
+        i = step.statement
+        st = p.statements[i]
+        kind = step.kind
+        if kind is StepKind.START:
+            g = machine.group_of[i]
+            for member in (g.members if g is not None else (i,)):
+                opened[member] = k
+        elif kind is StepKind.END:
+            add(i, opened.pop(i, k), k + 1)
+        elif kind is StepKind.COMPLETE:
+            add(i, k, k)
+        elif kind is StepKind.ISSUE and st.stream is None:
+            if machine.holds[i]:
+                opened[i] = k
+            else:
+                add(i, k, k)
+        elif kind is StepKind.RETURN and st.stream is None:
+            add(i, opened.pop(i, k), k + 1)
+    for i, k in opened.items():
+        add(i, k, end)
+    lanes = tuple(Lane(f"stream:{s.name}", s.name, "stream") for s in p.streams) + tuple(
+        Lane(f"thread:{t.name}", t.name, "thread") for t in p.threads
+    )
+    slices.sort(key=lambda s: (s.start, s.end, s.statement))
+    return Timeline(lanes, tuple(slices), "step", end)
+
+
+# ---------------------------------------------------------------------- confirmation
+
+
+def confirm(program: Program, finding: Finding) -> Confirmation:
+    """Replay `finding.witness` and check that it exhibits `finding`."""
+    if finding.witness is None:
+        return Confirmation(False, "the finding carries no witness to replay")
+    machine = Machine(program)
+    for i in finding.statements:
+        if not isinstance(i, int) or not 0 <= i < len(program.statements):
+            return Confirmation(False, f"the finding names statement #{i}, which the program lacks")
+    steps = finding.witness.steps
+    run, data = _run(machine, steps)
+    if not run.ok:
+        return Confirmation(False, run.reason, {"failed_at": run.failed_at})
+    if finding.kind is FindingKind.RACE:
+        return _confirm_race(machine, finding, steps, run, data)
+    if finding.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
+        return _confirm_dead_use(machine, finding, run)
+    if finding.kind is FindingKind.DEADLOCK:
+        return _confirm_deadlock(machine, run)
+    return Confirmation(False, f"a {finding.kind.value} finding has no execution to confirm")
+
+
+def _confirm_deadlock(machine: Machine, run: Replay) -> Confirmation:
+    if run.finished:
+        return Confirmation(False, "the witness ends with every statement and task finished")
+    enabled = machine.enabled(run.state)
+    if enabled:
+        nxt = ", ".join(f"{s.kind.value} {machine.describe(s.statement)}" for s in enabled[:3])
+        return Confirmation(False, f"the witness ends in a state that can still move ({nxt})")
+    stuck = [
+        {"statement": i, "line": machine.program.statements[i].span.line, "waits_for": w}
+        for i, w in run.stuck
+    ]
+    return Confirmation(True, "the final state has unfinished work and no enabled step",
+                        {"stuck": [s["waits_for"] for s in stuck], "participants": stuck})
+
+
+def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay) -> Confirmation:
+    (a, *_) = finding.statements
+    want = "use-after-free" if finding.kind is FindingKind.USE_AFTER_FREE else "use-before-alloc"
+    kinds = {kind: k for i, kind, k in run.dead_uses if i == a}
+    if want in kinds:
+        return Confirmation(True, f"{machine.describe(a)} starts at step {kinds[want]} while "
+                                  f"bytes it touches are dead",
+                            {"step": kinds[want], "kind": want})
+    if kinds:
+        other = next(iter(kinds))
+        return Confirmation(False, f"the witness shows a {other}, not a {want}, of {machine.describe(a)}")
+    return Confirmation(False, f"{machine.describe(a)} never starts on dead bytes in the witness")
+
+
+def _first_start(machine: Machine, steps, i: int) -> int | None:
+    """Index of the step that starts statement i's accesses."""
+    g = machine.group_of[i]
+    members = set(g.members) if g is not None else {i}
+    st = machine.program.statements[i]
+    for k, step in enumerate(steps):
+        if st.stream is None:
+            if step.statement == i and step.kind is StepKind.ISSUE:
+                return k
+        elif step.kind is StepKind.START and step.statement in members:
+            return k
+    return None
+
+
+def _confirm_race(machine, finding, steps, run, data) -> Confirmation:
+    if len(finding.statements) != 2:
+        return Confirmation(False, "a race names exactly two statements")
+    a, b = finding.statements
+    p = machine.program
+    # Were both running in one state? Walk again, watching the running set.
+    state = machine.initial()
+    together = None
+    both = (1 << a) | (1 << b)
+    if a != b and state.running & both == both:
+        together = 0
+    for k, step in enumerate(steps):
+        state = machine.apply(state, step)
+        if a != b and state.running & both == both:
+            together = k
+            break
+    if together is None:
+        return Confirmation(False, f"{machine.describe(a)} and {machine.describe(b)} are never "
+                                   f"running at the same time in the witness")
+    pair = _conflicting_pair(p, a, b)
+    if pair is None:
+        return Confirmation(False, "the two statements touch no common bytes with a write")
+    detail = _race_bytes(machine, steps[: together + 1], a, b, pair, data)
+    detail["together_at_step"] = together
+    return Confirmation(True, f"both accesses are running after step {together}", detail)
+
+
+def _conflicting_pair(p: Program, a: int, b: int):
+    for x in p.statements[a].accesses:
+        for y in p.statements[b].accesses:
+            if x.conflicts(y):
+                return x, y
+    return None
+
+
+def _finish_steps(machine: Machine, state: State, i: int) -> tuple[Step, ...]:
+    st = machine.program.statements[i]
+    if st.stream is None:
+        return (machine.steps[StepKind.RETURN][i],)
+    if state.status[i] == DONE:
+        return ()
+    return (machine.steps[StepKind.END][i],)
+
+
+def _ordered(machine: Machine, steps, first: int, second: int):
+    """A legal run where `first` finishes before `second` starts, or None.
+
+    Keep the witness steps that stay legal without `second`, finish `first`, then start
+    `second`. Returns the ByteModel after that start.
+    """
+    data = ByteModel(machine)
+    state = machine.initial()
+    start_second = steps[_first_start(machine, steps, second)]
+    for step in steps:
+        if step == start_second or (
+            step.statement == second and step.kind in (StepKind.END, StepKind.RETURN)
+        ):
+            continue
+        if step.statement == first and step.kind in (StepKind.END, StepKind.RETURN):
+            continue
+        if machine.blocker(state, step) is not None:
+            continue
+        state = machine.apply(state, step)
+        data.observe(step)
+    if not state.running >> first & 1 and state.status[first] != DONE:
+        st = machine.program.statements[first]
+        kind = StepKind.ISSUE if st.stream is None else StepKind.START
+        begin = machine.steps[kind][first]
+        if machine.blocker(state, begin) is not None:
+            return None
+        state = machine.apply(state, begin)
+        data.observe(begin)
+    for step in _finish_steps(machine, state, first) + (start_second,):
+        if machine.blocker(state, step) is not None:
+            return None
+        state = machine.apply(state, step)
+        data.observe(step)
+    return data
+
+
+def _race_bytes(machine, steps, a, b, pair, data) -> dict:
+    """Bytes the reader saw in the witness vs in the two serial orders of the pair."""
+    p = machine.program
+    lay = machine.layout
+    x, y = pair
+    lo, hi = max(x.start, y.start), min(x.end, y.end)
+    mem = p.memories[x.memory]
+    overlap = lay.mask(x.memory, lo, hi)
+    detail: dict = {
+        "memory": mem.name,
+        "buffer": mem.buffer,
+        "bytes": [lo, hi],
+        "a": {"statement": a, "line": p.statements[a].span.line, "what": p.describe(p.statements[a]),
+              "access": x.written_as, "writes": x.write},
+        "b": {"statement": b, "line": p.statements[b].span.line, "what": p.describe(p.statements[b]),
+              "access": y.written_as, "writes": y.write},
+    }
+    if x.write and y.write:
+        detail["kind"] = "write/write"
+        detail["a_last"] = data.combined((g, data.written_value(a, g)) for g in _segs(overlap))
+        detail["b_last"] = data.combined((g, data.written_value(b, g)) for g in _segs(overlap))
+        detail["explanation"] = ("both write these bytes at once: what is left depends on which "
+                                 "finishes last")
+        return detail
+    reader, writer = (a, b) if y.write else (b, a)
+    detail["kind"] = "read/write"
+    detail["reader"] = reader
+    detail["writer"] = writer
+
+    def seen(model, who):
+        got = dict(model.sampled.get(who, ()))
+        return model.combined((g, got.get(g)) for g in _segs(overlap) if g in got)
+
+    detail["reader_saw"] = seen(data, reader)
+    wf = _ordered(machine, steps, writer, reader)
+    rf = _ordered(machine, steps, reader, writer)
+    detail["writer_first"] = seen(wf, reader) if wf is not None else None
+    detail["reader_first"] = seen(rf, reader) if rf is not None else None
+    detail["explanation"] = (
+        "the reader sees bytes that differ between orders of the two accesses: "
+        f"{detail['reader_saw']} in the witness, {detail['writer_first']} if the write completes "
+        f"first, {detail['reader_first']} if the read completes first"
+    )
+    return detail
+
+
+def _segs(mask: int):
+    from checker.executor.machine import _bits
+
+    return list(_bits(mask))

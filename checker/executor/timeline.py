@@ -1,0 +1,62 @@
+"""A drawable record of one execution: who ran what, where, from when to when.
+
+Both the simulator (times in nanoseconds) and the replay of a witness (no times: each step
+takes one unit) produce a `Timeline`, so the trace and Gantt writers work for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import NS_PER_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One row of the drawing: a stream, a host thread, or an engine unit."""
+
+    key: str
+    """Stable id: `stream:s1`, `thread:main`, `engine:npu0/compute/0`."""
+    label: str
+    kind: str
+    """"stream", "thread" or "engine"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One interval on one lane. An instant task has start == end."""
+
+    statement: int
+    lane: str
+    """`Lane.key` of the row it is drawn on."""
+    start: int
+    end: int
+    label: str
+    line: int
+    category: str
+    """Engine kind (`compute`, `copy`, ...) for a task, `host`, `sync`, `launch` or `instant`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    lanes: tuple[Lane, ...]
+    slices: tuple[Slice, ...]
+    unit: str
+    """"ns" (simulated time) or "step" (a replayed witness, one unit per step)."""
+    end: int
+    """The last time any slice ends."""
+
+    def to_ms(self, t: int) -> float:
+        return t / NS_PER_MS if self.unit == "ns" else float(t)
+
+    def to_json(self) -> dict:
+        return {
+            "unit": self.unit,
+            "end": self.end,
+            "lanes": [{"key": l.key, "label": l.label, "kind": l.kind} for l in self.lanes],
+            "slices": [
+                {"statement": s.statement, "lane": s.lane, "start": s.start, "end": s.end,
+                 "label": s.label, "line": s.line, "category": s.category}
+                for s in self.slices
+            ],
+        }
