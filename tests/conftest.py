@@ -1,0 +1,43 @@
+"""Shared test helpers: run the CLI in-process and load conformance specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checker.cli import main
+
+HERE = Path(__file__).parent
+CONFORMANCE = HERE / "conformance"
+SPECS = HERE.parent / "specs"
+
+
+def expected_of(path: Path) -> dict:
+    return json.loads(path.with_suffix(".expected.json").read_text())
+
+
+@pytest.fixture
+def run(capsys):
+    """Run `streamproof ARGS...`; returns (exit status, stdout, stderr)."""
+
+    def runner(*args: str):
+        status = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return runner
+
+
+def verdict_of(file_json: dict) -> dict:
+    """Reduce one file of `check --format json` to the conformance verdict shape."""
+    races = sorted(sorted([f["locations"][0]["line"], f["locations"][1]["line"]])
+                   for f in file_json["findings"] if f["kind"] == "race")
+    return {
+        "races": races,
+        "race_buffers": sorted({f["buffer"] for f in file_json["findings"] if f["kind"] == "race"}),
+        "uaf_lines": sorted({f["locations"][0]["line"] for f in file_json["findings"]
+                             if f["kind"] in ("use-after-free", "use-before-alloc")}),
+        "deadlock": any(f["kind"] == "deadlock" for f in file_json["findings"]),
+    }
