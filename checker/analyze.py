@@ -117,24 +117,23 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
     return True, []
 
 
-def _makespan_check(program: Program, expectation, options: Options) -> Diagnostic | Finding | None:
+def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnostic], list[Finding]]:
     """`expect makespan <= D`: the program's minimum makespan must not exceed D."""
     try:
-        from checker.optimize import optimize
+        from checker.optimize import check_makespan, optimize
     except ImportError:
-        return _unknown("`expect makespan` needs the optimizer, which is not available")
+        return [], [_unknown("`expect makespan` needs the optimizer, which is not available")]
     result = optimize(program, timeout=max(options.timeout, 1.0))
-    best = result.makespan_ns("program")
-    proven = result.proven_lower_ns("program")
-    limit = expectation.limit
-    if proven is not None and proven > limit:
-        return error(Code.SP401, f"expected makespan <= {limit / 1e6:g} ms, but no execution finishes before {proven / 1e6:g} ms",
-                     expectation.span, "expectation not met",
-                     help=f"the best schedule of this program takes {best / 1e6:g} ms; run `streamproof optimize` to see why")
-    if best is not None and best <= limit:
-        return None
-    return _unknown(f"could not decide `expect makespan <= {limit / 1e6:g} ms` in time "
-                    f"(best found {best / 1e6:g} ms, proven lower bound {(proven or 0) / 1e6:g} ms)")
+    diagnostics: list[Diagnostic] = []
+    findings: list[Finding] = []
+    for verdict in check_makespan(program, result):
+        if verdict.status == "violated":
+            diagnostics.append(error(Code.SP401, f"expectation not met: {verdict.message}", verdict.expectation.span,
+                                     "not met", help="run `streamproof optimize` on this spec to see where the time goes"))
+        elif verdict.status == "unknown":
+            findings.append(_unknown(f"could not decide `expect makespan`: {verdict.message}",
+                                     "raise --timeout, or simplify the spec"))
+    return diagnostics, findings
 
 
 def check_loaded(loaded: Loaded, options: Options = Options()) -> FileReport:
@@ -145,13 +144,12 @@ def check_loaded(loaded: Loaded, options: Options = Options()) -> FileReport:
     findings = list(found)
     diagnostics = list(loaded.diagnostics) + list(internal)
     expected: set[int] = set()
+    if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
+        makespan_diagnostics, makespan_findings = _makespan_checks(program, options)
+        diagnostics += makespan_diagnostics
+        findings += makespan_findings
     for expectation in program.expectations:
         if expectation.kind is ExpectKind.MAKESPAN:
-            outcome = _makespan_check(program, expectation, options)
-            if isinstance(outcome, Finding):
-                findings.append(outcome)
-            elif outcome is not None:
-                diagnostics.append(outcome)
             continue
         met, matched = _expectation_met(program, expectation, findings)
         expected.update(matched)

@@ -150,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_ERROR
+    except Exception as exc:  # never show a user a traceback; STREAMPROOF_DEBUG=1 does
+        if os.environ.get("STREAMPROOF_DEBUG"):
+            raise
+        print(f"streamproof: internal error: {type(exc).__name__}: {exc}\n"
+              "this is a bug in streamproof; rerun with STREAMPROOF_DEBUG=1 for details and please report it",
+              file=sys.stderr)
+        return EXIT_ERROR
 
 
 def _load(path: str, args):
