@@ -37,6 +37,10 @@ NEED_BEGUN, NEED_DONE = 1, 2
 
 _BYTE = tuple(bytes([v]) for v in range(4))
 
+(U_STATUS, U_THREAD, U_ENQUEUE, U_DEQUEUE, U_LAST, U_BIND, U_FLAGS, U_NOTES, U_DEAD, U_FREED,
+ U_RUNNING) = range(11)
+"""Update codes produced by `Machine.effects`: (code, index, value) or (code, value)."""
+
 
 class IllegalStep(ValueError):
     """Raised by `Machine.apply` when a step may not happen in the given state."""
@@ -494,106 +498,114 @@ class Machine:
 
     def fire(self, state: State, step: Step) -> Transition:
         """Apply a step already known to be legal (explore calls this on enabled steps)."""
+        updates, races, uses = self.effects(state, step)
+        return Transition(apply_updates(state, updates), races, uses)
+
+    def effects(self, view, step: Step, track: bool = True):
+        """The one step function: what a legal `step` changes, as a list of updates.
+
+        `view` is a `State` or any object with the same fields (the simulator's mutable
+        store). Returns (updates, races, dead uses); with `track=False` the access checks
+        are skipped (the simulator does not look for races).
+        """
         i = step.statement
         kind = step.kind
         st = self.program.statements[i]
-        threads, status, queues, last, bind, flags, notes, dead, freed, running = state
+        up: list[tuple] = []
         races: tuple = ()
         uses: tuple = ()
         if kind is StepKind.ISSUE:
             t = st.thread
-            v = threads[t]
+            v = view.threads[t]
             if st.stream is not None:
                 s = st.stream
-                q = queues[s]
                 wslot = self.wslot[i]
+                if wslot >= 0:
+                    up.append((U_BIND, wslot, view.last_record[st.event]))
                 dslot = self.dslot[i]
-                if wslot >= 0 or dslot >= 0:
-                    b = list(bind)
-                    if wslot >= 0:
-                        b[wslot] = last[st.event]
-                    if dslot >= 0:
-                        b[dslot] = self._capture_deps(queues, status, s)
-                    bind = tuple(b)
+                if dslot >= 0:
+                    up.append((U_BIND, dslot, self._capture_deps(view.queues, s)))
                 if st.op is Op.RECORD:
-                    last = last[: st.event] + (i,) + last[st.event + 1:]
-                queues = queues[:s] + (q + (i,),) + queues[s + 1:]
-                status = status[:i] + _BYTE[QUEUED] + status[i + 1:]
+                    up.append((U_LAST, st.event, i))
+                up.append((U_ENQUEUE, s, i))
+                up.append((U_STATUS, i, QUEUED))
                 nv = v | 1 if st.blocking else v + 2
             else:
                 op = st.op
                 if op is Op.HOST or op is Op.FREE:
-                    races, uses = self._start_access(i, running, dead, freed)
-                    running |= 1 << i
-                    status = status[:i] + _BYTE[RUNNING] + status[i + 1:]
+                    if track:
+                        races, uses = self._start_access(i, view.running, view.dead, view.freed)
+                    up.append((U_RUNNING, view.running | 1 << i))
+                    up.append((U_STATUS, i, RUNNING))
                     nv = v | 1
                 elif op is Op.SYNC:
                     slot = self.wslot[i]
                     if slot >= 0:
-                        bind = bind[:slot] + (self._capture_sync(st, queues, last),) + bind[slot + 1:]
-                    status = status[:i] + _BYTE[RUNNING] + status[i + 1:]
+                        up.append((U_BIND, slot, self._capture_sync(st, view.queues, view.last_record)))
+                    up.append((U_STATUS, i, RUNNING))
                     nv = v | 1
                 else:
                     if op is Op.NOTIFY:
-                        notes |= 1 << st.notify
+                        up.append((U_NOTES, view.notes | 1 << st.notify))
                     elif op is Op.AWAIT:
-                        notes &= ~(1 << st.notify)
+                        up.append((U_NOTES, view.notes & ~(1 << st.notify)))
                     elif op is Op.ALLOC:
-                        dead &= ~self.life[i]
-                    status = status[:i] + _BYTE[DONE] + status[i + 1:]
+                        up.append((U_DEAD, view.dead & ~self.life[i]))
+                    up.append((U_STATUS, i, DONE))
                     nv = v + 2
-            threads = threads[:t] + (nv,) + threads[t + 1:]
+            up.append((U_THREAD, t, nv))
         elif kind is StepKind.RETURN:
             t = st.thread
-            threads = threads[:t] + ((threads[t] & ~1) + 2,) + threads[t + 1:]
+            up.append((U_THREAD, t, (view.threads[t] & ~1) + 2))
             if st.stream is None:
                 if st.op is Op.FREE:
-                    dead |= self.life[i]
-                    freed |= self.life[i]
-                running &= ~(1 << i)
-                status = status[:i] + _BYTE[DONE] + status[i + 1:]
+                    up.append((U_DEAD, view.dead | self.life[i]))
+                    up.append((U_FREED, view.freed | self.life[i]))
+                up.append((U_RUNNING, view.running & ~(1 << i)))
+                up.append((U_STATUS, i, DONE))
         elif kind is StepKind.START:
             g = self.group_of[i]
             members = g.members if g is not None else (i,)
-            all_races = []
-            all_uses = []
+            running = view.running
+            if track:
+                all_races: list = []
+                all_uses: list = []
+                for m in members:
+                    r, u = self._start_access(m, running, view.dead, view.freed)
+                    all_races.extend(r)
+                    all_uses.extend(u)
+                    running |= 1 << m
+                races = tuple(all_races)
+                uses = tuple(all_uses)
+            else:
+                for m in members:
+                    running |= 1 << m
+            up.append((U_RUNNING, running))
             for m in members:
-                r, u = self._start_access(m, running, dead, freed)
-                all_races.extend(r)
-                all_uses.extend(u)
-                running |= 1 << m
-                status = status[:m] + _BYTE[RUNNING] + status[m + 1:]
-            races = tuple(all_races)
-            uses = tuple(all_uses)
+                up.append((U_STATUS, m, RUNNING))
         elif kind is StepKind.END:
-            s = st.stream
-            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
-            status = status[:i] + _BYTE[DONE] + status[i + 1:]
-            running &= ~(1 << i)
+            up.append((U_DEQUEUE, st.stream))
+            up.append((U_STATUS, i, DONE))
+            up.append((U_RUNNING, view.running & ~(1 << i)))
             if st.op is Op.FREE:
-                dead |= self.life[i]
-                freed |= self.life[i]
+                up.append((U_DEAD, view.dead | self.life[i]))
+                up.append((U_FREED, view.freed | self.life[i]))
         else:  # COMPLETE
-            s = st.stream
-            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
-            status = status[:i] + _BYTE[DONE] + status[i + 1:]
+            up.append((U_DEQUEUE, st.stream))
+            up.append((U_STATUS, i, DONE))
             op = st.op
             if op is Op.RECORD:
                 if self.flag_event[st.event]:
-                    flags |= 1 << st.event
+                    up.append((U_FLAGS, view.flags | 1 << st.event))
             elif op is Op.RESET:
-                flags &= ~(1 << st.event)
+                up.append((U_FLAGS, view.flags & ~(1 << st.event)))
             elif op is Op.NOTIFY:
-                notes |= 1 << st.notify
+                up.append((U_NOTES, view.notes | 1 << st.notify))
             elif op is Op.AWAIT:
-                notes &= ~(1 << st.notify)
+                up.append((U_NOTES, view.notes & ~(1 << st.notify)))
             elif op is Op.ALLOC:
-                dead &= ~self.life[i]
-        return Transition(
-            State(threads, status, queues, last, bind, flags, notes, dead, freed, running),
-            races,
-            uses,
-        )
+                up.append((U_DEAD, view.dead & ~self.life[i]))
+        return up, races, uses
 
     def _start_access(self, i: int, running: int, dead: int, freed: int):
         """Races and dead uses of statement i's accesses starting now."""
@@ -615,7 +627,7 @@ class Machine:
             uses = tuple(u)
         return races, uses
 
-    def _capture_deps(self, queues, status, stream: int) -> tuple[tuple[int, int], ...]:
+    def _capture_deps(self, queues, stream: int) -> tuple[tuple[int, int], ...]:
         """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3)."""
         deps = []
         for o in self.queue_peers[stream]:
@@ -676,3 +688,39 @@ class Machine:
                     why = self._first_step_blocker(state, h) or "can still move"
                 out.append((h, f"{p.describe(st)}: {why}"))
         return tuple(out)
+
+
+def apply_updates(state: State, updates) -> State:
+    """The State with `updates` (from `Machine.effects`) applied; `state` is unchanged."""
+    threads, status, queues, last, bind, flags, notes, dead, freed, running = state
+    for u in updates:
+        code = u[0]
+        if code == U_STATUS:
+            i = u[1]
+            status = status[:i] + _BYTE[u[2]] + status[i + 1:]
+        elif code == U_THREAD:
+            t = u[1]
+            threads = threads[:t] + (u[2],) + threads[t + 1:]
+        elif code == U_ENQUEUE:
+            s = u[1]
+            queues = queues[:s] + (queues[s] + (u[2],),) + queues[s + 1:]
+        elif code == U_DEQUEUE:
+            s = u[1]
+            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
+        elif code == U_LAST:
+            e = u[1]
+            last = last[:e] + (u[2],) + last[e + 1:]
+        elif code == U_BIND:
+            k = u[1]
+            bind = bind[:k] + (u[2],) + bind[k + 1:]
+        elif code == U_RUNNING:
+            running = u[1]
+        elif code == U_FLAGS:
+            flags = u[1]
+        elif code == U_NOTES:
+            notes = u[1]
+        elif code == U_DEAD:
+            dead = u[1]
+        else:
+            freed = u[1]
+    return State(threads, status, queues, last, bind, flags, notes, dead, freed, running)
