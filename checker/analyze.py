@@ -57,7 +57,7 @@ def _explore(program: Program, options: Options) -> list[Finding]:
     except ImportError:
         return [_unknown("the exhaustive explorer is not available in this build")]
     result = explore(program, max_states=options.max_states)
-    findings = list(result.findings())
+    findings = list(result.findings(program))
     if not result.complete:
         findings.append(_unknown(
             f"exploration stopped at {options.max_states:,} states before covering every interleaving",

@@ -233,4 +233,167 @@ def _write(path: str, text: str) -> None:
     Path(path).write_text(text)
 
 
-COMMANDS = {"check": command_check, "show": command_show}
+def _witness_from_file(path: str, spec_path: str, index: int):
+    """The finding (a dict, or None for a bare witness) and witness in a `check --format json` file."""
+    from checker.witness import Witness
+
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, dict) and "steps" in data:
+        return None, Witness.from_json(data)
+    files = data["files"]
+    chosen = next((f for f in files if f.get("path") == spec_path), files[0])
+    findings = [f for f in chosen["findings"] if f.get("witness")]
+    if not 0 <= index < len(findings):
+        raise IndexError(f"the file has {len(findings)} finding(s) with a witness; --finding {index} is out of range")
+    finding = findings[index]
+    return finding, Witness.from_json(finding["witness"])
+
+
+def _finding_from_json(program, finding: dict, witness):
+    from checker.findings import Finding, FindingKind
+
+    return Finding(FindingKind(finding["kind"]), finding.get("message", ""),
+                   tuple(finding.get("statements", ())), finding.get("buffer"), finding.get("memory"),
+                   witness=witness)
+
+
+def _export(program, timeline, args, highlight=frozenset()) -> None:
+    if getattr(args, "trace", None):
+        from checker.executor.trace import chrome_trace
+
+        _write(args.trace, json.dumps(chrome_trace(program, timeline)))
+    if getattr(args, "svg", None):
+        from checker.executor.svg import gantt_svg
+
+        _write(args.svg, gantt_svg(program, timeline, highlight=frozenset(highlight)))
+
+
+def command_replay(args) -> int:
+    from checker.executor.replay import confirm, replay
+
+    loaded = _load(args.file, args)
+    if loaded.program is None:
+        return _input_error(loaded, args)
+    program = loaded.program
+    try:
+        finding, witness = _witness_from_file(args.witness, args.file, args.finding)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        print(f"{args.witness}: error: not a witness file: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for step in witness.steps:
+        if not 0 <= step.statement < len(program.statements):
+            print(f"{args.witness}: error: step {step.kind.value} {step.statement} names a statement "
+                  f"the spec does not have ({len(program.statements)} statements)", file=sys.stderr)
+            return EXIT_ERROR
+    run = replay(program, witness)
+    confirmation = None
+    if finding is not None and run.ok:
+        confirmation = confirm(program, _finding_from_json(program, finding, witness))
+    _export(program, run.timeline, args, highlight=finding.get("statements", ()) if finding else ())
+    result = {"path": args.file, "replay": run.to_json(),
+              "finding": finding and {k: finding[k] for k in ("kind", "code", "message", "statements") if k in finding},
+              "reproduced": bool(confirmation and confirmation.ok),
+              "confirmation": confirmation.to_json() if confirmation else None}
+    if args.format == "json":
+        _print_json(result)
+    else:
+        console = _console()
+        for line in _replay_text(program, witness, run, finding, confirmation):
+            console.print(line, markup=False)
+    if not run.ok:
+        return EXIT_ERROR
+    if finding is None:
+        return EXIT_CLEAN
+    return EXIT_CLEAN if confirmation.ok else EXIT_FINDINGS
+
+
+def _replay_text(program, witness, run, finding, confirmation) -> list[str]:
+    out = []
+    involved = set(finding.get("statements", ())) if finding else set()
+    for number, step in enumerate(witness.steps[: run.applied + (0 if run.ok else 1)], start=1):
+        statement = program.statements[step.statement]
+        marker = "  <- illegal" if not run.ok and number == run.applied + 1 else ("  *" if step.statement in involved else "")
+        out.append(f"{number:>5}. {step.kind.value:<8} line {statement.span.line:<4} {program.describe(statement)}{marker}")
+    if not run.ok:
+        out.append(f"illegal step {run.failed_at + 1}: {run.reason}")
+        return out
+    out.append(f"replayed {len(witness.steps)} steps: every step is legal")
+    if confirmation is not None:
+        out.append(("reproduced: " if confirmation.ok else "NOT reproduced: ") + confirmation.reason)
+        detail = confirmation.detail
+        if detail.get("explanation"):
+            out.append(f"  {detail['explanation']}")
+        for key in ("reader_saw", "writer_first", "reader_first", "a_last", "b_last"):
+            if key in detail:
+                out.append(f"  {key.replace('_', ' ')}: {detail[key]}")
+        for item in detail.get("participants", ()):
+            out.append(f"  stuck: line {item['line']} {program.describe(program.statements[item['statement']])}: {item['waits_for']}")
+    elif run.stuck:
+        for statement, waits in run.stuck:
+            out.append(f"  stuck: line {program.statements[statement].span.line} {program.describe(program.statements[statement])}: {waits}")
+    return out
+
+
+def command_simulate(args) -> int:
+    from checker.executor.simulate import simulate
+    from checker.report.perf import simulate_text
+
+    loaded = _load(args.file, args)
+    if loaded.program is None:
+        return _input_error(loaded, args)
+    simulation = simulate(loaded.program)
+    _export(loaded.program, simulation.timeline, args)
+    data = simulation.to_json()
+    if args.format == "json":
+        _print_json({"files": [{"path": args.file, **data}]})
+    else:
+        console = _console()
+        for line in simulate_text(args.file, data):
+            console.print(line, markup=False)
+    return EXIT_CLEAN
+
+
+def command_optimize(args) -> int:
+    from checker.optimize import emit, optimize
+    from checker.report.perf import optimize_text
+
+    loaded = _load(args.file, args)
+    if loaded.program is None:
+        return _input_error(loaded, args)
+    program = loaded.program
+    progress = None
+    if args.format == "text" and sys.stderr.isatty():
+        progress = _progress_printer()
+    result = optimize(program, timeout=args.timeout, progress=progress)
+    data = result.to_json()
+    if args.trace or args.svg:
+        from checker.optimize.timeline import schedule_timeline
+
+        schedule = result.program_schedule or result.bound_schedule
+        if schedule is not None:
+            _export(program, schedule_timeline(program, schedule), args)
+    if args.emit:
+        _write(args.emit, emit(program, result))
+    if args.format == "json":
+        _print_json({"files": [data]})
+    else:
+        console = _console()
+        for line in optimize_text(args.file, data):
+            console.print(line, markup=False)
+        if args.emit:
+            console.print(f"  wrote {args.emit}", markup=False)
+    return EXIT_CLEAN
+
+
+def _progress_printer():
+    def show(progress) -> None:
+        text = getattr(progress, "text", None)
+        message = text() if callable(text) else str(progress)
+        sys.stderr.write("\r\033[K" + message[:120])
+        sys.stderr.flush()
+
+    return show
+
+
+COMMANDS = {"check": command_check, "show": command_show, "replay": command_replay,
+            "simulate": command_simulate, "optimize": command_optimize}

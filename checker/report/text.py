@@ -86,9 +86,9 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
     for item in finding.stuck:
         statement = program.statements[item.statement]
         out.append(f"  = {_style('stuck', 'help')}: line {statement.span.line} {escape(program.describe(statement))}: {escape(item.waits_for)}")
-    corruption = finding.detail.get("corruption")
-    if corruption:
-        out.append(f"  = {_style('replay', 'help')}: {escape(str(corruption))}")
+    explanation = finding.detail.get("explanation")
+    if explanation:
+        out.append(f"  = {_style('replayed', 'help')}: {escape(str(explanation))}")
     out += _timeline(program, finding)
     if finding.help:
         out.append(f"  = {_style('help', 'help')}: {escape(finding.help)}")
