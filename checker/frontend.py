@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +23,24 @@ class Loaded:
     diagnostics: tuple[Diagnostic, ...]
 
 
+@contextmanager
+def paused_gc():
+    """Lowering allocates hundreds of thousands of long-lived objects and no cycles; the cyclic
+    collector would rescan them again and again (a third of the time on 100,000 tasks)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
     try:
-        spec = parse(text)
-        lowered = lower(spec, path, text, max_statements)
+        with paused_gc():
+            spec = parse(text)
+            lowered = lower(spec, path, text, max_statements)
     except SpecError as exc:
         return Loaded(path, text, None, (exc.diagnostic,))
     except RecursionError:

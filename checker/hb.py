@@ -26,6 +26,16 @@ from checker.ir import Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import Step, StepKind, Witness, task_steps, thread_steps
 
 RACE_SCAN_BUDGET = 50_000_000
+_KIND_CODE = {StepKind.ISSUE: 0, StepKind.RETURN: 1, StepKind.START: 2, StepKind.END: 3, StepKind.COMPLETE: 4}
+
+
+def _key(kind: StepKind, statement: int) -> int:
+    """Dense integer key of a step (hashing `Step` objects costs more than the analysis)."""
+    return statement * 5 + _KIND_CODE[kind]
+
+
+def _step_key(step: Step) -> int:
+    return step.statement * 5 + _KIND_CODE[step.kind]
 MAX_WITNESSES = 200
 
 
@@ -88,7 +98,7 @@ class _Graph:
     """The chain ids of each node."""
     chain_count: int
     node_of: dict
-    """Step -> node."""
+    """Step key (`_key`) -> node."""
     blocked: frozenset[int]
     """Nodes that can never happen (collective groups with a member missing)."""
 
@@ -99,14 +109,14 @@ class _Builder:
         self.steps: list[Step] = []
         self.predecessors: list[list[int]] = []
         self.chains: list[tuple[int, ...]] = []
-        self.node_of: dict[Step, int] = {}
+        self.node_of: dict[int, int] = {}
 
     def node(self, step: Step, chains: tuple[int, ...]) -> int:
         node = len(self.steps)
         self.steps.append(step)
         self.predecessors.append([])
         self.chains.append(chains)
-        self.node_of[step] = node
+        self.node_of[_step_key(step)] = node
         return node
 
     def build(self) -> _Graph:
@@ -124,11 +134,11 @@ class _Builder:
                 if kind is StepKind.START and s.group is not None:
                     group = program.groups[s.group]
                     if s.group in group_node:
-                        self.node_of[step] = group_node[s.group]
+                        self.node_of[_step_key(step)] = group_node[s.group]
                         continue
                     chains = tuple(stream_chain[program.statements[m].stream] for m in group.members)
                     group_node[s.group] = self.node(Step(kind, group.members[0]), chains)
-                    self.node_of[step] = group_node[s.group]
+                    self.node_of[_step_key(step)] = group_node[s.group]
                     if not group.complete:
                         blocked.add(group_node[s.group])
                     continue
@@ -143,10 +153,10 @@ class _Builder:
             self.predecessors[after].append(before)
 
     def first(self, s: Statement) -> int:
-        return self.node_of[Step(task_steps(s)[0], s.index)]
+        return self.node_of[_key(task_steps(s)[0], s.index)]
 
     def done(self, s: Statement) -> int:
-        return self.node_of[Step(task_steps(s)[-1], s.index)]
+        return self.node_of[_key(task_steps(s)[-1], s.index)]
 
     def begin(self, s: Statement) -> int:
         """The step at which a task has begun: a running task's start, an instant task's completion."""
@@ -164,15 +174,15 @@ class _Builder:
             for i in thread.statements:
                 s = program.statements[i]
                 for kind in thread_steps(s):
-                    node = node_of[Step(kind, i)]
+                    node = node_of[_key(kind, i)]
                     if previous_step is not None:
                         self.edge(previous_step, node)
                     previous_step = node
-                issue = node_of[Step(StepKind.ISSUE, i)]
+                issue = node_of[_key(StepKind.ISSUE, i)]
                 if s.stream is not None:
                     self.task_edges(s, issue, last_on_stream, last_in_queue, last_record, legacy_of, last_blocking)
                 elif s.op is Op.SYNC:
-                    done = node_of[Step(StepKind.RETURN, i)]
+                    done = node_of[_key(StepKind.RETURN, i)]
                     if s.sync is SyncKind.EVENT:
                         record = last_record.get(s.target)
                         if record is not None:
@@ -191,7 +201,7 @@ class _Builder:
         self.edge(issue, first)
         steps = task_steps(s)
         if len(steps) == 2:
-            self.edge(first, self.node_of[Step(StepKind.END, s.index)])
+            self.edge(first, self.node_of[_key(StepKind.END, s.index)])
         previous = last_on_stream.get(s.stream)
         if previous is not None:
             self.edge(self.done(previous), first)
@@ -215,7 +225,7 @@ class _Builder:
         elif s.op is Op.WAIT and s.event in last_record:
             self.edge(self.done(last_record[s.event]), self.done(s))
         if s.blocking:
-            self.edge(self.done(s), self.node_of[Step(StepKind.RETURN, s.index)])
+            self.edge(self.done(s), self.node_of[_key(StepKind.RETURN, s.index)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +242,11 @@ class HappensBefore:
     """node -> vector clock (list indexed by chain)."""
 
     def happened(self, step: Step) -> bool:
-        return self.graph.node_of[step] in self.clocks
+        return self.graph.node_of[_step_key(step)] in self.clocks
 
     def before(self, a: Step, b: Step) -> bool:
         """Whether step a happens before step b in every execution (both must happen)."""
-        node_a, node_b = self.graph.node_of[a], self.graph.node_of[b]
+        node_a, node_b = self.graph.node_of[_step_key(a)], self.graph.node_of[_step_key(b)]
         if node_a == node_b:
             return False
         clock = self.clocks[node_b]
@@ -292,6 +302,13 @@ def _descendants_within(graph: _Graph, root: int, within: set[int]) -> set[int]:
 
 def build(program: Program) -> HappensBefore:
     """Build the order; nodes on a cycle or behind a group that never forms are left out."""
+    from checker.frontend import paused_gc
+
+    with paused_gc():
+        return _build(program)
+
+
+def _build(program: Program) -> HappensBefore:
     graph = _Builder(program).build()
     count = len(graph.steps)
     successors: list[list[int]] = [[] for _ in range(count)]
@@ -365,10 +382,10 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
         if not s.accesses:
             continue
         start, end = _access_steps(s)
-        start_node = graph.node_of[start]
+        start_node = graph.node_of[_step_key(start)]
         if start_node not in order.clocks:
             continue  # never runs
-        end_node = graph.node_of[end]
+        end_node = graph.node_of[_step_key(end)]
         accessors.append((index_in_order[start_node], s, start_node, end_node))
     accessors.sort(key=lambda item: item[0])
     # (memory, is_write) -> chain -> list of (end position on chain, statement, access)
@@ -401,7 +418,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
     for count, first, second, access in pairs.values():
         a, b = sorted((first, second), key=lambda st: st.index)
         memory = program.memories[access.memory]
-        witness = order.prefix([graph.node_of[_access_steps(a)[0]], graph.node_of[_access_steps(b)[0]]])
+        witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])], graph.node_of[_step_key(_access_steps(b)[0])]])
         findings.append(Finding(
             FindingKind.RACE,
             f"race on `{memory.name}`: {program.describe(a)} and {program.describe(b)} can run at the same time",
@@ -418,10 +435,10 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     frees: dict[int, list[tuple[Statement, int]]] = defaultdict(list)
     for s in program.statements:
         if s.op is Op.ALLOC:
-            node = graph.node_of[Step(task_steps(s)[-1] if s.stream is not None else StepKind.ISSUE, s.index)]
+            node = graph.node_of[_key(task_steps(s)[-1] if s.stream is not None else StepKind.ISSUE, s.index)]
             allocs[s.memory].append(node)
         elif s.op is Op.FREE:
-            node = graph.node_of[_access_steps(s)[1]]
+            node = graph.node_of[_step_key(_access_steps(s)[1])]
             frees[s.memory].append((s, node))
     reported: set[tuple[int, FindingKind]] = set()
     for s in program.statements:
@@ -429,7 +446,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             memory = access.memory
             if memory not in allocs and memory not in frees:
                 continue
-            start = graph.node_of[_access_steps(s)[0]]
+            start = graph.node_of[_step_key(_access_steps(s)[0])]
             if start not in order.clocks:
                 continue
             start_step = graph.steps[start]

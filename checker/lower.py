@@ -267,10 +267,17 @@ class _Lowerer:
             right = self.evaluate(expr.right, env)
             if expr.operator in "/%" and right == 0:
                 raise SpecError(error(Code.SP019, "division by zero", expr.right.span, "this is 0"))
-            value = {
-                "+": lambda: left + right, "-": lambda: left - right, "*": lambda: left * right,
-                "/": lambda: left // right, "%": lambda: left % right,
-            }[expr.operator]()
+            operator = expr.operator
+            if operator == "+":
+                value = left + right
+            elif operator == "-":
+                value = left - right
+            elif operator == "*":
+                value = left * right
+            elif operator == "/":
+                value = left // right
+            else:
+                value = left % right
         if abs(value) > MAX_LITERAL:
             raise SpecError(error(Code.SP020, "integer overflow", expr.span, "value too large",
                                   help="values must stay below 2^62"))
