@@ -29,6 +29,16 @@ from typing import NamedTuple
 from checker.ir import Event, GroupKind, Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
 
+_ISSUE, _RETURN, _START, _END, _COMPLETE = (
+    StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END, StepKind.COMPLETE)
+# Enum member lookups are slow on the hot path; bind them once.
+(_OP_KERNEL, _OP_COPY, _OP_CALLBACK, _OP_RECORD, _OP_WAIT, _OP_RESET, _OP_NOTIFY, _OP_AWAIT,
+ _OP_ALLREDUCE, _OP_SEND, _OP_RECV, _OP_ALLOC, _OP_FREE, _OP_HOST, _OP_SYNC) = (
+    Op.KERNEL, Op.COPY, Op.CALLBACK, Op.RECORD, Op.WAIT, Op.RESET, Op.NOTIFY, Op.AWAIT,
+    Op.ALLREDUCE, Op.SEND, Op.RECV, Op.ALLOC, Op.FREE, Op.HOST, Op.SYNC)
+_SYNC_STREAM, _SYNC_EVENT, _SYNC_DEVICE, _SYNC_ALL = (
+    SyncKind.STREAM, SyncKind.EVENT, SyncKind.DEVICE, SyncKind.ALL)
+
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 """Statement status codes. A host statement is RUNNING while its thread holds it."""
 
@@ -84,6 +94,22 @@ class Transition:
     """(earlier-running statement, statement this step started) for each conflicting pair."""
     dead_uses: tuple[tuple[int, str], ...] = ()
     """(statement, "use-after-free" | "use-before-alloc") for each access started on dead bytes."""
+
+
+class _StepTable:
+    """Step objects for one kind, made on first use and then shared."""
+
+    __slots__ = ("kind", "cache")
+
+    def __init__(self, kind: StepKind, n: int) -> None:
+        self.kind = kind
+        self.cache: list[Step | None] = [None] * n
+
+    def __getitem__(self, i: int) -> Step:
+        step = self.cache[i]
+        if step is None:
+            step = self.cache[i] = Step(self.kind, i)
+        return step
 
 
 def _bits(mask: int):
@@ -164,7 +190,7 @@ class Machine:
             for acc in st.accesses:
                 m |= lay.mask(acc.memory, acc.start, acc.end)
             touch.append(m)
-            if st.op in (Op.ALLOC, Op.FREE) and st.memory is not None:
+            if st.op in (_OP_ALLOC, _OP_FREE) and st.memory is not None:
                 ranges = [a for a in st.accesses if a.memory == st.memory]
                 if ranges:
                     lm = 0
@@ -180,7 +206,7 @@ class Machine:
         self.life = tuple(life)
         initially_dead = 0
         for st in p.statements:
-            if st.op is Op.ALLOC:
+            if st.op is _OP_ALLOC:
                 initially_dead |= self.life[st.index]
         # Streams: hardware-queue and legacy relations, captured as dependencies at enqueue.
         self.queue_peers: list[tuple[int, ...]] = []
@@ -216,11 +242,11 @@ class Machine:
         dslot = [-1] * n
         slots = 0
         for st in p.statements:
-            if st.op is Op.WAIT and st.stream is not None and not p.events[st.event].flag:
+            if st.op is _OP_WAIT and st.stream is not None and not p.events[st.event].flag:
                 wslot[st.index] = slots
                 slots += 1
-            elif st.op is Op.SYNC and not (
-                st.sync is SyncKind.EVENT and p.events[st.target].flag
+            elif st.op is _OP_SYNC and not (
+                st.sync is _SYNC_EVENT and p.events[st.target].flag
             ):
                 wslot[st.index] = slots
                 slots += 1
@@ -236,6 +262,7 @@ class Machine:
             for m in g.members:
                 self.group_of[m] = g
         self._conflicts: tuple[int, ...] | None = None
+        self._described: dict[int, str] = {}
         self._init = State(
             threads=tuple(0 for _ in p.threads),
             status=bytes(n),
@@ -250,9 +277,7 @@ class Machine:
         )
         self.initially_dead = initially_dead
         # Cached step objects: enabled() hands out the same instances every time.
-        self.steps = {
-            kind: tuple(Step(kind, i) for i in range(n)) for kind in StepKind
-        }
+        self.steps = {kind: _StepTable(kind, n) for kind in StepKind}
 
     # ------------------------------------------------------------------ static facts
 
@@ -296,8 +321,11 @@ class Machine:
     # ------------------------------------------------------------------ legality
 
     def begun(self, state, task: int) -> bool:
+        """A running task has begun once it started (whatever its duration: conformance c17
+        orders a kernel without a duration behind the legacy stream), an instant task once
+        it completed (docs/semantics.md)."""
         s = state.status[task]
-        return s == DONE or (s == RUNNING and self.duration[task] > 0)
+        return s == DONE or s == RUNNING
 
     def _deps_blocker(self, state, task: int) -> str | None:
         slot = self.dslot[task]
@@ -333,17 +361,14 @@ class Machine:
         why = self._head_blocker(state, task)
         if why:
             return why
-        # Rules 2 and 3 hold from the first step on, also for a running task of duration 0
-        # (semantics.md asks them of its end only; the conformance verdict of c17 needs them
-        # before its accesses start, and since nothing depends on such a task's start the
-        # deadlock verdicts are the same either way).
+        # Rules 2 and 3 (hardware queues, legacy stream) hold from the first step on.
         why = self._deps_blocker(state, task)
         if why:
             return why
         st = self.program.statements[task]
         op = st.op
         p = self.program
-        if op is Op.WAIT:
+        if op is _OP_WAIT:
             if p.events[st.event].flag:
                 if not state.flags >> st.event & 1:
                     return f"flag {p.events[st.event].name} not set"
@@ -351,7 +376,7 @@ class Machine:
                 rec = state.bind[self.wslot[task]]
                 if rec >= 0 and state.status[rec] != DONE:
                     return f"waiting for {self.describe(rec)}"
-        elif op is Op.AWAIT:
+        elif op is _OP_AWAIT:
             if not state.notes >> st.notify & 1:
                 return f"notify {p.notifies[st.notify].name} not set"
         return None
@@ -368,8 +393,6 @@ class Machine:
     def _end_blocker(self, state, task: int) -> str | None:
         if state.status[task] != RUNNING:
             return "not running"
-        if self.duration[task] == 0:
-            return self._deps_blocker(state, task)
         return None
 
     def _return_blocker(self, state, stmt: int) -> str | None:
@@ -379,7 +402,7 @@ class Machine:
             if state.status[stmt] != DONE:
                 return f"waiting for the copy {self.describe(stmt)} to complete"
             return None
-        if st.op is Op.SYNC:
+        if st.op is _OP_SYNC:
             slot = self.wslot[stmt]
             if slot < 0:  # flag event
                 if not state.flags >> st.target & 1:
@@ -397,7 +420,7 @@ class Machine:
             return f"no statement #{i}"
         st = self.program.statements[i]
         kind = step.kind
-        if kind is StepKind.ISSUE or kind is StepKind.RETURN:
+        if kind is _ISSUE or kind is _RETURN:
             t = st.thread
             v = state.threads[t]
             cur = self.current(state, t)
@@ -408,10 +431,10 @@ class Machine:
                     f"thread {self.program.threads[t].name} has not reached it "
                     f"(it is at {self.describe(cur)})"
                 )
-            if kind is StepKind.ISSUE:
+            if kind is _ISSUE:
                 if v & 1:
                     return "already issued"
-                if st.stream is None and st.op is Op.AWAIT:
+                if st.stream is None and st.op is _OP_AWAIT:
                     if not state.notes >> st.notify & 1:
                         return f"notify {self.program.notifies[st.notify].name} not set"
                 return None
@@ -422,11 +445,11 @@ class Machine:
             return self._return_blocker(state, i)
         if st.stream is None:
             return f"a host statement has no {kind.value} step"
-        if kind is StepKind.END:
+        if kind is _END:
             if not self.interval[i]:
                 return "an instant task has no end step (it completes)"
             return self._end_blocker(state, i)
-        if kind is StepKind.START:
+        if kind is _START:
             if not self.interval[i]:
                 return "an instant task has no start step (it completes)"
             g = self.group_of[i]
@@ -435,7 +458,7 @@ class Machine:
                     return "not enqueued yet" if state.status[i] == NEW else "already started"
                 return self._group_blocker(state, g)
             return self._first_step_blocker(state, i)
-        if kind is StepKind.COMPLETE:
+        if kind is _COMPLETE:
             if self.interval[i]:
                 return "a running task has start and end steps, not complete"
             return self._first_step_blocker(state, i)
@@ -455,30 +478,28 @@ class Machine:
             i = stmts[k]
             if v & 1:
                 if self._return_blocker(state, i) is None:
-                    out.append(steps[StepKind.RETURN][i])
+                    out.append(steps[_RETURN][i])
             else:
                 st = self.program.statements[i]
-                if st.stream is None and st.op is Op.AWAIT and not state.notes >> st.notify & 1:
+                if st.stream is None and st.op is _OP_AWAIT and not state.notes >> st.notify & 1:
                     continue
-                out.append(steps[StepKind.ISSUE][i])
+                out.append(steps[_ISSUE][i])
         for q in state.queues:
             if not q:
                 continue
             h = q[0]
             s = state.status[h]
             if s == RUNNING:
-                if self.duration[h] == 0 and self._deps_blocker(state, h) is not None:
-                    continue
-                out.append(steps[StepKind.END][h])
+                out.append(steps[_END][h])
             elif self.interval[h]:
                 g = self.group_of[h]
                 if g is not None:
                     if g.members[0] == h and self._group_blocker(state, g) is None:
-                        out.append(steps[StepKind.START][h])
+                        out.append(steps[_START][h])
                 elif self._first_step_blocker(state, h) is None:
-                    out.append(steps[StepKind.START][h])
+                    out.append(steps[_START][h])
             elif self._first_step_blocker(state, h) is None:
-                out.append(steps[StepKind.COMPLETE][h])
+                out.append(steps[_COMPLETE][h])
         return tuple(out)
 
     # ------------------------------------------------------------------ effects
@@ -492,8 +513,8 @@ class Machine:
         why = self.blocker(state, step)
         if why is not None:
             raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
-        if step.kind is StepKind.START and self.group_of[step.statement] is not None:
-            step = self.steps[StepKind.START][self.group_of[step.statement].members[0]]
+        if step.kind is _START and self.group_of[step.statement] is not None:
+            step = self.steps[_START][self.group_of[step.statement].members[0]]
         return self.fire(state, step)
 
     def fire(self, state: State, step: Step) -> Transition:
@@ -514,7 +535,7 @@ class Machine:
         up: list[tuple] = []
         races: tuple = ()
         uses: tuple = ()
-        if kind is StepKind.ISSUE:
+        if kind is _ISSUE:
             t = st.thread
             v = view.threads[t]
             if st.stream is not None:
@@ -525,45 +546,47 @@ class Machine:
                 dslot = self.dslot[i]
                 if dslot >= 0:
                     up.append((U_BIND, dslot, self._capture_deps(view.queues, s)))
-                if st.op is Op.RECORD:
+                if st.op is _OP_RECORD:
                     up.append((U_LAST, st.event, i))
                 up.append((U_ENQUEUE, s, i))
                 up.append((U_STATUS, i, QUEUED))
                 nv = v | 1 if st.blocking else v + 2
             else:
                 op = st.op
-                if op is Op.HOST or op is Op.FREE:
+                if op is _OP_HOST or op is _OP_FREE:
                     if track:
                         races, uses = self._start_access(i, view.running, view.dead, view.freed)
-                    up.append((U_RUNNING, view.running | 1 << i))
+                    if track:
+                        up.append((U_RUNNING, view.running | 1 << i))
                     up.append((U_STATUS, i, RUNNING))
                     nv = v | 1
-                elif op is Op.SYNC:
+                elif op is _OP_SYNC:
                     slot = self.wslot[i]
                     if slot >= 0:
                         up.append((U_BIND, slot, self._capture_sync(st, view.queues, view.last_record)))
                     up.append((U_STATUS, i, RUNNING))
                     nv = v | 1
                 else:
-                    if op is Op.NOTIFY:
+                    if op is _OP_NOTIFY:
                         up.append((U_NOTES, view.notes | 1 << st.notify))
-                    elif op is Op.AWAIT:
+                    elif op is _OP_AWAIT:
                         up.append((U_NOTES, view.notes & ~(1 << st.notify)))
-                    elif op is Op.ALLOC:
+                    elif op is _OP_ALLOC:
                         up.append((U_DEAD, view.dead & ~self.life[i]))
                     up.append((U_STATUS, i, DONE))
                     nv = v + 2
             up.append((U_THREAD, t, nv))
-        elif kind is StepKind.RETURN:
+        elif kind is _RETURN:
             t = st.thread
             up.append((U_THREAD, t, (view.threads[t] & ~1) + 2))
             if st.stream is None:
-                if st.op is Op.FREE:
+                if st.op is _OP_FREE:
                     up.append((U_DEAD, view.dead | self.life[i]))
                     up.append((U_FREED, view.freed | self.life[i]))
-                up.append((U_RUNNING, view.running & ~(1 << i)))
+                if track:
+                    up.append((U_RUNNING, view.running & ~(1 << i)))
                 up.append((U_STATUS, i, DONE))
-        elif kind is StepKind.START:
+        elif kind is _START:
             g = self.group_of[i]
             members = g.members if g is not None else (i,)
             running = view.running
@@ -577,33 +600,31 @@ class Machine:
                     running |= 1 << m
                 races = tuple(all_races)
                 uses = tuple(all_uses)
-            else:
-                for m in members:
-                    running |= 1 << m
-            up.append((U_RUNNING, running))
+                up.append((U_RUNNING, running))
             for m in members:
                 up.append((U_STATUS, m, RUNNING))
-        elif kind is StepKind.END:
+        elif kind is _END:
             up.append((U_DEQUEUE, st.stream))
             up.append((U_STATUS, i, DONE))
-            up.append((U_RUNNING, view.running & ~(1 << i)))
-            if st.op is Op.FREE:
+            if track:
+                up.append((U_RUNNING, view.running & ~(1 << i)))
+            if st.op is _OP_FREE:
                 up.append((U_DEAD, view.dead | self.life[i]))
                 up.append((U_FREED, view.freed | self.life[i]))
         else:  # COMPLETE
             up.append((U_DEQUEUE, st.stream))
             up.append((U_STATUS, i, DONE))
             op = st.op
-            if op is Op.RECORD:
+            if op is _OP_RECORD:
                 if self.flag_event[st.event]:
                     up.append((U_FLAGS, view.flags | 1 << st.event))
-            elif op is Op.RESET:
+            elif op is _OP_RESET:
                 up.append((U_FLAGS, view.flags & ~(1 << st.event)))
-            elif op is Op.NOTIFY:
+            elif op is _OP_NOTIFY:
                 up.append((U_NOTES, view.notes | 1 << st.notify))
-            elif op is Op.AWAIT:
+            elif op is _OP_AWAIT:
                 up.append((U_NOTES, view.notes & ~(1 << st.notify)))
-            elif op is Op.ALLOC:
+            elif op is _OP_ALLOC:
                 up.append((U_DEAD, view.dead & ~self.life[i]))
         return up, races, uses
 
@@ -642,12 +663,12 @@ class Machine:
 
     def _capture_sync(self, st: Statement, queues, last) -> tuple[int, ...]:
         """The tasks a sync issued now waits for: the last pending task of each stream."""
-        if st.sync is SyncKind.EVENT:
+        if st.sync is _SYNC_EVENT:
             rec = last[st.target]
             return (rec,) if rec >= 0 else ()
-        if st.sync is SyncKind.STREAM:
+        if st.sync is _SYNC_STREAM:
             streams = (st.target,)
-        elif st.sync is SyncKind.DEVICE:
+        elif st.sync is _SYNC_DEVICE:
             streams = self.device_streams[st.target]
         else:
             streams = range(len(self.program.streams))
@@ -656,9 +677,12 @@ class Machine:
     # ------------------------------------------------------------------ explanations
 
     def describe(self, i: int) -> str:
-        """`s1: wait ready (line 7)`."""
-        st = self.program.statements[i]
-        return f"{self.program.describe(st)} (line {st.span.line})"
+        """`s1: wait ready (line 7)` (cached: blocked steps are explained over and over)."""
+        text = self._described.get(i)
+        if text is None:
+            st = self.program.statements[i]
+            text = self._described[i] = f"{self.program.describe(st)} (line {st.span.line})"
+        return text
 
     def describe_index(self, i: object) -> str:
         if isinstance(i, int) and 0 <= i < self.n:
@@ -674,7 +698,7 @@ class Machine:
             if i is None:
                 continue
             v = state.threads[t]
-            kind = StepKind.RETURN if v & 1 else StepKind.ISSUE
+            kind = _RETURN if v & 1 else _ISSUE
             why = self.blocker(state, self.steps[kind][i]) or "can still move"
             out.append((i, f"{p.describe(p.statements[i])}: {why}"))
         for q in state.queues:

@@ -1,0 +1,228 @@
+"""The happens-before fast path: which programs it may decide, and that it decides them right.
+
+Its verdicts are compared with the executor's exhaustive explorer (an independent
+implementation of the same semantics) on random deterministic specs, and every witness it
+produces must replay in the executor.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker import hb
+from checker.executor.explore import explore
+from checker.executor.replay import confirm
+from checker.findings import FindingKind
+from checker.frontend import load_text
+from strategies import specs
+
+HEADER = """device d { compute 2 copy 2 }
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream s1 on d
+stream s2 on d
+event e
+"""
+
+
+def program_of(text: str):
+    loaded = load_text(text)
+    assert loaded.program is not None, loaded.diagnostics
+    return loaded.program
+
+
+def lines(program, finding) -> tuple[int, ...]:
+    return tuple(sorted(program.statements[i].span.line for i in finding.statements[:2]))
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("thread t {\n s1: kernel k writes x\n}", None),
+    ("event g flag\nthread t {\n s1: record g\n}", "flag events"),
+    ("notify n\nthread t {\n s1: notify n\n}", "notifies"),
+    ("thread a {\n s1: kernel k writes x\n}\nthread b {\n s1: kernel k writes y\n}", "stream `s1`"),
+    ("thread a {\n s1: record e\n}\nthread b {\n s2: wait e\n}", "event `e`"),
+    ("thread a {\n s1: kernel k writes x\n}\nthread b {\n s2: kernel k writes y\n}", None),
+    ("thread a {\n s1: kernel k writes x\n}\nthread b {\n sync d\n}", "stream `s1`"),
+])
+def test_nondeterminism_classification(body, reason):
+    found = hb.nondeterminism(program_of(HEADER + body))
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and reason in found
+
+
+def test_loop_race_is_reported_once_with_instance_count():
+    program = program_of(HEADER + """thread t {
+  for i in 0..4 {
+    s1: kernel a writes x
+    s2: kernel b reads x
+  }
+}""")
+    findings, complete = hb.analyze(program)
+    races = [f for f in findings if f.kind is FindingKind.RACE]
+    assert complete
+    # every a (stream s1) against every b (stream s2): one pair of source lines, 4 x 4 instances
+    assert [lines(program, f) for f in races] == [(9, 10)]
+    assert races[0].instances == 16
+
+
+def test_self_race_across_iterations():
+    program = program_of(HEADER + """stream s[3] on d
+thread t {
+  for i in 0..3 {
+    s[i]: kernel k writes x
+  }
+}""")
+    findings, _ = hb.analyze(program)
+    races = [f for f in findings if f.kind is FindingKind.RACE]
+    assert len(races) == 1
+    assert lines(program, races[0]) == (10, 10)
+    assert races[0].instances == 3
+
+
+def test_event_orders_and_witness_replays():
+    program = program_of(HEADER + """thread t {
+  s1: kernel a writes x
+  s2: kernel b writes x
+  s1: record e
+  s2: wait e
+  s2: kernel c reads x
+}""")
+    findings, _ = hb.analyze(program)
+    races = {lines(program, f) for f in findings if f.kind is FindingKind.RACE}
+    # a/b race; c is ordered after a by the event and after b by stream order
+    assert races == {(8, 9)}
+    for finding in findings:
+        assert confirm(program, finding).ok
+
+
+def test_cycle_through_collectives_is_a_deadlock_with_stuck_set():
+    program = program_of("""device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 1KiB on d0
+buffer b 1KiB on d1
+stream c0 on d0
+stream c1 on d1
+comm p = { c0, c1 }
+comm q = { c0, c1 }
+thread r0 {
+  c0: allreduce p a
+  c0: allreduce q a
+}
+thread r1 {
+  c1: allreduce q b
+  c1: allreduce p b
+}""")
+    assert hb.nondeterminism(program) is None
+    findings, _ = hb.analyze(program)
+    deadlocks = [f for f in findings if f.kind is FindingKind.DEADLOCK]
+    assert len(deadlocks) == 1
+    assert {program.statements[s.statement].span.line for s in deadlocks[0].stuck} >= {10, 14}
+    assert confirm(program, deadlocks[0]).ok
+
+
+def test_missing_collective_member_deadlocks():
+    program = program_of("""device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 1KiB on d0
+stream c0 on d0
+stream c1 on d1
+comm p = { c0, c1 }
+thread r0 {
+  c0: allreduce p a
+  sync c0
+}""")
+    findings, _ = hb.analyze(program)
+    assert any(f.kind is FindingKind.DEADLOCK for f in findings)
+
+
+def _verdict_hb(program):
+    findings, complete = hb.analyze(program)
+    assert complete
+    races = {lines(program, f) for f in findings if f.kind is FindingKind.RACE}
+    dead = {(program.statements[f.statements[0]].span.line, f.kind.value) for f in findings
+            if f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC)}
+    deadlock = any(f.kind is FindingKind.DEADLOCK for f in findings)
+    return races, dead, deadlock, findings
+
+
+def _verdict_explorer(program, exploration):
+    races = {tuple(sorted((program.statements[r.a].span.line, program.statements[r.b].span.line)))
+             for r in exploration.races}
+    dead = {(program.statements[u.statement].span.line, u.kind) for u in exploration.dead_uses}
+    return races, dead, bool(exploration.deadlocks)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(specs())
+def test_agrees_with_the_explorer_on_deterministic_specs(text):
+    program = program_of(text)
+    if hb.nondeterminism(program) is not None:
+        return
+    exploration = explore(program, max_states=200_000)
+    if not exploration.complete:
+        return
+    races, dead, deadlock, findings = _verdict_hb(program)
+    assert (races, dead, deadlock) == _verdict_explorer(program, exploration), text
+    for finding in findings:
+        confirmation = confirm(program, finding)
+        assert confirmation.ok, (text, finding.kind, confirmation.reason)
+
+
+@st.composite
+def deterministic_specs(draw) -> str:
+    """One host thread, snapshot events only: exactly the programs the fast path decides."""
+    queues = draw(st.sampled_from(["", "", " queues 1", " queues 2"]))
+    out = [f"device d {{ compute 2 copy 2{queues} }}",
+           "buffer a 4KiB on d", "buffer t 4KiB on d",
+           f"buffer h 4KiB on host{draw(st.sampled_from(['', ' pinned']))}",
+           "event e[2]"]
+    modes = [draw(st.sampled_from(["", "", " legacy", " nonblocking"])) for _ in range(3)]
+    if modes.count(" legacy") > 1:
+        modes = [m if m != " legacy" else "" for m in modes]
+    out += [f"stream s{k} on d{mode}" for k, mode in enumerate(modes)]
+    stream = st.sampled_from(["s0", "s1", "s2"])
+    region = st.sampled_from(["a", "a[0:2KiB]", "a[1KiB:3KiB]", "a[2KiB:]", "t"])
+    body = []
+    if draw(st.booleans()):
+        body.append("alloc t" if draw(st.booleans()) else f"{draw(stream)}: alloc t")
+    for _ in range(draw(st.integers(2, 8))):
+        kind = draw(st.sampled_from(["kernel", "kernel", "copy_in", "copy_out", "record", "wait",
+                                     "sync", "host", "free", "callback"]))
+        s = draw(stream)
+        if kind == "kernel":
+            mode = draw(st.sampled_from(["reads", "writes"]))
+            body.append(f"{s}: kernel k {mode} {draw(region)}")
+        elif kind == "copy_in":
+            body.append(f"{s}: copy {draw(region)} <- h")
+        elif kind == "copy_out":
+            body.append(f"{s}: copy h <- {draw(region)}")
+        elif kind in ("record", "wait"):
+            body.append(f"{s}: {kind} e[{draw(st.integers(0, 1))}]")
+        elif kind == "sync":
+            body.append("sync " + draw(st.sampled_from(["s0", "s1", "s2", "e[0]", "d", "all"])))
+        elif kind == "host":
+            body.append(f"host f {draw(st.sampled_from(['reads', 'writes']))} h")
+        elif kind == "free":
+            body.append("free t" if draw(st.booleans()) else f"{s}: free t")
+        else:
+            body.append(f"{s}: callback cb writes h")
+    return "\n".join(out) + "\nthread main {\n" + "\n".join("  " + b for b in body) + "\n}\n"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deterministic_specs())
+def test_agrees_with_the_explorer_on_single_thread_specs(text):
+    program = program_of(text)
+    assert hb.nondeterminism(program) is None
+    exploration = explore(program, max_states=300_000)
+    if not exploration.complete:
+        return
+    races, dead, deadlock, findings = _verdict_hb(program)
+    assert (races, dead, deadlock) == _verdict_explorer(program, exploration), text
+    for finding in findings:
+        confirmation = confirm(program, finding)
+        assert confirmation.ok, (text, finding.kind, confirmation.reason)
