@@ -14,6 +14,9 @@ from checker.lower import DEFAULT_MAX_STATEMENTS, lower
 from checker.parse import decode, parse
 
 
+MAX_SHOWN_BYTES = 32 * 2**20
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     path: str
@@ -52,7 +55,9 @@ def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEME
     try:
         text = decode(data)
     except SpecError as exc:
-        return Loaded(path, "", None, (exc.diagnostic,))
+        # Keep a printable copy of the text, so that the report can show the offending line.
+        shown = data.decode("utf-8", "replace").replace("\0", "\N{REPLACEMENT CHARACTER}")
+        return Loaded(path, shown if len(data) <= MAX_SHOWN_BYTES else "", None, (exc.diagnostic,))
     return load_text(text, path, max_statements)
 
 

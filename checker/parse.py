@@ -8,12 +8,15 @@ out of range.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+import re
+import threading
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.visitors import Transformer_NonRecursive
 
 from checker import ast
 from checker.codes import Code
@@ -46,9 +49,44 @@ def _grammar_text() -> str:
         return (Path(__file__).resolve().parent.parent / "grammar" / "sched.lark").read_text()
 
 
+# Keywords are plain strings in the grammar. Where the parser accepts a keyword but no name,
+# lark's contextual lexer would match a keyword that is only the start of a longer word
+# (`kernelx` as `kernel x`, `flagged` as `flag ged`). The callback below turns such a token
+# into the whole word as a NAME, which the parser then rejects with a proper syntax error.
+_lexing = threading.local()
+_NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
+def _whole_word(token: Token) -> Token:
+    text = getattr(_lexing, "text", None)
+    if text is None or token.end_pos >= len(text) or not _WORD_CHAR.match(text, token.end_pos):
+        return token
+    word = _NAME_AT.match(text, token.start_pos).group()
+    return Token("NAME", word, token.start_pos, token.line, token.column, token.line,
+                 token.column + len(word), token.start_pos + len(word))
+
+
+def _keyword_terminals(grammar: str) -> list[str]:
+    probe = Lark(grammar, parser="lalr")
+    return [t.name for t in probe.terminals
+            if t.name in ("ENGINE", "ALL") or (t.pattern.type == "str" and t.pattern.value[-1:].isalpha())]
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    grammar = _grammar_text()
+    callbacks = {name: _whole_word for name in _keyword_terminals(grammar)}
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                lexer_callbacks=callbacks)
+
+
+def _parse_tree(parser: Lark, text: str):
+    _lexing.text = text
+    try:
+        return parser.parse(text)
+    finally:
+        _lexing.text = None
 
 
 def span_of(item) -> Span:
@@ -112,7 +150,7 @@ class _Marker:
 
 
 @v_args(inline=True, meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
     """Builds `checker.ast` nodes with spans from the lark parse tree."""
 
     # -- top level
@@ -344,9 +382,21 @@ class _ToAst(Transformer):
         return ast.Slice(low, high, span_of(meta))
 
     # -- expressions
+    def _nested(self, node, *operands):
+        """Bound expression depth, so that evaluating an expression never exhausts the stack."""
+        depths = getattr(self, "_depths", None)
+        if depths is None:
+            depths = self._depths = {}
+        depth = 1 + max(depths.get(id(o), 0) for o in operands)
+        if depth > MAX_NESTING:
+            raise SpecError(error(Code.SP004, "expression nested too deeply", node.span, "this expression",
+                                  help=f"an expression may nest at most {MAX_NESTING} operators deep"))
+        depths[id(node)] = depth
+        return node
+
     def _binary(operator):  # noqa: N805 - builds methods
         def method(self, meta, left, right):
-            return ast.BinaryOp(operator, left, right, span_of(meta))
+            return self._nested(ast.BinaryOp(operator, left, right, span_of(meta)), left, right)
         return method
 
     add = _binary("+")
@@ -356,7 +406,7 @@ class _ToAst(Transformer):
     mod = _binary("%")
 
     def neg(self, meta, operand):
-        return ast.Negate(operand, span_of(meta))
+        return self._nested(ast.Negate(operand, span_of(meta)), operand)
 
     def int_literal(self, meta, token):
         return ast.Number(_int_literal(token), span_of(token))
@@ -370,60 +420,210 @@ class _ToAst(Transformer):
 
 # -- syntax errors ------------------------------------------------------------------------
 
-# Example inputs per message, matched against the parser state of an error (lark's
-# `match_examples`). LALR only matches at the same stack depth, so each example appears at
-# the top level, inside a thread, and after a statement.
+# Example inputs per message. An error gets the message of the first example that fails in
+# the same parser state (the LALR state on top of the stack) on the same kind of token.
+# Unlike lark's `match_examples`, which also compares the depth of the parser stack (so an
+# example written at the top of a thread would not match the same mistake inside a `for`),
+# only the state counts here: the state alone says what was being parsed. The messages in
+# `_ANY_TOKEN` apply to every unexpected token in the states of their examples.
 _THREAD = "device d { compute 1 }\nstream s on d\nthread t {\n"
+# The top level is in a different parser state at the start of the file, after the first
+# declaration, and after later ones.
+_TOP = ("", "device d\n", "device d\nstream s on d\n", "thread t {\n}\n", "device d\nthread t {\n}\n")
 SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "`reads` and `writes` need at least one buffer": [
-        _THREAD + "s: kernel k reads\n}", _THREAD + "s: kernel k writes\n}",
-        _THREAD + "s: kernel a\ns: kernel k reads\n}", _THREAD + "host h reads\n}",
-        _THREAD + "s: kernel k reads x writes\n}",
+        _THREAD + "s: kernel k reads\n}", _THREAD + "s: kernel k writes\n}", _THREAD + "host h reads\n}",
+        _THREAD + "s: kernel k reads x writes\n}", _THREAD + "s: callback c writes\n}",
+    ],
+    "a buffer is missing after `,`": [
+        _THREAD + "s: kernel k reads x,\n}", _THREAD + "s: kernel k reads x, 3\n}",
+        _THREAD + "host h writes x,\n}",
+    ],
+    "separate the buffers of `reads` or `writes` with `,`": [
+        _THREAD + "s: kernel k reads x y\n}", _THREAD + "s: kernel k writes x[0] y\n}",
+        _THREAD + "host h reads x y\n}",
     ],
     "a stream statement is `STREAM: OPERATION ...`": [
-        _THREAD + "s kernel k\n}", _THREAD + "s: kernel a\ns kernel k\n}",
+        _THREAD + "s kernel k\n}", _THREAD + "s\n}", _THREAD + "s.kernel k\n}", _THREAD + "s[0] kernel k\n}",
+        _THREAD + "kernel k\n}",
     ],
-    "unknown operation after `STREAM:`": [
-        _THREAD + "s: launch k\n}", _THREAD + "s: kernel a\ns: launch k\n}",
+    "unknown operation after `STREAM:` (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send, recv, alloc, free)": [
+        _THREAD + "s: launch k\n}", _THREAD + "s:\n}", _THREAD + "s: sync\n}",
     ],
     "a kernel needs a name: `STREAM: kernel NAME ...`": [
         _THREAD + "s: kernel\n}", _THREAD + "s: kernel reads x\n}",
-        _THREAD + "s: kernel a\ns: kernel\n}",
     ],
-    "a copy is written `STREAM: copy DESTINATION <- SOURCE`": [
+    "a callback needs a name: `STREAM: callback NAME ...`": [
+        _THREAD + "s: callback\n}", _THREAD + "s: callback reads x\n}",
+    ],
+    "a host call needs a name: `host NAME [reads ...] [writes ...] [DURATION]`": [
+        _THREAD + "host\n}", _THREAD + "host reads x\n}",
+    ],
+    "arguments are written `reads A, B writes C`, not in parentheses": [
+        _THREAD + "s: kernel k(x)\n}", _THREAD + "host h(x)\n}", _THREAD + "s: callback c(x)\n}",
+    ],
+    "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`": [
         _THREAD + "s: copy a b\n}", _THREAD + "s: copy a -> b\n}", _THREAD + "s: copy a\n}",
-        _THREAD + "s: kernel a\ns: copy a b\n}",
+        _THREAD + "s: copy a <-\n}", _THREAD + "s: copy <- b\n}", _THREAD + "s: copy\n}",
+        _THREAD + "s: copy a[0] b\n}", _THREAD + "s: copy a <- b <- c\n}",
+    ],
+    "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`": [
+        _THREAD + "s: record\n}", _THREAD + "s: wait\n}", _THREAD + "s: reset\n}",
+    ],
+    "`notify` and `await` name a notify: `notify NOTIFY`": [
+        _THREAD + "s: notify\n}", _THREAD + "s: await\n}", _THREAD + "notify\n}", _THREAD + "await\n}",
+    ],
+    "an allreduce is written `STREAM: allreduce COMM BUFFER [DURATION]`": [
+        _THREAD + "s: allreduce\n}", _THREAD + "s: allreduce c\n}",
+    ],
+    "a send is written `STREAM: send COMM to STREAM BUFFER [DURATION]`": [
+        _THREAD + "s: send c s x\n}", _THREAD + "s: send\n}", _THREAD + "s: send c to s\n}",
+        _THREAD + "s: send c to\n}",
+    ],
+    "a recv is written `STREAM: recv COMM from STREAM BUFFER [DURATION]`": [
+        _THREAD + "s: recv c s x\n}", _THREAD + "s: recv\n}", _THREAD + "s: recv c from s\n}",
+        _THREAD + "s: recv c from\n}",
+    ],
+    "`alloc` and `free` name a buffer": [
+        _THREAD + "s: alloc\n}", _THREAD + "s: free\n}", _THREAD + "alloc\n}", _THREAD + "free\n}",
+    ],
+    "`sync` needs a stream, an event, a device or `all`": [
+        _THREAD + "sync\n}", _THREAD + "sync 3\n}",
     ],
     "a duration needs a unit (`ns`, `us`, `ms` or `s`)": [
-        _THREAD + "s: kernel k 3\n}", _THREAD + "s: kernel k reads x 3\n}",
-        _THREAD + "s: kernel a\ns: kernel k 3\n}", _THREAD + "host h 3\n}",
+        _THREAD + "s: kernel k 3\n}", _THREAD + "s: kernel k reads x 3\n}", _THREAD + "host h 3\n}",
+        _THREAD + "host h reads x 3\n}", _THREAD + "s: kernel k 3.5\n}", _THREAD + "s: copy a <- b 3\n}",
+        _THREAD + "s: allreduce c x 3\n}", _THREAD + "s: kernel k reads x[0] 3\n}",
+        _THREAD + "s: send c to s x 3\n}", _THREAD + "s: callback c 3\n}",
+        "device d { launch 3 }\n", "expect makespan <= 3\n", "expect makespan <= 3.5\n",
     ],
-    "a size needs a unit (`B`, `KiB`, `MiB`, `GiB`, `KB`, `MB`, `GB`)": [
-        "buffer x 4 on host\n", "device d { compute 1 }\nbuffer x 4 on host\n",
+    "a size needs a unit (`B`, `KiB`, `MiB`, `GiB`, `TiB`, `KB`, `MB`, `GB`, `TB`)": [
+        "buffer x 4 on host\n", "buffer x[2] 4 on host\n", "buffer x 4.5MiB on host\n",
     ],
-    "a buffer is declared `buffer NAME SIZE on (host | DEVICE) [pinned]`": [
-        "buffer x 4MiB\n", "buffer x on host\n", "device d { compute 1 }\nbuffer x 4MiB\n",
+    "a buffer is declared `buffer NAME[N]? SIZE on (host | DEVICE) [pinned]`": [
+        "buffer x 4MiB\n", "buffer x on host\n", "buffer x 4MiB host\n", "buffer x 4MiB on\n",
+        "buffer x 4MiB on host pageable\n", "buffer x[2] on host\n", "buffer\n",
     ],
-    "a stream is declared `stream NAME on DEVICE`": [
-        "stream s\n", "stream s d\n", "device d { compute 1 }\nstream s\n",
+    "a stream is declared `stream NAME[N]? on DEVICE [priority P] [legacy | nonblocking]`": [
+        "stream s\n", "stream s d\n", "stream s[2]\n", "stream s on\n", "stream s on d blocking\n",
+        "stream\n",
+    ],
+    "a priority is `high`, `low` or an integer": [
+        "stream s on d priority medium\n", "stream s on d priority\n",
+    ],
+    "an event is declared `event NAME[N]? [flag]`": [
+        "event e flagged\n", "event e snapshot\n", "event\n",
+    ],
+    "a device is declared `device NAME { ENGINE COUNT ... [launch DURATION] [queues N] }`": [
+        "device d compute 1\n", "device\n", "device d { gpu 1 }\n", "device d { compute }\n",
+        "device d { queues }\n", "device d { compute 1, copy 1 }\n",
+    ],
+    "an alias is declared `alias NAME = BUFFER[lo:hi]`": [
+        "alias a x\n", "alias a =\n", "alias\n",
+    ],
+    "a comm is declared `comm NAME = { STREAM, STREAM, ... }`": [
+        "comm c = s\n", "comm c { s }\n", "comm c = { }\n", "comm c = { s t }\n", "comm c = { s,\n",
+        "comm c\n",
+    ],
+    "a title is a quoted string: `spec \"TITLE\"`": [
+        "spec title\n", "spec\n",
+    ],
+    "expect one of: `no race`, `race [on BUFFER]`, `no deadlock`, `deadlock`, `no use-after-free`, `use-after-free [on BUFFER]`, `makespan <= DURATION`": [
+        "expect nothing\n", "expect\n", "expect no races\n", "expect no\n", "expect race x\n",
+        "expect race on\n", "expect makespan < 3ms\n", "expect makespan\n", "expect use-after-free x\n",
+        "expect deadlock on x\n", "expect makespan <= 3ms on x\n",
     ],
     "statements belong inside a `thread NAME { ... }` block": [
-        "s: kernel k\n", "host h\n", "sync all\n", "for i in 0..2 {\n}\n",
-        "device d { compute 1 }\ns: kernel k\n",
+        prefix + statement for prefix in _TOP for statement in (
+            "s: kernel k\n", "host h\n", "sync all\n", "for i in 0..2 {\n}\n", "let i = 1\n",
+            "kernel k\n", "alloc x\n", "free x\n", "await n\n", "copy a <- b\n", "s[0]: kernel k\n",
+        )
     ],
+    "a thread is declared `thread NAME {`, with the `{` on the same line": [
+        "thread t\n{\n}\n", "thread {\n}\n", "thread\n", "thread t s: kernel k\n",
+    ],
+    "`}` without a matching `{`": [prefix + "}\n" for prefix in _TOP],
     "a `for` loop is written `for VAR in LOW..HIGH { ... }`": [
-        _THREAD + "for i in 0 { \n}\n}", _THREAD + "for i 0..2 {\n}\n}",
-        _THREAD + "for i in 0..2\n}",
+        _THREAD + "for i in 0 {\n}\n}", _THREAD + "for i 0..2 {\n}\n}", _THREAD + "for i in 0..2\n}",
+        _THREAD + "for i in 0..\n}", _THREAD + "for in 0..2 {\n}\n}", _THREAD + "for i in 0..2 s: kernel k\n}",
+        _THREAD + "for i in 0...2 {\n}\n}", _THREAD + "for i in 0:2 {\n}\n}",
+        _THREAD + "for i in 0..2\n{\n}\n}", _THREAD + "for\n}",
     ],
+    "a `let` is written `let VAR = EXPRESSION`": [
+        _THREAD + "let i 3\n}", _THREAD + "let i =\n}", _THREAD + "let\n}", _THREAD + "let 3 = i\n}",
+    ],
+    "missing `]`": [
+        _THREAD + "s: kernel k reads x[0\n}", _THREAD + "s: kernel k reads x[0:1MiB\n}",
+        _THREAD + "s: kernel k reads x[0:\n}", _THREAD + "s: kernel k reads x[:1MiB\n}",
+        _THREAD + "s[0: kernel k\n}", "buffer x[2 4MiB on host\n",
+    ],
+    "one statement per line: end the statement before `}`, or put `}` on a line of its own": [],
     "missing `}`: a block is still open at the end of the file": [
-        _THREAD, _THREAD + "s: kernel k\n", "device d { compute 1\n",
+        _THREAD, _THREAD + "s: kernel k\n", "device d { compute 1\n", _THREAD + "s: kernel k reads x\n",
+        _THREAD + "for i in 0..2 {\n", "comm c = { s\n",
     ],
 }
 
+_ANY_TOKEN = frozenset({
+    "`reads` and `writes` need at least one buffer",
+    "a buffer is missing after `,`",
+    "a kernel needs a name: `STREAM: kernel NAME ...`",
+    "a callback needs a name: `STREAM: callback NAME ...`",
+    "a host call needs a name: `host NAME [reads ...] [writes ...] [DURATION]`",
+    "unknown operation after `STREAM:` (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send, recv, alloc, free)",
+    "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`",
+    "`notify` and `await` name a notify: `notify NOTIFY`",
+    "`alloc` and `free` name a buffer",
+    "`sync` needs a stream, an event, a device or `all`",
+    "a priority is `high`, `low` or an integer",
+    "an alias is declared `alias NAME = BUFFER[lo:hi]`",
+    "a title is a quoted string: `spec \"TITLE\"`",
+    "a `let` is written `let VAR = EXPRESSION`",
+})
+
+
+_CONTEXT_DEPTHS = (6, 5, 4, 3, 2, 1)
+
+
+def _error_key(exc: UnexpectedInput, depth: int = 1) -> tuple:
+    """What identifies a syntax error for the example table: the top `depth` parser states
+    and the token (or, for a character no token starts with, the character)."""
+    state = getattr(exc, "state", None)
+    stack = tuple(getattr(state, "state_stack", ())[-depth:])
+    token = getattr(exc, "token", None)
+    if isinstance(exc, UnexpectedCharacters):
+        return stack, "$CHAR", exc.char
+    return stack, token.type if token is not None else "$END", None
+
 
 @lru_cache(maxsize=1)
-def _compiled_examples() -> tuple:
-    return tuple(SYNTAX_EXAMPLES.items())
+def _example_table() -> tuple[dict, dict]:
+    """(exact: key -> message, by_state: top state -> message) from parsing every example.
+    Exact keys are kept for the top 6 down to 1 states, so that the most specific wins."""
+    parser = _parser()
+    exact: dict = {}
+    by_state: dict = {}
+    for message, examples in SYNTAX_EXAMPLES.items():
+        for example in examples:
+            try:
+                _parse_tree(parser, example if example.endswith("\n") else example + "\n")
+            except UnexpectedInput as exc:
+                for depth in _CONTEXT_DEPTHS:
+                    exact.setdefault(_error_key(exc, depth), message)
+                if message in _ANY_TOKEN:
+                    by_state.setdefault(_error_key(exc, 1)[0], message)
+    return exact, by_state
+
+
+def _example_message(exc: UnexpectedInput) -> str | None:
+    exact, by_state = _example_table()
+    for depth in _CONTEXT_DEPTHS:
+        key = _error_key(exc, depth)
+        if key in exact:
+            return exact[key]
+        if key[1] == "$CHAR" and (key[0], "$CHAR", None) in exact:
+            return exact[(key[0], "$CHAR", None)]
+    return by_state.get(_error_key(exc, 1)[0])
 
 
 def _describe_expected(parser: Lark, expected: set[str]) -> str:
@@ -454,19 +654,24 @@ def _describe_expected(parser: Lark, expected: set[str]) -> str:
     return ", ".join(unique)
 
 
+def _safe_example_message(exc: UnexpectedInput) -> str | None:
+    try:
+        return _example_message(exc)
+    except Exception:  # the table re-parses examples; never let it mask the real error
+        return None
+
+
 def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream
         char = text[pos] if pos < len(text) else ""
         span = _span_at(text, pos, 1)
         shown = repr(char) if char.isprintable() else f"U+{ord(char):04X}" if char else "end of file"
-        return error(Code.SP002, f"unexpected character {shown}", span, "not valid here",
+        message = _safe_example_message(exc)
+        return error(Code.SP002, message or f"unexpected character {shown}", span,
+                     f"unexpected character {shown}" if message else "not valid here",
                      help="names are letters, digits and `_`; comments start with `#`")
-    message = None
-    try:
-        message = exc.match_examples(parser.parse, _compiled_examples(), use_accepts=True)
-    except Exception:  # match_examples re-parses examples; never let it mask the real error
-        message = None
+    message = _safe_example_message(exc)
     token = getattr(exc, "token", None)
     if isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END":
         span = _span_at(text, len(text.rstrip()), 0)
@@ -529,7 +734,7 @@ def parse(text: str) -> ast.SpecFile:
     _check_nesting(text)
     parser = _parser()
     try:
-        tree = parser.parse(text if text.endswith("\n") else text + "\n")
+        tree = _parse_tree(parser, text if text.endswith("\n") else text + "\n")
     except UnexpectedInput as exc:
         raise SpecError(_syntax_diagnostic(parser, text, exc)) from None
     try:
