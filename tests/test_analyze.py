@@ -156,3 +156,36 @@ def test_unknown_is_never_clean(monkeypatch):
     assert report.status is Status.UNKNOWN
     assert not report.passed
     assert check(text, allow_unknown=True).passed
+
+
+COMMS = """device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 1MiB on d0
+buffer b 2MiB on d1
+stream c0 on d0
+stream c1 on d1
+comm w = { c0, c1 }
+"""
+
+
+def test_allreduce_size_mismatch_is_sp202():
+    report = check(COMMS + "thread r0 {\n  c0: allreduce w a\n}\nthread r1 {\n  c1: allreduce w b\n}\n")
+    kinds = [f.kind for f in report.findings]
+    assert kinds == [FindingKind.COLLECTIVE_MISMATCH]
+    assert report.findings[0].code.value == "SP202"
+    assert {report.program.statements[i].span.line for i in report.findings[0].statements} == {9, 12}
+    assert not report.passed
+
+
+def test_kind_mismatch_at_a_position_is_sp202_and_deadlocks():
+    text = COMMS + ("thread r0 {\n  c0: allreduce w a\n  c0: send w to c1 a\n}\n"
+                    "thread r1 {\n  c1: recv w from c0 b[0:1MiB]\n  c1: allreduce w b[0:1MiB]\n}\n")
+    report = check(text)
+    kinds = sorted(f.kind.value for f in report.findings)
+    assert kinds == ["collective-mismatch", "collective-mismatch", "deadlock"]  # positions 0 and 1
+
+
+def test_matching_send_recv_is_clean():
+    text = COMMS + "thread r0 {\n  c0: send w to c1 a\n}\nthread r1 {\n  c1: recv w from c0 b[0:1MiB]\n}\n"
+    report = check(text)
+    assert report.status is Status.CLEAN and report.passed
