@@ -164,7 +164,8 @@ class _Lowerer:
             raise SpecError(error(Code.SP010, f"`{name.text}` is not declared", name.span,
                                   "not declared", help=self.suggest(name.text, kinds)))
         if kinds and entity.kind not in kinds:
-            wanted = " or ".join(_kind_phrase(k) for k in kinds)
+            phrases = [_kind_phrase(k) for k in kinds]
+            wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
             raise SpecError(error(Code.SP012, f"`{name.text}` is {_kind_phrase(entity.kind)}, not {wanted}",
                                   name.span, f"expected {wanted}",
                                   secondary=((entity.decl.name.span, "declared here"),)))
@@ -338,6 +339,10 @@ class _Lowerer:
                 length = region.end - region.start
                 low = 0 if subscript.low is None else self.evaluate(subscript.low, env)
                 high = length if subscript.high is None else self.evaluate(subscript.high, env)
+                if low >= high and 0 <= low and high <= length:
+                    raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] of `{access.name.text}` is empty",
+                                          subscript.span, "empty range",
+                                          help="a range [lo:hi] needs 0 <= lo < hi <= size"))
                 if not 0 <= low < high <= length:
                     raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] is outside `{access.name.text}` ({length} bytes)",
                                           subscript.span, "out of range",

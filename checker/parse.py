@@ -427,6 +427,8 @@ class _ToAst(Transformer_NonRecursive):
 # only the state counts here: the state alone says what was being parsed. The messages in
 # `_ANY_TOKEN` apply to every unexpected token in the states of their examples.
 _THREAD = "device d { compute 1 }\nstream s on d\nthread t {\n"
+# An access ends in a different parser state for each form of subscript.
+_ACCESSES = ("x", "x[0]", "x[0:1]", "x[:1]", "x[1:]", "x[:]", "x[0][0:1]")
 # The top level is in a different parser state at the start of the file, after the first
 # declaration, and after later ones.
 _TOP = ("", "device d\n", "device d\nstream s on d\n", "thread t {\n}\n", "device d\nthread t {\n}\n")
@@ -440,9 +442,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "host h writes x,\n}",
     ],
     "separate the buffers of `reads` or `writes` with `,`": [
-        _THREAD + "s: kernel k reads x y\n}", _THREAD + "s: kernel k writes x[0] y\n}",
-        _THREAD + "host h reads x y\n}",
-    ],
+        _THREAD + f"s: kernel k reads {access} y\n}}" for access in _ACCESSES
+    ] + [_THREAD + "host h reads x y\n}"],
     "a stream statement is `STREAM: OPERATION ...`": [
         _THREAD + "s kernel k\n}", _THREAD + "s\n}", _THREAD + "s.kernel k\n}", _THREAD + "s[0] kernel k\n}",
         _THREAD + "kernel k\n}",
@@ -465,8 +466,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`": [
         _THREAD + "s: copy a b\n}", _THREAD + "s: copy a -> b\n}", _THREAD + "s: copy a\n}",
         _THREAD + "s: copy a <-\n}", _THREAD + "s: copy <- b\n}", _THREAD + "s: copy\n}",
-        _THREAD + "s: copy a[0] b\n}", _THREAD + "s: copy a <- b <- c\n}",
-    ],
+        _THREAD + "s: copy a <- b <- c\n}",
+    ] + [_THREAD + f"s: copy {access} b\n}}" for access in _ACCESSES]
+      + [_THREAD + f"s: copy a <- {access} b\n}}" for access in _ACCESSES],
     "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`": [
         _THREAD + "s: record\n}", _THREAD + "s: wait\n}", _THREAD + "s: reset\n}",
     ],
@@ -496,7 +498,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s: allreduce c x 3\n}", _THREAD + "s: kernel k reads x[0] 3\n}",
         _THREAD + "s: send c to s x 3\n}", _THREAD + "s: callback c 3\n}",
         "device d { launch 3 }\n", "expect makespan <= 3\n", "expect makespan <= 3.5\n",
-    ],
+    ] + [_THREAD + f"s: {op} {access} 3\n}}" for access in _ACCESSES
+         for op in ("kernel k reads", "kernel k writes", "copy a <-", "allreduce c", "send c to s", "recv c from s")],
     "a size needs a unit (`B`, `KiB`, `MiB`, `GiB`, `TiB`, `KB`, `MB`, `GB`, `TB`)": [
         "buffer x 4 on host\n", "buffer x[2] 4 on host\n", "buffer x 4.5MiB on host\n",
     ],
@@ -582,7 +585,7 @@ _ANY_TOKEN = frozenset({
 })
 
 
-_CONTEXT_DEPTHS = (6, 5, 4, 3, 2, 1)
+_CONTEXT_DEPTHS = tuple(range(12, 0, -1))
 
 
 def _error_key(exc: UnexpectedInput, depth: int = 1) -> tuple:
@@ -599,7 +602,8 @@ def _error_key(exc: UnexpectedInput, depth: int = 1) -> tuple:
 @lru_cache(maxsize=1)
 def _example_table() -> tuple[dict, dict]:
     """(exact: key -> message, by_state: top state -> message) from parsing every example.
-    Exact keys are kept for the top 6 down to 1 states, so that the most specific wins."""
+    Exact keys are kept for the top 12 down to 1 states, so that the most specific wins
+    (12 reaches past the longest access, `x[i][lo:hi]`, to the statement it is in)."""
     parser = _parser()
     exact: dict = {}
     by_state: dict = {}
@@ -673,6 +677,14 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                      help="names are letters, digits and `_`; comments start with `#`")
     message = _safe_example_message(exc)
     token = getattr(exc, "token", None)
+    values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
+    last = values[-1]
+    before = values[-2] if len(values) > 1 else None
+    if (isinstance(last, Token) and last.type == "NAME" and str(last) in ("reads", "writes")
+            and isinstance(before, Token) and before.type == "COMMA"
+            and isinstance(token, Token) and token.type == "NAME"):
+        # `reads a, writes b`: after a `,` the word `writes` is read as a buffer name.
+        message = f"no `,` before `{last}`: write `reads a, b writes c`"
     if isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END":
         span = _span_at(text, len(text.rstrip()), 0)
         found = "end of file"

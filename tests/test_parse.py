@@ -1,0 +1,461 @@
+"""The parser: lexical rules, every declaration and statement form, syntax diagnostics and
+the example table, input that is not text, and limits. Spans are 1-based, end exclusive."""
+
+from __future__ import annotations
+
+import pytest
+
+from checker import ast
+from checker.codes import Code, Severity
+from checker.diagnostics import SpecError
+from checker.frontend import load_bytes, load_text
+from checker.parse import (
+    MAX_NESTING, PRIORITY_HIGH, PRIORITY_LOW, SYNTAX_EXAMPLES, _example_table, parse,
+)
+
+HEAD = "device d { compute 1 }\nstream s on d\nbuffer x 1MiB on d\n"
+
+
+def thread(*lines: str) -> str:
+    return HEAD + "thread t {\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
+
+
+def only_error(source: str | bytes, **kwargs):
+    loaded = load_bytes(source, "t.sched", **kwargs) if isinstance(source, bytes) else load_text(source, "t.sched", **kwargs)
+    assert loaded.program is None, "expected an error"
+    errors = [d for d in loaded.diagnostics if d.severity is Severity.ERROR]
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def assert_error(source, code: Code, line: int | None, column: int | None, end_column: int | None = None,
+                 message: str | None = None):
+    diagnostic = only_error(source)
+    assert diagnostic.code is code, (diagnostic.code, diagnostic.message)
+    span = diagnostic.primary_span
+    if line is None:
+        assert span is None
+    else:
+        assert (span.line, span.column) == (line, column), (span, diagnostic.message)
+        if end_column is not None:
+            assert span.end_column == end_column, (span, diagnostic.message)
+    if message is not None:
+        assert message in diagnostic.message, diagnostic.message
+    return diagnostic
+
+
+def decls(source: str):
+    return parse(source).declarations
+
+
+# -- lexical rules ------------------------------------------------------------------------
+
+
+def test_comments_everywhere():
+    source = (
+        "# a comment on the first line\n"
+        "\n"
+        "device d { compute 1 }   # after a declaration\n"
+        "# own line\n"
+        "\n"
+        "# between blank lines\n"
+        "\n"
+        "stream s on d # trailing\n"
+        "thread t { # after the brace\n"
+        "  # inside a thread\n"
+        "  s: kernel k # after a statement\n"
+        "\n"
+        "  # before the closing brace\n"
+        "} # after the closing brace\n"
+        "# at the end, without a newline"
+    )
+    loaded = load_text(source)
+    assert loaded.program is not None, loaded.diagnostics
+    assert [s.name for s in loaded.program.statements] == ["k"]
+    assert loaded.program.statements[0].span.line == 11
+
+
+def test_crlf_tabs_and_no_trailing_newline():
+    source = "device d {\tcompute 1 }\r\nstream s on d\r\n\r\nthread t {\r\n\ts: kernel k\t1ms\r\n\tsync\ts\r\n}"
+    loaded = load_text(source)
+    assert loaded.program is not None, loaded.diagnostics
+    first, second = loaded.program.statements
+    assert first.duration == 1_000_000 and first.span.line == 5 and first.span.column == 2
+    assert second.op.value == "sync"
+
+
+def test_crlf_error_position():
+    source = "device d\r\nstream s on d\r\nthread t {\r\n  s: kernel k reads\r\n}\r\n"
+    assert_error(source, Code.SP002, 4, 20, message="`reads` and `writes` need at least one buffer")
+
+
+def test_empty_thread_body_in_every_form():
+    for body in ("thread t {}", "thread t {\n}", "thread t {\n\n\n}", "thread t { # c\n}"):
+        loaded = load_text("device d\n" + body)
+        assert loaded.program is not None, (body, loaded.diagnostics)
+        assert loaded.program.threads[0].statements == ()
+
+
+def test_statement_on_the_brace_line():
+    loaded = load_text("device d\nstream s on d\nthread t { s: kernel k }\n")
+    assert [s.name for s in loaded.program.statements] == ["k"]
+
+
+def test_line_continuation():
+    loaded = load_text("device d\nstream s on d\nbuffer x 1MiB on d\nthread t {\n  s: kernel k \\\n    reads x 1ms\n}\n")
+    assert loaded.program.statements[0].accesses[0].written_as == "x"
+
+
+@pytest.mark.parametrize("text,value", [
+    ("64B", 64), ("4KiB", 4096), ("4MiB", 4 << 20), ("2GiB", 2 << 30), ("1TiB", 1 << 40),
+    ("4KB", 4000), ("4MB", 4_000_000), ("2GB", 2_000_000_000), ("1TB", 10**12),
+])
+def test_size_units(text, value):
+    (buffer,) = decls(f"buffer b {text} on host\n")
+    assert buffer.size.value == value
+
+
+@pytest.mark.parametrize("text,value", [
+    ("7ns", 7), ("10us", 10_000), ("3.5ms", 3_500_000), ("2s", 2_000_000_000), ("0.5us", 500),
+    ("0ms", 0), ("1.25s", 1_250_000_000),
+])
+def test_duration_units(text, value):
+    loaded = load_text(thread(f"s: kernel k {text}"))
+    assert loaded.program.statements[0].duration == value
+
+
+def test_keywords_usable_as_names_where_unambiguous():
+    source = (
+        "device compute { compute 1 }\n"
+        "buffer copy 1MiB on compute\n"
+        "buffer reads 1MiB on compute\n"
+        "stream comm on compute\n"
+        "stream kernel on compute\n"
+        "event flag flag\n"
+        "thread main {\n"
+        "  kernel: kernel kernel reads reads writes copy\n"
+        "  comm: record flag\n"
+        "}\n"
+    )
+    loaded = load_text(source)
+    assert loaded.program is not None, loaded.diagnostics
+    statement = loaded.program.statements[0]
+    assert statement.name == "kernel"
+    assert [a.written_as for a in statement.accesses] == ["reads", "copy"]
+    assert loaded.program.events[0].flag
+
+
+def test_names_that_start_with_a_keyword():
+    source = (
+        "device d\nstream hostile on d\nstream syncer on d\nstream free_runner on d\n"
+        "thread t {\n  hostile: kernel k\n  syncer: kernel k\n  free_runner: kernel k\n  sync allx\n}\n"
+    )
+    assert_error(source, Code.SP010, 9, 8, 12, "`allx` is not declared")
+
+
+@pytest.mark.parametrize("source,column,word", [
+    ("s: kernelx a", 6, "kernelx"),
+    ("s: recordev", 6, "recordev"),
+    ("s: copyx <- x", 6, "copyx"),
+])
+def test_keyword_prefix_is_not_a_keyword(source, column, word):
+    diagnostic = assert_error(thread(source), Code.SP002, 5, column)
+    assert diagnostic.annotations[0].label == f"unexpected `{word}`"
+
+
+def test_keyword_prefix_in_declarations():
+    assert_error("event e flagged\n", Code.SP002, 1, 9, 16, "an event is declared")
+    assert_error("device d { h2d2 }\n", Code.SP002, 1, 12, 16)
+    assert_error("expect no races\n", Code.SP002, 1, 11, 16, "expect one of")
+
+
+# -- declarations -------------------------------------------------------------------------
+
+
+def test_every_declaration_parses_to_its_node():
+    source = (
+        'spec "title here"\n'
+        "device d { compute 2 copy 1 h2d 1 d2h 1 d2d 1 comm 1 launch 2us queues 4 }\n"
+        "device e\n"
+        "buffer h[2] 4MiB on host pinned\n"
+        "buffer x 1MiB on d\n"
+        "alias a = x[0:512KiB]\n"
+        "stream s[3] on d priority high legacy\n"
+        "stream t on d priority low nonblocking\n"
+        "stream u on e priority -3\n"
+        "event ev[2] flag\n"
+        "event plain\n"
+        "notify n[4]\n"
+        "comm c = {\n  s[0],\n  u\n}\n"
+        "thread main {\n}\n"
+        "expect no race\nexpect race\nexpect race on x\nexpect no deadlock\nexpect deadlock\n"
+        "expect no use-after-free\nexpect use-after-free\nexpect use-after-free on a\n"
+        "expect makespan <= 1.5ms\n"
+    )
+    title, d, e, h, x, a, s, t, u, ev, plain, n, c, main, *expects = decls(source)
+    assert isinstance(title, ast.SpecTitle) and title.title == "title here"
+    assert [(i.engine, i.count) for i in d.items if isinstance(i, ast.EngineItem)] == [
+        ("compute", 2), ("copy", 1), ("h2d", 1), ("d2h", 1), ("d2d", 1), ("comm", 1)]
+    assert [i.duration.nanoseconds for i in d.items if isinstance(i, ast.LaunchItem)] == [2000]
+    assert [i.count for i in d.items if isinstance(i, ast.QueuesItem)] == [4]
+    assert e.items == ()
+    assert h.count.value == 2 and h.place is None and h.pinned and h.size.value == 4 << 20
+    assert x.place.text == "d" and not x.pinned
+    assert isinstance(a, ast.AliasDecl) and a.target.name.text == "x"
+    assert s.count.value == 3 and s.priority[0] == PRIORITY_HIGH and s.mode == "legacy"
+    assert t.priority[0] == PRIORITY_LOW and t.mode == "nonblocking"
+    assert u.priority[0] == -3 and u.mode == "blocking"
+    assert ev.flag and ev.count.value == 2 and not plain.flag
+    assert n.count.value == 4
+    assert [m.name.text for m in c.members] == ["s", "u"]
+    assert isinstance(main, ast.ThreadDecl) and main.body == ()
+    assert [(x.kind, x.buffer.text if x.buffer else None) for x in expects] == [
+        ("no race", None), ("race", None), ("race", "x"), ("no deadlock", None), ("deadlock", None),
+        ("no use-after-free", None), ("use-after-free", None), ("use-after-free", "a"), ("makespan", None)]
+    assert expects[-1].limit.nanoseconds == 1_500_000
+
+
+def test_every_statement_parses_to_its_node():
+    body = parse(
+        "thread t {\n"
+        "  for i in 0..2 {\n    let j = i\n  }\n"
+        "  let k = 1\n"
+        "  s: kernel f reads a, b[0] writes c[1:2] 1ms\n"
+        "  s: copy a <- b 2us\n"
+        "  s: callback cb reads a\n"
+        "  s: record e\n  s: wait e\n  s: reset e\n  s: notify n\n  s: await n\n"
+        "  s: allreduce c a 1ms\n  s: send c to r a\n  s: recv c from r a 3ms\n"
+        "  s: alloc a\n  s: free a\n"
+        "  host h reads a writes b 1ms\n"
+        "  sync s\n  sync all\n  notify n\n  await n\n  alloc a\n  free a\n"
+        "}\n"
+    ).declarations[0].body
+    kinds = [type(node).__name__ if not isinstance(node, (ast.Task, ast.HostOp)) else node.op for node in body]
+    assert kinds == [
+        "For", "Let", "kernel", "copy", "callback", "record", "wait", "reset", "notify", "await",
+        "allreduce", "send", "recv", "alloc", "free", "HostCall", "Sync", "Sync", "notify", "await",
+        "alloc", "free",
+    ]
+    kernel = body[2]
+    assert [r.name.text for r in kernel.reads] == ["a", "b"] and kernel.duration.nanoseconds == 10**6
+    assert isinstance(kernel.writes[0].subscripts[0], ast.Slice)
+    copy = body[3]
+    assert copy.access.name.text == "a" and copy.source.name.text == "b"
+    send = body[11]
+    assert send.target.name.text == "c" and send.peer.name.text == "r"
+    assert body[16].target.name.text == "s" and body[17].target is None
+
+
+def test_open_slices():
+    body = parse("thread t {\n  s: kernel k reads x[1KiB:], x[:2KiB], x[:]\n}\n").declarations[0].body
+    lows_highs = [(sub.low, sub.high) for access in body[0].reads for sub in access.subscripts]
+    assert lows_highs[0][0].value == 1024 and lows_highs[0][1] is None
+    assert lows_highs[1][0] is None and lows_highs[1][1].value == 2048
+    assert lows_highs[2] == (None, None)
+
+
+def test_expression_precedence_in_the_tree():
+    (let,) = parse("thread t {\n  let v = 1 + 2 * 3 - -4 % (5 / 2)\n}\n").declarations[0].body
+    assert isinstance(let.value, ast.BinaryOp) and let.value.operator == "-"
+    assert let.value.left.operator == "+" and let.value.left.right.operator == "*"
+    assert let.value.right.operator == "%" and isinstance(let.value.right.left, ast.Negate)
+
+
+# -- input that is not a spec -------------------------------------------------------------
+
+
+def test_empty_file():
+    assert_error("", Code.SP003, 1, 1)
+    assert_error("\n\n  \n", Code.SP003, 1, 1)
+    assert_error("# only a comment", Code.SP003, 1, 1)
+
+
+def test_not_utf8():
+    diagnostic = assert_error(b"device d\n\xff\xfe", Code.SP001, 2, 1)
+    assert "0xff" in diagnostic.annotations[0].label
+
+
+def test_not_utf8_shows_the_line():
+    loaded = load_bytes(b"device d\n  buffer \xc3\x28 1MiB on d\n", "t.sched")
+    assert loaded.diagnostics[0].code is Code.SP001
+    assert loaded.diagnostics[0].primary_span.line == 2
+    assert "buffer" in loaded.source.splitlines()[1]
+
+
+def test_nul_byte():
+    assert_error(b"device d\nstream s\x00 on d\n", Code.SP001, 2, 9, message="NUL")
+
+
+def test_binary_input():
+    diagnostic = only_error(bytes(range(256)) * 8)
+    assert diagnostic.code is Code.SP001
+
+
+def test_unexpected_character():
+    assert_error(thread("s: kernel k reads x; "), Code.SP002, 5, 22, 23, "unexpected character ';'")
+    assert_error("device d\n\u00e9t\u00e9\n", Code.SP002, 2, 1)
+
+
+def test_nesting_limit():
+    assert_error("(" * (MAX_NESTING + 1), Code.SP004, 1, MAX_NESTING + 1)
+    # the thread's `{` counts: the 200th `(` is one level too deep
+    assert_error(thread("let v = " + "(" * 200 + "1" + ")" * 200), Code.SP004, 5, 11 + 199)
+    deep = thread("let v = " + "(" * 199 + "1" + ")" * 199)
+    assert load_text(deep).program is not None
+
+
+def test_expression_depth_limit():
+    assert only_error(thread("let v = " + "-" * 300 + "1")).code is Code.SP004
+    assert_error(thread("let v = " + "+".join(["1"] * 300)), Code.SP004, 5, 11, message="nested too deeply")
+    assert load_text(thread("let v = " + "+".join(["1"] * 150))).program is not None
+
+
+def test_deeply_nested_loops():
+    source = HEAD + "thread t {\n" + "for i in 0..1 {\n" * 250 + "}\n" * 250 + "}\n"
+    assert_error(source, Code.SP004, 204, 15, message="nested too deeply")
+
+
+def test_megabytes_of_junk():
+    junk = ("x = y; " * 200_000).encode()
+    diagnostic = only_error(junk)
+    assert diagnostic.code is Code.SP002
+    assert diagnostic.primary_span.line == 1
+
+
+def test_too_large(monkeypatch):
+    import checker.parse as parse_module
+
+    monkeypatch.setattr(parse_module, "MAX_SOURCE_CHARS", 100)
+    diagnostic = only_error(b"device d\n" * 20)
+    assert diagnostic.code is Code.SP004 and diagnostic.primary_span is None
+
+
+# -- literals out of range ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source,line,column,message", [
+    ("buffer b 9999999999999999999B on host\n", 1, 10, "number too large"),
+    ("buffer b 99999999TiB on host\n", 1, 10, "size too large"),
+    (thread("s: kernel k 2000000s"), 5, 15, "duration too long"),
+    (thread("s: kernel k 0.5ns"), 5, 15, "finer than a nanosecond"),
+    (thread("s: kernel k 1.0000000000000000000000001s"), 5, 15, "duration"),
+    ("device d { compute 99999999999999999999 }\n", 1, 20, "number too large"),
+    (thread("let v = 99999999999999999999"), 5, 11, "number too large"),
+    ("stream s on d priority -99999999999999999999\n", 1, 24, "number too large"),
+    ("expect makespan <= 9999999s\n", 1, 20, "duration too long"),
+])
+def test_literals_out_of_range(source, line, column, message):
+    assert_error(source, Code.SP020, line, column, message=message)
+
+
+# -- syntax errors ------------------------------------------------------------------------
+
+
+def test_syntax_error_position_and_help():
+    diagnostic = assert_error(thread("s: kernel k reads"), Code.SP002, 5, 20, 21)
+    assert diagnostic.message == "`reads` and `writes` need at least one buffer"
+    assert diagnostic.annotations[0].label == "unexpected end of line"
+    assert diagnostic.help == "expected a name"
+
+
+def test_unexpected_end_of_file():
+    diagnostic = assert_error(HEAD + "thread t {\n  s: kernel k\n", Code.SP002, 5, 14)
+    assert diagnostic.message.startswith("missing `}`")
+    assert diagnostic.annotations[0].label == "unexpected end of file"
+
+
+def test_every_example_produces_its_message():
+    for message, examples in SYNTAX_EXAMPLES.items():
+        for example in examples:
+            with pytest.raises(SpecError) as caught:
+                parse(example)
+            got = caught.value.diagnostic
+            assert got.code is Code.SP002, example
+            assert got.message == message, (example, got.message)
+
+
+def test_example_table_has_no_dead_entries():
+    exact, _ = _example_table()
+    used = set(exact.values())
+    assert {m for m, examples in SYNTAX_EXAMPLES.items() if examples} <= used
+
+
+# The same mistakes in other contexts than the table's examples: at any depth, after other
+# statements, in a second thread, inside nested loops.
+CONTEXTS = [
+    lambda line: thread(line),
+    lambda line: thread("s: kernel a", "s: kernel b", line),
+    lambda line: thread("for i in 0..2 {", line, "}"),
+    lambda line: thread("for i in 0..2 {", "for j in 0..2 {", "s: kernel a", line, "}", "}"),
+    lambda line: HEAD + "thread u {\n  s: kernel a\n}\nthread t {\n  " + line + "\n}\n",
+]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("s: kernel k reads", "`reads` and `writes` need at least one buffer"),
+    ("s: kernel k reads x writes", "`reads` and `writes` need at least one buffer"),
+    ("s: kernel k reads x,", "a buffer is missing after `,`"),
+    ("s: kernel k reads x y", "separate the buffers of `reads` or `writes` with `,`"),
+    ("s: kernel k reads x, writes y", "no `,` before `writes`: write `reads a, b writes c`"),
+    ("s kernel k", "a stream statement is `STREAM: OPERATION ...`"),
+    ("s: launch k", "unknown operation after `STREAM:`"),
+    ("s: kernel", "a kernel needs a name: `STREAM: kernel NAME ...`"),
+    ("s: kernel k(x)", "arguments are written `reads A, B writes C`, not in parentheses"),
+    ("s: copy x x", "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`"),
+    ("s: copy x[0:1KiB] x", "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`"),
+    ("s: copy x -> x", "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`"),
+    ("s: kernel k 3", "a duration needs a unit"),
+    ("s: kernel k reads x 3", "a duration needs a unit"),
+    ("s: kernel k writes x[0:1KiB] 3", "a duration needs a unit"),
+    ("s: kernel k 3 ms", "a duration needs a unit"),
+    ("host h 3", "a duration needs a unit"),
+    ("s: record", "`record`, `wait` and `reset` name an event"),
+    ("s: wait 3", "`record`, `wait` and `reset` name an event"),
+    ("sync", "`sync` needs a stream, an event, a device or `all`"),
+    ("host", "a host call needs a name"),
+    ("for i in 0..2", "a `for` loop is written `for VAR in LOW..HIGH { ... }`"),
+    ("for i in 0...2 {", "a `for` loop is written `for VAR in LOW..HIGH { ... }`"),
+    ("let i 3", "a `let` is written `let VAR = EXPRESSION`"),
+    ("s: send c s x", "a send is written"),
+    ("s: recv c s x", "a recv is written"),
+    ("s: kernel k reads x[0:1KiB", "missing `]`"),
+])
+@pytest.mark.parametrize("context", range(len(CONTEXTS)))
+def test_syntax_messages_in_any_context(line, message, context):
+    diagnostic = only_error(CONTEXTS[context](line))
+    assert diagnostic.code is Code.SP002
+    assert diagnostic.message.startswith(message), diagnostic.message
+
+
+@pytest.mark.parametrize("source,message", [
+    ("s: kernel k\n", "statements belong inside a `thread NAME { ... }` block"),
+    ("device d\ndevice e\nhost h\n", "statements belong inside a `thread NAME { ... }` block"),
+    ("device d\nthread t {\n}\nsync all\n", "statements belong inside a `thread NAME { ... }` block"),
+    ("device d\nthread t {\n}\n}\n", "`}` without a matching `{`"),
+    ("thread t\n{\n}\n", "a thread is declared `thread NAME {`, with the `{` on the same line"),
+    ("buffer x 4 on host\n", "a size needs a unit"),
+    ("device d\nbuffer x 4MiB\n", "a buffer is declared"),
+    ("device d\nstream s\n", "a stream is declared"),
+    ("stream s on d priority medium\n", "a priority is `high`, `low` or an integer"),
+    ("device d { gpu 1 }\n", "a device is declared"),
+    ("device d { compute }\n", "a device is declared"),
+    ("comm c = s\n", "a comm is declared"),
+    ("alias a x\n", "an alias is declared"),
+    ("spec title\n", "a title is a quoted string"),
+    ("expect nothing\n", "expect one of"),
+    ("expect race x\n", "expect one of"),
+    ("expect makespan < 3ms\n", "expect one of"),
+    ("expect makespan <= 3\n", "a duration needs a unit"),
+    ("device d { compute 1\n", "missing `}`"),
+    ("device d\nstream s on d\nthread t {\n  for i in 0..3 {\n    s: kernel k\n  }\n", "missing `}`"),
+])
+def test_declaration_syntax_messages(source, message):
+    diagnostic = only_error(source)
+    assert diagnostic.code is Code.SP002
+    assert diagnostic.message.startswith(message), diagnostic.message
+
+
+def test_unknown_mistake_falls_back_to_the_token():
+    diagnostic = only_error(thread("for i in range(3) {", "}"))
+    assert diagnostic.message == "unexpected `(`"
+    assert diagnostic.help.startswith("expected ")
