@@ -13,6 +13,7 @@ from the initial state that exhibits it. When `max_states` is reached the result
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 
@@ -98,7 +99,15 @@ class Exploration:
 
 def explore(program: Program, max_states: int = 1_000_000, max_deadlocks: int = 8) -> Exploration:
     """Enumerate every reachable state of `program` (up to `max_states`)."""
-    return _Explorer(program, max_states, max_deadlocks).run()
+    # Millions of visited states are long-lived tuples without cycles: rescanning them in
+    # the cyclic collector would dominate the run.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Explorer(program, max_states, max_deadlocks).run()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _Explorer:
