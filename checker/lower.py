@@ -397,7 +397,7 @@ class _Lowerer:
                                           statement.span, "unrolls too far",
                                           help="shrink the loop, or raise the limit with --max-statements N"))
                 for value in range(low, high):
-                    self.spend(statement.span, "loop")
+                    self.spend(loops[0].span if loops else statement.span, "loop")
                     inner = dict(env)
                     inner[statement.variable.text] = value
                     self.block(statement.body, inner, loops + (statement,))
@@ -566,7 +566,9 @@ class _Lowerer:
                     other.span == stream.span and other.index in used_streams for other in program.streams
                 ):
                     continue
-                self.warnings.append(warning(Code.SP051, f"stream `{stream.name}` is never used", stream.span,
+                name = stream.name.split("[")[0] if stream.name.endswith("]") else stream.name
+                what = "stream array" if name != stream.name else "stream"
+                self.warnings.append(warning(Code.SP051, f"{what} `{name}` is never used", stream.span,
                                              "declared here"))
         recorded = {s.event for s in program.statements if s.op is Op.RECORD}
         for s in program.statements:

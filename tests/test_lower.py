@@ -1,0 +1,574 @@
+"""Lowering: every statement's IR fields, unrolling and expressions, collective groups,
+and every name/range/kind error (SP010-SP024) and warning (SP050-SP052) with its span."""
+
+from __future__ import annotations
+
+import pytest
+
+from checker.codes import Code, Severity
+from checker.frontend import load_text
+from checker.ir import CopyKind, Engine, ExpectKind, GroupKind, Op, StreamMode, SyncKind
+from checker.parse import PRIORITY_HIGH, PRIORITY_LOW
+
+HEAD = (
+    "device d { compute 1 }\n"        # 1
+    "stream s on d\n"                  # 2
+    "buffer x 1MiB on d\n"             # 3
+    "buffer xs[2] 1MiB on d\n"         # 4
+    "event e\n"                        # 5
+    "notify n\n"                       # 6
+)
+
+
+def program(source: str, **kwargs):
+    loaded = load_text(source, "t.sched", **kwargs)
+    errors = [d for d in loaded.diagnostics if d.severity is Severity.ERROR]
+    assert loaded.program is not None and not errors, errors
+    return loaded.program
+
+
+def warnings(source: str):
+    loaded = load_text(source, "t.sched")
+    assert loaded.program is not None, loaded.diagnostics
+    return [d for d in loaded.diagnostics if d.severity is Severity.WARNING]
+
+
+def thread(*lines: str, head: str = HEAD) -> str:
+    return head + "thread t {\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
+
+
+def assert_error(source: str, code: Code, line: int, column: int, end_column: int | None = None,
+                 message: str | None = None, **kwargs):
+    loaded = load_text(source, "t.sched", **kwargs)
+    assert loaded.program is None, "expected an error"
+    (diagnostic,) = loaded.diagnostics
+    assert diagnostic.code is code, (diagnostic.code, diagnostic.message)
+    span = diagnostic.primary_span
+    assert (span.line, span.column) == (line, column), (span, diagnostic.message)
+    if end_column is not None:
+        assert span.end_column == end_column, (span, diagnostic.message)
+    if message is not None:
+        assert message in diagnostic.message, diagnostic.message
+    return diagnostic
+
+
+# -- declarations -------------------------------------------------------------------------
+
+DECLS = (
+    'spec "all of it"\n'
+    "device d { compute 2 h2d 1 d2h 3 launch 2us queues 2 }\n"
+    "device e { copy 2 }\n"
+    "device f { }\n"
+    "device g\n"
+    "buffer hp 4MiB on host pinned\n"
+    "buffer hq 4MiB on host\n"
+    "buffer x[3] 4MiB on d\n"
+    "buffer y 4MiB on e\n"
+    "alias a = x[1][1MiB:3MiB]\n"
+    "alias b = a[1MiB:]\n"
+    "alias c = a[:512KiB]\n"
+    "stream s[3] on d priority high\n"
+    "stream t on d priority -3 nonblocking\n"
+    "stream u on d legacy\n"
+    "stream v on e priority low\n"
+    "stream w on e priority 7\n"
+    "event ev[2] flag\n"
+    "event plain\n"
+    "notify n[2]\n"
+    "comm world = { s[0], v }\n"
+)
+
+
+def test_devices_and_engines():
+    p = program(DECLS)
+    d, e, f, g = p.devices
+    assert dict(d.engines) == {Engine.COMPUTE: 2, Engine.H2D: 1, Engine.D2H: 3}
+    assert d.launch == 2000 and d.queues == 2
+    assert d.count(Engine.D2D) == 1 and d.count(Engine.COPY) == 1
+    assert dict(e.engines) == {Engine.COPY: 2} and e.count(Engine.H2D) == 2 and e.launch == 0
+    default = {Engine.COMPUTE: 1, Engine.COPY: 1, Engine.COMM: 1}
+    assert dict(f.engines) == default and dict(g.engines) == default and g.queues is None
+    assert p.title == "all of it"
+
+
+def test_buffers_arrays_and_places():
+    p = program(DECLS)
+    names = [m.name for m in p.memories]
+    assert names == ["hp", "hq", "x[0]", "x[1]", "x[2]", "y"]
+    hp, hq, x0, x1, x2, y = p.memories
+    assert hp.on_host and hp.pinned and hq.on_host and not hq.pinned
+    assert x1.buffer == "x" and x1.device == 0 and x1.size == 4 << 20 and y.device == 1
+    assert [name for name, _ in p.buffer_spans] == ["hp", "hq", "x", "y"]
+
+
+def test_streams_priority_mode_and_queues():
+    p = program(DECLS)
+    rows = [(s.name, s.device, s.priority, s.mode, s.queue) for s in p.streams]
+    assert rows == [
+        ("s[0]", 0, PRIORITY_HIGH, StreamMode.BLOCKING, 0),
+        ("s[1]", 0, PRIORITY_HIGH, StreamMode.BLOCKING, 1),
+        ("s[2]", 0, PRIORITY_HIGH, StreamMode.BLOCKING, 0),
+        ("t", 0, -3, StreamMode.NONBLOCKING, 1),
+        ("u", 0, 0, StreamMode.LEGACY, 0),
+        ("v", 1, PRIORITY_LOW, StreamMode.BLOCKING, None),
+        ("w", 1, 7, StreamMode.BLOCKING, None),
+    ]
+
+
+def test_queues_count_streams_per_device():
+    p = program("device a { queues 3 }\ndevice b { queues 3 }\nstream p on a\nstream q on b\nstream r on a\n"
+                "stream z[4] on b\n")
+    assert [(s.name, s.queue) for s in p.streams] == [
+        ("p", 0), ("q", 0), ("r", 1), ("z[0]", 1), ("z[1]", 2), ("z[2]", 0), ("z[3]", 1)]
+
+
+def test_events_notifies_comms():
+    p = program(DECLS)
+    assert [(e.name, e.flag) for e in p.events] == [("ev[0]", True), ("ev[1]", True), ("plain", False)]
+    assert [n.name for n in p.notifies] == ["n[0]", "n[1]"]
+    (world,) = p.comms
+    assert world.name == "world" and world.members == (0, 5)
+
+
+def test_expectations():
+    p = program(DECLS + "expect no race\nexpect race\nexpect race on b\nexpect no deadlock\nexpect deadlock\n"
+                "expect no use-after-free\nexpect use-after-free\nexpect use-after-free on hp\n"
+                "expect makespan <= 3.5ms\n")
+    rows = [(x.kind, x.buffer, x.limit) for x in p.expectations]
+    assert rows == [
+        (ExpectKind.NO_RACE, None, None), (ExpectKind.RACE, None, None), (ExpectKind.RACE, "x", None),
+        (ExpectKind.NO_DEADLOCK, None, None), (ExpectKind.DEADLOCK, None, None),
+        (ExpectKind.NO_USE_AFTER_FREE, None, None), (ExpectKind.USE_AFTER_FREE, None, None),
+        (ExpectKind.USE_AFTER_FREE, "hp", None), (ExpectKind.MAKESPAN, None, 3_500_000),
+    ]
+    assert p.expectations[0].span.line == DECLS.count("\n") + 1
+
+
+# -- statements ---------------------------------------------------------------------------
+
+
+def statements(*lines: str):
+    return program(thread(*lines, head=DECLS)).statements
+
+
+def accesses(statement):
+    return [(a.memory, a.start, a.end, a.write, a.written_as) for a in statement.accesses]
+
+
+MiB = 1 << 20
+
+
+def test_copy_directions_engines_and_blocking():
+    h2d, d2h, d2h_pageable, d2d, cross, e_h2d = statements(
+        "s[0]: copy x[0] <- hp 1ms",
+        "s[1]: copy hp <- x[2][0:1KiB] 2.5us",
+        "s[1]: copy hq <- x[2]",
+        "s[2]: copy x[0] <- x[1]",
+        "v: copy y <- x[0]",
+        "v: copy y <- hq",
+    )
+    assert (h2d.op, h2d.copy, h2d.engine, h2d.blocking, h2d.duration) == (Op.COPY, CopyKind.H2D, Engine.H2D, False, 10**6)
+    assert accesses(h2d) == [(0, 0, 4 * MiB, False, "hp"), (2, 0, 4 * MiB, True, "x[0]")]
+    assert (d2h.copy, d2h.engine, d2h.blocking, d2h.duration) == (CopyKind.D2H, Engine.D2H, False, 2500)
+    assert accesses(d2h) == [(4, 0, 1024, False, "x[2][0:1KiB]"), (0, 0, 4 * MiB, True, "hp")]
+    assert d2h_pageable.blocking and d2h_pageable.copy is CopyKind.D2H
+    # d declares no d2d engine: the copy engine
+    assert (d2d.copy, d2d.engine, d2d.blocking) == (CopyKind.D2D, Engine.COPY, False)
+    assert (cross.stream, cross.device, cross.copy) == (5, 1, CopyKind.D2D)
+    # e declares `copy 2` only: an h2d copy uses the copy engine; pageable source blocks
+    assert (e_h2d.engine, e_h2d.copy, e_h2d.blocking) == (Engine.COPY, CopyKind.H2D, True)
+
+
+def test_kernel_callback_host_accesses_through_aliases():
+    kernel, callback, host = statements(
+        "s[0]: kernel k reads b, c writes a 10ns",
+        "t: callback cb reads hq 1s",
+        "host h reads hp writes hq, x[0][1KiB:2KiB] 3ms",
+    )
+    assert (kernel.op, kernel.name, kernel.engine, kernel.duration, kernel.stream, kernel.device) == (
+        Op.KERNEL, "k", Engine.COMPUTE, 10, 0, 0)
+    assert accesses(kernel) == [
+        (3, 2 * MiB, 3 * MiB, False, "b"), (3, MiB, MiB + 512 * 1024, False, "c"), (3, MiB, 3 * MiB, True, "a")]
+    assert (callback.op, callback.engine, callback.duration) == (Op.CALLBACK, Engine.CALLBACK, 10**9)
+    assert (host.op, host.stream, host.name, host.duration, host.engine) == (Op.HOST, None, "h", 3 * 10**6, None)
+    assert accesses(host) == [(0, 0, 4 * MiB, False, "hp"), (1, 0, 4 * MiB, True, "hq"),
+                              (2, 1024, 2048, True, "x[0][1KiB:2KiB]")]
+
+
+def test_events_notifies_lifetimes_and_syncs():
+    rows = statements(
+        "u: record ev[1]", "t: wait ev[1]", "t: reset ev[1]", "s[0]: notify n[0]", "s[1]: await n[1]",
+        "notify n[1]", "await n[0]", "alloc hq", "free hq", "s[0]: alloc x[2]", "s[0]: free x[2]",
+        "sync s[1]", "sync ev[0]", "sync d", "sync all",
+    )
+    summary = [(r.op, r.stream, r.event, r.notify, r.memory, r.sync, r.target) for r in rows]
+    assert summary == [
+        (Op.RECORD, 4, 1, None, None, None, None),
+        (Op.WAIT, 3, 1, None, None, None, None),
+        (Op.RESET, 3, 1, None, None, None, None),
+        (Op.NOTIFY, 0, None, 0, None, None, None),
+        (Op.AWAIT, 1, None, 1, None, None, None),
+        (Op.NOTIFY, None, None, 1, None, None, None),
+        (Op.AWAIT, None, None, 0, None, None, None),
+        (Op.ALLOC, None, None, None, 1, None, None),
+        (Op.FREE, None, None, None, 1, None, None),
+        (Op.ALLOC, 0, None, None, 4, None, None),
+        (Op.FREE, 0, None, None, 4, None, None),
+        (Op.SYNC, None, None, None, None, SyncKind.STREAM, 1),
+        (Op.SYNC, None, None, None, None, SyncKind.EVENT, 0),
+        (Op.SYNC, None, None, None, None, SyncKind.DEVICE, 0),
+        (Op.SYNC, None, None, None, None, SyncKind.ALL, None),
+    ]
+    # a free writes the whole buffer; an alloc is not an access
+    assert rows[7].accesses == () and accesses(rows[8]) == [(1, 0, 4 * MiB, True, "hq")]
+    assert accesses(rows[10]) == [(4, 0, 4 * MiB, True, "x[2]")]
+    assert all(r.thread == 0 for r in rows) and [r.index for r in rows] == list(range(len(rows)))
+
+
+def test_collectives_grouped_by_position():
+    p = program(thread(
+        "s[0]: allreduce world x[0] 1ms",
+        "v: allreduce world y",
+        "s[0]: allreduce world x[1]",
+        "s[0]: send world to v x[1]",
+        "v: recv world from s[0] y 2ms",
+        "v: send world to s[0] y",
+        head=DECLS,
+    ))
+    first, second, third, send, recv, lone_send = p.statements
+    assert (first.op, first.engine, first.comm, first.duration) == (Op.ALLREDUCE, Engine.COMM, 0, 10**6)
+    assert accesses(first) == [(2, 0, 4 * MiB, False, "x[0]"), (2, 0, 4 * MiB, True, "x[0]")]
+    assert (send.peer, recv.peer) == (5, 0)
+    assert accesses(send) == [(3, 0, 4 * MiB, False, "x[1]")] and accesses(recv) == [(5, 0, 4 * MiB, True, "y")]
+    groups = [(g.kind, g.comm, g.position, g.members, g.complete) for g in p.groups]
+    assert groups == [
+        (GroupKind.ALLREDUCE, 0, 0, (0, 1), True),
+        (GroupKind.ALLREDUCE, 0, 1, (2,), False),
+        (GroupKind.SENDRECV, 0, 0, (3, 4), True),
+        (GroupKind.SENDRECV, 0, 0, (5,), False),
+    ]
+    assert [s.group for s in p.statements] == [0, 0, 1, 2, 2, 3]
+
+
+def test_collective_groups_across_threads_and_loops():
+    source = (
+        "device d0\ndevice d1\nbuffer g0 1MiB on d0\nbuffer g1 1MiB on d1\nstream c0 on d0\nstream c1 on d1\n"
+        "comm w = { c0, c1 }\n"
+        "thread r0 {\n  for i in 0..3 {\n    c0: allreduce w g0\n  }\n}\n"
+        "thread r1 {\n  for i in 0..2 {\n    c1: allreduce w g1\n  }\n}\n"
+    )
+    p = program(source)
+    assert [(g.position, len(g.members), g.complete) for g in p.groups] == [(0, 2, True), (1, 2, True), (2, 1, False)]
+
+
+def test_no_collectives_no_groups():
+    assert program(thread("s: kernel k")).groups == ()
+
+
+# -- unrolling and expressions ------------------------------------------------------------
+
+
+def test_for_let_unrolling_and_bindings():
+    rows = statements(
+        "for i in 0..3 {",
+        "  let j = (i + 1) * 2 % 3 - 7 / 2",
+        "  s[i]: kernel k reads x[i][i*1MiB:(i+1)*1MiB]",
+        "}",
+    )
+    assert [r.stream for r in rows] == [0, 1, 2]
+    assert [(a.memory, a.start, a.end) for r in rows for a in r.accesses] == [
+        (2, 0, MiB), (3, MiB, 2 * MiB), (4, 2 * MiB, 3 * MiB)]
+    # -7 / 2 is not in the source, but 7 / 2 = 3 and j = ((i+1)*2 % 3) - 3
+    assert [r.bindings for r in rows] == [(("i", 0), ("j", -1)), (("i", 1), ("j", -2)), (("i", 2), ("j", -3))]
+    assert len({r.origin for r in rows}) == 1 and all(r.span.line == rows[0].span.line for r in rows)
+
+
+@pytest.mark.parametrize("expression,value", [
+    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("7 / 2", 3), ("-7 / 2", -4), ("7 % 3", 1), ("-7 % 3", 2),
+    ("10 - 4 - 3", 3), ("2 * -3", -6), ("--4", 4), ("1KiB / 4", 256), ("8 / 2 / 2", 2), ("1MiB % 1000", 576),
+])
+def test_integer_expressions(expression, value):
+    (row,) = statements(f"let v = {expression}", "s[0]: kernel k")
+    assert dict(row.bindings)["v"] == value
+
+
+def test_nested_loops_let_shadowing_and_empty_ranges():
+    rows = statements(
+        "let base = 1",
+        "for i in 0..2 {",
+        "  for j in base..3 {",
+        "    let base = 5",
+        "    s[j]: kernel k",
+        "  }",
+        "}",
+        "for k in 3..1 {",
+        "  s[0]: kernel never",
+        "}",
+        "s[base]: kernel after",
+    )
+    assert [(r.name, r.stream) for r in rows] == [("k", 1), ("k", 2), ("k", 1), ("k", 2), ("after", 1)]
+
+
+def test_threads_and_program_order():
+    p = program(HEAD + "thread main {\n  s: kernel a\n  s: kernel b\n}\nthread other {\n  s: kernel c\n}\n")
+    assert [(t.name, t.statements) for t in p.threads] == [("main", (0, 1)), ("other", (2,))]
+    assert [p.statements[i].thread for i in range(3)] == [0, 0, 1]
+
+
+def test_thread_beside_stream_of_the_same_name():
+    p = program("device d\nstream main on d\nthread main {\n  main: kernel k\n}\n")
+    assert p.threads[0].name == "main" and p.statements[0].stream == 0
+
+
+def test_max_statements_option():
+    source = thread("for i in 0..10 {", "  s: kernel k", "}")
+    assert len(program(source, max_statements=100).statements) == 10
+    assert_error(source, Code.SP018, 8, 3, message="limit of 5", max_statements=5)
+    nested = thread("for i in 0..3 {", "  for j in 0..3 {", "    s: kernel k", "  }", "}")
+    assert_error(nested, Code.SP018, 8, 3, max_statements=8)
+    flat = thread(*["s: kernel k"] * 4)
+    assert_error(flat, Code.SP018, 11, 3, message="thread", max_statements=3)
+
+
+def test_absurd_loop_is_refused_at_once():
+    assert_error(thread("for i in 0..1000000000000 {", "  s: kernel k", "}"), Code.SP018, 8, 3,
+                 message="1,000,000,000,000 times")
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lines,line,column,end_column,message", [
+    (["s9: kernel k"], 8, 3, 5, "`s9` is not declared"),
+    (["s: kernel k reads zz"], 8, 21, 23, "`zz` is not declared"),
+    (["s: record zz"], 8, 13, 15, "`zz` is not declared"),
+    (["sync zz"], 8, 8, 10, "`zz` is not declared"),
+    (["s: kernel k reads x[i:1]"], 8, 23, 24, "variable `i` is not defined"),
+])
+def test_sp010_undeclared(lines, line, column, end_column, message):
+    diagnostic = assert_error(thread(*lines), Code.SP010, line, column, end_column, message)
+    assert diagnostic.help
+
+
+def test_sp010_suggests_a_close_name():
+    diagnostic = assert_error(thread("s: kernel k reads xx"), Code.SP010, 8, 21)
+    assert diagnostic.help == "did you mean `x`?" or diagnostic.help == "did you mean `xs`?"
+
+
+def test_sp010_stream_on_unknown_device():
+    assert_error("stream s on gpu9\n", Code.SP010, 1, 13, 17, "`gpu9` is not declared")
+
+
+def test_sp010_comm_member_unknown():
+    assert_error(HEAD + "comm c = { s, zz }\n", Code.SP010, 7, 15, 17)
+
+
+@pytest.mark.parametrize("extra,line,column,message", [
+    ("stream s on d\n", 7, 8, "`s` is declared twice"),
+    ("event x\n", 7, 7, "`x` is declared twice"),
+    ("alias xs = x\n", 7, 7, "`xs` is declared twice"),
+    ("comm n = { s }\n", 7, 6, "`n` is declared twice"),
+    ("device s\n", 1, 8, "`d` is declared twice"),
+    ('spec "a"\nspec "b"\n', 8, 1, "two titles"),
+    ("thread t {\n}\nthread t {\n}\n", 9, 8, "thread `t` is declared twice"),
+    ("stream l1 on d legacy\nstream l2 on d legacy\n", 8, 1, "already has a legacy stream"),
+    ("stream l[2] on d legacy\n", 7, 1, "one legacy default stream"),
+    ("comm c = { s, s }\n", 7, 15, "in comm `c` twice"),
+])
+def test_sp011_duplicates(extra, line, column, message):
+    if extra == "device s\n":
+        source = "device d\ndevice d\n"
+        assert_error(source, Code.SP011, 2, 8, 9, message)
+        return
+    diagnostic = assert_error(HEAD + extra, Code.SP011, line, column, message=message)
+    if "declared twice" in message and "thread" not in message:
+        assert diagnostic.annotations[1].label == "first declared here"
+
+
+@pytest.mark.parametrize("lines,line,column,message", [
+    (["x: kernel k"], 8, 3, "`x` is a buffer, not a stream"),
+    (["e: record e"], 8, 3, "`e` is an event, not a stream"),
+    (["s: record n"], 8, 13, "`n` is a notify, not an event"),
+    (["s: await e"], 8, 12, "`e` is an event, not a notify"),
+    (["sync x"], 8, 8, "`x` is a buffer, not a stream, an event or a device"),
+    (["s: kernel k reads e"], 8, 21, "`e` is an event, not a buffer or an alias"),
+    (["s: allreduce s x"], 8, 16, "`s` is a stream, not a comm"),
+    (["s: kernel k reads xs[s]"], 8, 24, "`s` is a stream, not an integer variable"),
+    (["notify e"], 8, 10, "`e` is an event, not a notify"),
+])
+def test_sp012_wrong_kind(lines, line, column, message):
+    assert_error(thread(*lines), Code.SP012, line, column, message=message)
+
+
+def test_sp012_in_declarations():
+    assert_error(HEAD + "buffer b 1MiB on s\n", Code.SP012, 7, 18, 19, "`s` is a stream, not a device")
+    assert_error(HEAD + "stream s2 on x\n", Code.SP012, 7, 14, 15, "`x` is a buffer, not a device")
+    assert_error(HEAD + "expect race on s\n", Code.SP012, 7, 16, 17, "not a buffer or an alias")
+    assert_error(HEAD + "alias a = e\n", Code.SP012, 7, 11, 12)
+
+
+@pytest.mark.parametrize("lines,line,column,end_column,message", [
+    (["s: kernel k reads xs[2]"], 8, 24, 25, "index 2 is out of range for `xs[2]`"),
+    (["s: kernel k reads xs[-1]"], 8, 24, 26, "index -1 is out of range"),
+    (["for i in 0..3 {", "  s: kernel k writes xs[i]", "}"], 9, 27, 28, "index 2 is out of range"),
+    (["let a = 1", "s: kernel k reads xs[a + 1]"], 9, 24, 29, "index 2"),
+])
+def test_sp013_index_out_of_range(lines, line, column, end_column, message):
+    assert_error(thread(*lines), Code.SP013, line, column, end_column, message)
+
+
+def test_sp013_stream_and_event_arrays():
+    head = HEAD + "stream ss[2] on d\nevent es[2]\n"
+    assert_error(thread("ss[2]: kernel k", head=head), Code.SP013, 10, 6, 7, "out of range for `ss[2]`")
+    assert_error(thread("s: record es[5]", head=head), Code.SP013, 10, 16, 17)
+    assert_error(head + "comm c = { ss[3] }\n", Code.SP013, 9, 15, 16)
+
+
+@pytest.mark.parametrize("lines,line,column,end_column,message", [
+    (["s: kernel k reads x[0:2MiB]"], 8, 22, 30, "byte range [0:2097152] is outside `x` (1048576 bytes)"),
+    (["s: kernel k reads x[1MiB:]", ], None, None, None, "is empty"),
+    (["s: kernel k reads x[5:3]"], 8, 22, 27, "byte range [5:3] of `x` is empty"),
+    (["s: kernel k reads x[-1:3]"], 8, 22, 28, "outside"),
+    (["s: kernel k reads xs[1][512KiB:1MiB + 1]"], 8, 26, 43, "outside `xs`"),
+])
+def test_sp014_byte_range(lines, line, column, end_column, message):
+    if line is None:
+        line, column, end_column = 8, 22, 29
+    assert_error(thread(*lines), Code.SP014, line, column, end_column, message)
+
+
+def test_sp014_through_aliases():
+    head = HEAD + "alias a = x[512KiB:]\n"
+    assert_error(thread("s: kernel k reads a[0:512KiB]", head=head), Code.SP014, 9, 22) if False else None
+    assert program(thread("s: kernel k reads a[0:512KiB]", head=head))
+    assert_error(thread("s: kernel k reads a[0:512KiB + 1]", head=head), Code.SP014, 9, 22, message="outside `a` (524288 bytes)")
+    assert_error(HEAD + "alias a = x[0:2MiB]\n", Code.SP014, 7, 12, 20)
+
+
+@pytest.mark.parametrize("lines,line,column,message", [
+    (["s: kernel k reads xs"], 8, 21, "`xs` is an array of 2 buffers; pick one"),
+    (["s: kernel k reads x[0]"], 8, 22, "`x` is not an array of buffers"),
+    (["s: kernel k reads xs[0:1]"], 8, 23, "index it before slicing"),
+    (["s[0]: kernel k"], 8, 5, "`s` is not an array"),
+    (["s: alloc x[0:1KiB]"], 8, 12, "`alloc` and `free` take a whole buffer"),
+    (["free x[0:1KiB]"], 8, 8, "`alloc` and `free` take a whole buffer"),
+])
+def test_sp015_indexing(lines, line, column, message):
+    assert_error(thread(*lines), Code.SP015, line, column, message=message)
+
+
+def test_sp015_array_without_index():
+    head = HEAD + "stream ss[2] on d\n"
+    diagnostic = assert_error(thread("ss: kernel k", head=head), Code.SP015, 9, 3, 5, "array of 2")
+    assert diagnostic.help == "write `ss[i]`"
+    assert_error(HEAD + "alias a = xs\n", Code.SP015, 7, 11, 13)
+
+
+def test_sp016_copy_between_host_buffers():
+    head = HEAD + "buffer h1 1MiB on host\nbuffer h2 1MiB on host pinned\n"
+    diagnostic = assert_error(thread("s: copy h1 <- h2", head=head), Code.SP016, 10, 3, 19)
+    assert "host" in diagnostic.help
+
+
+def test_sp017_reset_of_a_snapshot_event():
+    diagnostic = assert_error(thread("s: reset e"), Code.SP017, 8, 3, 13, "`e` is a snapshot event")
+    assert diagnostic.help == "declare it `event e flag`"
+    assert program(thread("s: reset f", head=HEAD + "event f flag\n"))
+
+
+def test_sp019_division_by_zero():
+    assert_error(thread("let a = 1 / 0"), Code.SP019, 8, 15, 16)
+    assert_error(thread("let a = 1 % (2 - 2)"), Code.SP019, 8, 16, 21)
+    assert_error(thread("for i in 0..2 {", "  let a = 4 / i", "}"), Code.SP019, 9, 17, 18)
+
+
+@pytest.mark.parametrize("source,line,column,message", [
+    (HEAD + "buffer b 0B on d\n", 7, 10, "positive size"),
+    (HEAD + "buffer b[0] 1MiB on d\n", 7, 10, "array size 0 is out of range"),
+    (HEAD + "buffer b[200000] 1MiB on d\n", 7, 10, "array size 200000"),
+    (HEAD + "stream ss[2 - 3] on d\n", 7, 11, "array size -1"),
+    (thread("let a = 999999999999999999 * 10"), 8, 11, "integer overflow"),
+])
+def test_sp020_values_out_of_range(source, line, column, message):
+    assert_error(source, Code.SP020, line, column, message=message)
+
+
+def test_sp021_comms():
+    head = HEAD + "stream s2 on d\nstream s3 on d\ncomm c = { s, s2 }\n"
+    diagnostic = assert_error(thread("s3: allreduce c x", head=head), Code.SP021, 11, 3, 5,
+                              "stream `s3` is not a member of comm `c`")
+    assert diagnostic.annotations[1].label == "comm declared here"
+    assert_error(thread("s: send c to s3 x", head=head), Code.SP021, 11, 16, 18, "`s3` is not a member")
+    assert_error(thread("s: recv c from s3 x", head=head), Code.SP021, 11, 18, 20, "`s3` is not a member")
+    assert_error(thread("s3: send c to s x", head=head), Code.SP021, 11, 3, 5)
+    assert_error(thread("s: send c to s x", head=head), Code.SP021, 11, 16, 17, "its own stream")
+    assert_error(HEAD + "comm c = { s, x }\n", Code.SP021, 7, 15, 16, "comm member `x` is a buffer, not a stream")
+
+
+@pytest.mark.parametrize("decl,column", [
+    ("buffer host 1MiB on d\n", 8), ("stream sync on d\n", 8), ("device host\n", 8), ("device all\n", 8),
+    ("event for\n", 7), ("notify free\n", 8), ("alias await = x\n", 7), ("comm alloc = { s }\n", 6),
+    ("buffer let 1MiB on d\n", 8),
+])
+def test_sp022_keywords_as_names(decl, column):
+    assert_error(HEAD + decl, Code.SP022, 7, column, message="is a keyword")
+
+
+def test_sp022_thread_named_by_a_keyword():
+    assert_error(HEAD + "thread sync {\n}\n", Code.SP022, 7, 8, 12)
+
+
+def test_sp023_alias_cycles():
+    diagnostic = assert_error(HEAD + "alias a = b\nalias b = a\n", Code.SP023, 8, 11, 12, "refers to itself")
+    assert diagnostic.help == "a -> b -> a"
+    assert_error(HEAD + "alias a = a[0:1KiB]\n", Code.SP023, 7, 11, 12)
+
+
+@pytest.mark.parametrize("items,column,message", [
+    ("compute 1 compute 2", 22, "engine `compute` is given twice"),
+    ("compute 0", 12, "engine count 0 is out of range"),
+    ("copy 5000", 12, "engine count 5000"),
+    ("queues 0", 12, "`queues 0` is out of range"),
+])
+def test_sp024_device(items, column, message):
+    assert_error(f"device g {{ {items} }}\n", Code.SP024, 1, column, message=message)
+
+
+# -- warnings -----------------------------------------------------------------------------
+
+
+def test_sp050_wait_never_recorded():
+    (w,) = warnings(thread("s: wait e", "s: kernel k reads x"))
+    assert (w.code, w.primary_span.line, w.primary_span.column) == (Code.SP050, 8, 3)
+    assert w.annotations[0].label == "this wait does nothing"
+    (w,) = warnings(thread("s: wait f", head=HEAD + "event f flag\n"))
+    assert w.annotations[0].label == "this wait blocks forever"
+
+
+def test_sp051_stream_never_used():
+    found = warnings(thread("s: kernel k", head=HEAD + "stream idle on d\nstream ss[3] on d\n"))
+    assert [(w.code, w.primary_span.line, w.message) for w in found] == [
+        (Code.SP051, 7, "stream `idle` is never used"),
+        (Code.SP051, 8, "stream array `ss` is never used"),
+    ]
+    # one element used: the others of the array are not reported; a sync counts as use
+    assert warnings(thread("s: kernel k", "sync idle", "ss[1]: kernel k",
+                           head=HEAD + "stream idle on d\nstream ss[3] on d\n")) == []
+    # no threads at all: nothing is unused yet
+    assert warnings(HEAD) == []
+
+
+def test_sp052_await_never_notified():
+    found = warnings(thread("s: await n", "await n"))
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [
+        (Code.SP052, 8, 3), (Code.SP052, 9, 3)]
+
+
+def test_warnings_once_per_source_line():
+    found = warnings(thread("for i in 0..5 {", "  s: wait e", "}"))
+    assert len(found) == 1
+
+
+def test_warnings_do_not_block_the_program():
+    loaded = load_text(thread("s: wait e"))
+    assert loaded.program is not None and loaded.diagnostics[0].severity is Severity.WARNING
