@@ -1,0 +1,266 @@
+"""The command line as a user meets it: version, help, `show`, `check` on several files,
+the JSON shape, colour, unreadable input, and warnings versus exit status."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import CONFORMANCE, SPECS
+from checker import __version__
+
+C01 = CONFORMANCE / "c01_two_writers_race.sched"
+C02 = CONFORMANCE / "c02_event_orders_writers.sched"
+C20 = CONFORMANCE / "c20_double_buffering.sched"
+E01 = CONFORMANCE / "e01_undeclared_stream.sched"
+ANSI = re.compile(r"\x1b\[")
+DIAGNOSTIC = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<column>\d+): (?P<severity>error|warning)\[(?P<code>SP\d{3})\]: .+")
+
+
+def test_version(run, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run("--version")
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"streamproof {__version__}"
+
+
+def test_help_mentions_exit_codes(run, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run("--help")
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "exit status" in out
+    for status in ("0", "1", "2"):
+        assert re.search(rf"^\s+{status}\s+\S", out, re.M), status
+    for command in ("check", "show"):
+        assert command in out
+
+
+def test_check_help_mentions_exit_codes(run, capsys):
+    with pytest.raises(SystemExit):
+        run("check", "--help")
+    out = capsys.readouterr().out
+    assert "exit status" in out and "--max-statements" in out and "--timeout" in out
+
+
+def test_no_command_is_a_usage_error(run):
+    status, out, err = run()
+    assert status == 2
+    assert "usage" in (out + err).lower()
+
+
+def test_unknown_option_is_a_usage_error(run):
+    with pytest.raises(SystemExit) as exit_:
+        run("check", "--no-such-option", C01)
+    assert exit_.value.code == 2
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def test_show_text(run):
+    status, out, _ = run("show", C01)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == str(C01)
+    assert "devices:" in lines and "streams:" in lines
+    body = [line for line in lines if re.match(r"^\s+\d+\s+line", line)]
+    assert [re.search(r"line (\d+)", line).group(1) for line in body] == ["6", "7"]
+    assert "main: kernel fwd" in body[0] and "side: kernel clear" in body[1]
+    assert lines[-1].startswith("2 statements (2 tasks) on 2 streams")
+
+
+def test_show_json_counts_and_order(run):
+    status, out, _ = run("show", "--format", "json", C20)
+    assert status == 0
+    shown = json.loads(out)
+    assert shown["counts"] == {"statements": 37, "tasks": 36, "threads": 1, "streams": 2, "devices": 1, "buffers": 5}
+    statements = shown["statements"]
+    assert [s["index"] for s in statements] == list(range(37))
+    assert [s["op"] for s in statements[:6]] == ["wait", "copy", "record", "wait", "kernel", "record"]
+    assert statements[1]["copy"] == "h2d" and statements[1]["duration_ms"] == 8.2
+    assert statements[6]["bindings"] == {"slot": 1, "step": 1}
+    assert statements[-1]["op"] == "sync"
+    assert [b["name"] for b in shown["buffers"]] == ["staged[0]", "staged[1]", "input[0]", "input[1]", "output"]
+
+
+def test_show_prints_warnings_and_succeeds(run, tmp_path):
+    spec = tmp_path / "w.sched"
+    spec.write_text("device d\nstream s on d\nstream idle on d\nthread t {\n  s: kernel k\n}\n")
+    status, out, _ = run("show", spec)
+    assert status == 0
+    assert f"{spec}:3:1: warning[SP051]" in out
+
+
+def test_show_invalid_spec(run):
+    status, out, err = run("show", E01)
+    assert status == 2
+    assert (out + err).startswith(f"{E01}:3:3: error[SP010]")
+
+
+def test_show_max_statements(run):
+    status, out, err = run("show", "--max-statements", "10", C20)
+    assert status == 2
+    assert "error[SP018]" in out + err
+
+
+# -- check --------------------------------------------------------------------------------
+
+
+def test_check_several_files(run):
+    status, out, _ = run("check", C01, C02)
+    assert status == 1  # c01 races
+    assert f"{C01}:6:3: error[SP101]" in out
+    assert str(C02) not in out.split("\n\n")[0] or "SP101" in out
+    assert out.rstrip().splitlines()[-1].startswith("failed: 2 files checked")
+
+
+def test_check_clean_files(run):
+    status, out, _ = run("check", C02, CONFORMANCE / "c05_stream_sync_orders.sched")
+    assert status == 0
+    assert out.rstrip().splitlines()[-1].startswith("ok: 2 files checked")
+
+
+def test_check_error_wins_over_findings(run):
+    status, out, err = run("check", C01, E01)
+    assert status == 2
+    assert f"{E01}:3:3: error[SP010]" in out + err
+
+
+def test_check_json_shape(run):
+    status, out, _ = run("check", "--format", "json", C01, C02, E01)
+    assert status == 2
+    result = json.loads(out)
+    assert [f["path"] for f in result["files"]] == [str(C01), str(C02), str(E01)]
+    assert [f["status"] for f in result["files"]][2] == "error"
+    for file in result["files"]:
+        assert {"path", "status", "findings", "diagnostics"} <= set(file)
+        for finding in file["findings"]:
+            assert {"kind", "code", "message", "buffer", "locations"} <= set(finding)
+            for location in finding["locations"]:
+                assert set(location) >= {"line", "column", "end_line", "end_column"}
+                assert all(isinstance(location[k], int) for k in ("line", "column", "end_line", "end_column"))
+        for diagnostic in file["diagnostics"]:
+            assert {"code", "severity", "message", "line", "column", "end_line", "end_column"} <= set(diagnostic)
+    (race,) = result["files"][0]["findings"]
+    assert (race["kind"], race["code"], race["buffer"]) == ("race", "SP101", "act")
+    assert [loc["line"] for loc in race["locations"]] == [6, 7]
+    assert race["locations"][0] == {"line": 6, "column": 3, "end_line": 6, "end_column": 34}
+    assert result["files"][1]["findings"] == []
+    (diagnostic,) = result["files"][2]["diagnostics"]
+    assert (diagnostic["code"], diagnostic["severity"], diagnostic["line"], diagnostic["column"]) == (
+        "SP010", "error", 3, 3)
+
+
+def test_nonexistent_file(run, tmp_path):
+    missing = tmp_path / "missing.sched"
+    status, out, err = run("check", missing)
+    assert status == 2
+    text = out + err
+    assert text.startswith(f"{missing}: error[SP001]: cannot read")
+    assert "Traceback" not in text
+
+
+def test_nonexistent_file_json(run, tmp_path):
+    missing = tmp_path / "missing.sched"
+    status, out, _ = run("check", "--format", "json", missing)
+    assert status == 2
+    (file,) = json.loads(out)["files"]
+    assert file["status"] == "error" and file["diagnostics"][0]["code"] == "SP001"
+    assert file["diagnostics"][0]["line"] is None
+
+
+def test_directory_is_unreadable(run, tmp_path):
+    status, out, err = run("check", tmp_path)
+    assert status == 2
+    assert "error[SP001]" in out + err
+
+
+def test_invalid_spec_prints_source_caret_and_help(run):
+    status, out, err = run("check", CONFORMANCE / "e02_syntax_error.sched")
+    text = out + err
+    assert status == 2
+    lines = text.splitlines()
+    assert DIAGNOSTIC.match(lines[0]).group("code") == "SP002"
+    assert any("s: kernel k reads" in line for line in lines)
+    assert any(line.lstrip(" |").startswith("^") for line in lines)
+    assert any("= help:" in line for line in lines)
+
+
+def test_warnings_do_not_change_the_exit_status(run, tmp_path):
+    spec = tmp_path / "w.sched"
+    spec.write_text(
+        "device d\nbuffer x 1MiB on d\nstream s on d\nstream idle on d\nevent e\nnotify n\n"
+        "thread t {\n  s: wait e\n  s: kernel k writes x\n}\n"
+    )
+    status, out, _ = run("check", spec)
+    assert status == 0
+    assert "warning[SP051]" in out and "warning[SP050]" in out
+    status, out, _ = run("check", "--format", "json", spec)
+    assert status == 0
+    file = json.loads(out)["files"][0]
+    assert file["status"] == "clean" and {d["code"] for d in file["diagnostics"]} == {"SP050", "SP051"}
+
+
+def test_warnings_beside_findings(run, tmp_path):
+    spec = tmp_path / "w.sched"
+    spec.write_text(C01.read_text() + "stream idle on npu0\n")
+    status, out, _ = run("check", spec)
+    assert status == 1
+
+
+def test_expected_findings_pass(run):
+    status, out, _ = run("check", SPECS / "bug_missing_wait.sched")
+    assert status == 0
+    assert "(expected)" in out
+
+
+def test_max_statements_on_check(run):
+    status, out, err = run("check", "--max-statements", "5", C20)
+    assert status == 2
+    assert re.search(r":10:3: error\[SP018\]: this loop runs 6 times, past the limit of 5 ", out + err)
+
+
+def test_no_traceback_on_binary_file(run, tmp_path):
+    spec = tmp_path / "bin.sched"
+    spec.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    status, out, err = run("check", spec)
+    assert status == 2
+    assert DIAGNOSTIC.match((out + err).splitlines()[0]).group("code") == "SP001"
+    assert "Traceback" not in out + err
+
+
+# -- colour -------------------------------------------------------------------------------
+
+
+def test_no_ansi_when_not_a_terminal(run, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    status, out, err = run("check", C01, E01)
+    assert not ANSI.search(out + err)
+
+
+def test_colour_when_forced(run, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+    status, out, _ = run("check", C01)
+    assert ANSI.search(out)
+
+
+@pytest.mark.xfail(strict=True, reason="cli.py: NO_COLOR removes colours but rich still emits bold; "
+                                       "see the front-end report")
+def test_no_color_means_no_escapes_even_on_a_terminal(run, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    status, out, _ = run("check", C01)
+    assert not ANSI.search(out)
+
+
+def test_no_color_has_no_colour_codes(run, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    status, out, _ = run("check", C01)
+    # no SGR colour parameters (30-37, 38;..., 90-97)
+    assert not re.search(r"\x1b\[[0-9;]*(3[0-8]|9[0-7])[;m]", out)
