@@ -96,19 +96,17 @@ class Transition:
     """(statement, "use-after-free" | "use-before-alloc") for each access started on dead bytes."""
 
 
-class _StepTable:
-    """Step objects for one kind, made on first use and then shared."""
+class _StepTable(dict):
+    """Step objects for one kind, made on first use and then shared (lookups stay in C)."""
 
-    __slots__ = ("kind", "cache")
+    __slots__ = ("kind",)
 
     def __init__(self, kind: StepKind, n: int) -> None:
+        super().__init__()
         self.kind = kind
-        self.cache: list[Step | None] = [None] * n
 
-    def __getitem__(self, i: int) -> Step:
-        step = self.cache[i]
-        if step is None:
-            step = self.cache[i] = Step(self.kind, i)
+    def __missing__(self, i: int) -> Step:
+        step = self[i] = Step(self.kind, i)
         return step
 
 

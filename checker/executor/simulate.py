@@ -83,6 +83,8 @@ class Simulation:
     stuck: tuple[tuple[int, str], ...]
     """When deadlocked: each unfinished statement and what it waits for."""
     program: Program | None = None
+    steps: tuple = ()
+    """The simulated execution as machine steps, in order (a witness `replay` accepts)."""
 
     def to_json(self) -> dict:
         p = self.program
@@ -233,8 +235,12 @@ class _Simulator:
         effects = m.effects
         update = store.update
 
+        trail: list = []
+        self._trail = trail
+
         def fire(step) -> None:
             fired[0] += 1
+            trail.append(step)
             update(effects(store, step, False)[0])
 
         def needs_engine(i: int) -> bool:
@@ -353,7 +359,7 @@ class _Simulator:
                             if clock[t] > now:
                                 break
                             step = steps[_RETURN][i]
-                            if m.blocker(store, step) is not None:
+                            if m._return_blocker(store, i) is not None:
                                 break
                             if st.stream is not None:
                                 tcause[i] = (finish[i], i, "task")
@@ -380,7 +386,7 @@ class _Simulator:
                     h = q[0]
                     status = store.status[h]
                     if status == RUNNING:
-                        if m.duration[h] == 0 and m.blocker(store, steps[_END][h]) is None:
+                        if m.duration[h] == 0 and m._end_blocker(store, h) is None:
                             fire(steps[_END][h])
                             end_task(h, now)
                         continue
@@ -388,19 +394,19 @@ class _Simulator:
                         continue
                     if not m.interval[h]:
                         step = steps[_COMPLETE][h]
-                        if m.blocker(store, step) is None:
+                        if m._first_step_blocker(store, h) is None:
                             begin_task(h, now, None, None)
                             fire(step)
                             end_task(h, now)
                         continue
                     g = m.group_of[h]
                     if g is not None:
-                        if g.members[0] == h and m.blocker(store, steps[_START][h]) is None:
+                        if g.members[0] == h and m._group_blocker(store, g) is None:
                             prio = min(p.streams[p.statements[x].stream].priority for x in g.members)
                             group_wanting.append((prio, seq[h], g))
                         continue
                     step = steps[_START][h]
-                    if m.blocker(store, step) is not None:
+                    if m._first_step_blocker(store, h) is not None:
                         continue
                     if not needs_engine(h):
                         begin_task(h, now, None, None)
@@ -488,6 +494,7 @@ class _Simulator:
                 device_busy, deadlocked, stuck) -> Simulation:
         p, m = self.p, self.m
         ekey = self._ekey
+        labels: dict[int, str] = {}
         tasks = []
         slices: list[Slice] = []
         for st in p.statements:
@@ -498,7 +505,7 @@ class _Simulator:
                 engine = ekey[i][1] if ekey[i] is not None else None
                 tasks.append(TaskTime(i, st.span.line, p.streams[st.stream].name, engine, unit,
                                       begin[i], end))
-                label = self._label(st)
+                label = labels[i] = self._label(st)
                 cat = engine if engine is not None and m.interval[i] else "instant"
                 slices.append(Slice(i, f"stream:{p.streams[st.stream].name}", begin[i], end,
                                     label, st.span.line, cat))
@@ -512,7 +519,7 @@ class _Simulator:
                     launch = p.devices[st.device].launch
                     if launch:
                         slices.append(Slice(i, lane, issued[i] - launch, issued[i],
-                                            f"launch {self._label(st)}", st.span.line, "launch"))
+                                            f"launch {labels.get(i) or self._label(st)}", st.span.line, "launch"))
                     if st.blocking:
                         back = finish[i] if finish[i] >= 0 else makespan
                         slices.append(Slice(i, lane, issued[i], back, f"blocked on {self._label(st)}",
@@ -540,7 +547,7 @@ class _Simulator:
         timeline = Timeline(tuple(lanes), tuple(slices), "ns", makespan)
         path = self._critical_path(begin, finish, issued, tdone, cause, tcause)
         return Simulation(makespan, tuple(tasks), tuple(engines), host_busy, device_busy, path,
-                          timeline, deadlocked, stuck, p)
+                          timeline, deadlocked, stuck, p, tuple(self._trail))
 
     def _critical_path(self, begin, finish, issued, tdone, cause, tcause) -> tuple[PathNode, ...]:
         """Walk back from whatever ended last along the predecessor that ended last."""

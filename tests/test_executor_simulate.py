@@ -1,0 +1,258 @@
+"""Simulated timelines obey the contract: stream order, event edges, engine counts, and the
+documented double-buffering numbers; the simulated run is itself a legal execution."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker.executor.replay import replay
+from checker.executor.simulate import simulate
+from checker.frontend import load_file, load_text
+from checker.ir import NS_PER_MS, Op
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+VALID = sorted(CONFORMANCE.glob("c*.sched"))
+
+SYNCHRONOUS = """device npu0 { compute 1 copy 1 }
+buffer staged[2] 4MiB on host pinned
+buffer input[2] 4MiB on npu0
+buffer output 4MiB on npu0
+stream loader on npu0
+stream worker on npu0
+thread main {
+  for step in 0..6 {
+    let slot = step % 2
+    loader: copy input[slot] <- staged[slot] 8.2ms
+    sync loader
+    worker: kernel infer reads input[slot] writes output 3.5ms
+    sync worker
+  }
+}
+"""
+
+
+def validate(program, sim) -> None:
+    """Check a simulation of a single-enqueuer-per-stream program against the contract."""
+    times = {t.statement: t for t in sim.tasks}
+    stmts = program.statements
+    # Every task ran, for exactly its duration (instant tasks take no time).
+    if not sim.deadlocked:
+        assert set(times) == {s.index for s in stmts if s.stream is not None}
+    for i, t in times.items():
+        assert t.end - t.start == stmts[i].duration
+    # Stream order: a task begins only after its predecessor on the stream completed.
+    for stream in program.streams:
+        tasks = [times[s.index] for s in program.stream_tasks(stream.index) if s.index in times]
+        for before, after in zip(tasks, tasks[1:]):
+            assert after.start >= before.end, (before, after)
+    # Event edges: a snapshot wait completes after the latest record issued before it.
+    latest: dict[int, int] = {}
+    for s in sorted(stmts, key=lambda s: s.index):
+        if s.op is Op.RECORD:
+            latest[s.event] = s.index
+        elif s.op is Op.WAIT and s.index in times and s.event in latest:
+            rec = latest[s.event]
+            assert times[s.index].start >= times[rec].end
+    # Engine counts: never more tasks on an engine than it has units; a unit runs one task.
+    by_engine: dict[tuple, list] = {}
+    for i, t in times.items():
+        if t.engine is not None and t.end > t.start:
+            by_engine.setdefault((stmts[i].device, t.engine), []).append(t)
+    for (device, engine), tasks in by_engine.items():
+        limit = program.devices[device].count(stmts[tasks[0].statement].engine)
+        points = sorted([(t.start, 1) for t in tasks] + [(t.end, -1) for t in tasks],
+                        key=lambda p: (p[0], p[1]))
+        load = 0
+        for _, delta in points:
+            load += delta
+            assert load <= limit
+        per_unit: dict[int, list] = {}
+        for t in tasks:
+            per_unit.setdefault(t.unit, []).append(t)
+        for unit_tasks in per_unit.values():
+            unit_tasks.sort(key=lambda t: t.start)
+            for a, b in zip(unit_tasks, unit_tasks[1:]):
+                assert b.start >= a.end
+    # Makespan covers everything.
+    assert all(t.end <= sim.makespan for t in sim.tasks)
+
+
+def test_double_buffering_overlaps_copy_and_compute():
+    program = load_file(CONFORMANCE / "c20_double_buffering.sched").program
+    sim = simulate(program)
+    assert not sim.deadlocked
+    assert sim.makespan == 52_700_000  # 6 x 8.2 ms + 3.5 ms
+    assert sim.to_json()["makespan"] == pytest.approx(52.7)
+    validate(program, sim)
+
+
+def test_synchronous_version_serialises():
+    program = load_text(SYNCHRONOUS).program
+    sim = simulate(program)
+    assert sim.makespan == 70_200_000  # 6 x (8.2 + 3.5) ms
+    validate(program, sim)
+    engines = sim.to_json()["engines"]
+    assert engines["npu0/copy"]["busy"] == pytest.approx(49.2)
+    assert engines["npu0/compute"]["busy"] == pytest.approx(21.0)
+
+
+def test_to_json_shape():
+    program = load_file(CONFORMANCE / "c20_double_buffering.sched").program
+    data = json.loads(json.dumps(simulate(program).to_json()))
+    assert set(data) >= {"makespan", "engines", "tasks"}
+    assert all(set(t) == {"line", "stream", "engine", "start", "end"} for t in data["tasks"])
+    first_copy = next(t for t in data["tasks"] if t["engine"] == "copy")
+    assert first_copy["line"] == 13 and first_copy["end"] == pytest.approx(8.2)
+
+
+def test_critical_path_of_double_buffering_is_the_copy_chain():
+    program = load_file(CONFORMANCE / "c20_double_buffering.sched").program
+    sim = simulate(program)
+    path = [n for n in sim.critical_path if n.part == "task" and n.end > n.start]
+    lines = [program.statements[n.statement].span.line for n in path]
+    assert lines == [13] * 6 + [16]
+    assert path[-1].end == sim.makespan
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_conformance_simulations_are_legal_runs(path):
+    expected = json.loads(path.with_suffix(".expected.json").read_text())
+    program = load_file(path).program
+    sim = simulate(program)
+    validate(program, sim)
+    run = replay(program, sim.steps)
+    assert run.ok, run.reason
+    if sim.deadlocked:
+        assert expected["deadlock"]
+        assert sim.stuck and run.stuck
+    else:
+        assert run.finished
+
+
+def test_priority_decides_contended_engine():
+    text = """device d { compute 1 }
+stream lo on d priority low
+stream hi on d priority high
+stream first on d
+thread main {
+  first: kernel warm 1ms
+  lo: kernel a 1ms
+  hi: kernel b 1ms
+}
+"""
+    program = load_text(text).program
+    sim = simulate(program)
+    start = {program.statements[t.statement].name: t.start for t in sim.tasks}
+    # All three are enqueued at time 0 and want the one compute unit: high, default, low.
+    assert start["b"] == 0
+    assert start["warm"] == NS_PER_MS
+    assert start["a"] == 2 * NS_PER_MS
+
+
+def test_launch_cost_and_host_time():
+    text = """device d { compute 1 launch 10us }
+buffer x 1MiB on d
+stream s on d
+thread main {
+  s: kernel a writes x 1ms
+  host prep 2ms
+  s: kernel b writes x 1ms
+  sync s
+}
+"""
+    program = load_text(text).program
+    sim = simulate(program)
+    start = {program.statements[t.statement].name: t.start for t in sim.tasks}
+    assert start["a"] == 10_000
+    assert start["b"] == 10_000 + 2 * NS_PER_MS + 10_000
+    assert sim.makespan == start["b"] + NS_PER_MS
+    assert sim.host_busy == 2 * NS_PER_MS + 20_000
+
+
+def test_deadlock_is_reported_not_hung():
+    program = load_file(CONFORMANCE / "c13_host_blocks_before_notify.sched").program
+    sim = simulate(program)
+    assert sim.deadlocked
+    assert any("notify go not set" in why for _, why in sim.stuck)
+    assert sim.to_json()["deadlocked"] is True
+
+
+@st.composite
+def programs(draw):
+    """Random single-thread programs: kernels/copies on a few streams with record/wait edges."""
+    compute = draw(st.integers(1, 2))
+    copy = draw(st.integers(1, 2))
+    n_streams = draw(st.integers(1, 3))
+    lines = [f"device d {{ compute {compute} copy {copy} }}", "buffer h 1MiB on host pinned",
+             "buffer x[4] 1MiB on d", "event e[3]"]
+    lines += [f"stream s{k} on d priority {draw(st.integers(0, 2))}" for k in range(n_streams)]
+    lines.append("thread main {")
+    for _ in range(draw(st.integers(1, 14))):
+        s = draw(st.integers(0, n_streams - 1))
+        kind = draw(st.sampled_from(["kernel", "copy", "record", "wait", "host", "sync"]))
+        dur = draw(st.integers(0, 5))
+        if kind == "kernel":
+            lines.append(f"  s{s}: kernel k writes x[{draw(st.integers(0, 3))}] {dur}ms")
+        elif kind == "copy":
+            lines.append(f"  s{s}: copy x[{draw(st.integers(0, 3))}] <- h {dur}ms")
+        elif kind in ("record", "wait"):
+            lines.append(f"  s{s}: {kind} e[{draw(st.integers(0, 2))}]")
+        elif kind == "host":
+            lines.append(f"  host h {dur}ms")
+        else:
+            lines.append(f"  sync s{s}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_simulations_respect_the_contract(text):
+    loaded = load_text(text)
+    assert loaded.program is not None, loaded.diagnostics
+    program = loaded.program
+    sim = simulate(program)
+    assert not sim.deadlocked
+    validate(program, sim)
+    run = replay(program, sim.steps)
+    assert run.ok and run.finished, run.reason
+
+
+def _many_tasks(n_tasks: int) -> str:
+    per = n_tasks // 5
+    return f"""device npu0 {{ compute 2 copy 1 launch 5us }}
+buffer h[2] 4MiB on host pinned
+buffer d[2] 4MiB on npu0
+buffer o 4MiB on npu0
+stream a on npu0
+stream b on npu0
+stream c on npu0 priority high
+event ev[2]
+thread main {{
+  for i in 0..{per} {{
+    let s = i % 2
+    a: copy d[s] <- h[s] 1ms
+    a: record ev[s]
+    b: wait ev[s]
+    b: kernel k reads d[s] writes o 2ms
+    c: kernel z reads d[s] 0.5ms
+  }}
+  sync all
+}}
+"""
+
+
+def test_simulating_100k_tasks_is_fast():
+    program = load_text(_many_tasks(100_000), max_statements=200_000).program
+    assert len(program.tasks) == 100_000
+    began = time.process_time()  # CPU time: the machine is shared with other work
+    sim = simulate(program)
+    spent = time.process_time() - began
+    assert not sim.deadlocked
+    assert spent < 5.0, spent
