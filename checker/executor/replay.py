@@ -15,7 +15,7 @@ from checker.findings import Finding, FindingKind
 from checker.ir import Program
 from checker.executor.data import ByteModel
 from checker.executor.machine import DONE, IllegalStep, Machine, State
-from checker.executor.timeline import Lane, Slice, Timeline
+from checker.executor.timeline import Lane, Slice, Timeline, label_of
 from checker.witness import Step, StepKind, Witness
 
 
@@ -131,7 +131,7 @@ def step_timeline(machine: Machine, steps: tuple[Step, ...]) -> Timeline:
 
     def add(i: int, start: int, stop: int) -> None:
         st = p.statements[i]
-        slices.append(Slice(i, lane_of(i), start, stop, p.describe(st), st.span.line, category(i)))
+        slices.append(Slice(i, lane_of(i), start, stop, label_of(p, st), st.span.line, category(i)))
 
     for k, step in enumerate(steps):
         i = step.statement

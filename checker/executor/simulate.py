@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 from checker.ir import NS_PER_MS, Engine, Op, Program
 from checker.executor.machine import (  # noqa: F401  (bound enum members for speed)
-    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD, _OP_SYNC,
+    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_COPY, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD, _OP_SYNC,
     _OP_WAIT, _RETURN, _START, DONE, QUEUED, RUNNING, U_BIND, U_DEAD, U_DEQUEUE, U_ENQUEUE, U_FLAGS, U_FREED, U_LAST,
     U_NOTES, U_RUNNING, U_STATUS, U_THREAD, Machine, State,
 )
-from checker.executor.timeline import Lane, Slice, Timeline
+from checker.executor.timeline import Lane, Slice, Timeline, label_of
 from checker.witness import StepKind
 
 
@@ -184,9 +184,11 @@ class _Simulator:
     def _label(self, st) -> str:
         """`p.describe`, cached per distinct description key (it is slow on enum members)."""
         key = (st.op, st.stream, st.name, st.event, st.notify, st.memory, st.sync, st.target)
+        if st.op is _OP_COPY:
+            return label_of(self.p, st)
         text = self._labels.get(key)
         if text is None:
-            text = self._labels[key] = self.p.describe(st)
+            text = self._labels[key] = label_of(self.p, st)
         return text
 
     def run(self) -> Simulation:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from xml.sax.saxutils import escape
 
 from checker.ir import Program
-from checker.executor.timeline import Timeline
+from checker.executor.timeline import Timeline, short_label
 
 COLOURS = {
     "compute": "#4c78a8",
@@ -113,7 +113,7 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
             continue
         out.append(f'<rect x="{x:.2f}" y="{y:.1f}" width="{w:.2f}" height="{BAR}" rx="2" '
                    f'fill="{colour}"{stroke}><title>{escape(tip)}</title></rect>')
-        text = s.label.split(": ", 1)[-1]
+        text = short_label(s.label)
         if w > 7 * len(text) + 6:
             fg = "#222" if s.category in ("sync", "launch", "host") else "white"
             out.append(f'<text x="{x + 4:.2f}" y="{y + BAR - 5:.1f}" fill="{fg}" '

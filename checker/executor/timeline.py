@@ -9,7 +9,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from checker.ir import NS_PER_MS
+from checker.ir import NS_PER_MS, Op, Program, Statement
+
+
+def label_of(program: Program, statement: Statement) -> str:
+    """What a bar is called: `program.describe`, with a copy's direction spelled out."""
+    text = program.describe(statement)
+    if statement.op is Op.COPY and len(statement.accesses) == 2:
+        source, destination = statement.accesses
+        text += f" {access_text(program, destination)} <- {access_text(program, source)}"
+    return text
+
+
+def access_text(program: Program, access) -> str:
+    """`input[1]`, or `kv[0:4194304]` for part of a memory (loop variables resolved)."""
+    memory = program.memories[access.memory]
+    if access.start == 0 and access.end == memory.size:
+        return memory.name
+    return f"{memory.name}[{access.start}:{access.end}]"
+
+
+def short_label(label: str) -> str:
+    """The part of a label worth printing inside a narrow bar (`infer`, not `w: kernel infer`)."""
+    text = label.split(": ", 1)[-1]
+    for keyword in ("kernel ", "callback ", "host "):
+        if text.startswith(keyword):
+            return text[len(keyword):]
+    return text
 
 
 @dataclass(frozen=True, slots=True)
