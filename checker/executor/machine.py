@@ -49,6 +49,7 @@ _BYTE = tuple(bytes([v]) for v in range(4))
 
 (U_STATUS, U_THREAD, U_ENQUEUE, U_DEQUEUE, U_LAST, U_BIND, U_FLAGS, U_NOTES, U_DEAD, U_FREED,
  U_RUNNING) = range(11)
+"""(U_ENQUEUE also moves the stream's tail.)"""
 """Update codes produced by `Machine.effects`: (code, index, value) or (code, value)."""
 
 
@@ -69,6 +70,10 @@ class State(NamedTuple):
     """Per statement: NEW, QUEUED, RUNNING or DONE."""
     queues: tuple[tuple[int, ...], ...]
     """Per stream: enqueued tasks that have not completed, in enqueue order."""
+    tails: tuple[int, ...]
+    """Per stream: the task enqueued last so far (-1: none), completed or not. Syncs and
+    ordering dependencies capture this rather than the queue, so that capturing commutes
+    with tasks completing (which keeps partial-order reduction simple)."""
     last_record: tuple[int, ...]
     """Per event: the latest `record` enqueued so far (-1: none)."""
     bind: tuple
@@ -261,10 +266,12 @@ class Machine:
                 self.group_of[m] = g
         self._conflicts: tuple[int, ...] | None = None
         self._described: dict[int, str] = {}
+        self._reduction_tables()
         self._init = State(
             threads=tuple(0 for _ in p.threads),
             status=bytes(n),
             queues=tuple(() for _ in p.streams),
+            tails=tuple(-1 for _ in p.streams),
             last_record=tuple(-1 for _ in p.events),
             bind=tuple(-1 for _ in range(slots)),
             flags=0,
@@ -276,6 +283,82 @@ class Machine:
         self.initially_dead = initially_dead
         # Cached step objects: enabled() hands out the same instances every time.
         self.steps = {kind: _StepTable(kind, n) for kind in StepKind}
+
+    # ------------------------------------------------------------------ partial-order reduction
+
+    def _reduction_tables(self) -> None:
+        """Which steps are invisible and independent of every other thread's and stream's steps.
+
+        Such a step can be taken alone from any state where it is enabled (a singleton ample
+        set): its process cannot be overtaken by anything it conflicts with, it starts or ends
+        no access and changes no liveness (so races and dead uses look the same), and the
+        state graph has no cycles (every step makes irreversible progress). Deadlocks and the
+        running/dead combinations that define races and dead uses are all still reached.
+        The analysis is static and conservative: anything shared across threads disqualifies.
+        """
+        p = self.program
+        n = self.n
+        streams_of_device = self.device_streams
+        plain_device = [
+            not d.queues and not any(p.streams[s].mode is StreamMode.LEGACY
+                                     for s in streams_of_device[d.index])
+            for d in p.devices
+        ]
+        issuers: list[set[int]] = [set() for _ in p.streams]
+        syncers: list[set[int]] = [set() for _ in p.streams]
+        event_users: list[set[int]] = [set() for _ in p.events]
+        reset_events: set[int] = set()
+        for st in p.statements:
+            if st.stream is not None:
+                issuers[st.stream].add(st.thread)
+            if st.event is not None:
+                event_users[st.event].add(st.thread)
+            if st.op is _OP_RESET:
+                reset_events.add(st.event)
+            if st.op is _OP_SYNC:
+                if st.sync is _SYNC_STREAM:
+                    covered = (st.target,)
+                elif st.sync is _SYNC_DEVICE:
+                    covered = streams_of_device[st.target]
+                elif st.sync is _SYNC_ALL:
+                    covered = range(len(p.streams))
+                else:
+                    covered = ()
+                    event_users[st.target].add(st.thread)
+                for s in covered:
+                    syncers[s].add(st.thread)
+        self.safe_issue = [False] * n
+        self.safe_return = [False] * n
+        self.safe_complete = [False] * n
+        self.safe_interval = [False] * n
+        for st in p.statements:
+            i = st.index
+            if st.stream is None:
+                self.safe_return[i] = st.op is _OP_SYNC
+                continue
+            s = st.stream
+            t = st.thread
+            self.safe_return[i] = st.blocking
+            if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
+                    and (st.event is None or event_users[st.event] == {t})):
+                self.safe_issue[i] = True
+            if st.op is _OP_RECORD or st.op is _OP_WAIT:
+                self.safe_complete[i] = not p.events[st.event].flag or st.event not in reset_events
+            if (self.interval[i] and not self.touch[i] and st.op is not _OP_FREE
+                    and self.group_of[i] is None):
+                self.safe_interval[i] = True
+
+    def reducible(self, step: Step) -> bool:
+        """Whether `step` may be explored alone whenever it is enabled (see above)."""
+        kind = step.kind
+        i = step.statement
+        if kind is _ISSUE:
+            return self.safe_issue[i]
+        if kind is _COMPLETE:
+            return self.safe_complete[i]
+        if kind is _RETURN:
+            return self.safe_return[i]
+        return self.safe_interval[i]
 
     # ------------------------------------------------------------------ static facts
 
@@ -543,7 +626,7 @@ class Machine:
                     up.append((U_BIND, wslot, view.last_record[st.event]))
                 dslot = self.dslot[i]
                 if dslot >= 0:
-                    up.append((U_BIND, dslot, self._capture_deps(view.queues, s)))
+                    up.append((U_BIND, dslot, self._capture_deps(view.tails, s)))
                 if st.op is _OP_RECORD:
                     up.append((U_LAST, st.event, i))
                 up.append((U_ENQUEUE, s, i))
@@ -561,7 +644,7 @@ class Machine:
                 elif op is _OP_SYNC:
                     slot = self.wslot[i]
                     if slot >= 0:
-                        up.append((U_BIND, slot, self._capture_sync(st, view.queues, view.last_record)))
+                        up.append((U_BIND, slot, self._capture_sync(st, view.tails, view.last_record)))
                     up.append((U_STATUS, i, RUNNING))
                     nv = v | 1
                 else:
@@ -646,21 +729,23 @@ class Machine:
             uses = tuple(u)
         return races, uses
 
-    def _capture_deps(self, queues, stream: int) -> tuple[tuple[int, int], ...]:
-        """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3)."""
+    def _capture_deps(self, tails, stream: int) -> tuple[tuple[int, int], ...]:
+        """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3).
+
+        Within a stream tasks begin and complete in order, so the last task enqueued on each
+        peer stream stands for all earlier ones.
+        """
         deps = []
         for o in self.queue_peers[stream]:
-            q = queues[o]
-            if q:
-                deps.append((q[-1], NEED_BEGUN))
+            if tails[o] >= 0:
+                deps.append((tails[o], NEED_BEGUN))
         for o in self.legacy_peers[stream]:
-            q = queues[o]
-            if q:
-                deps.append((q[-1], NEED_DONE))
+            if tails[o] >= 0:
+                deps.append((tails[o], NEED_DONE))
         return tuple(deps)
 
-    def _capture_sync(self, st: Statement, queues, last) -> tuple[int, ...]:
-        """The tasks a sync issued now waits for: the last pending task of each stream."""
+    def _capture_sync(self, st: Statement, tails, last) -> tuple[int, ...]:
+        """The tasks a sync issued now waits for: the last task enqueued on each stream."""
         if st.sync is _SYNC_EVENT:
             rec = last[st.target]
             return (rec,) if rec >= 0 else ()
@@ -670,7 +755,7 @@ class Machine:
             streams = self.device_streams[st.target]
         else:
             streams = range(len(self.program.streams))
-        return tuple(queues[s][-1] for s in streams if queues[s])
+        return tuple(tails[s] for s in streams if tails[s] >= 0)
 
     # ------------------------------------------------------------------ explanations
 
@@ -714,7 +799,7 @@ class Machine:
 
 def apply_updates(state: State, updates) -> State:
     """The State with `updates` (from `Machine.effects`) applied; `state` is unchanged."""
-    threads, status, queues, last, bind, flags, notes, dead, freed, running = state
+    threads, status, queues, tails, last, bind, flags, notes, dead, freed, running = state
     for u in updates:
         code = u[0]
         if code == U_STATUS:
@@ -726,6 +811,7 @@ def apply_updates(state: State, updates) -> State:
         elif code == U_ENQUEUE:
             s = u[1]
             queues = queues[:s] + (queues[s] + (u[2],),) + queues[s + 1:]
+            tails = tails[:s] + (u[2],) + tails[s + 1:]
         elif code == U_DEQUEUE:
             s = u[1]
             queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
@@ -745,4 +831,4 @@ def apply_updates(state: State, updates) -> State:
             dead = u[1]
         else:
             freed = u[1]
-    return State(threads, status, queues, last, bind, flags, notes, dead, freed, running)
+    return State(threads, status, queues, tails, last, bind, flags, notes, dead, freed, running)

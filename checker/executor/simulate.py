@@ -134,13 +134,14 @@ def simulate(program: Program) -> Simulation:
 class _Store:
     """A mutable state with the `State` field names, so the machine's rules read it as is."""
 
-    __slots__ = ("threads", "status", "queues", "last_record", "bind", "flags", "notes", "dead",
+    __slots__ = ("threads", "status", "queues", "tails", "last_record", "bind", "flags", "notes", "dead",
                  "freed", "running")
 
     def __init__(self, init: State) -> None:
         self.threads = list(init.threads)
         self.status = bytearray(init.status)
         self.queues = [deque(q) for q in init.queues]
+        self.tails = list(init.tails)
         self.last_record = list(init.last_record)
         self.bind = list(init.bind)
         self.flags = init.flags
@@ -158,6 +159,7 @@ class _Store:
                 self.threads[u[1]] = u[2]
             elif code == U_ENQUEUE:
                 self.queues[u[1]].append(u[2])
+                self.tails[u[1]] = u[2]
             elif code == U_DEQUEUE:
                 self.queues[u[1]].popleft()
             elif code == U_LAST:
@@ -404,8 +406,8 @@ class _Simulator:
                     g = m.group_of[h]
                     if g is not None:
                         if g.members[0] == h and m._group_blocker(store, g) is None:
-                            prio = min(p.streams[p.statements[x].stream].priority for x in g.members)
-                            group_wanting.append((prio, seq[h], g))
+                            first_prio = min(prio[x] for x in g.members)
+                            group_wanting.append((first_prio, seq[h], g))
                         continue
                     step = steps[_START][h]
                     if m._first_step_blocker(store, h) is not None:
