@@ -39,6 +39,10 @@ class Analysis:
         self.session = Session(self.encoding, budget)
         self.order = must_order(self.encoding)
         self.findings: list[Finding] = []
+        self.racing: set[tuple[int, int]] = set()
+        """Every racing instance pair (lower statement index first), before grouping."""
+        self.dead_uses: set[tuple[int, FindingKind]] = set()
+        """Every (statement, USE_AFTER_FREE | USE_BEFORE_ALLOC) found, before grouping."""
 
     def _line(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
@@ -93,6 +97,7 @@ class Analysis:
                 continue
             if isinstance(verdict, Unsat):
                 continue
+            self.racing.add((a.index, b.index))
             key = tuple(sorted((a.origin, b.origin)))
             known = groups.get(key)
             if known is None:
@@ -138,6 +143,7 @@ class Analysis:
                     continue
                 if isinstance(verdict, Unsat):
                     continue
+                self.dead_uses.add((statement.index, kind))
                 key = (kind, statement.origin)
                 if key in grouped:
                     finding, count = grouped[key]

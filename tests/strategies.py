@@ -1,0 +1,187 @@
+"""Hypothesis strategies: random small valid `.sched` spec text.
+
+`specs()` draws a whole spec: 1-3 threads, 2-4 streams on one or two devices (hardware
+queues, legacy and nonblocking streams sometimes), buffers (arrays, pinned and pageable
+host memory), an alias, snapshot and flag events, a notify, a comm, and every statement
+kind (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send/recv,
+alloc/free on streams and hosts, host functions, every kind of sync, short `for` loops,
+slices). Specs stay small (about a dozen lowered statements) so that exhaustive
+exploration of every interleaving finishes in well under a second.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+KIB = 1024
+BUFFER_SIZE = 4 * KIB
+"""Every buffer has this many bytes; slices cut it at 1 KiB steps."""
+
+
+@st.composite
+def specs(draw, max_statements: int = 11) -> str:
+    """One valid spec, as text."""
+    two_devices = draw(st.booleans())
+    devices = ["d0", "d1"] if two_devices else ["d0"]
+    lines: list[str] = []
+    queues = {}
+    for device in devices:
+        q = draw(st.sampled_from([None, None, 1, 2]))
+        queues[device] = q
+        extra = f" queues {q}" if q else ""
+        lines.append(f"device {device} {{ compute 2 copy 2 comm 1{extra} }}")
+
+    # Streams: 2-4, at most one legacy stream per device.
+    n_streams = draw(st.integers(2, 4))
+    streams: list[tuple[str, str]] = []
+    legacy_taken: set[str] = set()
+    for k in range(n_streams):
+        device = draw(st.sampled_from(devices))
+        mode = draw(st.sampled_from(["", "", "", "legacy", "nonblocking"]))
+        if mode == "legacy":
+            if device in legacy_taken:
+                mode = ""
+            else:
+                legacy_taken.add(device)
+        name = f"s{k}"
+        streams.append((name, device))
+        lines.append(f"stream {name} on {device}{' ' + mode if mode else ''}")
+    stream_names = [s for s, _ in streams]
+
+    # Memory: device buffers (one may be an array), a host buffer, an alias.
+    lines.append(f"buffer a {BUFFER_SIZE}B on {devices[0]}")
+    lines.append(f"buffer b {BUFFER_SIZE}B on {devices[-1]}")
+    lines.append(f"buffer arr[2] {BUFFER_SIZE}B on {devices[0]}")
+    pinned = draw(st.booleans())
+    lines.append(f"buffer h {BUFFER_SIZE}B on host{' pinned' if pinned else ''}")
+    lines.append("alias head = a[0:2KiB]")
+    lines.append("event e")
+    lines.append("event f flag")
+    lines.append("notify n")
+    comm_members = stream_names[:2]
+    lines.append(f"comm c = {{ {', '.join(comm_members)} }}")
+
+    # `a` is drawn most often, so that accesses conflict and orderings matter.
+    device_memory = ["a", "a", "a", "b", "arr[0]", "arr[1]", "head", "a[1KiB:3KiB]",
+                     "b[2KiB:4KiB]"]
+    whole_device = ["a", "b", "arr[0]", "arr[1]"]
+
+    def access(loop_var: str | None) -> str:
+        if loop_var is not None and draw(st.booleans()):
+            return f"arr[{loop_var}]"
+        return draw(st.sampled_from(device_memory + ["h"]))
+
+    def device_access(loop_var: str | None) -> str:
+        if loop_var is not None and draw(st.booleans()):
+            return f"arr[{loop_var}]"
+        return draw(st.sampled_from(device_memory))
+
+    def duration() -> str:
+        return draw(st.sampled_from(["", "", " 1ms", " 2us"]))
+
+    def rw(loop_var: str | None) -> str:
+        reads = draw(st.lists(st.just(None), max_size=1))
+        writes = draw(st.lists(st.just(None), max_size=1))
+        text = ""
+        if reads:
+            text += f" reads {access(loop_var)}"
+        if writes or not reads:
+            text += f" writes {access(loop_var)}"
+        return text
+
+    def statement(loop_var: str | None) -> str:
+        stream = draw(st.sampled_from(stream_names))
+        kind = draw(st.sampled_from([
+            "kernel", "kernel", "copy", "callback", "record", "wait", "record_f", "wait_f",
+            "reset", "notify", "await", "allreduce", "send", "recv", "alloc", "free",
+            "host", "host", "sync", "hnotify", "hawait", "halloc", "hfree",
+        ]))
+        if kind == "kernel":
+            return f"{stream}: kernel k{rw(loop_var)}{duration()}"
+        if kind == "callback":
+            return f"{stream}: callback cb{rw(loop_var)}{duration()}"
+        if kind == "copy":
+            direction = draw(st.sampled_from(["h2d", "d2h", "d2d"]))
+            if direction == "h2d":
+                return f"{stream}: copy {device_access(loop_var)} <- h{duration()}"
+            if direction == "d2h":
+                return f"{stream}: copy h <- {device_access(loop_var)}{duration()}"
+            return f"{stream}: copy {device_access(loop_var)} <- {device_access(loop_var)}{duration()}"
+        if kind == "record":
+            return f"{stream}: record e"
+        if kind == "wait":
+            return f"{stream}: wait e"
+        if kind == "record_f":
+            return f"{stream}: record f"
+        if kind == "wait_f":
+            return f"{stream}: wait f"
+        if kind == "reset":
+            return f"{stream}: reset f"
+        if kind == "notify":
+            return f"{stream}: notify n"
+        if kind == "await":
+            return f"{stream}: await n"
+        if kind in ("allreduce", "send", "recv"):
+            member = draw(st.sampled_from(comm_members))
+            other = comm_members[1] if member == comm_members[0] else comm_members[0]
+            if kind == "allreduce":
+                return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
+            if kind == "send":
+                return f"{member}: send c to {other} {device_access(loop_var)}{duration()}"
+            return f"{member}: recv c from {other} {device_access(loop_var)}{duration()}"
+        if kind == "alloc":
+            return f"{stream}: alloc {draw(st.sampled_from(whole_device))}"
+        if kind == "free":
+            return f"{stream}: free {draw(st.sampled_from(whole_device))}"
+        if kind == "host":
+            return f"host fn{rw(loop_var)}{duration()}"
+        if kind == "sync":
+            target = draw(st.sampled_from(stream_names + ["e", "f", "all", devices[0]]))
+            return f"sync {target}"
+        if kind == "hnotify":
+            return "notify n"
+        if kind == "hawait":
+            return "await n"
+        if kind == "halloc":
+            return f"alloc {draw(st.sampled_from(whole_device + ['h']))}"
+        return f"free {draw(st.sampled_from(whole_device + ['h']))}"
+
+    n_threads = draw(st.integers(1, 3))
+    budget = max_statements
+    bodies: list[list[str]] = [[] for _ in range(n_threads)]
+    # Every thread gets at least one statement, then the budget is spread at random.
+    order = list(range(n_threads)) + draw(
+        st.lists(st.integers(0, n_threads - 1), min_size=0, max_size=max(0, budget - n_threads))
+    )
+    used = 0
+    for thread in order:
+        if used >= budget:
+            break
+        if budget - used >= 2 and draw(st.integers(0, 9)) == 0:
+            inner = draw(st.integers(1, min(2, (budget - used) // 2)))
+            body = [statement("i") for _ in range(inner)]
+            bodies[thread].append("for i in 0..2 {")
+            bodies[thread] += ["  " + line for line in body]
+            bodies[thread].append("}")
+            used += 2 * inner
+            continue
+        if budget - used >= 2 and draw(st.integers(0, 3)) == 0:
+            # A hand-off idiom: signal on one stream (or the host), then wait on another.
+            first, second = draw(st.sampled_from(stream_names)), draw(st.sampled_from(stream_names))
+            signal, wait = draw(st.sampled_from([
+                (f"{first}: record e", f"{second}: wait e"),
+                (f"{first}: record e", "sync e"),
+                (f"{first}: record f", f"{second}: wait f"),
+                (f"{first}: notify n", f"{second}: await n"),
+                (f"{first}: kernel k writes a", f"sync {first}"),
+            ]))
+            bodies[thread] += [signal, wait]
+            used += 2
+            continue
+        bodies[thread].append(statement(None))
+        used += 1
+    for k, body in enumerate(bodies):
+        lines.append(f"thread t{k} {{")
+        lines += ["  " + line for line in body]
+        lines.append("}")
+    return "\n".join(lines) + "\n"

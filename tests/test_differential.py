@@ -1,0 +1,104 @@
+"""Differential testing: the SMT engine against the executor's exhaustive explorer.
+
+Both backends implement `docs/semantics.md` independently. On random small specs they must
+agree on every racing statement pair, every use-after-free / use-before-alloc, and whether
+some execution deadlocks; every SMT witness must replay in the executor and show its
+finding. A disagreement is saved under `tests/regressions/` (one spec per file, named by a
+hash of its text) and replayed by `test_regressions` from then on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from checker.executor.explore import explore
+from checker.executor.replay import confirm
+from checker.findings import FindingKind
+from checker.frontend import load_text
+from checker.smt.queries import Analysis
+from checker.smt.solve import Budget
+from strategies import specs
+
+REGRESSIONS = Path(__file__).parent / "regressions"
+EXAMPLES = int(os.environ.get("STREAMPROOF_DIFF_EXAMPLES", "300"))
+MAX_STATES = 200_000
+
+DEAD_KIND = {
+    "use-after-free": FindingKind.USE_AFTER_FREE,
+    "use-before-alloc": FindingKind.USE_BEFORE_ALLOC,
+}
+
+
+def compare(text: str) -> list[str]:
+    """Disagreements between the two backends on one spec (empty: they agree).
+
+    Returns None-equivalent [] when the explorer could not finish (nothing to compare)."""
+    program = load_text(text, "<random>").program
+    assert program is not None, "the strategy must produce valid specs"
+    exploration = explore(program, max_states=MAX_STATES)
+    if not exploration.complete:
+        return []
+    analysis = Analysis(program, Budget(timeout=60.0))
+    findings = analysis.run()
+    problems = []
+    unknown = [f.message for f in findings if f.kind is FindingKind.UNKNOWN]
+    if unknown:
+        problems.append(f"solver unknowns: {unknown}")
+    explored_races = set(exploration.race_pairs())
+    if analysis.racing != explored_races:
+        line = lambda i: program.statements[i].span.line  # noqa: E731
+        only_smt = sorted(analysis.racing - explored_races)
+        only_exec = sorted(explored_races - analysis.racing)
+        problems.append(
+            f"races differ: only smt {only_smt} (lines {[(line(a), line(b)) for a, b in only_smt]}), "
+            f"only executor {only_exec} (lines {[(line(a), line(b)) for a, b in only_exec]})"
+        )
+    explored_dead = {(u.statement, DEAD_KIND[u.kind]) for u in exploration.dead_uses}
+    if analysis.dead_uses != explored_dead:
+        problems.append(f"dead uses differ: smt {sorted(analysis.dead_uses)}, "
+                        f"executor {sorted(explored_dead)}")
+    smt_deadlock = any(f.kind is FindingKind.DEADLOCK for f in findings)
+    if smt_deadlock != bool(exploration.deadlocks):
+        problems.append(f"deadlock differs: smt {smt_deadlock}, executor {bool(exploration.deadlocks)}")
+    for finding in findings:
+        if finding.kind is FindingKind.UNKNOWN:
+            continue
+        confirmation = confirm(program, finding)
+        if not confirmation.ok:
+            problems.append(f"{finding.kind.value} witness of {finding.statements} does not "
+                            f"replay: {confirmation.reason}")
+    return problems
+
+
+def save_regression(text: str, problems: list[str]) -> Path:
+    REGRESSIONS.mkdir(exist_ok=True)
+    name = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = REGRESSIONS / f"r_{name}.sched"
+    header = "".join(f"# {line}\n" for line in problems)
+    path.write_text(header + text)
+    return path
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_smt_agrees_with_explorer(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    problems = compare(text)
+    if problems:
+        path = save_regression(text, problems)
+        pytest.fail(f"backends disagree (saved as {path}):\n" + "\n".join(problems) + "\n" + text)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(REGRESSIONS.glob("*.sched")) if REGRESSIONS.exists() else [],
+    ids=lambda p: p.stem,
+)
+def test_regressions(path: Path) -> None:
+    problems = compare(path.read_text())
+    assert not problems, "\n".join(problems)
