@@ -69,6 +69,10 @@ class _Lowerer:
         self.resolving: list[str] = []
         self.origin_ids: dict[int, int] = {}
         self.buffer_spans: list[tuple[str, Span]] = []
+        self.thread_names: dict[str, Thread] = {}
+        self.comm_members: list[frozenset[int]] = []
+        self.streams_on: dict[int, int] = {}
+        """Streams declared so far per device (the next one's hardware queue position)."""
 
     # -- declarations ---------------------------------------------------------------------
 
@@ -212,7 +216,8 @@ class _Lowerer:
         queues = self.devices[device].queues
         first = len(self.streams)
         for offset, name in enumerate(names):
-            position = sum(1 for s in self.streams if s.device == device)
+            position = self.streams_on.get(device, 0)
+            self.streams_on[device] = position + 1
             self.streams.append(Stream(
                 first + offset, name, device, decl.priority[0] if decl.priority else 0, mode,
                 position % queues if queues else None, decl.span,
@@ -233,19 +238,22 @@ class _Lowerer:
 
     def comm(self, decl: ast.CommDecl) -> None:
         members: list[int] = []
+        seen: set[int] = set()
         for ref in decl.members:
             entity = self.entities.get(ref.name.text)
             if entity is not None and entity.kind != "stream":
                 raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
                                       ref.span, "not a stream", help="a comm lists one stream per rank"))
             stream = self.resolve(ref, {}, "stream")
-            if stream in members:
+            if stream in seen:
                 raise SpecError(error(Code.SP011, f"stream `{self.streams[stream].name}` is in comm `{decl.name.text}` twice",
                                       ref.span))
             members.append(stream)
+            seen.add(stream)
         index = len(self.comms)
         self.entities[decl.name.text] = _Entity("comm", decl, (index,), False)
         self.comms.append(Comm(index, decl.name.text, tuple(members), decl.span))
+        self.comm_members.append(frozenset(members))
 
     # -- expressions and references --------------------------------------------------------
 
@@ -363,10 +371,10 @@ class _Lowerer:
     def thread(self, decl: ast.ThreadDecl) -> None:
         # Threads are never referenced, so their names live apart from everything else
         # (`thread main` beside `stream main` is fine).
-        for other in self.threads:
-            if other.name == decl.name.text:
-                raise SpecError(error(Code.SP011, f"thread `{decl.name.text}` is declared twice", decl.name.span,
-                                      "declared again here", secondary=((other.span, "first declared here"),)))
+        other = self.thread_names.get(decl.name.text)
+        if other is not None:
+            raise SpecError(error(Code.SP011, f"thread `{decl.name.text}` is declared twice", decl.name.span,
+                                  "declared again here", secondary=((other.span, "first declared here"),)))
         if decl.name.text in KEYWORDS:
             raise SpecError(error(Code.SP022, f"`{decl.name.text}` is a keyword and cannot name a thread",
                                   decl.name.span, "keyword"))
@@ -375,6 +383,7 @@ class _Lowerer:
         self.thread_statements: list[int] = []
         self.block(decl.body, {}, ())
         self.threads.append(Thread(index, decl.name.text, tuple(self.thread_statements), decl.span))
+        self.thread_names[decl.name.text] = self.threads[-1]
 
     def spend(self, span: Span, what: str) -> None:
         self.budget += 1
@@ -493,14 +502,15 @@ class _Lowerer:
         elif op in ("allreduce", "send", "recv"):
             comm_index = self.resolve(node.target, env, "comm")
             comm = self.comms[comm_index]
-            if stream_index not in comm.members:
+            members = self.comm_members[comm_index]
+            if stream_index not in members:
                 raise SpecError(error(Code.SP021, f"stream `{stream.name}` is not a member of comm `{comm.name}`",
                                       node.stream.span, "not in the comm",
                                       secondary=((comm.span, "comm declared here"),)))
             peer = None
             if op != "allreduce":
                 peer = self.resolve(node.peer, env, "stream")
-                if peer not in comm.members:
+                if peer not in members:
                     raise SpecError(error(Code.SP021, f"stream `{self.streams[peer].name}` is not a member of comm `{comm.name}`",
                                           node.peer.span, "not in the comm",
                                           secondary=((comm.span, "comm declared here"),)))
@@ -534,21 +544,30 @@ class _Lowerer:
         and the k-th send A->B with the k-th recv on B from A."""
         groups: list[Group] = []
         statements = self.statements
+        allreduces: dict[tuple[int, int], list[int]] = {}
+        pairs: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}  # (comm, from, to)
+        for s in statements:
+            if s.comm is None:
+                continue
+            if s.op is Op.ALLREDUCE:
+                allreduces.setdefault((s.comm, s.stream), []).append(s.index)
+            elif s.op is Op.SEND:
+                pairs.setdefault((s.comm, s.stream, s.peer), ([], []))[0].append(s.index)
+            elif s.op is Op.RECV:
+                pairs.setdefault((s.comm, s.peer, s.stream), ([], []))[1].append(s.index)
         for comm in self.comms:
-            per_stream = {m: [s.index for s in statements if s.comm == comm.index and s.stream == m and s.op is Op.ALLREDUCE]
-                          for m in comm.members}
-            rounds = max((len(v) for v in per_stream.values()), default=0)
+            per_stream = [allreduces.get((comm.index, m), []) for m in comm.members]
+            rounds = max((len(v) for v in per_stream), default=0)
             for k in range(rounds):
-                members = tuple(v[k] for v in per_stream.values() if k < len(v))
+                members = tuple(v[k] for v in per_stream if k < len(v))
                 groups.append(Group(len(groups), GroupKind.ALLREDUCE, comm.index, k, members,
                                     len(members) == len(comm.members)))
-            for a in comm.members:
-                for b in comm.members:
-                    sends = [s.index for s in statements if s.comm == comm.index and s.op is Op.SEND and s.stream == a and s.peer == b]
-                    recvs = [s.index for s in statements if s.comm == comm.index and s.op is Op.RECV and s.stream == b and s.peer == a]
-                    for k in range(max(len(sends), len(recvs))):
-                        members = tuple(x[k] for x in (sends, recvs) if k < len(x))
-                        groups.append(Group(len(groups), GroupKind.SENDRECV, comm.index, k, members, len(members) == 2))
+            rank = {m: i for i, m in enumerate(comm.members)}
+            for key in sorted((key for key in pairs if key[0] == comm.index), key=lambda k: (rank[k[1]], rank[k[2]])):
+                sends, recvs = pairs[key]
+                for k in range(max(len(sends), len(recvs))):
+                    members = tuple(x[k] for x in (sends, recvs) if k < len(x))
+                    groups.append(Group(len(groups), GroupKind.SENDRECV, comm.index, k, members, len(members) == 2))
         if not groups:
             return ()
         member_of = {m: g.index for g in groups for m in g.members}
@@ -560,11 +579,10 @@ class _Lowerer:
     def usage_warnings(self, program: Program) -> None:
         used_streams = {s.stream for s in program.statements if s.stream is not None}
         used_streams |= {s.target for s in program.statements if s.sync is SyncKind.STREAM}
+        used_declarations = {program.streams[i].span for i in used_streams if i is not None}
         for stream in program.streams:
             if stream.index not in used_streams and program.threads:
-                if stream.name.endswith("]") and any(
-                    other.span == stream.span and other.index in used_streams for other in program.streams
-                ):
+                if stream.name.endswith("]") and stream.span in used_declarations:
                     continue
                 name = stream.name.split("[")[0] if stream.name.endswith("]") else stream.name
                 what = "stream array" if name != stream.name else "stream"
