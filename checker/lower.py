@@ -139,7 +139,7 @@ class _Lowerer:
 
     def device(self, decl: ast.DeviceDecl) -> None:
         engines: dict[Engine, int] = {}
-        launch = 0
+        launch, launch_given = 0, False
         queues = None
         for item in decl.items:
             if isinstance(item, ast.EngineItem):
@@ -151,8 +151,12 @@ class _Lowerer:
                                           help=f"an engine has 1 to {MAX_ENGINE_UNITS} units"))
                 engines[engine] = item.count
             elif isinstance(item, ast.LaunchItem):
-                launch = item.duration.nanoseconds
+                if launch_given:
+                    raise SpecError(error(Code.SP024, "`launch` is given twice", item.span))
+                launch, launch_given = item.duration.nanoseconds, True
             else:
+                if queues is not None:
+                    raise SpecError(error(Code.SP024, "`queues` is given twice", item.span))
                 if not 1 <= item.count <= MAX_ENGINE_UNITS:
                     raise SpecError(error(Code.SP024, f"`queues {item.count}` is out of range", item.span,
                                           help=f"a device has 1 to {MAX_ENGINE_UNITS} hardware queues"))

@@ -208,15 +208,23 @@ class _ToAst(Transformer_NonRecursive):
         device = None
         priority = None
         mode = "blocking"
+        mode_span = None
         for part in rest:
             if isinstance(part, Token):
                 device = _name(part)
             elif part.tag == "array":
                 count = part.value
             elif part.tag == "priority":
+                if priority is not None:
+                    raise SpecError(error(Code.SP002, "`priority` is given twice", part.span, "second priority",
+                                          secondary=((priority[1], "first priority"),)))
                 priority = (part.value, part.span)
             else:
-                mode = part.tag
+                if mode_span is not None:
+                    raise SpecError(error(Code.SP002, "a stream is either `legacy` or `nonblocking`, once",
+                                          part.span, f"`{part.tag}` again" if part.tag == mode else "conflicting mode",
+                                          secondary=((mode_span, "first given here"),)))
+                mode, mode_span = part.tag, part.span
         return ast.StreamDecl(_name(name), count, device, priority, mode, span_of(meta))
 
     def priority(self, meta, level):
@@ -232,10 +240,10 @@ class _ToAst(Transformer_NonRecursive):
         return _int_literal(token)
 
     def legacy(self, meta):
-        return _Marker("legacy")
+        return _Marker("legacy", None, span_of(meta))
 
     def nonblocking(self, meta):
-        return _Marker("nonblocking")
+        return _Marker("nonblocking", None, span_of(meta))
 
     def event_decl(self, meta, name, *rest):
         tags = {m.tag: m for m in rest}

@@ -529,6 +529,8 @@ def test_sp023_alias_cycles():
     ("compute 0", 12, "engine count 0 is out of range"),
     ("copy 5000", 12, "engine count 5000"),
     ("queues 0", 12, "`queues 0` is out of range"),
+    ("launch 1us launch 2us", 23, "`launch` is given twice"),
+    ("queues 1 queues 2", 21, "`queues` is given twice"),
 ])
 def test_sp024_device(items, column, message):
     assert_error(f"device g {{ {items} }}\n", Code.SP024, 1, column, message=message)

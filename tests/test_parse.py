@@ -459,3 +459,23 @@ def test_unknown_mistake_falls_back_to_the_token():
     diagnostic = only_error(thread("for i in range(3) {", "}"))
     assert diagnostic.message == "unexpected `(`"
     assert diagnostic.help.startswith("expected ")
+
+
+@pytest.mark.parametrize("options,column,message", [
+    ("legacy nonblocking", 22, "a stream is either `legacy` or `nonblocking`, once"),
+    ("legacy legacy", 22, "a stream is either `legacy` or `nonblocking`, once"),
+    ("priority high legacy priority 3", 36, "`priority` is given twice"),
+])
+def test_stream_options_given_twice(options, column, message):
+    diagnostic = assert_error(f"device d\nstream s on d {options}\n", Code.SP002, 2, column, message=message)
+    assert diagnostic.annotations[1].primary is False
+
+
+def test_stream_options_in_any_order():
+    (_, stream) = decls("device d\nstream s on d nonblocking priority low\n")
+    assert stream.mode == "nonblocking" and stream.priority[0] == PRIORITY_LOW
+
+
+def test_comment_sign_inside_a_title():
+    (title,) = decls('spec "a # not a comment" # a comment\n')
+    assert title.title == "a # not a comment"
