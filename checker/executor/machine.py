@@ -402,11 +402,8 @@ class Machine:
     # ------------------------------------------------------------------ legality
 
     def begun(self, state, task: int) -> bool:
-        """A running task has begun once it started (whatever its duration: conformance c17
-        orders a kernel without a duration behind the legacy stream), an instant task once
-        it completed (docs/semantics.md)."""
-        s = state.status[task]
-        return s == DONE or s == RUNNING
+        """A task has begun once it has taken its first step (`start` or `complete`)."""
+        return state.status[task] >= RUNNING
 
     def _deps_blocker(self, state, task: int) -> str | None:
         slot = self.dslot[task]
@@ -472,6 +469,7 @@ class Machine:
         return None
 
     def _end_blocker(self, state, task: int) -> str | None:
+        """`end` of a running task needs only that it has started."""
         if state.status[task] != RUNNING:
             return "not running"
         return None
