@@ -194,8 +194,9 @@ class Encoding:
         return self.step(StepKind.COMPLETE, statement.index)
 
     def begin(self, statement: Statement) -> int:
-        """The step at which a task has *begun* (start if it takes time, else completion)."""
-        if statement.op in INTERVAL_TASK_OPS and statement.duration > 0:
+        """The step at which a task has *begun*: a running task's start (whatever its
+        duration, as rules 2 and 3 are asked at the first step), an instant task's completion."""
+        if statement.op in INTERVAL_TASK_OPS:
             return self.step(StepKind.START, statement.index)
         return self.completion(statement)
 
