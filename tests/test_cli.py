@@ -264,3 +264,48 @@ def test_no_color_has_no_colour_codes(run, monkeypatch):
     status, out, _ = run("check", C01)
     # no SGR colour parameters (30-37, 38;..., 90-97)
     assert not re.search(r"\x1b\[[0-9;]*(3[0-8]|9[0-7])[;m]", out)
+
+
+# -- the documentation's examples ---------------------------------------------------------
+
+DOCS = CONFORMANCE.parent.parent / "docs"
+
+
+def _code_examples():
+    text = (DOCS / "codes.md").read_text()
+    sections = re.split(r"^### (SP\d{3})\b", text, flags=re.M)
+    for code, body in zip(sections[1::2], sections[2::2]):
+        block = re.search(r"```sched\n(.*?)```", body, re.S)
+        yield code, block.group(1) if block else None
+
+
+def test_codes_doc_covers_every_code():
+    from checker.codes import Code
+
+    assert [code for code, _ in _code_examples()] == [c.value for c in Code]
+
+
+@pytest.mark.parametrize("code,example", [pair for pair in _code_examples() if pair[1]], ids=lambda v: v[:5])
+def test_codes_doc_example_produces_its_code(run, tmp_path, code, example):
+    spec = tmp_path / "example.sched"
+    spec.write_text(example)
+    options = example.splitlines()[0].removeprefix("# streamproof check").split() if example.startswith(
+        "# streamproof check") else []
+    status, out, err = run("check", "--format", "json", *options, spec)
+    file = json.loads(out)["files"][0]
+    codes = {d["code"] for d in file["diagnostics"]} | {f["code"] for f in file["findings"]}
+    assert code in codes, (codes, out)
+    expected_status = {"0": 2, "1": 1}.get(code[2], 1 if code != "SP402" else 2)
+    if code.startswith("SP05"):
+        expected_status = 1 if code == "SP052" else 0  # an await that nothing notifies deadlocks
+    assert status == expected_status
+
+
+def test_language_doc_tour_is_clean_and_breaks_without_its_wait(run, tmp_path):
+    tour = re.search(r"```\n(.*?)```", (DOCS / "language.md").read_text(), re.S).group(1)
+    spec = tmp_path / "tour.sched"
+    spec.write_text(tour)
+    assert run("check", spec)[0] == 0
+    spec.write_text("\n".join(line for line in tour.splitlines() if "worker: wait loaded" not in line))
+    status, out, _ = run("check", spec)
+    assert status == 1 and "error[SP101]" in out
