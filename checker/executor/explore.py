@@ -38,6 +38,8 @@ class DeadUseFound:
     kind: str
     """"use-after-free" or "use-before-alloc"."""
     witness: Witness
+    free: int | None = None
+    """For a use after free: the free that (last) killed the bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +177,8 @@ class _Explorer:
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
-                        uses[(i, kind)] = DeadUseFound(i, kind, Witness(tuple(path) + (step,)))
+                        free = m.killer(state, i) if kind == "use-after-free" else None
+                        uses[(i, kind)] = DeadUseFound(i, kind, Witness(tuple(path) + (step,)), free)
             nxt = tr.state
             if nxt in visited:
                 continue
@@ -196,56 +199,68 @@ class _Explorer:
         )
 
 
-def _buffer_names(program: Program, i: int, j: int | None) -> tuple[str | None, str | None]:
-    """The declared buffer and memory element two statements conflict on (or one touches)."""
-    a = program.statements[i]
-    if j is None:
-        for acc in a.accesses:
-            mem = program.memories[acc.memory]
-            return mem.buffer, mem.name
-        return None, None
-    b = program.statements[j]
-    for x in a.accesses:
-        for y in b.accesses:
+def _conflict_memory(program: Program, i: int, j: int):
+    """The memory two statements conflict on (None if they do not)."""
+    for x in program.statements[i].accesses:
+        for y in program.statements[j].accesses:
             if x.conflicts(y):
-                mem = program.memories[x.memory]
-                return mem.buffer, mem.name
-    return None, None
+                return program.memories[x.memory]
+    return None
 
 
 def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
+    """Findings in the shape every backend reports: one per source statement (pair), with
+    `instances` counting the loop instances the exploration found."""
     out: list[Finding] = []
+    st = program.statements
+    races: dict[tuple[int, int], list] = {}
     for r in result.races:
-        buffer, memory = _buffer_names(program, r.a, r.b)
-        sa, sb = program.statements[r.a], program.statements[r.b]
+        key = (min(st[r.a].origin, st[r.b].origin), max(st[r.a].origin, st[r.b].origin))
+        races.setdefault(key, []).append(r)
+    for group in races.values():
+        r = group[0]
+        a, b = st[r.a], st[r.b]
+        memory = _conflict_memory(program, r.a, r.b)
         out.append(Finding(
-            kind=FindingKind.RACE,
-            message=(f"`{program.describe(sa)}` (line {sa.span.line}) and `{program.describe(sb)}` "
-                     f"(line {sb.span.line}) can run at the same time on {memory}"),
-            statements=(r.a, r.b),
-            buffer=buffer,
-            memory=memory,
-            witness=r.witness,
+            FindingKind.RACE,
+            f"race on `{memory.name}`: {program.describe(a)} and {program.describe(b)} can run at "
+            f"the same time",
+            (r.a, r.b), memory.buffer, memory.name, len(group), r.witness,
+            help="order them with an event (record on one stream, wait on the other) or a sync",
         ))
+    uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
-        buffer, memory = _buffer_names(program, u.statement, None)
-        st = program.statements[u.statement]
-        kind = FindingKind.USE_AFTER_FREE if u.kind == "use-after-free" else FindingKind.USE_BEFORE_ALLOC
-        when = "after it is freed" if kind is FindingKind.USE_AFTER_FREE else "before it is allocated"
-        out.append(Finding(
-            kind=kind,
-            message=f"`{program.describe(st)}` (line {st.span.line}) can touch {memory} {when}",
-            statements=(u.statement,),
-            buffer=buffer,
-            memory=memory,
-            witness=u.witness,
-        ))
+        uses.setdefault((st[u.statement].origin, u.kind), []).append(u)
+    for (_, kind_name), group in uses.items():
+        u = group[0]
+        s = st[u.statement]
+        memory = program.memories[s.accesses[0].memory] if s.accesses else None
+        for acc in s.accesses:
+            if program.memories[acc.memory].index in {x.memory for x in st if x.memory is not None}:
+                memory = program.memories[acc.memory]
+                break
+        name = memory.name if memory else "?"
+        if kind_name == "use-after-free":
+            kind = FindingKind.USE_AFTER_FREE
+            message = f"{program.describe(s)} can touch `{name}` after it is freed"
+            statements = (u.statement,) + ((u.free,) if u.free is not None else ())
+            help_text = ("make the free wait for every use (record an event after the use and wait "
+                         "on it before the free)")
+        else:
+            kind = FindingKind.USE_BEFORE_ALLOC
+            message = f"{program.describe(s)} can touch `{name}` before it is allocated"
+            statements = (u.statement,)
+            help_text = "order the alloc before every use (same stream, an event, or a sync)"
+        out.append(Finding(kind, message, statements, memory.buffer if memory else None,
+                           name if memory else None, len(group), u.witness, help=help_text))
     for d in result.deadlocks:
+        lines = ", ".join(str(st[i].span.line) for i, _ in d.stuck[:6])
         out.append(Finding(
-            kind=FindingKind.DEADLOCK,
-            message="some execution stops with work left that can never progress",
-            statements=tuple(i for i, _ in d.stuck),
+            FindingKind.DEADLOCK,
+            f"deadlock: {len(d.stuck)} statement(s) can never complete (lines {lines})",
+            tuple(i for i, _ in d.stuck),
             witness=d.witness,
             stuck=tuple(Stuck(i, w) for i, w in d.stuck),
+            help="every wait, sync and collective needs a partner that can still arrive",
         ))
     return tuple(out)

@@ -465,7 +465,8 @@ class Machine:
         for m in group.members:
             why = self._first_step_blocker(state, m)
             if why:
-                return f"group member {self.describe(m)}: {why}"
+                comm = self.program.comms[group.comm].name
+                return f"its {comm} group needs {self.describe(m)}, which is {why}"
         return None
 
     def _end_blocker(self, state, task: int) -> str | None:
@@ -727,6 +728,15 @@ class Machine:
             uses = tuple(u)
         return races, uses
 
+    def killer(self, state, i: int) -> int | None:
+        """The completed free whose bytes statement i touches and that are dead now."""
+        bad = state.dead & state.freed & self.touch[i]
+        found = None
+        for st in self.program.statements:
+            if st.op is _OP_FREE and state.status[st.index] == DONE and self.life[st.index] & bad:
+                found = st.index
+        return found
+
     def _capture_deps(self, tails, stream: int) -> tuple[tuple[int, int], ...]:
         """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3).
 
@@ -783,9 +793,12 @@ class Machine:
             why = self.blocker(state, self.steps[kind][i]) or "can still move"
             out.append((i, f"{p.describe(p.statements[i])}: {why}"))
         for q in state.queues:
-            for h in q:
+            for k, h in enumerate(q):
                 st = p.statements[h]
-                if state.status[h] == RUNNING:
+                if k:
+                    why = (f"waiting for {self.describe(q[0])} ahead of it on "
+                           f"{p.streams[st.stream].name}")
+                elif state.status[h] == RUNNING:
                     why = self._end_blocker(state, h) or "can still end"
                 elif self.group_of[h] is not None:
                     why = self._group_blocker(state, self.group_of[h]) or "can still start"
