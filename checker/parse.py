@@ -704,7 +704,24 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     expected = _describe_expected(parser, set(getattr(exc, "accepts", None) or exc.expected or ()))
     headline = message or f"unexpected {found}"
     help_text = f"expected {expected}" if expected else ""
-    return error(Code.SP002, headline, span, f"unexpected {found}", help=help_text)
+    secondary = ()
+    if found == "end of file":
+        opening = _unclosed_brace(text)
+        if opening is not None:
+            secondary = ((_span_at(text, opening, 1), "this `{` is never closed"),)
+    return error(Code.SP002, headline, span, f"unexpected {found}", help=help_text, secondary=secondary)
+
+
+def _unclosed_brace(text: str) -> int | None:
+    """Offset of the innermost `{` left open at the end of the text (comments and titles skipped)."""
+    opened: list[int] = []
+    for match in re.finditer(r'#[^\n]*|"[^"\n]*"|[{}]', text):
+        token = match.group()
+        if token == "{":
+            opened.append(match.start())
+        elif token == "}" and opened:
+            opened.pop()
+    return opened[-1] if opened else None
 
 
 def _span_at(text: str, offset: int, length: int) -> Span:

@@ -479,3 +479,10 @@ def test_stream_options_in_any_order():
 def test_comment_sign_inside_a_title():
     (title,) = decls('spec "a # not a comment" # a comment\n')
     assert title.title == "a # not a comment"
+
+
+def test_missing_brace_points_at_the_open_one():
+    source = "device d\nstream s on d\nthread t {\n  for i in 0..2 { # {\n    s: kernel k\n"
+    diagnostic = assert_error(source, Code.SP002, 5, 16, message="missing `}`")
+    (opening,) = [a for a in diagnostic.annotations if not a.primary]
+    assert (opening.span.line, opening.span.column, opening.label) == (4, 17, "this `{` is never closed")
