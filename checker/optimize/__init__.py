@@ -1,0 +1,222 @@
+"""`streamproof optimize`: the minimum makespan of a program and its overlap bound.
+
+Public API:
+
+* `optimize(program, timeout=30.0, progress=None) -> OptimizeResult`: the simulated makespan,
+  the program's minimum makespan (`program`), the overlap bound (`bound`) and the instant
+  lower bound (`lower`), with the schedules behind them and a report.
+* `OptimizeResult.to_json()`: the per-file object of `optimize --format json` (ms).
+* `emit(program, result) -> str`: a spec that reaches the bound (see `checker/optimize/emit.py`).
+* `check_makespan(program, result) -> tuple[MakespanVerdict, ...]`: `expect makespan <= D`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from checker.ir import NS_PER_MS, ExpectKind, Expectation, Program
+from checker.optimize import core
+from checker.optimize.model import (
+    TimedModel, Unsupported, bound_model, program_model,
+)
+from checker.optimize.report import Report, classify, engine_use
+from checker.optimize.schedule import Schedule, Slot, build
+from checker.optimize.search import Progress, SearchResult, minimize
+
+__all__ = [
+    "optimize", "OptimizeResult", "Progress", "Schedule", "Slot", "Report", "emit",
+    "check_makespan", "MakespanVerdict",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizeResult:
+    """Everything `optimize` found about one program (times in ns; None when unknown)."""
+
+    path: str
+    simulated: int | None
+    program: int | None
+    bound: int | None
+    lower: int
+    optimal_program: bool
+    optimal_bound: bool
+    proven_lower_program: int
+    proven_lower_bound: int
+    program_schedule: Schedule | None
+    bound_schedule: Schedule | None
+    report: Report
+    notes: tuple[str, ...]
+    deadlock: bool = False
+    """The program can deadlock: it has no makespan."""
+    ir: Program | None = field(default=None, compare=False, repr=False)
+    """The program the result is about (for renderers)."""
+
+    def to_json(self) -> dict:
+        ms = lambda ns: None if ns is None else ns / NS_PER_MS  # noqa: E731
+        program = self.ir
+        return {
+            "path": self.path,
+            "makespan": {"simulated": ms(self.simulated), "program": ms(self.program),
+                         "bound": ms(self.bound), "lower": ms(self.lower)},
+            "optimal": {"program": self.optimal_program, "bound": self.optimal_bound},
+            "proven_lower": {"program": ms(self.proven_lower_program),
+                             "bound": ms(self.proven_lower_bound)},
+            "schedules": {
+                "program": None if self.program_schedule is None or program is None
+                else self.program_schedule.to_json(program),
+                "bound": None if self.bound_schedule is None or program is None
+                else self.bound_schedule.to_json(program),
+            },
+            "report": self.report.to_json(),
+            "notes": list(self.notes),
+        }
+
+
+def _simulate(program: Program) -> tuple[int | None, str | None]:
+    """The executor's simulated makespan, when the executor provides one."""
+    try:
+        from checker.executor.simulate import simulate
+    except ImportError:
+        return None, "the executor's simulation is not available"
+    try:
+        return int(simulate(program).makespan), None
+    except Exception as exc:  # the simulation's failure must not hide the optimum
+        return None, f"the simulation failed: {exc}"
+
+
+def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] | None:
+    """Carry a schedule of the program over to its relaxation (same steps, fewer of them)."""
+    at = {(n.kind, n.statement): times[n.index] for n in source.nodes}
+    out = []
+    for node in target.nodes:
+        key = (node.kind, node.statement)
+        if key not in at:
+            return None
+        out.append(at[key])
+    return tuple(out)
+
+
+def optimize(program: Program, timeout: float = 30.0,
+             progress: Callable[[Progress], None] | None = None,
+             rlimit: int | None = None) -> OptimizeResult:
+    """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
+
+    Never claims optimality it has not proved: on a timeout the best schedules found are
+    reported with `optimal` false and the best proven lower bounds.
+    """
+    start = time.monotonic()
+    deadline = start + max(0.0, timeout)
+    notes: list[str] = []
+    simulated, why = _simulate(program)
+    if why:
+        notes.append(why)
+    exact = program_model(program)
+    if isinstance(exact, Unsupported):
+        return _unsupported(program, exact, simulated, notes)
+    g = core.graph(exact)
+    relaxed = bound_model(program, exact)
+    if isinstance(relaxed, Unsupported):  # pragma: no cover - a relaxation of an acyclic model
+        return _unsupported(program, relaxed, simulated, notes)
+    lower = core.lower_bound(relaxed)
+    half = start + (deadline - start) / 2
+    prog = minimize(exact, "program", half, progress, rlimit)
+    seed = _restrict(exact, prog.times, relaxed)
+    bnd = minimize(relaxed, "bound", deadline, progress, rlimit, seed_times=seed)
+    if not prog.optimal and bnd.lower > prog.lower:
+        prog = SearchResult(prog.times, prog.makespan, min(prog.makespan, bnd.lower),
+                            prog.makespan <= bnd.lower, prog.reason, prog.probes)
+    if not prog.optimal and time.monotonic() < deadline - 0.05:
+        prog = minimize(exact, "program", deadline, progress, rlimit,
+                        extra_lower=prog.lower, seed_times=prog.times)
+    if not prog.optimal:
+        notes.append(f"program: {prog.reason}; best found {prog.makespan / NS_PER_MS:g} ms, "
+                     f"proven at least {prog.lower / NS_PER_MS:g} ms")
+    if not bnd.optimal:
+        notes.append(f"bound: {bnd.reason}; best found {bnd.makespan / NS_PER_MS:g} ms, "
+                     f"proven at least {bnd.lower / NS_PER_MS:g} ms")
+    program_schedule = build(exact, prog.times, "program")
+    bound_schedule = build(relaxed, bnd.times, "bound")
+    if simulated is not None and simulated < prog.makespan:
+        notes.append("the simulation beat the optimizer's schedule: the two disagree on timing")
+    report = Report(simulated, prog.makespan, bnd.makespan, lower.reported,
+                    engine_use(exact, prog.times, prog.makespan),
+                    classify(exact, prog.times, prog.makespan), tuple(notes))
+    result = OptimizeResult(
+        program.path, simulated, prog.makespan, bnd.makespan, lower.reported,
+        prog.optimal, bnd.optimal, prog.lower, bnd.lower, program_schedule, bound_schedule,
+        report, tuple(notes), ir=program,
+    )
+    return result
+
+
+def _unsupported(program: Program, why: Unsupported, simulated: int | None,
+                 notes: list[str]) -> OptimizeResult:
+    notes.append(why.reason if why.deadlock else
+                 f"no exact model: {why.reason}; `program` and `bound` are the simulated makespan "
+                 "and are not proven optimal")
+    value = None if why.deadlock else simulated
+    lower = 0 if why.deadlock else _loose_lower(program)
+    report = Report(simulated, value, value, lower, (), None, tuple(notes))
+    return OptimizeResult(program.path, simulated, value, value, lower, False, False, lower, lower,
+                          None, None, report, tuple(notes), deadlock=why.deadlock, ir=program)
+
+
+def _loose_lower(program: Program) -> int:
+    """max(busiest engine's work / its count, busiest host thread's own time): needs no order."""
+    from checker.optimize.model import is_running, launch_of
+
+    work: dict[tuple[int, object], int] = {}
+    for st in program.statements:
+        if is_running(st) and st.engine is not None and st.device is not None:
+            work[(st.device, st.engine)] = work.get((st.device, st.engine), 0) + st.duration
+    load = max((-(-w // max(1, program.devices[d].count(e))) for (d, e), w in work.items()), default=0)
+    host = 0
+    for thread in program.threads:
+        total = 0
+        for i in thread.statements:
+            st = program.statements[i]
+            total += launch_of(program, st) + (st.duration if st.stream is None else 0)
+        host = max(host, total)
+    return max(load, host)
+
+
+@dataclass(frozen=True, slots=True)
+class MakespanVerdict:
+    """`expect makespan <= D` against the program optimum: `met`, `violated` or `unknown`."""
+
+    expectation: Expectation
+    status: str
+    message: str
+
+
+def check_makespan(program: Program, result: OptimizeResult) -> tuple[MakespanVerdict, ...]:
+    """Verdicts of the spec's `expect makespan <= D` lines (fails when the optimum exceeds D)."""
+    out = []
+    for exp in program.expectations:
+        if exp.kind is not ExpectKind.MAKESPAN or exp.limit is None:
+            continue
+        limit = exp.limit / NS_PER_MS
+        if result.deadlock:
+            out.append(MakespanVerdict(exp, "violated", "the program can deadlock: it has no makespan"))
+        elif result.program is not None and result.program <= exp.limit:
+            out.append(MakespanVerdict(exp, "met",
+                                       f"minimum makespan {result.program / NS_PER_MS:g} ms <= {limit:g} ms"))
+        elif result.optimal_program or result.proven_lower_program > exp.limit:
+            best = result.program if result.optimal_program else result.proven_lower_program
+            out.append(MakespanVerdict(exp, "violated",
+                                       f"minimum makespan {best / NS_PER_MS:g} ms exceeds {limit:g} ms"
+                                       + ("" if result.optimal_program else " (proven lower bound)")))
+        else:
+            out.append(MakespanVerdict(exp, "unknown",
+                                       f"no schedule within {limit:g} ms found and none ruled out "
+                                       "in the time limit"))
+    return tuple(out)
+
+
+def emit(program: Program, result: OptimizeResult) -> str:
+    """A spec with the same work whose minimum makespan is the overlap bound."""
+    from checker.optimize.emit import synthesize
+
+    return synthesize(program, result)

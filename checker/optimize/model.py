@@ -1,0 +1,442 @@
+"""Timed models: a program (or its overlap relaxation) as a graph of step-time constraints.
+
+A `TimedModel` has one node per step of the execution (`issue`, `return`, `start`, `end`,
+`complete`; a collective group's members share one `start` node) and edges `(u, v, w)`
+meaning `t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
+Running tasks of positive duration occupy one unit of an engine (a `Resource`) while they run.
+The makespan is the latest node time.
+
+This is exact for *deterministic* programs: orders that do not depend on how threads
+interleave (each stream, event and hardware queue used by one thread, snapshot events only,
+no notifies). `program_model` returns `None` with a reason for any other program.
+
+`bound_model` is the overlap relaxation: the same work, host threads and engines, but stream
+order and events dropped; only happens-before orders of conflicting accesses, thread order,
+launch costs and the blocking of syncs and pageable copies are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import Engine, Op, Program, Statement, StreamMode, SyncKind
+from checker.witness import INTERVAL_TASK_OPS, StepKind, holds_thread
+
+EVENT_OPS = frozenset({Op.RECORD, Op.WAIT, Op.RESET, Op.NOTIFY, Op.AWAIT})
+"""Stream statements that only synchronize: dropped by the overlap relaxation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One engine of one device: `capacity` units."""
+
+    index: int
+    device: int
+    engine: Engine
+    capacity: int
+    name: str
+    """`npu0.compute`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One step. `anchor` is the start node an `end` node is pinned to (`offset` later)."""
+
+    index: int
+    kind: StepKind
+    statement: int
+    anchor: int | None = None
+    offset: int = 0
+    uses: tuple[tuple[int, int], ...] = ()
+    """(resource, duration) units a `start` node occupies from its time on."""
+    members: tuple[int, ...] = ()
+    """A collective's `start`: every member statement it starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimedModel:
+    """Nodes, edges `(u, v, w)` meaning `t(v) >= t(u) + w`, and the engines."""
+
+    program: Program
+    relaxed: bool
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[int, int, int], ...]
+    resources: tuple[Resource, ...]
+    order: tuple[int, ...]
+    """A topological order of the nodes."""
+    first: tuple[tuple[int, int], ...]
+    """(statement, node): the first step of each statement in the model."""
+    completion: tuple[tuple[int, int], ...]
+    """(statement, node): the step at which each statement has completed."""
+    statements: tuple[int, ...]
+    """Statements the model schedules (the relaxation drops event operations)."""
+
+    def first_of(self) -> dict[int, int]:
+        return dict(self.first)
+
+    def completion_of(self) -> dict[int, int]:
+        return dict(self.completion)
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """Why no exact model exists for a program."""
+
+    reason: str
+    deadlock: bool = False
+
+
+def launch_of(program: Program, statement: Statement) -> int:
+    """Host time the statement costs its thread at `issue` (enqueues only)."""
+    if statement.stream is None:
+        return 0
+    return program.devices[program.streams[statement.stream].device].launch
+
+
+def is_running(statement: Statement) -> bool:
+    return statement.stream is not None and statement.op in INTERVAL_TASK_OPS
+
+
+def nondeterminism(program: Program) -> str | None:
+    """Why the program's orders depend on the interleaving of its threads, or None."""
+    owner_stream: dict[int, int] = {}
+    owner_event: dict[int, int] = {}
+    for st in program.statements:
+        if st.op in (Op.NOTIFY, Op.AWAIT):
+            return "notify/await make the order depend on timing"
+        if st.event is not None and program.events[st.event].flag:
+            return f"flag event {program.events[st.event].name} makes the order depend on timing"
+        if st.op is Op.SYNC and st.sync is SyncKind.EVENT and st.target is not None:
+            if program.events[st.target].flag:
+                return f"flag event {program.events[st.target].name} makes the order depend on timing"
+        if st.stream is not None:
+            if owner_stream.setdefault(st.stream, st.thread) != st.thread:
+                return f"threads share stream {program.streams[st.stream].name}"
+        if st.event is not None:
+            if owner_event.setdefault(st.event, st.thread) != st.thread:
+                return f"threads share event {program.events[st.event].name}"
+    for st in program.statements:
+        if st.op is not Op.SYNC:
+            continue
+        if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
+            return f"threads share event {program.events[st.target].name}"
+        if st.sync is SyncKind.STREAM and owner_stream.get(st.target, st.thread) != st.thread:
+            return f"a thread syncs stream {program.streams[st.target].name} of another thread"
+        if st.sync in (SyncKind.DEVICE, SyncKind.ALL):
+            for stream in program.streams:
+                if st.sync is SyncKind.DEVICE and stream.device != st.target:
+                    continue
+                if owner_stream.get(stream.index, st.thread) != st.thread:
+                    return f"a thread syncs a device whose stream {stream.name} another thread uses"
+    for device in program.devices:
+        used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
+        if device.queues is not None:
+            by_queue: dict[int, set[int]] = {}
+            for s in used:
+                by_queue.setdefault(s.queue or 0, set()).add(owner_stream[s.index])
+            if any(len(owners) > 1 for owners in by_queue.values()):
+                return f"threads share a hardware queue of {device.name}"
+        if any(s.mode is StreamMode.LEGACY for s in used):
+            owners = {owner_stream[s.index] for s in used if s.mode is not StreamMode.NONBLOCKING}
+            if len(owners) > 1:
+                return f"threads share the legacy default stream's ordering on {device.name}"
+    return None
+
+
+class _Builder:
+    """Accumulates nodes and edges; `finish` sorts them topologically."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.nodes: list[Node] = []
+        self.edges: list[tuple[int, int, int]] = []
+        self.resources: dict[tuple[int, Engine], Resource] = {}
+        self.first: dict[int, int] = {}
+        self.completion: dict[int, int] = {}
+        self.issue: dict[int, int] = {}
+        self.ret: dict[int, int] = {}
+
+    def node(self, kind: StepKind, statement: int, **extra) -> int:
+        index = len(self.nodes)
+        self.nodes.append(Node(index, kind, statement, **extra))
+        return index
+
+    def edge(self, u: int, v: int, w: int = 0) -> None:
+        self.edges.append((u, v, w))
+
+    def resource(self, statement: Statement) -> int | None:
+        if statement.engine is None or statement.device is None:
+            return None
+        key = (statement.device, statement.engine)
+        if key not in self.resources:
+            device = self.program.devices[statement.device]
+            self.resources[key] = Resource(
+                len(self.resources), device.index, statement.engine,
+                max(1, device.count(statement.engine)), f"{device.name}.{statement.engine.value}",
+            )
+        return self.resources[key].index
+
+    def add_tasks(self, statements: list[Statement]) -> None:
+        """Task steps for the given stream statements; collective members share a start."""
+        program = self.program
+        group_start: dict[int, int] = {}
+        for st in statements:
+            if not is_running(st):
+                self.first[st.index] = self.completion[st.index] = self.node(StepKind.COMPLETE, st.index)
+                continue
+            if st.group is not None and st.op in (Op.ALLREDUCE, Op.SEND, Op.RECV):
+                group = program.groups[st.group]
+                if st.group not in group_start:
+                    uses = []
+                    for member in group.members:
+                        m = program.statements[member]
+                        r = self.resource(m)
+                        if r is not None and m.duration > 0:
+                            uses.append((r, m.duration))
+                    group_start[st.group] = self.node(
+                        StepKind.START, group.members[0], uses=tuple(uses), members=group.members
+                    )
+                start = group_start[st.group]
+            else:
+                r = self.resource(st)
+                uses = ((r, st.duration),) if r is not None and st.duration > 0 else ()
+                start = self.node(StepKind.START, st.index, uses=uses)
+            self.first[st.index] = start
+            self.completion[st.index] = self.node(StepKind.END, st.index, anchor=start, offset=st.duration)
+
+    def add_thread(self, statements: list[Statement]) -> None:
+        """Issue/return steps of one thread's kept statements, chained in program order."""
+        previous: list[tuple[int, int]] = []
+        for st in statements:
+            issue = self.issue[st.index] = self.node(StepKind.ISSUE, st.index)
+            for u, w in previous:
+                self.edge(u, issue, w)
+            launch = launch_of(self.program, st)
+            if st.stream is not None:
+                self.edge(issue, self.first[st.index], launch)
+            previous = [(issue, launch)]
+            if holds_thread(st):
+                ret = self.ret[st.index] = self.node(StepKind.RETURN, st.index)
+                self.edge(issue, ret, launch if st.stream is not None else st.duration)
+                if st.stream is not None:
+                    self.edge(self.completion[st.index], ret)
+                previous = [(ret, 0)]
+            if st.stream is None:
+                self.first[st.index] = issue
+                self.completion[st.index] = self.ret.get(st.index, issue)
+
+    def finish(self, relaxed: bool, statements: list[int]) -> TimedModel | Unsupported:
+        order = topological(len(self.nodes), self.edges)
+        if order is None:
+            return Unsupported("the program's orders form a cycle: it deadlocks", deadlock=True)
+        return TimedModel(
+            self.program, relaxed, tuple(self.nodes), tuple(self.edges),
+            tuple(sorted(self.resources.values(), key=lambda r: r.index)), tuple(order),
+            tuple(sorted(self.first.items())), tuple(sorted(self.completion.items())),
+            tuple(statements),
+        )
+
+
+def topological(count: int, edges) -> list[int] | None:
+    """Kahn's order (smallest index first among ready nodes), or None on a cycle."""
+    import heapq
+
+    succ: list[list[int]] = [[] for _ in range(count)]
+    indeg = [0] * count
+    for u, v, _ in edges:
+        succ[u].append(v)
+        indeg[v] += 1
+    ready = [v for v in range(count) if indeg[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, v)
+    return order if len(order) == count else None
+
+
+def program_model(program: Program) -> TimedModel | Unsupported:
+    """The exact timed model of a deterministic program."""
+    reason = nondeterminism(program)
+    if reason is not None:
+        return Unsupported(reason)
+    for group in program.groups:
+        if not group.complete:
+            return Unsupported("a collective misses a member and never starts: it deadlocks", deadlock=True)
+    b = _Builder(program)
+    tasks = [st for st in program.statements if st.stream is not None]
+    b.add_tasks(tasks)
+    for thread in program.threads:
+        b.add_thread([program.statements[i] for i in thread.statements])
+
+    def begin(st: Statement) -> int:
+        return b.first[st.index]
+
+    # Enqueue order: one thread per stream, so per-thread program order.
+    by_stream: dict[int, list[Statement]] = {}
+    for thread in program.threads:
+        for i in thread.statements:
+            st = program.statements[i]
+            if st.stream is not None:
+                by_stream.setdefault(st.stream, []).append(st)
+    for stream_tasks in by_stream.values():
+        for prev, cur in zip(stream_tasks, stream_tasks[1:]):
+            b.edge(b.completion[prev.index], begin(cur))
+    latest_record: dict[int, int] = {}
+    stream_seen: dict[int, int] = {}
+    for thread in program.threads:
+        for i in thread.statements:
+            st = program.statements[i]
+            if st.stream is not None:
+                stream_seen[st.stream] = st.index
+            if st.op is Op.RECORD:
+                latest_record[st.event] = st.index
+            elif st.op is Op.WAIT and st.event in latest_record:
+                b.edge(b.completion[latest_record[st.event]], begin(st))
+            elif st.op is Op.SYNC:
+                waited: list[int] = []
+                if st.sync is SyncKind.EVENT:
+                    if st.target in latest_record:
+                        waited.append(latest_record[st.target])
+                else:
+                    for stream in program.streams:
+                        if st.sync is SyncKind.STREAM and stream.index != st.target:
+                            continue
+                        if st.sync is SyncKind.DEVICE and stream.device != st.target:
+                            continue
+                        if stream.index in stream_seen:
+                            waited.append(stream_seen[stream.index])
+                for task in waited:
+                    b.edge(b.completion[task], b.ret[st.index])
+    # Hardware queues and the legacy default stream, in enqueue order (one thread each).
+    for device in program.devices:
+        streams = {s.index: s for s in program.streams if s.device == device.index}
+        ordered = [program.statements[i] for t in program.threads for i in t.statements
+                   if program.statements[i].stream in streams]
+        if device.queues is not None:
+            last_in_queue: dict[int, Statement] = {}
+            for st in ordered:
+                queue = streams[st.stream].queue or 0
+                if queue in last_in_queue:
+                    b.edge(begin(last_in_queue[queue]), begin(st))
+                last_in_queue[queue] = st
+        legacy = {i for i, s in streams.items() if s.mode is StreamMode.LEGACY}
+        if legacy:
+            last_on: dict[int, Statement] = {}
+            for st in ordered:
+                mode = streams[st.stream].mode
+                if mode is StreamMode.LEGACY:
+                    for si, prev in last_on.items():
+                        if streams[si].mode is StreamMode.BLOCKING:
+                            b.edge(b.completion[prev.index], begin(st))
+                elif mode is StreamMode.BLOCKING:
+                    for si, prev in last_on.items():
+                        if si in legacy:
+                            b.edge(b.completion[prev.index], begin(st))
+                last_on[st.stream] = st
+    model = b.finish(False, [st.index for st in program.statements])
+    if isinstance(model, TimedModel):
+        problem = _overdemand(model)
+        if problem:
+            return Unsupported(problem, deadlock=True)
+    return model
+
+
+def _overdemand(model: TimedModel) -> str | None:
+    for node in model.nodes:
+        demand: dict[int, int] = {}
+        for r, _ in node.uses:
+            demand[r] = demand.get(r, 0) + 1
+        for r, n in demand.items():
+            if n > model.resources[r].capacity:
+                return (f"a collective needs {n} units of {model.resources[r].name} at once "
+                        f"but it has {model.resources[r].capacity}: it never starts")
+    return None
+
+
+def ancestors(model: TimedModel) -> list[int]:
+    """For each node, a bitset (Python int) of the nodes that precede it."""
+    preds: list[list[int]] = [[] for _ in model.nodes]
+    for u, v, _ in model.edges:
+        preds[v].append(u)
+    for node in model.nodes:
+        if node.anchor is not None:
+            preds[node.index].append(node.anchor)
+    anc = [0] * len(model.nodes)
+    for v in _order_with_anchors(model):
+        acc = 0
+        for u in preds[v]:
+            acc |= anc[u] | (1 << u)
+        anc[v] = acc
+    return anc
+
+
+def _order_with_anchors(model: TimedModel) -> list[int]:
+    edges = list(model.edges) + [(n.anchor, n.index, 0) for n in model.nodes if n.anchor is not None]
+    order = topological(len(model.nodes), edges)
+    assert order is not None
+    return order
+
+
+def happens_before(model: TimedModel) -> "HappensBefore":
+    """Statement-level happens-before of a deterministic program's model."""
+    return HappensBefore(model, ancestors(model))
+
+
+class HappensBefore:
+    """`before(a, b)`: statement a has completed before statement b's first step, always."""
+
+    def __init__(self, model: TimedModel, anc: list[int]):
+        self._first = model.first_of()
+        self._completion = model.completion_of()
+        self._anc = anc
+
+    def before(self, a: int, b: int) -> bool:
+        return bool(self._anc[self._first[b]] >> self._completion[a] & 1)
+
+    def reaches_node(self, a: int, node: int) -> bool:
+        return bool(self._anc[node] >> self._completion[a] & 1)
+
+
+def _work_accesses(program: Program, st: Statement):
+    """Accesses the relaxation orders by; an `alloc` counts as a write of what it allocates."""
+    if st.op is Op.ALLOC and st.memory is not None:
+        memory = program.memories[st.memory]
+        from checker.ir import Access, NO_SPAN
+
+        return (Access(memory.index, 0, memory.size, True, NO_SPAN, memory.name),)
+    return st.accesses
+
+
+def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported:
+    """The overlap relaxation of a deterministic program (see the module docstring)."""
+    hb = happens_before(exact)
+    b = _Builder(program)
+    kept = [st for st in program.statements if st.op not in EVENT_OPS]
+    b.add_tasks([st for st in kept if st.stream is not None])
+    for thread in program.threads:
+        b.add_thread([program.statements[i] for i in thread.statements
+                      if program.statements[i].op not in EVENT_OPS])
+    accessing = [(st, _work_accesses(program, st)) for st in kept]
+    accessing = [(st, acc) for st, acc in accessing if acc]
+    for i, (a, acc_a) in enumerate(accessing):
+        for c, acc_c in accessing[i + 1:]:
+            if a.thread == c.thread and a.stream is None and c.stream is None:
+                continue  # already in thread order
+            if not any(x.conflicts(y) for x in acc_a for y in acc_c):
+                continue
+            if hb.before(a.index, c.index):
+                b.edge(b.completion[a.index], b.first[c.index])
+            elif hb.before(c.index, a.index):
+                b.edge(b.completion[c.index], b.first[a.index])
+    exact_ret = {n.statement: n.index for n in exact.nodes if n.kind is StepKind.RETURN}
+    for st in kept:
+        if st.op is Op.SYNC:
+            for task in kept:
+                if task.stream is not None and hb.reaches_node(task.index, exact_ret[st.index]):
+                    b.edge(b.completion[task.index], b.ret[st.index])
+    return b.finish(True, [st.index for st in kept])

@@ -1,0 +1,84 @@
+"""Schedules: when every task and host statement runs, and the step sequence that replays it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import NS_PER_MS, Program
+from checker.optimize import core
+from checker.optimize.model import TimedModel, launch_of
+from checker.witness import Step, StepKind, Witness
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One statement in a schedule (ns). For a stream statement `start`/`end` are its task's;
+    `issue`/`released` are when its thread enqueued it and moved on."""
+
+    statement: int
+    start: int
+    end: int
+    issue: int
+    released: int
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A schedule of a program (`kind` "program") or of its overlap relaxation ("bound")."""
+
+    kind: str
+    makespan: int
+    slots: tuple[Slot, ...]
+    steps: tuple[Step, ...]
+    """Every step in an order that replays it (all equal-time ties resolved legally)."""
+
+    @property
+    def witness(self) -> Witness:
+        return Witness(self.steps)
+
+    def slot_of(self, statement: int) -> Slot | None:
+        for slot in self.slots:
+            if slot.statement == statement:
+                return slot
+        return None
+
+    def to_json(self, program: Program) -> dict:
+        ms = lambda ns: ns / NS_PER_MS  # noqa: E731
+        rows = []
+        for slot in self.slots:
+            st = program.statements[slot.statement]
+            rows.append({
+                "statement": slot.statement,
+                "line": st.span.line,
+                "what": program.describe(st),
+                "thread": program.threads[st.thread].name,
+                "stream": program.streams[st.stream].name if st.stream is not None else None,
+                "start": ms(slot.start),
+                "end": ms(slot.end),
+                "issue": ms(slot.issue),
+                "released": ms(slot.released),
+            })
+        return {"makespan": ms(self.makespan), "statements": rows,
+                "steps": [step.to_json() for step in self.steps]}
+
+
+def build(model: TimedModel, times, kind: str) -> Schedule:
+    """The schedule behind per-node `times` of a model."""
+    program = model.program
+    by_step: dict[tuple[StepKind, int], int] = {}
+    for node in model.nodes:
+        by_step[(node.kind, node.statement)] = times[node.index]
+        for member in node.members:
+            by_step[(node.kind, member)] = times[node.index]
+    first, completion = model.first_of(), model.completion_of()
+    slots = []
+    for index in model.statements:
+        st = program.statements[index]
+        issue = by_step[(StepKind.ISSUE, index)]
+        released = by_step.get((StepKind.RETURN, index), issue + launch_of(program, st))
+        slots.append(Slot(index, times[first[index]], times[completion[index]], issue, released))
+    steps = []
+    for v in core.step_order(model, times):
+        node = model.nodes[v]
+        steps.append(Step(node.kind, node.statement))
+    return Schedule(kind, max(times, default=0), tuple(slots), tuple(steps))
