@@ -228,17 +228,15 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
             (r.a, r.b), memory.buffer, memory.name, len(group), r.witness,
             help="order them with an event (record on one stream, wait on the other) or a sync",
         ))
+    managed = {x.memory for x in st if x.memory is not None}  # memories with alloc/free
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
         uses.setdefault((st[u.statement].origin, u.kind), []).append(u)
     for (_, kind_name), group in uses.items():
         u = group[0]
         s = st[u.statement]
-        memory = program.memories[s.accesses[0].memory] if s.accesses else None
-        for acc in s.accesses:
-            if program.memories[acc.memory].index in {x.memory for x in st if x.memory is not None}:
-                memory = program.memories[acc.memory]
-                break
+        memory = next((program.memories[acc.memory] for acc in s.accesses if acc.memory in managed),
+                      program.memories[s.accesses[0].memory] if s.accesses else None)
         name = memory.name if memory else "?"
         if kind_name == "use-after-free":
             kind = FindingKind.USE_AFTER_FREE
