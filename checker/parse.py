@@ -743,6 +743,8 @@ def decode(data: bytes) -> str:
         raise SpecError(error(Code.SP001, "spec is not UTF-8 text", _span_at(prefix, len(prefix), 1),
                               f"byte 0x{data[exc.start]:02x} is not valid UTF-8",
                               help="a .sched file is UTF-8 text")) from None
+    if text.startswith("\ufeff"):  # a byte order mark, as some Windows editors write
+        text = text[1:]
     nul = text.find("\0")
     if nul >= 0:
         raise SpecError(error(Code.SP001, "spec contains a NUL byte: it looks like a binary file",

@@ -486,3 +486,9 @@ def test_missing_brace_points_at_the_open_one():
     diagnostic = assert_error(source, Code.SP002, 5, 16, message="missing `}`")
     (opening,) = [a for a in diagnostic.annotations if not a.primary]
     assert (opening.span.line, opening.span.column, opening.label) == (4, 17, "this `{` is never closed")
+
+
+def test_byte_order_mark_is_skipped():
+    loaded = load_bytes("\ufeffdevice d\nstream s on d\nthread t {\n  s9: kernel k\n}\n".encode(), "t.sched")
+    assert loaded.diagnostics[0].code is Code.SP010
+    assert (loaded.diagnostics[0].primary_span.line, loaded.diagnostics[0].primary_span.column) == (4, 3)
