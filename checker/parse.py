@@ -68,9 +68,9 @@ def _whole_word(token: Token) -> Token:
 
 
 def _keyword_terminals(grammar: str) -> list[str]:
-    probe = Lark(grammar, parser="lalr")
-    return [t.name for t in probe.terminals
-            if t.name in ("ENGINE", "ALL") or (t.pattern.type == "str" and t.pattern.value[-1:].isalpha())]
+    """Lark names an anonymous keyword `"kernel"` KERNEL; ENGINE, ALL, USE_AFTER_FREE are named."""
+    words = re.findall(r'"([A-Za-z_]+)"', grammar)
+    return sorted({word.upper() for word in words} | {"ENGINE", "ALL", "USE_AFTER_FREE"})
 
 
 @lru_cache(maxsize=1)
