@@ -344,6 +344,8 @@ def command_simulate(args) -> int:
     simulation = simulate(loaded.program)
     _export(loaded.program, simulation.timeline, args)
     data = simulation.to_json()
+    for item, node in zip(data["critical_path"], simulation.critical_path):
+        item["what"] = loaded.program.describe(loaded.program.statements[node.statement])
     if args.format == "json":
         _print_json({"files": [{"path": args.file, **data}]})
     else:
@@ -367,11 +369,11 @@ def command_optimize(args) -> int:
     result = optimize(program, timeout=args.timeout, progress=progress)
     data = result.to_json()
     if args.trace or args.svg:
-        from checker.optimize.timeline import schedule_timeline
+        from checker.optimize.export import timeline
 
         schedule = result.program_schedule or result.bound_schedule
         if schedule is not None:
-            _export(program, schedule_timeline(program, schedule), args)
+            _export(program, timeline(program, schedule), args)
     if args.emit:
         _write(args.emit, emit(program, result))
     if args.format == "json":

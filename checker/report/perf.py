@@ -9,30 +9,24 @@ def _ms(value) -> str:
 
 def simulate_text(path: str, data: dict) -> list[str]:
     out = [f"{path}: simulated makespan {_ms(data.get('makespan'))}"]
-    if data.get("deadlock"):
-        out.append(f"  the simulation got stuck: {data.get('deadlock')}")
+    if data.get("deadlocked"):
+        out.append("  the simulation got stuck; unfinished work:")
+        for item in data.get("stuck", ()):
+            out.append(f"    line {item['line']}: {item['waits_for']}")
     engines = data.get("engines") or {}
     if engines:
         out.append("  engines:")
         for name, info in engines.items():
-            if isinstance(info, dict):
-                util = info.get("utilisation")
-                busy = info.get("busy")
-                count = info.get("count")
-                out.append(f"    {name:<24} x{count if count is not None else '?'}  busy {_ms(busy)}"
-                           + (f"  utilisation {util:.0%}" if isinstance(util, (int, float)) else ""))
-    for key, label in (("host_busy", "host busy"), ("device_busy", "device busy")):
-        if key in data:
-            out.append(f"  {label}: {_ms(data[key])}")
-    chain = data.get("critical_path") or []
+            out.append(f"    {name:<24} x{info['units']}  busy {_ms(info['busy'])}  utilisation {info['utilisation']:.0%}")
+    out.append(f"  host busy {_ms(data.get('host_busy'))}, device busy {_ms(data.get('device_busy'))}")
+    chain = [item for item in data.get("critical_path") or () if item["end"] > item["start"]]
     if chain:
-        out.append("  critical path:")
-        for item in chain[:12]:
-            if isinstance(item, dict):
-                out.append(f"    line {item.get('line', '?'):<4} {item.get('what', '')}  "
-                           f"{_ms(item.get('start'))} -> {_ms(item.get('end'))}")
-        if len(chain) > 12:
-            out.append(f"    ... {len(chain) - 12} more")
+        out.append("  critical path (the chain that sets the makespan):")
+        for item in chain[:16]:
+            what = f"{item.get('what', '')} ({item['part']})"
+            out.append(f"    line {item['line']:<4} {what:<44} {_ms(item['start'])} -> {_ms(item['end'])}")
+        if len(chain) > 16:
+            out.append(f"    ... {len(chain) - 16} more")
     return out
 
 
