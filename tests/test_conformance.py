@@ -44,3 +44,12 @@ def test_invalid_spec_json(run, spec):
     assert status == 2
     assert result["status"] == "error"
     assert result["diagnostics"][0]["line"] == expected["line"]
+
+
+@pytest.mark.parametrize("spec", VALID, ids=lambda p: p.stem)
+def test_exhaustive_exploration_verdict(run, spec):
+    """The executor's explorer, an independent implementation, reaches the same verdict."""
+    status, out, _ = run("check", "--exhaustive", "--format", "json", spec)
+    result = json.loads(out)["files"][0]
+    assert not any(f["kind"] == "unknown" for f in result["findings"]), result["findings"]
+    assert verdict_of(result) == expected_of(spec)
