@@ -226,3 +226,26 @@ def test_timeout_reports_no_false_proof():
     assert result.lower <= result.makespan
     if not result.optimal:
         assert result.reason in ("timeout",) or result.reason.startswith("z3")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_schedules_replay_and_synthesis_reaches_the_bound(seed):
+    from checker import hb
+    from checker.optimize import emit
+    from checker.optimize.export import replays
+
+    program = load(random_spec(seed, tasks=8, threads=1 + seed % 2))
+    result = optimize(program, timeout=20)
+    ok, why = replays(program, result.program_schedule)
+    assert ok, why
+    loaded = load_text(emit(program, result))
+    assert loaded.program is not None, loaded.diagnostics
+    again = optimize(loaded.program, timeout=20)
+    assert again.optimal_program
+    if all(d.launch == 0 for d in program.devices):
+        assert again.program == result.bound
+    else:
+        # added event operations cost launch time on the host
+        assert again.program >= result.bound
+    if not hb.analyze(program)[0]:
+        assert not hb.analyze(loaded.program)[0]

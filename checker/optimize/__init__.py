@@ -6,7 +6,7 @@ Public API:
   the program's minimum makespan (`program`), the overlap bound (`bound`) and the instant
   lower bound (`lower`), with the schedules behind them and a report.
 * `OptimizeResult.to_json()`: the per-file object of `optimize --format json` (ms).
-* `emit(program, result) -> str`: a spec that reaches the bound (see `checker/optimize/emit.py`).
+* `emit(program, result) -> str`: a spec that reaches the bound (see `checker/optimize/synthesis.py`).
 * `check_makespan(program, result) -> tuple[MakespanVerdict, ...]`: `expect makespan <= D`.
 """
 
@@ -81,9 +81,12 @@ def _simulate(program: Program) -> tuple[int | None, str | None]:
     except ImportError:
         return None, "the executor's simulation is not available"
     try:
-        return int(simulate(program).makespan), None
+        simulation = simulate(program)
     except Exception as exc:  # the simulation's failure must not hide the optimum
         return None, f"the simulation failed: {exc}"
+    if simulation.deadlocked:
+        return None, "the simulation deadlocked"
+    return int(simulation.makespan), None
 
 
 def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] | None:
@@ -217,6 +220,6 @@ def check_makespan(program: Program, result: OptimizeResult) -> tuple[MakespanVe
 
 def emit(program: Program, result: OptimizeResult) -> str:
     """A spec with the same work whose minimum makespan is the overlap bound."""
-    from checker.optimize.emit import synthesize
+    from checker.optimize.synthesis import synthesize
 
     return synthesize(program, result)

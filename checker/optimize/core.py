@@ -206,8 +206,46 @@ def serial_schedule(model: TimedModel, g: Graph, priority: list[float]) -> list[
     return times
 
 
+def reversed_model(model: TimedModel) -> TimedModel | None:
+    """The model run backwards in time (for justification), or None when its shape does not
+    allow it (a collective with several ends, or a start step that others wait on)."""
+    from dataclasses import replace
+
+    ends: dict[int, list[int]] = {}
+    for node in model.nodes:
+        if node.anchor is not None:
+            ends.setdefault(node.anchor, []).append(node.index)
+    for node in model.nodes:
+        if node.anchor is None and node.uses and len(ends.get(node.index, ())) != 1:
+            return None
+    for u, _, _ in model.edges:
+        if model.nodes[u].kind is StepKind.START:
+            return None
+    nodes = list(model.nodes)
+    for start, es in ends.items():
+        if len(es) != 1:
+            return None
+        (end,) = es
+        s, e = model.nodes[start], model.nodes[end]
+        nodes[end] = replace(e, anchor=None, offset=0, uses=s.uses)
+        nodes[start] = replace(s, anchor=end, offset=e.offset, uses=())
+    edges = tuple((v, u, w) for u, v, w in model.edges)
+    return replace(model, nodes=tuple(nodes), edges=edges)
+
+
+def justify(model: TimedModel, g: Graph, back: TimedModel, gb: Graph, times) -> list[int]:
+    """One forward-backward improvement pass: right-justify, then left-justify again."""
+    span = max(times, default=0)
+    mirrored = serial_schedule(back, gb, [float(t) for t in times])
+    if not mirrored:
+        return list(times)
+    span_b = max(mirrored, default=0)
+    right = [span_b - t for t in mirrored]
+    return serial_schedule(model, g, [-float(t) for t in right]) or list(times)
+
+
 def greedy(model: TimedModel, g: Graph | None = None, budget: float = 0.05,
-           seed: int = 0) -> tuple[int, ...]:
+           seed: int = 0, target: int = 0) -> tuple[int, ...]:
     """The best of a few list schedules (longest tail first, then randomized), validated."""
     g = g or graph(model)
     tail = tails(g)
@@ -220,6 +258,8 @@ def greedy(model: TimedModel, g: Graph | None = None, budget: float = 0.05,
         [float(t) - 1e-9 * h for t, h in zip(tail, head)],
         [-float(h) for h in head],
     ]
+    back = reversed_model(model)
+    gb = graph(back) if back is not None else None
     attempt = 0
     while True:
         if attempt < len(rules):
@@ -228,9 +268,17 @@ def greedy(model: TimedModel, g: Graph | None = None, budget: float = 0.05,
             priority = [t * (0.85 + 0.3 * rng.random()) for t in tail]
         attempt += 1
         times = serial_schedule(model, g, priority)
+        if back is not None and times:
+            for _ in range(4):
+                improved = justify(model, g, back, gb, times)
+                if max(improved, default=0) >= max(times, default=0):
+                    break
+                times = improved
         if times and validate(model, times) is None:
             if best is None or max(times, default=0) < max(best, default=0):
                 best = times
+        if best is not None and max(best, default=0) <= target:
+            break
         if attempt >= len(rules) and time.monotonic() > deadline:
             break
         if attempt > 400:

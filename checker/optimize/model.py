@@ -226,7 +226,8 @@ class _Builder:
                 self.completion[st.index] = self.ret.get(st.index, issue)
 
     def finish(self, relaxed: bool, statements: list[int]) -> TimedModel | Unsupported:
-        order = topological(len(self.nodes), self.edges)
+        anchored = [(n.anchor, n.index, n.offset) for n in self.nodes if n.anchor is not None]
+        order = topological(len(self.nodes), self.edges + anchored)
         if order is None:
             return Unsupported("the program's orders form a cycle: it deadlocks", deadlock=True)
         return TimedModel(
@@ -433,6 +434,16 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
                 b.edge(b.completion[a.index], b.first[c.index])
             elif hb.before(c.index, a.index):
                 b.edge(b.completion[c.index], b.first[a.index])
+    # Collectives match by position on their streams: that order is part of the work.
+    last_collective: dict[int, Statement] = {}
+    for thread in program.threads:
+        for i in thread.statements:
+            st = program.statements[i]
+            if st.stream is not None and st.group is not None:
+                prev = last_collective.get(st.stream)
+                if prev is not None:
+                    b.edge(b.completion[prev.index], b.first[st.index])
+                last_collective[st.stream] = st
     exact_ret = {n.statement: n.index for n in exact.nodes if n.kind is StepKind.RETURN}
     for st in kept:
         if st.op is Op.SYNC:

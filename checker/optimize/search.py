@@ -128,6 +128,12 @@ class _Encoding:
         return tuple(out)
 
 
+def _hint(enc: _Encoding, times) -> None:
+    """Start Z3's search from a known schedule (initial values guide its phase choices)."""
+    for v, x in enc.var.items():
+        enc.solver.set_initial_value(x, times[v] // enc.unit)
+
+
 def minimize(model: TimedModel, phase: str, deadline: float,
              progress: Callable[[Progress], None] | None = None,
              rlimit: int | None = None, extra_lower: int = 0,
@@ -136,8 +142,8 @@ def minimize(model: TimedModel, phase: str, deadline: float,
     g = core.graph(model)
     bound = core.lower_bound(model, g)
     lower = max(bound.best, extra_lower)
-    budget = max(0.0, min(0.2, (deadline - time.monotonic()) / 10))
-    best = core.greedy(model, g, budget=budget)
+    budget = max(0.0, min(1.0, (deadline - time.monotonic()) / 20))
+    best = core.greedy(model, g, budget=budget, target=lower)
     if seed_times is not None and core.validate(model, seed_times) is None:
         if max(seed_times, default=0) < max(best, default=0):
             best = tuple(seed_times)
@@ -156,6 +162,7 @@ def minimize(model: TimedModel, phase: str, deadline: float,
         enc = _Encoding(model, g, unit, head)
     except z3.Z3Exception as exc:  # pragma: no cover - defensive
         return SearchResult(best, best_span, lower, False, f"z3 gave up: {exc}")
+    _hint(enc, best)
     lo = -(-lower // unit)
     hi = best_span // unit
     probes = 0
@@ -167,7 +174,7 @@ def minimize(model: TimedModel, phase: str, deadline: float,
             reason = "timeout"
             break
         probe = lo if first else (lo + hi) // 2
-        cap = remaining * 0.25 if first else remaining
+        cap = remaining * 0.25 if first and hi - lo > 1 else remaining
         first = False
         lit = z3.Bool(f"at_most_{probe}")
         enc.solver.add(z3.Implies(lit, enc.makespan <= probe))
@@ -184,6 +191,7 @@ def minimize(model: TimedModel, phase: str, deadline: float,
             span = max(times, default=0)
             if span < best_span:
                 best, best_span = times, span
+                _hint(enc, best)
             hi = min(hi, span // unit, probe)
         elif verdict == z3.unsat:
             lo = probe + 1

@@ -1,0 +1,405 @@
+"""Synthesis: a spec that reaches the overlap bound.
+
+From the bound's schedule, `synthesize` writes a spec with the same devices, buffers, work and
+host code, host order unchanged, but with the tasks re-assigned to streams ("lanes") and the
+program's own events replaced by a minimal set that enforces exactly the dependencies the
+bound keeps:
+
+* each thread's tasks of a device go, in program order, onto a lane whose last task ended
+  by the time the task starts in the bound's schedule (preferring the lane of a task it
+  depends on, whose order then costs nothing); a new lane otherwise;
+* a kept dependency between tasks on different lanes becomes `record` after the first and
+  `wait` before the second, unless lane order, other waits or host syncs already imply it;
+* each host `sync` waits for the latest tasks the program made it wait for (through
+  `sync LANE` when that task is the lane's last one so far, else through an event).
+
+Collectives stay on their comm's member streams, in their order. Loops come out unrolled.
+Event operations cost launch time like any enqueue: on a device with a `launch` cost the
+synthesized spec can exceed the bound by that much per added event operation (the header
+comment says how many there are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import (
+    Access, ExpectKind, NS_PER_MS, Op, Program, Statement, StreamMode, SyncKind,
+)
+from checker.optimize.model import EVENT_OPS, TimedModel
+from checker.parse import PRIORITY_HIGH, PRIORITY_LOW
+from checker.witness import StepKind
+
+COLLECTIVE_OPS = frozenset({Op.ALLREDUCE, Op.SEND, Op.RECV})
+
+
+class EmitError(ValueError):
+    """Raised when no spec can be synthesized (the program has no exact bound)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Synthesis:
+    text: str
+    lanes: int
+    events: int
+    waits: int
+    syncs: int
+
+
+def duration_text(ns: int) -> str:
+    """`3.5ms`, exact to the nanosecond."""
+    if ns % NS_PER_MS == 0:
+        return f"{ns // NS_PER_MS}ms"
+    if ns % 1000 == 0:
+        text = f"{ns / 1000:.3f}".rstrip("0").rstrip(".")
+        return f"{text}us"
+    return f"{ns}ns"
+
+
+def access_text(program: Program, access: Access) -> str:
+    memory = program.memories[access.memory]
+    if access.start == 0 and access.end == memory.size:
+        return memory.name
+    return f"{memory.name}[{access.start}:{access.end}]"
+
+
+def _rw(program: Program, st: Statement) -> str:
+    reads = [access_text(program, a) for a in st.accesses if not a.write]
+    writes = [access_text(program, a) for a in st.accesses if a.write]
+    out = ""
+    if reads:
+        out += " reads " + ", ".join(reads)
+    if writes:
+        out += " writes " + ", ".join(writes)
+    return out
+
+
+def _dur(st: Statement) -> str:
+    return f" {duration_text(st.duration)}" if st.duration else ""
+
+
+def statement_text(program: Program, st: Statement, stream: str | None) -> str:
+    """One statement of the synthesized spec (work and host code only)."""
+    prefix = f"{stream}: " if stream is not None else ""
+    op = st.op
+    if op is Op.KERNEL:
+        return f"{prefix}kernel {st.name}{_rw(program, st)}{_dur(st)}"
+    if op is Op.CALLBACK:
+        return f"{prefix}callback {st.name}{_rw(program, st)}{_dur(st)}"
+    if op is Op.COPY:
+        source, destination = st.accesses
+        return (f"{prefix}copy {access_text(program, destination)} <- "
+                f"{access_text(program, source)}{_dur(st)}")
+    if op is Op.HOST:
+        return f"host {st.name}{_rw(program, st)}{_dur(st)}"
+    if op in (Op.ALLOC, Op.FREE):
+        target = program.memories[st.memory].name if st.memory is not None else ""
+        if op is Op.FREE and st.accesses:
+            target = access_text(program, st.accesses[0])
+        return f"{prefix}{op.value} {target}"
+    comm = program.comms[st.comm].name if st.comm is not None else ""
+    data = access_text(program, st.accesses[0]) if st.accesses else ""
+    if op is Op.ALLREDUCE:
+        return f"{prefix}allreduce {comm} {data}{_dur(st)}"
+    if op is Op.SEND:
+        return f"{prefix}send {comm} to {program.streams[st.peer].name} {data}{_dur(st)}"
+    if op is Op.RECV:
+        return f"{prefix}recv {comm} from {program.streams[st.peer].name} {data}{_dur(st)}"
+    raise EmitError(f"cannot synthesize {op.value} statements")
+
+
+def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int],
+                  events: int) -> list[str]:
+    out = []
+    for d in program.devices:
+        engines = " ".join(f"{e.value} {n}" for e, n in d.engines) or "compute 1 copy 1 comm 1"
+        launch = f" launch {duration_text(d.launch)}" if d.launch else ""
+        out.append(f"device {d.name} {{ {engines}{launch} }}")
+    out.append("")
+    seen: set[str] = set()
+    for m in program.memories:
+        if m.buffer in seen:
+            continue
+        seen.add(m.buffer)
+        count = sum(1 for x in program.memories if x.buffer == m.buffer)
+        array = f"[{count}]" if m.name != m.buffer else ""
+        where = "host" if m.device is None else program.devices[m.device].name
+        pinned = " pinned" if m.pinned else ""
+        out.append(f"buffer {m.buffer}{array} {m.size}B on {where}{pinned}")
+    out.append("")
+    for s in program.streams:
+        if s.index in kept_streams:
+            mode = " nonblocking" if s.mode is StreamMode.NONBLOCKING else ""
+            level = {PRIORITY_HIGH: "high", PRIORITY_LOW: "low"}.get(s.priority, str(s.priority))
+            out.append(f"stream {s.name} on {program.devices[s.device].name} priority {level}{mode}")
+    for d in program.devices:
+        if lanes.get(d.index):
+            out.append(f"stream {d.name}_lane[{lanes[d.index]}] on {d.name}")
+    if events:
+        out.append(f"event dep[{events}]")
+    for c in program.comms:
+        out.append(f"comm {c.name} = {{ {', '.join(program.streams[i].name for i in c.members)} }}")
+    out.append("")
+    return out
+
+
+def synthesize(program: Program, result) -> str:
+    """The synthesized spec's text (see the module docstring); raises EmitError."""
+    return _Synthesizer(program, result).run().text
+
+
+class _Synthesizer:
+    def __init__(self, program: Program, result):
+        if result.bound_schedule is None or result.deadlock:
+            raise EmitError("no overlap bound to reach: " + "; ".join(result.notes))
+        from checker.optimize.model import bound_model, program_model
+
+        exact = program_model(program)
+        relaxed = bound_model(program, exact)
+        if not isinstance(relaxed, TimedModel):
+            raise EmitError(relaxed.reason)
+        self.program = program
+        self.result = result
+        self.model = relaxed
+        self.slot = {s.statement: s for s in result.bound_schedule.slots}
+
+    def run(self) -> Synthesis:
+        p, model = self.program, self.model
+        kept = [p.statements[i] for i in model.statements]
+        # Kept dependencies between statements, from the relaxation's edges.
+        by_node = {}
+        for st_index, node in model.first:
+            by_node.setdefault(node, []).append(st_index)
+        completion_node = model.completion_of()
+        owner_of_completion = {}
+        for st_index, node in model.completion:
+            owner_of_completion.setdefault(node, []).append(st_index)
+        deps: set[tuple[int, int]] = set()
+        sync_waits: dict[int, set[int]] = {}
+        for u, v, _ in model.edges:
+            for a in owner_of_completion.get(u, ()):
+                sa = p.statements[a]
+                if sa.stream is None:
+                    continue
+                node_v = model.nodes[v]
+                if node_v.kind is StepKind.RETURN and p.statements[node_v.statement].op is Op.SYNC:
+                    sync_waits.setdefault(node_v.statement, set()).add(a)
+                targets = [b for b in by_node.get(v, ())
+                           if p.statements[b].stream is not None and b != a]
+                if len(targets) > 1:
+                    # a collective's start: the member on a's own thread carries the order
+                    own = [b for b in targets if p.statements[b].thread == sa.thread]
+                    targets = own[:1] or targets[:1]
+                for b in targets:
+                    deps.add((a, b))
+        # Lanes: per (thread, device), in program order.
+        lane_of: dict[int, str] = {}
+        kept_streams: set[int] = set()
+        lane_count: dict[int, int] = {}
+        lanes: dict[tuple[int, int], list[list[int]]] = {}
+        preds: dict[int, set[int]] = {}
+        for a, b in deps:
+            preds.setdefault(b, set()).add(a)
+        lane_index: dict[int, tuple[int, int, int]] = {}
+        for thread in p.threads:
+            for i in thread.statements:
+                st = p.statements[i]
+                if st.stream is None or st.op in EVENT_OPS:
+                    continue
+                if st.op in COLLECTIVE_OPS:
+                    lane_of[i] = p.streams[st.stream].name
+                    kept_streams.add(st.stream)
+                    continue
+                key = (thread.index, st.device)
+                chains = lanes.setdefault(key, [])
+                start = self.slot[i].start
+                fits = [k for k, chain in enumerate(chains) if self.slot[chain[-1]].end <= start]
+                prefer = [k for k in fits if chains[k][-1] in preds.get(i, ())]
+                if prefer or fits:
+                    k = max(prefer or fits, key=lambda k: self.slot[chains[k][-1]].end)
+                    chains[k].append(i)
+                else:
+                    chains.append([i])
+                    k = len(chains) - 1
+                lane_index[i] = (thread.index, st.device, k)
+        offset: dict[tuple[int, int], int] = {}
+        for (thread, device), chains in sorted(lanes.items()):
+            offset[(thread, device)] = lane_count.get(device, 0)
+            lane_count[device] = lane_count.get(device, 0) + len(chains)
+        for i, (thread, device, k) in lane_index.items():
+            lane_of[i] = f"{p.devices[device].name}_lane[{offset[(thread, device)] + k}]"
+        for s in p.streams:
+            for c in p.comms:
+                if s.index in c.members:
+                    kept_streams.add(s.index)
+        needed, sync_targets = self._reduce(kept, deps, sync_waits, lane_of)
+        return self._write(kept, lane_of, lane_count, kept_streams, needed, sync_targets)
+
+    def _reduce(self, kept, deps, sync_waits, lane_of):
+        """Drop every dependency that lane order, other dependencies or syncs already imply."""
+        p = self.program
+        succ: dict[object, set[object]] = {}
+
+        def task(i: int):
+            """A collective's members start together: one node for the whole group."""
+            st = p.statements[i]
+            return ("group", st.group) if st.op in COLLECTIVE_OPS and st.group is not None else ("task", i)
+
+        def edge(a, b):
+            succ.setdefault(a, set()).add(b)
+
+        last_on_lane: dict[str, int] = {}
+        for thread in p.threads:
+            previous = None
+            for i in thread.statements:
+                st = p.statements[i]
+                if st.op in EVENT_OPS:
+                    continue
+                node = ("issue", i)
+                if previous is not None:
+                    edge(previous, node)
+                previous = node
+                if st.stream is not None:
+                    edge(node, task(i))
+                    lane = lane_of[i]
+                    if lane in last_on_lane:
+                        edge(task(last_on_lane[lane]), task(i))
+                    last_on_lane[lane] = i
+                if st.blocking or st.op is Op.SYNC:
+                    # the thread moves on at the return: after the pageable copy, or the sync
+                    edge(node, ("return", i))
+                    if st.blocking:
+                        edge(task(i), ("return", i))
+                    previous = ("return", i)
+
+        def reaches(a, b, skip=None) -> bool:
+            stack, seen = [a], {a}
+            while stack:
+                x = stack.pop()
+                for y in succ.get(x, ()):
+                    if (x, y) == skip:
+                        continue
+                    if y == b:
+                        return True
+                    if y not in seen:
+                        seen.add(y)
+                        stack.append(y)
+            return False
+
+        structural = {(x, y) for x, ys in succ.items() for y in ys}
+        for a, b in deps:
+            edge(task(a), task(b))
+        needed = set()
+        for a, b in sorted(deps, key=lambda d: (d[1], d[0])):
+            if (task(a), task(b)) in structural or task(a) == task(b):
+                continue  # lane order already runs them in this order
+            if reaches(task(a), task(b), skip=(task(a), task(b))):
+                succ[task(a)].discard(task(b))
+            else:
+                needed.add((a, b))
+        for a, b in needed:
+            if p.statements[a].thread != p.statements[b].thread:
+                raise EmitError("a dependency the bound keeps crosses threads; events shared by "
+                                "threads would make the synthesized spec's order depend on timing")
+        sync_targets: dict[int, list[int]] = {}
+        for thread in p.threads:
+            for i in thread.statements:
+                st = p.statements[i]
+                if st.op is not Op.SYNC:
+                    continue
+                waits = sorted(sync_waits.get(i, ()))
+                chosen = []
+                for t in waits:
+                    if reaches(task(t), ("issue", i)):
+                        continue  # an earlier sync of this thread already waited for it
+                    if any(o != t and reaches(task(t), task(o)) for o in waits):
+                        continue  # a later task it waits for implies this one
+                    chosen.append(t)
+                for t in chosen:
+                    if p.statements[t].thread != st.thread:
+                        raise EmitError("a sync the bound keeps waits for another thread's task; "
+                                        "events shared by threads would make the order depend on timing")
+                    edge(task(t), ("return", i))
+                sync_targets[i] = chosen
+        return needed, sync_targets
+
+    def _write(self, kept, lane_of, lane_count, kept_streams, needed, sync_targets) -> Synthesis:
+        p = self.program
+        sources = sorted({a for a, _ in needed} | {t for ts in sync_targets.values() for t in ts})
+        # An event per task another task or a sync must wait for; a sync on a lane needs none
+        # when the task is that lane's latest one at the sync.
+        incoming: dict[int, list[int]] = {}
+        for a, b in needed:
+            incoming.setdefault(b, []).append(a)
+        event_of: dict[int, int] = {}
+        enqueued_before: dict[int, dict[str, int]] = {}
+        for thread in p.threads:
+            last: dict[str, int] = {}
+            for i in thread.statements:
+                st = p.statements[i]
+                if st.stream is not None and st.op not in EVENT_OPS:
+                    last[lane_of[i]] = i
+                if st.op is Op.SYNC:
+                    enqueued_before[i] = dict(last)
+        sync_plan: dict[int, list[str]] = {}
+        for s, targets in sync_targets.items():
+            plan = []
+            for t in targets:
+                lane = lane_of[t]
+                if enqueued_before[s].get(lane) == t:
+                    plan.append(f"sync {lane}")
+                else:
+                    event_of.setdefault(t, len(event_of))
+                    plan.append(f"sync dep[{event_of[t]}]")
+            sync_plan[s] = plan
+        for a, _ in sorted(needed):
+            event_of.setdefault(a, len(event_of))
+        body: dict[int, list[str]] = {}
+        waits = syncs = 0
+        for thread in p.threads:
+            lines = []
+            for i in thread.statements:
+                st = p.statements[i]
+                if st.op in EVENT_OPS:
+                    continue
+                if st.op is Op.SYNC:
+                    lines.extend(sync_plan.get(i, []))
+                    syncs += len(sync_plan.get(i, []))
+                    continue
+                lane = lane_of.get(i)
+                for a in sorted(incoming.get(i, ())):
+                    lines.append(f"{lane}: wait dep[{event_of[a]}]")
+                    waits += 1
+                lines.append(statement_text(p, st, lane))
+                if i in event_of:
+                    lines.append(f"{lane}: record dep[{event_of[i]}]")
+            body[thread.index] = lines
+        del sources
+        bound = self.result.bound
+        title = p.title or p.path
+        added = len(event_of) + waits + sum(1 for plans in sync_plan.values() for x in plans if "dep[" in x)
+        out = [
+            f"# Synthesized by `streamproof optimize --emit` from {p.path}.",
+            f"# The same work, buffers and host code (loops unrolled); tasks re-assigned to lanes;",
+            f"# {len(event_of)} event(s), {waits} wait(s), {syncs} sync(s) enforce the dependencies",
+            "# the overlap bound keeps. Its minimum makespan is the bound of the original program,",
+            f"# {bound / NS_PER_MS:g} ms" + (
+                f" (plus launch time for the {added} added event operation(s))"
+                if added and any(d.launch for d in p.devices) else "") + ".",
+            f'spec "{title} (reaches the overlap bound)"',
+            "",
+        ]
+        out += _declarations(p, lane_count, kept_streams, len(event_of))
+        for thread in p.threads:
+            out.append(f"thread {thread.name} {{")
+            out.extend("  " + line for line in body[thread.index])
+            out.append("}")
+            out.append("")
+        kinds = {e.kind for e in p.expectations}
+        if ExpectKind.NO_RACE in kinds:
+            out.append("expect no race")
+        out.append("expect no deadlock")
+        if ExpectKind.NO_USE_AFTER_FREE in kinds:
+            out.append("expect no use-after-free")
+        out.append(f"expect makespan <= {duration_text(bound)}")
+        return Synthesis("\n".join(out) + "\n", sum(lane_count.values()), len(event_of), waits, syncs)
