@@ -208,9 +208,44 @@ def _conflict_memory(program: Program, i: int, j: int):
     return None
 
 
+SHORTEN_LIMIT = 200
+"""Witnesses longer than this are reported as found (shortening is quadratic)."""
+
+
+def shorten(machine: Machine, steps: tuple[Step, ...], shows) -> tuple[Step, ...]:
+    """Drop the steps the witness does not need: greedy passes from the back (so a step's
+    later steps go before it), each removal kept when the rest is still a legal run for
+    which `shows(final_state, transitions)` holds; repeated until nothing more goes."""
+    if len(steps) > SHORTEN_LIMIT:
+        return steps
+    current = list(steps)
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(current) - 1, -1, -1):
+            candidate = current[:k] + current[k + 1:]
+            if _still_shows(machine, candidate, shows):
+                current = candidate
+                changed = True
+    return tuple(current)
+
+
+def _still_shows(machine: Machine, steps, shows) -> bool:
+    state = machine.initial()
+    transitions = []
+    for step in steps:
+        if machine.blocker(state, step) is not None:
+            return False
+        tr = machine.advance(state, step)
+        transitions.append(tr)
+        state = tr.state
+    return shows(state, transitions)
+
+
 def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
     """Findings in the shape every backend reports: one per source statement (pair), with
-    `instances` counting the loop instances the exploration found."""
+    `instances` counting the loop instances the exploration found, and shortened witnesses."""
+    machine = Machine(program)
     out: list[Finding] = []
     st = program.statements
     races: dict[tuple[int, int], list] = {}
@@ -220,12 +255,15 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
     for group in races.values():
         r = group[0]
         a, b = st[r.a], st[r.b]
+        both = (1 << r.a) | (1 << r.b)
+        witness = Witness(shorten(machine, r.witness.steps,
+                                  lambda state, _, both=both: state.running & both == both))
         memory = _conflict_memory(program, r.a, r.b)
         out.append(Finding(
             FindingKind.RACE,
             f"race on `{memory.name}`: {program.describe(a)} and {program.describe(b)} can run at "
             f"the same time",
-            (r.a, r.b), memory.buffer, memory.name, len(group), r.witness,
+            (r.a, r.b), memory.buffer, memory.name, len(group), witness,
             help="order them with an event (record on one stream, wait on the other) or a sync",
         ))
     managed = {x.memory for x in st if x.memory is not None}  # memories with alloc/free
@@ -249,8 +287,11 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
             message = f"{program.describe(s)} can touch `{name}` before it is allocated"
             statements = (u.statement,)
             help_text = "order the alloc before every use (same stream, an event, or a sync)"
+        want = (u.statement, kind_name)
+        witness = Witness(shorten(machine, u.witness.steps, lambda _, trs, want=want: any(
+            want in tr.dead_uses for tr in trs)))
         out.append(Finding(kind, message, statements, memory.buffer if memory else None,
-                           name if memory else None, len(group), u.witness, help=help_text))
+                           name if memory else None, len(group), witness, help=help_text))
     for d in result.deadlocks:
         lines = ", ".join(str(st[i].span.line) for i, _ in d.stuck[:6])
         out.append(Finding(
