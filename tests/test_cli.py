@@ -309,3 +309,37 @@ def test_language_doc_tour_is_clean_and_breaks_without_its_wait(run, tmp_path):
     spec.write_text("\n".join(line for line in tour.splitlines() if "worker: wait loaded" not in line))
     status, out, _ = run("check", spec)
     assert status == 1 and "error[SP101]" in out
+
+
+ERROR_SPECS = [
+    ("device d\nstream s on d\nthread t {\n  s9: kernel k\n}\n", "SP010", 4, 3, 2),
+    ("device d\nstream s on d\nthread t {\n  s: kernel k reads\n}\n", "SP002", 4, 20, 1),
+    ("device d\nbuffer x[2] 1MiB on d\nstream s on d\nthread t {\n  s: kernel k reads x[5]\n}\n", "SP013", 5, 23, 1),
+    ("device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: kernel k reads x[0:2MiB]\n}\n", "SP014", 5, 22, 8),
+    ("device d\nstream s on d\nevent e\nthread t {\n\ts: reset e\n}\n", "SP017", 5, 2, 10),
+    ("device d\nstream s on d\nthread t {\n  let v = 1 / (2 - 2)\n}\n", "SP019", 4, 16, 5),
+    ("device d\r\nstream s on d\r\nthread t {\r\n  s: kernel k 1.5\r\n}\r\n", "SP002", 4, 15, 1),
+    ("", "SP003", 1, 1, 0),
+]
+
+
+@pytest.mark.parametrize("source,code,line,column,width", ERROR_SPECS, ids=[s[1] for s in ERROR_SPECS])
+def test_error_output_has_location_source_caret(run, tmp_path, source, code, line, column, width):
+    spec = tmp_path / "bad.sched"
+    spec.write_bytes(source.encode())
+    status, out, err = run("check", spec)
+    assert status == 2
+    lines = (out + err).splitlines()
+    head = DIAGNOSTIC.match(lines[0])
+    assert head and (head["code"], int(head["line"]), int(head["column"])) == (code, line, column), lines[0]
+    assert "Traceback" not in out + err
+    if not source.strip():
+        return
+    source_line = source.splitlines()[line - 1]
+    shown = next(i for i, text in enumerate(lines) if re.match(rf"^\s*{line} \| ", text))
+    gutter = lines[shown].index("| ") + 2
+    assert lines[shown][gutter:] == source_line.replace("\t", " ")  # a tab is shown as one space
+    caret = lines[shown + 1]
+    start = caret.index("^")
+    assert start - gutter == column - 1
+    assert caret[start:].startswith("^" * max(width, 1))
