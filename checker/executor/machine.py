@@ -281,6 +281,7 @@ class Machine:
             running=0,
         )
         self.initially_dead = initially_dead
+        self.allocs = tuple(st.index for st in p.statements if st.op is _OP_ALLOC)
         # Cached step objects: enabled() hands out the same instances every time.
         self.steps = {kind: _StepTable(kind, n) for kind in StepKind}
 
@@ -635,7 +636,7 @@ class Machine:
                 op = st.op
                 if op is _OP_HOST or op is _OP_FREE:
                     if track:
-                        races, uses = self._start_access(i, view.running, view.dead, view.freed)
+                        races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
                     if track:
                         up.append((U_RUNNING, view.running | 1 << i))
                     up.append((U_STATUS, i, RUNNING))
@@ -674,7 +675,7 @@ class Machine:
                 all_races: list = []
                 all_uses: list = []
                 for m in members:
-                    r, u = self._start_access(m, running, view.dead, view.freed)
+                    r, u = self._start_access(m, running, view.dead, view.freed, view.status)
                     all_races.extend(r)
                     all_uses.extend(u)
                     running |= 1 << m
@@ -708,8 +709,13 @@ class Machine:
                 up.append((U_DEAD, view.dead & ~self.life[i]))
         return up, races, uses
 
-    def _start_access(self, i: int, running: int, dead: int, freed: int):
-        """Races and dead uses of statement i's accesses starting now."""
+    def _start_access(self, i: int, running: int, dead: int, freed: int, status):
+        """Races and dead uses of statement i's accesses starting now.
+
+        A dead byte is a use after free when a free has killed it since it was last made
+        live, and a use before alloc when no alloc has made it live yet (a byte can be both:
+        freed before it was ever allocated).
+        """
         touch = self.touch[i]
         if not touch:
             return (), ()
@@ -723,10 +729,18 @@ class Machine:
             u = []
             if bad & freed:
                 u.append((i, "use-after-free"))
-            if bad & ~freed:
+            if bad & self.never_allocated(status):
                 u.append((i, "use-before-alloc"))
             uses = tuple(u)
         return races, uses
+
+    def never_allocated(self, status) -> int:
+        """Segments covered by some alloc that no completed alloc has made live yet."""
+        fresh = self.initially_dead
+        for a in self.allocs:
+            if status[a] == DONE:
+                fresh &= ~self.life[a]
+        return fresh
 
     def killer(self, state, i: int) -> int | None:
         """The completed free whose bytes statement i touches and that are dead now."""
