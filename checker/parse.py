@@ -699,6 +699,11 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     else:
         span = span_of(token)
         found = "end of line" if token.type == "_NL" else f"`{token}`"
+        number = re.compile(r"\d+(\.\d+)?[ \t]*[A-Za-z]*").match(text, token.start_pos) if token.type in ("INT", "SIGNED_INT") else None
+        if number and number.end() > token.end_pos and message and "needs a unit" in message:
+            # `3.5` or `4 MiB`: underline the whole number the unit is missing from
+            span = _span_at(text, token.start_pos, len(number.group().rstrip()))
+            found = f"`{number.group().rstrip()}`"
         if token.type == "_NL":
             span = _span_at(text, token.start_pos, 1)
     expected = _describe_expected(parser, set(getattr(exc, "accepts", None) or exc.expected or ()))

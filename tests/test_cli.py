@@ -318,7 +318,7 @@ ERROR_SPECS = [
     ("device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: kernel k reads x[0:2MiB]\n}\n", "SP014", 5, 22, 8),
     ("device d\nstream s on d\nevent e\nthread t {\n\ts: reset e\n}\n", "SP017", 5, 2, 10),
     ("device d\nstream s on d\nthread t {\n  let v = 1 / (2 - 2)\n}\n", "SP019", 4, 16, 5),
-    ("device d\r\nstream s on d\r\nthread t {\r\n  s: kernel k 1.5\r\n}\r\n", "SP002", 4, 15, 1),
+    ("device d\r\nstream s on d\r\nthread t {\r\n  s: kernel k 1.5\r\n}\r\n", "SP002", 4, 15, 3),
     ("", "SP003", 1, 1, 0),
 ]
 

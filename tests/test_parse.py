@@ -492,3 +492,14 @@ def test_byte_order_mark_is_skipped():
     loaded = load_bytes("\ufeffdevice d\nstream s on d\nthread t {\n  s9: kernel k\n}\n".encode(), "t.sched")
     assert loaded.diagnostics[0].code is Code.SP010
     assert (loaded.diagnostics[0].primary_span.line, loaded.diagnostics[0].primary_span.column) == (4, 3)
+
+
+@pytest.mark.parametrize("source,line,column,end_column", [
+    (thread("s: kernel k 3.5"), 5, 15, 18),
+    (thread("s: kernel k 3 ms"), 5, 15, 19),
+    (thread("s: kernel k 3", "s: kernel k"), 5, 15, 16),
+    ("buffer b 4 MiB on host\n", 1, 10, 15),
+])
+def test_missing_unit_underlines_the_number(source, line, column, end_column):
+    diagnostic = assert_error(source, Code.SP002, line, column, end_column)
+    assert "needs a unit" in diagnostic.message
