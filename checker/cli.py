@@ -42,8 +42,9 @@ examples:
 def _console(stream=None):
     from rich.console import Console
 
+    plain = bool(os.environ.get("NO_COLOR"))  # https://no-color.org: no escape codes at all
     return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True,
-                   no_color="NO_COLOR" in os.environ or None)
+                   color_system=None if plain else "auto", no_color=plain or None)
 
 
 def _parser() -> argparse.ArgumentParser:
