@@ -480,6 +480,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`": [
         _THREAD + "s: record\n}", _THREAD + "s: wait\n}", _THREAD + "s: reset\n}",
     ],
+    "one event or notify per statement: write one `record`, `wait`, `reset`, `notify` or `await` per line": [
+        _THREAD + f"s: {op} a{sep}b\n}}" for op in ("record", "wait", "reset", "notify", "await") for sep in (", ", " ")
+    ] + [_THREAD + f"{op} a{sep}b\n}}" for op in ("notify", "await") for sep in (", ", " ")],
     "`notify` and `await` name a notify: `notify NOTIFY`": [
         _THREAD + "s: notify\n}", _THREAD + "s: await\n}", _THREAD + "notify\n}", _THREAD + "await\n}",
     ],
@@ -498,7 +501,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s: alloc\n}", _THREAD + "s: free\n}", _THREAD + "alloc\n}", _THREAD + "free\n}",
     ],
     "`sync` needs a stream, an event, a device or `all`": [
-        _THREAD + "sync\n}", _THREAD + "sync 3\n}",
+        _THREAD + "sync\n}", _THREAD + "sync 3\n}", _THREAD + "sync s, s\n}", _THREAD + "sync s s\n}",
     ],
     "a duration needs a unit (`ns`, `us`, `ms` or `s`)": [
         _THREAD + "s: kernel k 3\n}", _THREAD + "s: kernel k reads x 3\n}", _THREAD + "host h 3\n}",
@@ -514,10 +517,12 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a buffer is declared `buffer NAME[N]? SIZE on (host | DEVICE) [pinned]`": [
         "buffer x 4MiB\n", "buffer x on host\n", "buffer x 4MiB host\n", "buffer x 4MiB on\n",
         "buffer x 4MiB on host pageable\n", "buffer x[2] on host\n", "buffer\n",
+        "buffer x 4MiB on device d\n", "buffer x 4MiB on d, e\n",
     ],
     "a stream is declared `stream NAME[N]? on DEVICE [priority P] [legacy | nonblocking]`": [
         "stream s\n", "stream s d\n", "stream s[2]\n", "stream s on\n", "stream s on d blocking\n",
         "stream\n",
+        "stream s on device d\n", "stream s on d, e\n",
     ],
     "a priority is `high`, `low` or an integer": [
         "stream s on d priority medium\n", "stream s on d priority\n",
@@ -551,7 +556,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         )
     ],
     "a thread is declared `thread NAME {`, with the `{` on the same line": [
-        "thread t\n{\n}\n", "thread {\n}\n", "thread\n", "thread t s: kernel k\n",
+        "thread t\n{\n}\n", "thread {\n}\n", "thread\n", "thread t s: kernel k\n", "thread t(x) {\n}\n", "thread t:\n",
     ],
     "`}` without a matching `{`": [prefix + "}\n" for prefix in _TOP],
     "a `for` loop is written `for VAR in LOW..HIGH { ... }`": [
@@ -559,6 +564,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "for i in 0..\n}", _THREAD + "for in 0..2 {\n}\n}", _THREAD + "for i in 0..2 s: kernel k\n}",
         _THREAD + "for i in 0...2 {\n}\n}", _THREAD + "for i in 0:2 {\n}\n}",
         _THREAD + "for i in 0..2\n{\n}\n}", _THREAD + "for\n}",
+        _THREAD + "for (i = 0; i < 2; i++) {\n}\n}", _THREAD + "for i in 0 to 2 {\n}\n}",
+        _THREAD + "for i in [0, 1] {\n}\n}", _THREAD + "for i = 0..2 {\n}\n}",
     ],
     "a `let` is written `let VAR = EXPRESSION`": [
         _THREAD + "let i 3\n}", _THREAD + "let i =\n}", _THREAD + "let\n}", _THREAD + "let 3 = i\n}",

@@ -503,3 +503,18 @@ def test_byte_order_mark_is_skipped():
 def test_missing_unit_underlines_the_number(source, line, column, end_column):
     diagnostic = assert_error(source, Code.SP002, line, column, end_column)
     assert "needs a unit" in diagnostic.message
+
+
+@pytest.mark.parametrize("source,message", [
+    (thread("s: wait e1, e2"), "one event or notify per statement"),
+    (thread("for i in 0..2 {", "  s: record e1 e2", "}"), "one event or notify per statement"),
+    (thread("sync s, s"), "`sync` needs a stream, an event, a device or `all`"),
+    (thread("for (i = 0; i < 2; i++) {", "}"), "a `for` loop is written"),
+    (thread("for i in 0 to 2 {", "}"), "a `for` loop is written"),
+    ("device d\nbuffer x 4MiB on device d\n", "a buffer is declared"),
+    ("device d\nstream s on device d\n", "a stream is declared"),
+    ("device d\nthread t(x) {\n}\n", "a thread is declared"),
+])
+def test_more_common_mistakes(source, message):
+    diagnostic = only_error(source)
+    assert diagnostic.code is Code.SP002 and diagnostic.message.startswith(message), diagnostic.message
