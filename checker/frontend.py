@@ -11,7 +11,7 @@ from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower
-from checker.parse import decode, parse
+from checker.parse import MAX_SOURCE_CHARS, decode, parse
 
 
 MAX_SHOWN_BYTES = 32 * 2**20
@@ -63,7 +63,8 @@ def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEME
 
 def load_file(path: str | Path, max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as file:  # never more than the limit (+1 to notice): /dev/zero is a file too
+            data = file.read(MAX_SOURCE_CHARS + 1)
     except OSError as exc:
         return Loaded(str(path), "", None, (error(Code.SP001, f"cannot read {path}: {exc.strerror or exc}", None),))
     return load_bytes(data, str(path), max_statements)

@@ -746,7 +746,7 @@ def _span_at(text: str, offset: int, length: int) -> Span:
 def decode(data: bytes) -> str:
     """Bytes to text, or a diagnostic at the first byte that is not UTF-8 text."""
     if len(data) > MAX_SOURCE_CHARS:
-        raise SpecError(error(Code.SP004, f"spec is too large ({len(data)} bytes)", None,
+        raise SpecError(error(Code.SP004, f"spec is too large (more than {MAX_SOURCE_CHARS:,} bytes)", None,
                               help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"))
     try:
         text = data.decode("utf-8")

@@ -343,3 +343,9 @@ def test_error_output_has_location_source_caret(run, tmp_path, source, code, lin
     start = caret.index("^")
     assert start - gutter == column - 1
     assert caret[start:].startswith("^" * max(width, 1))
+
+
+def test_endless_input_is_refused_not_read_forever(run):
+    status, out, err = run("check", "/dev/zero")
+    assert status == 2
+    assert (out + err).startswith("/dev/zero: error[SP004]: spec is too large")
