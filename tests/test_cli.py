@@ -249,8 +249,6 @@ def test_colour_when_forced(run, monkeypatch):
     assert ANSI.search(out)
 
 
-@pytest.mark.xfail(strict=False, reason="cli.py: NO_COLOR removes colours but rich still emits bold; "
-                                       "see the front-end report")
 def test_no_color_means_no_escapes_even_on_a_terminal(run, monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("NO_COLOR", "1")
