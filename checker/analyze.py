@@ -154,7 +154,7 @@ def check_loaded(loaded: Loaded, options: Options = Options()) -> FileReport:
         met, matched = _expectation_met(program, expectation, findings)
         expected.update(matched)
         if not met:
-            what = expectation.kind.value + (f" on `{expectation.buffer}`" if expectation.buffer else "")
+            what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
                                      "not met", help=_unmet_help(expectation.kind)))
     findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]

@@ -8,7 +8,7 @@ produces must replay in the executor.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checker import hb
@@ -215,6 +215,10 @@ def deterministic_specs(draw) -> str:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(deterministic_specs())
+@example(  # a double free racing an alloc: both kinds of dead use on the second free
+    "device d { compute 2 copy 2 }\nbuffer a 4KiB on d\nbuffer t 4KiB on d\nbuffer h 4KiB on host\n"
+    "event e[2]\nstream s0 on d\nstream s1 on d\nstream s2 on d\n"
+    "thread main {\n  s1: alloc t\n  s0: free t\n  s0: free t\n}\n")
 def test_agrees_with_the_explorer_on_single_thread_specs(text):
     program = program_of(text)
     assert hb.nondeterminism(program) is None

@@ -14,6 +14,21 @@ class Mark:
     primary: bool
 
 
+MAX_SHOWN = 120
+
+
+def _window(text: str, marks: list[Mark]) -> tuple[str, int]:
+    """A long line cut down to the part around its marks; returns it and the columns cut."""
+    if len(text) <= MAX_SHOWN:
+        return text, 0
+    first = min(max(m.span.column - 1, 0) for m in marks)
+    start = max(0, first - 20)
+    shown = text[start:start + MAX_SHOWN]
+    prefix = "..." if start else ""
+    suffix = "..." if start + MAX_SHOWN < len(text) else ""
+    return prefix + shown + suffix, start - len(prefix)
+
+
 def frame(source: str, marks: list[Mark], style) -> list[str]:
     """Lines of a code frame. `style(text, kind)` colours a piece (kind: gutter, primary, secondary)."""
     lines = source.splitlines()
@@ -30,12 +45,12 @@ def frame(source: str, marks: list[Mark], style) -> list[str]:
     for number in sorted(by_line):
         if previous is not None and number > previous + 1:
             out.append(style("." * (width + 1), "gutter"))
-        text = lines[number - 1].replace("\t", " ")
+        text, shift = _window(lines[number - 1].replace("\t", " "), by_line[number])
         out.append(style(f"{number:>{width}} |", "gutter") + " " + style(text, "source"))
         for mark in by_line[number]:
-            start = max(mark.span.column - 1, 0)
+            start = max(mark.span.column - 1 - shift, 0)
             if mark.span.end_line == mark.span.line:
-                end = max(mark.span.end_column - 1, start + 1)
+                end = max(mark.span.end_column - 1 - shift, start + 1)
             else:
                 end = max(len(text), start + 1)
             end = min(end, max(len(text), start + 1))

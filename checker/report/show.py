@@ -9,6 +9,10 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:g}ms"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def show_json(program: Program) -> dict:
     return {
         "path": program.path,
@@ -74,6 +78,7 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
         if len(t.statements) > limit:
             out.append(f"    ... {len(t.statements) - limit} more")
     tasks = sum(1 for s in program.statements if s.stream is not None)
-    out.append(f"{len(program.statements)} statements ({tasks} tasks) on {len(program.streams)} streams, "
-               f"{len(program.devices)} devices, {len(program.threads)} threads")
+    out.append(f"{_count(len(program.statements), 'statement')} ({_count(tasks, 'task')}) on "
+               f"{_count(len(program.streams), 'stream')}, {_count(len(program.devices), 'device')}, "
+               f"{_count(len(program.threads), 'thread')}")
     return out
