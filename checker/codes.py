@@ -72,7 +72,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP023: "alias cycle",
     Code.SP024: "invalid device declaration",
     Code.SP050: "event waited on but never recorded",
-    Code.SP051: "declared but never used",
+    Code.SP051: "stream declared but never used",
     Code.SP052: "notify awaited but never notified",
     Code.SP101: "race",
     Code.SP102: "use after free",
