@@ -23,14 +23,15 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, StreamMode, SyncKind
-from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
+from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, Witness, holds_thread
 
 ACCESS_OPS = frozenset(
     {Op.KERNEL, Op.COPY, Op.CALLBACK, Op.ALLREDUCE, Op.SEND, Op.RECV, Op.FREE, Op.HOST}
 )
 """Statements whose accesses count (an `alloc` is not an access)."""
 
-Formula = "z3.BoolRef | bool"
+HORIZON = -1
+"""`now` for a condition asked at the end of an execution prefix (deadlock)."""
 
 
 # --- folding helpers: Python booleans are constants, so static facts vanish early ----------
@@ -165,6 +166,28 @@ class Encoding:
 
     # --- step lookup --------------------------------------------------------------------
 
+    def witness(self, order) -> Witness:
+        """The witness of an execution order given as step ids."""
+        return Witness(tuple(self.steps[i] for i in order))
+
+    def can_block(self) -> bool:
+        """Whether any step can wait on something enqueued later or on nothing at all.
+
+        Without flag waits or flag syncs, awaits and collectives, every task waits only for
+        tasks enqueued before it (stream, hardware queue and legacy order, the bound record)
+        and every blocked thread only for tasks it already saw enqueued: the earliest
+        enqueued unfinished task can always move, so no execution deadlocks."""
+        program = self.program
+        for statement in program.statements:
+            if statement.op is Op.AWAIT or statement.group is not None:
+                return True
+            if statement.op is Op.WAIT and program.events[statement.event].flag:
+                return True
+            if (statement.op is Op.SYNC and statement.sync is SyncKind.EVENT
+                    and program.events[statement.target].flag):
+                return True
+        return bool(program.groups)
+
     def step(self, kind: StepKind, statement: int) -> int:
         return self._step_id[(kind, statement)]
 
@@ -208,16 +231,29 @@ class Encoding:
 
     # --- atoms --------------------------------------------------------------------------
 
-    def before(self, step: int, now):
-        """Step `step` happened strictly before time `now` (a step id's own time or H)."""
-        return self.time[step] < now
+    def precedes(self, first: int, second: int):
+        """first comes before second in the execution order: (t, index) lexicographically.
+
+        Ties in time are broken by step index, so every comparison is a single `<` or `<=`
+        and no `Distinct` is needed for the order to be total."""
+        if first == second:
+            return False
+        if first < second:
+            return self.time[first] <= self.time[second]
+        return self.time[first] < self.time[second]
+
+    def before(self, step: int, now: int):
+        """Step `step` happened before `now`: a step id, or HORIZON (the end of the prefix)."""
+        if now == HORIZON:
+            return self.happened(step)
+        return self.precedes(step, now)
 
     def happened(self, step: int):
         return self.time[step] < self.horizon
 
     def _between(self, first: int, second: int, now):
         """first < second < now: `second` happened after `first` and before `now`."""
-        return z3.And(self.time[first] < self.time[second], self.time[second] < now)
+        return _and(self.precedes(first, second), self.before(second, now))
 
     def enqueued_before(self, u: Statement, x: Statement):
         """u's issue precedes x's issue. Static within a thread (program order)."""
@@ -225,9 +261,7 @@ class Encoding:
             return False
         if u.thread == x.thread:
             return self._position[u.index] < self._position[x.index]
-        return self.time[self.step(StepKind.ISSUE, u.index)] < self.time[
-            self.step(StepKind.ISSUE, x.index)
-        ]
+        return self.precedes(self.step(StepKind.ISSUE, u.index), self.step(StepKind.ISSUE, x.index))
 
     def _describe(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
@@ -466,25 +500,23 @@ class Encoding:
         must-happen-before pruning both read it)."""
         cached = self._own.get(step)
         if cached is None:
-            cached = self._own[step] = self.condition(step, self.time[step])
+            cached = self._own[step] = self.condition(step, step)
         return cached
 
     # --- base assertions ------------------------------------------------------------------
 
     def base(self) -> list[z3.BoolRef]:
-        """Domain, total order, and 'a step that happened was enabled at its time'."""
+        """Domain, and 'a step that happened was enabled at its place in the order'."""
         horizon = self.horizon
         facts = []
         for i, t in enumerate(self.time):
             if i in self._never:
-                facts.append(t == horizon + i)
+                facts.append(t >= horizon)
                 continue
-            facts.append(z3.Or(z3.And(t >= 0, t < horizon), t == horizon + i))
+            facts.append(t >= 0)
             enabled = _and(*[c.formula for c in self.own_condition(i)])
             if enabled is not True:
                 facts.append(z3.Implies(t < horizon, to_z3(enabled)))
-        if len(self.time) > 1:
-            facts.append(z3.Distinct(*self.time))
         return facts
 
     # --- memory lifetime ------------------------------------------------------------------
@@ -552,12 +584,11 @@ class Encoding:
         return self._latest_is_setter(frees, allocs, now)
 
     def never_allocated(self, segment: Segment, now):
-        """The segment is covered by some alloc and no alloc or free of it has completed
-        before now (SP103; dead after a free is SP102 instead)."""
+        """The segment is covered by some alloc and none has completed before now (SP103).
+        A segment freed before its first alloc is dead both ways (SP102 and SP103)."""
         if not segment.allocs:
             return False
-        return _and(*[_not(self.before(self._lifetime_step(i), now))
-                      for i in segment.allocs + segment.frees])
+        return _and(*[_not(self.before(self._lifetime_step(i), now)) for i in segment.allocs])
 
     # --- queries --------------------------------------------------------------------------
 
@@ -565,29 +596,26 @@ class Encoding:
         """Both accesses running at once: both started, neither ended before the other started."""
         sa, ea = self.first_step(a), self.last_step(a)
         sb, eb = self.first_step(b), self.last_step(b)
-        t = self.time
-        return z3.And(self.happened(sa), self.happened(sb), t[sa] < t[eb], t[sb] < t[ea])
+        return _and(self.happened(sa), self.happened(sb),
+                    self.precedes(sa, eb), self.precedes(sb, ea))
 
     def use_after_free(self, statement: Statement):
         first = self.first_step(statement)
-        now = self.time[first]
         return _and(self.happened(first), _or(*[
-            self.dead_after_free(g, now) for g in self.touched_segments(statement)
+            self.dead_after_free(g, first) for g in self.touched_segments(statement)
         ]))
 
     def use_before_alloc(self, statement: Statement):
         first = self.first_step(statement)
-        now = self.time[first]
         return _and(self.happened(first), _or(*[
-            self.never_allocated(g, now) for g in self.touched_segments(statement)
+            self.never_allocated(g, first) for g in self.touched_segments(statement)
         ]))
 
     def deadlock(self):
         """Some step has not happened, and no step that has not happened is enabled at H."""
-        horizon = self.horizon
         stuck = _or(*[_not(self.happened(i)) for i in range(len(self.steps))])
         blocked = [
-            _or(self.happened(i), _not(self.enabled(i, horizon)))
+            _or(self.happened(i), _not(self.enabled(i, HORIZON)))
             for i in range(len(self.steps)) if i not in self._never
         ]
         return _and(stuck, *blocked)

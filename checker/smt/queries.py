@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import ExpectKind, Program, Statement
-from checker.smt.encode import ACCESS_OPS, Encoding
+from checker.smt.encode import ACCESS_OPS, HORIZON, Encoding
 from checker.smt.order import must_order
 from checker.smt.solve import Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind
@@ -27,7 +27,7 @@ class _RaceGroup:
     first: tuple[int, int]
     instances: int
     memory: int
-    sat: Sat
+    witness: object
 
 
 class Analysis:
@@ -84,26 +84,54 @@ class Analysis:
                 result.append((a, b, memory))
         return result
 
+    def _harvest(self, sat: Sat, pending: dict) -> dict:
+        """Every pending candidate that also races in `sat`'s execution, with its witness:
+        one model usually shows many races, and each needs no query of its own."""
+        encoding = self.encoding
+        position = {step: k for k, step in enumerate(sat.order)}
+        never = len(sat.order)
+        found = {}
+        for pair, (a, b, memory) in pending.items():
+            sa, sb = position.get(encoding.first_step(a)), position.get(encoding.first_step(b))
+            if sa is None or sb is None:
+                continue
+            if (sa < position.get(encoding.last_step(b), never)
+                    and sb < position.get(encoding.last_step(a), never)):
+                found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]))
+        return found
+
     def races(self) -> None:
-        groups: dict[tuple[int, int], _RaceGroup] = {}
-        for a, b, memory in self.race_candidates():
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in self.race_candidates()}
+        racing: dict[tuple[int, int], tuple[int, object]] = {}
+        while pending:
+            pair, (a, b, memory) = next(iter(pending.items()))
             verdict = self.session.ask(
                 self.encoding.race(a, b),
                 cut=(self.encoding.first_step(a), self.encoding.first_step(b)),
             )
+            if isinstance(verdict, Sat):
+                found = self._harvest(verdict, pending)
+                found[pair] = (memory, verdict.witness)
+                for done in found:
+                    del pending[done]
+                racing.update(found)
+                continue
+            del pending[pair]
             if isinstance(verdict, Unknown):
                 self._unknown(f"whether {self._line(a)} and {self._line(b)} race",
                               (a.index, b.index), verdict)
-                continue
-            if isinstance(verdict, Unsat):
-                continue
-            self.racing.add((a.index, b.index))
+        groups: dict[tuple[int, int], _RaceGroup] = {}
+        for pair in sorted(racing):
+            memory, witness = racing[pair]
+            a, b = (self.program.statements[i] for i in pair)
+            self.racing.add(pair)
             key = tuple(sorted((a.origin, b.origin)))
             known = groups.get(key)
             if known is None:
-                groups[key] = _RaceGroup((a.index, b.index), 1, memory, verdict)
+                groups[key] = _RaceGroup(pair, 1, memory, witness)
             else:
-                groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory, known.sat)
+                groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory,
+                                         known.witness)
         for group in groups.values():
             a, b = (self.program.statements[i] for i in group.first)
             memory = self.program.memories[group.memory]
@@ -114,7 +142,7 @@ class Analysis:
                 buffer=memory.buffer,
                 memory=memory.name,
                 instances=group.instances,
-                witness=group.sat.witness,
+                witness=group.witness,
                 help="order them with an event, a stream sync or the same stream",
                 expected=self._expected(ExpectKind.RACE, memory.buffer),
             ))
@@ -175,6 +203,8 @@ class Analysis:
     # --- deadlock -----------------------------------------------------------------------
 
     def deadlock(self) -> None:
+        if not self.encoding.can_block():
+            return
         verdict = self.session.ask(self.encoding.deadlock())
         if isinstance(verdict, Unknown):
             self._unknown("whether the program can deadlock", (), verdict)
@@ -203,7 +233,7 @@ class Analysis:
 
         def waits(step: int) -> str:
             failing = [
-                c.label for c in encoding.condition(step, encoding.horizon)
+                c.label for c in encoding.condition(step, HORIZON)
                 if not session.holds(verdict, c.formula)
             ]
             return "; ".join(dict.fromkeys(failing)) or "nothing (it can still run)"

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import z3
 
 from checker.smt.encode import Encoding, to_z3
-from checker.witness import Step, Witness
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +26,8 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class Sat:
-    """The query holds in some execution; `order` lists the happened step ids by time."""
+    """The query holds in some execution. `order` lists every happened step id in execution
+    order (the whole model, also past the witness's cut): other questions can be read off it."""
 
     witness: Witness
     order: tuple[int, ...]
@@ -56,7 +56,7 @@ class Session:
     def __init__(self, encoding: Encoding, budget: Budget):
         self.encoding = encoding
         self.budget = budget
-        self.solver = z3.SolverFor("QF_LIA")
+        self.solver = z3.Solver()
         self.solver.set("timeout", max(1, int(budget.timeout * 1000)))
         if budget.rlimit is not None:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
@@ -86,15 +86,16 @@ class Session:
     def _decode(self, model: z3.ModelRef, cut: tuple[int, ...]) -> Sat:
         encoding = self.encoding
         times = [model.eval(t, model_completion=True).as_long() for t in encoding.time]
+        # The execution order is (time, step index): ties are broken by index, as the
+        # encoding's `precedes` says.
         happened = sorted(
             (i for i, value in enumerate(times) if value < encoding.horizon),
-            key=lambda i: times[i],
+            key=lambda i: (times[i], i),
         )
+        shown = happened
         if cut:
-            limit = max(times[i] for i in cut)
-            happened = [i for i in happened if times[i] <= limit]
-        steps = tuple(encoding.steps[i] for i in happened)
-        return Sat(Witness(tuple(Step(s.kind, s.statement) for s in steps)), tuple(happened), model)
+            shown = happened[: max(happened.index(i) for i in cut) + 1]
+        return Sat(encoding.witness(shown), tuple(happened), model)
 
     def holds(self, verdict: Sat, formula) -> bool:
         """Evaluate a formula over the encoding's variables in a SAT verdict's model."""
