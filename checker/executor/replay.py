@@ -280,7 +280,10 @@ def _ordered(machine: Machine, steps, first: int, second: int):
     """
     data = ByteModel(machine)
     state = machine.initial()
-    start_second = steps[_first_start(machine, steps, second)]
+    where = _first_start(machine, steps, second)
+    if where is None:
+        return None
+    start_second = steps[where]
     for step in steps:
         if step == start_second or (
             step.statement == second and step.kind in (StepKind.END, StepKind.RETURN)
@@ -306,6 +309,14 @@ def _ordered(machine: Machine, steps, first: int, second: int):
         state = machine.apply(state, step)
         data.observe(step)
     return data
+
+
+def _try_ordered(machine: Machine, steps, first: int, second: int):
+    """`_ordered`, or None when the witness cannot be rearranged that way."""
+    try:
+        return _ordered(machine, steps, first, second)
+    except (IllegalStep, TypeError, IndexError, KeyError):
+        return None
 
 
 def _race_bytes(machine, steps, a, b, pair, data) -> dict:
@@ -342,8 +353,8 @@ def _race_bytes(machine, steps, a, b, pair, data) -> dict:
         return model.combined((g, got.get(g)) for g in _segs(overlap) if g in got)
 
     detail["reader_saw"] = seen(data, reader)
-    wf = _ordered(machine, steps, writer, reader)
-    rf = _ordered(machine, steps, reader, writer)
+    wf = _try_ordered(machine, steps, writer, reader)
+    rf = _try_ordered(machine, steps, reader, writer)
     detail["writer_first"] = seen(wf, reader) if wf is not None else None
     detail["reader_first"] = seen(rf, reader) if rf is not None else None
     detail["explanation"] = (
