@@ -292,14 +292,23 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
             want in tr.dead_uses for tr in trs)))
         out.append(Finding(kind, message, statements, memory.buffer if memory else None,
                            name if memory else None, len(group), witness, help=help_text))
-    for d in result.deadlocks:
-        lines = ", ".join(str(st[i].span.line) for i, _ in d.stuck[:6])
+    if result.deadlocks:
+        # One deadlock finding per program (as the other backends report it): the one with
+        # the shortest witness; `Exploration.deadlocks` keeps the other stuck sets.
+        d = min(result.deadlocks, key=lambda d: len(d.witness.steps))
+        steps = shorten(machine, d.witness.steps, lambda state, _: (
+            not machine.enabled(state) and not machine.finished(state)))
+        state = machine.initial()
+        for step in steps:
+            state = machine.apply(state, step)
+        stuck = machine.stuck(state)
+        lines = ", ".join(str(st[i].span.line) for i, _ in stuck[:6])
         out.append(Finding(
             FindingKind.DEADLOCK,
-            f"deadlock: {len(d.stuck)} statement(s) can never complete (lines {lines})",
-            tuple(i for i, _ in d.stuck),
-            witness=d.witness,
-            stuck=tuple(Stuck(i, w) for i, w in d.stuck),
+            f"deadlock: {len(stuck)} statement(s) can never complete (lines {lines})",
+            tuple(i for i, _ in stuck),
+            witness=Witness(steps),
+            stuck=tuple(Stuck(i, w) for i, w in stuck),
             help="every wait, sync and collective needs a partner that can still arrive",
         ))
     return tuple(out)

@@ -795,7 +795,8 @@ class Machine:
         return f"#{i}"
 
     def stuck(self, state: State) -> tuple[tuple[int, str], ...]:
-        """For a state with unfinished work: each unfinished thread and task and what it waits for."""
+        """For a state with unfinished work: each unfinished thread and task and what it waits
+        for, in statement order."""
         out: list[tuple[int, str]] = []
         p = self.program
         for t in range(len(p.threads)):
@@ -819,6 +820,7 @@ class Machine:
                 else:
                     why = self._first_step_blocker(state, h) or "can still move"
                 out.append((h, f"{p.describe(st)}: {why}"))
+        out.sort()
         return tuple(out)
 
 
