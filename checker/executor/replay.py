@@ -340,8 +340,10 @@ def _race_bytes(machine, steps, a, b, pair, data) -> dict:
         detail["kind"] = "write/write"
         detail["a_last"] = data.combined((g, data.written_value(a, g)) for g in _segs(overlap))
         detail["b_last"] = data.combined((g, data.written_value(b, g)) for g in _segs(overlap))
-        detail["explanation"] = ("both write these bytes at once: what is left depends on which "
-                                 "finishes last")
+        detail["explanation"] = (
+            f"both write {mem.name if (lo, hi) == (0, mem.size) else f'{mem.name}[{lo}:{hi}]'} at once: it ends as {detail['a_last']} if "
+            f"{p.describe(p.statements[a])} finishes last, {detail['b_last']} if "
+            f"{p.describe(p.statements[b])} does")
         return detail
     reader, writer = (a, b) if y.write else (b, a)
     detail["kind"] = "read/write"
@@ -357,11 +359,20 @@ def _race_bytes(machine, steps, a, b, pair, data) -> dict:
     rf = _try_ordered(machine, steps, reader, writer)
     detail["writer_first"] = seen(wf, reader) if wf is not None else None
     detail["reader_first"] = seen(rf, reader) if rf is not None else None
-    detail["explanation"] = (
-        "the reader sees bytes that differ between orders of the two accesses: "
-        f"{detail['reader_saw']} in the witness, {detail['writer_first']} if the write completes "
-        f"first, {detail['reader_first']} if the read completes first"
-    )
+    where = mem.name if (lo, hi) == (0, mem.size) else f"{mem.name}[{lo}:{hi}]"
+    r_what = p.describe(p.statements[reader])
+    w_what = p.describe(p.statements[writer])
+    if str(detail["reader_saw"]).startswith("in-flight"):
+        saw = f"{r_what} read {where} while {w_what} was writing it (torn bytes)"
+    else:
+        saw = (f"{r_what} read {where} = {detail['reader_saw']} while {w_what} started "
+               f"overwriting it")
+    orders = []
+    if detail["writer_first"] is not None:
+        orders.append(f"{detail['writer_first']} had the write completed first")
+    if detail["reader_first"] is not None:
+        orders.append(f"{detail['reader_first']} had the read completed first")
+    detail["explanation"] = saw + ("; it would read " + ", or ".join(orders) if orders else "")
     return detail
 
 
