@@ -92,7 +92,9 @@ class Exploration:
                 for u in self.dead_uses
             ],
             "deadlocks": [
-                {"stuck": [{"statement": i, "line": line(i), "waits_for": w} for i, w in d.stuck],
+                {"stuck": [{"statement": i, "line": line(i), "waits_for": w,
+                            "what": program.describe(program.statements[i]) if program else None}
+                           for i, w in d.stuck],
                  "witness": d.witness.to_json()}
                 for d in self.deadlocks
             ],

@@ -796,7 +796,7 @@ class Machine:
 
     def stuck(self, state: State) -> tuple[tuple[int, str], ...]:
         """For a state with unfinished work: each unfinished thread and task and what it waits
-        for, in statement order."""
+        for (`notify go not set`), in statement order."""
         out: list[tuple[int, str]] = []
         p = self.program
         for t in range(len(p.threads)):
@@ -806,7 +806,7 @@ class Machine:
             v = state.threads[t]
             kind = _RETURN if v & 1 else _ISSUE
             why = self.blocker(state, self.steps[kind][i]) or "can still move"
-            out.append((i, f"{p.describe(p.statements[i])}: {why}"))
+            out.append((i, why))
         for q in state.queues:
             for k, h in enumerate(q):
                 st = p.statements[h]
@@ -819,7 +819,7 @@ class Machine:
                     why = self._group_blocker(state, self.group_of[h]) or "can still start"
                 else:
                     why = self._first_step_blocker(state, h) or "can still move"
-                out.append((h, f"{p.describe(st)}: {why}"))
+                out.append((h, why))
         out.sort()
         return tuple(out)
 

@@ -196,8 +196,10 @@ def _confirm_deadlock(machine: Machine, run: Replay) -> Confirmation:
         {"statement": i, "line": machine.program.statements[i].span.line, "waits_for": w}
         for i, w in run.stuck
     ]
+    p = machine.program
+    lines = [f"{p.describe(p.statements[s['statement']])}: {s['waits_for']}" for s in stuck]
     return Confirmation(True, "the final state has unfinished work and no enabled step",
-                        {"stuck": [s["waits_for"] for s in stuck], "participants": stuck})
+                        {"stuck": lines, "participants": stuck})
 
 
 def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay) -> Confirmation:

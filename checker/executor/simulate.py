@@ -114,7 +114,9 @@ class Simulation:
                 {"line": line(n.statement), "part": n.part, "start": ms(n.start), "end": ms(n.end)}
                 for n in self.critical_path
             ],
-            "stuck": [{"line": line(i), "waits_for": w} for i, w in self.stuck],
+            "stuck": [{"line": line(i), "statement": i,
+                       "what": p.describe(p.statements[i]) if p is not None else None,
+                       "waits_for": w} for i, w in self.stuck],
         }
 
 
