@@ -150,6 +150,10 @@ def step_timeline(machine: Machine, steps: tuple[Step, ...]) -> Timeline:
                 opened[i] = k
             else:
                 add(i, k, k)
+        elif kind is StepKind.ISSUE:
+            # The thread enqueues a task: a tick on the thread's row.
+            slices.append(Slice(i, f"thread:{p.threads[st.thread].name}", k, k,
+                                f"enqueue {label_of(p, st)}", st.span.line, "instant"))
         elif kind is StepKind.RETURN and st.stream is None:
             add(i, opened.pop(i, k), k + 1)
     for i, k in opened.items():

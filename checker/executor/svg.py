@@ -59,7 +59,7 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
     plot = WIDTH - LEFT - RIGHT
     end = max(timeline.end, 1)
     scale = plot / end
-    height = TOP + ROW * len(lanes) + 60
+    height = TOP + ROW * len(lanes) + 78
     unit = "ms" if timeline.unit == "ns" else "steps"
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -114,6 +114,8 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
         out.append(f'<rect x="{x:.2f}" y="{y:.1f}" width="{w:.2f}" height="{BAR}" rx="2" '
                    f'fill="{colour}"{stroke}><title>{escape(tip)}</title></rect>')
         text = short_label(s.label)
+        if w <= 7 * len(text) + 6:
+            text = text.split(" ")[0]  # `copy x <- h` does not fit: `copy`
         if w > 7 * len(text) + 6:
             fg = "#222" if s.category in ("sync", "launch", "host") else "white"
             out.append(f'<text x="{x + 4:.2f}" y="{y + BAR - 5:.1f}" fill="{fg}" '
