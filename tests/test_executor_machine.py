@@ -14,7 +14,7 @@ from checker.executor.simulate import simulate
 from checker.frontend import load_text
 from checker.witness import Step, StepKind
 
-from test_executor_reduction import programs
+from test_executor_strategies import programs
 
 
 def _every_step(machine):

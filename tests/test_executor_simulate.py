@@ -11,10 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from checker.executor.explore import explore
 from checker.executor.replay import replay
 from checker.executor.simulate import simulate
 from checker.frontend import load_file, load_text
 from checker.ir import NS_PER_MS, Op
+
+from test_executor_strategies import programs as rich_programs
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 VALID = sorted(CONFORMANCE.glob("c*.sched"))
@@ -256,3 +259,20 @@ def test_simulating_100k_tasks_is_fast():
     spent = time.process_time() - began
     assert not sim.deadlocked
     assert spent < 5.0, spent
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rich_programs())
+def test_any_program_simulates_to_a_legal_run(text):
+    """Every statement kind, several threads: the simulated run replays step by step, and a
+    simulation that gets stuck is a deadlock the explorer also finds."""
+    program = load_text(text).program
+    sim = simulate(program)
+    run = replay(program, sim.steps)
+    assert run.ok, (run.reason, text)
+    if sim.deadlocked:
+        assert run.stuck and not run.finished
+        exploration = explore(program, max_states=200_000)
+        assert exploration.deadlocks or not exploration.complete, text
+    else:
+        assert run.finished, text
