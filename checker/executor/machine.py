@@ -16,8 +16,11 @@ Representation, chosen so that a million states fit in a minute:
 * Memory is cut into segments at every boundary any access or lifetime statement uses, so
   liveness and overlap are bit operations.
 
-The legality rules (`blocker`) and the queue bookkeeping are written against a read-only view
-with the `State` field names, so the simulator can run them over its own mutable copy.
+One step function: `blocker(view, step)` says whether a step may happen and `effects(view,
+step)` what it changes, as a list of updates. Both read any object with the `State` field
+names, so `apply` (a new immutable State, for replay and explore) and the simulator (its own
+mutable copy, for 100,000-task runs) share every rule. `reducible` marks the steps that
+exploration may take alone (partial-order reduction; see `_reduction_tables`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from checker.ir import Event, GroupKind, Op, Program, Statement, StreamMode, SyncKind
+from checker.ir import Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
 
 _ISSUE, _RETURN, _START, _END, _COMPLETE = (

@@ -23,14 +23,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from checker.ir import NS_PER_MS, Engine, Op, Program
-from checker.executor.machine import (  # noqa: F401  (bound enum members for speed)
-    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_COPY, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD, _OP_SYNC,
-    _OP_WAIT, _RETURN, _START, DONE, QUEUED, RUNNING, U_BIND, U_DEAD, U_DEQUEUE, U_ENQUEUE, U_FLAGS, U_FREED, U_LAST,
-    U_NOTES, U_RUNNING, U_STATUS, U_THREAD, Machine, State,
+from checker.ir import NS_PER_MS, Engine, Program
+from checker.executor.machine import (  # bound enum members: member lookups are slow
+    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_COPY, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD,
+    _OP_SYNC, _OP_WAIT, _RETURN, _START, QUEUED, RUNNING, U_BIND, U_DEAD, U_DEQUEUE, U_ENQUEUE,
+    U_FLAGS, U_FREED, U_LAST, U_NOTES, U_RUNNING, U_STATUS, U_THREAD, Machine, State,
 )
 from checker.executor.timeline import Lane, Slice, Timeline, label_of
-from checker.witness import StepKind
 
 
 class TaskTime(NamedTuple):
