@@ -276,3 +276,71 @@ def test_any_program_simulates_to_a_legal_run(text):
         assert exploration.deadlocks or not exploration.complete, text
     else:
         assert run.finished, text
+
+
+@st.composite
+def timed_programs(draw):
+    """One thread, plenty of engine units: no contention, so times follow the orders alone."""
+    lines = ["device d { compute 16 copy 16 }", "buffer h 1MiB on host pinned",
+             "buffer pg 1MiB on host", "buffer x[3] 1MiB on d", "event e[2]"]
+    lines += [f"stream s{k} on d" for k in range(3)]
+    lines.append("thread main {")
+    for _ in range(draw(st.integers(1, 14))):
+        s = f"s{draw(st.integers(0, 2))}"
+        a = draw(st.integers(0, 2))
+        dur = f"{draw(st.integers(0, 9))}ms"
+        lines.append(draw(st.sampled_from([
+            f"  {s}: kernel k writes x[{a}] {dur}",
+            f"  {s}: copy x[{a}] <- h {dur}",
+            f"  {s}: copy pg <- x[{a}] {dur}",
+            f"  {s}: record e[{a % 2}]",
+            f"  {s}: wait e[{a % 2}]",
+            f"  host f {dur}",
+            f"  sync {s}",
+            f"  sync e[{a % 2}]",
+        ])))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def asap_makespan(program) -> int:
+    """Earliest finish of a single-thread program with unlimited engines, from the contract."""
+    now = 0
+    end: dict[int, int] = {}
+    last_on: dict[int, int] = {}
+    last_record: dict[int, int] = {}
+    finish = 0
+    for i in program.threads[0].statements:
+        s = program.statements[i]
+        if s.stream is not None:
+            start = now
+            if s.stream in last_on:
+                start = max(start, end[last_on[s.stream]])
+            if s.op is Op.WAIT and s.event in last_record:
+                start = max(start, end[last_record[s.event]])
+            end[i] = start + s.duration
+            last_on[s.stream] = i
+            if s.op is Op.RECORD:
+                last_record[s.event] = i
+            if s.blocking:
+                now = end[i]
+            finish = max(finish, end[i])
+        elif s.op is Op.HOST:
+            now += s.duration
+        elif s.op is Op.SYNC:
+            if s.sync.value == "stream" and s.target in last_on:
+                now = max(now, end[last_on[s.target]])
+            if s.sync.value == "event" and s.target in last_record:
+                now = max(now, end[last_record[s.target]])
+    return max(finish, now)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(timed_programs())
+def test_uncontended_makespan_is_the_longest_chain(text):
+    program = load_text(text).program
+    sim = simulate(program)
+    assert not sim.deadlocked
+    assert sim.makespan == asap_makespan(program), text
+    path = [n for n in sim.critical_path]
+    assert path and max(n.end for n in path) == sim.makespan
