@@ -26,6 +26,7 @@ exploration may take alone (partial-order reduction; see `_reduction_tables`).
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -44,6 +45,10 @@ _SYNC_STREAM, _SYNC_EVENT, _SYNC_DEVICE, _SYNC_ALL = (
 
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 """Statement status codes. A host statement is RUNNING while its thread holds it."""
+
+PRECOMPUTE_CONFLICTS = 4000
+"""Up to this many statements, every statement's conflict set is one precomputed bitmask
+(fast for exploration); above it, conflicts are tested pairwise against what is running."""
 
 NEED_BEGUN, NEED_DONE = 1, 2
 """What a captured ordering dependency asks of an earlier task."""
@@ -268,6 +273,7 @@ class Machine:
             for m in g.members:
                 self.group_of[m] = g
         self._conflicts: tuple[int, ...] | None = None
+        self._pair_cache: dict[tuple[int, int], bool] = {}
         self._described: dict[int, str] = {}
         self._reduction_tables()
         self._init = State(
@@ -386,6 +392,18 @@ class Machine:
                             masks[j] |= 1 << i
             self._conflicts = tuple(masks)
         return self._conflicts
+
+    def conflict(self, i: int, j: int) -> bool:
+        """Whether statements i and j (i != j) have conflicting accesses."""
+        if i == j:
+            return False
+        key = (i, j) if i < j else (j, i)
+        hit = self._pair_cache.get(key)
+        if hit is None:
+            a = self.program.statements[i].accesses
+            b = self.program.statements[j].accesses
+            hit = self._pair_cache[key] = any(x.conflicts(y) for x in a for y in b)
+        return hit
 
     def initial(self) -> State:
         return self._init
@@ -601,6 +619,18 @@ class Machine:
             step = self.steps[_START][self.group_of[step.statement].members[0]]
         return self.fire(state, step)
 
+    def advance_into(self, store: "Store", step: Step, track: bool = True):
+        """Check and apply `step` to a mutable `Store` in place; returns (races, dead uses).
+        Raises IllegalStep, leaving the store unchanged, when the step may not happen."""
+        why = self.blocker(store, step)
+        if why is not None:
+            raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
+        if step.kind is _START and self.group_of[step.statement] is not None:
+            step = self.steps[_START][self.group_of[step.statement].members[0]]
+        updates, races, uses = self.effects(store, step, track)
+        store.update(updates)
+        return races, uses
+
     def fire(self, state: State, step: Step) -> Transition:
         """Apply a step already known to be legal (explore calls this on enabled steps)."""
         updates, races, uses = self.effects(state, step)
@@ -723,7 +753,13 @@ class Machine:
         if not touch:
             return (), ()
         races = ()
-        clash = running & self.conflicts[i]
+        if self.n <= PRECOMPUTE_CONFLICTS:
+            clash = running & self.conflicts[i]
+        else:  # a large program: test the (few) running statements one by one
+            clash = 0
+            for j in _bits(running):
+                if self.conflict(i, j):
+                    clash |= 1 << j
         if clash:
             races = tuple((j, i) for j in _bits(clash))
         uses = ()
@@ -825,6 +861,61 @@ class Machine:
                 out.append((h, why))
         out.sort()
         return tuple(out)
+
+
+class Store:
+    """A mutable state with the `State` field names: the machine's rules read it as they read
+    a State, and `Machine.advance_into` changes it in place. Replay and simulation use it so
+    that a step costs the same whatever the program's size."""
+
+    __slots__ = ("threads", "status", "queues", "tails", "last_record", "bind", "flags", "notes",
+                 "dead", "freed", "running")
+
+    def __init__(self, state: State) -> None:
+        self.threads = list(state.threads)
+        self.status = bytearray(state.status)
+        self.queues = [deque(q) for q in state.queues]
+        self.tails = list(state.tails)
+        self.last_record = list(state.last_record)
+        self.bind = list(state.bind)
+        self.flags = state.flags
+        self.notes = state.notes
+        self.dead = state.dead
+        self.freed = state.freed
+        self.running = state.running
+
+    def freeze(self) -> State:
+        """The immutable State this store holds now."""
+        return State(tuple(self.threads), bytes(self.status), tuple(tuple(q) for q in self.queues),
+                     tuple(self.tails), tuple(self.last_record), tuple(self.bind), self.flags,
+                     self.notes, self.dead, self.freed, self.running)
+
+    def update(self, updates) -> None:
+        for u in updates:
+            code = u[0]
+            if code == U_STATUS:
+                self.status[u[1]] = u[2]
+            elif code == U_THREAD:
+                self.threads[u[1]] = u[2]
+            elif code == U_ENQUEUE:
+                self.queues[u[1]].append(u[2])
+                self.tails[u[1]] = u[2]
+            elif code == U_DEQUEUE:
+                self.queues[u[1]].popleft()
+            elif code == U_LAST:
+                self.last_record[u[1]] = u[2]
+            elif code == U_BIND:
+                self.bind[u[1]] = u[2]
+            elif code == U_FLAGS:
+                self.flags = u[1]
+            elif code == U_NOTES:
+                self.notes = u[1]
+            elif code == U_DEAD:
+                self.dead = u[1]
+            elif code == U_FREED:
+                self.freed = u[1]
+            elif code == U_RUNNING:
+                self.running = u[1]
 
 
 def apply_updates(state: State, updates) -> State:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from checker.findings import Finding, FindingKind
 from checker.ir import Program
 from checker.executor.data import ByteModel
-from checker.executor.machine import DONE, IllegalStep, Machine, State
+from checker.executor.machine import DONE, IllegalStep, Machine, State, Store
 from checker.executor.timeline import Lane, Slice, Timeline, label_of
 from checker.witness import Step, StepKind, Witness
 
@@ -69,9 +69,13 @@ def replay(program: Program, witness: Witness | tuple[Step, ...]) -> Replay:
     return _run(Machine(program), steps)[0]
 
 
-def _run(machine: Machine, steps: tuple[Step, ...]) -> tuple[Replay, ByteModel]:
-    state = machine.initial()
+def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0
+         ) -> tuple[Replay, ByteModel, int | None]:
+    """Replay on a mutable store (a step costs the same whatever the program's size).
+    Also returns the first step index after which every statement bit in `watch` runs."""
+    state = Store(machine.initial())
     data = ByteModel(machine)
+    together = None
     races: list[tuple[int, int, int]] = []
     uses: list[tuple[int, str, int]] = []
     failed_at = None
@@ -82,15 +86,16 @@ def _run(machine: Machine, steps: tuple[Step, ...]) -> tuple[Replay, ByteModel]:
             failed_at, reason = k, f"step {k}: not a step: {step!r}"
             break
         try:
-            tr = machine.advance(state, step)
+            step_races, step_uses = machine.advance_into(state, step)
         except IllegalStep as exc:
             failed_at, reason = k, f"step {k} is not legal here: {exc.reason}"
             break
-        state = tr.state
         data.observe(step)
-        races.extend((a, b, k) for a, b in tr.races)
-        uses.extend((i, kind, k) for i, kind in tr.dead_uses)
+        races.extend((a, b, k) for a, b in step_races)
+        uses.extend((i, kind, k) for i, kind in step_uses)
         applied += 1
+        if watch and together is None and state.running & watch == watch:
+            together = k
     finished = machine.finished(state)
     stuck = ()
     if not finished and not machine.enabled(state):
@@ -100,14 +105,14 @@ def _run(machine: Machine, steps: tuple[Step, ...]) -> tuple[Replay, ByteModel]:
         applied=applied,
         failed_at=failed_at,
         reason=reason or "every step is legal",
-        state=state,
+        state=state.freeze(),
         races=tuple(races),
         dead_uses=tuple(uses),
         finished=finished,
         stuck=stuck,
         timeline=step_timeline(machine, steps[:applied]),
     )
-    return result, data
+    return result, data, together
 
 
 def step_timeline(machine: Machine, steps: tuple[Step, ...]) -> Timeline:
@@ -177,11 +182,15 @@ def confirm(program: Program, finding: Finding) -> Confirmation:
         if not isinstance(i, int) or not 0 <= i < len(program.statements):
             return Confirmation(False, f"the finding names statement #{i}, which the program lacks")
     steps = finding.witness.steps
-    run, data = _run(machine, steps)
+    watch = 0
+    if finding.kind is FindingKind.RACE and len(finding.statements) == 2:
+        a, b = finding.statements
+        watch = (1 << a) | (1 << b) if a != b else 0
+    run, data, together = _run(machine, steps, watch)
     if not run.ok:
         return Confirmation(False, run.reason, {"failed_at": run.failed_at})
     if finding.kind is FindingKind.RACE:
-        return _confirm_race(machine, finding, steps, run, data)
+        return _confirm_race(machine, finding, steps, data, together)
     if finding.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
         return _confirm_dead_use(machine, finding, run)
     if finding.kind is FindingKind.DEADLOCK:
@@ -234,22 +243,11 @@ def _first_start(machine: Machine, steps, i: int) -> int | None:
     return None
 
 
-def _confirm_race(machine, finding, steps, run, data) -> Confirmation:
+def _confirm_race(machine, finding, steps, data, together) -> Confirmation:
     if len(finding.statements) != 2:
         return Confirmation(False, "a race names exactly two statements")
     a, b = finding.statements
     p = machine.program
-    # Were both running in one state? Walk again, watching the running set.
-    state = machine.initial()
-    together = None
-    both = (1 << a) | (1 << b)
-    if a != b and state.running & both == both:
-        together = 0
-    for k, step in enumerate(steps):
-        state = machine.apply(state, step)
-        if a != b and state.running & both == both:
-            together = k
-            break
     if together is None:
         return Confirmation(False, f"{machine.describe(a)} and {machine.describe(b)} are never "
                                    f"running at the same time in the witness")
@@ -285,7 +283,7 @@ def _ordered(machine: Machine, steps, first: int, second: int):
     `second`. Returns the ByteModel after that start.
     """
     data = ByteModel(machine)
-    state = machine.initial()
+    state = Store(machine.initial())
     where = _first_start(machine, steps, second)
     if where is None:
         return None
@@ -299,7 +297,7 @@ def _ordered(machine: Machine, steps, first: int, second: int):
             continue
         if machine.blocker(state, step) is not None:
             continue
-        state = machine.apply(state, step)
+        machine.advance_into(state, step)
         data.observe(step)
     if not state.running >> first & 1 and state.status[first] != DONE:
         st = machine.program.statements[first]
@@ -307,12 +305,12 @@ def _ordered(machine: Machine, steps, first: int, second: int):
         begin = machine.steps[kind][first]
         if machine.blocker(state, begin) is not None:
             return None
-        state = machine.apply(state, begin)
+        machine.advance_into(state, begin)
         data.observe(begin)
     for step in _finish_steps(machine, state, first) + (start_second,):
         if machine.blocker(state, step) is not None:
             return None
-        state = machine.apply(state, step)
+        machine.advance_into(state, step)
         data.observe(step)
     return data
 

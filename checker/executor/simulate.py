@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import gc
 import heapq
-from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from checker.ir import NS_PER_MS, Engine, Program
 from checker.executor.machine import (  # bound enum members: member lookups are slow
     _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_COPY, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD,
-    _OP_SYNC, _OP_WAIT, _RETURN, _START, QUEUED, RUNNING, U_BIND, U_DEAD, U_DEQUEUE, U_ENQUEUE,
-    U_FLAGS, U_FREED, U_LAST, U_NOTES, U_RUNNING, U_STATUS, U_THREAD, Machine, State,
+    _OP_SYNC, _OP_WAIT, _RETURN, _START, QUEUED, RUNNING,
+    Machine, Store,
 )
 from checker.executor.timeline import Lane, Slice, Timeline, label_of
 
@@ -132,53 +131,6 @@ def simulate(program: Program) -> Simulation:
             gc.enable()
 
 
-class _Store:
-    """A mutable state with the `State` field names, so the machine's rules read it as is."""
-
-    __slots__ = ("threads", "status", "queues", "tails", "last_record", "bind", "flags", "notes", "dead",
-                 "freed", "running")
-
-    def __init__(self, init: State) -> None:
-        self.threads = list(init.threads)
-        self.status = bytearray(init.status)
-        self.queues = [deque(q) for q in init.queues]
-        self.tails = list(init.tails)
-        self.last_record = list(init.last_record)
-        self.bind = list(init.bind)
-        self.flags = init.flags
-        self.notes = init.notes
-        self.dead = init.dead
-        self.freed = init.freed
-        self.running = 0
-
-    def update(self, updates) -> None:
-        for u in updates:
-            code = u[0]
-            if code == U_STATUS:
-                self.status[u[1]] = u[2]
-            elif code == U_THREAD:
-                self.threads[u[1]] = u[2]
-            elif code == U_ENQUEUE:
-                self.queues[u[1]].append(u[2])
-                self.tails[u[1]] = u[2]
-            elif code == U_DEQUEUE:
-                self.queues[u[1]].popleft()
-            elif code == U_LAST:
-                self.last_record[u[1]] = u[2]
-            elif code == U_BIND:
-                self.bind[u[1]] = u[2]
-            elif code == U_FLAGS:
-                self.flags = u[1]
-            elif code == U_NOTES:
-                self.notes = u[1]
-            elif code == U_DEAD:
-                self.dead = u[1]
-            elif code == U_FREED:
-                self.freed = u[1]
-            elif code == U_RUNNING:
-                self.running = u[1]
-
-
 class _Simulator:
     def __init__(self, program: Program) -> None:
         self.p = program
@@ -203,7 +155,8 @@ class _Simulator:
         ekey = [(st.device, engine_names[st.engine]) if st.engine is not None else None
                 for st in p.statements]
         prio = [p.streams[st.stream].priority if st.stream is not None else 0 for st in p.statements]
-        store = _Store(m.initial())
+        store = Store(m.initial())
+        store.running = 0  # not tracked: the simulator does not look for races
         n = len(p.statements)
         steps = m.steps
         nthreads = len(p.threads)
