@@ -82,3 +82,18 @@ def test_deadlock_lists_what_each_participant_waits_for():
     texts = [f"{program.describe(program.statements[i])}: {w}" for i, w in dl.stuck]
     assert any(t.startswith("sync s1: waiting for s1: wait ready") for t in texts)
     assert any(t == "s1: wait ready: flag ready not set" for t in texts)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_pairwise_conflicts_give_the_same_verdict(path, monkeypatch):
+    """Large programs test conflicts pairwise instead of precomputing masks: same answers."""
+    import checker.executor.machine as machine_module
+
+    program = load_file(path).program
+    expected = explore(program)
+    monkeypatch.setattr(machine_module, "PRECOMPUTE_CONFLICTS", 0)
+    pairwise = explore(program)
+    assert pairwise.race_pairs() == expected.race_pairs()
+    assert [(u.statement, u.kind) for u in pairwise.dead_uses] == [
+        (u.statement, u.kind) for u in expected.dead_uses]
+    assert bool(pairwise.deadlocks) == bool(expected.deadlocks)
