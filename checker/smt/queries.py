@@ -16,6 +16,7 @@ from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import ExpectKind, Program, Statement
 from checker.smt.encode import ACCESS_OPS, HORIZON, Encoding
 from checker.smt.order import must_order
+from checker.smt.progress import guaranteed_steps
 from checker.smt.solve import Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind
 
@@ -205,7 +206,10 @@ class Analysis:
     def deadlock(self) -> None:
         if not self.encoding.can_block():
             return
-        verdict = self.session.ask(self.encoding.deadlock())
+        taken = guaranteed_steps(self.encoding, self.order)
+        if len(taken) == len(self.encoding.steps):
+            return
+        verdict = self.session.ask(self.encoding.deadlock(taken))
         if isinstance(verdict, Unknown):
             self._unknown("whether the program can deadlock", (), verdict)
             return
