@@ -280,7 +280,9 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         name = memory.name if memory else "?"
         if kind_name == "use-after-free":
             kind = FindingKind.USE_AFTER_FREE
-            message = f"{program.describe(s)} can touch `{name}` after it is freed"
+            message = (f"{program.describe(s)} can touch `{name}` after "
+                       + (f"{program.describe(st[u.free])} freed it" if u.free is not None
+                          else "it is freed"))
             statements = (u.statement,) + ((u.free,) if u.free is not None else ())
             help_text = ("make the free wait for every use (record an event after the use and wait "
                          "on it before the free)")
