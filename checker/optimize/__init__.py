@@ -26,9 +26,14 @@ from checker.optimize.schedule import Schedule, Slot, build
 from checker.optimize.search import Progress, SearchResult, minimize
 
 __all__ = [
-    "optimize", "OptimizeResult", "Progress", "Schedule", "Slot", "Report", "emit",
+    "optimize", "OptimizeResult", "Progress", "Schedule", "Slot", "Report", "emit", "EmitError",
     "check_makespan", "MakespanVerdict",
 ]
+
+
+MAX_STATEMENTS = 4000
+"""Beyond this, happens-before bitsets and conflict pairs cost too much: results fall back to
+the simulation, unproven."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +112,28 @@ def optimize(program: Program, timeout: float = 30.0,
     """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
 
     Never claims optimality it has not proved: on a timeout the best schedules found are
-    reported with `optimal` false and the best proven lower bounds.
+    reported with `optimal` false and the best proven lower bounds. Never raises on a valid
+    program: an internal failure becomes a note on an unproven result.
     """
+    try:
+        return _optimize(program, timeout, progress, rlimit)
+    except Exception as exc:  # a bug here must not cost the user a traceback
+        simulated, _ = _simulate(program)
+        why = Unsupported(f"internal error in the optimizer ({type(exc).__name__}: {exc})")
+        return _unsupported(program, why, simulated, [])
+
+
+def _optimize(program: Program, timeout: float, progress, rlimit) -> OptimizeResult:
     start = time.monotonic()
     deadline = start + max(0.0, timeout)
     notes: list[str] = []
     simulated, why = _simulate(program)
     if why:
         notes.append(why)
+    if len(program.statements) > MAX_STATEMENTS:
+        return _unsupported(program, Unsupported(
+            f"{len(program.statements)} statements is more than the optimizer's limit of "
+            f"{MAX_STATEMENTS}"), simulated, notes)
     exact = program_model(program)
     if isinstance(exact, Unsupported):
         return _unsupported(program, exact, simulated, notes)
@@ -218,8 +237,16 @@ def check_makespan(program: Program, result: OptimizeResult) -> tuple[MakespanVe
     return tuple(out)
 
 
-def emit(program: Program, result: OptimizeResult) -> str:
-    """A spec with the same work whose minimum makespan is the overlap bound."""
-    from checker.optimize.synthesis import synthesize
+class EmitError(ValueError):
+    """Raised by `emit` when no spec can be synthesized; its message is for the user."""
 
-    return synthesize(program, result)
+
+def emit(program: Program, result: OptimizeResult) -> str:
+    """A spec with the same work whose minimum makespan is the overlap bound.
+    Raises EmitError (a message for the user) when the program has no exact bound."""
+    from checker.optimize import synthesis
+
+    try:
+        return synthesis.synthesize(program, result)
+    except synthesis.EmitError as exc:
+        raise EmitError(str(exc)) from None

@@ -100,7 +100,25 @@ def lower_bound(model: TimedModel, g: Graph | None = None) -> LowerBound:
             load, busiest = per_unit, res.name
         ends_tail = min(tail[v] - d for v, d in jobs)
         energetic = max(energetic, min(head[v] for v, _ in jobs) + per_unit + max(0, ends_tail))
+    energetic = max(energetic, window_bound(model, head, tail))
     return LowerBound(critical, load, busiest, energetic)
+
+
+def window_bound(model: TimedModel, head: list[int], tail: list[int]) -> int:
+    """Engine energy in time windows: for jobs released by h that still need q after they
+    end, the makespan is at least h + ceil(work / units) + q. The best h and q per engine."""
+    best = 0
+    for res, jobs in zip(model.resources, resource_jobs(model)):
+        if not jobs:
+            continue
+        rows = [(head[v], max(0, tail[v] - d), d) for v, d in jobs]
+        for h in sorted({r[0] for r in rows}):
+            later = sorted((r for r in rows if r[0] >= h), key=lambda r: -r[1])
+            work = 0
+            for _, q, d in later:
+                work += d
+                best = max(best, h + -(-work // res.capacity) + q)
+    return best
 
 
 def makespan_of(model: TimedModel, times) -> int:
@@ -306,3 +324,91 @@ def step_order(model: TimedModel, times) -> list[int]:
             if missing[u] == 0:
                 heapq.heappush(ready, (times[u], model.nodes[u].kind is not StepKind.END, u))
     return out
+
+
+def disjunctive_pairs(model: TimedModel, anc: list[int] | None = None) -> list[tuple[int, int, int, int]]:
+    """(a, da, b, db): jobs on one single-unit engine that no order separates yet."""
+    from checker.optimize.model import ancestors
+
+    anc = anc if anc is not None else ancestors(model)
+    ends_of: dict[int, list[tuple[int, int]]] = {}
+    for node in model.nodes:
+        if node.anchor is not None:
+            ends_of.setdefault(node.anchor, []).append((node.index, node.offset))
+
+    def ordered(a: int, da: int, b: int) -> bool:
+        return any(off >= da and anc[b] >> e & 1 for e, off in ends_of.get(a, ()))
+
+    out = []
+    for res, jobs in zip(model.resources, resource_jobs(model)):
+        if res.capacity != 1:
+            continue
+        for i, (a, da) in enumerate(jobs):
+            for b, db in jobs[i + 1:]:
+                if a != b and not ordered(a, da, b) and not ordered(b, db, a):
+                    out.append((a, da, b, db))
+    return out
+
+
+def _longest(count: int, preds, succs):
+    """Heads and tails over adjacency lists, or None when they have a cycle."""
+    indeg = [len(p) for p in preds]
+    order = [v for v in range(count) if indeg[v] == 0]
+    for v in order:
+        for u, _ in succs[v]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                order.append(u)
+    if len(order) != count:
+        return None
+    head = [0] * count
+    for v in order:
+        for u, w in preds[v]:
+            if head[u] + w > head[v]:
+                head[v] = head[u] + w
+    tail = [0] * count
+    for v in reversed(order):
+        for u, w in succs[v]:
+            if w + tail[u] > tail[v]:
+                tail[v] = w + tail[u]
+    return head, tail
+
+
+def refute(model: TimedModel, g: Graph, limit: int,
+           pairs: list[tuple[int, int, int, int]]) -> tuple[bool, list[tuple[int, int]]]:
+    """Try to prove that no schedule has makespan <= limit without search.
+
+    Orders each single-unit engine pair that only fits one way within the limit, recomputes
+    heads and tails, and repeats; then checks engine energy in time windows. Returns
+    (refuted, forced orders (a, b): a runs before b in every schedule within the limit).
+    """
+    count = len(model.nodes)
+    preds = [list(p) for p in g.preds]
+    succs = [list(s) for s in g.succs]
+    forced: list[tuple[int, int]] = []
+    open_pairs = list(pairs)
+    while True:
+        result = _longest(count, preds, succs)
+        if result is None:
+            return True, forced
+        head, tail = result
+        if any(h + t > limit for h, t in zip(head, tail)):
+            return True, forced
+        remaining, added = [], False
+        for a, da, b, db in open_pairs:
+            a_first = head[a] + da + tail[b] <= limit
+            b_first = head[b] + db + tail[a] <= limit
+            if not a_first and not b_first:
+                return True, forced
+            if a_first and b_first:
+                remaining.append((a, da, b, db))
+                continue
+            x, dx, y = (a, da, b) if a_first else (b, db, a)
+            preds[y].append((x, dx))
+            succs[x].append((y, dx))
+            forced.append((x, y))
+            added = True
+        open_pairs = remaining
+        if not added:
+            break
+    return window_bound(model, head, tail) > limit, forced

@@ -1,11 +1,20 @@
 """The minimum makespan of a timed model: a Z3 search between a lower and an upper bound.
 
 The one place in the optimizer that calls `check()`. The search starts from a greedy list
-schedule (upper bound) and the best instant lower bound, and stops as soon as they meet.
-Otherwise it asks Z3, under an assumption literal, for a schedule of makespan at most M:
-`sat` gives a better schedule (validated before it is kept), `unsat` raises the proven lower
-bound to M + 1, and a spent budget ends the search with what it has. Times are divided by
-the greatest common divisor of all durations first: optimal schedules are made of them.
+schedule (upper bound) and the best instant lower bound (critical path, engine energy in time
+windows), and stops as soon as they meet. Otherwise it asks Z3, always under assumption
+literals on one incremental solver, whether a schedule of makespan at most M exists:
+
+1. M = the lower bound, with a small share of the budget (it is often the optimum);
+2. large-neighbourhood search: M = incumbent - 1 with the engine orders of the incumbent kept
+   as assumptions except among a window of jobs; the window grows when neighbourhoods are
+   refuted and shrinks when they time out; a window of every job is a full proof;
+3. binary search between the bounds with what is left.
+
+`sat` gives a better schedule (validated before it is kept), `unsat` of a full probe raises the
+proven lower bound, a spent budget ends the search with what it has. Times are divided by the
+greatest common divisor of all durations first: optimal schedules are made of them. The
+incumbent's times are given to Z3 as initial values.
 """
 
 from __future__ import annotations
@@ -58,31 +67,33 @@ class _Encoding:
     """Z3 variables and constraints for 'a schedule of makespan <= M exists'."""
 
     def __init__(self, model: TimedModel, g: core.Graph, unit: int, head: list[int]):
+        # Written as SMT-LIB text and parsed once: much faster than building terms one by one
+        # through the Python API.
         self.model = model
         self.unit = unit
         self.solver = z3.SolverFor("QF_LIA")
         nodes = model.nodes
         self.var: dict[int, z3.ArithRef] = {}
+        text: list[str] = []
+
+        def at(v: int) -> str:
+            node = nodes[v]
+            if node.anchor is not None:
+                return f"(+ t{node.anchor} {node.offset // unit})"
+            return f"t{v}"
+
         for node in nodes:
             if node.anchor is None:
                 self.var[node.index] = z3.Int(f"t{node.index}")
-
-        def at(v: int):
-            node = nodes[v]
-            if node.anchor is not None:
-                return self.var[node.anchor] + node.offset // unit
-            return self.var[v]
-
-        self.at = at
-        s = self.solver
+                text.append(f"(declare-const t{node.index} Int)")
+                text.append(f"(assert (>= t{node.index} {head[node.index] // unit}))")
+        text.append("(declare-const makespan Int)")
         self.makespan = z3.Int("makespan")
-        for v, x in self.var.items():
-            s.add(x >= head[v] // unit)
         for u, v, w in model.edges:
-            s.add(at(v) >= at(u) + w // unit)
+            text.append(f"(assert (>= {at(v)} (+ {at(u)} {w // unit})))")
         for v in range(len(nodes)):
             if not g.succs[v]:
-                s.add(self.makespan >= at(v))
+                text.append(f"(assert (>= makespan {at(v)}))")
         anc = ancestors(model)
         ends_of: dict[int, list[tuple[int, int]]] = {}
         for node in nodes:
@@ -92,28 +103,64 @@ class _Encoding:
         def ordered(a: int, da: int, b: int) -> bool:
             return any(off >= da and anc[b] >> e & 1 for e, off in ends_of.get(a, ()))
 
+        self.pairs: list[tuple[int, int, int, int, int]] = []
+        """(resource, a, da, b, db) for every engine pair no order already separates."""
+        self.before: dict[tuple[int, int], z3.BoolRef] = {}
+        """(a, b) -> a literal that, when true, runs a before b."""
         for res, jobs in zip(model.resources, core.resource_jobs(model)):
+            mine = []
+            for i, (a, da) in enumerate(jobs):
+                for b, db in jobs[i + 1:]:
+                    if a != b and not ordered(a, da, b) and not ordered(b, db, a):
+                        mine.append((res.index, a, da, b, db))
+            self.pairs += mine
             if res.capacity == 1:
-                for i, (a, da) in enumerate(jobs):
-                    for b, db in jobs[i + 1:]:
-                        if a == b or ordered(a, da, b) or ordered(b, db, a):
-                            continue
-                        s.add(z3.Or(self.var[b] >= self.var[a] + da // unit,
-                                    self.var[a] >= self.var[b] + db // unit))
-            else:
-                for i, (a, da) in enumerate(jobs):
-                    overlaps = []
-                    for j, (b, db) in enumerate(jobs):
-                        if i == j or a == b or ordered(a, da, b) or ordered(b, db, a):
-                            continue
-                        o = z3.Bool(f"o{i}_{j}_{res.index}")
-                        s.add(z3.Implies(z3.And(self.var[b] <= self.var[a],
-                                                self.var[a] < self.var[b] + db // unit), o))
-                        overlaps.append(o)
-                    same = sum(1 for b, _ in jobs if b == a) - 1
-                    room = res.capacity - 1 - same
-                    if len(overlaps) > room:
-                        s.add(z3.AtMost(*overlaps, room))
+                for _, a, da, b, db in mine:
+                    name = f"x{a}_{b}"
+                    text.append(f"(declare-const {name} Bool)")
+                    text.append(f"(assert (=> {name} (>= t{b} (+ t{a} {da // unit}))))")
+                    text.append(f"(assert (=> (not {name}) (>= t{a} (+ t{b} {db // unit}))))")
+                    x = z3.Bool(name)
+                    self.before[(a, b)] = x
+                    self.before[(b, a)] = z3.Not(x)
+                continue
+            for i, (a, da) in enumerate(jobs):
+                overlaps = []
+                for j, (b, db) in enumerate(jobs):
+                    if i == j or a == b or ordered(a, da, b) or ordered(b, db, a):
+                        continue
+                    name = f"o{i}_{j}_{res.index}"
+                    text.append(f"(declare-const {name} Bool)")
+                    text.append(f"(assert (=> (and (<= t{b} t{a}) (< t{a} (+ t{b} {db // unit}))) {name}))")
+                    overlaps.append(name)
+                same = sum(1 for b, _ in jobs if b == a) - 1
+                room = res.capacity - 1 - same
+                if len(overlaps) > room:
+                    if room <= 0:
+                        text.extend(f"(assert (not {o}))" for o in overlaps)
+                    else:
+                        text.append(f"(assert ((_ at-most {room}) {' '.join(overlaps)}))")
+        self.solver.from_string("\n".join(text))
+
+    def precedence(self, a: int, da: int, b: int) -> z3.BoolRef:
+        """A literal that, when assumed, runs a before b (made on first use)."""
+        lit = self.before.get((a, b))
+        if lit is None:
+            lit = self.before[(a, b)] = z3.Bool(f"p{a}_{b}")
+            self.solver.add(z3.Implies(lit, self.var[b] >= self.var[a] + da // self.unit))
+        return lit
+
+    def keep_orders(self, times, free: set[int]) -> list[z3.BoolRef]:
+        """Assumptions that keep the engine orders of `times` except among the `free` jobs."""
+        out = []
+        for _, a, da, b, db in self.pairs:
+            if a in free and b in free:
+                continue
+            if times[a] + da <= times[b]:
+                out.append(self.precedence(a, da, b))
+            elif times[b] + db <= times[a]:
+                out.append(self.precedence(b, db, a))
+        return out
 
     def times(self, m: z3.ModelRef) -> tuple[int, ...]:
         out = []
@@ -139,74 +186,144 @@ def minimize(model: TimedModel, phase: str, deadline: float,
              rlimit: int | None = None, extra_lower: int = 0,
              seed_times: tuple[int, ...] | None = None) -> SearchResult:
     """The minimum makespan of `model`, or the best found and proven by `deadline`."""
-    g = core.graph(model)
-    bound = core.lower_bound(model, g)
-    lower = max(bound.best, extra_lower)
-    budget = max(0.0, min(1.0, (deadline - time.monotonic()) / 20))
-    best = core.greedy(model, g, budget=budget, target=lower)
-    if seed_times is not None and core.validate(model, seed_times) is None:
-        if max(seed_times, default=0) < max(best, default=0):
-            best = tuple(seed_times)
-    best_span = max(best, default=0)
+    return _Search(model, phase, deadline, progress, rlimit, extra_lower, seed_times).run()
 
-    def tell() -> None:
-        if progress is not None:
-            progress(Progress(phase, best_span, lower))
 
-    tell()
-    if lower >= best_span:
-        return SearchResult(best, best_span, best_span, True, "bounds met")
-    unit = _scale(model)
-    head = core.heads(g)
-    try:
-        enc = _Encoding(model, g, unit, head)
-    except z3.Z3Exception as exc:  # pragma: no cover - defensive
-        return SearchResult(best, best_span, lower, False, f"z3 gave up: {exc}")
-    _hint(enc, best)
-    lo = -(-lower // unit)
-    hi = best_span // unit
-    probes = 0
-    reason = "timeout"
-    first = True
-    while lo < hi:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0.01:
-            reason = "timeout"
-            break
-        probe = lo if first else (lo + hi) // 2
-        cap = remaining * 0.25 if first and hi - lo > 1 else remaining
-        first = False
-        lit = z3.Bool(f"at_most_{probe}")
-        enc.solver.add(z3.Implies(lit, enc.makespan <= probe))
-        enc.solver.set("timeout", max(1, int(cap * 1000)))
-        if rlimit is not None:
-            enc.solver.set("rlimit", rlimit)
-        probes += 1
-        verdict = enc.solver.check(lit)
+class _Search:
+    """Bounds first; then an optimistic probe at the lower bound, large-neighbourhood search
+    for better schedules (engine orders of the incumbent kept outside a window of jobs,
+    as assumptions), and a binary search that proves."""
+
+    def __init__(self, model, phase, deadline, progress, rlimit, extra_lower, seed_times):
+        self.model, self.phase, self.deadline = model, phase, deadline
+        self.progress, self.rlimit = progress, rlimit
+        self.g = core.graph(model)
+        self.lower = max(core.lower_bound(model, self.g).best, extra_lower)
+        budget = max(0.0, min(0.1, (deadline - time.monotonic()) / 50))
+        self.best = core.greedy(model, self.g, budget=budget, target=self.lower)
+        if seed_times is not None and core.validate(model, seed_times) is None:
+            if max(seed_times, default=0) < max(self.best, default=0):
+                self.best = tuple(seed_times)
+        self.span = max(self.best, default=0)
+        self.probes = 0
+        self.limits: dict[int, z3.BoolRef] = {}
+
+    def tell(self) -> None:
+        if self.progress is not None:
+            self.progress(Progress(self.phase, self.span, min(self.lower, self.span)))
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def at_most(self, units: int) -> z3.BoolRef:
+        if units not in self.limits:
+            lit = self.limits[units] = z3.Bool(f"at_most_{units}")
+            self.enc.solver.add(z3.Implies(lit, self.enc.makespan <= units))
+        return self.limits[units]
+
+    def check(self, units: int, assumptions: list, cap: float):
+        """'sat' (keeping a better schedule), 'unsat' or an unknown reason."""
+        solver = self.enc.solver
+        solver.set("timeout", max(1, int(cap * 1000)))
+        if self.rlimit is not None:
+            solver.set("rlimit", self.rlimit)
+        self.probes += 1
+        verdict = solver.check(self.at_most(units), *assumptions)
         if verdict == z3.sat:
-            times = enc.times(enc.solver.model())
-            if core.validate(model, times) is not None:
-                reason = "z3 gave an invalid schedule"
-                break
+            times = self.enc.times(solver.model())
+            if core.validate(self.model, times) is not None:
+                return "z3 gave an invalid schedule"
             span = max(times, default=0)
-            if span < best_span:
-                best, best_span = times, span
-                _hint(enc, best)
-            hi = min(hi, span // unit, probe)
-        elif verdict == z3.unsat:
-            lo = probe + 1
-            lower = max(lower, lo * unit)
-        else:
-            why = enc.solver.reason_unknown()
-            if probe == lo and lo + 1 < hi and why in ("timeout", "canceled") and cap < remaining:
-                tell()
-                continue  # the first, optimistic probe only had a share of the budget
-            reason = "timeout" if why in ("timeout", "canceled") else f"z3 gave up: {why}"
-            break
-        tell()
-    if lo >= hi:
-        return SearchResult(best, best_span, best_span, True, "proved by z3", probes)
-    return SearchResult(best, best_span, min(lower, best_span), False, reason, probes)
+            if span < self.span:
+                self.best, self.span = times, span
+                _hint(self.enc, times)
+                self.hi = min(self.hi, span // self.unit)
+            return "sat"
+        if verdict == z3.unsat:
+            return "unsat"
+        why = solver.reason_unknown()
+        return "timeout" if why in ("timeout", "canceled") else f"z3 gave up: {why}"
+
+    def run(self) -> SearchResult:
+        self.tell()
+        if self.lower >= self.span:
+            return SearchResult(self.best, self.span, self.span, True, "bounds met")
+        self.unit = unit = _scale(self.model)
+        try:
+            self.enc = _Encoding(self.model, self.g, unit, core.heads(self.g))
+        except z3.Z3Exception as exc:  # pragma: no cover - defensive
+            return SearchResult(self.best, self.span, self.lower, False, f"z3 gave up: {exc}")
+        _hint(self.enc, self.best)
+        self.lo = -(-self.lower // unit)
+        self.hi = self.span // unit
+        reason = "timeout"
+        # 1. The lower bound is often the optimum: try it with a share of the budget.
+        if self.lo < self.hi and self.remaining() > 0.01:
+            cap = self.remaining() * 0.1
+            verdict = self.check(self.lo, [], cap)
+            if verdict == "unsat":
+                self.lo += 1
+            elif verdict not in ("sat", "timeout"):
+                reason = verdict
+            self.tell()
+        # 2. Better schedules from neighbourhoods of the incumbent.
+        if self.lo < self.hi and self.remaining() > 0.05:
+            self.neighbourhoods(time.monotonic() + self.remaining() * 0.9)
+        # 3. Binary search between the bounds: what proves optimality.
+        while self.lo < self.hi:
+            if self.remaining() <= 0.01:
+                reason = "timeout"
+                break
+            mid = (self.lo + self.hi) // 2
+            verdict = self.check(mid, [], self.remaining())
+            if verdict == "sat":
+                self.hi = min(self.hi, mid)
+            elif verdict == "unsat":
+                self.lo = mid + 1
+            else:
+                reason = verdict
+                break
+            self.lower = max(self.lower, self.lo * unit)
+            self.tell()
+        self.lower = max(self.lower, self.lo * unit)
+        if self.lo >= self.hi:
+            return SearchResult(self.best, self.span, self.span, True, "proved by z3", self.probes)
+        return SearchResult(self.best, self.span, min(self.lower, self.span), False, reason, self.probes)
+
+    def neighbourhoods(self, until: float) -> None:
+        """Improve the incumbent: free the jobs of a window, keep every other engine order."""
+        import random
+
+        rng = random.Random(len(self.model.nodes))
+        jobs = sorted({a for _, a, _, _, _ in self.enc.pairs} | {b for _, _, _, b, _ in self.enc.pairs})
+        if not jobs:
+            return
+        size = min(len(jobs), 16)
+        failures = 0
+        while self.lo < self.hi and time.monotonic() < until:
+            ordered = sorted(jobs, key=lambda v: self.best[v])
+            start = rng.randrange(max(1, len(ordered) - size + 1))
+            free = set(ordered[start:start + size])
+            whole = len(free) == len(jobs)
+            cap = min(1.0, until - time.monotonic())
+            if cap <= 0.01:
+                break
+            verdict = self.check(self.hi - 1, [] if whole else self.enc.keep_orders(self.best, free), cap)
+            if verdict == "sat":
+                failures = 0
+                self.tell()
+            elif verdict == "unsat":
+                if whole:
+                    self.lo = self.hi
+                    self.lower = max(self.lower, self.hi * self.unit)
+                    return
+                failures += 1
+                if failures >= 4:
+                    size, failures = min(len(jobs), int(size * 1.5) + 1), 0
+            elif verdict == "timeout":
+                size = max(6, int(size / 1.5))
+            else:
+                return
 
 
 def feasible(model: TimedModel, limit: int, timeout: float = 10.0) -> bool | None:
