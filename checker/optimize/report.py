@@ -36,6 +36,7 @@ class Classification:
     host_share: float
     """Share of the makespan the chain spends in host launches and host code."""
     summary: str
+    """What bounds the makespan, in words (without the kind)."""
 
 
 def _ms(ns: int | None) -> float | None:
@@ -106,13 +107,13 @@ def classify(model: TimedModel, times, makespan: int) -> Classification:
         names = _heaviest(model, busiest.name)
         return Classification(
             "engine-bound", busiest.name, tuple(statements), share,
-            f"engine-bound: {busiest.name} is busy {busiest.utilisation:.0%} of the time"
+            f"{busiest.name} is busy {busiest.utilisation:.0%} of the time"
             + (f" (mostly {names})" if names else ""),
         )
     if share >= HOST_BOUND:
         return Classification(
             "host-bound", None, tuple(statements), share,
-            f"host-bound: the critical chain spends {share:.0%} of the makespan in host launches "
+            f"the critical chain spends {share:.0%} of the makespan in host launches "
             "and host code while the device waits",
         )
     work = [s for s in statements
@@ -123,7 +124,7 @@ def classify(model: TimedModel, times, makespan: int) -> Classification:
     if len(shown) > 8:
         described += f" -> ... ({len(shown) - 8} more)"
     return Classification("dependency-bound", None, tuple(statements), share,
-                          f"dependency-bound: critical chain {described}")
+                          f"critical chain {described}")
 
 
 def _heaviest(model: TimedModel, resource_name: str) -> str:
@@ -134,7 +135,7 @@ def _heaviest(model: TimedModel, resource_name: str) -> str:
         for r, d in node.uses:
             if model.resources[r].name == resource_name:
                 st = program.statements[node.statement]
-                key = program.describe(st)
+                key = f"{st.op.value} {st.name}".strip() if st.name else program.describe(st)
                 work[key] = work.get(key, 0) + d
     top = sorted(work.items(), key=lambda kv: -kv[1])[:3]
     return ", ".join(name for name, _ in top)
@@ -181,7 +182,6 @@ class Report:
             "classification": None if c is None else {
                 "kind": c.kind, "engine": c.engine, "chain": list(c.chain),
                 "host_share": c.host_share, "summary": c.summary},
-            "notes": list(self.notes),
         }
 
     def lines(self, program: Program) -> tuple[str, ...]:
@@ -197,6 +197,6 @@ class Report:
             out.append(f"  {e.name} x{e.capacity}: busy {e.busy / NS_PER_MS:.3f} ms, "
                        f"utilisation {e.utilisation:.0%}")
         if self.classification:
-            out.append(self.classification.summary)
+            out.append(f"{self.classification.kind}: {self.classification.summary}")
         out.extend(f"note: {n}" for n in self.notes)
         return tuple(out)

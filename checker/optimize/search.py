@@ -38,6 +38,11 @@ class Progress:
     incumbent: int
     lower: int
 
+    def text(self) -> str:
+        """One line for a progress display."""
+        return (f"{self.phase}: best {self.incumbent / 1e6:.3f} ms, "
+                f"proven >= {self.lower / 1e6:.3f} ms")
+
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
@@ -50,6 +55,11 @@ class SearchResult:
     reason: str
     """`bounds met`, `proved by z3`, `timeout`, `z3 gave up: ...`."""
     probes: int = 0
+
+
+MAX_PAIRS = 250_000
+"""Engine-task pairs (squared jobs per engine) beyond which the Z3 encoding is not built:
+memory grows with them (about 0.7 GB at 360,000)."""
 
 
 def _scale(model: TimedModel) -> int:
@@ -249,6 +259,10 @@ class _Search:
         if self.lower >= self.span:
             return SearchResult(self.best, self.span, self.span, True, "bounds met")
         self.unit = unit = _scale(self.model)
+        size = sum(len(jobs) ** 2 for jobs in core.resource_jobs(self.model))
+        if size > MAX_PAIRS:
+            return SearchResult(self.best, self.span, min(self.lower, self.span), False,
+                                "too many engine tasks for the solver: list schedule and bounds only")
         try:
             self.enc = _Encoding(self.model, self.g, unit, core.heads(self.g))
         except z3.Z3Exception as exc:  # pragma: no cover - defensive
