@@ -8,7 +8,9 @@ object leaves this package.
 
 from __future__ import annotations
 
-from checker.findings import Finding
+import z3
+
+from checker.findings import Finding, FindingKind
 from checker.ir import Program
 from checker.smt.queries import Analysis
 from checker.smt.solve import Budget
@@ -25,4 +27,14 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None) 
     Races are grouped per pair of source statements (`instances` counts the racing
     instance pairs); every finding but an unknown carries a witness.
     """
-    return Analysis(program, Budget(timeout, rlimit)).run()
+    try:
+        return Analysis(program, Budget(timeout, rlimit)).run()
+    except (RecursionError, MemoryError, z3.Z3Exception) as error:
+        # Resource exhaustion while building formulas is an undecided answer, not a crash.
+        return (Finding(
+            FindingKind.UNKNOWN,
+            f"the solver could not analyse this program ({type(error).__name__}: {error})",
+            (),
+            help="make the spec smaller, or check it with --exhaustive",
+            detail={"query": "all", "reason": type(error).__name__},
+        ),)

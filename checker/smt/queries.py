@@ -218,9 +218,9 @@ class Analysis:
         stuck = self.stuck(verdict)
         self.findings.append(Finding(
             FindingKind.DEADLOCK,
-            "an execution reaches a state where nothing can progress: "
-            + "; ".join(f"{self._line(self.program.statements[s.statement])} waits for "
-                        f"{s.waits_for}" for s in stuck),
+            f"an execution reaches a state where nothing can progress "
+            f"({len(stuck)} unfinished {'statement' if len(stuck) == 1 else 'statements'} "
+            f"wait forever)",
             tuple(s.statement for s in stuck),
             witness=verdict.witness,
             stuck=stuck,

@@ -1,0 +1,128 @@
+"""Unit tests of the encoding's pieces: order, static shortcuts, pruning, budgets."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import z3
+
+from checker.findings import FindingKind
+from checker.frontend import load_text
+from checker.smt import analyze
+from checker.smt.encode import HORIZON, Encoding, to_z3
+from checker.smt.order import must_order
+from checker.smt.progress import guaranteed_steps
+from checker.smt.queries import Analysis
+from checker.smt.solve import Budget, Sat, Session, Unsat
+from checker.witness import StepKind
+
+HEADER = (
+    "device d { compute 2 copy 2 }\n"
+    "buffer x 1MiB on d\n"
+    "stream s1 on d\n"
+    "stream s2 on d\n"
+    "event ev\n"
+    "event fl flag\n"
+    "notify go\n"
+)
+
+
+def program(body: str):
+    loaded = load_text(HEADER + body)
+    assert loaded.program is not None, loaded.diagnostics
+    return loaded.program
+
+
+def test_ties_in_time_are_broken_by_step_index() -> None:
+    encoding = Encoding(program("thread t {\n  s1: kernel k writes x\n}\n"))
+    solver = z3.Solver()
+    for t in encoding.time:
+        solver.add(t == 0)
+    first, second = 0, 1
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert z3.is_true(model.eval(to_z3(encoding.precedes(first, second))))
+    assert z3.is_false(model.eval(to_z3(encoding.precedes(second, first))))
+    assert encoding.precedes(first, first) is False
+
+
+def test_every_model_is_an_execution_and_the_empty_prefix_is_one() -> None:
+    encoding = Encoding(program("thread t {\n  s1: kernel k writes x\n  sync s1\n}\n"))
+    session = Session(encoding, Budget())
+    nothing = session.ask(z3.And(*[t >= encoding.horizon for t in encoding.time]))
+    assert isinstance(nothing, Sat) and nothing.witness.steps == ()
+    # The sync cannot return before the kernel ends.
+    ret = encoding.step(StepKind.RETURN, 1)
+    end = encoding.step(StepKind.END, 0)
+    early = z3.And(to_z3(encoding.happened(ret)), to_z3(encoding.precedes(ret, end)))
+    assert isinstance(session.ask(early), Unsat)
+
+
+def test_snapshot_only_programs_skip_the_deadlock_query() -> None:
+    p = program("thread t {\n  s1: record ev\n  s2: wait ev\n  sync all\n}\n")
+    assert not Encoding(p).can_block()
+    p = program("thread t {\n  s1: await go\n}\n")
+    assert Encoding(p).can_block()
+
+
+def test_guaranteed_steps_cover_a_flag_handshake_but_not_an_await() -> None:
+    p = program("thread t {\n  s2: wait fl\n  s1: record fl\n  sync all\n}\n")
+    encoding = Encoding(p)
+    assert guaranteed_steps(encoding, must_order(encoding)) == frozenset(range(len(encoding.steps)))
+    p = program("thread t {\n  s2: await go\n  s1: notify go\n  sync all\n}\n")
+    encoding = Encoding(p)
+    taken = guaranteed_steps(encoding, must_order(encoding))
+    assert encoding.step(StepKind.COMPLETE, 0) not in taken
+    assert encoding.step(StepKind.COMPLETE, 1) in taken
+
+
+def test_notify_await_handshake_is_deadlock_free_but_two_awaits_are_not() -> None:
+    ok = program("thread a {\n  s1: await go\n  sync s1\n}\nthread b {\n  notify go\n}\n")
+    assert not [f for f in analyze(ok) if f.kind is FindingKind.DEADLOCK]
+    stuck = program("thread a {\n  s1: await go\n  s2: await go\n  sync all\n}\n"
+                    "thread b {\n  notify go\n}\n")
+    (deadlock,) = [f for f in analyze(stuck) if f.kind is FindingKind.DEADLOCK]
+    assert deadlock.witness is not None
+    assert {s.statement for s in deadlock.stuck} >= {2}
+    assert all(s.waits_for for s in deadlock.stuck)
+
+
+def test_must_order_prunes_same_thread_stream_order_and_syncs() -> None:
+    p = program(
+        "thread t {\n"
+        "  s1: kernel a writes x\n"
+        "  s1: kernel b writes x\n"
+        "  sync s1\n"
+        "  s2: kernel c writes x\n"
+        "  host h reads x\n"
+        "}\n"
+    )
+    analysis = Analysis(p, Budget())
+    pairs = {(a.index, b.index) for a, b, _ in analysis.race_candidates()}
+    # Only c (on s2, not synced) and the host read are unordered.
+    assert pairs == {(3, 4)}
+
+
+def test_tiny_rlimit_makes_the_deadlock_query_unknown() -> None:
+    p = program("thread a {\n  s1: await go\n}\nthread b {\n  s2: notify go\n}\n")
+    findings = analyze(p, rlimit=1)
+    assert [f.kind for f in findings] == [FindingKind.UNKNOWN]
+    assert "deadlock" in findings[0].message
+
+
+def test_stuck_labels_evaluate_at_the_horizon() -> None:
+    p = program("thread t {\n  s1: wait fl\n}\n")
+    encoding = Encoding(p)
+    labels = [c.label for c in encoding.condition(encoding.step(StepKind.COMPLETE, 0), HORIZON)]
+    assert any("fl" in label for label in labels)
+
+
+def test_three_threads_sharing_streams_and_events_decide_quickly() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_smt import make_spec
+
+    p = load_text(make_spec(0, 3, 12, signals=True)).program
+    findings = analyze(p, timeout=10.0)
+    assert not [f for f in findings if f.kind is FindingKind.UNKNOWN]
+    assert all(f.witness is not None for f in findings)
