@@ -56,10 +56,12 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
     """The timeline as an SVG document (a string)."""
     lanes = [lane for lane in timeline.lanes if lane.kind in ("stream", "thread")]
     row_of = {lane.key: k for k, lane in enumerate(lanes)}
-    plot = WIDTH - LEFT - RIGHT
+    # Room for the longest row name: "stream " in grey at the edge, the name right-aligned.
+    left = max(LEFT, 64 + 8 * max((len(lane.label) for lane in lanes), default=0))
+    plot = WIDTH - left - RIGHT
     end = max(timeline.end, 1)
     scale = plot / end
-    height = TOP + ROW * len(lanes) + 78
+    height = TOP + ROW * len(lanes) + 92
     unit = "ms" if timeline.unit == "ns" else "steps"
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -68,7 +70,7 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
     ]
     heading = title or program.title or program.path
     makespan = timeline.to_ms(timeline.end)
-    out.append(f'<text x="{LEFT}" y="20" font-size="15" font-weight="bold">'
+    out.append(f'<text x="{left}" y="20" font-size="15" font-weight="bold">'
                f'{escape(str(heading))}</text>')
     out.append(f'<text x="{WIDTH - RIGHT}" y="20" text-anchor="end">'
                f'end: {makespan:g} {unit}</text>')
@@ -78,27 +80,28 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
         if k % 2 == 0:
             out.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{ROW}" fill="#f6f6f6"/>')
         kind = "stream" if lane.kind == "stream" else "thread"
-        out.append(f'<text x="{LEFT - 8}" y="{y + ROW / 2 + 4}" text-anchor="end">'
-                   f'<tspan fill="#888">{kind}</tspan> {escape(lane.label)}</text>')
+        out.append(f'<text x="8" y="{y + ROW / 2 + 4}" fill="#888">{kind}</text>')
+        out.append(f'<text x="{left - 8}" y="{y + ROW / 2 + 4}" text-anchor="end">'
+                   f'{escape(lane.label)}</text>')
     # Time axis.
     axis_y = TOP + ROW * len(lanes)
-    out.append(f'<line x1="{LEFT}" y1="{axis_y}" x2="{LEFT + plot}" y2="{axis_y}" stroke="#444"/>')
+    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot}" y2="{axis_y}" stroke="#444"/>')
     total = timeline.to_ms(end)
     step = _nice_step(total)
     t = 0.0
     while t <= total + 1e-9:
-        x = LEFT + (t / total) * plot if total else LEFT
+        x = left + (t / total) * plot if total else left
         out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{axis_y + 5}" stroke="#ddd"/>')
         out.append(f'<text x="{x:.1f}" y="{axis_y + 18}" text-anchor="middle">{t:g}</text>')
         t += step
-    out.append(f'<text x="{LEFT + plot / 2}" y="{axis_y + 36}" text-anchor="middle">'
+    out.append(f'<text x="{left + plot / 2}" y="{axis_y + 36}" text-anchor="middle">'
                f'time ({unit})</text>')
     # Bars.
     for s in timeline.slices:
         if s.lane not in row_of:
             continue
         y = TOP + row_of[s.lane] * ROW + (ROW - BAR) / 2
-        x = LEFT + s.start * scale
+        x = left + s.start * scale
         w = (s.end - s.start) * scale
         colour = COLOURS.get(s.category, "#999999")
         hot = s.statement in highlight
@@ -121,12 +124,12 @@ def gantt_svg(program: Program, timeline: Timeline, highlight: frozenset[int] = 
             out.append(f'<text x="{x + 4:.2f}" y="{y + BAR - 5:.1f}" fill="{fg}" '
                        f'pointer-events="none">{escape(text)}</text>')
     # Legend.
-    lx = LEFT
-    ly = height - 14
+    lx = left
+    ly = height - 12
     for name in LEGEND:
         out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{COLOURS[name]}"/>')
         out.append(f'<text x="{lx + 16}" y="{ly}">{name}</text>')
-        lx += 22 + 8 * len(name)
+        lx += 34 + 8 * len(name)
     if highlight:
         out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="none" '
                    f'stroke="#d62728" stroke-width="2.5"/>')
