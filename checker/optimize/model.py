@@ -11,8 +11,12 @@ interleave (each stream, event and hardware queue used by one thread, snapshot e
 no notifies). `program_model` returns `None` with a reason for any other program.
 
 `bound_model` is the overlap relaxation: the same work, host threads and engines, but stream
-order and events dropped; only happens-before orders of conflicting accesses, thread order,
-launch costs and the blocking of syncs and pageable copies are kept.
+order, events, hardware queues and the legacy stream dropped. Kept: the happens-before order of
+each pair of conflicting accesses (an `alloc` counts as a write), thread order and launch
+costs, the blocking of pageable copies and of syncs (each sync still waits for every task of
+its own thread that happened before it), the start of every task after its enqueue, and the
+order of collectives on their streams (ranks match them by position). Record, wait and reset
+statements are dropped with the events, their launch cost included.
 """
 
 from __future__ import annotations
@@ -447,7 +451,11 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
     exact_ret = {n.statement: n.index for n in exact.nodes if n.kind is StepKind.RETURN}
     for st in kept:
         if st.op is Op.SYNC:
+            # the thread keeps waiting for its own tasks; another thread's tasks reach it only
+            # through orders the relaxation drops (or a collective, which it keeps)
             for task in kept:
-                if task.stream is not None and hb.reaches_node(task.index, exact_ret[st.index]):
+                if task.thread != st.thread or task.stream is None:
+                    continue
+                if hb.reaches_node(task.index, exact_ret[st.index]):
                     b.edge(b.completion[task.index], b.ret[st.index])
     return b.finish(True, [st.index for st in kept])
