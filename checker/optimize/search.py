@@ -217,6 +217,8 @@ class _Search:
         self.span = max(self.best, default=0)
         self.probes = 0
         self.limits: dict[int, z3.BoolRef] = {}
+        self.back = None
+        self.gb = None
 
     def tell(self) -> None:
         if self.progress is not None:
@@ -243,6 +245,7 @@ class _Search:
             times = self.enc.times(solver.model())
             if core.validate(self.model, times) is not None:
                 return "z3 gave an invalid schedule"
+            times = self.compact(times)
             span = max(times, default=0)
             if span < self.span:
                 self.best, self.span = times, span
@@ -253,6 +256,24 @@ class _Search:
             return "unsat"
         why = solver.reason_unknown()
         return "timeout" if why in ("timeout", "canceled") else f"z3 gave up: {why}"
+
+    def compact(self, times: tuple[int, ...]) -> tuple[int, ...]:
+        """Left-justify a solver schedule (list scheduling in its start order), then try
+        forward-backward improvement; keep whichever valid schedule is shortest."""
+        if self.back is None:
+            self.back = core.reversed_model(self.model) or False
+            self.gb = core.graph(self.back) if self.back else None
+        best = times
+        again = core.serial_schedule(self.model, self.g, [-float(t) for t in times])
+        if again and core.validate(self.model, again) is None and max(again) < max(best):
+            best = tuple(again)
+        if self.back:
+            for _ in range(3):
+                improved = core.justify(self.model, self.g, self.back, self.gb, list(best))
+                if core.validate(self.model, improved) is not None or max(improved) >= max(best):
+                    break
+                best = tuple(improved)
+        return best
 
     def run(self) -> SearchResult:
         self.tell()
