@@ -115,3 +115,32 @@ def test_collective_start_written_once_with_first_member() -> None:
     starts = [s for s in race.witness.steps if s.kind is StepKind.START]
     assert len(starts) <= 1
     replays(program, race.witness)
+
+
+def test_a_statement_racing_with_another_instance_of_itself() -> None:
+    program = load_text(
+        "device d { compute 2 }\n"
+        "buffer x 1MiB on d\n"
+        "stream s[2] on d\n"
+        "thread t {\n"
+        "  for i in 0..2 {\n"
+        "    s[i]: kernel k writes x\n"
+        "  }\n"
+        "}\n"
+    ).program
+    (race,) = analyze(program)
+    assert race.kind is FindingKind.RACE
+    a, b = (program.statements[i] for i in race.statements)
+    assert a.index < b.index and a.origin == b.origin
+    assert verdict(program, (race,))["races"] == [[6, 6]]
+    assert race.instances == 1
+    replays(program, race.witness)
+
+
+def test_every_finding_confirms_in_the_executor() -> None:
+    from checker.executor.replay import confirm
+
+    for path in SPECS:
+        program = load_file(path).program
+        for finding in analyze(program):
+            assert confirm(program, finding).ok, (path.name, finding.message)
