@@ -1,15 +1,15 @@
 """Encode a program's executions as integer constraints over step times.
 
 Every step of the program (see `checker.witness` and `docs/semantics.md`) gets one integer
-time variable. With S steps and a horizon H = S, a step that happens has a time in [0, H);
-a step that does not happen has exactly the time H + its own index. All step times are
-pairwise distinct, so the steps that happen are totally ordered: an interleaving. The
-members of one collective group share a single start variable (the group starts in one step).
+time variable. With S steps and a horizon H = S, a step happens iff its time is below H.
+The execution order is (time, step index) lexicographically, so every "x before y" is one
+`<` or `<=` atom and the order is total without a `Distinct` constraint. The members of one
+collective group share a single start variable (the group starts in one step).
 
 For every step s, `Encoding.condition(s, now)` states when s is enabled, as a formula over
-the times of steps strictly before `now`. The base assertions say: if s happened, its
-condition held at its own time. Then the happened steps, sorted by time, are a legal
-execution prefix, and every legal prefix is a model. Queries (race, use-after-free,
+the steps ordered before `now` (a step, or HORIZON: the end of the prefix). The base
+assertions say: if s happened, its condition held at its own place in the order. Then the
+happened steps, in order, are a legal execution prefix, and every legal prefix is a model. Queries (race, use-after-free,
 deadlock) are formulas over the same variables, asked on top of the base.
 
 `docs/encoding.md` explains each rule; each rule in this module cites it by name.

@@ -39,7 +39,6 @@ def must_order(encoding: Encoding) -> MustOrder:
             elif conjunct.after is not None:
                 graph.add_edge(conjunct.after, step)
     condensed = nx.condensation(graph)
-    members = condensed.graph["mapping"]
     ancestors = [0] * count
     impossible: set[int] = set()
     component_bits: dict[int, int] = {}
@@ -60,5 +59,4 @@ def must_order(encoding: Encoding) -> MustOrder:
             impossible |= set(nodes)
         for node in nodes:
             ancestors[node] = bits
-    del members
     return MustOrder(tuple(ancestors), frozenset(impossible))

@@ -18,7 +18,7 @@ from checker.smt.encode import ACCESS_OPS, HORIZON, Encoding
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
 from checker.smt.solve import Budget, Sat, Session, Unknown, Unsat
-from checker.witness import StepKind
+from checker.witness import StepKind, Witness
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class _RaceGroup:
     first: tuple[int, int]
     instances: int
     memory: int
-    witness: object
+    witness: Witness
 
 
 class Analysis:
