@@ -119,12 +119,21 @@ def classify(model: TimedModel, times, makespan: int) -> Classification:
     work = [s for s in statements
             if program.statements[s].stream is not None and program.statements[s].duration > 0]
     shown = work or statements
-    described = " -> ".join(f"{program.describe(program.statements[s])} (line {program.statements[s].span.line})"
-                            for s in shown[:8])
+    described = " -> ".join(_describe(program, program.statements[s]) for s in shown[:8])
     if len(shown) > 8:
         described += f" -> ... ({len(shown) - 8} more)"
     return Classification("dependency-bound", None, tuple(statements), share,
                           f"critical chain {described}")
+
+
+def _describe(program: Program, st) -> str:
+    """`s: copy batch_dev <- batch_host (line 23, step=2)`."""
+    text = program.describe(st)
+    if st.op.value == "copy" and len(st.accesses) == 2:
+        source, destination = st.accesses
+        text += f" {program.memories[destination.memory].name} <- {program.memories[source.memory].name}"
+    where = [f"line {st.span.line}"] + [f"{name}={value}" for name, value in st.bindings]
+    return f"{text} ({', '.join(where)})"
 
 
 def _heaviest(model: TimedModel, resource_name: str) -> str:
