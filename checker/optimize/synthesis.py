@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checker.ir import (
-    Access, ExpectKind, NS_PER_MS, Op, Program, Statement, StreamMode, SyncKind,
+    Access, ExpectKind, NS_PER_MS, Op, Program, Statement, StreamMode,
 )
 from checker.optimize.model import EVENT_OPS, TimedModel
 from checker.parse import PRIORITY_HIGH, PRIORITY_LOW
@@ -232,10 +232,10 @@ class _Synthesizer:
             for c in p.comms:
                 if s.index in c.members:
                     kept_streams.add(s.index)
-        needed, sync_targets = self._reduce(kept, deps, sync_waits, lane_of)
-        return self._write(kept, lane_of, lane_count, kept_streams, needed, sync_targets)
+        needed, sync_targets = self._reduce(deps, sync_waits, lane_of)
+        return self._write(lane_of, lane_count, kept_streams, needed, sync_targets)
 
-    def _reduce(self, kept, deps, sync_waits, lane_of):
+    def _reduce(self, deps, sync_waits, lane_of):
         """Drop every dependency that lane order, other dependencies or syncs already imply."""
         p = self.program
         succ: dict[object, set[object]] = {}
@@ -323,9 +323,8 @@ class _Synthesizer:
                 sync_targets[i] = chosen
         return needed, sync_targets
 
-    def _write(self, kept, lane_of, lane_count, kept_streams, needed, sync_targets) -> Synthesis:
+    def _write(self, lane_of, lane_count, kept_streams, needed, sync_targets) -> Synthesis:
         p = self.program
-        sources = sorted({a for a, _ in needed} | {t for ts in sync_targets.values() for t in ts})
         # An event per task another task or a sync must wait for; a sync on a lane needs none
         # when the task is that lane's latest one at the sync.
         incoming: dict[int, list[int]] = {}
@@ -374,7 +373,6 @@ class _Synthesizer:
                 if i in event_of:
                     lines.append(f"{lane}: record dep[{event_of[i]}]")
             body[thread.index] = lines
-        del sources
         bound = self.result.bound
         title = p.title or p.path
         added = len(event_of) + waits + sum(1 for plans in sync_plan.values() for x in plans if "dep[" in x)
