@@ -144,7 +144,14 @@ def _heaviest(model: TimedModel, resource_name: str) -> str:
         for r, d in node.uses:
             if model.resources[r].name == resource_name:
                 st = program.statements[node.statement]
-                key = f"{st.op.value} {st.name}".strip() if st.name else program.describe(st)
+                if st.name:
+                    key = f"{st.op.value} {st.name}"
+                elif st.op.value == "copy" and len(st.accesses) == 2:
+                    source, destination = st.accesses
+                    key = (f"copy {program.memories[destination.memory].buffer} <- "
+                           f"{program.memories[source.memory].buffer}")
+                else:
+                    key = st.op.value
                 work[key] = work.get(key, 0) + d
     top = sorted(work.items(), key=lambda kv: -kv[1])[:3]
     return ", ".join(name for name, _ in top)
