@@ -1,6 +1,6 @@
 """Benchmark the SMT engine on specs with several host threads sharing events and streams.
 
-Usage: python bench/bench_smt.py [--threads 3] [--statements 30] [--seeds 3] [--timeout 10]
+Usage: python bench/bench_smt.py [--threads 3] [--statements 30] [--seeds 3] [--timeout 10] [--signals]
 
 For each seed it builds one spec (every thread enqueues kernels on shared streams that read
 and write shared buffers, records and waits on shared events, syncs, and runs host code),
@@ -126,7 +126,7 @@ def main() -> None:
         races = sum(1 for f in findings if f.kind is FindingKind.RACE)
         print(
             f"seed {seed}: {len(program.statements)} statements, {len(analysis.encoding.steps)} steps, "
-            f"{accessing * (accessing - 1) // 2} access pairs -> {candidates} asked | "
+            f"{accessing * (accessing - 1) // 2} access pairs -> {candidates} candidates after pruning | "
             f"encode {encode_s:.2f}s, session+pruning {setup_s:.2f}s | "
             f"race queries: {race_kinds.count('Sat')} sat + {race_kinds.count('Unsat')} unsat, "
             f"total {race_s:.2f}s, mean {sum(race_times) / max(1, len(race_times)):.3f}s, "
