@@ -24,6 +24,8 @@ from checker.ir import ExpectKind, Program
 class Options:
     timeout: float = 10.0
     """Seconds per solver query."""
+    rlimit: int | None = None
+    """Z3 resource units per query: a budget that stops at the same point on every machine."""
     exhaustive: bool = False
     max_states: int = 1_000_000
     allow_unknown: bool = False
@@ -70,7 +72,7 @@ def _solve(program: Program, options: Options, reason: str) -> list[Finding]:
         from checker import smt
     except ImportError:
         return [_unknown(f"this spec needs the solver because {reason}, and the solver is not available")]
-    return list(smt.analyze(program, timeout=options.timeout))
+    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit))
 
 
 def _confirmed(program: Program, findings: list[Finding], options: Options):

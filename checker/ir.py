@@ -330,6 +330,10 @@ class Program:
             what += f" {self.notifies[statement.notify].name}"
         elif statement.memory is not None:
             what += f" {self.memories[statement.memory].name}"
+        elif statement.comm is not None:
+            what += f" {self.comms[statement.comm].name}"
+            if statement.peer is not None:
+                what += f" {'to' if statement.op is Op.SEND else 'from'} {self.streams[statement.peer].name}"
         elif statement.op is Op.SYNC:
             if statement.sync is SyncKind.ALL:
                 what += " all"
