@@ -377,16 +377,22 @@ def command_optimize(args) -> int:
         schedule = result.program_schedule or result.bound_schedule
         if schedule is not None:
             _export(program, timeline(program, schedule), args)
-    if args.emit:
-        _write(args.emit, emit(program, result))
     if args.format == "json":
         _print_json({"files": [data]})
     else:
         console = _console()
         for line in optimize_text(args.file, data):
             console.print(line, markup=False)
-        if args.emit:
-            console.print(f"  wrote {args.emit}", markup=False)
+    if args.emit:
+        from checker.optimize import EmitError
+
+        try:
+            _write(args.emit, emit(program, result))
+        except EmitError as exc:
+            print(f"{args.file}: error: cannot --emit: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if args.format == "text":
+            _console().print(f"  wrote {args.emit}", markup=False)
     return EXIT_CLEAN
 
 
