@@ -212,9 +212,17 @@ def test_warnings_beside_findings(run, tmp_path):
 
 
 def test_expected_findings_pass(run):
-    status, out, _ = run("check", SPECS / "bug_missing_wait.sched")
+    status, out, _ = run("check", SPECS / "bug_free_in_flight.sched")
     assert status == 0
     assert "(expected)" in out
+
+
+def test_buggy_example_reports_its_race_with_both_lines(run):
+    status, out, _ = run("check", SPECS / "bug_missing_wait.sched")
+    assert status == 1
+    assert "bug_missing_wait.sched:31:3: error[SP101]: race on `grad`" in out
+    assert "31 |   comm: allreduce world grad 1.5ms" in out
+    assert "32 |   compute: kernel step reads grad writes w 0.5ms" in out
 
 
 def test_max_statements_on_check(run):
