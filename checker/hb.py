@@ -40,51 +40,48 @@ MAX_WITNESSES = 200
 
 
 def nondeterminism(program: Program) -> str | None:
-    """Why the order of this program depends on the interleaving, or None if it does not."""
-    for s in program.statements:
-        if s.event is not None and program.events[s.event].flag:
-            return "it uses flag events"
-        if s.op is Op.SYNC and s.sync is SyncKind.EVENT and program.events[s.target].flag:
-            return "it uses flag events"
-        if s.notify is not None:
+    """Why the order of this program depends on the interleaving, or None if it does not.
+
+    The optimizer asks the same question before building its exact timing model.
+    """
+    owner_stream: dict[int, int] = {}
+    owner_event: dict[int, int] = {}
+    for st in program.statements:
+        if st.op in (Op.NOTIFY, Op.AWAIT):
             return "it uses notifies"
-    if len(program.threads) < 2:
-        return None
-    owner: dict[tuple[str, int], int] = {}
-
-    def claim(kind: str, index: int, thread: int) -> bool:
-        return owner.setdefault((kind, index), thread) != thread
-
-    for s in program.statements:
-        claims = []
-        if s.stream is not None:
-            stream = program.streams[s.stream]
-            claims.append(("stream", s.stream))
-            device = program.devices[stream.device]
-            if device.queues is not None:
-                claims.append(("queues", stream.device))
-            if stream.mode is not StreamMode.NONBLOCKING and any(
-                other.device == stream.device and other.mode is StreamMode.LEGACY for other in program.streams
-            ):
-                claims.append(("legacy", stream.device))
-        if s.event is not None:
-            claims.append(("event", s.event))
-        if s.op is Op.SYNC:
-            if s.sync is SyncKind.STREAM:
-                claims.append(("stream", s.target))
-            elif s.sync is SyncKind.EVENT:
-                claims.append(("event", s.target))
-            else:
-                for stream in program.streams:
-                    if s.sync is SyncKind.ALL or stream.device == s.target:
-                        claims.append(("stream", stream.index))
-        for kind, index in claims:
-            if claim(kind, index, s.thread):
-                names = {"stream": lambda i: f"stream `{program.streams[i].name}`",
-                         "event": lambda i: f"event `{program.events[i].name}`",
-                         "queues": lambda i: f"the hardware queues of `{program.devices[i].name}`",
-                         "legacy": lambda i: f"the legacy stream of `{program.devices[i].name}`"}
-                return f"threads share {names[kind](index)}"
+        flagged = st.event if st.event is not None else (
+            st.target if st.op is Op.SYNC and st.sync is SyncKind.EVENT else None)
+        if flagged is not None and program.events[flagged].flag:
+            return f"it uses flag events (`{program.events[flagged].name}`)"
+        if st.stream is not None and owner_stream.setdefault(st.stream, st.thread) != st.thread:
+            return f"threads share stream `{program.streams[st.stream].name}`"
+        if st.event is not None and owner_event.setdefault(st.event, st.thread) != st.thread:
+            return f"threads share event `{program.events[st.event].name}`"
+    for st in program.statements:
+        if st.op is not Op.SYNC:
+            continue
+        if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
+            return f"threads share event `{program.events[st.target].name}`"
+        if st.sync is SyncKind.STREAM and owner_stream.get(st.target, st.thread) != st.thread:
+            return f"threads share stream `{program.streams[st.target].name}` (one syncs it)"
+        if st.sync in (SyncKind.DEVICE, SyncKind.ALL):
+            for stream in program.streams:
+                if st.sync is SyncKind.DEVICE and stream.device != st.target:
+                    continue
+                if owner_stream.get(stream.index, st.thread) != st.thread:
+                    return f"threads share stream `{stream.name}` (one syncs its device)"
+    for device in program.devices:
+        used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
+        if device.queues is not None:
+            by_queue: dict[int, set[int]] = {}
+            for s in used:
+                by_queue.setdefault(s.queue or 0, set()).add(owner_stream[s.index])
+            if any(len(owners) > 1 for owners in by_queue.values()):
+                return f"threads share a hardware queue of `{device.name}`"
+        if any(s.mode is StreamMode.LEGACY for s in used):
+            owners = {owner_stream[s.index] for s in used if s.mode is not StreamMode.NONBLOCKING}
+            if len(owners) > 1:
+                return f"threads share the legacy stream of `{device.name}`"
     return None
 
 

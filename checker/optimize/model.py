@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checker.hb import nondeterminism
 from checker.ir import Engine, Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import INTERVAL_TASK_OPS, StepKind, holds_thread
 
@@ -99,52 +100,6 @@ def launch_of(program: Program, statement: Statement) -> int:
 
 def is_running(statement: Statement) -> bool:
     return statement.stream is not None and statement.op in INTERVAL_TASK_OPS
-
-
-def nondeterminism(program: Program) -> str | None:
-    """Why the program's orders depend on the interleaving of its threads, or None."""
-    owner_stream: dict[int, int] = {}
-    owner_event: dict[int, int] = {}
-    for st in program.statements:
-        if st.op in (Op.NOTIFY, Op.AWAIT):
-            return "notify/await make the order depend on timing"
-        if st.event is not None and program.events[st.event].flag:
-            return f"flag event {program.events[st.event].name} makes the order depend on timing"
-        if st.op is Op.SYNC and st.sync is SyncKind.EVENT and st.target is not None:
-            if program.events[st.target].flag:
-                return f"flag event {program.events[st.target].name} makes the order depend on timing"
-        if st.stream is not None:
-            if owner_stream.setdefault(st.stream, st.thread) != st.thread:
-                return f"threads share stream {program.streams[st.stream].name}"
-        if st.event is not None:
-            if owner_event.setdefault(st.event, st.thread) != st.thread:
-                return f"threads share event {program.events[st.event].name}"
-    for st in program.statements:
-        if st.op is not Op.SYNC:
-            continue
-        if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
-            return f"threads share event {program.events[st.target].name}"
-        if st.sync is SyncKind.STREAM and owner_stream.get(st.target, st.thread) != st.thread:
-            return f"a thread syncs stream {program.streams[st.target].name} of another thread"
-        if st.sync in (SyncKind.DEVICE, SyncKind.ALL):
-            for stream in program.streams:
-                if st.sync is SyncKind.DEVICE and stream.device != st.target:
-                    continue
-                if owner_stream.get(stream.index, st.thread) != st.thread:
-                    return f"a thread syncs a device whose stream {stream.name} another thread uses"
-    for device in program.devices:
-        used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
-        if device.queues is not None:
-            by_queue: dict[int, set[int]] = {}
-            for s in used:
-                by_queue.setdefault(s.queue or 0, set()).add(owner_stream[s.index])
-            if any(len(owners) > 1 for owners in by_queue.values()):
-                return f"threads share a hardware queue of {device.name}"
-        if any(s.mode is StreamMode.LEGACY for s in used):
-            owners = {owner_stream[s.index] for s in used if s.mode is not StreamMode.NONBLOCKING}
-            if len(owners) > 1:
-                return f"threads share the legacy default stream's ordering on {device.name}"
-    return None
 
 
 class _Builder:
