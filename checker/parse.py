@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Token, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 from lark.visitors import Transformer_NonRecursive
 
 from checker import ast

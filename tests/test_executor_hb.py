@@ -37,7 +37,7 @@ def programs(draw):
                 lines.append(f"  {s}: kernel k {rw} x[{a}]{lo}")
             elif kind == "copy":
                 src, dst = draw(st.sampled_from(
-                    [(f"h", f"x[{a}]"), (f"x[{a}]", "h"), ("pg", f"x[{a}]"), (f"x[{a}]", f"x[{b}]")]))
+                    [("h", f"x[{a}]"), (f"x[{a}]", "h"), ("pg", f"x[{a}]"), (f"x[{a}]", f"x[{b}]")]))
                 if src != dst:
                     lines.append(f"  {s}: copy {dst} <- {src}")
             elif kind == "record":

@@ -233,7 +233,6 @@ class _Simulator:
             return out
 
         def begin_task(i: int, now: int, unit: int | None, engine_key) -> None:
-            st = p.statements[i]
             begin[i] = now
             preds = task_preds(i)
             if unit is not None:

@@ -137,7 +137,6 @@ def _optimize(program: Program, timeout: float, progress, rlimit) -> OptimizeRes
     exact = program_model(program)
     if isinstance(exact, Unsupported):
         return _unsupported(program, exact, simulated, notes)
-    g = core.graph(exact)
     relaxed = bound_model(program, exact)
     if isinstance(relaxed, Unsupported):  # pragma: no cover - a relaxation of an acyclic model
         return _unsupported(program, relaxed, simulated, notes)

@@ -253,7 +253,6 @@ def reversed_model(model: TimedModel) -> TimedModel | None:
 
 def justify(model: TimedModel, g: Graph, back: TimedModel, gb: Graph, times) -> list[int]:
     """One forward-backward improvement pass: right-justify, then left-justify again."""
-    span = max(times, default=0)
     mirrored = serial_schedule(back, gb, [float(t) for t in times])
     if not mirrored:
         return list(times)

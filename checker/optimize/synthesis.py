@@ -165,12 +165,10 @@ class _Synthesizer:
 
     def run(self) -> Synthesis:
         p, model = self.program, self.model
-        kept = [p.statements[i] for i in model.statements]
         # Kept dependencies between statements, from the relaxation's edges.
         by_node = {}
         for st_index, node in model.first:
             by_node.setdefault(node, []).append(st_index)
-        completion_node = model.completion_of()
         owner_of_completion = {}
         for st_index, node in model.completion:
             owner_of_completion.setdefault(node, []).append(st_index)
@@ -378,7 +376,7 @@ class _Synthesizer:
         added = len(event_of) + waits + sum(1 for plans in sync_plan.values() for x in plans if "dep[" in x)
         out = [
             f"# Synthesized by `streamproof optimize --emit` from {p.path}.",
-            f"# The same work, buffers and host code (loops unrolled); tasks re-assigned to lanes;",
+            "# The same work, buffers and host code (loops unrolled); tasks re-assigned to lanes;",
             f"# {len(event_of)} event(s), {waits} wait(s), {syncs} sync(s) enforce the dependencies",
             "# the overlap bound keeps. Its minimum makespan is the bound of the original program,",
             f"# {bound / NS_PER_MS:g} ms" + (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import z3
 
 from checker.smt.encode import Encoding, to_z3
+from checker.witness import Witness
 
 
 @dataclass(frozen=True, slots=True)
