@@ -26,6 +26,8 @@ class Options:
     """Seconds per solver query."""
     rlimit: int | None = None
     """Z3 resource units per query: a budget that stops at the same point on every machine."""
+    budget: float = 300.0
+    """Seconds all solver queries of one spec may take together."""
     exhaustive: bool = False
     max_states: int = 1_000_000
     allow_unknown: bool = False
@@ -72,7 +74,7 @@ def _solve(program: Program, options: Options, reason: str) -> list[Finding]:
         from checker import smt
     except ImportError:
         return [_unknown(f"this spec needs the solver because {reason}, and the solver is not available")]
-    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit))
+    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget))
 
 
 def _confirmed(program: Program, findings: list[Finding], options: Options):

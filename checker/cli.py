@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     common(check, many=True)
     check.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                        help="solver time per query (default 10); a query that runs out is reported unknown")
+    check.add_argument("--budget", type=_positive_float, default=300.0, metavar="SECONDS",
+                       help="solver time for all queries of one spec together (default 300); "
+                            "questions left when it runs out are reported unknown")
     check.add_argument("--rlimit", type=_positive, default=None, metavar="N",
                        help="also stop each solver query after N Z3 resource units (reproducible across machines)")
     check.add_argument("--allow-unknown", action="store_true", help="do not fail on unknown answers")
@@ -194,7 +197,8 @@ def command_check(args) -> int:
     from checker.report.json import report_json
     from checker.report.text import render_report, summary
 
-    options = Options(timeout=args.timeout, rlimit=args.rlimit, exhaustive=args.exhaustive, max_states=args.max_states,
+    options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
+                      exhaustive=args.exhaustive, max_states=args.max_states,
                       allow_unknown=args.allow_unknown, replay=not args.no_replay)
     reports = []
     console = _console()

@@ -30,6 +30,10 @@ ACCESS_OPS = frozenset(
 )
 """Statements whose accesses count (an `alloc` is not an access)."""
 
+SMALL_BINDING = 6
+"""Up to this many candidate records, a wait's binding is spelled out pairwise (which also
+lets static orders prune); beyond it, one integer per wait keeps the encoding linear."""
+
 HORIZON = -1
 """`now` for a condition asked at the end of an execution prefix (deadlock)."""
 
@@ -163,6 +167,10 @@ class Encoding:
         }
         self.segments: tuple[Segment, ...] = self._segments()
         self._own: dict[int, list[Conjunct]] = {}
+        self._records_of: dict[int, list[Statement]] = {}
+        self._bound_key: dict[int, z3.ArithRef] = {}
+        self._binding_facts: list[z3.BoolRef] = []
+        self._based = False
 
     # --- step lookup --------------------------------------------------------------------
 
@@ -341,7 +349,15 @@ class Encoding:
     # --- rule: snapshot binding, flags, notifies ------------------------------------------
 
     def _records(self, event: int) -> list[Statement]:
-        return [s for s in self.program.statements if s.op is Op.RECORD and s.event == event]
+        cached = self._records_of.get(event)
+        if cached is None:
+            cached = self._records_of[event] = [
+                s for s in self.program.statements if s.op is Op.RECORD and s.event == event]
+        return cached
+
+    def _order_key(self, step: int):
+        """An integer term ordered exactly as the execution order: (time, index) flattened."""
+        return self.time[step] * (len(self.steps) + 1) + step
 
     def _resets(self, event: int) -> list[Statement]:
         return [s for s in self.program.statements if s.op is Op.RESET and s.event == event]
@@ -350,6 +366,9 @@ class Encoding:
         """Snapshot binding: record r binds iff r is the latest record of the event whose
         issue precedes w's issue. Returns (record, 'r is the binding') for possible records."""
         records = self._records(event)
+        candidates = [r for r in records if self.enqueued_before(r, w) is not False]
+        if len(candidates) > SMALL_BINDING:
+            return self._latest_by_key(w, candidates)
         result = []
         for r in records:
             earlier = self.enqueued_before(r, w)
@@ -362,6 +381,21 @@ class Encoding:
             if latest is not False:
                 result.append((r, latest))
         return result
+
+    def _latest_by_key(self, w: Statement, candidates: list[Statement]) -> list[tuple[Statement, object]]:
+        """Snapshot binding in linear size, for waits with many candidate records: one integer
+        per wait holds the order key of the latest record issued before it (-1: none). Its
+        definition joins the base assertions; each record binds iff its key equals it."""
+        bound = self._bound_key.get(w.index)
+        keys = {r.index: self._order_key(self.step(StepKind.ISSUE, r.index)) for r in candidates}
+        if bound is None:
+            assert not self._based, "a binding variable created after the base was taken"
+            bound = self._bound_key[w.index] = z3.Int(f"bind_{w.index}")
+            own = self._order_key(self.step(StepKind.ISSUE, w.index))
+            self._binding_facts.append(bound < own)
+            self._binding_facts.append(z3.Or(bound == -1, *[bound == k for k in keys.values()]))
+            self._binding_facts.extend(z3.Implies(k < own, k <= bound) for k in keys.values())
+        return [(r, bound == keys[r.index]) for r in candidates]
 
     def bound_record_done(self, w: Statement, event: int, now) -> list[Conjunct]:
         """Rule `wait`/`sync` on a snapshot event: the bound record (if any) has completed."""
@@ -522,7 +556,8 @@ class Encoding:
             enabled = _and(*[c.formula for c in self.own_condition(i)])
             if enabled is not True:
                 facts.append(z3.Implies(t < horizon, to_z3(enabled)))
-        return facts
+        self._based = True
+        return facts + self._binding_facts
 
     # --- memory lifetime ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from checker.ir import ExpectKind, Program, Statement
 from checker.smt.encode import ACCESS_OPS, HORIZON, Encoding
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
-from checker.smt.solve import Budget, Sat, Session, Unknown, Unsat
+from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
 
 
@@ -43,6 +43,8 @@ class Analysis:
         self.racing: set[tuple[int, int]] = set()
         """Every racing instance pair (lower statement index first), before grouping."""
         self.dead_uses: set[tuple[int, FindingKind]] = set()
+        self.not_asked = 0
+        """Questions skipped because the total budget ran out (reported as one unknown)."""
         """Every (statement, USE_AFTER_FREE | USE_BEFORE_ALLOC) found, before grouping."""
 
     def _line(self, statement: Statement) -> str:
@@ -57,6 +59,9 @@ class Analysis:
         return False
 
     def _unknown(self, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
+        if verdict.reason == OUT_OF_TIME:
+            self.not_asked += 1
+            return
         self.findings.append(Finding(
             FindingKind.UNKNOWN,
             f"the solver could not decide {query} ({verdict.reason})",
@@ -269,4 +274,13 @@ class Analysis:
         self.races()
         self.lifetimes()
         self.deadlock()
+        if self.not_asked:
+            self.findings.append(Finding(
+                FindingKind.UNKNOWN,
+                f"{self.not_asked} solver question(s) were not asked: the total budget of "
+                f"{self.session.budget.total:g} s per spec ran out",
+                (),
+                help="raise --budget, or check a smaller unrolling of the spec",
+                detail={"query": "remaining questions", "reason": OUT_OF_TIME},
+            ))
         return tuple(self.findings)

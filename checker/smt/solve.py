@@ -9,6 +9,7 @@ stops at the same point on every machine; z3-solver 5.4 reports a spent rlimit a
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -19,11 +20,16 @@ from checker.witness import Witness
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Per-query limits: seconds of wall clock, and Z3 resource units (None: no rlimit)."""
+    """Per-query limits: seconds of wall clock, and Z3 resource units (None: no rlimit);
+    and `total`, the seconds all queries of one program may take together (None: no limit),
+    so that a program with thousands of open pairs cannot run for hours."""
 
     timeout: float = 10.0
     rlimit: int | None = None
+    total: float | None = None
 
+
+OUT_OF_TIME = "the total solver budget was spent before this question was asked"
 
 @dataclass(frozen=True, slots=True)
 class Sat:
@@ -63,12 +69,18 @@ class Session:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
         self.solver.add(*encoding.base())
         self.checks = 0
+        self.deadline = None if budget.total is None else time.monotonic() + budget.total
 
     def ask(self, query, cut: tuple[int, ...] = ()) -> Verdict:
         """Is `query` satisfiable on top of the base? On SAT, the witness is the happened
         steps in time order, cut after the latest of the `cut` steps when given."""
         if query is False:
             return Unsat()
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return Unknown(OUT_OF_TIME)
+            self.solver.set("timeout", max(1, int(min(self.budget.timeout, left) * 1000)))
         self.solver.push()
         try:
             self.solver.add(to_z3(query))
