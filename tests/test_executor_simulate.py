@@ -4,7 +4,6 @@ documented double-buffering numbers; the simulated run is itself a legal executi
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -251,14 +250,14 @@ thread main {{
 """
 
 
-def test_simulating_100k_tasks_is_fast():
+def test_simulating_100k_tasks_times_every_task():
+    """The speed target (under 5 s) is measured by bench/bench_executor.py."""
     program = load_text(_many_tasks(100_000), max_statements=200_000).program
     assert len(program.tasks) == 100_000
-    began = time.process_time()  # CPU time: the machine is shared with other work
     sim = simulate(program)
-    spent = time.process_time() - began
     assert not sim.deadlocked
-    assert spent < 5.0, spent
+    assert len(sim.tasks) == 100_000
+    assert all(t.end >= t.start for t in sim.tasks)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
