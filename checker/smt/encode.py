@@ -498,7 +498,7 @@ class Encoding:
             parts.append(self._needs(f"{self._describe(prev)} to finish",
                                      self.thread_done(prev), now))
         if statement.stream is None and statement.op is Op.AWAIT:
-            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name}",
+            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name} to be set",
                                   self.notify_set(statement.notify, now)))
         return parts
 
@@ -527,7 +527,7 @@ class Encoding:
             else:
                 parts += self.bound_record_done(statement, statement.event, now)
         elif statement.op is Op.AWAIT:
-            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name}",
+            parts.append(Conjunct(f"notify {self.program.notifies[statement.notify].name} to be set",
                                   self.notify_set(statement.notify, now)))
         return parts
 

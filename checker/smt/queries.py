@@ -245,7 +245,9 @@ class Analysis:
                 c.label for c in encoding.condition(step, HORIZON)
                 if not session.holds(verdict, c.formula)
             ]
-            return "; ".join(dict.fromkeys(failing)) or "nothing (it can still run)"
+            if not failing:
+                return "nothing (it can still run)"
+            return "waits for " + "; and for ".join(dict.fromkeys(failing))
 
         for thread in self.program.threads:
             for index in thread.statements:
@@ -268,7 +270,7 @@ class Analysis:
                        if encoding.step(k, statement.index) not in happened]
             if pending:
                 result.append(Stuck(statement.index, waits(pending[0])))
-        return tuple(result)
+        return tuple(sorted(result, key=lambda item: item.statement))
 
     def run(self) -> tuple[Finding, ...]:
         self.races()
