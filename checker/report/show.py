@@ -9,6 +9,21 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:g}ms"
 
 
+def _size(n: int) -> str:
+    """Bytes in the language's own units: 4MiB, 512KiB, 100B."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def _range(program: Program, access) -> str:
+    memory = program.memories[access.memory]
+    if access.start == 0 and access.end == memory.size:
+        return memory.name
+    return f"{memory.name}[{_size(access.start) if access.start else ''}:{_size(access.end)}]"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -54,7 +69,7 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
     out.append("buffers:")
     for m in program.memories:
         where = "host" + (" pinned" if m.pinned else " pageable") if m.on_host else program.devices[m.device].name
-        out.append(f"  {m.name}: {m.size} bytes on {where}")
+        out.append(f"  {m.name}: {_size(m.size)} on {where}")
     out.append("streams:")
     for s in program.streams:
         extra = f" priority {s.priority}" if s.priority else ""
@@ -67,7 +82,7 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
             s = program.statements[i]
             parts = [f"    {s.index:>5}  line {s.span.line:<4} {program.describe(s)}"]
             for a in s.accesses:
-                parts.append(f"{'writes' if a.write else 'reads'} {program.memories[a.memory].name}[{a.start}:{a.end}]")
+                parts.append(f"{'writes' if a.write else 'reads'} {_range(program, a)}")
             if s.duration:
                 parts.append(_ms(s.duration))
             if s.engine:
