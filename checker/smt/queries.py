@@ -75,19 +75,28 @@ class Analysis:
     def race_candidates(self) -> list[tuple[Statement, Statement, int]]:
         """Statement pairs with a conflicting access, unordered by must-happen-before."""
         encoding, order = self.encoding, self.order
-        accessing = [s for s in self.program.statements if s.op in ACCESS_OPS and s.accesses]
+        # Only statements touching a common memory can conflict: pair them per memory.
+        by_memory: dict[int, list[Statement]] = {}
+        for s in self.program.statements:
+            if s.op in ACCESS_OPS and s.accesses:
+                for memory in dict.fromkeys(x.memory for x in s.accesses):
+                    by_memory.setdefault(memory, []).append(s)
+        pairs: dict[tuple[int, int], tuple[Statement, Statement]] = {}
+        for sharing in by_memory.values():
+            for i, a in enumerate(sharing):
+                for b in sharing[i + 1:]:
+                    pairs.setdefault((a.index, b.index), (a, b))
         result = []
-        for i, a in enumerate(accessing):
-            for b in accessing[i + 1:]:
-                memory = next((x.memory for x in a.accesses for y in b.accesses
-                               if x.conflicts(y)), None)
-                if memory is None:
-                    continue
-                if order.precedes(encoding.last_step(a), encoding.first_step(b)):
-                    continue
-                if order.precedes(encoding.last_step(b), encoding.first_step(a)):
-                    continue
-                result.append((a, b, memory))
+        for a, b in (pairs[key] for key in sorted(pairs)):
+            memory = next((x.memory for x in a.accesses for y in b.accesses
+                           if x.conflicts(y)), None)
+            if memory is None:
+                continue
+            if order.precedes(encoding.last_step(a), encoding.first_step(b)):
+                continue
+            if order.precedes(encoding.last_step(b), encoding.first_step(a)):
+                continue
+            result.append((a, b, memory))
         return result
 
     def _harvest(self, sat: Sat, pending: dict) -> dict:
