@@ -13,32 +13,14 @@ import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from checker.executor.explore import explore  # noqa: E402
 from checker.executor.simulate import simulate  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
-
-PIPELINE = """device npu0 {{ compute 2 copy 1 launch 5us }}
-buffer h[2] 4MiB on host pinned
-buffer d[2] 4MiB on npu0
-buffer o 4MiB on npu0
-stream a on npu0
-stream b on npu0
-stream c on npu0 priority high
-event ev[2]
-thread main {{
-  for i in 0..{rounds} {{
-    let s = i % 2
-    a: copy d[s] <- h[s] 1ms
-    a: record ev[s]
-    b: wait ev[s]
-    b: kernel k reads d[s] writes o 2ms
-    c: kernel z reads d[s] 0.5ms
-  }}
-  sync all
-}}
-"""
+from test_executor_simulate import _many_tasks  # noqa: E402  (the spec the simulation test runs)
 
 # Four host threads, each on its own stream with its own buffer: no step disables another,
 # so the number of reachable states grows as the product of the threads' progress.
@@ -57,7 +39,7 @@ def timed(work):
 
 
 def main() -> None:
-    program = load_text(PIPELINE.format(rounds=20_000), "pipeline.sched", max_statements=200_000).program
+    program = load_text(_many_tasks(100_000), "pipeline.sched", max_statements=200_000).program
     sim, cpu, wall = timed(lambda: simulate(program))
     print(f"simulate {len(program.tasks):,} tasks: {cpu:.2f} s [{wall:.2f}]  target 5 s: ratio {cpu / 5:.2f}"
           f"  (makespan {sim.makespan / 1e6:.1f} ms)")
