@@ -41,25 +41,26 @@ def _unknown(message: str, help: str = "") -> Finding:
 def find(program: Program, options: Options) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
     """All findings of a program (before expectations), and internal-error diagnostics."""
     findings = list(collectives.mismatches(program))
-    reason = hb.nondeterminism(program)
     if options.exhaustive:
         findings += _explore(program, options)
-    elif reason is None:
+    elif hb.nondeterminism(program) is None:
         found, complete = hb.analyze(program)
         findings += found
         if not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race",
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:
-        findings += _solve(program, options, reason)
+        findings += _solve(program, options)
     return _confirmed(program, findings, options)
 
 
+# The backends are imported where they are used, so that `show` and input errors do not pay
+# for loading Z3.
+
+
 def _explore(program: Program, options: Options) -> list[Finding]:
-    try:
-        from checker.executor.explore import explore
-    except ImportError:
-        return [_unknown("the exhaustive explorer is not available in this build")]
+    from checker.executor.explore import explore
+
     result = explore(program, max_states=options.max_states)
     findings = list(result.findings(program))
     if not result.complete:
@@ -69,21 +70,17 @@ def _explore(program: Program, options: Options) -> list[Finding]:
     return findings
 
 
-def _solve(program: Program, options: Options, reason: str) -> list[Finding]:
-    try:
-        from checker import smt
-    except ImportError:
-        return [_unknown(f"this spec needs the solver because {reason}, and the solver is not available")]
+def _solve(program: Program, options: Options) -> list[Finding]:
+    from checker import smt
+
     return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget))
 
 
 def _confirmed(program: Program, findings: list[Finding], options: Options):
     if not options.replay:
         return tuple(findings), ()
-    try:
-        from checker.executor.replay import confirm
-    except ImportError:
-        return tuple(findings), ()
+    from checker.executor.replay import confirm
+
     kept: list[Finding] = []
     internal: list[Diagnostic] = []
     for finding in findings:
@@ -123,10 +120,8 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
 
 def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnostic], list[Finding]]:
     """`expect makespan <= D`: the program's minimum makespan must not exceed D."""
-    try:
-        from checker.optimize import check_makespan, optimize
-    except ImportError:
-        return [], [_unknown("`expect makespan` needs the optimizer, which is not available")]
+    from checker.optimize import check_makespan, optimize
+
     result = optimize(program, timeout=max(options.timeout, 1.0))
     diagnostics: list[Diagnostic] = []
     findings: list[Finding] = []
