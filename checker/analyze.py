@@ -31,7 +31,6 @@ class Options:
     exhaustive: bool = False
     max_states: int = 1_000_000
     allow_unknown: bool = False
-    replay: bool = True
 
 
 def _unknown(message: str, help: str = "") -> Finding:
@@ -51,7 +50,7 @@ def find(program: Program, options: Options) -> tuple[tuple[Finding, ...], tuple
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:
         findings += _solve(program, options)
-    return _confirmed(program, findings, options)
+    return _confirmed(program, findings)
 
 
 # The backends are imported where they are used, so that `show` and input errors do not pay
@@ -76,9 +75,7 @@ def _solve(program: Program, options: Options) -> list[Finding]:
     return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget))
 
 
-def _confirmed(program: Program, findings: list[Finding], options: Options):
-    if not options.replay:
-        return tuple(findings), ()
+def _confirmed(program: Program, findings: list[Finding]):
     from checker.executor.replay import confirm
 
     kept: list[Finding] = []

@@ -79,7 +79,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="enumerate every interleaving with the executor instead of the solver (small specs)")
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
-    check.add_argument("--no-replay", action="store_true", help=argparse.SUPPRESS)
 
     show = commands.add_parser("show", help="print the lowered program: devices, streams, statements")
     common(show)
@@ -199,7 +198,7 @@ def command_check(args) -> int:
 
     options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
                       exhaustive=args.exhaustive, max_states=args.max_states,
-                      allow_unknown=args.allow_unknown, replay=not args.no_replay)
+                      allow_unknown=args.allow_unknown)
     reports = []
     console = _console()
     for path in args.files:
