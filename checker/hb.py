@@ -495,7 +495,7 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         preds = graph.predecessors[node]
         missing = [p for p in preds if p not in happened]
-        if node not in graph.blocked and len(missing) != len(preds) and not missing:
+        if not missing and node not in graph.blocked:
             continue
         # Report only the frontier: nodes all of whose missing predecessors are on other statements.
         if any(graph.steps[p].statement == step.statement for p in missing):
@@ -505,7 +505,8 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             group = program.groups[statement.group]
             reason = f"collective group {group.position} of comm `{program.comms[group.comm].name}` is missing a member"
         else:
-            reason = "; ".join(sorted({f"waits for {program.describe(program.statements[graph.steps[p].statement])} (line {program.statements[graph.steps[p].statement].span.line})" for p in missing}))
+            waited = {program.statements[graph.steps[p].statement] for p in missing}
+            reason = "; ".join(sorted(f"waits for {program.describe(s)} (line {s.span.line})" for s in waited))
         seen_statements.add(step.statement)
         stuck.append(Stuck(step.statement, reason))
     stuck.sort(key=lambda item: item.statement)
