@@ -14,8 +14,11 @@ the optimizer):
 * Accesses name a `Memory` (one declared buffer, or one element of a buffer array) and a
   half-open byte range. `free` carries a write access of the bytes it frees.
 * Times are integer nanoseconds. Priorities: a lower `Stream.priority` goes first.
-* `Program.groups` lists every collective group (allreduce) and send/recv pair, matched by
-  position as the contract says; a group whose `complete` is false can never start.
+* `Program.groups` lists every collective group (the k-th collective of each member of a
+  comm) and send/recv pair; a group whose `complete` is false can never complete.
+* What each kind of statement does (running or instant task, accesses, synchronizes only,
+  collective, lifetime, engine) is `OPERATIONS[op]`, the one table backends read.
+* A spec with `choose` lowers to one `Program` per combination of branches (`variant`).
 * Backends treat the IR as read-only and never import from each other.
 
 The meaning of all of this is `docs/language.md` (from the language contract); the step
@@ -79,6 +82,7 @@ class StreamMode(str, enum.Enum):
 
 class Op(str, enum.Enum):
     KERNEL = "kernel"
+    MEMSET = "memset"
     COPY = "copy"
     CALLBACK = "callback"
     RECORD = "record"
@@ -87,6 +91,11 @@ class Op(str, enum.Enum):
     NOTIFY = "notify"
     AWAIT = "await"
     ALLREDUCE = "allreduce"
+    ALLGATHER = "allgather"
+    REDUCESCATTER = "reducescatter"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    ALLTOALL = "alltoall"
     SEND = "send"
     RECV = "recv"
     ALLOC = "alloc"
@@ -95,11 +104,84 @@ class Op(str, enum.Enum):
     SYNC = "sync"
 
 
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """What every backend needs to know about one kind of statement (the one table of it).
+
+    Backends ask this table instead of keeping their own sets of ops, so that a new
+    operation is described once: which steps its task takes, whether it synchronizes only,
+    whether it is matched across a comm, which engine it occupies.
+    """
+
+    op: Op
+    interval: bool
+    """On a stream, a *running* task (`start` and `end` steps); otherwise an *instant* task
+    (one `complete` step). Host-only operations have neither."""
+    stream: bool
+    """Can be enqueued on a stream (`S: op ...`)."""
+    host: bool
+    """Can run on a host thread (`op ...` without a stream)."""
+    accesses: bool
+    """Its accesses count for races (an `alloc` has none; `free` writes what it frees)."""
+    synchronizes: bool = False
+    """Only orders other work (record, wait, reset, notify, await): no data, no engine."""
+    collective: bool = False
+    """Matched by position with the same call of every other member of its comm."""
+    pairwise: bool = False
+    """Matched with one peer (send/recv) rather than with every member of the comm."""
+    lifetime: bool = False
+    """Starts or ends a memory's lifetime (alloc, free)."""
+    engine: "Engine | None" = None
+    """The engine a running task occupies (a copy's is chosen by direction at lowering)."""
+
+
 class SyncKind(str, enum.Enum):
     STREAM = "stream"
     EVENT = "event"
     DEVICE = "device"
     ALL = "all"
+    STREAMS = "streams"
+    """A set of streams lowered from another construct (CUDA's legacy-stream sync)."""
+
+
+class Runtime(str, enum.Enum):
+    """Which runtime's documented behaviour a device follows where runtimes differ."""
+
+    CANN = "cann"
+    CUDA = "cuda"
+
+
+def _operations() -> dict[Op, Operation]:
+    E = Engine
+    table = [
+        Operation(Op.KERNEL, interval=True, stream=True, host=False, accesses=True, engine=E.COMPUTE),
+        Operation(Op.MEMSET, interval=True, stream=True, host=False, accesses=True, engine=E.COMPUTE),
+        Operation(Op.COPY, interval=True, stream=True, host=False, accesses=True, engine=E.COPY),
+        Operation(Op.CALLBACK, interval=True, stream=True, host=False, accesses=True, engine=E.CALLBACK),
+        Operation(Op.RECORD, interval=False, stream=True, host=False, accesses=False, synchronizes=True),
+        Operation(Op.WAIT, interval=False, stream=True, host=False, accesses=False, synchronizes=True),
+        Operation(Op.RESET, interval=False, stream=True, host=False, accesses=False, synchronizes=True),
+        Operation(Op.NOTIFY, interval=False, stream=True, host=True, accesses=False, synchronizes=True),
+        Operation(Op.AWAIT, interval=False, stream=True, host=True, accesses=False, synchronizes=True),
+        Operation(Op.ALLREDUCE, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.ALLGATHER, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.REDUCESCATTER, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.BROADCAST, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.REDUCE, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.ALLTOALL, interval=True, stream=True, host=False, accesses=True, collective=True, engine=E.COMM),
+        Operation(Op.SEND, interval=True, stream=True, host=False, accesses=True, collective=True, pairwise=True, engine=E.COMM),
+        Operation(Op.RECV, interval=True, stream=True, host=False, accesses=True, collective=True, pairwise=True, engine=E.COMM),
+        Operation(Op.ALLOC, interval=False, stream=True, host=True, accesses=False, lifetime=True),
+        Operation(Op.FREE, interval=True, stream=True, host=True, accesses=True, lifetime=True),
+        Operation(Op.HOST, interval=False, stream=False, host=True, accesses=True),
+        Operation(Op.SYNC, interval=False, stream=False, host=True, accesses=False),
+    ]
+    assert {o.op for o in table} == set(Op), "every Op needs a row"
+    return {o.op: o for o in table}
+
+
+OPERATIONS: dict[Op, Operation] = _operations()
+"""The operation table: `OPERATIONS[statement.op]`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +194,8 @@ class Device:
     """Host time (ns) each enqueue onto a stream of this device costs its thread."""
     queues: int | None
     span: Span
+    runtime: Runtime = Runtime.CANN
+    """Whose documented behaviour the device follows where CUDA and CANN differ."""
 
     def count(self, engine: Engine) -> int:
         """Units of `engine`; an engine the device does not declare has one unit."""
@@ -140,6 +224,9 @@ class Memory:
     """None for host memory."""
     pinned: bool
     span: Span
+    owners: tuple[str, ...] = ()
+    """For a caching-allocator block: the declared tensors that the allocator placed in it,
+    in order (one block can serve several tensors one after another). Empty for a buffer."""
 
     @property
     def on_host(self) -> bool:
@@ -247,21 +334,46 @@ class Statement:
     """alloc/free: the memory whose lifetime this statement changes."""
     bindings: tuple[tuple[str, int], ...] = ()
     """Loop and let variables in scope, for messages (`step=3`)."""
+    root: int | None = None
+    """broadcast/reduce: the root member stream."""
+    batch: int | None = None
+    """Tasks lowered from one `group { ... }` (one fused launch, as `ncclGroupStart/End`):
+    tasks of the same batch on one stream are not ordered among themselves by stream order;
+    the tasks around the batch are ordered with all of it."""
+    streams: tuple[int, ...] = ()
+    """sync: every stream it waits for (one for `sync S`, a device's for `sync DEVICE`, ...)."""
+    launch_only: bool = False
+    """alloc/free of a caching-allocator tensor: only the launch order counts (work enqueued
+    after the free uses freed memory); it is not an access and frees nothing at run time."""
+    form: str = ""
+    """How the user wrote it when lowering rewrote it (`wait_stream s1`, `query e`,
+    `memcpy`, `item`), for messages; empty when the statement is what was written."""
 
     @property
     def is_task(self) -> bool:
         return self.stream is not None
 
+    @property
+    def operation(self) -> Operation:
+        return OPERATIONS[self.op]
+
+    @property
+    def running(self) -> bool:
+        """A task with `start` and `end` steps (a kernel, copy, collective, stream free...)."""
+        return self.stream is not None and OPERATIONS[self.op].interval
+
 
 class GroupKind(str, enum.Enum):
-    ALLREDUCE = "allreduce"
+    COLLECTIVE = "collective"
+    """The k-th collective call (allreduce, allgather, ...) of every member of a comm."""
     SENDRECV = "sendrecv"
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Tasks that must start together: the k-th allreduce of each member of a comm, or
-    the k-th send from A to B with the k-th recv on B from A."""
+    """Tasks that meet: the k-th collective of each member of a comm, or the k-th send from
+    A to B with the k-th recv on B from A. Each member starts on its own when its stream
+    reaches it; the group completes together, once every member has started."""
 
     index: int
     kind: GroupKind
@@ -310,6 +422,9 @@ class Program:
     expectations: tuple[Expectation, ...]
     buffer_spans: tuple[tuple[str, Span], ...] = field(default=())
     """Declared buffer names with their declaration spans."""
+    variant: str = ""
+    """Which branch of every `choose` (and which runtime behaviour, where a runtime leaves
+    it open) this program is; empty when the spec has a single program."""
 
     @property
     def tasks(self) -> tuple[Statement, ...]:
@@ -321,6 +436,8 @@ class Program:
     def describe(self, statement: Statement) -> str:
         """A short human name: `s1: kernel fwd` or `host decode`."""
         where = f"{self.streams[statement.stream].name}: " if statement.stream is not None else ""
+        if statement.form:
+            return where + statement.form
         what = statement.op.value
         if statement.name:
             what += f" {statement.name}"

@@ -564,7 +564,7 @@ class _Lowerer:
             rounds = max((len(v) for v in per_stream), default=0)
             for k in range(rounds):
                 members = tuple(v[k] for v in per_stream if k < len(v))
-                groups.append(Group(len(groups), GroupKind.ALLREDUCE, comm.index, k, members,
+                groups.append(Group(len(groups), GroupKind.COLLECTIVE, comm.index, k, members,
                                     len(members) == len(comm.members)))
             rank = {m: i for i, m in enumerate(comm.members)}
             for key in sorted((key for key in pairs if key[0] == comm.index), key=lambda k: (rank[k[1]], rank[k[2]])):

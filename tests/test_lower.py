@@ -242,8 +242,8 @@ def test_collectives_grouped_by_position():
     assert accesses(send) == [(3, 0, 4 * MiB, False, "x[1]")] and accesses(recv) == [(5, 0, 4 * MiB, True, "y")]
     groups = [(g.kind, g.comm, g.position, g.members, g.complete) for g in p.groups]
     assert groups == [
-        (GroupKind.ALLREDUCE, 0, 0, (0, 1), True),
-        (GroupKind.ALLREDUCE, 0, 1, (2,), False),
+        (GroupKind.COLLECTIVE, 0, 0, (0, 1), True),
+        (GroupKind.COLLECTIVE, 0, 1, (2,), False),
         (GroupKind.SENDRECV, 0, 0, (3, 4), True),
         (GroupKind.SENDRECV, 0, 0, (5,), False),
     ]
