@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import Step, StepKind, Witness, task_steps, thread_steps
+from checker.determinism import nondeterminism  # noqa: F401  (re-exported)
 
 RACE_SCAN_BUDGET = 50_000_000
 _KIND_CODE = {StepKind.ISSUE: 0, StepKind.RETURN: 1, StepKind.START: 2, StepKind.END: 3, StepKind.COMPLETE: 4}
@@ -37,52 +38,6 @@ def _key(kind: StepKind, statement: int) -> int:
 def _step_key(step: Step) -> int:
     return step.statement * 5 + _KIND_CODE[step.kind]
 MAX_WITNESSES = 200
-
-
-def nondeterminism(program: Program) -> str | None:
-    """Why the order of this program depends on the interleaving, or None if it does not.
-
-    The optimizer asks the same question before building its exact timing model.
-    """
-    owner_stream: dict[int, int] = {}
-    owner_event: dict[int, int] = {}
-    for st in program.statements:
-        if st.op in (Op.NOTIFY, Op.AWAIT):
-            return "it uses notifies"
-        flagged = st.event if st.event is not None else (
-            st.target if st.op is Op.SYNC and st.sync is SyncKind.EVENT else None)
-        if flagged is not None and program.events[flagged].flag:
-            return f"it uses flag events (`{program.events[flagged].name}`)"
-        if st.stream is not None and owner_stream.setdefault(st.stream, st.thread) != st.thread:
-            return f"threads share stream `{program.streams[st.stream].name}`"
-        if st.event is not None and owner_event.setdefault(st.event, st.thread) != st.thread:
-            return f"threads share event `{program.events[st.event].name}`"
-    for st in program.statements:
-        if st.op is not Op.SYNC:
-            continue
-        if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
-            return f"threads share event `{program.events[st.target].name}`"
-        if st.sync is SyncKind.STREAM and owner_stream.get(st.target, st.thread) != st.thread:
-            return f"threads share stream `{program.streams[st.target].name}` (one syncs it)"
-        if st.sync in (SyncKind.DEVICE, SyncKind.ALL):
-            for stream in program.streams:
-                if st.sync is SyncKind.DEVICE and stream.device != st.target:
-                    continue
-                if owner_stream.get(stream.index, st.thread) != st.thread:
-                    return f"threads share stream `{stream.name}` (one syncs its device)"
-    for device in program.devices:
-        used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
-        if device.queues is not None:
-            by_queue: dict[int, set[int]] = {}
-            for s in used:
-                by_queue.setdefault(s.queue or 0, set()).add(owner_stream[s.index])
-            if any(len(owners) > 1 for owners in by_queue.values()):
-                return f"threads share a hardware queue of `{device.name}`"
-        if any(s.mode is StreamMode.LEGACY for s in used):
-            owners = {owner_stream[s.index] for s in used if s.mode is not StreamMode.NONBLOCKING}
-            if len(owners) > 1:
-                return f"threads share the legacy stream of `{device.name}`"
-    return None
 
 
 @dataclass(frozen=True, slots=True)

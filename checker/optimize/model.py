@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checker.hb import nondeterminism
+from checker.determinism import nondeterminism
 from checker.ir import Engine, Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import INTERVAL_TASK_OPS, StepKind, holds_thread
 
