@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from checker.codes import Code
+from checker.resources import paused_gc  # noqa: F401  (re-exported)
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower
@@ -24,19 +24,6 @@ class Loaded:
     program: Program | None
     """None when the spec has an error; the error is among `diagnostics`."""
     diagnostics: tuple[Diagnostic, ...]
-
-
-@contextmanager
-def paused_gc():
-    """Lowering allocates hundreds of thousands of long-lived objects and no cycles; the cyclic
-    collector would rescan them again and again (a third of the time on 100,000 tasks)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
