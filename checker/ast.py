@@ -1,6 +1,8 @@
 """Syntax tree of a `.sched` file, exactly as written: names unresolved, loops not unrolled.
 
-Every node carries the `Span` it was parsed from, so later stages can point at it.
+Every node carries the `Span` it was parsed from, so later stages can point at it. Each kind
+of statement has its own node class (`KernelTask`, `CopyTask`, `Sync`, ...); the lowering
+dispatches on the class.
 """
 
 from __future__ import annotations
@@ -217,25 +219,128 @@ class Let:
     span: Span
 
 
+# Stream statements (`STREAM: ...`): one node per operation. Each has the stream first and its
+# span last.
+
+
 @dataclass(frozen=True, slots=True)
-class Task:
-    """`STREAM: op ...`. Which optional fields are set depends on `op`."""
+class KernelTask:
+    stream: Ref
+    name: Name
+    reads: tuple[AccessRef, ...]
+    writes: tuple[AccessRef, ...]
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackTask:
+    stream: Ref
+    name: Name
+    reads: tuple[AccessRef, ...]
+    writes: tuple[AccessRef, ...]
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CopyTask:
+    stream: Ref
+    destination: AccessRef
+    source: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTask:
+    stream: Ref
+    event: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class WaitTask:
+    stream: Ref
+    event: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ResetTask:
+    stream: Ref
+    event: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyTask:
+    stream: Ref
+    notify: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitTask:
+    stream: Ref
+    notify: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveTask:
+    """`STREAM: allreduce COMM ACCESS`: a collective call of every member of COMM."""
 
     stream: Ref
-    op: str
+    kind: str
+    """The ir.Op value: allreduce."""
+    comm: Ref
+    access: AccessRef
+    duration: Duration | None
     span: Span
-    name: Name | None = None
-    reads: tuple[AccessRef, ...] = ()
-    writes: tuple[AccessRef, ...] = ()
-    duration: Duration | None = None
-    target: Ref | None = None
-    """The event, notify or comm the op names."""
-    peer: Ref | None = None
-    """send/recv: the other stream."""
-    access: AccessRef | None = None
-    """copy: destination; allreduce/send/recv/alloc/free: the buffer."""
-    source: AccessRef | None = None
-    """copy: source."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendTask:
+    stream: Ref
+    comm: Ref
+    peer: Ref
+    access: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class RecvTask:
+    stream: Ref
+    comm: Ref
+    peer: Ref
+    access: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class AllocTask:
+    stream: Ref
+    access: AccessRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class FreeTask:
+    stream: Ref
+    access: AccessRef
+    span: Span
+
+
+Task = (
+    KernelTask | CallbackTask | CopyTask | RecordTask | WaitTask | ResetTask | NotifyTask
+    | AwaitTask | CollectiveTask | SendTask | RecvTask | AllocTask | FreeTask
+)
+
+
+# Host statements.
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,16 +360,30 @@ class Sync:
 
 
 @dataclass(frozen=True, slots=True)
-class HostOp:
-    """Host `notify`, `await`, `alloc` or `free`."""
-
-    op: str
-    target: Ref | None
-    access: AccessRef | None
+class HostNotify:
+    notify: Ref
     span: Span
 
 
-Statement = For | Let | Task | HostCall | Sync | HostOp
+@dataclass(frozen=True, slots=True)
+class HostAwait:
+    notify: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class HostAlloc:
+    access: AccessRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class HostFree:
+    access: AccessRef
+    span: Span
+
+
+Statement = For | Let | Task | HostCall | Sync | HostNotify | HostAwait | HostAlloc | HostFree
 
 
 @dataclass(frozen=True, slots=True)

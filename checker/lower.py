@@ -428,31 +428,34 @@ class _Lowerer:
         self.thread_statements.append(index)
 
     def statement(self, node, env: dict[str, int]) -> None:
-        bindings = tuple(sorted(env.items()))
-        if isinstance(node, ast.Task):
-            self.task(node, env, bindings)
-        elif isinstance(node, ast.HostCall):
-            accesses = tuple(self.access(a, env, False) for a in node.reads)
-            accesses += tuple(self.access(a, env, True) for a in node.writes)
-            self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=accesses,
-                      duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings)
-        elif isinstance(node, ast.Sync):
-            if node.target is None:
-                self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
-                return
-            entity = self.lookup(node.target.name, "stream", "event", "device")
-            target = self.resolve(node.target, env, entity.kind)
-            kind = {"stream": SyncKind.STREAM, "event": SyncKind.EVENT, "device": SyncKind.DEVICE}[entity.kind]
-            self.emit(node, op=Op.SYNC, stream=None, sync=kind, target=target, bindings=bindings)
-        else:
-            if node.op in ("notify", "await"):
-                notify = self.resolve(node.target, env, "notify")
-                self.emit(node, op=Op(node.op), stream=None, notify=notify, bindings=bindings)
-            else:
-                access, memory = self.lifetime(node.access, env)
-                accesses = (access,) if node.op == "free" else ()
-                self.emit(node, op=Op(node.op), stream=None, memory=memory, accesses=accesses,
-                          bindings=bindings)
+        self.LOWER[type(node)](self, node, env, tuple(sorted(env.items())))
+
+    # -- host statements
+
+    def host_call(self, node: ast.HostCall, env, bindings) -> None:
+        accesses = tuple(self.access(a, env, False) for a in node.reads)
+        accesses += tuple(self.access(a, env, True) for a in node.writes)
+        self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=accesses,
+                  duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings)
+
+    def sync(self, node: ast.Sync, env, bindings) -> None:
+        if node.target is None:
+            self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
+            return
+        entity = self.lookup(node.target.name, "stream", "event", "device")
+        target = self.resolve(node.target, env, entity.kind)
+        kind = {"stream": SyncKind.STREAM, "event": SyncKind.EVENT, "device": SyncKind.DEVICE}[entity.kind]
+        self.emit(node, op=Op.SYNC, stream=None, sync=kind, target=target, bindings=bindings)
+
+    def host_notify(self, node: ast.HostNotify | ast.HostAwait, env, bindings) -> None:
+        op = Op.NOTIFY if isinstance(node, ast.HostNotify) else Op.AWAIT
+        self.emit(node, op=op, stream=None, notify=self.resolve(node.notify, env, "notify"), bindings=bindings)
+
+    def host_lifetime(self, node: ast.HostAlloc | ast.HostFree, env, bindings) -> None:
+        access, memory = self.lifetime(node.access, env)
+        free = isinstance(node, ast.HostFree)
+        self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=memory,
+                  accesses=(access,) if free else (), bindings=bindings)
 
     def lifetime(self, access_ref: ast.AccessRef, env: dict[str, int]) -> tuple[Access, int]:
         access = self.access(access_ref, env, True)
@@ -463,73 +466,114 @@ class _Lowerer:
                                   help=f"name the buffer itself: `{memory.name}`"))
         return access, access.memory
 
-    def task(self, node: ast.Task, env: dict[str, int], bindings) -> None:
-        stream_entity = self.lookup(node.stream.name, "stream")
-        del stream_entity
+    # -- stream statements
+
+    def on_stream(self, node, env, bindings) -> tuple[int, dict]:
+        """The stream index of a `STREAM:` statement and the fields every task has."""
         stream_index = self.resolve(node.stream, env, "stream")
-        stream = self.streams[stream_index]
-        device = self.devices[stream.device]
-        duration = node.duration.nanoseconds if node.duration else 0
-        common = dict(stream=stream_index, device=stream.device, bindings=bindings)
-        op = node.op
-        if op in ("kernel", "callback"):
-            accesses = tuple(self.access(a, env, False) for a in node.reads)
-            accesses += tuple(self.access(a, env, True) for a in node.writes)
-            engine = Engine.COMPUTE if op == "kernel" else Engine.CALLBACK
-            self.emit(node, op=Op(op), name=node.name.text, accesses=accesses, duration=duration,
-                      engine=engine, **common)
-        elif op == "copy":
-            destination = self.access(node.access, env, True)
-            source = self.access(node.source, env, False)
-            dst_memory = self.memories[destination.memory]
-            src_memory = self.memories[source.memory]
-            if dst_memory.on_host and src_memory.on_host:
-                raise SpecError(error(Code.SP016, "a copy between two host buffers is not a stream operation",
-                                      node.span, "both sides are host memory",
-                                      help="use a `host` statement for host-to-host copies"))
-            kind = CopyKind.H2D if src_memory.on_host else CopyKind.D2H if dst_memory.on_host else CopyKind.D2D
-            engine = Engine(kind.value) if device.declares(Engine(kind.value)) else Engine.COPY
-            pageable = (src_memory.on_host and not src_memory.pinned) or (dst_memory.on_host and not dst_memory.pinned)
-            self.emit(node, op=Op.COPY, accesses=(source, destination), duration=duration, engine=engine,
-                      copy=kind, blocking=pageable, **common)
-        elif op in ("record", "wait", "reset"):
-            event = self.resolve(node.target, env, "event")
-            if op == "reset" and not self.events[event].flag:
-                raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
-                                      node.span, "not a flag event",
-                                      secondary=((self.events[event].span, "declared without `flag`"),),
-                                      help=f"declare it `event {node.target.name.text} flag`"))
-            self.emit(node, op=Op(op), event=event, **common)
-        elif op in ("notify", "await"):
-            notify = self.resolve(node.target, env, "notify")
-            self.emit(node, op=Op(op), notify=notify, **common)
-        elif op in ("allreduce", "send", "recv"):
-            comm_index = self.resolve(node.target, env, "comm")
+        return stream_index, dict(stream=stream_index, device=self.streams[stream_index].device, bindings=bindings)
+
+    def kernel(self, node: ast.KernelTask | ast.CallbackTask, env, bindings) -> None:
+        _, common = self.on_stream(node, env, bindings)
+        accesses = tuple(self.access(a, env, False) for a in node.reads)
+        accesses += tuple(self.access(a, env, True) for a in node.writes)
+        kernel = isinstance(node, ast.KernelTask)
+        self.emit(node, op=Op.KERNEL if kernel else Op.CALLBACK, name=node.name.text, accesses=accesses,
+                  duration=node.duration.nanoseconds if node.duration else 0,
+                  engine=Engine.COMPUTE if kernel else Engine.CALLBACK, **common)
+
+    def copy(self, node: ast.CopyTask, env, bindings) -> None:
+        stream_index, common = self.on_stream(node, env, bindings)
+        device = self.devices[self.streams[stream_index].device]
+        destination = self.access(node.destination, env, True)
+        source = self.access(node.source, env, False)
+        dst_memory = self.memories[destination.memory]
+        src_memory = self.memories[source.memory]
+        if dst_memory.on_host and src_memory.on_host:
+            raise SpecError(error(Code.SP016, "a copy between two host buffers is not a stream operation",
+                                  node.span, "both sides are host memory",
+                                  help="use a `host` statement for host-to-host copies"))
+        kind = CopyKind.H2D if src_memory.on_host else CopyKind.D2H if dst_memory.on_host else CopyKind.D2D
+        engine = Engine(kind.value) if device.declares(Engine(kind.value)) else Engine.COPY
+        pageable = (src_memory.on_host and not src_memory.pinned) or (dst_memory.on_host and not dst_memory.pinned)
+        self.emit(node, op=Op.COPY, accesses=(source, destination),
+                  duration=node.duration.nanoseconds if node.duration else 0, engine=engine,
+                  copy=kind, blocking=pageable, **common)
+
+    def event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, bindings) -> None:
+        _, common = self.on_stream(node, env, bindings)
+        event = self.resolve(node.event, env, "event")
+        if isinstance(node, ast.ResetTask) and not self.events[event].flag:
+            raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
+                                  node.span, "not a flag event",
+                                  secondary=((self.events[event].span, "declared without `flag`"),),
+                                  help=f"declare it `event {node.event.name.text} flag`"))
+        op = Op.RECORD if isinstance(node, ast.RecordTask) else Op.WAIT if isinstance(node, ast.WaitTask) else Op.RESET
+        self.emit(node, op=op, event=event, **common)
+
+    def notify_task(self, node: ast.NotifyTask | ast.AwaitTask, env, bindings) -> None:
+        _, common = self.on_stream(node, env, bindings)
+        notify = self.resolve(node.notify, env, "notify")
+        self.emit(node, op=Op.NOTIFY if isinstance(node, ast.NotifyTask) else Op.AWAIT, notify=notify, **common)
+
+    def member(self, comm_index: int, ref: ast.Ref, stream: int) -> None:
+        """SP021 unless `stream` (written as `ref`) is a member of the comm."""
+        if stream not in self.comm_members[comm_index]:
             comm = self.comms[comm_index]
-            members = self.comm_members[comm_index]
-            if stream_index not in members:
-                raise SpecError(error(Code.SP021, f"stream `{stream.name}` is not a member of comm `{comm.name}`",
-                                      node.stream.span, "not in the comm",
-                                      secondary=((comm.span, "comm declared here"),)))
-            peer = None
-            if op != "allreduce":
-                peer = self.resolve(node.peer, env, "stream")
-                if peer not in members:
-                    raise SpecError(error(Code.SP021, f"stream `{self.streams[peer].name}` is not a member of comm `{comm.name}`",
-                                          node.peer.span, "not in the comm",
-                                          secondary=((comm.span, "comm declared here"),)))
-                if peer == stream_index:
-                    raise SpecError(error(Code.SP021, f"`{op}` names its own stream as the peer", node.peer.span))
-            if op == "allreduce":
-                accesses = (self.access(node.access, env, False), self.access(node.access, env, True))
-            else:
-                accesses = (self.access(node.access, env, op == "recv"),)
-            self.emit(node, op=Op(op), comm=comm_index, peer=peer, accesses=accesses, duration=duration,
-                      engine=Engine.COMM, **common)
-        else:
-            access, memory = self.lifetime(node.access, env)
-            accesses = (access,) if op == "free" else ()
-            self.emit(node, op=Op(op), memory=memory, accesses=accesses, **common)
+            raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
+                                  ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),)))
+
+    def collective(self, node: ast.CollectiveTask, env, bindings) -> None:
+        stream_index, common = self.on_stream(node, env, bindings)
+        comm_index = self.resolve(node.comm, env, "comm")
+        self.member(comm_index, node.stream, stream_index)
+        accesses = (self.access(node.access, env, False), self.access(node.access, env, True))
+        self.emit(node, op=Op(node.kind), comm=comm_index, accesses=accesses,
+                  duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+
+    def point_to_point(self, node: ast.SendTask | ast.RecvTask, env, bindings) -> None:
+        stream_index, common = self.on_stream(node, env, bindings)
+        comm_index = self.resolve(node.comm, env, "comm")
+        self.member(comm_index, node.stream, stream_index)
+        peer = self.resolve(node.peer, env, "stream")
+        self.member(comm_index, node.peer, peer)
+        send = isinstance(node, ast.SendTask)
+        if peer == stream_index:
+            raise SpecError(error(Code.SP021, f"`{'send' if send else 'recv'}` names its own stream as the peer",
+                                  node.peer.span))
+        self.emit(node, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
+                  accesses=(self.access(node.access, env, not send),),
+                  duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+
+    def stream_lifetime(self, node: ast.AllocTask | ast.FreeTask, env, bindings) -> None:
+        _, common = self.on_stream(node, env, bindings)
+        access, memory = self.lifetime(node.access, env)
+        free = isinstance(node, ast.FreeTask)
+        self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=memory, accesses=(access,) if free else (),
+                  **common)
+
+    LOWER = {
+        ast.HostCall: host_call,
+        ast.Sync: sync,
+        ast.HostNotify: host_notify,
+        ast.HostAwait: host_notify,
+        ast.HostAlloc: host_lifetime,
+        ast.HostFree: host_lifetime,
+        ast.KernelTask: kernel,
+        ast.CallbackTask: kernel,
+        ast.CopyTask: copy,
+        ast.RecordTask: event_task,
+        ast.WaitTask: event_task,
+        ast.ResetTask: event_task,
+        ast.NotifyTask: notify_task,
+        ast.AwaitTask: notify_task,
+        ast.CollectiveTask: collective,
+        ast.SendTask: point_to_point,
+        ast.RecvTask: point_to_point,
+        ast.AllocTask: stream_lifetime,
+        ast.FreeTask: stream_lifetime,
+    }
+    """How each kind of statement node is lowered."""
 
     # -- program-wide ----------------------------------------------------------------------
 

@@ -21,14 +21,12 @@ from lark.visitors import Transformer_NonRecursive
 from checker import ast
 from checker.codes import Code
 from checker.diagnostics import SpecError, error
-from checker.ir import Span
+from checker.ir import PRIORITY_HIGH, PRIORITY_LOW, Span  # noqa: F401  (re-exported)
 
 MAX_SOURCE_CHARS = 32 * 1024 * 1024
 MAX_NESTING = 200
 MAX_LITERAL = 2**62
 MAX_DURATION_NS = 10**15  # about 11.5 days
-PRIORITY_HIGH = -(10**6)
-PRIORITY_LOW = 10**6
 
 SIZE_UNITS = {
     "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -294,79 +292,79 @@ class _ToAst(Transformer_NonRecursive):
     def let_stmt(self, meta, variable, value):
         return ast.Let(_name(variable), value, span_of(meta))
 
-    def task_stmt(self, meta, stream, fields):
-        op = fields.pop("op")
-        return ast.Task(stream, op, span_of(meta), **fields)
+    def task_stmt(self, meta, stream, pending):
+        cls, fields = pending
+        return cls(stream, *fields, span_of(meta))
 
     @staticmethod
-    def _with_rw(op: str, name, rest) -> dict:
-        fields = {"op": op, "name": _name(name)}
+    def _rw(rest) -> tuple:
+        """(reads, writes, duration) of `reads ... writes ... DURATION` in any order."""
         reads: list = []
         writes: list = []
+        duration = None
         for part in rest:
             if isinstance(part, ast.Duration):
-                fields["duration"] = part
+                duration = part
             elif part.tag == "reads":
                 reads.extend(part.value)
             else:
                 writes.extend(part.value)
-        fields["reads"], fields["writes"] = tuple(reads), tuple(writes)
-        return fields
+        return tuple(reads), tuple(writes), duration
 
+    # Each operation after `STREAM:` returns (node class, fields after the stream); the
+    # statement adds the stream and the span.
     def kernel(self, meta, name, *rest):
-        return self._with_rw("kernel", name, rest)
+        return ast.KernelTask, (_name(name), *self._rw(rest))
 
     def callback(self, meta, name, *rest):
-        return self._with_rw("callback", name, rest)
+        return ast.CallbackTask, (_name(name), *self._rw(rest))
 
     def copy(self, meta, destination, source, duration=None):
-        return {"op": "copy", "access": destination, "source": source, "duration": duration}
+        return ast.CopyTask, (destination, source, duration)
 
-    def _targeted(op):  # noqa: N805 - builds methods
+    def _targeted(cls):  # noqa: N805 - builds methods
         def method(self, meta, target):
-            return {"op": op, "target": target}
+            return cls, (target,)
         return method
 
-    record = _targeted("record")
-    wait = _targeted("wait")
-    reset = _targeted("reset")
-    notify = _targeted("notify")
-    await_ = _targeted("await")
+    record = _targeted(ast.RecordTask)
+    wait = _targeted(ast.WaitTask)
+    reset = _targeted(ast.ResetTask)
+    notify = _targeted(ast.NotifyTask)
+    await_ = _targeted(ast.AwaitTask)
 
     def allreduce(self, meta, comm, access, duration=None):
-        return {"op": "allreduce", "target": comm, "access": access, "duration": duration}
+        return ast.CollectiveTask, ("allreduce", comm, access, duration)
 
     def send(self, meta, comm, peer, access, duration=None):
-        return {"op": "send", "target": comm, "peer": peer, "access": access, "duration": duration}
+        return ast.SendTask, (comm, peer, access, duration)
 
     def recv(self, meta, comm, peer, access, duration=None):
-        return {"op": "recv", "target": comm, "peer": peer, "access": access, "duration": duration}
+        return ast.RecvTask, (comm, peer, access, duration)
 
     def alloc(self, meta, access):
-        return {"op": "alloc", "access": access}
+        return ast.AllocTask, (access,)
 
     def free(self, meta, access):
-        return {"op": "free", "access": access}
+        return ast.FreeTask, (access,)
 
     def host_stmt(self, meta, name, *rest):
-        fields = self._with_rw("host", name, rest)
-        return ast.HostCall(fields["name"], fields["reads"], fields["writes"],
-                            fields.get("duration"), span_of(meta))
+        return ast.HostCall(_name(name), *self._rw(rest), span_of(meta))
 
     def sync_stmt(self, meta, target):
         return ast.Sync(None if isinstance(target, Token) else target, span_of(meta))
 
     def host_notify(self, meta, target):
-        return ast.HostOp("notify", target, None, span_of(meta))
+        return ast.HostNotify(target, span_of(meta))
 
     def host_await(self, meta, target):
-        return ast.HostOp("await", target, None, span_of(meta))
+        return ast.HostAwait(target, span_of(meta))
 
     def host_alloc(self, meta, access):
-        return ast.HostOp("alloc", None, access, span_of(meta))
+        return ast.HostAlloc(access, span_of(meta))
 
     def host_free(self, meta, access):
-        return ast.HostOp("free", None, access, span_of(meta))
+        return ast.HostFree(access, span_of(meta))
 
     def reads(self, meta, *accesses):
         return _Marker("reads", tuple(accesses), span_of(meta))

@@ -230,19 +230,21 @@ def test_every_statement_parses_to_its_node():
         "  sync s\n  sync all\n  notify n\n  await n\n  alloc a\n  free a\n"
         "}\n"
     ).declarations[0].body
-    kinds = [type(node).__name__ if not isinstance(node, (ast.Task, ast.HostOp)) else node.op for node in body]
+    kinds = [type(node).__name__ for node in body]
     assert kinds == [
-        "For", "Let", "kernel", "copy", "callback", "record", "wait", "reset", "notify", "await",
-        "allreduce", "send", "recv", "alloc", "free", "HostCall", "Sync", "Sync", "notify", "await",
-        "alloc", "free",
+        "For", "Let", "KernelTask", "CopyTask", "CallbackTask", "RecordTask", "WaitTask", "ResetTask",
+        "NotifyTask", "AwaitTask", "CollectiveTask", "SendTask", "RecvTask", "AllocTask", "FreeTask",
+        "HostCall", "Sync", "Sync", "HostNotify", "HostAwait", "HostAlloc", "HostFree",
     ]
+    assert body[10].kind == "allreduce" and body[10].comm.name.text == "c"
+    assert body[5].event.name.text == "e" and body[8].notify.name.text == "n"
     kernel = body[2]
     assert [r.name.text for r in kernel.reads] == ["a", "b"] and kernel.duration.nanoseconds == 10**6
     assert isinstance(kernel.writes[0].subscripts[0], ast.Slice)
     copy = body[3]
-    assert copy.access.name.text == "a" and copy.source.name.text == "b"
+    assert copy.destination.name.text == "a" and copy.source.name.text == "b"
     send = body[11]
-    assert send.target.name.text == "c" and send.peer.name.text == "r"
+    assert send.comm.name.text == "c" and send.peer.name.text == "r"
     assert body[16].target.name.text == "s" and body[17].target is None
 
 
