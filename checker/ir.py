@@ -31,6 +31,10 @@ import enum
 from dataclasses import dataclass, field
 
 NS_PER_MS = 1_000_000
+PRIORITY_HIGH = -(10**6)
+"""`Stream.priority` of `priority high` (a lower value goes first)."""
+PRIORITY_LOW = 10**6
+"""`Stream.priority` of `priority low`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +433,16 @@ class Program:
     @property
     def tasks(self) -> tuple[Statement, ...]:
         return tuple(s for s in self.statements if s.stream is not None)
+
+    def synced_streams(self, statement: Statement) -> tuple[int, ...]:
+        """The streams a `sync` waits for (none for `sync EVENT`)."""
+        if statement.streams or statement.sync is SyncKind.EVENT:
+            return statement.streams
+        if statement.sync is SyncKind.STREAM:
+            return (statement.target,)
+        if statement.sync is SyncKind.DEVICE:
+            return tuple(s.index for s in self.streams if s.device == statement.target)
+        return tuple(s.index for s in self.streams)
 
     def stream_tasks(self, stream: int) -> tuple[Statement, ...]:
         return tuple(s for s in self.statements if s.stream == stream)

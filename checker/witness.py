@@ -6,9 +6,10 @@ legal. This module only names the steps; what makes a step legal is each backend
 
 Every statement contributes a fixed set of steps:
 
-* a task with a running interval (kernel, copy, callback, allreduce, send, recv, free on a
-  stream): `start` and `end`. A collective's `start` starts its whole group at once and is
-  written with the group's first member.
+* a task with a running interval (`Operation.interval` in `checker.ir.OPERATIONS`: kernel,
+  memset, copy, callback, collectives, send, recv, free on a stream): `start` and `end`.
+  Each member of a collective group starts on its own; the group's `end` completes every
+  member at once and is written with the group's first member.
 * a task that takes no time (record, wait, reset, notify, await, alloc on a stream): `complete`.
 * every host-thread statement: `issue` (the thread executes it: enqueue a task, start a host
   function, call sync, notify, await, alloc, start a host free).
@@ -22,11 +23,6 @@ import enum
 from dataclasses import dataclass
 
 from checker.ir import Op, Statement
-
-INTERVAL_TASK_OPS = frozenset(
-    {Op.KERNEL, Op.COPY, Op.CALLBACK, Op.ALLREDUCE, Op.SEND, Op.RECV, Op.FREE}
-)
-INSTANT_TASK_OPS = frozenset({Op.RECORD, Op.WAIT, Op.RESET, Op.NOTIFY, Op.AWAIT, Op.ALLOC})
 
 
 class StepKind(str, enum.Enum):
@@ -68,7 +64,7 @@ def task_steps(statement: Statement) -> tuple[StepKind, ...]:
     """The steps of the task a stream statement enqueues (empty for host statements)."""
     if statement.stream is None:
         return ()
-    if statement.op in INTERVAL_TASK_OPS:
+    if statement.running:
         return (StepKind.START, StepKind.END)
     return (StepKind.COMPLETE,)
 

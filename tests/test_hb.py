@@ -120,7 +120,7 @@ thread r1 {
     findings, _ = hb.analyze(program)
     deadlocks = [f for f in findings if f.kind is FindingKind.DEADLOCK]
     assert len(deadlocks) == 1
-    assert {program.statements[s.statement].span.line for s in deadlocks[0].stuck} >= {10, 14}
+    assert {program.statements[s.statement].span.line for s in deadlocks[0].stuck} == {10, 11, 14, 15}
     assert confirm(program, deadlocks[0]).ok
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from checker.ir import Op, Program, Statement, StreamMode, SyncKind
-from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, holds_thread
+from checker.witness import Step, StepKind, holds_thread
 
 _ISSUE, _RETURN, _START, _END, _COMPLETE = (
     StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END, StepKind.COMPLETE)
@@ -56,8 +56,8 @@ NEED_BEGUN, NEED_DONE = 1, 2
 _BYTE = tuple(bytes([v]) for v in range(4))
 
 (U_STATUS, U_THREAD, U_ENQUEUE, U_DEQUEUE, U_LAST, U_BIND, U_FLAGS, U_NOTES, U_DEAD, U_FREED,
- U_RUNNING) = range(11)
-"""(U_ENQUEUE also moves the stream's tail.)"""
+ U_RUNNING, U_LAUNCH) = range(12)
+"""(U_ENQUEUE also moves the stream's tail; U_DEQUEUE removes one given task from its queue.)"""
 """Update codes produced by `Machine.effects`: (code, index, value) or (code, value)."""
 
 
@@ -96,6 +96,9 @@ class State(NamedTuple):
     """Bit g set: segment g has been freed at least once (dead by free, not never-allocated)."""
     running: int
     """Bit i set: statement i's accesses are running."""
+    launch_dead: int
+    """Bit g set: segment g is freed in launch order (a free of it was enqueued since it was
+    last allocated): work enqueued now would use freed memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +191,7 @@ class Machine:
             for k, i in enumerate(t.statements):
                 self.position[i] = k
         self.interval = tuple(
-            st.stream is not None and st.op in INTERVAL_TASK_OPS for st in p.statements
+            st.running for st in p.statements
         )
         self.holds = tuple(holds_thread(st) for st in p.statements)
         self.duration = tuple(st.duration for st in p.statements)
@@ -201,7 +204,7 @@ class Machine:
             for acc in st.accesses:
                 m |= lay.mask(acc.memory, acc.start, acc.end)
             touch.append(m)
-            if st.op in (_OP_ALLOC, _OP_FREE) and st.memory is not None:
+            if st.op in (_OP_ALLOC, _OP_FREE) and st.memory is not None and not st.launch_only:
                 ranges = [a for a in st.accesses if a.memory == st.memory]
                 if ranges:
                     lm = 0
@@ -215,9 +218,15 @@ class Machine:
                 life.append(0)
         self.touch = tuple(touch)
         self.life = tuple(life)
+        self.launch_life = tuple(
+            lay.mask(st.memory, 0, p.memories[st.memory].size)
+            if st.op in (_OP_ALLOC, _OP_FREE) and st.memory is not None else 0
+            for st in p.statements
+        )
+        """alloc/free: the segments whose launch-order liveness the statement changes."""
         initially_dead = 0
         for st in p.statements:
-            if st.op is _OP_ALLOC:
+            if st.op is _OP_ALLOC and not st.launch_only:
                 initially_dead |= self.life[st.index]
         # Streams: hardware-queue and legacy relations, captured as dependencies at enqueue.
         self.queue_peers: list[tuple[int, ...]] = []
@@ -248,6 +257,9 @@ class Machine:
         self.device_streams = tuple(
             tuple(s.index for s in p.streams if s.device == d.index) for d in p.devices
         )
+        self.sync_streams = tuple(
+            p.synced_streams(st) if st.op is _OP_SYNC else () for st in p.statements
+        )
         # Binding slots.
         wslot = [-1] * n
         dslot = [-1] * n
@@ -272,6 +284,19 @@ class Machine:
         for g in p.groups:
             for m in g.members:
                 self.group_of[m] = g
+        self.batch = tuple(st.batch for st in p.statements)
+        siblings: list[tuple[int, ...]] = [() for _ in range(n)]
+        seen_batch: dict[tuple[int, int], list[int]] = {}
+        for t in p.threads:
+            for i in t.statements:
+                st = p.statements[i]
+                if st.batch is not None and st.stream is not None:
+                    earlier = seen_batch.setdefault((st.stream, st.batch), [])
+                    siblings[i] = tuple(earlier)
+                    earlier.append(i)
+        self.siblings = tuple(siblings)
+        """Earlier tasks of the same batch on the same stream: waiting for a batch member that
+        was enqueued last on its stream means waiting for these too."""
         self._conflicts: tuple[int, ...] | None = None
         self._pair_cache: dict[tuple[int, int], bool] = {}
         self._described: dict[int, str] = {}
@@ -288,6 +313,7 @@ class Machine:
             dead=initially_dead,
             freed=0,
             running=0,
+            launch_dead=0,
         )
         self.initially_dead = initially_dead
         self.allocs = tuple(st.index for st in p.statements if st.op is _OP_ALLOC)
@@ -440,15 +466,22 @@ class Machine:
         return None
 
     def _head_blocker(self, state, task: int) -> str | None:
+        """Rule 1: every task ahead of it on its stream has completed (tasks of its own
+        batch excepted: one `group` is one fused launch)."""
         st = self.program.statements[task]
         q = state.queues[st.stream]
         if not q or q[0] != task:
             if state.status[task] == NEW:
                 return f"{self.describe(task)} has not been enqueued"
-            return (
-                f"waiting for {self.describe(q[0])} ahead of it on "
-                f"{self.program.streams[st.stream].name}"
-            )
+            batch = self.batch[task]
+            for ahead in q:
+                if ahead == task:
+                    return None
+                if batch is None or self.batch[ahead] != batch:
+                    return (
+                        f"waiting for {self.describe(ahead)} ahead of it on "
+                        f"{self.program.streams[st.stream].name}"
+                    )
         return None
 
     def _first_step_blocker(self, state, task: int) -> str | None:
@@ -482,19 +515,23 @@ class Machine:
         return None
 
     def _group_blocker(self, state, group) -> str | None:
+        """Why a collective group cannot complete: a member is missing or has not started."""
         if not group.complete:
             return "its collective group has a member missing from the program"
         for m in group.members:
-            why = self._first_step_blocker(state, m)
-            if why:
+            if state.status[m] != RUNNING:
                 comm = self.program.comms[group.comm].name
-                return f"its {comm} group needs {self.describe(m)}, which is {why}"
+                return f"its {comm} group waits for {self.describe(m)} to start"
         return None
 
     def _end_blocker(self, state, task: int) -> str | None:
-        """`end` of a running task needs only that it has started."""
+        """`end` of a running task needs only that it has started; a collective's `end`
+        (its whole group's) needs every member started."""
         if state.status[task] != RUNNING:
             return "not running"
+        group = self.group_of[task]
+        if group is not None:
+            return self._group_blocker(state, group)
         return None
 
     def _return_blocker(self, state, stmt: int) -> str | None:
@@ -554,11 +591,6 @@ class Machine:
         if kind is _START:
             if not self.interval[i]:
                 return "an instant task has no start step (it completes)"
-            g = self.group_of[i]
-            if g is not None:
-                if state.status[i] != QUEUED:
-                    return "not enqueued yet" if state.status[i] == NEW else "already started"
-                return self._group_blocker(state, g)
             return self._first_step_blocker(state, i)
         if kind is _COMPLETE:
             if self.interval[i]:
@@ -586,22 +618,28 @@ class Machine:
                 if st.stream is None and st.op is _OP_AWAIT and not state.notes >> st.notify & 1:
                     continue
                 out.append(steps[_ISSUE][i])
+        batch = self.batch
+        ended: set[int] = set()
         for q in state.queues:
             if not q:
                 continue
-            h = q[0]
-            s = state.status[h]
-            if s == RUNNING:
-                out.append(steps[_END][h])
-            elif self.interval[h]:
-                g = self.group_of[h]
-                if g is not None:
-                    if g.members[0] == h and self._group_blocker(state, g) is None:
+            head_batch = batch[q[0]]
+            for k, h in enumerate(q):
+                if k and (head_batch is None or batch[h] != head_batch):
+                    break  # only the head, or the batch at the head, can move
+                s = state.status[h]
+                if s == RUNNING:
+                    g = self.group_of[h]
+                    if g is None:
+                        out.append(steps[_END][h])
+                    elif g.index not in ended and self._group_blocker(state, g) is None:
+                        ended.add(g.index)
+                        out.append(steps[_END][g.members[0]])
+                elif self.interval[h]:
+                    if self._first_step_blocker(state, h) is None:
                         out.append(steps[_START][h])
                 elif self._first_step_blocker(state, h) is None:
-                    out.append(steps[_START][h])
-            elif self._first_step_blocker(state, h) is None:
-                out.append(steps[_COMPLETE][h])
+                    out.append(steps[_COMPLETE][h])
         return tuple(out)
 
     # ------------------------------------------------------------------ effects
@@ -615,8 +653,8 @@ class Machine:
         why = self.blocker(state, step)
         if why is not None:
             raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
-        if step.kind is _START and self.group_of[step.statement] is not None:
-            step = self.steps[_START][self.group_of[step.statement].members[0]]
+        if step.kind is _END and self.group_of[step.statement] is not None:
+            step = self.steps[_END][self.group_of[step.statement].members[0]]
         return self.fire(state, step)
 
     def advance_into(self, store: "Store", step: Step, track: bool = True):
@@ -625,8 +663,8 @@ class Machine:
         why = self.blocker(store, step)
         if why is not None:
             raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
-        if step.kind is _START and self.group_of[step.statement] is not None:
-            step = self.steps[_START][self.group_of[step.statement].members[0]]
+        if step.kind is _END and self.group_of[step.statement] is not None:
+            step = self.steps[_END][self.group_of[step.statement].members[0]]
         updates, races, uses = self.effects(store, step, track)
         store.update(updates)
         return races, uses
@@ -652,6 +690,14 @@ class Machine:
         if kind is _ISSUE:
             t = st.thread
             v = view.threads[t]
+            launch_uses: tuple = ()
+            if track and view.launch_dead & self.touch[i]:
+                launch_uses = ((i, "use-after-free"),)
+            if self.launch_life[i]:
+                if st.op is _OP_FREE:
+                    up.append((U_LAUNCH, view.launch_dead | self.launch_life[i]))
+                else:
+                    up.append((U_LAUNCH, view.launch_dead & ~self.launch_life[i]))
             if st.stream is not None:
                 s = st.stream
                 wslot = self.wslot[i]
@@ -690,6 +736,8 @@ class Machine:
                     up.append((U_STATUS, i, DONE))
                     nv = v + 2
             up.append((U_THREAD, t, nv))
+            if launch_uses:
+                uses = tuple(uses) + launch_uses
         elif kind is _RETURN:
             t = st.thread
             up.append((U_THREAD, t, (view.threads[t] & ~1) + 2))
@@ -701,32 +749,25 @@ class Machine:
                     up.append((U_RUNNING, view.running & ~(1 << i)))
                 up.append((U_STATUS, i, DONE))
         elif kind is _START:
+            if track:
+                races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
+                up.append((U_RUNNING, view.running | 1 << i))
+            up.append((U_STATUS, i, RUNNING))
+        elif kind is _END:
             g = self.group_of[i]
             members = g.members if g is not None else (i,)
             running = view.running
+            for m in members:  # a collective group completes together
+                up.append((U_DEQUEUE, self.program.statements[m].stream, m))
+                up.append((U_STATUS, m, DONE))
+                running &= ~(1 << m)
             if track:
-                all_races: list = []
-                all_uses: list = []
-                for m in members:
-                    r, u = self._start_access(m, running, view.dead, view.freed, view.status)
-                    all_races.extend(r)
-                    all_uses.extend(u)
-                    running |= 1 << m
-                races = tuple(all_races)
-                uses = tuple(all_uses)
                 up.append((U_RUNNING, running))
-            for m in members:
-                up.append((U_STATUS, m, RUNNING))
-        elif kind is _END:
-            up.append((U_DEQUEUE, st.stream))
-            up.append((U_STATUS, i, DONE))
-            if track:
-                up.append((U_RUNNING, view.running & ~(1 << i)))
             if st.op is _OP_FREE:
                 up.append((U_DEAD, view.dead | self.life[i]))
                 up.append((U_FREED, view.freed | self.life[i]))
         else:  # COMPLETE
-            up.append((U_DEQUEUE, st.stream))
+            up.append((U_DEQUEUE, st.stream, i))
             up.append((U_STATUS, i, DONE))
             op = st.op
             if op is _OP_RECORD:
@@ -784,9 +825,14 @@ class Machine:
     def killer(self, state, i: int) -> int | None:
         """The completed free whose bytes statement i touches and that are dead now."""
         bad = state.dead & state.freed & self.touch[i]
+        launch_bad = state.launch_dead & self.touch[i]
         found = None
         for st in self.program.statements:
-            if st.op is _OP_FREE and state.status[st.index] == DONE and self.life[st.index] & bad:
+            if st.op is not _OP_FREE:
+                continue
+            if state.status[st.index] == DONE and self.life[st.index] & bad:
+                found = st.index
+            elif found is None and state.status[st.index] != NEW and self.launch_life[st.index] & launch_bad:
                 found = st.index
         return found
 
@@ -797,12 +843,17 @@ class Machine:
         peer stream stands for all earlier ones.
         """
         deps = []
+        siblings = self.siblings
         for o in self.queue_peers[stream]:
-            if tails[o] >= 0:
-                deps.append((tails[o], NEED_BEGUN))
+            t = tails[o]
+            if t >= 0:
+                deps.append((t, NEED_BEGUN))
+                deps.extend((b, NEED_BEGUN) for b in siblings[t])
         for o in self.legacy_peers[stream]:
-            if tails[o] >= 0:
-                deps.append((tails[o], NEED_DONE))
+            t = tails[o]
+            if t >= 0:
+                deps.append((t, NEED_DONE))
+                deps.extend((b, NEED_DONE) for b in siblings[t])
         return tuple(deps)
 
     def _capture_sync(self, st: Statement, tails, last) -> tuple[int, ...]:
@@ -810,13 +861,13 @@ class Machine:
         if st.sync is _SYNC_EVENT:
             rec = last[st.target]
             return (rec,) if rec >= 0 else ()
-        if st.sync is _SYNC_STREAM:
-            streams = (st.target,)
-        elif st.sync is _SYNC_DEVICE:
-            streams = self.device_streams[st.target]
-        else:
-            streams = range(len(self.program.streams))
-        return tuple(tails[s] for s in streams if tails[s] >= 0)
+        waited: list[int] = []
+        for s in self.sync_streams[st.index]:
+            t = tails[s]
+            if t >= 0:
+                waited.append(t)
+                waited.extend(self.siblings[t])
+        return tuple(waited)
 
     # ------------------------------------------------------------------ explanations
 
@@ -869,7 +920,7 @@ class Store:
     that a step costs the same whatever the program's size."""
 
     __slots__ = ("threads", "status", "queues", "tails", "last_record", "bind", "flags", "notes",
-                 "dead", "freed", "running")
+                 "dead", "freed", "running", "launch_dead")
 
     def __init__(self, state: State) -> None:
         self.threads = list(state.threads)
@@ -883,12 +934,13 @@ class Store:
         self.dead = state.dead
         self.freed = state.freed
         self.running = state.running
+        self.launch_dead = state.launch_dead
 
     def freeze(self) -> State:
         """The immutable State this store holds now."""
         return State(tuple(self.threads), bytes(self.status), tuple(tuple(q) for q in self.queues),
                      tuple(self.tails), tuple(self.last_record), tuple(self.bind), self.flags,
-                     self.notes, self.dead, self.freed, self.running)
+                     self.notes, self.dead, self.freed, self.running, self.launch_dead)
 
     def update(self, updates) -> None:
         for u in updates:
@@ -901,7 +953,11 @@ class Store:
                 self.queues[u[1]].append(u[2])
                 self.tails[u[1]] = u[2]
             elif code == U_DEQUEUE:
-                self.queues[u[1]].popleft()
+                queue = self.queues[u[1]]
+                if queue[0] == u[2]:
+                    queue.popleft()
+                else:
+                    queue.remove(u[2])
             elif code == U_LAST:
                 self.last_record[u[1]] = u[2]
             elif code == U_BIND:
@@ -916,11 +972,13 @@ class Store:
                 self.freed = u[1]
             elif code == U_RUNNING:
                 self.running = u[1]
+            elif code == U_LAUNCH:
+                self.launch_dead = u[1]
 
 
 def apply_updates(state: State, updates) -> State:
     """The State with `updates` (from `Machine.effects`) applied; `state` is unchanged."""
-    threads, status, queues, tails, last, bind, flags, notes, dead, freed, running = state
+    threads, status, queues, tails, last, bind, flags, notes, dead, freed, running, launch = state
     for u in updates:
         code = u[0]
         if code == U_STATUS:
@@ -935,7 +993,9 @@ def apply_updates(state: State, updates) -> State:
             tails = tails[:s] + (u[2],) + tails[s + 1:]
         elif code == U_DEQUEUE:
             s = u[1]
-            queues = queues[:s] + (queues[s][1:],) + queues[s + 1:]
+            queue = queues[s]
+            rest = queue[1:] if queue[0] == u[2] else tuple(x for x in queue if x != u[2])
+            queues = queues[:s] + (rest,) + queues[s + 1:]
         elif code == U_LAST:
             e = u[1]
             last = last[:e] + (u[2],) + last[e + 1:]
@@ -950,6 +1010,8 @@ def apply_updates(state: State, updates) -> State:
             notes = u[1]
         elif code == U_DEAD:
             dead = u[1]
+        elif code == U_LAUNCH:
+            launch = u[1]
         else:
             freed = u[1]
-    return State(threads, status, queues, tails, last, bind, flags, notes, dead, freed, running)
+    return State(threads, status, queues, tails, last, bind, flags, notes, dead, freed, running, launch)

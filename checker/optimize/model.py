@@ -1,8 +1,11 @@
 """Timed models: a program (or its overlap relaxation) as a graph of step-time constraints.
 
 A `TimedModel` has one node per step of the execution (`issue`, `return`, `start`, `end`,
-`complete`; a collective group's members share one `start` node) and edges `(u, v, w)`
-meaning `t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
+`complete`; a collective group's members share one `start` and one `end` node: starting
+together is always legal and never slower than spinning) and edges `(u, v, w)` meaning
+`t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
+The exact model reads the program's partial order (`checker/order.py`), built once for the
+fast path and for it; the optimizer adds the times.
 Running tasks of positive duration occupy one unit of an engine (a `Resource`) while they run.
 The makespan is the latest node time.
 
@@ -23,12 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checker import order as partial_order
 from checker.determinism import nondeterminism
-from checker.ir import Engine, Op, Program, Statement, StreamMode, SyncKind
-from checker.witness import INTERVAL_TASK_OPS, StepKind, holds_thread
+from checker.ir import Engine, Op, Program, Statement
+from checker.witness import StepKind, holds_thread
 
-EVENT_OPS = frozenset({Op.RECORD, Op.WAIT, Op.RESET, Op.NOTIFY, Op.AWAIT})
-"""Stream statements that only synchronize: dropped by the overlap relaxation."""
+def _synchronizes(statement: Statement) -> bool:
+    """Stream statements that only synchronize: dropped by the overlap relaxation."""
+    return statement.operation.synchronizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,7 @@ def launch_of(program: Program, statement: Statement) -> int:
 
 
 def is_running(statement: Statement) -> bool:
-    return statement.stream is not None and statement.op in INTERVAL_TASK_OPS
+    return statement.running
 
 
 class _Builder:
@@ -136,32 +141,36 @@ class _Builder:
         return self.resources[key].index
 
     def add_tasks(self, statements: list[Statement]) -> None:
-        """Task steps for the given stream statements; collective members share a start."""
-        program = self.program
-        group_start: dict[int, int] = {}
+        """Task steps for the given stream statements; collective members share a start and
+        an end (the group completes together, after its longest member)."""
+        group_nodes: dict[int, tuple[int, int]] = {}
         for st in statements:
             if not is_running(st):
                 self.first[st.index] = self.completion[st.index] = self.node(StepKind.COMPLETE, st.index)
                 continue
-            if st.group is not None and st.op in (Op.ALLREDUCE, Op.SEND, Op.RECV):
-                group = program.groups[st.group]
-                if st.group not in group_start:
-                    uses = []
-                    for member in group.members:
-                        m = program.statements[member]
-                        r = self.resource(m)
-                        if r is not None and m.duration > 0:
-                            uses.append((r, m.duration))
-                    group_start[st.group] = self.node(
-                        StepKind.START, group.members[0], uses=tuple(uses), members=group.members
-                    )
-                start = group_start[st.group]
-            else:
-                r = self.resource(st)
-                uses = ((r, st.duration),) if r is not None and st.duration > 0 else ()
-                start = self.node(StepKind.START, st.index, uses=uses)
+            if st.group is not None:
+                if st.group not in group_nodes:
+                    group_nodes[st.group] = self.group_nodes(st.group)
+                self.first[st.index], self.completion[st.index] = group_nodes[st.group]
+                continue
+            uses = self.uses(st, st.duration)
+            start = self.node(StepKind.START, st.index, uses=uses)
             self.first[st.index] = start
             self.completion[st.index] = self.node(StepKind.END, st.index, anchor=start, offset=st.duration)
+
+    def uses(self, statement: Statement, duration: int) -> tuple[tuple[int, int], ...]:
+        r = self.resource(statement)
+        return ((r, duration),) if r is not None and duration > 0 else ()
+
+    def group_nodes(self, group_index: int) -> tuple[int, int]:
+        """The shared start and end nodes of a collective group."""
+        group = self.program.groups[group_index]
+        members = [self.program.statements[m] for m in group.members]
+        longest = max(m.duration for m in members)
+        uses = tuple(u for m in members for u in self.uses(m, longest))
+        start = self.node(StepKind.START, group.members[0], uses=uses, members=group.members)
+        end = self.node(StepKind.END, group.members[0], anchor=start, offset=longest)
+        return start, end
 
     def add_thread(self, statements: list[Statement]) -> None:
         """Issue/return steps of one thread's kept statements, chained in program order."""
@@ -220,84 +229,34 @@ def topological(count: int, edges) -> list[int] | None:
 
 
 def program_model(program: Program) -> TimedModel | Unsupported:
-    """The exact timed model of a deterministic program."""
+    """The exact timed model of a deterministic program: its partial order with times."""
     reason = nondeterminism(program)
     if reason is not None:
         return Unsupported(reason)
     for group in program.groups:
         if not group.complete:
-            return Unsupported("a collective misses a member and never starts: it deadlocks", deadlock=True)
+            return Unsupported("a collective misses a member and never completes: it deadlocks", deadlock=True)
+    order = partial_order.build(program, joint_starts=True)
     b = _Builder(program)
-    tasks = [st for st in program.statements if st.stream is not None]
-    b.add_tasks(tasks)
-    for thread in program.threads:
-        b.add_thread([program.statements[i] for i in thread.statements])
-
-    def begin(st: Statement) -> int:
-        return b.first[st.index]
-
-    # Enqueue order: one thread per stream, so per-thread program order.
-    by_stream: dict[int, list[Statement]] = {}
-    for thread in program.threads:
-        for i in thread.statements:
-            st = program.statements[i]
-            if st.stream is not None:
-                by_stream.setdefault(st.stream, []).append(st)
-    for stream_tasks in by_stream.values():
-        for prev, cur in zip(stream_tasks, stream_tasks[1:]):
-            b.edge(b.completion[prev.index], begin(cur))
-    latest_record: dict[int, int] = {}
-    stream_seen: dict[int, int] = {}
-    for thread in program.threads:
-        for i in thread.statements:
-            st = program.statements[i]
-            if st.stream is not None:
-                stream_seen[st.stream] = st.index
-            if st.op is Op.RECORD:
-                latest_record[st.event] = st.index
-            elif st.op is Op.WAIT and st.event in latest_record:
-                b.edge(b.completion[latest_record[st.event]], begin(st))
-            elif st.op is Op.SYNC:
-                waited: list[int] = []
-                if st.sync is SyncKind.EVENT:
-                    if st.target in latest_record:
-                        waited.append(latest_record[st.target])
-                else:
-                    for stream in program.streams:
-                        if st.sync is SyncKind.STREAM and stream.index != st.target:
-                            continue
-                        if st.sync is SyncKind.DEVICE and stream.device != st.target:
-                            continue
-                        if stream.index in stream_seen:
-                            waited.append(stream_seen[stream.index])
-                for task in waited:
-                    b.edge(b.completion[task], b.ret[st.index])
-    # Hardware queues and the legacy default stream, in enqueue order (one thread each).
-    for device in program.devices:
-        streams = {s.index: s for s in program.streams if s.device == device.index}
-        ordered = [program.statements[i] for t in program.threads for i in t.statements
-                   if program.statements[i].stream in streams]
-        if device.queues is not None:
-            last_in_queue: dict[int, Statement] = {}
-            for st in ordered:
-                queue = streams[st.stream].queue or 0
-                if queue in last_in_queue:
-                    b.edge(begin(last_in_queue[queue]), begin(st))
-                last_in_queue[queue] = st
-        legacy = {i for i, s in streams.items() if s.mode is StreamMode.LEGACY}
-        if legacy:
-            last_on: dict[int, Statement] = {}
-            for st in ordered:
-                mode = streams[st.stream].mode
-                if mode is StreamMode.LEGACY:
-                    for si, prev in last_on.items():
-                        if streams[si].mode is StreamMode.BLOCKING:
-                            b.edge(b.completion[prev.index], begin(st))
-                elif mode is StreamMode.BLOCKING:
-                    for si, prev in last_on.items():
-                        if si in legacy:
-                            b.edge(b.completion[prev.index], begin(st))
-                last_on[st.stream] = st
+    for node, step in enumerate(order.steps):
+        st = program.statements[step.statement]
+        if step.kind is StepKind.START and st.group is not None:
+            group = program.groups[st.group]
+            longest = max(program.statements[m].duration for m in group.members)
+            b.nodes.append(Node(node, step.kind, step.statement, members=group.members, uses=tuple(
+                u for m in group.members for u in b.uses(program.statements[m], longest))))
+        elif step.kind is StepKind.START:
+            b.nodes.append(Node(node, step.kind, step.statement, uses=b.uses(st, st.duration)))
+        else:
+            b.nodes.append(Node(node, step.kind, step.statement))
+    for before, after, delay, kind in order.edges:
+        if kind is partial_order.EdgeKind.RUN:  # an end is pinned to its start
+            b.nodes[after] = Node(after, StepKind.END, b.nodes[after].statement, anchor=before, offset=delay)
+        else:
+            b.edge(before, after, delay)
+    for st in program.statements:
+        b.first[st.index] = order.first(st)
+        b.completion[st.index] = order.completion(st)
     model = b.finish(False, [st.index for st in program.statements])
     if isinstance(model, TimedModel):
         problem = _overdemand(model)
@@ -376,11 +335,11 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
     """The overlap relaxation of a deterministic program (see the module docstring)."""
     hb = happens_before(exact)
     b = _Builder(program)
-    kept = [st for st in program.statements if st.op not in EVENT_OPS]
+    kept = [st for st in program.statements if not _synchronizes(st)]
     b.add_tasks([st for st in kept if st.stream is not None])
     for thread in program.threads:
         b.add_thread([program.statements[i] for i in thread.statements
-                      if program.statements[i].op not in EVENT_OPS])
+                      if not _synchronizes(program.statements[i])])
     accessing = [(st, _work_accesses(program, st)) for st in kept]
     accessing = [(st, acc) for st, acc in accessing if acc]
     for i, (a, acc_a) in enumerate(accessing):

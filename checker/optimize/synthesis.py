@@ -24,13 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checker.ir import (
-    Access, ExpectKind, NS_PER_MS, Op, Program, Statement, StreamMode,
+    NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Statement, StreamMode,
 )
-from checker.optimize.model import EVENT_OPS, TimedModel
-from checker.parse import PRIORITY_HIGH, PRIORITY_LOW
+from checker.optimize.model import TimedModel
 from checker.witness import StepKind
 
-COLLECTIVE_OPS = frozenset({Op.ALLREDUCE, Op.SEND, Op.RECV})
 
 
 class EmitError(ValueError):
@@ -175,11 +173,16 @@ class _Synthesizer:
         deps: set[tuple[int, int]] = set()
         sync_waits: dict[int, set[int]] = {}
         for u, v, _ in model.edges:
-            for a in owner_of_completion.get(u, ()):
+            owners = owner_of_completion.get(u, ())
+            node_v = model.nodes[v]
+            if len(owners) > 1:
+                # a collective group's end: the member on v's own thread carries the order
+                own = [a for a in owners if p.statements[a].thread == p.statements[node_v.statement].thread]
+                owners = own[:1] or owners
+            for a in owners:
                 sa = p.statements[a]
                 if sa.stream is None:
                     continue
-                node_v = model.nodes[v]
                 if node_v.kind is StepKind.RETURN and p.statements[node_v.statement].op is Op.SYNC:
                     sync_waits.setdefault(node_v.statement, set()).add(a)
                 targets = [b for b in by_node.get(v, ())
@@ -202,9 +205,9 @@ class _Synthesizer:
         for thread in p.threads:
             for i in thread.statements:
                 st = p.statements[i]
-                if st.stream is None or st.op in EVENT_OPS:
+                if st.stream is None or st.operation.synchronizes:
                     continue
-                if st.op in COLLECTIVE_OPS:
+                if st.operation.collective:
                     lane_of[i] = p.streams[st.stream].name
                     kept_streams.add(st.stream)
                     continue
@@ -241,7 +244,7 @@ class _Synthesizer:
         def task(i: int):
             """A collective's members start together: one node for the whole group."""
             st = p.statements[i]
-            return ("group", st.group) if st.op in COLLECTIVE_OPS and st.group is not None else ("task", i)
+            return ("group", st.group) if st.operation.collective and st.group is not None else ("task", i)
 
         def edge(a, b):
             succ.setdefault(a, set()).add(b)
@@ -251,7 +254,7 @@ class _Synthesizer:
             previous = None
             for i in thread.statements:
                 st = p.statements[i]
-                if st.op in EVENT_OPS:
+                if st.operation.synchronizes:
                     continue
                 node = ("issue", i)
                 if previous is not None:
@@ -334,7 +337,7 @@ class _Synthesizer:
             last: dict[str, int] = {}
             for i in thread.statements:
                 st = p.statements[i]
-                if st.stream is not None and st.op not in EVENT_OPS:
+                if st.stream is not None and not st.operation.synchronizes:
                     last[lane_of[i]] = i
                 if st.op is Op.SYNC:
                     enqueued_before[i] = dict(last)
@@ -357,7 +360,7 @@ class _Synthesizer:
             lines = []
             for i in thread.statements:
                 st = p.statements[i]
-                if st.op in EVENT_OPS:
+                if st.operation.synchronizes:
                     continue
                 if st.op is Op.SYNC:
                     lines.extend(sync_plan.get(i, []))

@@ -23,12 +23,7 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, StreamMode, SyncKind
-from checker.witness import INTERVAL_TASK_OPS, Step, StepKind, Witness, holds_thread
-
-ACCESS_OPS = frozenset(
-    {Op.KERNEL, Op.COPY, Op.CALLBACK, Op.ALLREDUCE, Op.SEND, Op.RECV, Op.FREE, Op.HOST}
-)
-"""Statements whose accesses count (an `alloc` is not an access)."""
+from checker.witness import Step, StepKind, Witness, holds_thread
 
 SMALL_BINDING = 6
 """Up to this many candidate records, a wait's binding is spelled out pairwise (which also
@@ -85,6 +80,17 @@ def _implies(cond, then):
     return z3.Implies(cond, then)
 
 
+def _latest(tasks: list[Statement]) -> list[Statement]:
+    """Of one thread's earlier tasks on a stream (in program order), those whose completion
+    implies every other's: the last one, with its batch-mates when it is part of a batch."""
+    if not tasks:
+        return []
+    last = tasks[-1]
+    if last.batch is None:
+        return [last]
+    return [u for u in tasks if u.batch == last.batch]
+
+
 def to_z3(part) -> z3.BoolRef:
     """A folded formula as a Z3 term (for assertions)."""
     if part is True:
@@ -133,7 +139,8 @@ class Encoding:
                 self._previous[index] = previous
                 previous = index
 
-        # Steps. A collective group's member starts share the step of its first member.
+        # Steps. Each collective member starts on its own; a group completes in one `end`
+        # step, shared by its members and written with its first member.
         self.steps: list[Step] = []
         self._step_id: dict[tuple[StepKind, int], int] = {}
         group_step: dict[int, int] = {}
@@ -142,16 +149,16 @@ class Encoding:
             if holds_thread(statement):
                 kinds.append(StepKind.RETURN)
             if statement.is_task:
-                if statement.op in INTERVAL_TASK_OPS:
+                if statement.running:
                     kinds += [StepKind.START, StepKind.END]
                 else:
                     kinds.append(StepKind.COMPLETE)
             for kind in kinds:
-                if kind is StepKind.START and statement.group is not None:
+                if kind is StepKind.END and statement.group is not None:
                     group = program.groups[statement.group]
                     if statement.group not in group_step:
                         group_step[statement.group] = len(self.steps)
-                        self.steps.append(Step(StepKind.START, group.members[0]))
+                        self.steps.append(Step(StepKind.END, group.members[0]))
                     self._step_id[(kind, statement.index)] = group_step[statement.group]
                     continue
                 self._step_id[(kind, statement.index)] = len(self.steps)
@@ -210,7 +217,7 @@ class Encoding:
     def first_step(self, statement: Statement) -> int:
         """Where the statement's work (or its access) begins: task start/complete, host issue."""
         if statement.is_task:
-            if statement.op in INTERVAL_TASK_OPS:
+            if statement.running:
                 return self.step(StepKind.START, statement.index)
             return self.step(StepKind.COMPLETE, statement.index)
         return self.step(StepKind.ISSUE, statement.index)
@@ -225,14 +232,14 @@ class Encoding:
 
     def completion(self, statement: Statement) -> int:
         """The step at which a task has completed."""
-        if statement.op in INTERVAL_TASK_OPS:
+        if statement.running:
             return self.step(StepKind.END, statement.index)
         return self.step(StepKind.COMPLETE, statement.index)
 
     def begin(self, statement: Statement) -> int:
         """The step at which a task has *begun*: a running task's start (whatever its
         duration, as rules 2 and 3 are asked at the first step), an instant task's completion."""
-        if statement.op in INTERVAL_TASK_OPS:
+        if statement.running:
             return self.step(StepKind.START, statement.index)
         return self.completion(statement)
 
@@ -287,24 +294,27 @@ class Encoding:
     # --- rule: stream order, hardware queues, legacy default stream ----------------------
 
     def stream_order(self, x: Statement, now) -> list[Conjunct]:
-        """Rule 1: every task enqueued on x's stream before x has completed.
+        """Rule 1: every task enqueued on x's stream before x has completed, but those of
+        x's own batch (one `group` is one fused launch).
 
-        Within one thread only the latest earlier task matters (it completes last, by FIFO)."""
+        Within one thread only the latest earlier task matters (it completes last, by FIFO),
+        with its batch-mates when it is part of a batch."""
         parts = [self._needs(f"{self._describe(x)} to be enqueued",
                              self.step(StepKind.ISSUE, x.index), now)]
-        latest_own = None
+        own: list[Statement] = []
         for u in self.program.statements:
             if u.stream != x.stream or u.index == x.index:
                 continue
+            if x.batch is not None and u.batch == x.batch:
+                continue
             if u.thread == x.thread:
                 if self._position[u.index] < self._position[x.index]:
-                    latest_own = u
+                    own.append(u)
                 continue
             parts.append(self._needs(f"{self._describe(u)} to complete",
                                      self.completion(u), now, self.enqueued_before(u, x)))
-        if latest_own is not None:
-            parts.append(self._needs(f"{self._describe(latest_own)} to complete",
-                                     self.completion(latest_own), now))
+        for u in _latest(own):
+            parts.append(self._needs(f"{self._describe(u)} to complete", self.completion(u), now))
         return parts
 
     def hardware_queue(self, x: Statement, now) -> list[Conjunct]:
@@ -435,14 +445,6 @@ class Encoding:
 
     # --- rule: sync -----------------------------------------------------------------------
 
-    def _sync_streams(self, sync: Statement) -> list[int]:
-        program = self.program
-        if sync.sync is SyncKind.STREAM:
-            return [sync.target]
-        if sync.sync is SyncKind.DEVICE:
-            return [s.index for s in program.streams if s.device == sync.target]
-        return [s.index for s in program.streams]
-
     def sync_done(self, sync: Statement, now) -> list[Conjunct]:
         """Rule sync: what a `sync`'s return waits for, fixed by the tasks enqueued before its issue."""
         if sync.sync is SyncKind.EVENT:
@@ -450,20 +452,21 @@ class Encoding:
                 return [Conjunct(f"flag event {self.program.events[sync.target].name} to be set",
                                  self.flag_set(sync.target, now))]
             return self.bound_record_done(sync, sync.target, now)
-        streams = set(self._sync_streams(sync))
+        streams = set(self.program.synced_streams(sync))
         parts = []
-        latest_own: dict[int, Statement] = {}
+        own: dict[int, list[Statement]] = {}
         for u in self.program.statements:
             if u.stream not in streams:
                 continue
             if u.thread == sync.thread:
                 if self._position[u.index] < self._position[sync.index]:
-                    latest_own[u.stream] = u
+                    own.setdefault(u.stream, []).append(u)
                 continue
             parts.append(self._needs(f"{self._describe(u)} to complete",
                                      self.completion(u), now, self.enqueued_before(u, sync)))
-        for u in latest_own.values():
-            parts.append(self._needs(f"{self._describe(u)} to complete", self.completion(u), now))
+        for tasks in own.values():
+            for u in _latest(tasks):
+                parts.append(self._needs(f"{self._describe(u)} to complete", self.completion(u), now))
         return parts
 
     # --- the enabling condition of every step ---------------------------------------------
@@ -479,15 +482,11 @@ class Encoding:
         if kind is StepKind.RETURN:
             return self._return(statement, now)
         if kind is StepKind.START:
-            if step in self._group_members:
-                parts = []
-                for member in self._group_members[step]:
-                    parts += self._start(self.program.statements[member], now)
-                return parts
             return self._start(statement, now)
         if kind is StepKind.END:
-            return [self._needs(f"{self._describe(statement)} to start",
-                                self.step(StepKind.START, statement.index), now)]
+            members = self._group_members.get(step, (statement.index,))
+            return [self._needs(f"{self._describe(self.program.statements[m])} to start",
+                                self.step(StepKind.START, m), now) for m in members]
         return self._complete(statement, now)
 
     def _issue(self, statement: Statement, now) -> list[Conjunct]:
@@ -573,7 +572,8 @@ class Encoding:
         cuts: dict[int, set[int]] = {}
         ranges: dict[int, list[tuple[Statement, int, int]]] = {}
         for statement in program.statements:
-            if statement.op in (Op.ALLOC, Op.FREE) and statement.memory is not None:
+            if (statement.op in (Op.ALLOC, Op.FREE) and statement.memory is not None
+                    and not statement.launch_only):
                 lo, hi = self._lifetime_range(statement)
                 ranges.setdefault(statement.memory, []).append((statement, lo, hi))
         for memory, items in ranges.items():
@@ -581,7 +581,7 @@ class Encoding:
             for _, lo, hi in items:
                 points |= {lo, hi}
             for statement in program.statements:
-                if statement.op in ACCESS_OPS:
+                if statement.operation.accesses:
                     for access in statement.accesses:
                         if access.memory == memory:
                             points |= {access.start, access.end}
@@ -640,10 +640,38 @@ class Encoding:
                     self.precedes(sa, eb), self.precedes(sb, ea))
 
     def use_after_free(self, statement: Statement):
+        """Run order: some byte is dead by a free when the access starts. Launch order: the
+        statement is enqueued after a free of its memory with no alloc enqueued between."""
         first = self.first_step(statement)
-        return _and(self.happened(first), _or(*[
-            self.dead_after_free(g, first) for g in self.touched_segments(statement)
-        ]))
+        return _or(
+            _and(self.happened(first), _or(*[
+                self.dead_after_free(g, first) for g in self.touched_segments(statement)
+            ])),
+            self.enqueued_after_free(statement),
+        )
+
+    def launch_lifetimes(self, memory: int) -> tuple[list[Statement], list[Statement]]:
+        """Every alloc and every free of a memory (launch order counts them all)."""
+        allocs = [s for s in self.program.statements if s.op is Op.ALLOC and s.memory == memory]
+        frees = [s for s in self.program.statements if s.op is Op.FREE and s.memory == memory]
+        return allocs, frees
+
+    def enqueued_after_free(self, statement: Statement):
+        issue = self.step(StepKind.ISSUE, statement.index)
+        cases = []
+        for memory in dict.fromkeys(a.memory for a in statement.accesses):
+            allocs, frees = self.launch_lifetimes(memory)
+            for free in frees:
+                if free.index == statement.index:
+                    continue
+                after = self.enqueued_before(free, statement)
+                if after is False:
+                    continue
+                cases.append(_and(self.happened(issue), after, *[
+                    _not(_and(self.enqueued_before(free, alloc), self.enqueued_before(alloc, statement)))
+                    for alloc in allocs
+                ]))
+        return _or(*cases)
 
     def use_before_alloc(self, statement: Statement):
         first = self.first_step(statement)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import ExpectKind, Program, Statement
-from checker.smt.encode import ACCESS_OPS, HORIZON, Encoding
+from checker.smt.encode import HORIZON, Encoding
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
@@ -78,7 +78,7 @@ class Analysis:
         # Only statements touching a common memory can conflict: pair them per memory.
         by_memory: dict[int, list[Statement]] = {}
         for s in self.program.statements:
-            if s.op in ACCESS_OPS and s.accesses:
+            if s.operation.accesses and s.accesses:
                 for memory in dict.fromkeys(x.memory for x in s.accesses):
                     by_memory.setdefault(memory, []).append(s)
         pairs: dict[tuple[int, int], tuple[Statement, Statement]] = {}
@@ -168,18 +168,20 @@ class Analysis:
         encoding = self.encoding
         grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
         for statement in self.program.statements:
-            if statement.op not in ACCESS_OPS or not statement.accesses:
+            if not statement.operation.accesses or not statement.accesses:
                 continue
             segments = encoding.touched_segments(statement)
             asks = []
-            if any(g.frees for g in segments):
+            launch_frees = any(encoding.launch_lifetimes(a.memory)[1] for a in statement.accesses)
+            if launch_frees or any(g.frees for g in segments):
                 asks.append((FindingKind.USE_AFTER_FREE, encoding.use_after_free(statement),
                              "after it was freed"))
             if any(g.allocs for g in segments):
                 asks.append((FindingKind.USE_BEFORE_ALLOC, encoding.use_before_alloc(statement),
                              "before it was allocated"))
             for kind, query, when in asks:
-                verdict = self.session.ask(query, cut=(encoding.first_step(statement),))
+                verdict = self.session.ask(query, cut=(encoding.step(StepKind.ISSUE, statement.index),
+                                                       encoding.first_step(statement)))
                 if isinstance(verdict, Unknown):
                     self._unknown(f"whether {self._line(statement)} can run {when}",
                                   (statement.index,), verdict)

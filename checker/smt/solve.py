@@ -106,8 +106,10 @@ class Session:
             key=lambda i: (times[i], i),
         )
         shown = happened
-        if cut:
-            shown = happened[: max(happened.index(i) for i in cut) + 1]
+        position = {step: k for k, step in enumerate(happened)}
+        ends = [position[i] for i in cut if i in position]
+        if ends:
+            shown = happened[: max(ends) + 1]
         return Sat(encoding.witness(shown), tuple(happened), model)
 
     def holds(self, verdict: Sat, formula) -> bool:

@@ -1,0 +1,284 @@
+"""The partial order of a deterministic program's steps, built once.
+
+For a deterministic program (`checker/determinism.py`) the executions are exactly the
+linearizations of one partial order over steps (docs/semantics.md). This module builds that
+order from the rules, once; two consumers read it:
+
+* the fast path (`checker/hb.py`) adds vector clocks to answer "does a happen before b",
+* the optimizer (`checker/optimize/model.py`) reads each edge's `delay` (launch costs,
+  host durations, task durations) as a timed constraint.
+
+The SMT encoding and the executor do not use it: they are the two independent
+implementations of the semantics that check each other (and this order against both).
+
+Steps are dense integer nodes. A collective group's members each start on their own (their
+own `start` step) and the group completes in one shared `end` step, written as the `end` of
+its first member. With `joint_starts` (the optimizer's view) the members also share one
+`start`: starting together is always a legal, and never a slower, way to run them.
+Every node also lies on one or more *chains* (a thread's steps, a stream's task steps),
+each totally ordered, for the vector clocks.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from checker.ir import Op, Program, Statement, StreamMode, SyncKind
+from checker.witness import Step, StepKind, task_steps, thread_steps
+
+_KIND_CODE = {StepKind.ISSUE: 0, StepKind.RETURN: 1, StepKind.START: 2, StepKind.END: 3, StepKind.COMPLETE: 4}
+
+
+def key(kind: StepKind, statement: int) -> int:
+    """Dense integer key of a step (hashing `Step` objects costs more than the analysis)."""
+    return statement * 5 + _KIND_CODE[kind]
+
+
+def step_key(step: Step) -> int:
+    return step.statement * 5 + _KIND_CODE[step.kind]
+
+
+class EdgeKind(str, enum.Enum):
+    """Which rule an edge comes from (docs/semantics.md)."""
+
+    PROGRAM = "program order"
+    ENQUEUE = "enqueue"
+    RUN = "run"
+    STREAM = "stream order"
+    QUEUE = "hardware queue"
+    LEGACY = "legacy default stream"
+    BINDING = "event binding"
+    SYNC = "sync"
+    RETURN = "blocking call"
+
+
+@dataclass(frozen=True, slots=True)
+class PartialOrder:
+    """Steps as nodes, edges `(before, after, delay, kind)`, chains and never-happening nodes."""
+
+    program: Program
+    steps: tuple[Step, ...]
+    """Node -> the step it is (a shared step is written with the group's first member)."""
+    node_of: dict
+    """`key(kind, statement)` -> node, for every statement's steps (shared steps included)."""
+    edges: tuple[tuple[int, int, int, EdgeKind], ...]
+    """`after` may happen only once `before` has, and at least `delay` ns later."""
+    chains: tuple[tuple[int, ...], ...]
+    """Node -> the chains it lies on."""
+    chain_count: int
+    never: frozenset[int]
+    """Nodes that can never happen: the completion of a collective group missing a member."""
+    joint_starts: bool
+
+    def node(self, kind: StepKind, statement: int) -> int:
+        return self.node_of[statement * 5 + _KIND_CODE[kind]]
+
+    def first(self, statement: Statement) -> int:
+        """A task's first step (start or complete), a host statement's issue."""
+        if statement.stream is None:
+            return self.node(StepKind.ISSUE, statement.index)
+        return self.node(task_steps(statement)[0], statement.index)
+
+    def completion(self, statement: Statement) -> int:
+        """The step at which a task has completed (a collective: its group's end), or the
+        last thread step of a host statement."""
+        if statement.stream is None:
+            return self.node(thread_steps(statement)[-1], statement.index)
+        return self.node(task_steps(statement)[-1], statement.index)
+
+    def predecessors(self) -> list[list[int]]:
+        result: list[list[int]] = [[] for _ in self.steps]
+        for before, after, _, _ in self.edges:
+            if before != after:
+                result[after].append(before)
+        return result
+
+
+def build(program: Program, joint_starts: bool = False) -> PartialOrder:
+    """The order of a deterministic program (the caller checks determinism)."""
+    return _Builder(program, joint_starts).build()
+
+
+class _Builder:
+    def __init__(self, program: Program, joint_starts: bool):
+        self.program = program
+        self.joint = joint_starts
+        self.steps: list[Step] = []
+        self.chains: list[tuple[int, ...]] = []
+        self.node_of: dict[int, int] = {}
+        self.edges: list[tuple[int, int, int, EdgeKind]] = []
+        self.never: set[int] = set()
+        # Per stream: the tasks the next task waits for (the last one, or every member of
+        # the batch at the end of the stream), and the batch being filled with what it
+        # waits for.
+        self.frontier: dict[int, list[int]] = {}
+        self.open_batch: dict[int, tuple[int, list[int]]] = {}
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def add(self, step: Step, chains: tuple[int, ...]) -> int:
+        node = len(self.steps)
+        self.steps.append(step)
+        self.chains.append(chains)
+        self.node_of[step_key(step)] = node
+        return node
+
+    def share(self, kind: StepKind, statement: int, node: int) -> None:
+        self.node_of[key(kind, statement)] = node
+
+    def nodes(self) -> int:
+        program = self.program
+        streams = len(program.streams)
+        thread_chain = {t.index: streams + t.index for t in program.threads}
+        chain_count = streams + len(program.threads)
+        # Batch members are unordered among themselves: each gets a chain of its own.
+        task_chain: dict[int, int] = {}
+        for s in program.statements:
+            if s.stream is None:
+                continue
+            if s.batch is not None:
+                task_chain[s.index] = chain_count
+                chain_count += 1
+            else:
+                task_chain[s.index] = s.stream
+        shared: dict[tuple[int, StepKind], int] = {}
+        for s in program.statements:
+            for kind in thread_steps(s):
+                self.add(Step(kind, s.index), (thread_chain[s.thread],))
+            group = program.groups[s.group] if s.group is not None else None
+            for kind in task_steps(s):
+                if group is None or (kind is StepKind.START and not self.joint):
+                    self.add(Step(kind, s.index), (task_chain[s.index],))
+                    continue
+                node = shared.get((group.index, kind))
+                if node is None:
+                    chains = tuple(dict.fromkeys(task_chain[m] for m in group.members))
+                    node = shared[(group.index, kind)] = self.add(Step(kind, group.members[0]), chains)
+                    if not group.complete and (kind is StepKind.END or self.joint):
+                        self.never.add(node)
+                self.share(kind, s.index, node)
+        return chain_count
+
+    # -- edges --------------------------------------------------------------------------
+
+    def edge(self, before: int, after: int, kind: EdgeKind, delay: int = 0) -> None:
+        if before != after:
+            self.edges.append((before, after, delay, kind))
+
+    def first(self, s: Statement) -> int:
+        return self.node_of[key(task_steps(s)[0], s.index)]
+
+    def done(self, s: Statement) -> int:
+        return self.node_of[key(task_steps(s)[-1], s.index)]
+
+    def launch(self, s: Statement) -> int:
+        if s.stream is None:
+            return 0
+        return self.program.devices[self.program.streams[s.stream].device].launch
+
+    def build(self) -> PartialOrder:
+        program = self.program
+        chain_count = self.nodes()
+        last_record: dict[int, Statement] = {}
+        legacy_of = {s.device: s.index for s in program.streams if s.mode is StreamMode.LEGACY}
+        for thread in program.threads:
+            previous: tuple[int, int] | None = None
+            for i in thread.statements:
+                s = program.statements[i]
+                issue = self.node_of[key(StepKind.ISSUE, i)]
+                if previous is not None:
+                    self.edge(previous[0], issue, EdgeKind.PROGRAM, previous[1])
+                steps = thread_steps(s)
+                if len(steps) == 2:
+                    ret = self.node_of[key(StepKind.RETURN, i)]
+                    self.edge(issue, ret, EdgeKind.PROGRAM, self.launch(s) if s.stream is not None else s.duration)
+                    previous = (ret, 0)
+                else:
+                    previous = (issue, self.launch(s))
+                if s.stream is not None:
+                    self.task(s, issue, last_record, legacy_of)
+                elif s.sync is not None:
+                    self.sync(s, last_record)
+        self.groups()
+        return PartialOrder(program, tuple(self.steps), self.node_of, tuple(self.edges),
+                            tuple(self.chains), chain_count, frozenset(self.never), self.joint)
+
+    def stream_predecessors(self, s: Statement) -> list[int]:
+        """Tasks on s's stream that s waits for: every earlier task but its batch-mates."""
+        stream = s.stream
+        frontier = self.frontier.get(stream, [])
+        statements = self.program.statements
+        if s.batch is None:
+            self.open_batch.pop(stream, None)
+            self.frontier[stream] = [s.index]
+            return frontier
+        batch = self.open_batch.get(stream)
+        if batch is not None and batch[0] == s.batch and all(statements[t].batch == s.batch for t in frontier):
+            self.frontier[stream] = frontier + [s.index]
+            return batch[1]
+        self.open_batch[stream] = (s.batch, frontier)
+        self.frontier[stream] = [s.index]
+        return frontier
+
+    def task(self, s: Statement, issue: int, last_record, legacy_of) -> None:
+        program = self.program
+        statements = program.statements
+        stream = program.streams[s.stream]
+        first = self.first(s)
+        self.edge(issue, first, EdgeKind.ENQUEUE, self.launch(s))
+        if s.running and s.group is None:
+            self.edge(first, self.done(s), EdgeKind.RUN, s.duration)
+        for p in self.stream_predecessors(s):
+            self.edge(self.done(statements[p]), first, EdgeKind.STREAM)
+        # Rule 10: earlier tasks of the same hardware queue (on other streams) have begun.
+        if stream.queue is not None:
+            for other in program.streams:
+                if (other.index != stream.index and other.device == stream.device
+                        and other.queue == stream.queue):
+                    for p in self.frontier.get(other.index, ()):
+                        self.edge(self.first(statements[p]), first, EdgeKind.QUEUE)
+        # Rule 11: the legacy default stream and the blocking streams of its device.
+        legacy = legacy_of.get(stream.device)
+        if legacy is not None and stream.mode is not StreamMode.NONBLOCKING:
+            if stream.mode is StreamMode.LEGACY:
+                others = [o.index for o in program.streams
+                          if o.device == stream.device and o.mode is StreamMode.BLOCKING]
+            else:
+                others = [legacy]
+            for other in others:
+                for p in self.frontier.get(other, ()):
+                    self.edge(self.done(statements[p]), first, EdgeKind.LEGACY)
+        if s.event is not None and s.sync is None:
+            if s.op is Op.RECORD:
+                last_record[s.event] = s
+            elif s.op is Op.WAIT and s.event in last_record:
+                self.edge(self.done(last_record[s.event]), self.done(s), EdgeKind.BINDING)
+        if s.blocking:
+            self.edge(self.done(s), self.node_of[key(StepKind.RETURN, s.index)], EdgeKind.RETURN)
+
+    def sync(self, s: Statement, last_record) -> None:
+        ret = self.node_of[key(StepKind.RETURN, s.index)]
+        statements = self.program.statements
+        if s.sync is SyncKind.EVENT:
+            record = last_record.get(s.target)
+            if record is not None:
+                self.edge(self.done(record), ret, EdgeKind.BINDING)
+            return
+        for stream in self.program.synced_streams(s):
+            for p in self.frontier.get(stream, ()):
+                self.edge(self.done(statements[p]), ret, EdgeKind.SYNC)
+
+    def groups(self) -> None:
+        """A group completes once every member has started, after the longest member runs."""
+        program = self.program
+        for group in program.groups:
+            members = [program.statements[m] for m in group.members]
+            end = self.node_of[key(StepKind.END, group.members[0])]
+            if self.joint:
+                start = self.node_of[key(StepKind.START, group.members[0])]
+                self.edge(start, end, EdgeKind.RUN, max(m.duration for m in members))
+            else:
+                longest = max(m.duration for m in members)
+                for m in members:
+                    self.edge(self.node_of[key(StepKind.START, m.index)], end, EdgeKind.RUN, longest)
