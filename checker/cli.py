@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     optimize.add_argument("--trace", metavar="FILE", help="write the optimal schedules as Chrome Trace Event JSON")
     optimize.add_argument("--svg", metavar="FILE", help="write the optimal schedule as a Gantt chart")
     optimize.add_argument("--emit", metavar="OUT", help="write a spec that reaches the overlap bound")
+
+    from checker.importers.command import add_arguments as import_arguments
+    import_arguments(commands.add_parser("import", help="write a .sched spec from a profiler trace (kineto)"))
     return parser
 
 
@@ -411,3 +414,12 @@ def _progress_printer():
 
 COMMANDS = {"check": command_check, "show": command_show, "replay": command_replay,
             "simulate": command_simulate, "optimize": command_optimize}
+
+
+def command_import(args) -> int:
+    from checker.importers.command import run
+
+    return run(args)
+
+
+COMMANDS["import"] = command_import

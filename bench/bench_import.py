@@ -1,0 +1,227 @@
+"""Importing a large Kineto trace, and what the written spec then costs.
+
+Target (issue: real programs in): a 200,000-event trace imports in under 30 s and 1 GB, and
+the spec it writes parses, checks and simulates. The trace is synthetic, in the schema of
+PyTorch profiler traces: a training loop on one host thread with a copy stream, a compute
+stream and a side stream, `cuda_sync` events for every wait and sync, operators around the
+launches, flow events. Each stage runs in a fresh process so its peak memory (max RSS) is
+its own; ratios below 1.0 meet the target.
+
+    python bench/bench_import.py [--events 200000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PID = 4242
+KERNELS = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+    "ampere_sgemm_128x64_nn",
+    "void at::native::(anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>"
+    "(float*, float const*, int, int, int)",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>, "
+    "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float>, unsigned int, float, 4>)",
+]
+
+
+def synthetic_trace(events: int = 200_000, seed: int = 1) -> dict:
+    """A Kineto trace with about `events` trace events (times in us, as Kineto writes them)."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[dict] = []
+    ts = 1_700_000_000_000.0
+    gpu_free = {7: ts, 20: ts, 24: ts}
+    corr = 1
+    ext = 1
+
+    def call(name, start, dur, correlation, external):
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": PID, "ts": start,
+                    "dur": dur, "args": {"External id": external, "cbid": 211, "correlation": correlation}})
+
+    def gpu(cat, name, stream, start, dur, correlation, external, extra=None):
+        args = {"External id": external, "device": 0, "context": 1, "stream": stream, "correlation": correlation}
+        args.update(extra or {})
+        out.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": start, "dur": dur,
+                    "args": args})
+        out.append({"ph": "s", "id": correlation, "pid": PID, "tid": PID, "ts": start, "cat": "ac2g", "name": "ac2g"})
+        out.append({"ph": "f", "id": correlation, "pid": 0, "tid": stream, "ts": start, "cat": "ac2g",
+                    "name": "ac2g", "bp": "e"})
+
+    def launch(kind, name, stream, dur, external, extra=None):
+        nonlocal ts, corr
+        c = corr
+        corr += 1
+        cdur = round(rng.uniform(4, 12), 3)
+        call({"kernel": "cudaLaunchKernel", "gpu_memcpy": "cudaMemcpyAsync",
+              "gpu_memset": "cudaMemsetAsync"}[kind], ts, cdur, c, external)
+        start = max(ts + cdur + rng.uniform(1, 4), gpu_free[stream])
+        gpu(kind, name, stream, round(start, 3), dur, c, external, extra)
+        gpu_free[stream] = start + dur
+        ts += cdur + rng.uniform(1, 6)
+        return c
+
+    def record(stream):
+        nonlocal ts, corr
+        c = corr
+        corr += 1
+        call("cudaEventRecord", ts, 2, c, 0)
+        ts += 3
+        return c
+
+    def wait(stream, on_stream, record_corr):
+        nonlocal ts, corr
+        c = corr
+        corr += 1
+        call("cudaStreamWaitEvent", ts, 2, c, 0)
+        out.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": stream,
+                    "ts": ts + 1, "dur": 1, "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": on_stream,
+                                                     "wait_on_cuda_event_record_corr_id": record_corr,
+                                                     "wait_on_cuda_event_id": 3, "stream": stream,
+                                                     "correlation": c, "device": 0}})
+        gpu_free[stream] = max(gpu_free[stream], gpu_free[on_stream])
+        ts += 3
+
+    def sync_stream(stream):
+        nonlocal ts, corr
+        c = corr
+        corr += 1
+        end = max(ts + 2, gpu_free[stream] + 1)
+        call("cudaStreamSynchronize", ts, round(end - ts, 3), c, 0)
+        out.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": stream, "ts": ts + 1,
+                    "dur": round(end - ts - 1, 3), "args": {"cuda_sync_kind": "Stream Sync", "stream": stream,
+                                                           "correlation": c, "device": 0}})
+        ts = end + 2
+
+    while len(out) < events:
+        # one step: load a batch on the copy stream, compute, a side branch, read back a loss
+        step_start = ts
+        op_start = len(out)
+        out.append({"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": PID, "tid": PID, "ts": ts,
+                    "dur": 0, "args": {"External id": ext}})
+        launch("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 24, round(rng.uniform(20, 60), 3), ext,
+               {"bytes": 4 << 20})
+        out[op_start]["dur"] = round(ts - out[op_start]["ts"], 3)
+        ext += 1
+        loaded = record(24)
+        wait(7, 24, loaded)
+        for layer in range(24):
+            op = {"ph": "X", "cat": "cpu_op", "name": "aten::linear" if layer % 3 else "aten::softmax",
+                  "pid": PID, "tid": PID, "ts": ts, "dur": 0, "args": {"External id": ext}}
+            out.append(op)
+            if layer % 8 == 0:
+                launch("gpu_memset", "Memset (Device)", 7, 1.0, ext, {"bytes": 512})
+            launch("kernel", KERNELS[layer % len(KERNELS)], 7, round(rng.uniform(5, 40), 3), ext)
+            op["dur"] = round(ts - op["ts"], 3)
+            ext += 1
+            ts += rng.uniform(2, 20)
+        done = record(7)
+        wait(20, 7, done)
+        for _ in range(4):
+            launch("kernel", KERNELS[0], 20, round(rng.uniform(5, 15), 3), ext)
+        side = record(20)
+        wait(7, 20, side)
+        out.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": PID, "tid": PID, "ts": ts,
+                    "dur": 0, "args": {"External id": ext}})
+        item = out[-1]
+        launch("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 7, 2.0, ext, {"bytes": 4})
+        sync_stream(7)
+        item["dur"] = round(ts - item["ts"], 3)
+        ext += 1
+        out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{ext}", "pid": PID, "tid": PID,
+                    "ts": step_start, "dur": round(ts - step_start, 3), "args": {"External id": ext}})
+        ext += 1
+        ts += rng.uniform(50, 200)
+    out.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": PID,
+                "args": {"name": "thread 4242 (python)"}})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic"}],
+            "distributedInfo": {"rank": 0}, "traceEvents": out, "traceName": "synthetic"}
+
+
+IMPORT_CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    sys.path.insert(0, {root!r})
+    from checker.cli import main
+    t0, c0 = time.perf_counter(), time.process_time()
+    status = main(["import", "kineto", {trace!r}, "-o", {spec!r}, "--format", "json"])
+    result = {{"status": status, "import_s": time.perf_counter() - t0, "import_cpu_s": time.process_time() - c0,
+              "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}
+    print("RESULT " + json.dumps(result))
+""")
+
+SPEC_CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    sys.path.insert(0, {root!r})
+    from checker.frontend import load_file
+    from checker.analyze import Options, check_loaded
+    from checker.executor.simulate import simulate
+    t0 = time.process_time()
+    loaded = load_file({spec!r}, max_statements=10_000_000)
+    t1 = time.process_time()
+    report = check_loaded(loaded, Options())
+    t2 = time.process_time()
+    sim = simulate(loaded.program)
+    t3 = time.process_time()
+    print("RESULT " + json.dumps({{"load_cpu_s": t1 - t0, "check_cpu_s": t2 - t1, "simulate_cpu_s": t3 - t2,
+                                  "statements": len(loaded.program.statements), "status": report.status.value,
+                                  "findings": len(report.findings), "deadlocked": sim.deadlocked,
+                                  "makespan_ms": sim.makespan / 1e6,
+                                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+""")
+
+
+def _child(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise SystemExit(f"child failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--keep", metavar="DIR", help="keep the trace and the spec in DIR")
+    args = parser.parse_args()
+    directory = args.keep or tempfile.mkdtemp(prefix="bench_import_")
+    os.makedirs(directory, exist_ok=True)
+    trace_path = os.path.join(directory, "synthetic_trace.json.gz")
+    spec_path = os.path.join(directory, "synthetic.sched")
+    trace = synthetic_trace(args.events)
+    count = len(trace["traceEvents"])
+    with gzip.open(trace_path, "wt") as f:
+        json.dump(trace, f)
+    del trace
+    size_mb = os.path.getsize(trace_path) / 2**20
+    imported = _child(IMPORT_CHILD.format(root=ROOT, trace=trace_path, spec=spec_path))
+    if imported["status"] != 0:
+        raise SystemExit(f"import failed with status {imported['status']}")
+    spec_mb = os.path.getsize(spec_path) / 2**20
+    print(f"trace: {count:,} events ({size_mb:.1f} MB gzip); spec: {spec_mb:.1f} MB")
+    print(f"import: {imported['import_cpu_s']:.2f} s CPU ({imported['import_s']:.2f} s wall), "
+          f"{imported['max_rss_mb']:.0f} MB max RSS")
+    print(f"  ratio to target (30 s, 1 GB): time {imported['import_cpu_s'] / 30:.2f}, "
+          f"memory {imported['max_rss_mb'] / 1024:.2f}")
+    spec = _child(SPEC_CHILD.format(root=ROOT, spec=spec_path))
+    print(f"written spec: {spec['statements']:,} statements; parse+lower {spec['load_cpu_s']:.2f} s, "
+          f"check {spec['check_cpu_s']:.2f} s ({spec['status']}, {spec['findings']} findings), "
+          f"simulate {spec['simulate_cpu_s']:.2f} s (makespan {spec['makespan_ms']:.1f} ms"
+          f"{', deadlocked' if spec['deadlocked'] else ''}); {spec['max_rss_mb']:.0f} MB max RSS")
+    if not args.keep:
+        for path in (trace_path, spec_path):
+            os.remove(path)
+        os.rmdir(directory)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Real programs in: profiler traces to `.sched` specs.
+
+* `import_kineto(trace, et=None, source=..., min_gap=0) -> Imported`: a parsed PyTorch
+  profiler (Kineto) trace, and optionally a parsed Execution Trace, to spec text
+  (`checker/importers/kineto.py`);
+* `import_kineto_file(path, et_path=None)`: the same from files (`.json` or `.json.gz`);
+* `compare(imported, program) -> Comparison`: the spec's simulation next to the trace.
+
+Bad input raises `TraceError` (or `InputError` for unreadable files) with a one-line message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checker.importers.command import InputError, read_json
+from checker.importers.compare import Comparison, compare
+from checker.importers.execution_trace import ExecutionTrace, TraceError, read_execution_trace
+from checker.importers.kineto import Imported, import_kineto
+
+__all__ = ["import_kineto", "import_kineto_file", "compare", "Comparison", "Imported", "ExecutionTrace",
+           "read_execution_trace", "TraceError", "InputError"]
+
+
+def import_kineto_file(path, et_path=None, *, min_gap: int = 0) -> Imported:
+    """A spec from a Kineto trace file, with the Execution Trace file of the same run if given."""
+    et = read_execution_trace(read_json(str(et_path))) if et_path else None
+    return import_kineto(read_json(str(path)), et, source=Path(path).name, min_gap=min_gap)

@@ -1,0 +1,264 @@
+"""PyTorch Execution Trace (Chakra host trace) -> what each operator reads and writes.
+
+An Execution Trace lists every operator with its schema and tensor arguments. A tensor is
+written `[tensor_id, storage_id, offset, numel, itemsize, device]`; the storage is the memory
+and `offset`/`numel` (times `itemsize`) its byte range. The schema says which arguments an
+operator mutates: `Tensor(a!)` is written, a plain `Tensor` is read, a returned fresh `Tensor`
+is written, and a returned alias `Tensor(a)` (a view) is neither.
+
+Both layouts are read: schema `1.0.1` (flat `inputs`/`input_types`/...) and the Chakra
+layouts (`inputs: {values, shapes, types[, strides]}` with `attrs`).
+
+Operators are found by `rf_id`, which the Kineto trace of the same run carries as the
+`Record function id` (or `External id`) of its `cpu_op` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NO_DATA = frozenset({
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+    "aten::new_empty_strided", "aten::resize_", "aten::set_", "aten::record_stream",
+    "aten::as_strided_", "aten::detach_",
+})
+"""Operators whose schema says they mutate or produce a tensor but that touch no data."""
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message is one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorAccess:
+    storage: int
+    device: int | None
+    """CUDA device index; None for host memory."""
+    start: int
+    end: int
+    """Byte range [start, end) of the storage."""
+    write: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    id: int
+    rf_id: int | None
+    name: str
+    accesses: tuple[TensorAccess, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionTrace:
+    schema: str
+    operators: dict[int, Operator]
+    """By rf_id (operators without one are left out: nothing links them to the timeline)."""
+    storage_size: dict[tuple[int, int | None], int]
+    """(storage, device) -> the highest byte any tensor of it reaches."""
+
+    def operator(self, rf_id, name: str | None = None) -> Operator | None:
+        """The operator with this rf_id (and, when given, this name)."""
+        op = self.operators.get(rf_id) if rf_id is not None else None
+        if op is None or (name is not None and op.name != name):
+            return None
+        return op
+
+
+def _device(text) -> int | None | bool:
+    """`cuda:1` -> 1, `cuda` -> 0, `cpu` -> None; False for anything else."""
+    if not isinstance(text, str):
+        return False
+    if text == "cpu":
+        return None
+    if text.startswith("cuda"):
+        _, _, index = text.partition(":")
+        return int(index) if index.isdigit() else 0
+    return False
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets or quotes."""
+    parts, depth, quote, current = [], 0, None, []
+    for ch in text:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    tail = "".join(current).strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
+    """Which arguments an operator writes, and what each return is.
+
+    Returns (argument written?, return written?) where a return is True for a fresh tensor
+    or a mutated alias, False for a view (`Tensor(a)`) and None for a non-tensor; None when
+    the schema cannot be read.
+    """
+    open_at = schema.find("(")
+    if open_at < 0:
+        return None
+    depth = 0
+    close_at = -1
+    for i in range(open_at, len(schema)):
+        if schema[i] == "(":
+            depth += 1
+        elif schema[i] == ")":
+            depth -= 1
+            if depth == 0:
+                close_at = i
+                break
+    if close_at < 0:
+        return None
+    args = [a for a in _split_top(schema[open_at + 1:close_at]) if a != "*"]
+    written = ["!" in a.split("=", 1)[0] for a in args]
+    rest = schema[close_at + 1:].strip()
+    returns: list[bool | None] = []
+    if rest.startswith("->"):
+        ret = rest[2:].strip()
+        if ret.startswith("(") and ret.endswith(")"):
+            ret = ret[1:-1]
+        for item in _split_top(ret):
+            kind = item.split()[0] if item.split() else ""
+            if not kind.startswith("Tensor"):
+                returns.append(None)
+            elif "(" in kind and "!" not in kind:
+                returns.append(False)  # an alias of an argument: a view
+            else:
+                returns.append(True)
+    return written, returns
+
+
+def _tensors(value, type_name: str, shape, stride):
+    """(tensor tuple, shape, stride) for every tensor in one argument (lists included)."""
+    if not isinstance(type_name, str):
+        return
+    if type_name.startswith("Tensor"):
+        if isinstance(value, list) and len(value) >= 6:
+            yield value, shape, stride
+        return
+    if type_name.startswith("GenericList[") and isinstance(value, list):
+        inner = _split_top(type_name[len("GenericList["):-1])
+        if len(inner) == 1 and len(value) > 1:
+            inner = inner * len(value)
+        shapes = shape if isinstance(shape, list) else []
+        strides = stride if isinstance(stride, list) else []
+        for i, (item, kind) in enumerate(zip(value, inner)):
+            yield from _tensors(item, kind, shapes[i] if i < len(shapes) else None,
+                                strides[i] if i < len(strides) else None)
+
+
+def _byte_range(tensor: list, shape, stride) -> tuple[int, int] | None:
+    """The bytes a tensor covers in its storage (strided extent when strides are known)."""
+    try:
+        offset, numel, itemsize = int(tensor[2]), int(tensor[3]), int(tensor[4])
+    except (TypeError, ValueError):
+        return None
+    if numel <= 0 or itemsize <= 0 or offset < 0:
+        return None
+    extent = numel
+    if (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride)
+            and all(isinstance(x, int) for x in shape + stride)):
+        if any(x == 0 for x in shape):
+            return None
+        extent = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, stride))
+    return offset * itemsize, (offset + extent) * itemsize
+
+
+def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ...]:
+    """Reads and writes of one operator from its schema and tensor arguments."""
+    if name in NO_DATA or name.startswith("aten::empty"):
+        return ()
+    parsed = parse_schema(schema) if schema else None
+    found: dict[tuple[int, int | None, int, int], bool] = {}
+    seen_inputs: set[int] = set()
+
+    def add(tensor, shape, stride, write: bool) -> None:
+        device = _device(tensor[5])
+        if device is False or not isinstance(tensor[1], int):
+            return
+        span = _byte_range(tensor, shape, stride)
+        if span is None:
+            return
+        key = (tensor[1], device, span[0], span[1])
+        found[key] = found.get(key, False) or write
+
+    values, types, shapes, strides = inputs
+    for i, (value, kind) in enumerate(zip(values, types)):
+        write = bool(parsed and i < len(parsed[0]) and parsed[0][i])
+        for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
+                                              strides[i] if strides and i < len(strides) else None):
+            seen_inputs.add(tensor[0] if isinstance(tensor[0], int) else -1)
+            add(tensor, shape, stride, write)
+    values, types, shapes, strides = outputs
+    for i, (value, kind) in enumerate(zip(values, types)):
+        if parsed is not None and parsed[1]:
+            fresh = parsed[1][i] if i < len(parsed[1]) else True
+            if not fresh:
+                continue
+        for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
+                                              strides[i] if strides and i < len(strides) else None):
+            if parsed is None and tensor[0] in seen_inputs:
+                continue  # without a schema, an output that is an input is no new write
+            add(tensor, shape, stride, True)
+    return tuple(TensorAccess(s, d, a, b, w) for (s, d, a, b), w in found.items())
+
+
+def _attrs(node: dict) -> dict:
+    out = {}
+    for attr in node.get("attrs") or ():
+        if isinstance(attr, dict) and "name" in attr:
+            out[attr["name"]] = attr.get("value")
+    return out
+
+
+def _io(node: dict, side: str):
+    """(values, types, shapes, strides) of `inputs` or `outputs` in either layout."""
+    item = node.get(side)
+    if isinstance(item, dict):
+        return (item.get("values") or [], item.get("types") or [], item.get("shapes") or [],
+                item.get("strides") or [])
+    singular = side[:-1]
+    return (item or [], node.get(f"{singular}_types") or [], node.get(f"{singular}_shapes") or [],
+            node.get(f"{singular}_strides") or [])
+
+
+def read_execution_trace(data) -> ExecutionTrace:
+    """Operators (by rf_id) with their accesses; raises TraceError on a non-ET document."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise TraceError("not a PyTorch Execution Trace (expected an object with a `nodes` list)")
+    schema = str(data.get("schema", ""))
+    operators: dict[int, Operator] = {}
+    sizes: dict[tuple[int, int | None], int] = {}
+    for node in data["nodes"]:
+        if not isinstance(node, dict):
+            continue
+        attrs = _attrs(node)
+        rf_id = node.get("rf_id", attrs.get("rf_id"))
+        name = node.get("name")
+        if not isinstance(name, str) or not isinstance(rf_id, int):
+            continue
+        op_schema = node.get("op_schema", attrs.get("op_schema")) or ""
+        accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
+                             _io(node, "inputs"), _io(node, "outputs"))
+        for a in accesses:
+            key = (a.storage, a.device)
+            if sizes.get(key, 0) < a.end:
+                sizes[key] = a.end
+        node_id = node.get("id")
+        operators[rf_id] = Operator(node_id if isinstance(node_id, int) else -1, rf_id, name, accesses)
+    return ExecutionTrace(schema, operators, sizes)

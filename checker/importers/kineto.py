@@ -1,0 +1,1027 @@
+"""PyTorch profiler (Kineto) Chrome traces -> a `.sched` spec that reproduces the run.
+
+What maps to what (docs/import.md has the user's version):
+
+* each CUDA stream (`args.stream` of the GPU activities) becomes `stream streamN on gpuD`;
+* each host thread that issues runtime calls becomes a `thread`; its statements follow the
+  calls in time order;
+* kernels, memcpys and memsets become `kernel` / `copy` statements with their measured
+  durations; a memcpy's direction and pageable/pinned host side come from its name
+  (`Memcpy HtoD (Pageable -> Device)`);
+* the host time between the calls becomes `host cpu D` statements, so the host timeline of
+  the spec is the trace's (the devices declare no `launch` cost: it is in the gaps);
+* `cuda_sync` events are exact: `Stream Wait Event` is a `wait` bound, through
+  `wait_on_cuda_event_record_corr_id`, to a `record` placed where its `cudaEventRecord` was
+  called (one `event` per record); `Event Sync` is `sync EVENT`, `Stream Sync` is
+  `sync STREAM` and `Context Sync` is `sync gpuD`. Without them, the bindings are inferred
+  from the order of the calls and every inference is written down as an assumption;
+* with an Execution Trace, reads and writes come from each operator's schema and tensor
+  storages become buffers with byte ranges.
+
+Everything is linear in the number of events apart from per-thread sorts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from checker.importers.execution_trace import ExecutionTrace, TraceError
+from checker.importers.writer import (
+    SpecText, ThreadText, access_text, comment_text, duration_text, rw_text, safe_name, size_text,
+    title_text,
+)
+
+GPU_CATEGORIES = {"kernel": "kernel", "concurrent_kernel": "kernel", "gpu_memcpy": "memcpy",
+                  "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
+OP_CATEGORIES = frozenset({"cpu_op", "operator", "user_annotation"})
+
+RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
+                          "cuEventRecordWithFlags", "hipEventRecord"})
+WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
+STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"})
+EVENT_SYNC_CALLS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize"})
+DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize",
+                               "cudaThreadSynchronize"})
+FREE_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFree_v2", "cuMemFreeHost",
+                        "hipFree", "hipHostFree"})
+"""Calls that synchronize the device before they return (CUDA documents frees as synchronizing)."""
+SYNC_COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol",
+                             "cudaMemcpyFromSymbol", "cudaMemcpyPeer", "cuMemcpyHtoD", "cuMemcpyHtoD_v2",
+                             "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyDtoD", "cuMemcpyDtoD_v2",
+                             "hipMemcpy"})
+"""Copies the host waits for whatever the memory (the non-`Async` API)."""
+
+MEMCPY_NAME = re.compile(r"Memcpy (\w+) \(([^)]*?) -> ([^)]*?)\)")
+HOST_KINDS = frozenset({"Pageable", "Pinned"})
+
+
+# ---------------------------------------------------------------- the trace, read
+
+
+@dataclass(slots=True)
+class GpuOp:
+    kind: str
+    """`kernel`, `memcpy` or `memset`."""
+    name: str
+    device: int
+    stream: int
+    start: int
+    dur: int
+    correlation: int | None
+
+
+@dataclass(slots=True)
+class Call:
+    """One runtime (or driver) call on a host thread."""
+
+    thread: tuple
+    name: str
+    start: int
+    end: int
+    correlation: int | None
+
+
+@dataclass(slots=True)
+class SyncEvent:
+    kind: str
+    """`Stream Wait Event`, `Event Sync`, `Stream Sync` or `Context Sync`."""
+    stream: int
+    device: int
+    wait_on_stream: int
+    record: int
+    """Correlation id of the `cudaEventRecord` call; -1 for none."""
+
+
+@dataclass(slots=True)
+class CpuOp:
+    start: int
+    end: int
+    name: str
+    rf_id: int | None
+    external_id: int | None
+    annotation: bool
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """What one stream did in the trace (times in ns from the trace's origin)."""
+
+    name: str
+    device: int
+    first: int = -1
+    last: int = 0
+    busy: int = 0
+    ops: int = 0
+
+    @property
+    def span(self) -> int:
+        return max(0, self.last - self.first) if self.ops else 0
+
+
+@dataclass(slots=True)
+class Imported:
+    """A spec written from a trace, with what the comparison needs."""
+
+    text: str
+    streams: dict[str, StreamStats]
+    """Observed per stream, by the spec's stream name."""
+    gpu_first: int
+    gpu_last: int
+    notes: list[str]
+    """What the user should know (shown on stderr): missing `cuda_sync` events, ..."""
+    assumptions: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gpu_span(self) -> int:
+        return max(0, self.gpu_last - self.gpu_first)
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _int(value, default: int = -1) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def trace_events(data) -> list:
+    """The event list of a Chrome trace (object or bare array form); TraceError otherwise."""
+    if isinstance(data, dict):
+        events = data.get("traceEvents")
+        if not isinstance(events, list):
+            raise TraceError("not a Chrome trace (expected an object with a `traceEvents` list)")
+        return events
+    if isinstance(data, list):
+        return data
+    raise TraceError("not a Chrome trace (expected a JSON object or array)")
+
+
+class _Trace:
+    """One pass over the events: calls, GPU work, sync events, operators, thread names."""
+
+    def __init__(self, data) -> None:
+        events = trace_events(data)
+        raw_calls: list[tuple] = []
+        raw_gpu: list[tuple] = []
+        raw_ops: list[tuple] = []
+        self.syncs: dict[int, SyncEvent] = {}
+        self.record_streams: dict[int, tuple[int, int]] = {}
+        self.thread_names: dict[tuple, str] = {}
+        self.has_cuda_sync = False
+        self.skipped = 0
+        self.total = len(events)
+        origin = None
+        for ev in events:
+            if not isinstance(ev, dict):
+                self.skipped += 1
+                continue
+            ph = ev.get("ph")
+            if ph == "M":
+                if ev.get("name") == "thread_name" and isinstance(ev.get("args"), dict):
+                    self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(ev["args"].get("name", ""))
+                continue
+            if ph != "X":
+                continue
+            cat = ev.get("cat")
+            if not isinstance(cat, str):
+                continue
+            cat = cat.lower()
+            ts = _number(ev.get("ts"))
+            if ts is None:
+                self.skipped += 1
+                continue
+            dur = _number(ev.get("dur")) or 0.0
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                args = {}
+            if cat in GPU_CATEGORIES:
+                stream = _int(args.get("stream"), _int(ev.get("tid")))
+                device = _int(args.get("device"), _int(ev.get("pid"), 0))
+                if stream < 0 or device < 0:
+                    self.skipped += 1
+                    continue
+                raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
+                                args.get("correlation")))
+            elif cat in CALL_CATEGORIES:
+                raw_calls.append(((ev.get("pid"), ev.get("tid")), str(ev.get("name", "")), ts, dur,
+                                  args.get("correlation")))
+            elif cat in OP_CATEGORIES:
+                rf = args.get("Record function id")
+                raw_ops.append(((ev.get("pid"), ev.get("tid")), ts, dur, str(ev.get("name", "")),
+                                rf if isinstance(rf, int) and rf > 0 else None,
+                                args.get("External id"), cat == "user_annotation"))
+                continue  # operators do not move the origin: they may start before any call
+            elif cat == "cuda_sync":
+                self.has_cuda_sync = True
+                corr = _int(args.get("correlation"))
+                kind = str(args.get("cuda_sync_kind") or ev.get("name") or "")
+                device = _int(args.get("device"), _int(ev.get("pid"), 0))
+                sync = SyncEvent(kind, _int(args.get("stream")), device,
+                                 _int(args.get("wait_on_stream")),
+                                 _int(args.get("wait_on_cuda_event_record_corr_id")))
+                if corr >= 0:
+                    self.syncs[corr] = sync
+                if sync.record >= 0 and sync.wait_on_stream >= 0:
+                    self.record_streams.setdefault(sync.record, (device, sync.wait_on_stream))
+                continue
+            elif cat == "cuda_event":
+                corr = _int(args.get("correlation"))
+                stream = _int(args.get("stream"))
+                if corr >= 0 and stream >= 0:
+                    self.record_streams[corr] = (_int(args.get("device"), _int(ev.get("pid"), 0)), stream)
+                continue
+            else:
+                continue
+            if origin is None or ts < origin:
+                origin = ts
+        self.origin = origin if origin is not None else 0.0
+        o = self.origin
+        self.gpu: list[GpuOp] = []
+        self.gpu_by_corr: dict[int, list[GpuOp]] = defaultdict(list)
+        for kind, name, device, stream, ts, dur, corr in raw_gpu:
+            corr = corr if isinstance(corr, int) and corr >= 0 else None
+            op = GpuOp(kind, name, device, stream, round((ts - o) * 1000), max(0, round(dur * 1000)), corr)
+            self.gpu.append(op)
+            if corr is not None:
+                self.gpu_by_corr[corr].append(op)
+        for ops in self.gpu_by_corr.values():
+            if len(ops) > 1:
+                ops.sort(key=lambda g: g.start)
+        self.calls: dict[tuple, list[Call]] = defaultdict(list)
+        self.call_by_corr: dict[int, Call] = {}
+        for thread, name, ts, dur, corr in raw_calls:
+            start = round((ts - o) * 1000)
+            call = Call(thread, name, start, start + max(0, round(dur * 1000)),
+                        corr if isinstance(corr, int) and corr >= 0 else None)
+            self.calls[thread].append(call)
+            if call.correlation is not None:
+                self.call_by_corr.setdefault(call.correlation, call)
+        for calls in self.calls.values():
+            calls.sort(key=lambda c: (c.start, -c.end))
+        self.ops: dict[tuple, list[CpuOp]] = defaultdict(list)
+        for thread, ts, dur, name, rf, ext, annotation in raw_ops:
+            start = round((ts - o) * 1000)
+            self.ops[thread].append(CpuOp(start, start + max(0, round(dur * 1000)), name, rf,
+                                          ext if isinstance(ext, int) else None, annotation))
+        for ops in self.ops.values():
+            ops.sort(key=lambda op: (op.start, -op.end))
+
+
+# ---------------------------------------------------------------- the spec, written
+
+
+@dataclass(slots=True)
+class _Action:
+    """What one call contributes to its thread, decided before any text is written."""
+
+    kind: str
+    """`launch`, `record`, `wait`, `sync_stream`, `sync_event`, `sync_device`, `note`."""
+    stream: tuple[int, int] | None = None
+    record: int | None = None
+    device: int | None = None
+    assumed: str = ""
+    """Why this is a guess (inferred without `cuda_sync` events); empty when exact."""
+    note: str = ""
+
+
+class _Builder:
+    def __init__(self, trace: _Trace, et: ExecutionTrace | None, source: str, min_gap: int) -> None:
+        self.t = trace
+        self.et = et
+        self.source = source
+        self.min_gap = min_gap
+        self.notes: list[str] = []
+        self.assumptions: list[str] = []
+        self.assumed = 0
+        self.stream_keys: set[tuple[int, int]] = set()
+        self.devices: set[int] = set()
+        self.events: set[int] = set()
+        self.placeholders: dict[str, tuple[int, str]] = {}
+        """Placeholder memory arrays: name -> (elements used, place)."""
+        self.storages: dict[tuple[int, int | None], bool] = {}
+        """ET storages used -> pinned."""
+        self.kernel_names: dict[str, str] = {}
+        self.stream_owner: dict[tuple[int, int], tuple] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.no_sync_note = False
+        self._busy: dict[int, tuple[list[int], list[int]]] = {}
+        self._ends: dict[tuple, list[int]] = {}
+        self._pageable_syncs: list[tuple[list, int, list]] = []
+        """Explicit syncs after pageable copies of ET host memory: (lines, index, storages);
+        dropped at the end for memory declared pageable (its copies block by themselves)."""
+
+    # -- names
+
+    def stream_name(self, key: tuple[int, int]) -> str:
+        return self._stream_names[key]
+
+    def _name_streams(self) -> None:
+        by_id: dict[int, list[int]] = defaultdict(list)
+        for device, stream in self.stream_keys:
+            by_id[stream].append(device)
+        self._stream_names = {}
+        for device, stream in self.stream_keys:
+            self._stream_names[(device, stream)] = (f"stream{stream}" if len(by_id[stream]) == 1
+                                                     else f"stream{stream}_gpu{device}")
+
+    def kernel_name(self, raw: str) -> str:
+        name = self.kernel_names.get(raw)
+        if name is None:
+            name = self.kernel_names[raw] = safe_name(_short_kernel_name(raw), "kernel")
+        return name
+
+    def thread_names(self, threads: list[tuple]) -> dict[tuple, str]:
+        out = {}
+        used = set()
+        for key in threads:
+            pid, tid = key
+            name = "main" if tid == pid and "main" not in used else safe_name(f"t{tid}".replace("-", "m"), "t")
+            while name in used:
+                name += "_"
+            used.add(name)
+            out[key] = name
+        return out
+
+    # -- actions
+
+    def plan(self) -> dict[tuple, list[tuple[Call, list[_Action]]]]:
+        """Each thread's calls with what they do; also decides which records are needed."""
+        t = self.t
+        for op in t.gpu:
+            self.stream_keys.add((op.device, op.stream))
+            self.devices.add(op.device)
+        plans: dict[tuple, list[tuple[Call, list[_Action]]]] = {}
+        # Per thread: the stream each call launched onto, for inferring streams of records,
+        # waits and stream syncs that have no cuda_sync event.
+        launched: dict[tuple, list[tuple[int, int] | None]] = {}
+        for thread, calls in t.calls.items():
+            out = []
+            for call in calls:
+                ops = t.gpu_by_corr.get(call.correlation) if call.correlation is not None else None
+                out.append((ops[-1].device, ops[-1].stream) if ops else None)
+            launched[thread] = out
+        # Every record call, in time order: of all threads, and of each thread.
+        records: list[tuple[int, int]] = []
+        own: dict[tuple, tuple[list[int], list[int]]] = {}
+        for thread, calls in t.calls.items():
+            mine = [(c.start, c.correlation) for c in calls if c.name in RECORD_CALLS and c.correlation is not None]
+            own[thread] = ([r[0] for r in mine], [r[1] for r in mine])
+            records.extend(mine)
+        records.sort()
+        record_times = [r[0] for r in records]
+        record_stream = dict(t.record_streams)
+        inferred_record_stream: dict[int, tuple[int, int]] = {}
+        for thread, calls in t.calls.items():
+            last = None
+            for call, stream in zip(calls, launched[thread]):
+                if stream is not None:
+                    last = stream
+                if call.name in RECORD_CALLS and call.correlation is not None and last is not None:
+                    inferred_record_stream[call.correlation] = last
+        needed: set[int] = set()
+        if not t.has_cuda_sync:
+            self.no_sync_note = True
+            self.notes.append("the trace has no cuda_sync events (profile with "
+                              "experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) for "
+                              "exact ones): event bindings and synchronized streams are inferred from the "
+                              "order of the calls, see the assumptions in the spec's header")
+
+        def latest_record(thread, before: int) -> int | None:
+            """The record a wait at `before` is taken to bind to: the thread's own latest, else anyone's."""
+            times, corrs = own.get(thread, ((), ()))
+            i = bisect.bisect_right(times, before) - 1
+            if i >= 0:
+                return corrs[i]
+            i = bisect.bisect_right(record_times, before) - 1
+            return records[i][1] if i >= 0 else None
+
+        for thread, calls in t.calls.items():
+            streams = launched[thread]
+            nxt: list[tuple[int, int] | None] = [None] * len(calls)
+            upcoming = None
+            for i in range(len(calls) - 1, -1, -1):
+                nxt[i] = upcoming
+                if streams[i] is not None:
+                    upcoming = streams[i]
+            last = None
+            last_device = None
+            plan = []
+            for i, call in enumerate(calls):
+                actions: list[_Action] = []
+                if streams[i] is not None:
+                    actions.append(_Action("launch"))
+                sync = t.syncs.get(call.correlation) if call.correlation is not None else None
+                name = call.name
+                if sync is not None:
+                    actions.extend(self._exact(sync, call, needed))
+                elif name in RECORD_CALLS:
+                    if call.correlation is not None:
+                        actions.append(_Action("record", record=call.correlation))
+                elif name in WAIT_CALLS:
+                    target, corr = nxt[i], latest_record(thread, call.start)
+                    if target is None:
+                        actions.append(_Action("note", note=f"{name}: no later launch on this thread tells its stream; left out"))
+                    elif corr is None:
+                        actions.append(_Action("note", note=f"{name}: no cudaEventRecord before it; a wait with no record does nothing"))
+                    else:
+                        needed.add(corr)
+                        actions.append(_Action("wait", stream=target, record=corr,
+                                               assumed=f"{name} waits on the stream of the next launch on this thread "
+                                                       f"and binds to the latest cudaEventRecord before it (corr {corr})"))
+                elif name in EVENT_SYNC_CALLS:
+                    corr = latest_record(thread, call.start)
+                    if corr is not None:
+                        needed.add(corr)
+                        actions.append(_Action("sync_event", record=corr,
+                                               assumed=f"{name} waits for the latest cudaEventRecord before it (corr {corr})"))
+                elif name in STREAM_SYNC_CALLS:
+                    if last is not None:
+                        actions.append(_Action("sync_stream", stream=last,
+                                               assumed=f"{name} synchronizes the stream of the thread's last launch"))
+                elif name in DEVICE_SYNC_CALLS:
+                    actions.append(_Action("sync_device", device=last_device if len(self.devices) > 1 else
+                                           (next(iter(self.devices)) if self.devices else None)))
+                elif name in FREE_CALLS and self.devices:
+                    actions.append(_Action("sync_device", device=last_device if len(self.devices) > 1 else
+                                           next(iter(self.devices)),
+                                           note=f"{name} synchronizes the device"))
+                if streams[i] is not None:
+                    last = streams[i]
+                    last_device = last[0]
+                if actions:
+                    plan.append((call, actions))
+            plans[thread] = plan
+        # Records: exact ones on the stream cuda_sync names, inferred ones on the stream of the
+        # recording thread's previous launch.
+        self.record_stream: dict[int, tuple[int, int]] = {}
+        for corr in needed:
+            where = record_stream.get(corr)
+            if where is None:
+                where = inferred_record_stream.get(corr)
+                if where is not None and t.has_cuda_sync:
+                    self._assume(f"the record of corr {corr} is on the stream of its thread's previous launch")
+            if where is not None:
+                self.record_stream[corr] = where
+                self.stream_keys.add(where)
+                self.devices.add(where[0])
+        return plans
+
+    def _exact(self, sync: SyncEvent, call: Call, needed: set[int]) -> list[_Action]:
+        kind = sync.kind
+        if kind == "Stream Wait Event":
+            if sync.stream < 0:
+                return [_Action("note", note=f"{call.name}: Stream Wait Event without a stream; left out")]
+            key = (sync.device, sync.stream)
+            self.stream_keys.add(key)
+            self.devices.add(sync.device)
+            if sync.record < 0:
+                return [_Action("note", note=f"{call.name} on {_stream_label(key)}: the event was never "
+                                             "recorded, so the wait does nothing")]
+            if sync.record not in self.t.call_by_corr:
+                return [_Action("note", note=f"{call.name} on {_stream_label(key)}: its record (corr "
+                                             f"{sync.record}) is outside the trace; the wait is left out")]
+            needed.add(sync.record)
+            return [_Action("wait", stream=key, record=sync.record)]
+        if kind == "Event Sync":
+            if sync.record < 0:
+                return [_Action("note", note=f"{call.name}: the event was never recorded; nothing to wait for")]
+            if sync.record not in self.t.call_by_corr:
+                return [_Action("note", note=f"{call.name}: its record (corr {sync.record}) is outside the "
+                                             "trace; left out")]
+            needed.add(sync.record)
+            return [_Action("sync_event", record=sync.record)]
+        if kind == "Stream Sync":
+            if sync.stream < 0:
+                return [_Action("sync_device", device=sync.device)]
+            key = (sync.device, sync.stream)
+            self.stream_keys.add(key)
+            self.devices.add(sync.device)
+            return [_Action("sync_stream", stream=key)]
+        if kind == "Context Sync":
+            self.devices.add(sync.device)
+            return [_Action("sync_device", device=sync.device)]
+        return [_Action("note", note=f"{call.name}: unknown cuda_sync kind {kind!r}; left out")]
+
+    def _assume(self, text: str) -> None:
+        self.assumed += 1
+        if len(self.assumptions) < 200:
+            self.assumptions.append(text)
+
+    def _released(self, call: Call, action: _Action) -> int:
+        """When the trace's blocking call was released: the last end, by the call's return, of
+        the work it waited for. The host time from there to the return is in the next gap,
+        so the spec's host resumes when its own simulated work is done plus that time."""
+        if action.kind == "sync_stream":
+            key = action.stream
+        elif action.kind == "sync_event":
+            key = self.record_stream[action.record]
+        else:
+            key = ("device", action.device)
+        ends = self._ends.get(key)
+        if ends is None:
+            if key[0] == "device":
+                ends = sorted(op.start + op.dur for op in self.t.gpu if key[1] is None or op.device == key[1])
+            else:
+                ends = sorted(op.start + op.dur for op in self.t.gpu if (op.device, op.stream) == key)
+            self._ends[key] = ends
+        i = bisect.bisect_right(ends, call.end) - 1
+        return max(call.start, ends[i]) if i >= 0 else call.start
+
+    def _idle(self, device: int, start: int, end: int) -> bool:
+        """Whether no GPU work ran on the device at any time in (start, end)."""
+        busy = self._busy.get(device)
+        if busy is None:
+            intervals = sorted((op.start, op.start + op.dur) for op in self.t.gpu if op.device == device)
+            merged: list[list[int]] = []
+            for a, b in intervals:
+                if merged and a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            busy = self._busy[device] = ([m[0] for m in merged], [m[1] for m in merged])
+        starts, ends = busy
+        i = bisect.bisect_left(ends, start + 1)  # the first interval ending after `start`
+        return i >= len(starts) or starts[i] >= end
+
+    # -- ET
+
+    def _et_operator(self, op: CpuOp):
+        et = self.et
+        if et is None:
+            return None
+        found = et.operator(op.rf_id, op.name) if op.rf_id is not None else None
+        if found is None and op.external_id is not None:
+            found = et.operator(op.external_id, op.name)
+        return found
+
+    def _storage(self, access, pinned: bool = False) -> str:
+        key = (access.storage, access.device)
+        self.storages[key] = self.storages.get(key, False) or pinned
+        size = self.et.storage_size.get(key, access.end)
+        return access_text(_storage_name(key), size, access.start, access.end)
+
+    # -- threads
+
+    def thread_text(self, thread: tuple, name: str, plan) -> ThreadText:
+        t = self.t
+        ops = t.ops.get(thread, [])
+        label = t.thread_names.get(thread) or f"host thread {thread[1]}"
+        text = ThreadText(name, comment_text(label))
+        lines = text.lines
+        cursor = 0
+        stack: list[list] = []  # [end, CpuOp, launched, et operator (lazy: False = not looked up)]
+        oi = 0
+        pending_reads: dict[str, None] = {}
+        pending_writes: dict[str, None] = {}
+        last_source = None
+        et = self.et
+
+        def pop() -> None:
+            end, op, launched, found = stack.pop()
+            if launched:
+                if stack:
+                    stack[-1][2] = True
+                return
+            if et is None or op.annotation:
+                return
+            found = self._et_operator(op) if found is False else found
+            if found is None:
+                return
+            for a in found.accesses:
+                if a.device is None:
+                    (pending_writes if a.write else pending_reads)[self._storage(a)] = None
+
+        def advance(to: int) -> None:
+            nonlocal oi
+            while True:
+                if oi < len(ops) and ops[oi].start <= to:
+                    nxt = ops[oi]
+                    while stack and stack[-1][0] <= nxt.start:
+                        pop()
+                    stack.append([nxt.end, nxt, False, False])
+                    oi += 1
+                    continue
+                while stack and stack[-1][0] <= to:
+                    pop()
+                return
+
+        def gap_to(at: int, force: bool = False) -> None:
+            nonlocal cursor
+            gap = at - cursor
+            if gap >= max(1, self.min_gap) or ((pending_reads or pending_writes) and (force or gap >= 0)):
+                writes = list(pending_writes)
+                reads = [r for r in pending_reads if r not in pending_writes]
+                lines.append(f"host cpu{rw_text(reads, writes)}"
+                             + (f" {duration_text(gap)}" if gap > 0 else ""))
+                self.counts["host"] += 1
+                pending_reads.clear()
+                pending_writes.clear()
+                cursor = max(cursor, at)
+
+        def source_comment() -> None:
+            nonlocal last_source
+            source = None
+            for entry in reversed(stack):
+                if not entry[1].annotation:
+                    source = entry[1]
+                    break
+            if source is None and stack:
+                source = stack[-1][1]
+            if source is not last_source:
+                last_source = source
+                if source is not None:
+                    lines.append(f"# {comment_text(source.name)}")
+
+        for call, actions in plan:
+            advance(call.start)
+            for action in actions:
+                if action.kind == "launch":
+                    if stack:
+                        stack[-1][2] = True
+                    for gpu in t.gpu_by_corr[call.correlation]:
+                        issue = max(call.start, min(call.end, gpu.start))
+                        if gpu.start > call.end and self._idle(gpu.device, call.end, gpu.start):
+                            issue = gpu.start  # latency the model has no cause for: keep it
+                        gap_to(issue)
+                        source_comment()
+                        blocking = self._launch(lines, call, gpu, stack)
+                        if blocking:  # the host resumed when the copy was done (plus the call's return)
+                            cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
+                    continue
+                if action.kind == "note":
+                    gap_to(call.start)
+                    lines.append(f"# {comment_text(action.note)}")
+                    continue
+                if action.kind in ("record", "wait"):
+                    if action.record not in self.record_stream:
+                        if action.kind == "wait":
+                            gap_to(call.start)
+                            lines.append(f"# {call.name}: the stream of its record (corr {action.record}) "
+                                         "is unknown; the wait is left out")
+                        continue
+                    if action.kind == "record" and action.record not in self.events:
+                        continue
+                    gap_to(call.end)
+                    source_comment()
+                    if action.kind == "record":
+                        stream = self.stream_name(self.record_stream[action.record])
+                        lines.append(f"{stream}: record e{action.record}  # {call.name}")
+                        self.counts["record"] += 1
+                    else:
+                        stream = self.stream_name(action.stream)
+                        why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
+                        lines.append(f"{stream}: wait e{action.record}{why}")
+                        self.counts["wait"] += 1
+                    if action.assumed:
+                        self._assume(action.assumed)
+                    continue
+                # syncs block the thread from the call's start until its return
+                gap_to(call.start)
+                source_comment()
+                if action.kind == "sync_stream":
+                    target = self.stream_name(action.stream)
+                elif action.kind == "sync_event":
+                    if action.record not in self.record_stream:
+                        lines.append(f"# {call.name}: the stream of its record (corr {action.record}) "
+                                     "is unknown; the sync is left out")
+                        continue
+                    target = f"e{action.record}"
+                else:
+                    target = f"gpu{action.device}" if action.device is not None else "all"
+                why = action.note or call.name
+                if action.assumed:
+                    why += f"; assumed: {action.assumed}"
+                    self._assume(action.assumed)
+                lines.append(f"sync {target}  # {comment_text(why)}")
+                self.counts["sync"] += 1
+                cursor = max(cursor, self._released(call, action))
+        end = max((c.end for c in t.calls.get(thread, ())), default=0)
+        advance(max(end, max((op.end for op in ops), default=0)))
+        while stack:
+            pop()
+        gap_to(max(end, cursor), force=True)
+        return text
+
+    def _launch(self, lines: list[str], call: Call, gpu: GpuOp, stack) -> bool:
+        """Write one GPU operation; True when the host waits for it."""
+        stream = self.stream_name((gpu.device, gpu.stream))
+        dur = f" {duration_text(gpu.dur)}" if gpu.dur > 0 else ""
+        self.counts[gpu.kind] += 1
+        if gpu.kind != "memcpy":
+            reads, writes = self._device_accesses(gpu, stack)
+            name = "memset" if gpu.kind == "memset" else self.kernel_name(gpu.name)
+            lines.append(f"{stream}: kernel {name}{rw_text(reads, writes)}{dur}")
+            return False
+        direction, src_kind, dst_kind = _memcpy_kind(gpu.name)
+        sync_api = call.name in SYNC_COPY_CALLS
+        if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
+            lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
+            if sync_api:
+                lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
+            return sync_api
+        src, dst, storages = self._copy_ends(gpu, src_kind, dst_kind, stack)
+        lines.append(f"{stream}: copy {dst} <- {src}{dur}")
+        pageable = "Pageable" in (src_kind, dst_kind)
+        if sync_api or storages:
+            if storages and not sync_api:
+                self._pageable_syncs.append((lines, len(lines), storages))
+            lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
+        return sync_api or pageable
+
+    def _device_accesses(self, gpu: GpuOp, stack) -> tuple[list[str], list[str]]:
+        if self.et is None:
+            return [], []
+        for entry in reversed(stack):
+            if entry[3] is False:
+                entry[3] = self._et_operator(entry[1]) if not entry[1].annotation else None
+            found = entry[3]
+            if found is None:
+                continue
+            mine = [a for a in found.accesses if a.device == gpu.device]
+            if mine:
+                writes = list(dict.fromkeys(self._storage(a) for a in mine if a.write))
+                reads = list(dict.fromkeys(self._storage(a) for a in mine if not a.write))
+                return [r for r in reads if r not in writes], writes
+        return [], []
+
+    def _copy_ends(self, gpu: GpuOp, src_kind: str, dst_kind: str, stack) -> tuple[str, str, bool]:
+        """Source and destination accesses: the operator's tensors where the ET has them,
+        placeholder memory otherwise; and the ET host storages a pageable copy uses (declared
+        pinned when another copy uses them pinned, the copy then needs an explicit sync)."""
+        src = dst = None
+        explicit: list = []
+        if self.et is not None:
+            for entry in reversed(stack):
+                if entry[3] is False:
+                    entry[3] = self._et_operator(entry[1]) if not entry[1].annotation else None
+                found = entry[3]
+                if found is None:
+                    continue
+                want_src = None if src_kind in HOST_KINDS else gpu.device
+                want_dst = None if dst_kind in HOST_KINDS else gpu.device
+                s = next((a for a in found.accesses if not a.write and a.device == want_src), None)
+                d = next((a for a in found.accesses if a.write and a.device == want_dst), None)
+                if s is None and d is None:
+                    continue
+                if s is not None:
+                    src = self._storage(s, pinned=src_kind == "Pinned")
+                    if src_kind == "Pageable":
+                        explicit.append((s.storage, s.device))
+                if d is not None:
+                    dst = self._storage(d, pinned=dst_kind == "Pinned")
+                    if dst_kind == "Pageable":
+                        explicit.append((d.storage, d.device))
+                break
+        if src is None:
+            src = self._placeholder(src_kind, gpu.device)
+        if dst is None:
+            dst = self._placeholder(dst_kind, gpu.device)
+        return src, dst, explicit
+
+    def _placeholder(self, kind: str, device: int) -> str:
+        if kind == "Pinned":
+            name, place = "pinned_mem", "host pinned"
+        elif kind == "Pageable":
+            name, place = "pageable_mem", "host"
+        else:
+            name, place = f"gpu{device}_mem", f"gpu{device}"
+        used, _ = self.placeholders.get(name, (0, place))
+        self.placeholders[name] = (used + 1, place)
+        return f"{name}[{used}]"
+
+    # -- the whole spec
+
+    def build(self) -> Imported:
+        t = self.t
+        plans = self.plan()
+        self.events = set(self.record_stream)
+        # GPU work without a call in the trace is issued, at its start, by the thread that
+        # launched the most onto its stream (the first thread when no thread did).
+        owners: dict[tuple[int, int], dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+        for thread, calls in t.calls.items():
+            for call in calls:
+                if call.correlation is not None:
+                    for op in t.gpu_by_corr.get(call.correlation, ()):
+                        owners[(op.device, op.stream)][thread] += 1
+        orphans = [op for op in t.gpu if op.correlation is None or op.correlation not in t.call_by_corr]
+        threads = sorted(t.calls, key=lambda k: (-len(t.calls[k]), str(k)))
+        if orphans:
+            fallback = threads[0] if threads else ("gpu", "gpu")
+            extra: dict[tuple, list] = defaultdict(list)
+            for n, op in enumerate(orphans):
+                key = (op.device, op.stream)
+                owner = max(owners[key].items(), key=lambda kv: kv[1])[0] if owners.get(key) else fallback
+                corr = -(n + 1)
+                op.correlation = corr
+                t.gpu_by_corr[corr].append(op)
+                call = Call(owner, "(launched outside the profiled calls)", op.start, op.start, corr)
+                extra[owner].append((call, [_Action("launch")]))
+            for owner, items in extra.items():
+                merged = list(plans.get(owner, ())) + items
+                merged.sort(key=lambda item: (item[0].start, -item[0].end))
+                plans[owner] = merged
+                if owner not in threads:
+                    threads.append(owner)
+            self.notes.append(f"{len(orphans)} GPU operation(s) have no runtime call in the trace; "
+                              "each is issued at its start by the thread that launched most onto its stream")
+        self._name_streams()
+        names = self.thread_names(threads)
+        bodies = [self.thread_text(thread, names[thread], plans.get(thread, ())) for thread in threads]
+        dropped = False
+        for lines, index, storages in self._pageable_syncs:
+            if not any(self.storages.get(key) for key in storages):
+                lines[index] = None
+                dropped = True
+        if dropped:
+            for body in bodies:
+                body.lines[:] = [line for line in body.lines if line is not None]
+        observed, first, last = self._observed()
+        spec = SpecText(title_text(f"imported from {self.source}"))
+        spec.header = self._header(observed, first, last)
+        spec.declarations = self._declarations()
+        spec.threads = bodies
+        counts = dict(self.counts)
+        counts.update(threads=len(bodies), streams=len(self.stream_keys), events=len(self.events),
+                      assumptions=self.assumed, trace_events=t.total)
+        return Imported(spec.render(), observed, first, last, self.notes, self.assumptions, counts)
+
+    def _observed(self) -> tuple[dict[str, StreamStats], int, int]:
+        stats: dict[str, StreamStats] = {}
+        first, last = -1, 0
+        for op in self.t.gpu:
+            name = self.stream_name((op.device, op.stream))
+            s = stats.get(name)
+            if s is None:
+                s = stats[name] = StreamStats(name, op.device)
+            end = op.start + op.dur
+            if s.first < 0 or op.start < s.first:
+                s.first = op.start
+            s.last = max(s.last, end)
+            s.busy += op.dur
+            s.ops += 1
+            if first < 0 or op.start < first:
+                first = op.start
+            last = max(last, end)
+        return dict(sorted(stats.items())), max(first, 0), last
+
+    def _header(self, observed, first, last) -> list[str]:
+        t = self.t
+        c = self.counts
+        out = [f"Imported by `streamproof import kineto` from {self.source}.",
+               f"{t.total:,} trace events: {c.get('kernel', 0):,} kernels, {c.get('memcpy', 0):,} memcpys, "
+               f"{c.get('memset', 0):,} memsets on {len(self.stream_keys)} stream(s); "
+               f"{c.get('record', 0):,} records, {c.get('wait', 0):,} waits, {c.get('sync', 0):,} syncs.",
+               f"Observed GPU span {(last - first) / 1e6:.3f} ms; host gaps between runtime calls are "
+               "`host cpu` statements; the devices declare no launch cost (it is in the gaps).",
+               "Engine counts are the most operations the trace ran at once on each engine.",
+               "Streams are independent: the legacy default stream's implicit synchronization is not modelled.",
+               "Comments name the operator that issued the statements below them."]
+        if t.has_cuda_sync:
+            out.append("Waits and syncs are exact: they come from the trace's cuda_sync events.")
+        else:
+            out.append("The trace has no cuda_sync events: event bindings and synchronized streams are inferred.")
+        if self.et is not None:
+            out.append("Reads and writes come from the Execution Trace: buffers are tensor storages (sN).")
+        else:
+            out.append("Without an Execution Trace kernels access no memory; copies use placeholder memory, "
+                       "one element per copy, so they never conflict.")
+        if self.assumed:
+            out.append(f"Assumptions ({self.assumed}):")
+            out.extend(f"  - {a}" for a in self.assumptions)
+            if self.assumed > len(self.assumptions):
+                out.append(f"  - ... and {self.assumed - len(self.assumptions)} more, marked `assumed:` below")
+        for note in self.notes[1 if self.no_sync_note else 0:]:
+            out.append(f"Note: {note}")
+        if t.skipped:
+            out.append(f"{t.skipped} malformed event(s) were skipped.")
+        return out
+
+    def _declarations(self) -> list[str]:
+        t = self.t
+        out = []
+        compute: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        copies: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
+        for op in t.gpu:
+            if op.kind == "memcpy":
+                copies[(op.device, _memcpy_engine(op.name))].append((op.start, op.start + op.dur))
+            else:
+                compute[op.device].append((op.start, op.start + op.dur))
+        for device in sorted(self.devices):
+            items = [f"compute {_concurrency(compute.get(device, ()))}"]
+            for engine in ("h2d", "d2h", "d2d"):
+                items.append(f"{engine} {_concurrency(copies.get((device, engine), ()))}")
+            out.append(f"device gpu{device} {{ {' '.join(items)} }}")
+        for key in sorted(self.stream_keys):
+            out.append(f"stream {self.stream_name(key)} on gpu{key[0]}")
+        for corr in sorted(self.events):
+            out.append(f"event e{corr}")
+        for name, (count, place) in sorted(self.placeholders.items()):
+            pinned = " pinned" if place.endswith("pinned") else ""
+            where = place.split()[0]
+            out.append(f"buffer {name}[{count}] 1B on {where}{pinned}  # placeholder: one element per copy")
+        if self.et is not None:
+            for key, pinned in sorted(self.storages.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
+                storage, device = key
+                size = self.et.storage_size.get(key, 1)
+                where = "host" + (" pinned" if pinned else "") if device is None else f"gpu{device}"
+                out.append(f"buffer {_storage_name(key)} {size_text(size)} on {where}")
+        return out
+
+
+def _storage_name(key: tuple[int, int | None]) -> str:
+    storage, device = key
+    return f"s{storage}" if device is None else f"s{storage}_gpu{device}"
+
+
+def _stream_label(key: tuple[int, int]) -> str:
+    return f"stream {key[1]} of gpu{key[0]}"
+
+
+def _concurrency(intervals) -> int:
+    """The most intervals that overlap at any instant (at least 1)."""
+    points = []
+    for start, end in intervals:
+        if end > start:
+            points.append((start, 1))
+            points.append((end, -1))
+    points.sort()
+    best = level = 0
+    for _, delta in points:
+        level += delta
+        best = max(best, level)
+    return max(1, best)
+
+
+def _memcpy_kind(name: str) -> tuple[str, str, str]:
+    """(direction, source kind, destination kind) from `Memcpy HtoD (Pinned -> Device)`."""
+    m = MEMCPY_NAME.search(name)
+    if m:
+        return m.group(1), m.group(2).strip(), m.group(3).strip()
+    for direction, src, dst in (("HtoD", "Pageable", "Device"), ("DtoH", "Device", "Pageable"),
+                                ("DtoD", "Device", "Device"), ("PtoP", "Device", "Device")):
+        if direction in name:
+            return direction, src, dst
+    return "DtoD", "Device", "Device"
+
+
+def _memcpy_engine(name: str) -> str:
+    direction, src, dst = _memcpy_kind(name)
+    if src in HOST_KINDS and dst not in HOST_KINDS:
+        return "h2d"
+    if dst in HOST_KINDS and src not in HOST_KINDS:
+        return "d2h"
+    return "d2d"
+
+
+def _short_kernel_name(name: str) -> str:
+    """`void at::native::foo<float, 4>(Args...)` -> `foo`: the function name without its
+    namespace, template arguments, parameters and return type."""
+    out = []
+    depth = 0
+    for ch in name:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    flat = "".join(out).strip()
+    words = flat.split()
+    last = words[-1] if words else flat
+    parts = [p for p in last.split("::") if p]
+    return parts[-1] if parts else name
+
+
+def import_kineto(trace, et: ExecutionTrace | None = None, *, source: str = "trace",
+                  min_gap: int = 0) -> Imported:
+    """A spec from a Kineto trace (the parsed JSON), optionally with an Execution Trace.
+
+    `min_gap` (ns): host gaps shorter than this are carried into the next one instead of
+    being written as their own statement (the timeline stays exact to within `min_gap`).
+    Raises TraceError when the document is not a Kineto trace.
+    """
+    parsed = _Trace(trace)
+    if not parsed.gpu and not parsed.calls:
+        raise TraceError("the trace has no GPU activity and no runtime calls (is it a PyTorch "
+                         "profiler trace recorded with ProfilerActivity.CUDA?)")
+    return _Builder(parsed, et, source, min_gap).build()

@@ -1,0 +1,391 @@
+"""`streamproof import kineto`: profiler traces in, specs that check and simulate like the run out.
+
+The fixtures under tests/fixtures/traces/ are small traces written for these tests in the
+schema of PyTorch profiler traces. `two_streams.json` is one host thread driving a copy
+stream (20) and a compute stream (7):
+
+    t=12  cudaMemcpyAsync  HtoD pinned on stream 20, runs 21..61   (aten::copy_, rf 11)
+    t=41  cudaEventRecord  corr 102 (records stream 20)
+    t=44  cudaStreamWaitEvent: stream 7 waits for corr 102
+    t=50  cudaLaunchKernel on stream 7, runs 61..91                  (aten::add_, rf 12)
+    t=71  cudaEventRecord  corr 105, t=73 cudaEventRecord corr 106 (both record stream 7)
+    t=75  cudaStreamWaitEvent: stream 20 waits for corr 105 (not the later 106)
+    t=78  cudaMemsetAsync on stream 20, runs 92..94                  (aten::zero_, rf 13)
+    t=96  cudaMemcpyAsync  DtoH pageable on stream 20, runs 98..128  (aten::copy_, rf 14)
+    t=131 cudaEventSynchronize on corr 106; t=134 cudaStreamSynchronize(stream 20)
+    t=136.5 aten::fill_ on the host (rf 15) writes the pageable result
+    t=140 cudaLaunchKernel on stream 7, runs 150..250; t=147 cudaDeviceSynchronize
+
+`two_streams_no_sync.json` is the same run without its `cuda_sync` events;
+`two_streams_et.json` is its Execution Trace.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from checker.analyze import Options, check_loaded
+from checker.frontend import load_text
+from checker.importers import compare, import_kineto, import_kineto_file, read_execution_trace
+from checker.importers.execution_trace import TraceError, parse_schema
+from checker.importers.kineto import _short_kernel_name
+from checker.ir import Op, SyncKind
+
+TRACES = Path(__file__).parent / "fixtures" / "traces"
+TWO = TRACES / "two_streams.json"
+NO_SYNC = TRACES / "two_streams_no_sync.json"
+ET = TRACES / "two_streams_et.json"
+
+
+def trace(path: Path = TWO) -> dict:
+    return json.loads(path.read_text())
+
+
+def load(imported):
+    loaded = load_text(imported.text, "imported.sched")
+    assert loaded.program is not None, [d.message for d in loaded.diagnostics]
+    assert not loaded.diagnostics
+    return loaded
+
+
+def statements(program, op: Op):
+    return [s for s in program.statements if s.op is op]
+
+
+def named(program, statement) -> str:
+    return program.describe(statement)
+
+
+def record_of(program, event_index: int):
+    """The one record statement of an event (the importer writes one event per record)."""
+    records = [s for s in program.statements if s.op is Op.RECORD and s.event == event_index]
+    assert len(records) == 1
+    return records[0]
+
+
+# ---------------------------------------------------------------- exact cuda_sync bindings
+
+
+def test_streams_kernels_and_durations_come_from_the_trace():
+    program = load(import_kineto(trace(), source="two_streams.json")).program
+    assert sorted(s.name for s in program.streams) == ["stream20", "stream7"]
+    assert [d.name for d in program.devices] == ["gpu0"]
+    kernels = statements(program, Op.KERNEL)
+    assert [(program.streams[k.stream].name, k.name, k.duration) for k in kernels] == [
+        ("stream7", "vectorized_elementwise_kernel", 30_000),
+        ("stream20", "memset", 2_000),
+        ("stream7", "ampere_sgemm_128x64_nn", 100_000),
+    ]
+    copies = statements(program, Op.COPY)
+    assert [(program.streams[c.stream].name, c.copy.value, c.duration, c.blocking) for c in copies] == [
+        ("stream20", "h2d", 40_000, False),  # pinned: the host goes on
+        ("stream20", "d2h", 30_000, True),  # pageable: the host waits for it
+    ]
+
+
+def test_waits_bind_to_the_records_the_trace_names():
+    program = load(import_kineto(trace())).program
+    waits = statements(program, Op.WAIT)
+    assert len(waits) == 2
+    first, second = waits
+    # stream 7 waits for corr 102, recorded on stream 20 after the copy
+    assert program.streams[first.stream].name == "stream7"
+    assert program.events[first.event].name == "e102"
+    assert program.streams[record_of(program, first.event).stream].name == "stream20"
+    # stream 20 waits for corr 105, not the later record 106 of the same stream
+    assert program.streams[second.stream].name == "stream20"
+    assert program.events[second.event].name == "e105"
+    record = record_of(program, second.event)
+    assert program.streams[record.stream].name == "stream7"
+    assert record.index < second.index
+    # the records sit where their calls were: after the work they follow on their streams
+    copy_in = statements(program, Op.COPY)[0]
+    assert record_of(program, first.event).index > copy_in.index
+
+
+def test_syncs_are_the_trace_s_event_stream_and_context_syncs():
+    program = load(import_kineto(trace())).program
+    syncs = [(s.sync, s.target) for s in statements(program, Op.SYNC)]
+    event = next(e.index for e in program.events if e.name == "e106")
+    stream20 = next(s.index for s in program.streams if s.name == "stream20")
+    assert syncs == [(SyncKind.EVENT, event), (SyncKind.STREAM, stream20), (SyncKind.DEVICE, 0)]
+
+
+def test_the_spec_checks_clean_and_names_the_source_operators():
+    imported = import_kineto(trace(), read_execution_trace(json.loads(ET.read_text())))
+    assert "# aten::add_" in imported.text and "# aten::copy_" in imported.text
+    assert "cuda_sync" in imported.text  # the header says where the waits come from
+    report = check_loaded(load(imported), Options())
+    assert report.status.value == "clean" and report.passed
+
+
+def test_simulation_reproduces_the_observed_spans():
+    imported = import_kineto(trace())
+    comparison = compare(imported, load(imported).program)
+    assert imported.gpu_span == 229_000  # first GPU start 21 us, last end 250 us
+    assert comparison.observed_gpu_span == imported.gpu_span
+    assert abs(comparison.ratio - 1) <= 0.10
+    for stream in comparison.streams:
+        assert abs(stream.ratio - 1) <= 0.10, stream
+        assert stream.simulated_busy == stream.observed_busy
+    assert not comparison.deadlocked
+
+
+def test_host_gaps_put_each_launch_where_the_trace_had_it():
+    imported = import_kineto(trace())
+    program = load(imported).program
+    from checker.executor.simulate import simulate
+
+    sim = simulate(program)
+    starts = {program.statements[t.statement].name or program.statements[t.statement].op.value: t.start
+              for t in sim.tasks if program.statements[t.statement].duration}
+    origin = 12_000  # the first runtime call is the spec's time 0
+    assert starts["ampere_sgemm_128x64_nn"] == 150_000 - origin
+    assert starts["vectorized_elementwise_kernel"] == 61_000 - origin
+    hosts = statements(program, Op.HOST)
+    assert all(h.duration >= 0 for h in hosts)
+    assert sum(h.duration for h in hosts) > 0
+
+
+# ---------------------------------------------------------------- without cuda_sync events
+
+
+def test_without_cuda_sync_events_bindings_are_inferred_and_said_to_be():
+    imported = import_kineto(trace(NO_SYNC))
+    assert any("cuda_sync" in note for note in imported.notes)
+    assert imported.counts["assumptions"] > 0
+    assert "Assumptions" in imported.text and "assumed:" in imported.text
+    program = load(imported).program
+    waits = statements(program, Op.WAIT)
+    # stream 7's wait: the stream of the next launch, bound to the latest record before it
+    assert program.streams[waits[0].stream].name == "stream7"
+    assert program.events[waits[0].event].name == "e102"
+    assert program.streams[record_of(program, waits[0].event).stream].name == "stream20"
+    # stream 20's wait can only be inferred to bind to the latest record, 106 (same stream 7)
+    assert program.streams[waits[1].stream].name == "stream20"
+    assert program.events[waits[1].event].name == "e106"
+    syncs = statements(program, Op.SYNC)
+    assert [s.sync for s in syncs] == [SyncKind.EVENT, SyncKind.STREAM, SyncKind.DEVICE]
+    assert program.streams[syncs[1].target].name == "stream20"  # the stream of the last launch
+    assert check_loaded(load(imported), Options()).passed
+
+
+# ---------------------------------------------------------------- Execution Trace
+
+
+def test_execution_trace_gives_reads_writes_and_byte_ranges():
+    imported = import_kineto(trace(), read_execution_trace(json.loads(ET.read_text())))
+    program = load(imported).program
+    memory = {m.index: m for m in program.memories}
+
+    def accesses(statement):
+        return sorted((memory[a.memory].name, a.start, a.end, a.write) for a in statement.accesses)
+
+    add, memset, _ = statements(program, Op.KERNEL)
+    # aten::add_(Tensor(a!) self, Tensor other): self written, other read (a slice: offset 1024 floats)
+    assert accesses(add) == [("s501_gpu0", 4096, 8192, False), ("s503_gpu0", 0, 4096, True)]
+    assert accesses(memset) == [("s504_gpu0", 0, 512, True)]
+    copy_in, copy_out = statements(program, Op.COPY)
+    assert accesses(copy_in) == [("s501_gpu0", 0, 1 << 20, True), ("s502", 0, 1 << 20, False)]
+    assert accesses(copy_out) == [("s503_gpu0", 0, 4096, False), ("s505", 0, 4096, True)]
+    host_memory = {m.name: m for m in program.memories if m.on_host}
+    assert host_memory["s502"].pinned and not host_memory["s505"].pinned
+    # aten::fill_ ran on the host: its write is a host statement's
+    fills = [s for s in statements(program, Op.HOST) if s.accesses]
+    assert [accesses(s) for s in fills] == [[("s505", 0, 4096, True)]]
+
+
+def test_execution_trace_finds_the_race_a_missing_wait_leaves():
+    data = trace()
+    # drop stream 7's wait for the copy: the kernel may read the copy's bytes while it runs
+    data["traceEvents"] = [e for e in data["traceEvents"]
+                           if e.get("args", {}).get("correlation") != 103]
+    imported = import_kineto(data, read_execution_trace(json.loads(ET.read_text())))
+    report = check_loaded(load(imported), Options())
+    races = [f for f in report.findings if f.kind.value == "race"]
+    assert [f.buffer for f in races] == ["s501_gpu0"]
+
+
+def test_schema_says_what_is_written():
+    written, returns = parse_schema(
+        "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)")
+    assert written == [True, False, False] and returns == [True]
+    written, returns = parse_schema("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)")
+    assert written == [False, False] and returns == [False]  # a view writes nothing
+    written, returns = parse_schema(
+        "aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)")
+    assert written == [False, False, False] and returns == [True, True]
+    written, _ = parse_schema("aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)")
+    assert written == [False, False, True]
+
+
+def test_chakra_layout_of_the_execution_trace():
+    node = {"id": 5, "name": "aten::add_", "ctrl_deps": 2,
+            "inputs": {"values": [[3, 7, 0, 16, 4, "cuda:0"], [4, 8, 4, 8, 4, "cuda:0"], 1],
+                       "shapes": [[16], [8], []], "types": ["Tensor(float)", "Tensor(float)", "Int"],
+                       "strides": [[1], [2], []]},
+            "outputs": {"values": [[3, 7, 0, 16, 4, "cuda:0"]], "shapes": [[16]], "types": ["Tensor(float)"],
+                        "strides": [[1]]},
+            "attrs": [{"name": "rf_id", "type": "uint64", "value": 9},
+                      {"name": "op_schema", "type": "string",
+                       "value": "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"}]}
+    et = read_execution_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [node]})
+    op = et.operator(9, "aten::add_")
+    got = sorted((a.storage, a.start, a.end, a.write) for a in op.accesses)
+    # the strided read covers 1 + 7 * 2 = 15 elements from offset 4
+    assert got == [(7, 0, 64, True), (8, 16, 76, False)]
+    assert et.operator(9, "aten::mul") is None  # linked by rf_id and name
+
+
+# ---------------------------------------------------------------- shapes of real traces
+
+
+def _event(cat, name, pid, tid, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def test_each_host_thread_is_a_thread_and_work_without_a_call_is_still_issued():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 9, 9, 100.0, 5, correlation=1),
+        _event("kernel", "k_main", 0, 7, 106.0, 10, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 9, 11, 101.0, 5, correlation=2),
+        _event("kernel", "k_side", 0, 13, 107.0, 20, stream=13, device=0, correlation=2),
+        _event("kernel", "ncclKernel_AllReduce", 0, 13, 130.0, 30, stream=13, device=0, correlation=99),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    assert sorted(t.name for t in program.threads) == ["main", "t11"]
+    by_thread = {t.name: [program.statements[i].name for i in t.statements if program.statements[i].name != "cpu"]
+                 for t in program.threads}
+    assert by_thread["main"] == ["k_main"]
+    assert by_thread["t11"] == ["k_side", "ncclKernel_AllReduce"]  # issued by the thread that owns stream 13
+    assert any("no runtime call" in note for note in imported.notes)
+    comparison = compare(imported, program)
+    assert abs(comparison.ratio - 1) <= 0.10
+
+
+def test_overlapping_kernels_set_the_compute_count():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "a", 0, 7, 3.0, 50, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 4.0, 2, correlation=2),
+        _event("kernel", "b", 0, 8, 7.0, 50, stream=8, device=0, correlation=2),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    assert program.devices[0].count(program.statements[1].engine) == 2
+    comparison = compare(imported, program)
+    assert comparison.observed_gpu_span == 54_000
+    assert comparison.simulated_gpu_span < 100_000  # they overlap in the simulation too
+    assert abs(comparison.ratio - 1) <= 0.10
+
+
+def test_kernel_names_are_short_valid_names():
+    assert _short_kernel_name(
+        "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4>"
+        "(int, at::PhiloxCudaState)") == "distribution_elementwise_grid_stride_kernel"
+    assert _short_kernel_name("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
+    events = [_event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+              _event("kernel", "free", 0, 7, 3.0, 1, stream=7, device=0, correlation=1)]
+    assert "kernel free_ 1us" in import_kineto({"traceEvents": events}).text  # `free` is reserved
+
+
+def test_an_unknown_record_leaves_the_wait_out_and_says_so():
+    data = trace()
+    for event in data["traceEvents"]:
+        if event.get("args", {}).get("correlation") == 103 and event["cat"] == "cuda_sync":
+            event["args"]["wait_on_cuda_event_record_corr_id"] = 424242
+    imported = import_kineto(data)
+    assert "outside the trace" in imported.text
+    assert len(statements(load(imported).program, Op.WAIT)) == 1
+
+
+def test_min_gap_makes_the_spec_smaller_without_moving_time():
+    imported = import_kineto(trace(), min_gap=5_000)
+    program = load(imported).program
+    full = load(import_kineto(trace())).program
+    assert len(statements(program, Op.HOST)) < len(statements(full, Op.HOST))
+    assert abs(compare(imported, program).ratio - 1) <= 0.10
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_writes_the_spec_and_compares(run, tmp_path):
+    out = tmp_path / "run.sched"
+    status, stdout, stderr = run("import", "kineto", TWO, "--et", ET, "-o", out, "--compare")
+    assert status == 0, stderr
+    assert out.read_text().startswith("# Imported by")
+    assert "GPU span" in stdout and "stream20" in stdout and "stream7" in stdout
+    assert "bound" in stdout and "overlap left" in stdout
+    status, _, _ = run("check", out)
+    assert status == 0
+
+
+def test_cli_reads_gzip_and_prints_json(run, tmp_path):
+    gz = tmp_path / "trace.json.gz"
+    gz.write_bytes(gzip.compress(TWO.read_bytes()))
+    out = tmp_path / "run.sched"
+    status, stdout, stderr = run("import", "kineto", gz, "-o", out, "--compare", "--format", "json")
+    assert status == 0, stderr
+    data = json.loads(stdout)
+    assert data["counts"]["wait"] == 2
+    assert data["compare"]["gpu_span"]["observed_us"] == 229.0
+    assert abs(data["compare"]["gpu_span"]["ratio"] - 1) <= 0.10
+    assert {s["stream"] for s in data["compare"]["streams"]} == {"stream7", "stream20"}
+
+
+def test_cli_notes_missing_cuda_sync_events(run, tmp_path):
+    status, _, stderr = run("import", "kineto", NO_SYNC, "-o", tmp_path / "x.sched")
+    assert status == 0
+    assert "no cuda_sync events" in stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"),
+    (b"{ not json", "not JSON"),
+    (b"\xff\xfe\x00garbage", "not JSON"),
+    (b'{"schemaVersion": 1}', "not a Chrome trace"),
+    (b'"a string"', "not a Chrome trace"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1, "dur": 1}]}', "no GPU activity"),
+    (b"\x1f\x8b\x08garbage", "not a readable gzip file"),
+])
+def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message):
+    path = tmp_path / "trace.json"
+    if content is not None:
+        path.write_bytes(content)
+    status, stdout, stderr = run("import", "kineto", path, "-o", tmp_path / "x.sched")
+    assert status == 2
+    assert message in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+    assert not (tmp_path / "x.sched").exists()
+
+
+def test_cli_bad_execution_trace_is_status_2(run, tmp_path):
+    bad = tmp_path / "et.json"
+    bad.write_text(json.dumps({"traceEvents": []}))
+    status, _, stderr = run("import", "kineto", TWO, "--et", bad, "-o", tmp_path / "x.sched")
+    assert status == 2 and "not a PyTorch Execution Trace" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_import_kineto_file_and_errors(tmp_path):
+    imported = import_kineto_file(TWO, ET)
+    assert "s501_gpu0" in imported.text
+    with pytest.raises(TraceError):
+        import_kineto({"nothing": []})
+    with pytest.raises(TraceError):
+        read_execution_trace([1, 2, 3])
+
+
+def test_fixture_mutation_does_not_leak():
+    # the importer must not modify the trace it is given (callers may reuse it)
+    data = trace()
+    before = copy.deepcopy(data)
+    import_kineto(data)
+    assert data == before
