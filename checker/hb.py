@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from checker import order as partial_order
+from checker import messages, order as partial_order
 from checker.determinism import nondeterminism  # noqa: F401  (re-exported)
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Op, Program, Statement
@@ -231,16 +231,9 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
         end_chain, end_position = next(iter(order.position[end_node].items()))
         for access in s.accesses:
             history[(access.memory, access.write)][end_chain].append((end_position, s, access))
-    for count, first, second, access in pairs.values():
-        a, b = sorted((first, second), key=lambda st: st.index)
-        memory = program.memories[access.memory]
+    for count, a, b, access in pairs.values():
         witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])], graph.node_of[_step_key(_access_steps(b)[0])]])
-        findings.append(Finding(
-            FindingKind.RACE,
-            f"race on `{memory.name}`: {program.describe(a)} and {program.describe(b)} can run at the same time",
-            (a.index, b.index), memory.buffer, memory.name, count, witness,
-            help="order them with an event (record on one stream, wait on the other) or a sync",
-        ))
+        findings.append(messages.race(program, a, b, program.memories[access.memory], count, witness))
     return complete
 
 
@@ -267,13 +260,11 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 frees[s.memory].append((s, graph.node_of[_step_key(_access_steps(s)[1])]))
     reported: set[tuple[int, FindingKind]] = set()
 
-    def report(kind: FindingKind, s: Statement, memory: int, message: str, witness, others=(), help=""):
-        key = (s.origin, kind)
-        if key in reported:
-            return
-        reported.add(key)
-        findings.append(Finding(kind, message, (s.index, *others), program.memories[memory].buffer,
-                                program.memories[memory].name, 1, witness, help=help))
+    def report(finding: Finding, s: Statement) -> None:
+        key = (s.origin, finding.kind)
+        if key not in reported:
+            reported.add(key)
+            findings.append(finding)
 
     def forced_between(first: int, last: int, nodes: list[int]) -> bool:
         return any(order.before(graph.steps[first], graph.steps[g]) and order.before(graph.steps[g], graph.steps[last])
@@ -288,23 +279,18 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             if start not in order.clocks:
                 continue
             start_step = graph.steps[start]
-            name = program.memories[memory].name
+            mem = program.memories[memory]
             live_allocs = [g for g in allocs.get(memory, ()) if g in order.clocks]
             # Before alloc: no alloc completion is forced before the access starts.
             if memory in allocs and not any(order.before(graph.steps[g], start_step) for g in live_allocs):
-                report(FindingKind.USE_BEFORE_ALLOC, s, memory,
-                       f"{program.describe(s)} can touch `{name}` before it is allocated",
-                       order.prefix([start], last=start),
-                       help="order the alloc before every use (same stream, an event, or a sync)")
+                report(messages.use_before_alloc(program, s, mem, 1, order.prefix([start], last=start)), s)
             for free, free_end in frees.get(memory, ()):
                 if free.index == s.index or free_end not in order.clocks:
                     continue
                 if order.before(start_step, graph.steps[free_end]) or forced_between(free_end, start, live_allocs):
                     continue
-                report(FindingKind.USE_AFTER_FREE, s, memory,
-                       f"{program.describe(s)} can touch `{name}` after {program.describe(free)} freed it",
-                       order.prefix([start, free_end], last=start, early=free_end), (free.index,),
-                       help="make the free wait for every use (record an event after the use and wait on it before the free)")
+                report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
+                    [start, free_end], last=start, early=free_end)), s)
             # Launch order: work enqueued after a free uses freed memory, whenever it runs.
             issue = graph.node(StepKind.ISSUE, s.index)
             for free, free_issue in launch_frees.get(memory, ()):
@@ -314,11 +300,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     continue
                 if forced_between(free_issue, issue, launch_allocs.get(memory, [])):
                     continue
-                report(FindingKind.USE_AFTER_FREE, s, memory,
-                       f"{program.describe(s)} is enqueued after {program.describe(free)} freed `{name}`",
-                       order.prefix([issue, free_issue], last=issue, early=free_issue), (free.index,),
-                       help="enqueue every use of the memory before its free (a stream-ordered free "
-                            "invalidates the memory for all work enqueued after it)")
+                report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
+                    [issue, free_issue], last=issue, early=free_issue), launch_order=True), s)
 
 
 def _deadlock(order: HappensBefore) -> Finding | None:
@@ -359,12 +342,5 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         waited = {program.statements[graph.steps[p].statement] for p in missing}
         stuck[step.statement] = "; ".join(sorted(f"waits for {describe(s)}" for s in waited))
-    items = [Stuck(statement, reason) for statement, reason in sorted(stuck.items())]
-    witness = Witness(tuple(graph.steps[n] for n in order.order))
-    lines = ", ".join(str(program.statements[item.statement].span.line) for item in items[:6])
-    return Finding(
-        FindingKind.DEADLOCK,
-        f"deadlock: {len(items)} statement(s) can never complete (lines {lines})",
-        tuple(item.statement for item in items), witness=witness, stuck=tuple(items),
-        help="every wait, sync and collective needs a partner that can still arrive",
-    )
+    items = tuple(Stuck(statement, reason) for statement, reason in sorted(stuck.items()))
+    return messages.deadlock(program, items, Witness(tuple(graph.steps[n] for n in order.order)))

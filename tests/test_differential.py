@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from checker.executor.explore import explore
+from checker.executor.machine import ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC
 from checker.executor.replay import confirm
 from checker.findings import FindingKind
 from checker.frontend import load_text
@@ -28,9 +29,10 @@ REGRESSIONS = Path(__file__).parent / "regressions"
 EXAMPLES = int(os.environ.get("STREAMPROOF_DIFF_EXAMPLES", "300"))
 MAX_STATES = 200_000
 
-DEAD_KIND = {
-    "use-after-free": FindingKind.USE_AFTER_FREE,
-    "use-before-alloc": FindingKind.USE_BEFORE_ALLOC,
+DEAD_KIND = {  # run order and launch order are both a use after free
+    USE_AFTER_FREE: FindingKind.USE_AFTER_FREE,
+    ENQUEUED_AFTER_FREE: FindingKind.USE_AFTER_FREE,
+    USE_BEFORE_ALLOC: FindingKind.USE_BEFORE_ALLOC,
 }
 
 

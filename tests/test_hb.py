@@ -152,7 +152,9 @@ def _verdict_hb(program):
 def _verdict_explorer(program, exploration):
     races = {tuple(sorted((program.statements[r.a].span.line, program.statements[r.b].span.line)))
              for r in exploration.races}
-    dead = {(program.statements[u.statement].span.line, u.kind) for u in exploration.dead_uses}
+    # launch order and run order are both a use after free
+    dead = {(program.statements[u.statement].span.line, "use-after-free" if u.kind == "enqueued-after-free" else u.kind)
+            for u in exploration.dead_uses}
     return races, dead, bool(exploration.deadlocks)
 
 

@@ -17,9 +17,10 @@ import gc
 import time
 from dataclasses import dataclass
 
-from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Program
-from checker.executor.machine import Machine, State
+from checker import messages
+from checker.findings import Finding, Stuck
+from checker.ir import Op, Program
+from checker.executor.machine import ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State
 from checker.witness import Step, Witness
 
 
@@ -36,7 +37,7 @@ class RaceFound:
 class DeadUseFound:
     statement: int
     kind: str
-    """"use-after-free" or "use-before-alloc"."""
+    """USE_AFTER_FREE, ENQUEUED_AFTER_FREE or USE_BEFORE_ALLOC (see the machine)."""
     witness: Witness
     free: int | None = None
     """For a use after free: the free that (last) killed the bytes."""
@@ -179,7 +180,7 @@ class _Explorer:
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
-                        free = m.killer(state, i) if kind == "use-after-free" else None
+                        free = m.killer(state, i, kind) if kind != USE_BEFORE_ALLOC else None
                         uses[(i, kind)] = DeadUseFound(i, kind, Witness(tuple(path) + (step,)), free)
             nxt = tr.state
             if nxt in visited:
@@ -256,46 +257,30 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         races.setdefault(key, []).append(r)
     for group in races.values():
         r = group[0]
-        a, b = st[r.a], st[r.b]
         both = (1 << r.a) | (1 << r.b)
         witness = Witness(shorten(machine, r.witness.steps,
                                   lambda state, _, both=both: state.running & both == both))
-        memory = _conflict_memory(program, r.a, r.b)
-        out.append(Finding(
-            FindingKind.RACE,
-            f"race on `{memory.name}`: {program.describe(a)} and {program.describe(b)} can run at "
-            f"the same time",
-            (r.a, r.b), memory.buffer, memory.name, len(group), witness,
-            help="order them with an event (record on one stream, wait on the other) or a sync",
-        ))
-    managed = {x.memory for x in st if x.memory is not None}  # memories with alloc/free
+        out.append(messages.race(program, st[r.a], st[r.b], _conflict_memory(program, r.a, r.b),
+                                 len(group), witness))
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
         uses.setdefault((st[u.statement].origin, u.kind), []).append(u)
     for (_, kind_name), group in uses.items():
         u = group[0]
         s = st[u.statement]
-        memory = next((program.memories[acc.memory] for acc in s.accesses if acc.memory in managed),
-                      program.memories[s.accesses[0].memory] if s.accesses else None)
-        name = memory.name if memory else "?"
-        if kind_name == "use-after-free":
-            kind = FindingKind.USE_AFTER_FREE
-            message = (f"{program.describe(s)} can touch `{name}` after "
-                       + (f"{program.describe(st[u.free])} freed it" if u.free is not None
-                          else "it is freed"))
-            statements = (u.statement,) + ((u.free,) if u.free is not None else ())
-            help_text = ("make the free wait for every use (record an event after the use and wait "
-                         "on it before the free)")
-        else:
-            kind = FindingKind.USE_BEFORE_ALLOC
-            message = f"{program.describe(s)} can touch `{name}` before it is allocated"
-            statements = (u.statement,)
-            help_text = "order the alloc before every use (same stream, an event, or a sync)"
         want = (u.statement, kind_name)
         witness = Witness(shorten(machine, u.witness.steps, lambda _, trs, want=want: any(
             want in tr.dead_uses for tr in trs)))
-        out.append(Finding(kind, message, statements, memory.buffer if memory else None,
-                           name if memory else None, len(group), witness, help=help_text))
+        if kind_name in (USE_AFTER_FREE, ENQUEUED_AFTER_FREE):
+            free = st[u.free] if u.free is not None else None
+            memory = program.memories[free.memory] if free is not None else program.memories[s.accesses[0].memory]
+            out.append(messages.use_after_free(program, s, free, memory, len(group), witness,
+                                               launch_order=kind_name == ENQUEUED_AFTER_FREE))
+        else:
+            managed = {x.memory for x in st if x.op is Op.ALLOC and not x.launch_only}
+            memory = next((program.memories[a.memory] for a in s.accesses if a.memory in managed),
+                          program.memories[s.accesses[0].memory])
+            out.append(messages.use_before_alloc(program, s, memory, len(group), witness))
     if result.deadlocks:
         # One deadlock finding per program (as the other backends report it): the one with
         # the shortest witness; `Exploration.deadlocks` keeps the other stuck sets.
@@ -306,13 +291,5 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         for step in steps:
             state = machine.apply(state, step)
         stuck = machine.stuck(state)
-        lines = ", ".join(str(st[i].span.line) for i, _ in stuck[:6])
-        out.append(Finding(
-            FindingKind.DEADLOCK,
-            f"deadlock: {len(stuck)} statement(s) can never complete (lines {lines})",
-            tuple(i for i, _ in stuck),
-            witness=Witness(steps),
-            stuck=tuple(Stuck(i, w) for i, w in stuck),
-            help="every wait, sync and collective needs a partner that can still arrive",
-        ))
+        out.append(messages.deadlock(program, tuple(Stuck(i, w) for i, w in stuck), Witness(steps)))
     return tuple(out)

@@ -50,6 +50,10 @@ PRECOMPUTE_CONFLICTS = 4000
 """Up to this many statements, every statement's conflict set is one precomputed bitmask
 (fast for exploration); above it, conflicts are tested pairwise against what is running."""
 
+USE_AFTER_FREE, ENQUEUED_AFTER_FREE, USE_BEFORE_ALLOC = "use-after-free", "enqueued-after-free", "use-before-alloc"
+"""Dead uses a step can show: an access starting on freed bytes, a statement enqueued after a
+free of its memory (launch order), an access starting on bytes not allocated yet."""
+
 NEED_BEGUN, NEED_DONE = 1, 2
 """What a captured ordering dependency asks of an earlier task."""
 
@@ -109,7 +113,7 @@ class Transition:
     races: tuple[tuple[int, int], ...] = ()
     """(earlier-running statement, statement this step started) for each conflicting pair."""
     dead_uses: tuple[tuple[int, str], ...] = ()
-    """(statement, "use-after-free" | "use-before-alloc") for each access started on dead bytes."""
+    """(statement, USE_AFTER_FREE | ENQUEUED_AFTER_FREE | USE_BEFORE_ALLOC) for each dead use."""
 
 
 class _StepTable(dict):
@@ -692,7 +696,7 @@ class Machine:
             v = view.threads[t]
             launch_uses: tuple = ()
             if track and view.launch_dead & self.touch[i]:
-                launch_uses = ((i, "use-after-free"),)
+                launch_uses = ((i, ENQUEUED_AFTER_FREE),)
             if self.launch_life[i]:
                 if st.op is _OP_FREE:
                     up.append((U_LAUNCH, view.launch_dead | self.launch_life[i]))
@@ -808,9 +812,9 @@ class Machine:
         if bad:
             u = []
             if bad & freed:
-                u.append((i, "use-after-free"))
+                u.append((i, USE_AFTER_FREE))
             if bad & self.never_allocated(status):
-                u.append((i, "use-before-alloc"))
+                u.append((i, USE_BEFORE_ALLOC))
             uses = tuple(u)
         return races, uses
 
@@ -822,17 +826,19 @@ class Machine:
                 fresh &= ~self.life[a]
         return fresh
 
-    def killer(self, state, i: int) -> int | None:
-        """The completed free whose bytes statement i touches and that are dead now."""
-        bad = state.dead & state.freed & self.touch[i]
-        launch_bad = state.launch_dead & self.touch[i]
+    def killer(self, state, i: int, kind: str = USE_AFTER_FREE) -> int | None:
+        """The latest free that made bytes statement i touches dead: completed (run order),
+        or enqueued (launch order, for ENQUEUED_AFTER_FREE)."""
         found = None
+        if kind == ENQUEUED_AFTER_FREE:
+            bad = state.launch_dead & self.touch[i]
+            for st in self.program.statements:
+                if st.op is _OP_FREE and state.status[st.index] != NEW and self.launch_life[st.index] & bad:
+                    found = st.index
+            return found
+        bad = state.dead & state.freed & self.touch[i]
         for st in self.program.statements:
-            if st.op is not _OP_FREE:
-                continue
-            if state.status[st.index] == DONE and self.life[st.index] & bad:
-                found = st.index
-            elif found is None and state.status[st.index] != NEW and self.launch_life[st.index] & launch_bad:
+            if st.op is _OP_FREE and state.status[st.index] == DONE and self.life[st.index] & bad:
                 found = st.index
         return found
 

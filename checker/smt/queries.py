@@ -10,10 +10,11 @@ what was asked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import ExpectKind, Program, Statement
+from checker.ir import Program, Statement
 from checker.smt.encode import HORIZON, Encoding
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
@@ -50,24 +51,14 @@ class Analysis:
     def _line(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
 
-    def _expected(self, kind: ExpectKind, buffer: str | None = None) -> bool:
-        for expectation in self.program.expectations:
-            if expectation.kind is kind and (
-                expectation.buffer is None or buffer is None or expectation.buffer == buffer
-            ):
-                return True
-        return False
-
     def _unknown(self, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
         if verdict.reason == OUT_OF_TIME:
             self.not_asked += 1
             return
-        self.findings.append(Finding(
-            FindingKind.UNKNOWN,
+        self.findings.append(messages.unknown(
             f"the solver could not decide {query} ({verdict.reason})",
-            statements,
-            help="raise the solver budget (timeout / rlimit) or make the spec smaller",
-            detail={"query": query, "reason": verdict.reason},
+            "raise the solver budget (timeout / rlimit) or make the spec smaller",
+            statements, {"query": query, "reason": verdict.reason},
         ))
 
     # --- races --------------------------------------------------------------------------
@@ -149,18 +140,8 @@ class Analysis:
                                          known.witness)
         for group in groups.values():
             a, b = (self.program.statements[i] for i in group.first)
-            memory = self.program.memories[group.memory]
-            self.findings.append(Finding(
-                FindingKind.RACE,
-                f"{self._line(a)} and {self._line(b)} can access {memory.name} at the same time",
-                group.first,
-                buffer=memory.buffer,
-                memory=memory.name,
-                instances=group.instances,
-                witness=group.witness,
-                help="order them with an event, a stream sync or the same stream",
-                expected=self._expected(ExpectKind.RACE, memory.buffer),
-            ))
+            self.findings.append(messages.race(self.program, a, b, self.program.memories[group.memory],
+                                               group.instances, group.witness))
 
     # --- lifetimes ----------------------------------------------------------------------
 
@@ -194,28 +175,41 @@ class Analysis:
                     finding, count = grouped[key]
                     grouped[key] = (finding, count + 1)
                     continue
-                memory = self.program.memories[segments[0].memory] if segments else None
-                for g in segments:
-                    if (g.frees if kind is FindingKind.USE_AFTER_FREE else g.allocs):
-                        memory = self.program.memories[g.memory]
-                        break
-                buffer = memory.buffer if memory else None
-                grouped[key] = (Finding(
-                    kind,
-                    f"{self._line(statement)} can run {when}: {memory.name if memory else ''}",
-                    (statement.index,),
-                    buffer=buffer,
-                    memory=memory.name if memory else None,
-                    witness=verdict.witness,
-                    help="order the access between its buffer's alloc and free",
-                    expected=self._expected(ExpectKind.USE_AFTER_FREE, buffer),
-                ), 1)
+                grouped[key] = (self._dead_use(kind, statement, verdict), 1)
         for finding, count in grouped.values():
-            self.findings.append(Finding(
-                finding.kind, finding.message, finding.statements, finding.buffer,
-                finding.memory, count, finding.witness, help=finding.help,
-                expected=finding.expected,
-            ))
+            self.findings.append(replace(finding, instances=count))
+
+    def _dead_use(self, kind: FindingKind, statement: Statement, verdict: Sat) -> Finding:
+        """The finding for a dead use the solver found, worded from its execution."""
+        encoding, program = self.encoding, self.program
+        position = {step: k for k, step in enumerate(verdict.order)}
+        memories = [program.memories[a.memory] for a in statement.accesses]
+        if kind is FindingKind.USE_BEFORE_ALLOC:
+            memory = next((program.memories[g.memory] for g in encoding.touched_segments(statement)
+                           if g.allocs), memories[0])
+            return messages.use_before_alloc(program, statement, memory, 1, verdict.witness)
+        first = position.get(encoding.first_step(statement))
+        issue = position[encoding.step(StepKind.ISSUE, statement.index)]
+        # Run order: the latest free whose effect came before the access started.
+        best = None
+        for g in encoding.touched_segments(statement):
+            for f in g.frees:
+                at = position.get(encoding._lifetime_step(f))
+                if first is not None and at is not None and at < first and (best is None or at > best[0]):
+                    best = (at, program.statements[f], program.memories[g.memory])
+        if best is not None:
+            return messages.use_after_free(program, statement, best[1], best[2], 1, verdict.witness)
+        # Launch order: the latest free enqueued before the statement was.
+        for memory in memories:
+            frees = encoding.launch_lifetimes(memory.index)[1]
+            enqueued = [(position[encoding.step(StepKind.ISSUE, f.index)], f) for f in frees
+                        if f.index != statement.index
+                        and position.get(encoding.step(StepKind.ISSUE, f.index), issue + 1) < issue]
+            if enqueued:
+                free = max(enqueued, key=lambda item: item[0])[1]
+                return messages.use_after_free(program, statement, free, memory, 1, verdict.witness,
+                                               launch_order=True)
+        return messages.use_after_free(program, statement, None, memories[0], 1, verdict.witness)
 
     # --- deadlock -----------------------------------------------------------------------
 
@@ -231,18 +225,7 @@ class Analysis:
             return
         if isinstance(verdict, Unsat):
             return
-        stuck = self.stuck(verdict)
-        self.findings.append(Finding(
-            FindingKind.DEADLOCK,
-            f"an execution reaches a state where nothing can progress "
-            f"({len(stuck)} unfinished {'statement' if len(stuck) == 1 else 'statements'} "
-            f"wait forever)",
-            tuple(s.statement for s in stuck),
-            witness=verdict.witness,
-            stuck=stuck,
-            help="every wait, await, sync and collective needs a partner that can still come",
-            expected=self._expected(ExpectKind.DEADLOCK),
-        ))
+        self.findings.append(messages.deadlock(self.program, self.stuck(verdict), verdict.witness))
 
     def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
         """Every unfinished thread and task, with the parts of its next step's condition
@@ -288,12 +271,10 @@ class Analysis:
         self.lifetimes()
         self.deadlock()
         if self.not_asked:
-            self.findings.append(Finding(
-                FindingKind.UNKNOWN,
+            self.findings.append(messages.unknown(
                 f"{self.not_asked} solver question(s) were not asked: the total budget of "
                 f"{self.session.budget.total:g} s per spec ran out",
-                (),
-                help="raise --budget, or check a smaller unrolling of the spec",
+                "raise --budget, or check a smaller unrolling of the spec",
                 detail={"query": "remaining questions", "reason": OUT_OF_TIME},
             ))
         return tuple(self.findings)

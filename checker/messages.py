@@ -1,0 +1,95 @@
+"""The one place that words findings: every engine reports typed facts through these.
+
+The fast path, the SMT engine and the executor's explorer each find races, dead uses and
+deadlocks. They hand the facts (which statements, which memory, how many loop instances, the
+witness, who is stuck) to the functions here, so that the same race reads the same whichever
+engine found it, and the help line fits the case (a host access is fixed with a `sync`, two
+streams with an event, two threads with a notify).
+"""
+
+from __future__ import annotations
+
+from checker.findings import Finding, FindingKind, Stuck
+from checker.ir import Memory, Program, Statement
+from checker.witness import Witness
+
+
+def _where(program: Program, statement: Statement) -> str:
+    return f"{program.describe(statement)} (line {statement.span.line})"
+
+
+def race(program: Program, a: Statement, b: Statement, memory: Memory, instances: int,
+         witness: Witness | None) -> Finding:
+    """Two accesses to overlapping bytes, one a write, that some execution runs at once."""
+    a, b = sorted((a, b), key=lambda s: s.index)
+    return Finding(
+        FindingKind.RACE,
+        f"race on `{memory.name}`: {_where(program, a)} and {_where(program, b)} can run at the same time",
+        (a.index, b.index), memory.buffer, memory.name, instances, witness,
+        help=_race_help(program, a, b),
+    )
+
+
+def _race_help(program: Program, a: Statement, b: Statement) -> str:
+    stream = lambda s: program.streams[s.stream].name  # noqa: E731
+    if a.stream is None and b.stream is None:
+        if a.thread == b.thread:
+            return "the two host statements overlap: one must return before the other starts"
+        return ("two host threads touch the bytes at once: order them with a notify "
+                "(`notify N` after the first, `await N` before the second)")
+    if a.stream is None or b.stream is None:
+        task = a if b.stream is None else b
+        return (f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
+                f"on an event recorded after the task)")
+    if a.stream == b.stream:
+        return ("the two tasks are launched together by one `group`: take one out of the group "
+                "or give them separate buffers")
+    return (f"order them with an event: `record E` on `{stream(a)}` after the first, "
+            f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
+
+
+def use_after_free(program: Program, use: Statement, free: Statement | None, memory: Memory,
+                   instances: int, witness: Witness | None, launch_order: bool = False) -> Finding:
+    """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
+    if launch_order and free is not None:
+        message = f"{_where(program, use)} is enqueued after {_where(program, free)} freed `{memory.name}`"
+        help = ("enqueue every use before the free: a stream-ordered free invalidates the memory "
+                "for all work enqueued after it, whenever that work runs")
+    else:
+        by = f"after {_where(program, free)} freed it" if free is not None else "after it is freed"
+        message = f"{_where(program, use)} can touch `{memory.name}` {by}"
+        help = ("make the free wait for every use (record an event after the use and wait on it "
+                "before the free)")
+    statements = (use.index,) + ((free.index,) if free is not None else ())
+    return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
+                   instances, witness, help=help,
+                   detail={"order": "launch"} if launch_order else {})
+
+
+def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,
+                     witness: Witness | None) -> Finding:
+    return Finding(
+        FindingKind.USE_BEFORE_ALLOC,
+        f"{_where(program, use)} can touch `{memory.name}` before it is allocated",
+        (use.index,), memory.buffer, memory.name, instances, witness,
+        help="order the alloc before every use (same stream, an event, or a sync)",
+    )
+
+
+def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
+    """A reachable state with unfinished work and no step that can happen."""
+    stuck = tuple(sorted(stuck, key=lambda item: item.statement))
+    lines = ", ".join(str(program.statements[item.statement].span.line) for item in stuck[:6])
+    more = ", ..." if len(stuck) > 6 else ""
+    return Finding(
+        FindingKind.DEADLOCK,
+        f"deadlock: {len(stuck)} {'statement' if len(stuck) == 1 else 'statements'} can never "
+        f"complete (lines {lines}{more})",
+        tuple(item.statement for item in stuck), witness=witness, stuck=stuck,
+        help="every wait, await, sync and collective needs a partner that can still arrive",
+    )
+
+
+def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:
+    """A question left undecided: never reported as safe."""
+    return Finding(FindingKind.UNKNOWN, message, statements, help=help, detail=detail or {})

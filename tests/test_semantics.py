@@ -1,0 +1,89 @@
+"""Specs for the rules docs/semantics.md adds to the contract (collectives that start member by
+member, launch-order frees, groups, choose, runtime dialects, the caching allocator, ...).
+
+Each spec in tests/semantics/ comes as a bug and its fix, with the verdict in the same shape
+as the conformance specs. Every engine must reach it on its own: the fast path (when the
+program is deterministic), the SMT engine (asked directly, whatever the program), the
+exhaustive explorer, and `check` as users run it; every witness replays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checker import hb, smt
+from checker.executor.explore import explore
+from checker.executor.replay import confirm
+from checker.findings import FindingKind
+from checker.frontend import load_file
+from conftest import expected_of, verdict_of
+
+SEMANTICS = Path(__file__).parent / "semantics"
+SPECS = sorted(SEMANTICS.glob("s*.sched"))
+
+
+def verdict(programs_and_findings) -> dict:
+    """The conformance verdict of findings over every variant of a spec."""
+    races, buffers, dead, deadlock = set(), set(), set(), False
+    for program, findings in programs_and_findings:
+        line = lambda i: program.statements[i].span.line  # noqa: E731
+        for f in findings:
+            assert f.kind is not FindingKind.UNKNOWN, f.message
+            if f.kind is FindingKind.RACE:
+                races.add(tuple(sorted((line(f.statements[0]), line(f.statements[1])))))
+                buffers.add(f.buffer)
+            elif f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
+                dead.add(line(f.statements[0]))
+            elif f.kind is FindingKind.DEADLOCK:
+                deadlock = True
+            if f.witness is not None:
+                assert confirm(program, f).ok, (f.message, confirm(program, f).reason)
+    return {"races": [list(r) for r in sorted(races)], "race_buffers": sorted(buffers),
+            "uaf_lines": sorted(dead), "deadlock": deadlock}
+
+
+def _variants(spec: Path):
+    loaded = load_file(spec)
+    assert loaded.program is not None, loaded.diagnostics
+    return loaded.variants or (loaded.program,)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_smt_engine(spec):
+    programs = _variants(spec)
+    assert verdict([(p, smt.analyze(p, timeout=60)) for p in programs]) == expected_of(spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_fast_path(spec):
+    programs = _variants(spec)
+    if any(hb.nondeterminism(p) is not None for p in programs):
+        pytest.skip("the order of this program depends on the interleaving")
+    results = []
+    for program in programs:
+        findings, complete = hb.analyze(program)
+        assert complete
+        results.append((program, findings))
+    assert verdict(results) == expected_of(spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_exhaustive_explorer(spec):
+    results = []
+    for program in _variants(spec):
+        exploration = explore(program, max_states=500_000)
+        assert exploration.complete
+        results.append((program, exploration.findings(program)))
+    assert verdict(results) == expected_of(spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_check_command(run, spec):
+    status, out, _ = run("check", "--format", "json", spec)
+    result = json.loads(out)["files"][0]
+    assert result["status"] != "error", result["diagnostics"]
+    assert verdict_of(result) == expected_of(spec)
+    assert status == (1 if any(not f["expected"] for f in result["findings"]) else 0)
