@@ -5,12 +5,18 @@
   asked (`--exhaustive`),
 * every witness is replayed by the executor before it is reported; a witness that does not
   replay is an internal error, never a finding,
-* an unknown answer is a finding of its own (SP301), never clean.
+* an unknown answer is a finding of its own (SP301), never clean; unknowns about the same
+  pair of source statements (loop instances of one question) fold into one with a count.
+
+`check_loaded(loaded, options, progress)` reports what it is doing to `progress` (a callable
+taking a `Progress`), for displays; the analysis never depends on it.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from checker import collectives, hb
 from checker.codes import Code, Severity
@@ -31,26 +37,79 @@ class Options:
     exhaustive: bool = False
     max_states: int = 1_000_000
     allow_unknown: bool = False
+    workers: int = 1
+    """Worker processes the solver may use for independent questions of one spec. Handed to
+    the SMT engine when its `analyze` takes a `workers` argument; the findings must not depend
+    on it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the analysis of one spec is doing, for a progress display."""
+
+    phase: str
+    """`happens-before`, `solver`, `exhaustive`, `replay` (confirming a witness) or `makespan`."""
+    asked: int = 0
+    """Questions asked so far (solver queries, witnesses replayed)."""
+    decided: int = 0
+    """Questions answered so far."""
+    total: int | None = None
+    """Questions known to be coming, when known."""
+    current: str = ""
+    """The question under way (e.g. the statement pair being checked for a race)."""
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def _tell(progress: ProgressCallback | None, *args, **kwargs) -> None:
+    if progress is not None:
+        progress(Progress(*args, **kwargs))
 
 
 def _unknown(message: str, help: str = "") -> Finding:
     return Finding(FindingKind.UNKNOWN, message, (), help=help)
 
 
-def find(program: Program, options: Options) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
+def find(program: Program, options: Options,
+         progress: ProgressCallback | None = None) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
     """All findings of a program (before expectations), and internal-error diagnostics."""
     findings = list(collectives.mismatches(program))
     if options.exhaustive:
+        _tell(progress, "exhaustive")
         findings += _explore(program, options)
     elif hb.nondeterminism(program) is None:
+        _tell(progress, "happens-before")
         found, complete = hb.analyze(program)
         findings += found
         if not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race",
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:
-        findings += _solve(program, options)
-    return _confirmed(program, findings)
+        _tell(progress, "solver")
+        findings += _solve(program, options, progress)
+    return _confirmed(program, fold_unknowns(program, findings), progress)
+
+
+def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
+    """One SP301 per question: unknowns about the same source statements (loop instances of
+    one pair) for the same reason become the first of them, with `instances` counting them."""
+    out: list[Finding] = []
+    first: dict[tuple, int] = {}
+    for finding in findings:
+        if finding.kind is not FindingKind.UNKNOWN:
+            out.append(finding)
+            continue
+        origins = tuple(sorted(program.statements[i].origin for i in finding.statements
+                               if 0 <= i < len(program.statements)))
+        key = (origins, finding.detail.get("reason"), finding.message if not origins else "")
+        if key in first:
+            known = out[first[key]]
+            out[first[key]] = replace(known, instances=known.instances + finding.instances)
+        else:
+            first[key] = len(out)
+            out.append(finding)
+    return out
 
 
 # The backends are imported where they are used, so that `show` and input errors do not pay
@@ -69,21 +128,40 @@ def _explore(program: Program, options: Options) -> list[Finding]:
     return findings
 
 
-def _solve(program: Program, options: Options) -> list[Finding]:
+def _solve(program: Program, options: Options, progress: ProgressCallback | None = None) -> list[Finding]:
     from checker import smt
 
-    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget))
+    extra = {}
+    accepted = _keywords(smt.analyze)
+    if options.workers > 1 and "workers" in accepted:
+        extra["workers"] = options.workers
+    if progress is not None and "progress" in accepted:
+        extra["progress"] = progress
+    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
+                            **extra))
 
 
-def _confirmed(program: Program, findings: list[Finding]):
+def _keywords(function) -> frozenset[str]:
+    """The keyword arguments `function` takes (the SMT engine grows `workers` and `progress`)."""
+    try:
+        return frozenset(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return frozenset()
+
+
+def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None):
     from checker.executor.replay import confirm
 
     kept: list[Finding] = []
     internal: list[Diagnostic] = []
+    witnessed = sum(1 for f in findings if f.witness is not None)
+    replayed = 0
     for finding in findings:
         if finding.witness is None:
             kept.append(finding)
             continue
+        replayed += 1
+        _tell(progress, "replay", replayed, replayed - 1, witnessed, _pair(program, finding))
         confirmation = confirm(program, finding)
         if confirmation.ok:
             kept.append(replace(finding, detail={**finding.detail, **confirmation.detail}))
@@ -132,15 +210,23 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
     return diagnostics, findings
 
 
-def check_loaded(loaded: Loaded, options: Options = Options()) -> FileReport:
+def _pair(program: Program, finding: Finding) -> str:
+    """The statements of a finding, as a progress display names them."""
+    return " and ".join(f"{program.describe(program.statements[i])} (line {program.statements[i].span.line})"
+                        for i in finding.statements[:2])
+
+
+def check_loaded(loaded: Loaded, options: Options = Options(),
+                 progress: ProgressCallback | None = None) -> FileReport:
     if loaded.program is None:
         return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
     program = loaded.program
-    found, internal = find(program, options)
+    found, internal = find(program, options, progress)
     findings = list(found)
     diagnostics = list(loaded.diagnostics) + list(internal)
     expected: set[int] = set()
     if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
+        _tell(progress, "makespan")
         makespan_diagnostics, makespan_findings = _makespan_checks(program, options)
         diagnostics += makespan_diagnostics
         findings += makespan_findings

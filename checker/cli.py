@@ -1,7 +1,13 @@
 """Command line: `streamproof check|show|replay|simulate|optimize`.
 
 Exit status: 0 = every file clean (or exactly as its `expect` lines say), 1 = findings, an
-unmet expectation, or an unknown answer, 2 = a usage error, unreadable input, or an invalid spec.
+unmet expectation, an unknown answer, or (simulate, optimize) a program that deadlocks,
+2 = a usage error, unreadable input, or an invalid spec.
+
+Streams: everything about the inputs (results, findings, diagnostics of a spec) goes to
+standard output, in every format; standard error carries usage errors, interrupts and the
+progress display (on a terminal only). JSON output is `{"version": ..., "files": [...]}`
+for every command.
 """
 
 from __future__ import annotations
@@ -24,27 +30,88 @@ streamproof proves it free of races, use-after-free and deadlocks in every execu
 shows an execution that has one.
 """
 
-EPILOG = """\
+EXIT_STATUS = """\
 exit status:
   0  every file is clean, or has exactly the findings its `expect` lines ask for
-  1  findings, an unmet expectation, or an undecided (unknown) query
+  1  findings, an unmet expectation, an undecided (unknown) query, or (simulate,
+     optimize) a program that deadlocks
   2  usage error, unreadable input, or an invalid spec (diagnostics say where)
 
+inputs:
+  FILE is a .sched spec, a directory (every *.sched below it) or - (standard input).
+  [tool.streamproof] in the nearest pyproject.toml sets defaults for any option, e.g.
+  `timeout = 30`, `jobs = 4`, `files = ["specs"]`; a [tool.streamproof.COMMAND] table
+  sets them for one command.
+"""
+
+EPILOG = EXIT_STATUS + """
 examples:
-  streamproof check specs/copy_compute_double_buffered.sched
-  streamproof check --format json specs/*.sched
+  streamproof check specs/
+  streamproof check -j 4 --format sarif --output results.sarif specs/
+  streamproof check --format junit specs/ > streamproof.xml
+  cat spec.sched | streamproof check -
   streamproof show specs/inference_pipeline.sched
   streamproof simulate specs/copy_compute_double_buffered.sched --trace out.json
   streamproof optimize specs/copy_compute_sync.sched
 """
 
+EXAMPLES = {
+    "check": """\
+  streamproof check specs/copy_compute_double_buffered.sched
+  streamproof check specs/                      every *.sched below specs/
+  streamproof check -j 4 --quiet specs/         four workers; print only failures
+  streamproof check --format sarif -o results.sarif specs/   for GitHub code scanning
+  streamproof check --format junit specs/ > streamproof.xml   for Jenkins, GitLab
+  streamproof check --format json spec.sched | jq '.files[0].findings'
+  streamproof check --cluster tcp://scheduler:8786 suites/   on a Dask cluster
+""",
+    "show": """\
+  streamproof show specs/inference_pipeline.sched
+  streamproof show --format json specs/ | jq '.files[].counts'
+""",
+    "replay": """\
+  streamproof check --format json specs/bug_missing_wait.sched > found.json
+  streamproof replay specs/bug_missing_wait.sched --witness found.json
+  streamproof replay specs/bug_missing_wait.sched --witness found.json --finding 1 --trace replay.json
+""",
+    "simulate": """\
+  streamproof simulate specs/copy_compute_double_buffered.sched
+  streamproof simulate specs/pipeline_three_stage.sched --trace out.json   (open in ui.perfetto.dev)
+  streamproof simulate --format json specs/
+""",
+    "optimize": """\
+  streamproof optimize specs/copy_compute_sync.sched
+  streamproof optimize --timeout 60 specs/copy_compute_sync.sched --emit faster.sched
+  streamproof optimize --format json specs/
+""",
+}
+
+
+def _epilog(command: str) -> str:
+    return EXIT_STATUS + "\nexamples:\n" + EXAMPLES[command]
+
+
+class _Settings:
+    """Output settings of the running command (set by `main`)."""
+
+    color = "auto"
+
+
+def _plain_output() -> bool:
+    """No escape codes at all: --color never, or NO_COLOR (https://no-color.org) under auto."""
+    return _Settings.color == "never" or (_Settings.color == "auto" and bool(os.environ.get("NO_COLOR")))
+
 
 def _console(stream=None):
     from rich.console import Console
 
-    plain = bool(os.environ.get("NO_COLOR"))  # https://no-color.org: no escape codes at all
-    return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True,
-                   color_system=None if plain else "auto", no_color=plain or None)
+    if _plain_output():
+        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, color_system=None,
+                       no_color=True)
+    if _Settings.color == "always":
+        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, force_terminal=True,
+                       color_system="standard", no_color=False)
+    return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, color_system="auto")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,20 +120,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"streamproof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(sub, many=False):
+    def common(sub, many=False, formats=("text", "json")):
         if many:
-            sub.add_argument("files", nargs="+", metavar="FILE", help=".sched specs")
+            sub.add_argument("files", nargs="*", metavar="FILE",
+                             help=".sched specs, directories of them (every *.sched below), or - for standard input")
         else:
-            sub.add_argument("file", metavar="FILE", help="a .sched spec")
-        sub.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+            sub.add_argument("file", metavar="FILE", help="a .sched spec, or - for standard input")
+        sub.add_argument("--format", choices=formats, default="text",
+                         help=f"output format: {', '.join(formats)} (default text)")
         sub.add_argument("--max-statements", type=_positive, default=1_000_000, metavar="N",
                          help="refuse specs that unroll past N statements (default 1,000,000)")
+        sub.add_argument("-q", "--quiet", action="store_true",
+                         help="print only what fails (findings, errors), nothing on success; no progress display")
+        sub.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                         help="colour text output: auto (on a terminal, unless NO_COLOR is set), always, never")
 
     check = commands.add_parser("check", help="prove a spec free of races, use-after-free and deadlocks",
                                 description="Search every execution of each spec for races, use-after-free, "
                                             "deadlocks and collective mismatches; check its `expect` lines.",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common(check, many=True)
+                                epilog=_epilog("check"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(check, many=True, formats=("text", "json", "sarif", "junit"))
+    check.add_argument("-o", "--output", metavar="FILE",
+                       help="write the report to FILE instead of standard output (text is written without colour)")
+    check.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
+                       help="check files in N worker processes (default: every core); results are the same as -j 1")
+    check.add_argument("--cluster", metavar="ADDRESS", default=None,
+                       help="send the files to the Dask scheduler at ADDRESS (e.g. tcp://host:8786) instead; "
+                            "needs `pip install 'streamproof[cluster]'` here and on the workers")
     check.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                        help="solver time per query (default 10); a query that runs out is reported unknown")
     check.add_argument("--budget", type=_positive_float, default=300.0, metavar="SECONDS",
@@ -80,10 +160,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
 
-    show = commands.add_parser("show", help="print the lowered program: devices, streams, statements")
-    common(show)
+    show = commands.add_parser("show", help="print the lowered program: devices, streams, statements",
+                               description="Print each spec as the checker sees it: devices, buffers, streams, "
+                                           "and every statement after loops are unrolled, with counts.",
+                               epilog=_epilog("show"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(show, many=True)
 
-    replay = commands.add_parser("replay", help="replay a finding's witness step by step")
+    replay = commands.add_parser("replay", help="replay a finding's witness step by step",
+                                 description="Replay the execution behind a finding of `check --format json` "
+                                             "step by step with the executor, and confirm the finding.",
+                                 epilog=_epilog("replay"), formatter_class=argparse.RawDescriptionHelpFormatter)
     common(replay)
     replay.add_argument("--witness", required=True, metavar="FILE",
                         help="the JSON that `check --format json` printed")
@@ -91,13 +177,21 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the replay")
     replay.add_argument("--svg", metavar="FILE", help="write a Gantt chart of the replay")
 
-    simulate = commands.add_parser("simulate", help="run the program forward in time: makespan, utilisation, timeline")
-    common(simulate)
+    simulate = commands.add_parser("simulate", help="run the program forward in time: makespan, utilisation, timeline",
+                                   description="Run each spec forward in time with its durations: makespan, "
+                                               "engine utilisation and the critical path. A program that gets "
+                                               "stuck has no makespan: that is reported and the status is 1.",
+                                   epilog=_epilog("simulate"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(simulate, many=True)
     simulate.add_argument("--trace", metavar="FILE", help="write Chrome Trace Event JSON (opens in Perfetto)")
     simulate.add_argument("--svg", metavar="FILE", help="write a Gantt chart")
 
-    optimize = commands.add_parser("optimize", help="minimum makespan and the overlap bound of the work")
-    common(optimize)
+    optimize = commands.add_parser("optimize", help="minimum makespan and the overlap bound of the work",
+                                   description="The simulated makespan of each spec, the minimum makespan any "
+                                               "execution reaches, and the bound of perfect overlap. A program "
+                                               "that deadlocks has no makespan: that is reported and the status is 1.",
+                                   epilog=_epilog("optimize"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(optimize, many=True)
     optimize.add_argument("--timeout", type=_positive_float, default=30.0, metavar="SECONDS",
                           help="solver time limit (default 30); reports the best found and the proven lower bound")
     optimize.add_argument("--trace", metavar="FILE", help="write the optimal schedules as Chrome Trace Event JSON")
@@ -143,18 +237,29 @@ def _limit_memory() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command is None:
-        _parser().print_help()
+    parser = _parser()
+    try:
+        _apply_config(parser)
+        config_error = None
+    except ValueError as exc:  # inputs.InputError: reported after --help and --version had their say
+        config_error = str(exc)
+    args = parser.parse_args(argv)
+    if config_error is not None:
+        print(f"streamproof: error: {config_error}", file=sys.stderr)
         return EXIT_ERROR
+    if args.command is None:
+        parser.print_help()
+        return EXIT_ERROR
+    _Settings.color = getattr(args, "color", "auto")
     _limit_memory()
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("streamproof: interrupted", file=sys.stderr)
         return 130
-    except MemoryError:
-        print("streamproof: error: out of memory (the spec is too large to analyse)", file=sys.stderr)
+    except MemoryError as exc:
+        where = f"; {exc}" if str(exc) else ""
+        print(f"streamproof: error: out of memory (the spec is too large to analyse{where})", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_ERROR
@@ -167,75 +272,328 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-def _load(path: str, args):
-    from checker.frontend import load_file
+# -- configuration: [tool.streamproof] in pyproject.toml -----------------------------------
 
-    return load_file(path, max_statements=args.max_statements)
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _config_value(action: argparse.Action, key: str, value, where: str, base: Path):
+    """A configuration value checked and converted as the command line would."""
+    if action.dest == "files":
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{where}: `{key}` must be a list of paths")
+        return [v if os.path.isabs(v) or v == "-" else os.path.relpath(base / v) for v in values]
+    if action.nargs == 0:  # a switch
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: `{key}` must be true or false")
+        return value
+    if isinstance(value, (bool, list, dict)):
+        raise ValueError(f"{where}: `{key}` must be a {'number' if action.type else 'string'}")
+    converted = str(value)
+    if action.type is not None:
+        try:
+            converted = action.type(converted)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise ValueError(f"{where}: `{key}`: {exc}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise ValueError(f"{where}: `{key}` must be one of {', '.join(map(str, action.choices))}")
+    return converted
+
+
+def _apply_config(parser: argparse.ArgumentParser) -> None:
+    """Option defaults from the nearest pyproject.toml with a [tool.streamproof] table: its keys
+    apply to every command that has the option, a [tool.streamproof.COMMAND] table to one."""
+    from checker.inputs import find_config
+
+    path, table = find_config()
+    if not table:
+        return
+    commands = _subparsers(parser)
+    for key, value in table.items():
+        if isinstance(value, dict) and key not in commands:
+            raise ValueError(f"{path}: [tool.streamproof.{key}]: there is no command `{key}` "
+                             f"(commands: {', '.join(commands)})")
+    shared = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    dests = {a.dest for sub in commands.values() for a in sub._actions}
+    for key in shared:
+        if key.replace("-", "_") not in dests or key in ("file", "help"):
+            raise ValueError(f"{path}: [tool.streamproof]: unknown option `{key}`")
+    for name, sub in commands.items():
+        actions = {a.dest: a for a in sub._actions if a.dest not in ("help", "file")}
+        own = table.get(name, {}) if isinstance(table.get(name), dict) else {}
+        defaults = {}
+        for key, value in {**shared, **own}.items():
+            action = actions.get(key.replace("-", "_"))
+            if action is None:
+                if key in own:
+                    raise ValueError(f"{path}: [tool.streamproof.{name}]: `{name}` has no option `{key}`")
+                continue
+            where = f"{path}: [tool.streamproof{'.' + name if key in own else ''}]"
+            defaults[action.dest] = _config_value(action, key, value, where, path.parent)
+        sub.set_defaults(**defaults)
+
+
+# -- inputs and output ----------------------------------------------------------------------
+
+
+def _usage_error(args, message: str) -> int:
+    print(f"streamproof {args.command}: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _sources(args):
+    """The sources the command line (or the configuration) names; None after a usage error."""
+    from checker.inputs import InputError, expand
+
+    names = args.files if hasattr(args, "files") else [args.file]
+    if not names:
+        _usage_error(args, "no FILE given: name specs, directories or - (standard input), "
+                           "or set `files` in [tool.streamproof] of pyproject.toml")
+        return None
+    try:
+        return expand(names)
+    except InputError as exc:
+        _usage_error(args, str(exc))
+        return None
+
+
+def _load(source, args):
+    from checker.inputs import load
+
+    return load(source, args.max_statements)
+
+
+def _envelope(files: list[dict]) -> dict:
+    """The JSON of every command: the version and one object per file."""
+    return {"version": __version__, "files": files}
 
 
 def _print_json(value) -> None:
     sys.stdout.write(json.dumps(value, indent=1) + "\n")
 
 
-def _input_error(loaded, args) -> int:
-    """Print a spec's diagnostics when it failed to load; return its exit status."""
+def _error_report(loaded):
     from checker.findings import FileReport, Status
+
+    return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
+
+
+def _input_error(loaded, args, console=None) -> dict:
+    """Print (text) the diagnostics of a spec that failed to load; its JSON object."""
     from checker.report.json import report_json
     from checker.report.text import render_report
 
-    report = FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
-    if args.format == "json":
-        _print_json({"files": [report_json(report)]})
-    else:
-        console = _console(sys.stderr)
+    report = _error_report(loaded)
+    if args.format == "text":
+        console = console or _console()
         for line in render_report(report):
             console.print(line)
-    return EXIT_ERROR
+    return report_json(report)
 
 
-def command_check(args) -> int:
-    from checker.analyze import Options, check_loaded
-    from checker.findings import Status
-    from checker.report.json import report_json
-    from checker.report.text import render_report, summary
+def _warnings(loaded, args, console) -> list[dict]:
+    """Print (text, unless --quiet) the warnings of a loaded spec; their JSON objects."""
+    from checker.report.json import diagnostic_json
+    from checker.report.text import render_diagnostic
 
-    options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
-                      exhaustive=args.exhaustive, max_states=args.max_states,
-                      allow_unknown=args.allow_unknown)
-    reports = []
-    console = _console()
-    for path in args.files:
-        report = check_loaded(_load(path, args), options)
-        reports.append(report)
-        if args.format == "text":
-            for line in render_report(report):
+    if args.format == "text" and not args.quiet:
+        for diagnostic in loaded.diagnostics:
+            for line in render_diagnostic(loaded.path, loaded.source, diagnostic):
                 console.print(line)
-    if args.format == "json":
-        _print_json({"version": __version__, "files": [report_json(r) for r in reports]})
-    else:
-        console.print(summary(reports))
+    return [diagnostic_json(d) for d in loaded.diagnostics]
+
+
+def _display_console():
+    """Where a progress display may draw: a terminal (standard output, else standard error)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream.isatty():
+                return stream
+        except (AttributeError, ValueError):
+            continue
+    return None
+
+
+def _document(args, text: str) -> int:
+    """Write a finished document to --output or standard output."""
+    output = getattr(args, "output", None)
+    if not output:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return EXIT_CLEAN
+    try:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as exc:
+        return _usage_error(args, f"cannot write {output}: {exc.strerror or exc}")
+    return EXIT_CLEAN
+
+
+# -- check ----------------------------------------------------------------------------------
+
+
+class _OrderedPrinter:
+    """Prints text reports in input order as files finish (in any order)."""
+
+    def __init__(self, console, quiet: bool, allow_unknown: bool):
+        self.console, self.quiet, self.allow_unknown = console, quiet, allow_unknown
+        self.waiting: dict[int, object] = {}
+        self.next = 0
+
+    def done(self, index: int, report) -> None:
+        from checker.report.text import render_report
+
+        self.waiting[index] = report
+        while self.next in self.waiting:
+            ready = self.waiting.pop(self.next)
+            self.next += 1
+            for line in render_report(ready, quiet=self.quiet, allow_unknown=self.allow_unknown):
+                self.console.print(line)
+
+
+class _CheckDisplay:
+    """The progress display of `check` on a terminal: files done, what the current spec's
+    analysis is doing (questions asked and decided, the pair in question), time elapsed."""
+
+    def __init__(self, console, total: int):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]checking[/]"), BarColumn(bar_width=20),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[detail]}"),
+                                 console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+        self.task = self.progress.add_task("check", total=total, detail="")
+        self.current = ""
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def _detail(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.progress.update(self.task, detail=escape(text if len(text) <= 100 else text[:97] + "..."))
+
+    def file(self, event) -> None:
+        if event.report is None:
+            self.current = event.path
+            self._detail(event.path)
+        else:
+            self.progress.advance(self.task)
+
+    def analysis(self, progress) -> None:
+        text = f"{self.current}: {progress.phase}"
+        if progress.asked or progress.total:
+            text += f", {progress.decided}/{progress.asked} decided"
+            if progress.total:
+                text += f" of {progress.total}"
+        if progress.current:
+            text += f": {progress.current}"
+        self._detail(text)
+
+
+def _check_status(reports) -> int:
+    from checker.findings import Status
+
     if any(r.status is Status.ERROR for r in reports):
         return EXIT_ERROR
     return EXIT_CLEAN if all(r.passed for r in reports) else EXIT_FINDINGS
 
 
+def command_check(args) -> int:
+    import contextlib
+
+    from checker.analyze import Options
+    from checker.parallel import ClusterError, check_all, default_jobs
+    from checker.report.text import plain, render_report, summary
+
+    sources = _sources(args)
+    if sources is None:
+        return EXIT_ERROR
+    options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
+                      exhaustive=args.exhaustive, max_states=args.max_states,
+                      allow_unknown=args.allow_unknown)
+    console = _console()
+    streaming = args.format == "text" and not args.output
+    printer = _OrderedPrinter(console, args.quiet, args.allow_unknown) if streaming else None
+    terminal = None if args.quiet else _display_console()
+    display = None
+    if terminal is not None:
+        display = _CheckDisplay(console if terminal is sys.stdout else _console(terminal), len(sources))
+
+    def on_file(event) -> None:
+        if display is not None:
+            display.file(event)
+        if printer is not None and event.report is not None:
+            printer.done(event.index, event.report)
+
+    try:
+        with display or contextlib.nullcontext():
+            reports = check_all(sources, options, max_statements=args.max_statements,
+                                jobs=args.jobs or default_jobs(), cluster=args.cluster, on_file=on_file,
+                                progress=display.analysis if display is not None else None)
+    except ClusterError as exc:
+        return _usage_error(args, str(exc))
+    status = _check_status(reports)
+    if streaming:
+        if not args.quiet:
+            console.print(summary(reports))
+        return status
+    if args.format == "text":
+        lines = [plain(line) for r in reports for line in render_report(r, args.quiet, args.allow_unknown)]
+        if not args.quiet:
+            lines.append(plain(summary(reports)))
+        text = "\n".join(lines)
+    elif args.format == "json":
+        from checker.report.json import report_json
+
+        text = json.dumps(_envelope([report_json(r) for r in reports]), indent=1)
+    elif args.format == "sarif":
+        from checker.report.sarif import sarif_log
+
+        text = json.dumps(sarif_log(reports, exit_code=status), indent=1)
+    else:
+        from checker.report.junit import junit_xml
+
+        text = junit_xml(reports, allow_unknown=args.allow_unknown)
+    return _document(args, text) or status
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
 def command_show(args) -> int:
     from checker.report.show import show_json, show_text
-    from checker.report.text import render_diagnostic
 
-    loaded = _load(args.file, args)
-    if loaded.program is None:
-        return _input_error(loaded, args)
-    if args.format == "json":
-        _print_json(show_json(loaded.program))
-        return EXIT_CLEAN
+    sources = _sources(args)
+    if sources is None:
+        return EXIT_ERROR
     console = _console()
-    for diagnostic in loaded.diagnostics:
-        for line in render_diagnostic(loaded.path, loaded.source, diagnostic):
-            console.print(line)
-    for line in show_text(loaded.program):
-        console.print(line, markup=False)
-    return EXIT_CLEAN
+    files, status = [], EXIT_CLEAN
+    for number, source in enumerate(sources):
+        loaded = _load(source, args)
+        if loaded.program is None:
+            files.append(_input_error(loaded, args, console))
+            status = EXIT_ERROR
+            continue
+        diagnostics = _warnings(loaded, args, console)
+        if args.format == "json":
+            files.append({**show_json(loaded.program), "status": "ok", "diagnostics": diagnostics})
+        elif not args.quiet:
+            if number:
+                console.print("")
+            for line in show_text(loaded.program):
+                console.print(line, markup=False)
+    if args.format == "json":
+        _print_json(_envelope(files))
+    return status
 
 
 def _write(path: str, text: str) -> None:
@@ -277,43 +635,72 @@ def _export(program, timeline, args, highlight=frozenset()) -> None:
         _write(args.svg, gantt_svg(program, timeline, highlight=frozenset(highlight)))
 
 
+def _replay_error(args, path: str, message: str) -> int:
+    """A witness file that cannot be used: SP001 on the witness, in the command's format."""
+    from checker.codes import Code
+    from checker.diagnostics import error
+    from checker.report.json import diagnostic_json
+    from checker.report.text import render_diagnostic
+
+    diagnostic = error(Code.SP001, message, None, help="pass the JSON that `streamproof check --format json` "
+                                                       "printed for this spec")
+    if args.format == "json":
+        _print_json(_envelope([{"path": path, "status": "error", "witness": args.witness,
+                                "diagnostics": [diagnostic_json(diagnostic)]}]))
+    else:
+        console = _console()
+        for line in render_diagnostic(args.witness, "", diagnostic):
+            console.print(line)
+    return EXIT_ERROR
+
+
 def command_replay(args) -> int:
     from checker.executor.replay import confirm, replay
 
-    loaded = _load(args.file, args)
+    sources = _sources(args)
+    if sources is None:
+        return EXIT_ERROR
+    loaded = _load(sources[0], args)
+    path = loaded.path
     if loaded.program is None:
-        return _input_error(loaded, args)
+        item = _input_error(loaded, args)
+        if args.format == "json":
+            _print_json(_envelope([item]))
+        return EXIT_ERROR
     program = loaded.program
     try:
-        finding, witness = _witness_from_file(args.witness, args.file, args.finding)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        print(f"{args.witness}: error: not a witness file: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        finding, witness = _witness_from_file(args.witness, path, args.finding)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        return _replay_error(args, path, f"not a witness file: {exc}")
     for step in witness.steps:
         if not 0 <= step.statement < len(program.statements):
-            print(f"{args.witness}: error: step {step.kind.value} {step.statement} names a statement "
-                  f"the spec does not have ({len(program.statements)} statements)", file=sys.stderr)
-            return EXIT_ERROR
+            return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "
+                                             f"the spec does not have ({len(program.statements)} statements)")
+    console = _console()
+    diagnostics = _warnings(loaded, args, console)
     run = replay(program, witness)
     confirmation = None
     if finding is not None and run.ok:
         confirmation = confirm(program, _finding_from_json(program, finding, witness))
     _export(program, run.timeline, args, highlight=finding.get("statements", ()) if finding else ())
-    result = {"path": args.file, "replay": run.to_json(),
+    if not run.ok:
+        status = EXIT_ERROR
+    elif finding is None:
+        status = EXIT_CLEAN
+    else:
+        status = EXIT_CLEAN if confirmation.ok else EXIT_FINDINGS
+    result = {"path": path, "status": {EXIT_CLEAN: "ok", EXIT_FINDINGS: "not-reproduced"}.get(status, "error"),
+              "replay": run.to_json(),
               "finding": finding and {k: finding[k] for k in ("kind", "code", "message", "statements") if k in finding},
               "reproduced": bool(confirmation and confirmation.ok),
-              "confirmation": confirmation.to_json() if confirmation else None}
+              "confirmation": confirmation.to_json() if confirmation else None,
+              "diagnostics": diagnostics}
     if args.format == "json":
-        _print_json(result)
-    else:
-        console = _console()
+        _print_json(_envelope([result]))
+    elif not (args.quiet and status == EXIT_CLEAN):
         for line in _replay_text(program, witness, run, finding, confirmation):
             console.print(line, markup=False)
-    if not run.ok:
-        return EXIT_ERROR
-    if finding is None:
-        return EXIT_CLEAN
-    return EXIT_CLEAN if confirmation.ok else EXIT_FINDINGS
+    return status
 
 
 def _replay_text(program, witness, run, finding, confirmation) -> list[str]:
@@ -343,73 +730,180 @@ def _replay_text(program, witness, run, finding, confirmation) -> list[str]:
     return out
 
 
+def _deadlock_text(path: str, headline: str, stuck: list[dict], notes=()) -> list[str]:
+    out = [f"{path}: deadlock: {headline}"]
+    for item in stuck:
+        out.append(f"  stuck: line {item.get('line')} {item.get('what') or ''}: {item.get('waits_for')}")
+    for note in notes:
+        out.append(f"  note: {note}")
+    out.append("  = help: `streamproof check` finds every execution that deadlocks and shows one step by step")
+    return out
+
+
 def command_simulate(args) -> int:
     from checker.executor.simulate import simulate
     from checker.report.perf import simulate_text
 
-    loaded = _load(args.file, args)
-    if loaded.program is None:
-        return _input_error(loaded, args)
-    simulation = simulate(loaded.program)
-    _export(loaded.program, simulation.timeline, args)
-    data = simulation.to_json()
-    for item, node in zip(data["critical_path"], simulation.critical_path):
-        item["what"] = loaded.program.describe(loaded.program.statements[node.statement])
-    if args.format == "json":
-        _print_json({"files": [{"path": args.file, **data}]})
-    else:
-        console = _console()
-        for line in simulate_text(args.file, data):
+    sources = _sources(args)
+    if sources is None:
+        return EXIT_ERROR
+    if (args.trace or args.svg) and len(sources) != 1:
+        return _usage_error(args, "--trace and --svg need exactly one spec")
+    console = _console()
+    files, status = [], EXIT_CLEAN
+    for source in sources:
+        loaded = _load(source, args)
+        if loaded.program is None:
+            files.append(_input_error(loaded, args, console))
+            status = EXIT_ERROR
+            continue
+        diagnostics = _warnings(loaded, args, console)
+        program = loaded.program
+        simulation = simulate(program)
+        _export(program, simulation.timeline, args)
+        data = simulation.to_json()
+        for item, node in zip(data["critical_path"], simulation.critical_path):
+            item["what"] = program.describe(program.statements[node.statement])
+        deadlocked = bool(data.get("deadlocked"))
+        if deadlocked:  # no makespan: the time it got stuck is not one
+            data["stuck_at"], data["makespan"] = data["makespan"], None
+            status = max(status, EXIT_FINDINGS)
+        files.append({"path": loaded.path, "status": "deadlock" if deadlocked else "ok", **data,
+                      "diagnostics": diagnostics})
+        if args.format != "text":
+            continue
+        if deadlocked:
+            lines = _deadlock_text(loaded.path, f"the program gets stuck at {data['stuck_at']:.3f} ms and "
+                                                "never finishes: it has no makespan", data.get("stuck") or [])
+        elif args.quiet:
+            continue
+        else:
+            lines = simulate_text(loaded.path, data)
+        for line in lines:
             console.print(line, markup=False)
-    return EXIT_CLEAN
+    if args.format == "json":
+        _print_json(_envelope(files))
+    return status
+
+
+def _engine_names(data: dict) -> None:
+    """One engine naming style in every output: `device/engine`, as `simulate` and traces name them."""
+    for engine in (data.get("report") or {}).get("engines") or ():
+        name = engine.get("name")
+        if isinstance(name, str) and "/" not in name and "." in name:
+            device, kind = name.rsplit(".", 1)
+            engine["name"] = f"{device}/{kind}"
+
+
+class _OptimizeDisplay:
+    """The progress display of `optimize` on a terminal: best schedule, proven bound, elapsed."""
+
+    def __init__(self, console, path: str):
+        from rich.markup import escape
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(SpinnerColumn(), TextColumn(f"[bold]optimizing[/] {escape(path)}"),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=console,
+                                 transient=True, redirect_stdout=False, redirect_stderr=False)
+        self.task = self.progress.add_task("optimize", total=None, detail="")
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def update(self, progress) -> None:
+        from rich.markup import escape
+
+        text = getattr(progress, "text", None)
+        self.progress.update(self.task, detail=escape(text() if callable(text) else str(progress)))
 
 
 def command_optimize(args) -> int:
+    import contextlib
+
     from checker.optimize import emit, optimize
     from checker.report.perf import optimize_text
 
-    loaded = _load(args.file, args)
-    if loaded.program is None:
-        return _input_error(loaded, args)
-    program = loaded.program
-    progress = None
-    if args.format == "text" and sys.stderr.isatty():
-        progress = _progress_printer()
-    result = optimize(program, timeout=args.timeout, progress=progress)
-    data = result.to_json()
-    if args.trace or args.svg:
-        from checker.optimize.export import timeline
+    sources = _sources(args)
+    if sources is None:
+        return EXIT_ERROR
+    if (args.trace or args.svg or args.emit) and len(sources) != 1:
+        return _usage_error(args, "--trace, --svg and --emit need exactly one spec")
+    console = _console()
+    files, status = [], EXIT_CLEAN
+    for source in sources:
+        loaded = _load(source, args)
+        if loaded.program is None:
+            files.append(_input_error(loaded, args, console))
+            status = EXIT_ERROR
+            continue
+        diagnostics = _warnings(loaded, args, console)
+        program = loaded.program
+        terminal = None if args.quiet else _display_console()
+        display = None
+        if terminal is not None:
+            display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)
+        with display or contextlib.nullcontext():
+            result = optimize(program, timeout=args.timeout, progress=display.update if display else None)
+        data = result.to_json()
+        _engine_names(data)
+        stuck: list[dict] = []
+        deadlock = bool(result.deadlock)
+        if deadlock or (data.get("makespan") or {}).get("simulated") is None:
+            from checker.executor.simulate import simulate
 
-        schedule = result.program_schedule or result.bound_schedule
-        if schedule is not None:
-            _export(program, timeline(program, schedule), args)
-    if args.format == "json":
-        _print_json({"files": [data]})
-    else:
-        console = _console()
-        for line in optimize_text(args.file, data):
+            simulation = simulate(program)
+            if simulation.deadlocked:
+                deadlock = True
+                stuck = simulation.to_json().get("stuck") or []
+        item = {"path": loaded.path, "status": "deadlock" if deadlock else "ok"}
+        item.update({k: v for k, v in data.items() if k != "path"})
+        item["deadlock"] = deadlock
+        if deadlock:  # no makespan, and no bound of one
+            status = max(status, EXIT_FINDINGS)
+            item["makespan"] = {key: None for key in item.get("makespan") or {}}
+            item["proven_lower"] = {key: None for key in item.get("proven_lower") or {}}
+            item["stuck"] = stuck
+        elif args.trace or args.svg:
+            from checker.optimize.export import timeline
+
+            schedule = result.program_schedule or result.bound_schedule
+            if schedule is not None:
+                _export(program, timeline(program, schedule), args)
+        emitted = None
+        if args.emit and not deadlock:
+            from checker.optimize import EmitError
+
+            try:
+                _write(args.emit, emit(program, result))
+                emitted = {"path": args.emit, "written": True, "error": None}
+            except EmitError as exc:
+                emitted = {"path": args.emit, "written": False, "error": f"cannot --emit: {exc}"}
+                status = EXIT_ERROR
+            item["emit"] = emitted
+        item["diagnostics"] = diagnostics
+        files.append(item)
+        if args.format != "text":
+            continue
+        if deadlock:
+            lines = _deadlock_text(loaded.path, "the program can get stuck: it has no makespan to minimize",
+                                   stuck, data.get("notes") or ())
+        elif args.quiet and not (emitted and emitted["error"]):
+            continue
+        else:
+            lines = [] if args.quiet else optimize_text(loaded.path, data)
+            if emitted and emitted["error"]:
+                lines.append(f"{loaded.path}: error: {emitted['error']}")
+            elif emitted:
+                lines.append(f"  wrote {args.emit}")
+        for line in lines:
             console.print(line, markup=False)
-    if args.emit:
-        from checker.optimize import EmitError
-
-        try:
-            _write(args.emit, emit(program, result))
-        except EmitError as exc:
-            print(f"{args.file}: error: cannot --emit: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        if args.format == "text":
-            _console().print(f"  wrote {args.emit}", markup=False)
-    return EXIT_CLEAN
-
-
-def _progress_printer():
-    def show(progress) -> None:
-        text = getattr(progress, "text", None)
-        message = text() if callable(text) else str(progress)
-        sys.stderr.write("\r\033[K" + message[:120])
-        sys.stderr.flush()
-
-    return show
+    if args.format == "json":
+        _print_json(_envelope(files))
+    return status
 
 
 COMMANDS = {"check": command_check, "show": command_show, "replay": command_replay,

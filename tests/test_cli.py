@@ -75,7 +75,7 @@ def test_show_text(run):
 def test_show_json_counts_and_order(run):
     status, out, _ = run("show", "--format", "json", C20)
     assert status == 0
-    shown = json.loads(out)
+    (shown,) = json.loads(out)["files"]
     assert shown["counts"] == {"statements": 37, "tasks": 36, "threads": 1, "streams": 2, "devices": 1, "buffers": 5}
     statements = shown["statements"]
     assert [s["index"] for s in statements] == list(range(37))
@@ -172,7 +172,7 @@ def test_nonexistent_file_json(run, tmp_path):
     assert file["diagnostics"][0]["line"] is None
 
 
-def test_directory_is_unreadable(run, tmp_path):
+def test_directory_without_specs_is_unreadable(run, tmp_path):
     status, out, err = run("check", tmp_path)
     assert status == 2
     assert "error[SP001]" in out + err

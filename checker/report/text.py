@@ -81,7 +81,10 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
     suffix = " (expected)" if finding.expected else ""
     out = [f"{escape(where)}: {_style(tag, severity)}: {_style(finding.message + suffix, 'help')}"]
     out += frame(report.source, marks, _style)
-    if finding.instances > 1:
+    if finding.instances > 1 and finding.kind is FindingKind.UNKNOWN:
+        out.append(f"  = {_style('note', 'help')}: {finding.instances} undecided questions like this one "
+                   "(loop instances of the same statements), reported once")
+    elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair across loop iterations")
     for item in finding.stuck:
         statement = program.statements[item.statement]
@@ -95,12 +98,23 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
     return out
 
 
-def render_report(report: FileReport) -> list[str]:
+def failing(report: FileReport, finding: Finding, allow_unknown: bool = False) -> bool:
+    """Whether a finding makes its file fail (not asked for by `expect`, not an allowed unknown)."""
+    return not finding.expected and not (finding.kind is FindingKind.UNKNOWN and allow_unknown)
+
+
+def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
+    """Diagnostics and findings of one file in source order. `quiet` keeps only what makes the
+    file fail: errors and failing findings (no warnings, no expected findings)."""
     out: list[str] = []
     items: list[tuple[tuple, list[str]]] = []
     for diagnostic in report.diagnostics:
+        if quiet and diagnostic.severity is not Severity.ERROR:
+            continue
         items.append((diagnostic.sort_key(), render_diagnostic(report.path, report.source, diagnostic)))
     for finding in report.findings:
+        if quiet and not failing(report, finding, allow_unknown):
+            continue
         first = report.program.statements[finding.statements[0]].span.start if finding.statements else -1
         items.append(((first, False, finding.code.value), render_finding(report, finding)))
     for _, lines in sorted(items, key=lambda item: item[0]):
@@ -124,3 +138,15 @@ def summary(reports: list[FileReport]) -> str:
     if not errors and not failing:
         return _style("ok", "ok") + ": " + ", ".join(parts)
     return _style("failed", "error") + ": " + ", ".join(parts)
+
+
+def plain(line: str) -> str:
+    """A rendered line without its style markup (for files, JUnit and pytest reports)."""
+    from rich.text import Text
+
+    return Text.from_markup(line).plain
+
+
+def plain_report(report: FileReport) -> str:
+    """The text report of one file as plain text, without colour."""
+    return "\n".join(plain(line) for line in render_report(report)).rstrip() + "\n"

@@ -1,0 +1,143 @@
+"""What a command line names, and the defaults a project sets.
+
+* `expand(names)`: files as given, directories as every `*.sched` below them (sorted, hidden
+  directories skipped), and `-` as standard input; a name that matches nothing is kept so that
+  loading it reports SP001.
+* `load(source)`: one source through the front end (`checker.frontend`).
+* `find_config(start)` / `read_config(path)`: the `[tool.streamproof]` table of the nearest
+  `pyproject.toml` that has one, from `start` upwards.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+STDIN = "-"
+STDIN_PATH = "<stdin>"
+SUFFIX = ".sched"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One spec to load: a path, or bytes already read (standard input)."""
+
+    path: str
+    """The name reports show."""
+    data: bytes | None = None
+    """The bytes of standard input; None to read `path`."""
+    problem: str | None = None
+    """Why nothing can be loaded (a directory without specs); reported as SP001."""
+
+
+class InputError(ValueError):
+    """A command line or configuration that names its inputs wrongly; the message is for the user."""
+
+
+def _specs_under(directory: str) -> list[str]:
+    found: list[tuple[tuple[str, ...], str]] = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        relative = Path(root).relative_to(directory).parts
+        for name in files:
+            if name.endswith(SUFFIX) and not name.startswith("."):
+                found.append((relative + (name,), os.path.join(root, name)))
+    return [path for _, path in sorted(found)]
+
+
+def expand(names: Iterable[str], stdin=None) -> list[Source]:
+    """Sources in command-line order; a directory contributes its specs in path order.
+
+    A file named twice (directly or through a directory) is checked once, where it first
+    appears. `stdin` is a binary file to read for `-` (default: the process's standard input).
+    """
+    sources: list[Source] = []
+    seen: set[str] = set()
+    read_stdin = False
+
+    def add(path: str) -> None:
+        key = os.path.realpath(path) if os.path.exists(path) else path
+        if key not in seen:
+            seen.add(key)
+            sources.append(Source(path))
+
+    for name in names:
+        if name == STDIN:
+            if read_stdin:
+                raise InputError("`-` (standard input) can be named only once")
+            read_stdin = True
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            from checker.parse import MAX_SOURCE_CHARS
+
+            sources.append(Source(STDIN_PATH, stream.read(MAX_SOURCE_CHARS + 1)))
+        elif os.path.isdir(name):
+            specs = _specs_under(name)
+            if not specs:
+                sources.append(Source(name, problem=f"no {SUFFIX} files in directory {name}"))
+            for path in specs:
+                add(path)
+        else:
+            add(name)
+    return sources
+
+
+def load(source: Source, max_statements: int | None = None):
+    """The `Loaded` front-end result of one source."""
+    from checker.codes import Code
+    from checker.diagnostics import error
+    from checker.frontend import Loaded, load_bytes, load_file
+    from checker.lower import DEFAULT_MAX_STATEMENTS
+
+    limit = DEFAULT_MAX_STATEMENTS if max_statements is None else max_statements
+    if source.problem is not None:
+        return Loaded(source.path, "", None, (error(Code.SP001, source.problem, None,
+                                                    help="pass .sched files, or a directory that holds some"),))
+    if source.data is not None:
+        return load_bytes(source.data, source.path, limit)
+    return load_file(source.path, limit)
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def _toml():
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
+
+
+def read_config(path: Path) -> dict | None:
+    """The `[tool.streamproof]` table of one pyproject.toml (None when it has none)."""
+    toml = _toml()
+    try:
+        with open(path, "rb") as file:
+            data = toml.load(file)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except toml.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    tool = data.get("tool")
+    section = tool.get("streamproof") if isinstance(tool, dict) else None
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise InputError(f"{path}: [tool.streamproof] must be a table")
+    return section
+
+
+def find_config(start: Path | None = None) -> tuple[Path | None, dict]:
+    """The nearest pyproject.toml with a `[tool.streamproof]` table, from `start` (default the
+    working directory) upwards, and that table; (None, {}) when there is none."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            section = read_config(candidate)
+            if section is not None:
+                return candidate, section
+    return None, {}

@@ -1,0 +1,177 @@
+"""Checking many specs at once: in this process, in a pool of worker processes (`-j N`), or on
+a Dask distributed cluster (`--cluster ADDRESS`, the optional extra `streamproof[cluster]`).
+
+Whatever runs the work, `check_all` returns one `FileReport` per source in input order, the
+same reports as checking them one by one here: every worker runs the same `check_one`, which
+checks each spec as a fresh process would (the solver's state is not carried from one spec to
+the next).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from checker.analyze import Options, ProgressCallback, check_loaded
+from checker.findings import FileReport
+from checker.inputs import Source, load
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be used (dask missing, scheduler unreachable); the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileEvent:
+    """Progress of a whole run: a file started (`report` None) or finished."""
+
+    index: int
+    path: str
+    report: FileReport | None = None
+
+
+FileCallback = Callable[[FileEvent], None]
+
+
+def default_jobs() -> int:
+    """Every core this process may use."""
+    if hasattr(os, "process_cpu_count"):  # Python >= 3.13
+        return max(1, os.process_cpu_count() or 1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_ONE_AT_A_TIME = threading.Lock()
+"""Z3 is not thread-safe: a process checks one spec at a time (Dask workers may run threads)."""
+
+
+def _fresh_solver_state() -> None:
+    """Drop Z3's global context, so that a spec's answers (which model, which witness) do not
+    depend on the specs this process checked before it: a worker checks a different subset
+    of the files than `-j 1` does, and must give the same reports."""
+    z3 = sys.modules.get("z3")
+    module = getattr(z3, "z3", None)
+    if module is not None and hasattr(module, "_main_ctx"):
+        module._main_ctx = None
+
+
+def check_one(source: Source, options: Options, max_statements: int | None = None,
+              progress: ProgressCallback | None = None) -> FileReport:
+    """Load and check one source (what every worker runs), as a fresh process would."""
+    with _ONE_AT_A_TIME:
+        _fresh_solver_state()
+        return check_loaded(load(source, max_statements), options, progress)
+
+
+def check_all(sources: Sequence[Source], options: Options, *, max_statements: int | None = None,
+              jobs: int = 1, cluster: str | None = None, on_file: FileCallback | None = None,
+              progress: ProgressCallback | None = None) -> list[FileReport]:
+    """Reports of `sources` in their order.
+
+    `jobs` worker processes check files side by side; one spec alone gets them for its own
+    solver questions (`Options.workers`). `cluster` sends the files to a Dask scheduler
+    instead. `on_file` hears of each file started and finished; `progress` hears the analysis
+    of each spec, but only of specs checked in this process.
+    """
+    sources = list(sources)
+    if cluster:
+        return _on_cluster(sources, options, max_statements, cluster, on_file)
+    jobs = max(1, jobs)
+    if jobs == 1 or len(sources) <= 1:
+        inner = replace(options, workers=max(options.workers, jobs)) if len(sources) == 1 else options
+        return _here(sources, inner, max_statements, on_file, progress)
+    return _in_pool(sources, options, max_statements, min(jobs, len(sources)), on_file)
+
+
+def _tell(on_file: FileCallback | None, index: int, path: str, report: FileReport | None = None) -> None:
+    if on_file is not None:
+        on_file(FileEvent(index, path, report))
+
+
+def _here(sources, options, max_statements, on_file, progress) -> list[FileReport]:
+    reports = []
+    for index, source in enumerate(sources):
+        _tell(on_file, index, source.path)
+        report = check_one(source, options, max_statements, progress)
+        reports.append(report)
+        _tell(on_file, index, source.path, report)
+    return reports
+
+
+def _context():
+    """How workers start: forked when this process runs no other thread (cheap: nothing to
+    import again), else fresh interpreters (forking a threaded process can deadlock the child)."""
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    wanted = os.environ.get("STREAMPROOF_START_METHOD")
+    if wanted in methods:
+        return multiprocessing.get_context(wanted)
+    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport]:
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = _context()
+    reports: list[FileReport | None] = [None] * len(sources)
+    executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    try:
+        pending = {}
+        for index, source in enumerate(sources):
+            pending[executor.submit(check_one, source, options, max_statements)] = index
+        for index in range(min(jobs, len(sources))):
+            _tell(on_file, index, sources[index].path)
+        started = min(jobs, len(sources))
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=pending.get):
+                index = pending.pop(future)
+                try:
+                    reports[index] = future.result()
+                except BrokenProcessPool:
+                    raise MemoryError("a worker process died while checking " + sources[index].path) from None
+                _tell(on_file, index, sources[index].path, reports[index])
+                if started < len(sources):
+                    _tell(on_file, started, sources[started].path)
+                    started += 1
+    except BaseException:  # an interrupt, or a failed spec: stop the workers now, not after their specs
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
+    return reports  # type: ignore[return-value]
+
+
+def _on_cluster(sources, options, max_statements, address, on_file) -> list[FileReport]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ClusterError("--cluster needs Dask distributed: pip install 'streamproof[cluster]'") from None
+    try:
+        client = Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        futures = [client.submit(check_one, source, options, max_statements, pure=False) for source in sources]
+        index_of = {future.key: index for index, future in enumerate(futures)}
+        reports: list[FileReport | None] = [None] * len(sources)
+        for index, source in enumerate(sources):
+            _tell(on_file, index, source.path)
+        for future in as_completed(futures, loop=client.loop):
+            index = index_of[future.key]
+            reports[index] = future.result()
+            _tell(on_file, index, sources[index].path, reports[index])
+        return reports  # type: ignore[return-value]
+    finally:
+        client.close()

@@ -1,0 +1,118 @@
+"""JUnit XML output (`check --format junit`), as Jenkins, GitLab and other CI servers read it.
+
+One `<testsuite>` per run. Each file gives one `<testcase>` per `expect` line, plus one for
+everything no expectation covers: "no findings" for a file without `expect` lines, "no
+unexpected findings" otherwise. A file that cannot be loaded is one testcase with an
+`<error>`. Failures carry the file's text report. Every testcase passes exactly when the file
+passes (exit status 0).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from checker.codes import Code, Severity
+from checker.findings import FileReport, FindingKind, Status
+from checker.ir import ExpectKind
+from checker.report.text import plain_report
+
+SUITE = "streamproof"
+NO_FINDINGS = "no findings"
+NO_OTHER_FINDINGS = "no unexpected findings"
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+_COVERS = {
+    ExpectKind.NO_RACE: (FindingKind.RACE,),
+    ExpectKind.NO_DEADLOCK: (FindingKind.DEADLOCK,),
+    ExpectKind.NO_USE_AFTER_FREE: (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC),
+}
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def _classname(path: str) -> str:
+    """`specs/a.sched` -> `specs.a` (CI servers show the part after the last dot as the class)."""
+    stem = path[: -len(".sched")] if path.endswith(".sched") else path
+    return _xml(stem.replace("\\", "/").strip("/").replace(".", "_").replace("/", "."))
+
+
+def _expectation_text(report: FileReport, expectation) -> str:
+    span = expectation.span
+    text = " ".join(report.source[span.start:span.end].split()) if report.source else ""
+    if text.startswith("expect"):
+        return text
+    what = expectation.kind.value + (f" on {expectation.buffer}" if getattr(expectation, "buffer", None) else "")
+    return f"expect {what}"
+
+
+Case = tuple[str, "str | None", "str | None", "str | None", "int | None"]
+
+
+def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
+    """(name, outcome, code, message, line) per testcase of one file; outcome None (passed),
+    `failure` or `error`."""
+    if report.program is None:
+        first = report.diagnostics[0] if report.diagnostics else None
+        return [(NO_FINDINGS, "error", first.code.value if first else Code.SP001.value,
+                 first.message if first else "the spec cannot be loaded", None)]
+    program = report.program
+    cases = []
+    names: dict[str, int] = {}
+    unmet = {d.primary_span: d for d in report.diagnostics if d.code is Code.SP401 and d.primary_span}
+    covered: set[FindingKind] = set()
+    for expectation in program.expectations:
+        name = _expectation_text(report, expectation)
+        names[name] = names.get(name, 0) + 1
+        if names[name] > 1:
+            name = f"{name} (line {expectation.span.line})"
+        diagnostic = unmet.get(expectation.span)
+        cases.append((name, "failure" if diagnostic else None, Code.SP401.value if diagnostic else None,
+                      diagnostic.message if diagnostic else None, expectation.span.line))
+        covered.update(_COVERS.get(expectation.kind, ()))
+    others = [f for f in report.findings
+              if not f.expected and f.kind not in covered and not (f.kind is FindingKind.UNKNOWN and allow_unknown)]
+    errors = [d for d in report.diagnostics if d.severity is Severity.ERROR and d.code is not Code.SP401]
+    name = NO_OTHER_FINDINGS if program.expectations else NO_FINDINGS
+    if errors:
+        cases.append((name, "error" if report.status is Status.ERROR else "failure", errors[0].code.value,
+                      errors[0].message, None))
+    elif others:
+        count = len(others)
+        cases.append((name, "failure", others[0].code.value,
+                      f"{count} finding{'s' * (count != 1)}: {others[0].message}", None))
+    else:
+        cases.append((name, None, None, None, None))
+    return cases
+
+
+def junit_xml(reports: list[FileReport], allow_unknown: bool = False) -> str:
+    """The JUnit XML document of a `check` run."""
+    suite = ET.Element("testsuite", name=SUITE)
+    counts = {"tests": 0, "failure": 0, "error": 0}
+    for report in reports:
+        details = None
+        for name, outcome, code, message, line in testcases(report, allow_unknown):
+            counts["tests"] += 1
+            case = ET.SubElement(suite, "testcase", classname=_classname(report.path), name=_xml(name),
+                                 file=_xml(report.path))
+            if line is not None:
+                case.set("line", str(line))
+            if outcome is not None:
+                counts[outcome] += 1
+                if details is None:
+                    details = _xml(plain_report(report))
+                element = ET.SubElement(case, outcome, message=_xml(f"{code}: {message}"), type=code or outcome)
+                element.text = details
+    for key, value in (("tests", counts["tests"]), ("failures", counts["failure"]),
+                       ("errors", counts["error"]), ("skipped", 0)):
+        suite.set(key, str(value))
+    root = ET.Element("testsuites", name=SUITE, tests=suite.get("tests"), failures=suite.get("failures"),
+                      errors=suite.get("errors"))
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
+        ('<?xml version="1.0" encoding="UTF-8"?>\n', "\n"))

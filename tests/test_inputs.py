@@ -1,0 +1,297 @@
+"""What the command line takes in and gives back, the same way for every command: files,
+directories and standard input; [tool.streamproof] defaults; --quiet and --color; one JSON
+envelope; errors on standard output; a deadlocking program fails `simulate` and `optimize`."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import CONFORMANCE, SPECS
+from checker import __version__
+from checker.inputs import InputError, Source, expand, find_config
+
+C01 = CONFORMANCE / "c01_two_writers_race.sched"
+C02 = CONFORMANCE / "c02_event_orders_writers.sched"
+C16 = CONFORMANCE / "c16_single_hw_queue_deadlock.sched"
+E01 = CONFORMANCE / "e01_undeclared_stream.sched"
+CLEAN = SPECS / "copy_compute_sync.sched"
+ANSI = re.compile(r"\x1b\[")
+WARNED = "device d\nbuffer x 1MiB on d\nstream s on d\nstream idle on d\nthread t {\n  s: kernel k writes x\n}\n"
+
+
+@pytest.fixture
+def stdin(monkeypatch):
+    def feed(data: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+    return feed
+
+
+# -- expanding names ------------------------------------------------------------------------
+
+
+def test_directories_expand_to_their_specs_recursively_in_order(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "deep").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    for name in ("z.sched", "b/y.sched", "a/deep/x.sched", "a/w.sched", ".hidden/v.sched", "a/notes.txt"):
+        (tmp_path / name).write_text("device d\n")
+    paths = [s.path for s in expand([str(tmp_path)])]
+    assert [p.removeprefix(str(tmp_path) + "/") for p in paths] == ["a/deep/x.sched", "a/w.sched", "b/y.sched",
+                                                                     "z.sched"]
+
+
+def test_a_file_named_twice_is_checked_once_and_missing_names_are_kept(tmp_path):
+    spec = tmp_path / "x.sched"
+    spec.write_text("device d\n")
+    sources = expand([str(spec), str(tmp_path), str(tmp_path / "missing.sched")])
+    assert [s.path for s in sources] == [str(spec), str(tmp_path / "missing.sched")]
+
+
+def test_stdin_is_read_once(tmp_path):
+    sources = expand(["-"], stdin=io.BytesIO(b"device d\n"))
+    assert sources == [Source("<stdin>", b"device d\n")]
+    with pytest.raises(InputError):
+        expand(["-", "-"], stdin=io.BytesIO(b""))
+
+
+def test_check_a_directory(run):
+    status, out, _ = run("check", "-j", "1", SPECS)
+    assert status == 1
+    assert out.rstrip().splitlines()[-1].startswith(f"failed: {len(list(SPECS.glob('*.sched')))} files checked")
+    assert "bug_missing_wait.sched:31:3: error[SP101]" in out
+
+
+def test_empty_directory_is_an_input_error(run, tmp_path):
+    status, out, err = run("check", tmp_path)
+    assert status == 2
+    assert f"{tmp_path}: error[SP001]: no .sched files in directory" in out and err == ""
+
+
+def test_check_stdin(run, stdin):
+    stdin(C01.read_bytes())
+    status, out, _ = run("check", "--format", "json", "-")
+    assert status == 1
+    (file,) = json.loads(out)["files"]
+    assert file["path"] == "<stdin>" and file["findings"][0]["code"] == "SP101"
+
+
+def test_stdin_errors_point_into_the_text(run, stdin):
+    stdin(E01.read_bytes())
+    status, out, _ = run("check", "-")
+    assert status == 2 and out.startswith("<stdin>:3:3: error[SP010]")
+
+
+@pytest.mark.parametrize("command", ["show", "simulate", "optimize"])
+def test_several_files_and_stdin_for_every_command(run, stdin, command):
+    stdin(C02.read_bytes())
+    status, out, _ = run(command, "--format", "json", C01, "-")
+    assert status == 0
+    result = json.loads(out)
+    assert [f["path"] for f in result["files"]] == [str(C01), "<stdin>"]
+
+
+def test_no_file_is_a_usage_error(run):
+    status, out, err = run("check")
+    assert status == 2 and "no FILE given" in err and out == ""
+
+
+# -- [tool.streamproof] ---------------------------------------------------------------------
+
+
+def project(tmp_path, text: str):
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "specs").mkdir(exist_ok=True)
+    (tmp_path / "specs" / "racy.sched").write_text(C01.read_text())
+    return tmp_path
+
+
+def test_config_sets_defaults_and_files(run, tmp_path, monkeypatch):
+    root = project(tmp_path, '[tool.streamproof]\nfiles = ["specs"]\nformat = "json"\njobs = 1\n')
+    sub = root / "deeper"
+    sub.mkdir()
+    monkeypatch.chdir(sub)  # found from a subdirectory; `files` are relative to the pyproject.toml
+    status, out, _ = run("check")
+    assert status == 1
+    (file,) = json.loads(out)["files"]
+    assert file["path"] == "../specs/racy.sched"
+    status, out, _ = run("check", "--format", "text", "../specs")  # the command line wins
+    assert status == 1 and "error[SP101]" in out
+
+
+def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
+    project(tmp_path, '[tool.streamproof]\nallow-unknown = true\nquiet = true\n'
+                      '[tool.streamproof.show]\nformat = "json"\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run("show", "specs/racy.sched")
+    assert status == 0 and json.loads(out)["files"][0]["path"] == "specs/racy.sched"
+    status, out, _ = run("check", "-j", "1", CLEAN)
+    assert status == 0 and out == ""  # quiet: nothing on success
+
+
+@pytest.mark.parametrize("text,problem", [
+    ('[tool.streamproof]\ntimeout = "soon"\n', "not a number"),
+    ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`"),
+    ('[tool.streamproof]\nquiet = "yes"\n', "must be true or false"),
+    ('[tool.streamproof]\nformat = "xml"\n', "must be one of"),
+    ('[tool.streamproof.shw]\nformat = "json"\n', "no command `shw`"),
+    ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`"),
+    ('[tool.streamproof\n', "not valid TOML"),
+])
+def test_bad_config_is_a_usage_error_without_traceback(run, tmp_path, monkeypatch, text, problem):
+    project(tmp_path, text)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run("check", "specs")
+    assert status == 2 and problem in err and "pyproject.toml" in err and "Traceback" not in err
+
+
+def test_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.streamproof]\ntimeout = 5\n')
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    path, table = find_config(inner)
+    assert path == tmp_path / "pyproject.toml" and table == {"timeout": 5}
+
+
+# -- --quiet and --color --------------------------------------------------------------------
+
+
+def test_quiet_prints_only_failures(run, tmp_path):
+    warned = tmp_path / "w.sched"
+    warned.write_text(WARNED)
+    status, out, _ = run("check", "-j", "1", "--quiet", warned, SPECS / "bug_free_in_flight.sched")
+    assert status == 0 and out == ""  # no warnings, no expected findings, no summary
+    status, out, _ = run("check", "-j", "1", "-q", warned, C01)
+    assert status == 1
+    assert out.startswith(f"{C01}:6:3: error[SP101]") and "warning" not in out and "failed:" not in out
+    for command in ("show", "simulate", "optimize"):
+        assert run(command, "-q", warned)[1:] == ("", "")
+
+
+def test_color_always_and_never(run, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert ANSI.search(run("check", "--color", "always", C01)[1])  # an explicit flag beats NO_COLOR
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert not ANSI.search(run("check", "--color", "never", C01)[1])
+    assert ANSI.search(run("check", C01)[1])
+    assert not ANSI.search(run("check", "--format", "json", "--color", "always", C01)[1])
+
+
+# -- one envelope, one stream ---------------------------------------------------------------
+
+
+def envelope(out: str) -> list[dict]:
+    result = json.loads(out)
+    assert set(result) == {"version", "files"} and result["version"] == __version__
+    return result["files"]
+
+
+def test_every_command_prints_the_same_envelope(run, tmp_path):
+    for command in ("check", "show", "simulate", "optimize"):
+        status, out, _ = run(command, "--format", "json", CLEAN)
+        (file,) = envelope(out)
+        assert file["path"] == str(CLEAN) and "status" in file and "diagnostics" in file, command
+    _, found, _ = run("check", "--format", "json", SPECS / "bug_missing_wait.sched")
+    witness = tmp_path / "found.json"
+    witness.write_text(found)
+    status, out, _ = run("replay", "--format", "json", SPECS / "bug_missing_wait.sched", "--witness", witness)
+    assert status == 0
+    (file,) = envelope(out)
+    assert file["status"] == "ok" and file["reproduced"] is True
+
+
+@pytest.mark.parametrize("command", ["check", "show", "simulate", "optimize", "replay"])
+def test_invalid_spec_is_reported_the_same_way_by_every_command(run, tmp_path, command):
+    extra = ["--witness", tmp_path / "none.json"] if command == "replay" else []
+    status, out, err = run(command, E01, *extra)
+    assert status == 2 and err == ""
+    assert out.startswith(f"{E01}:3:3: error[SP010]")
+    status, out, err = run(command, "--format", "json", E01, *extra)
+    (file,) = envelope(out)
+    assert status == 2 and err == "" and file["status"] == "error"
+    assert file["diagnostics"][0]["code"] == "SP010"
+
+
+def test_bad_witness_file_is_an_input_error(run, tmp_path):
+    witness = tmp_path / "w.json"
+    witness.write_text("not json")
+    status, out, err = run("replay", C01, "--witness", witness)
+    assert status == 2 and err == "" and out.startswith(f"{witness}: error[SP001]: not a witness file")
+    status, out, _ = run("replay", "--format", "json", C01, "--witness", witness)
+    (file,) = envelope(out)
+    assert status == 2 and file["diagnostics"][0]["code"] == "SP001"
+
+
+def test_warnings_are_in_every_commands_json(run, tmp_path):
+    spec = tmp_path / "w.sched"
+    spec.write_text(WARNED)
+    for command in ("check", "show", "simulate", "optimize"):
+        (file,) = envelope(run(command, "--format", "json", spec)[1])
+        assert [d["code"] for d in file["diagnostics"]] == ["SP051"], command
+
+
+def test_one_engine_naming_style(run):
+    (simulated,) = envelope(run("simulate", "--format", "json", CLEAN)[1])
+    (optimized,) = envelope(run("optimize", "--format", "json", CLEAN)[1])
+    assert set(simulated["engines"]) == {"npu0/compute", "npu0/copy"}
+    assert {e["name"] for e in optimized["report"]["engines"]} == {"npu0/compute", "npu0/copy"}
+
+
+# -- deadlocks have no makespan -------------------------------------------------------------
+
+
+def test_simulate_says_a_deadlocking_program_deadlocks(run):
+    status, out, _ = run("simulate", C16)
+    assert status == 1
+    assert out.startswith(f"{C16}: deadlock: the program gets stuck")
+    assert "makespan 0" not in out and "stuck: line 6 s1: await go" in out
+    status, out, _ = run("simulate", "--format", "json", C16)
+    (file,) = envelope(out)
+    assert status == 1 and file["status"] == "deadlock" and file["deadlocked"] is True
+    assert file["makespan"] is None and file["stuck"]
+
+
+def test_optimize_says_a_deadlocking_program_deadlocks(run, tmp_path):
+    status, out, _ = run("optimize", C16)
+    assert status == 1 and out.startswith(f"{C16}: deadlock:") and "0.000 ms" not in out
+    status, out, _ = run("optimize", "--format", "json", C16)
+    (file,) = envelope(out)
+    assert status == 1 and file["status"] == "deadlock" and file["deadlock"] is True
+    assert set(file["makespan"].values()) == {None}
+    emitted = tmp_path / "out.sched"
+    status, out, _ = run("optimize", C16, "--emit", emitted)
+    assert status == 1 and not emitted.exists()
+
+
+def test_clean_program_still_succeeds(run):
+    status, out, _ = run("simulate", CLEAN)
+    assert status == 0 and "simulated makespan 70.200 ms" in out
+    (file,) = envelope(run("simulate", "--format", "json", CLEAN)[1])
+    assert file["status"] == "ok" and file["makespan"] == 70.2
+
+
+def test_trace_with_several_files_is_a_usage_error(run, tmp_path):
+    status, _, err = run("simulate", CLEAN, C01, "--trace", tmp_path / "t.json")
+    assert status == 2 and "exactly one spec" in err
+
+
+# -- help -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "show", "replay", "simulate", "optimize"])
+def test_every_command_has_a_description_and_examples(run, capsys, command):
+    with pytest.raises(SystemExit):
+        run(command, "--help")
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"streamproof {command}" in out.split("examples:")[1]
+    assert "exit status" in out and "--quiet" in out and "--color" in out
+    description = out.split("\n\n")[1]
+    assert len(description.split()) >= 8, description

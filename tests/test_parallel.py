@@ -1,0 +1,112 @@
+"""Checking in parallel: worker processes (`-j N`) and a Dask cluster (`--cluster`) give the
+same reports as checking the files one by one, in input order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CONFORMANCE, SPECS
+from checker import smt
+from checker.analyze import Options
+from checker.inputs import expand
+from checker.parallel import FileEvent, check_all, default_jobs
+from checker.report.json import report_json
+
+SUITES = (SPECS, CONFORMANCE)
+
+
+def test_default_jobs_is_every_core():
+    assert default_jobs() >= 1
+
+
+def test_jobs_2_gives_the_same_json_as_jobs_1(run):
+    status1, one, _ = run("check", "-j", "1", "--format", "json", *SUITES)
+    status2, two, _ = run("check", "-j", "2", "--format", "json", *SUITES)
+    assert status1 == status2 == 2  # the conformance suite holds invalid specs on purpose
+    assert one == two
+    paths = [f["path"] for f in json.loads(one)["files"]]
+    assert paths == [s.path for s in expand([str(p) for p in SUITES])]
+
+
+def test_jobs_2_gives_the_same_text_as_jobs_1(run):
+    assert run("check", "-j", "2", SPECS) == run("check", "-j", "1", SPECS)
+
+
+def test_files_are_announced_and_finished_once_each():
+    events: list[FileEvent] = []
+    sources = expand([str(SPECS)])
+    reports = check_all(sources, Options(), jobs=2, on_file=events.append)
+    started = sorted(e.index for e in events if e.report is None)
+    finished = sorted(e.index for e in events if e.report is not None)
+    assert started == finished == list(range(len(sources)))
+    assert [r.path for r in reports] == [s.path for s in sources]
+
+
+def test_a_report_does_not_depend_on_the_specs_checked_before_it():
+    """Workers check other subsets of the files than -j 1 does: each spec is checked as a fresh
+    process would check it (these two specs give other witnesses when the solver's state is
+    carried over from the first to the second)."""
+    fixtures = CONFORMANCE.parent / "fixtures"
+    before, after = (str(fixtures / name) for name in ("solver_before.sched", "solver_after.sched"))
+    alone = check_all(expand([after]), Options(), jobs=1)
+    in_turn = check_all(expand([before, after]), Options(), jobs=1)
+    assert report_json(in_turn[1]) == report_json(alone[0])
+    assert any(f["witness"] for f in report_json(alone[0])["findings"])
+
+
+def test_one_spec_hands_the_jobs_to_the_solver(monkeypatch):
+    """The hook for parallel solver questions: one spec with -j N gets N workers."""
+    seen = {}
+
+    def analyze(program, timeout, rlimit=None, total=None, workers=1, progress=None):
+        seen["workers"] = workers
+        return ()
+
+    monkeypatch.setattr(smt, "analyze", analyze)
+    (report,) = check_all(expand([str(CONFORMANCE / "c12_notify_handshake.sched")]), Options(), jobs=3)
+    assert seen == {"workers": 3} and report.passed
+
+
+def test_solver_without_the_hook_is_called_as_before(monkeypatch):
+    calls = []
+    monkeypatch.setattr(smt, "analyze", lambda program, timeout, rlimit=None, total=None: calls.append(1) or ())
+    check_all(expand([str(CONFORMANCE / "c12_notify_handshake.sched")]), Options(), jobs=4)
+    assert calls == [1]
+
+
+# -- Dask -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def test_cluster_gives_the_same_json_as_jobs_1(run, dask_cluster):
+    status, here, _ = run("check", "-j", "1", "--format", "json", *SUITES)
+    status_cluster, there, _ = run("check", "--cluster", dask_cluster, "--format", "json", *SUITES)
+    assert status == status_cluster == 2
+    assert here == there
+
+
+def test_cluster_without_dask_is_a_usage_error(run, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name == "distributed" or name.startswith("distributed."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    status, out, err = run("check", "--cluster", "tcp://127.0.0.1:8786", SPECS)
+    assert status == 2 and "streamproof[cluster]" in err and "Traceback" not in err

@@ -1,0 +1,250 @@
+"""The CI formats: SARIF (valid against the SARIF 2.1.0 schema, as GitHub code scanning reads
+it) and JUnit XML (as Jenkins reads it), on the example specs, through the commands that
+docs/ci.md tells a CI server to run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import CONFORMANCE, SPECS, HERE
+from checker.codes import Code
+
+jsonschema = pytest.importorskip("jsonschema")
+
+SCHEMA = json.loads((HERE / "fixtures" / "sarif-schema-2.1.0.json").read_text())
+ROOT = HERE.parent
+CI_DOC = (ROOT / "docs" / "ci.md").read_text()
+
+
+def valid_sarif(log: dict) -> dict:
+    errors = sorted(jsonschema.Draft4Validator(SCHEMA).iter_errors(log), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
+    return log
+
+
+def results_of(log: dict, rule: str) -> list[dict]:
+    return [r for r in log["runs"][0]["results"] if r["ruleId"] == rule]
+
+
+# -- SARIF ----------------------------------------------------------------------------------
+
+
+def test_schema_fixture_rejects_what_sarif_forbids():
+    validator = jsonschema.Draft4Validator(SCHEMA)
+    assert not validator.is_valid({"version": "2.0.0", "runs": []})
+    assert not validator.is_valid({"version": "2.1.0", "runs": [{"tool": {"driver": {}}}]})  # driver needs a name
+    assert not validator.is_valid({"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}},
+                                                                 "results": [{"ruleId": "X"}]}]})  # no message
+    assert validator.is_valid({"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}}, "results": []}]})
+
+
+def test_sarif_of_every_example_and_conformance_spec_is_valid(run, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    status, out, _ = run("check", "--format", "sarif", "specs", "tests/conformance")
+    assert status == 2  # the conformance suite has invalid specs on purpose
+    log = valid_sarif(json.loads(out))
+    run_ = log["runs"][0]
+    rules = run_["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [c.value for c in Code]
+    for rule in rules:
+        assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"] and rule["help"]["text"]
+    for result in run_["results"]:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+        for location in result["locations"] + result.get("relatedLocations", []):
+            uri = location["physicalLocation"]["artifactLocation"]["uri"]
+            assert not uri.startswith(("/", "file:")), uri  # relative to the repository root
+            assert (ROOT / uri).is_file()
+    assert {r["ruleId"] for r in run_["results"]} >= {"SP101", "SP201", "SP010", "SP002"}
+
+
+def test_sarif_race_has_both_accesses_and_the_witness(run, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    status, out, _ = run("check", "--format", "sarif", "specs/bug_missing_wait.sched")
+    assert status == 1
+    log = valid_sarif(json.loads(out))
+    (race,) = results_of(log, "SP101")
+    assert race["level"] == "error" and "race on `grad`" in race["message"]["text"]
+    (first,) = race["locations"]
+    assert first["physicalLocation"]["artifactLocation"]["uri"] == "specs/bug_missing_wait.sched"
+    assert first["physicalLocation"]["region"] == {"startLine": 31, "startColumn": 3, "endLine": 31, "endColumn": 35}
+    (second,) = race["relatedLocations"]
+    assert second["physicalLocation"]["region"]["startLine"] == 32
+    assert second["message"]["text"].startswith("second access: compute: kernel step")
+    steps = race["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert len(steps) == 12 and steps[-1]["location"]["message"]["text"].startswith("12. start: comm: allreduce")
+    assert "suppressions" not in race
+    assert race["partialFingerprints"]["streamproof/v1"]
+
+
+def test_sarif_expected_findings_are_suppressed_and_fingerprints_are_stable(run, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    _, out, _ = run("check", "--format", "sarif", "specs/bug_free_in_flight.sched")
+    log = valid_sarif(json.loads(out))
+    results = log["runs"][0]["results"]
+    assert results and all(r["suppressions"][0]["kind"] == "inSource" for r in results)
+    # Moving the statements down keeps the identity of the findings (what code scanning tracks).
+    moved = tmp_path / "specs"
+    moved.mkdir()
+    (moved / "bug_free_in_flight.sched").write_text("# a comment\n\n" + (SPECS / "bug_free_in_flight.sched").read_text())
+    monkeypatch.chdir(tmp_path)
+    _, out2, _ = run("check", "--format", "sarif", "specs/bug_free_in_flight.sched")
+    results2 = json.loads(out2)["runs"][0]["results"]
+    assert [r["partialFingerprints"] for r in results2] == [r["partialFingerprints"] for r in results]
+    assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results2] == [
+        r["locations"][0]["physicalLocation"]["region"]["startLine"] + 2 for r in results]
+
+
+def test_sarif_deadlock_lists_the_stuck_statements(run):
+    status, out, _ = run("check", "--format", "sarif", CONFORMANCE / "c16_single_hw_queue_deadlock.sched")
+    log = valid_sarif(json.loads(out))
+    (deadlock,) = results_of(log, "SP201")
+    assert deadlock["relatedLocations"] and all("stuck" in loc["message"]["text"]
+                                                for loc in deadlock["relatedLocations"])
+
+
+def test_sarif_for_an_unreadable_file_and_a_syntax_error(run, tmp_path):
+    broken = tmp_path / "broken.sched"
+    broken.write_text("device d\nstream s on d\nthread t {\n  s: kernel k reads\n}\n")
+    status, out, _ = run("check", "--format", "sarif", tmp_path / "missing.sched", broken)
+    assert status == 2
+    log = valid_sarif(json.loads(out))
+    (unreadable,) = results_of(log, "SP001")
+    assert "region" not in unreadable["locations"][0]["physicalLocation"]
+    (syntax,) = results_of(log, "SP002")
+    assert syntax["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+    assert log["runs"][0]["invocations"][0]["exitCode"] == 2
+
+
+def test_github_workflow_of_the_docs(run, monkeypatch, tmp_path):
+    """The workflow's command writes SARIF that the upload step's file names, valid and with
+    the example race, and fails the job (status 1) as the last step expects."""
+    workflow = re.search(r"```yaml\n(name: streamproof.*?)```", CI_DOC, re.S).group(1)
+    command = re.search(r"run: (streamproof check .*)", workflow).group(1)
+    sarif_file = re.search(r"sarif_file: (\S+)", workflow).group(1)
+    assert "upload-sarif" in workflow and "security-events: write" in workflow
+    try:
+        import yaml
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        steps = yaml.safe_load(workflow)["jobs"]["check"]["steps"]
+        assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
+    argv = shlex.split(command)
+    assert argv[0] == "streamproof" and sarif_file in argv
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").symlink_to(SPECS)
+    status, out, _ = run(*argv[1:])
+    assert status == 1 and out == ""
+    log = valid_sarif(json.loads((tmp_path / sarif_file).read_text()))
+    unsuppressed = [r for r in log["runs"][0]["results"] if not r.get("suppressions")]
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]) for r in unsuppressed] == [
+        ("SP101", "specs/bug_missing_wait.sched")]
+
+
+# -- JUnit ----------------------------------------------------------------------------------
+
+
+def expectations_of(path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.startswith("expect "))
+
+
+def test_junit_counts_one_testcase_per_file_and_expectation(run, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    status, out, _ = run("check", "--format", "junit", "specs")
+    assert status == 1
+    root = ET.fromstring(out)
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    specs = sorted(SPECS.glob("*.sched"))
+    cases = suite.findall("testcase")
+    assert len(cases) == sum(expectations_of(p) + 1 for p in specs) == int(suite.get("tests"))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [(c.get("classname"), c.get("name")) for c in failed] == [("specs.bug_missing_wait", "no findings")]
+    assert suite.get("failures") == "1" and suite.get("errors") == "0"
+    report = failed[0].find("failure").text
+    assert "bug_missing_wait.sched:31:3: error[SP101]: race on `grad`" in report and "\x1b[" not in report
+    names = {c.get("name") for c in cases if c.get("classname") == "specs.bug_free_in_flight"}
+    assert names == {"expect use-after-free on workspace", "expect race on workspace", "no unexpected findings"}
+
+
+def test_junit_unmet_expectation_and_invalid_spec(run, tmp_path):
+    unmet = tmp_path / "unmet.sched"
+    unmet.write_text("device d\nstream s on d\nbuffer x 1MiB on d\nthread t {\n  s: kernel k writes x\n}\n"
+                     "expect race on x\nexpect no deadlock\n")
+    invalid = tmp_path / "invalid.sched"
+    invalid.write_text("device d\nstream s on d\nthread t {\n  s9: kernel k\n}\n")
+    status, out, _ = run("check", "--format", "junit", unmet, invalid)
+    assert status == 2
+    suite = ET.fromstring(out).find("testsuite")
+    cases = {(c.get("classname").rsplit(".", 1)[-1], c.get("name")): c for c in suite.findall("testcase")}
+    assert set(cases) == {("unmet", "expect race on x"), ("unmet", "expect no deadlock"),
+                          ("unmet", "no unexpected findings"), ("invalid", "no findings")}
+    failure = cases[("unmet", "expect race on x")].find("failure")
+    assert failure.get("type") == "SP401" and "expectation not met" in failure.get("message")
+    assert cases[("unmet", "expect race on x")].get("line") == "7"
+    assert cases[("unmet", "expect no deadlock")].find("failure") is None
+    error = cases[("invalid", "no findings")].find("error")
+    assert error.get("type") == "SP010" and "error[SP010]" in error.text
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "1")
+
+
+def test_junit_testcases_pass_exactly_when_the_file_passes(run, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    status, out, _ = run("check", "--format", "json", "specs", "tests/conformance")
+    passed = {f["path"]: f["passed"] for f in json.loads(out)["files"]}
+    _, out, _ = run("check", "--format", "junit", "specs", "tests/conformance")
+    failing: dict[str, bool] = {}
+    for case in ET.fromstring(out).iter("testcase"):
+        bad = case.find("failure") is not None or case.find("error") is not None
+        failing[case.get("file")] = failing.get(case.get("file"), False) or bad
+    assert failing == {path: not ok for path, ok in passed.items()}
+
+
+def test_jenkins_command_of_the_docs(run, monkeypatch, tmp_path):
+    command = re.search(r"sh '(streamproof check [^|']*?)\s*(\|\| true)?'", CI_DOC).group(1)
+    output = re.search(r"junit '([^']+)'", CI_DOC).group(1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").symlink_to(SPECS)
+    status, out, _ = run(*shlex.split(command)[1:])
+    assert status == 1
+    suite = ET.parse(tmp_path / output).getroot().find("testsuite")
+    assert int(suite.get("failures")) == 1 and int(suite.get("tests")) > 11
+
+
+def test_output_file_for_text_has_no_colour(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    target = tmp_path / "report.txt"
+    status, out, _ = run("check", "--output", target, SPECS / "bug_missing_wait.sched")
+    assert status == 1 and out == ""
+    text = target.read_text()
+    assert "error[SP101]" in text and "\x1b[" not in text and text.rstrip().splitlines()[-1].startswith("failed:")
+
+
+def test_unwritable_output_is_a_usage_error(run, tmp_path):
+    status, out, err = run("check", "--format", "sarif", "--output", tmp_path / "no" / "such" / "dir.sarif",
+                           SPECS / "copy_compute_sync.sched")
+    assert status == 2 and "cannot write" in err and "Traceback" not in err
+
+
+# -- pre-commit -----------------------------------------------------------------------------
+
+
+def test_pre_commit_hook_runs_the_checker_on_changed_specs(run):
+    yaml = pytest.importorskip("yaml")
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "streamproof" and hook["language"] == "python"
+    assert re.search(hook["files"], "specs/a.sched") and not re.search(hook["files"], "specs/a.py")
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    argv = shlex.split(hook["entry"])
+    assert argv[0] in scripts
+    # pre-commit appends the staged files that match `files`
+    status, out, _ = run(*argv[1:], SPECS / "copy_compute_sync.sched", SPECS / "bug_free_in_flight.sched")
+    assert status == 0 and out == ""
+    status, out, _ = run(*argv[1:], SPECS / "copy_compute_sync.sched", SPECS / "bug_missing_wait.sched")
+    assert status == 1 and "error[SP101]" in out
