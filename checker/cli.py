@@ -194,8 +194,11 @@ def _parser() -> argparse.ArgumentParser:
     common(optimize, many=True)
     optimize.add_argument("--timeout", type=_positive_float, default=30.0, metavar="SECONDS",
                           help="solver time limit (default 30); reports the best found and the proven lower bound")
-    optimize.add_argument("--trace", metavar="FILE", help="write the optimal schedules as Chrome Trace Event JSON")
-    optimize.add_argument("--svg", metavar="FILE", help="write the optimal schedule as a Gantt chart")
+    optimize.add_argument("--trace", metavar="FILE",
+                          help="write the best execution found as Chrome Trace Event JSON")
+    optimize.add_argument("--svg", metavar="FILE",
+                          help="write Gantt charts of the best execution and of the overlap bound "
+                               "(one SVG, one time scale)")
     optimize.add_argument("--emit", metavar="OUT", help="write a spec that reaches the overlap bound")
 
     from checker.importers.command import add_arguments as import_arguments
@@ -624,15 +627,23 @@ def _finding_from_json(program, finding: dict, witness):
                    witness=witness)
 
 
-def _export(program, timeline, args, highlight=frozenset()) -> None:
+def _export(program, timings, args, highlight=()) -> None:
+    """`--trace` of the first timing and `--svg` of all of them, stacked on one time scale;
+    `timings` are (chart title, `Timing`) pairs."""
+    if not (getattr(args, "trace", None) or getattr(args, "svg", None)):
+        return
+    from checker.report.timeline import build
+
+    timelines = [(title, build(program, timing)) for title, timing in timings]
     if getattr(args, "trace", None):
-        from checker.executor.trace import chrome_trace
+        from checker.report.chrome_trace import chrome_trace
 
-        _write(args.trace, json.dumps(chrome_trace(program, timeline)))
+        _write(args.trace, json.dumps(chrome_trace(program, timelines[0][1])))
     if getattr(args, "svg", None):
-        from checker.executor.svg import gantt_svg
+        from checker.report.svg import Chart, charts_svg
 
-        _write(args.svg, gantt_svg(program, timeline, highlight=frozenset(highlight)))
+        charts = [Chart(timeline, title, frozenset(highlight)) for title, timeline in timelines]
+        _write(args.svg, charts_svg(program, charts))
 
 
 def _replay_error(args, path: str, message: str) -> int:
@@ -682,7 +693,7 @@ def command_replay(args) -> int:
     confirmation = None
     if finding is not None and run.ok:
         confirmation = confirm(program, _finding_from_json(program, finding, witness))
-    _export(program, run.timeline, args, highlight=finding.get("statements", ()) if finding else ())
+    _export(program, [("", run.timing)], args, highlight=finding.get("statements", ()) if finding else ())
     if not run.ok:
         status = EXIT_ERROR
     elif finding is None:
@@ -698,36 +709,11 @@ def command_replay(args) -> int:
     if args.format == "json":
         _print_json(_envelope([result]))
     elif not (args.quiet and status == EXIT_CLEAN):
-        for line in _replay_text(program, witness, run, finding, confirmation):
+        from checker.report.replay_text import replay_text
+
+        for line in replay_text(program, witness.steps, result):
             console.print(line, markup=False)
     return status
-
-
-def _replay_text(program, witness, run, finding, confirmation) -> list[str]:
-    out = []
-    involved = set(finding.get("statements", ())) if finding else set()
-    for number, step in enumerate(witness.steps[: run.applied + (0 if run.ok else 1)], start=1):
-        statement = program.statements[step.statement]
-        marker = "  <- illegal" if not run.ok and number == run.applied + 1 else ("  *" if step.statement in involved else "")
-        out.append(f"{number:>5}. {step.kind.value:<8} line {statement.span.line:<4} {program.describe(statement)}{marker}")
-    if not run.ok:
-        out.append(f"illegal step {run.failed_at + 1}: {run.reason}")
-        return out
-    out.append(f"replayed {len(witness.steps)} steps: every step is legal")
-    if confirmation is not None:
-        out.append(("reproduced: " if confirmation.ok else "NOT reproduced: ") + confirmation.reason)
-        detail = confirmation.detail
-        if detail.get("explanation"):
-            out.append(f"  {detail['explanation']}")
-        for key in ("reader_saw", "writer_first", "reader_first", "a_last", "b_last"):
-            if key in detail:
-                out.append(f"  {key.replace('_', ' ')}: {detail[key]}")
-        for item in detail.get("participants", ()):
-            out.append(f"  stuck: line {item['line']} {program.describe(program.statements[item['statement']])}: {item['waits_for']}")
-    elif run.stuck:
-        for statement, waits in run.stuck:
-            out.append(f"  stuck: line {program.statements[statement].span.line} {program.describe(program.statements[statement])}: {waits}")
-    return out
 
 
 def _deadlock_text(path: str, headline: str, stuck: list[dict], notes=()) -> list[str]:
@@ -760,7 +746,7 @@ def command_simulate(args) -> int:
         diagnostics = _warnings(loaded, args, console)
         program = loaded.program
         simulation = simulate(program)
-        _export(program, simulation.timeline, args)
+        _export(program, [("", simulation.timing)], args)
         data = simulation.to_json()
         for item, node in zip(data["critical_path"], simulation.critical_path):
             item["what"] = program.describe(program.statements[node.statement])
@@ -868,11 +854,12 @@ def command_optimize(args) -> int:
             item["proven_lower"] = {key: None for key in item.get("proven_lower") or {}}
             item["stuck"] = stuck
         elif args.trace or args.svg:
-            from checker.optimize.export import timeline
-
-            schedule = result.program_schedule or result.bound_schedule
-            if schedule is not None:
-                _export(program, timeline(program, schedule), args)
+            schedules = (("best execution (program)", result.program_schedule),
+                         ("overlap bound (bound)", result.bound_schedule))
+            timings = [(title, schedule.timing(program)) for title, schedule in schedules
+                       if schedule is not None]
+            if timings:  # the trace shows the first; the chart both, on one time scale
+                _export(program, timings, args)
         emitted = None
         if args.emit and not deadlock:
             from checker.optimize import EmitError

@@ -7,8 +7,9 @@ import pytest
 
 from checker.codes import Code, Severity
 from checker.frontend import load_text
-from checker.ir import CopyKind, Engine, ExpectKind, GroupKind, Op, StreamMode, SyncKind
-from checker.parse import PRIORITY_HIGH, PRIORITY_LOW
+from checker.ir import (
+    PRIORITY_HIGH, PRIORITY_LOW, CopyKind, Engine, ExpectKind, GroupKind, Op, StreamMode, SyncKind,
+)
 
 HEAD = (
     "device d { compute 1 }\n"        # 1

@@ -232,7 +232,7 @@ def test_timeout_reports_no_false_proof():
 def test_random_schedules_replay_and_synthesis_reaches_the_bound(seed):
     from checker import hb
     from checker.optimize import emit
-    from checker.optimize.export import replays
+    from checker.crosscheck import replays
 
     program = load(random_spec(seed, tasks=8, threads=1 + seed % 2))
     result = optimize(program, timeout=20)

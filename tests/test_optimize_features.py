@@ -9,9 +9,9 @@ import random
 import pytest
 
 from checker import hb
+from checker.crosscheck import replays
 from checker.frontend import load_text
 from checker.optimize import emit, optimize
-from checker.optimize.export import replays
 
 
 def feature_spec(seed: int) -> str:

@@ -8,34 +8,26 @@ machine (`machine.Machine`: `initial`, `enabled`, `apply`) drives every mode:
 * `explore(program, max_states)` enumerates every interleaving (with partial-order
   reduction) and reports races, uses of dead memory and deadlocks with witnesses;
 * `simulate(program)` runs the program in time on its engines and reports the makespan,
-  per-task times, engine use and the critical path;
-* `chrome_trace` and `gantt_svg` draw the `Timeline` that replay and simulate produce.
+  per-task times, engine use, the critical path and the `Timing` of every statement (which
+  `checker/report/` draws as a timeline).
 """
 
 from checker.executor.explore import Exploration, explore
 from checker.executor.machine import IllegalStep, Machine, State, Transition
 from checker.executor.replay import Confirmation, Replay, confirm, replay
 from checker.executor.simulate import Simulation, simulate
-from checker.executor.svg import gantt_svg
-from checker.executor.timeline import Lane, Slice, Timeline
-from checker.executor.trace import chrome_trace
 
 __all__ = [
     "Confirmation",
     "Exploration",
     "IllegalStep",
-    "Lane",
     "Machine",
     "Replay",
     "Simulation",
-    "Slice",
     "State",
-    "Timeline",
     "Transition",
-    "chrome_trace",
     "confirm",
     "explore",
-    "gantt_svg",
     "replay",
     "simulate",
 ]

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from checker.findings import Finding, FindingKind
 from checker.ir import Program
+from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.executor.data import ByteModel
 from checker.executor.machine import DONE, IllegalStep, Machine, State, Store
-from checker.executor.timeline import Lane, Slice, Timeline, label_of
 from checker.witness import Step, StepKind, Witness
 
 
@@ -38,7 +38,8 @@ class Replay:
     """The final state has no work left."""
     stuck: tuple[tuple[int, str], ...]
     """When no step is enabled in the final state but work is left: who waits for what."""
-    timeline: Timeline
+    timing: Timing
+    """When each applied step's statement ran, one step per time unit."""
 
     def to_json(self) -> dict:
         return {
@@ -110,64 +111,51 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0
         dead_uses=tuple(uses),
         finished=finished,
         stuck=stuck,
-        timeline=step_timeline(machine, steps[:applied]),
+        timing=step_timing(machine, steps[:applied]),
     )
     return result, data, together
 
 
-def step_timeline(machine: Machine, steps: tuple[Step, ...]) -> Timeline:
-    """A timeline of a witness: step k happens at time k (unit "step")."""
-    p = machine.program
+def step_timing(machine: Machine, steps: tuple[Step, ...]) -> Timing:
+    """The times of a witness: step k happens at time k (unit "step")."""
     opened: dict[int, int] = {}
-    slices: list[Slice] = []
-    end = len(steps)
-
-    def lane_of(i: int) -> str:
-        st = p.statements[i]
-        if st.stream is not None:
-            return f"stream:{p.streams[st.stream].name}"
-        return f"thread:{p.threads[st.thread].name}"
-
-    def category(i: int) -> str:
-        st = p.statements[i]
-        if st.stream is None:
-            return st.op.value if st.op.value in ("host", "sync") else "instant"
-        return st.engine.value if st.engine is not None else "instant"
-
-    def add(i: int, start: int, stop: int) -> None:
-        st = p.statements[i]
-        slices.append(Slice(i, lane_of(i), start, stop, label_of(p, st), st.span.line, category(i)))
-
+    intervals: list[Interval] = []
+    add = intervals.append
+    holds = machine.holds
+    tasks = [st.stream is not None for st in machine.program.statements]
+    # A collective's members may start and end with one step written for the whole group:
+    # a member with no start (or end) step of its own starts (ends) with the group's.
+    own_start = {s.statement for s in steps if s.kind is StepKind.START}
+    own_end = {s.statement for s in steps if s.kind is StepKind.END}
     for k, step in enumerate(steps):
         i = step.statement
-        st = p.statements[i]
         kind = step.kind
         if kind is StepKind.START:
+            opened[i] = k
             g = machine.group_of[i]
-            for member in (g.members if g is not None else (i,)):
-                opened[member] = k
+            for member in (g.members if g is not None else ()):
+                if member not in own_start:
+                    opened[member] = k
         elif kind is StepKind.END:
-            add(i, opened.pop(i, k), k + 1)
+            add(Interval(i, Part.TASK, opened.pop(i, k), k + 1))
+            g = machine.group_of[i]
+            for member in (g.members if g is not None else ()):
+                if member in opened and member not in own_end:
+                    add(Interval(member, Part.TASK, opened.pop(member), k + 1))
         elif kind is StepKind.COMPLETE:
-            add(i, k, k)
-        elif kind is StepKind.ISSUE and st.stream is None:
-            if machine.holds[i]:
+            add(Interval(i, Part.TASK, k, k))
+        elif kind is StepKind.ISSUE and not tasks[i]:
+            if holds[i]:
                 opened[i] = k
             else:
-                add(i, k, k)
+                add(Interval(i, Part.HOST, k, k))
         elif kind is StepKind.ISSUE:
-            # The thread enqueues a task: a tick on the thread's row.
-            slices.append(Slice(i, f"thread:{p.threads[st.thread].name}", k, k,
-                                f"enqueue {label_of(p, st)}", st.span.line, "instant"))
-        elif kind is StepKind.RETURN and st.stream is None:
-            add(i, opened.pop(i, k), k + 1)
+            add(Interval(i, Part.ENQUEUE, k, k))  # the thread enqueues a task: a tick
+        elif kind is StepKind.RETURN and not tasks[i]:
+            add(Interval(i, Part.HOST, opened.pop(i, k), k + 1))
     for i, k in opened.items():
-        add(i, k, end)
-    lanes = tuple(Lane(f"stream:{s.name}", s.name, "stream") for s in p.streams) + tuple(
-        Lane(f"thread:{t.name}", t.name, "thread") for t in p.threads
-    )
-    slices.sort(key=lambda s: (s.start, s.end, s.statement))
-    return Timeline(lanes, tuple(slices), "step", end)
+        add(Interval(i, Part.TASK if tasks[i] else Part.HOST, k, len(steps)))
+    return Timing(tuple(intervals), TimeUnit.STEP, len(steps))
 
 
 # ---------------------------------------------------------------------- confirmation

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from checker.ir import NS_PER_MS, Engine, Program
+from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.executor.machine import (  # bound enum members: member lookups are slow
-    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_COPY, _OP_FREE, _OP_HOST, _OP_NOTIFY, _OP_RECORD,
-    _OP_SYNC, _OP_WAIT, _RETURN, _START, QUEUED, RUNNING,
+    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_HOST, _OP_NOTIFY, _OP_RECORD, _OP_SYNC, _OP_WAIT,
+    _RETURN, _START, QUEUED, RUNNING,
     Machine, Store,
 )
-from checker.executor.timeline import Lane, Slice, Timeline, label_of
 
 
 class TaskTime(NamedTuple):
@@ -76,7 +76,8 @@ class Simulation:
     """ns of task time on the devices (summed)."""
     critical_path: tuple[PathNode, ...]
     """The chain of statements that determined the makespan, earliest first."""
-    timeline: Timeline
+    timing: Timing
+    """When each task, launch, host statement and blocked copy ran (for `--trace`/`--svg`)."""
     deadlocked: bool
     stuck: tuple[tuple[int, str], ...]
     """When deadlocked: each unfinished statement and what it waits for."""
@@ -136,19 +137,8 @@ class _Simulator:
         self.p = program
         self.m = Machine(program)
 
-    def _label(self, st) -> str:
-        """`p.describe`, cached per distinct description key (it is slow on enum members)."""
-        key = (st.op, st.stream, st.name, st.event, st.notify, st.memory, st.sync, st.target)
-        if st.op is _OP_COPY:
-            return label_of(self.p, st)
-        text = self._labels.get(key)
-        if text is None:
-            text = self._labels[key] = label_of(self.p, st)
-        return text
-
     def run(self) -> Simulation:
         p, m = self.p, self.m
-        self._labels: dict[tuple, str] = {}
         launch_of = [p.devices[st.device].launch if st.stream is not None else 0
                      for st in p.statements]
         engine_names = {e: e.value for e in Engine}
@@ -449,11 +439,11 @@ class _Simulator:
 
     def _result(self, makespan, begin, finish, issued, tdone, unit_of, cause, tcause, busy, host_busy,
                 device_busy, deadlocked, stuck) -> Simulation:
-        p, m = self.p, self.m
+        p = self.p
         ekey = self._ekey
-        labels: dict[int, str] = {}
         tasks = []
-        slices: list[Slice] = []
+        intervals: list[Interval] = []
+        add = intervals.append
         for st in p.statements:
             i = st.index
             if st.stream is not None and begin[i] >= 0:
@@ -462,32 +452,17 @@ class _Simulator:
                 engine = ekey[i][1] if ekey[i] is not None else None
                 tasks.append(TaskTime(i, st.span.line, p.streams[st.stream].name, engine, unit,
                                       begin[i], end))
-                label = labels[i] = self._label(st)
-                cat = engine if engine is not None and m.interval[i] else "instant"
-                slices.append(Slice(i, f"stream:{p.streams[st.stream].name}", begin[i], end,
-                                    label, st.span.line, cat))
-                if unit_of[i] is not None:
-                    (dev, eng), u = unit_of[i]
-                    slices.append(Slice(i, f"engine:{p.devices[dev].name}/{eng}/{u}", begin[i],
-                                        end, label, st.span.line, cat))
-            lane = f"thread:{p.threads[st.thread].name}"
+                add(Interval(i, Part.TASK, begin[i], end, unit))
             if issued[i] >= 0:
                 if st.stream is not None:
                     launch = p.devices[st.device].launch
                     if launch:
-                        slices.append(Slice(i, lane, issued[i] - launch, issued[i],
-                                            f"launch {labels.get(i) or self._label(st)}", st.span.line, "launch"))
+                        add(Interval(i, Part.LAUNCH, issued[i] - launch, issued[i]))
                     if st.blocking:
-                        back = finish[i] if finish[i] >= 0 else makespan
-                        slices.append(Slice(i, lane, issued[i], back, f"blocked on {self._label(st)}",
-                                            st.span.line, "sync"))
+                        add(Interval(i, Part.BLOCKED, issued[i],
+                                     finish[i] if finish[i] >= 0 else makespan))
                 else:
-                    end = finish[i] if finish[i] >= 0 else makespan
-                    cat = {_OP_HOST: "host", _OP_FREE: "host", _OP_SYNC: "sync"}.get(st.op, "instant")
-                    slices.append(Slice(i, lane, issued[i], end, self._label(st), st.span.line, cat))
-        slices.sort(key=lambda s: (s.start, s.end, s.statement))
-        lanes = [Lane(f"stream:{s.name}", s.name, "stream") for s in p.streams]
-        lanes += [Lane(f"thread:{t.name}", t.name, "thread") for t in p.threads]
+                    add(Interval(i, Part.HOST, issued[i], finish[i] if finish[i] >= 0 else makespan))
         engines = []
         for d in p.devices:
             kinds = sorted({st.engine for st in p.statements
@@ -495,16 +470,13 @@ class _Simulator:
                            key=lambda e: e.value)
             for e in kinds:
                 units = d.count(e)
-                for u in range(units):
-                    lanes.append(Lane(f"engine:{d.name}/{e.value}/{u}", f"{d.name} {e.value} #{u}",
-                                      "engine"))
                 b = busy.get((d.index, e.value), 0)
                 engines.append(EngineUse(d.name, e.value, units, b,
                                          b / (units * makespan) if makespan else 0.0))
-        timeline = Timeline(tuple(lanes), tuple(slices), "ns", makespan)
+        timing = Timing(tuple(intervals), TimeUnit.NS, makespan)
         path = self._critical_path(begin, finish, issued, tdone, cause, tcause)
         return Simulation(makespan, tuple(tasks), tuple(engines), host_busy, device_busy, path,
-                          timeline, deadlocked, stuck, p, tuple(self._trail))
+                          timing, deadlocked, stuck, p, tuple(self._trail))
 
     def _critical_path(self, begin, finish, issued, tdone, cause, tcause) -> tuple[PathNode, ...]:
         """Walk back from whatever ended last along the predecessor that ended last."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checker.ir import NS_PER_MS, Program
+from checker.ir import NS_PER_MS, Engine, Program
 from checker.optimize import core
 from checker.optimize.model import TimedModel, launch_of
+from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.witness import Step, StepKind, Witness
 
 
@@ -41,6 +42,41 @@ class Schedule:
             if slot.statement == statement:
                 return slot
         return None
+
+    def timing(self, program: Program) -> Timing:
+        """When each part of each statement runs, in the shape every backend reports times.
+
+        A schedule does not say which unit of its engine a task takes: units are handed out
+        in start order, each to the first one free (a valid schedule never runs more tasks
+        of an engine at once than it has units). A bound schedule has no stream order."""
+        free_at: dict[tuple[int, Engine], list[int]] = {}
+        unit_of: dict[int, int] = {}
+        for slot in sorted(self.slots, key=lambda s: (s.start, s.end)):
+            st = program.statements[slot.statement]
+            if st.stream is None or st.engine is None or st.duration <= 0 or st.device is None:
+                continue
+            ends = free_at.setdefault((st.device, st.engine),
+                                      [0] * program.devices[st.device].count(st.engine))
+            u = next((k for k, t in enumerate(ends) if t <= slot.start), None)
+            if u is None:  # cannot happen for a valid schedule; use an extra unit
+                ends.append(0)
+                u = len(ends) - 1
+            ends[u] = slot.end
+            unit_of[slot.statement] = u
+        intervals = []
+        for slot in self.slots:
+            i = slot.statement
+            st = program.statements[i]
+            if st.stream is None:
+                intervals.append(Interval(i, Part.HOST, slot.issue, slot.released))
+                continue
+            intervals.append(Interval(i, Part.TASK, slot.start, slot.end, unit_of.get(i)))
+            launch = program.devices[program.streams[st.stream].device].launch
+            if launch:
+                intervals.append(Interval(i, Part.LAUNCH, slot.issue, slot.issue + launch))
+            if st.blocking:
+                intervals.append(Interval(i, Part.BLOCKED, slot.issue + launch, slot.released))
+        return Timing(tuple(intervals), TimeUnit.NS, self.makespan, streams=self.kind == "program")
 
     def to_json(self, program: Program) -> dict:
         ms = lambda ns: ns / NS_PER_MS  # noqa: E731
