@@ -121,9 +121,17 @@ class QueuesItem:
 
 
 @dataclass(frozen=True, slots=True)
+class RuntimeItem:
+    """`runtime cuda` or `runtime cann`."""
+
+    runtime: Name
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceDecl:
     name: Name
-    items: tuple[EngineItem | LaunchItem | QueuesItem, ...]
+    items: tuple[EngineItem | LaunchItem | QueuesItem | RuntimeItem, ...]
     span: Span
 
 
@@ -174,13 +182,28 @@ class NotifyDecl:
 @dataclass(frozen=True, slots=True)
 class CommDecl:
     name: Name
+    count: Expr | None
+    """`comm NAME[N] = {...}`: N comms; NAME is the index variable inside the braces."""
     members: tuple[Ref, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDecl:
+    """`tensor NAME[N]? SIZE on DEVICE`: memory of a caching allocator."""
+
+    name: Name
+    count: Expr | None
+    size: Number
+    device: Name
     span: Span
 
 
 @dataclass(frozen=True, slots=True)
 class ThreadDecl:
     name: Name
+    count: Expr | None
+    """`thread NAME[N] {...}`: N threads; NAME is the index variable inside the body."""
     body: tuple["Statement", ...]
     span: Span
 
@@ -196,7 +219,7 @@ class ExpectDecl:
 
 Declaration = (
     SpecTitle | DeviceDecl | BufferDecl | AliasDecl | StreamDecl | EventDecl | NotifyDecl
-    | CommDecl | ThreadDecl | ExpectDecl
+    | CommDecl | TensorDecl | ThreadDecl | ExpectDecl
 )
 
 
@@ -288,14 +311,28 @@ class AwaitTask:
 
 
 @dataclass(frozen=True, slots=True)
+class MemsetTask:
+    stream: Ref
+    access: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class CollectiveTask:
-    """`STREAM: allreduce COMM ACCESS`: a collective call of every member of COMM."""
+    """`STREAM: KIND COMM [root STREAM] ACCESS [<- SOURCE]`: a collective call of every member
+    of COMM."""
 
     stream: Ref
     kind: str
-    """The ir.Op value: allreduce."""
+    """The ir.Op value: allreduce, allgather, reducescatter, alltoall, broadcast, reduce."""
     comm: Ref
+    root: Ref | None
+    """broadcast and reduce: the root member stream."""
     access: AccessRef
+    """In place: the buffer; out of place: the destination."""
+    source: AccessRef | None
+    """Out of place: the source (`DST <- SRC`); None in place."""
     duration: Duration | None
     span: Span
 
@@ -334,9 +371,38 @@ class FreeTask:
     span: Span
 
 
+@dataclass(frozen=True, slots=True)
+class WaitStreamTask:
+    """`S2: wait_stream S1` (PyTorch `wait_stream`)."""
+
+    stream: Ref
+    source: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStreamTask:
+    """`S2: record_stream T` (PyTorch `record_stream`)."""
+
+    stream: Ref
+    tensor: AccessRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTask:
+    """`S: item ACCESS`: a `.item()`-style read of device memory into the host."""
+
+    stream: Ref
+    access: AccessRef
+    duration: Duration | None
+    span: Span
+
+
 Task = (
-    KernelTask | CallbackTask | CopyTask | RecordTask | WaitTask | ResetTask | NotifyTask
-    | AwaitTask | CollectiveTask | SendTask | RecvTask | AllocTask | FreeTask
+    KernelTask | CallbackTask | CopyTask | MemsetTask | RecordTask | WaitTask | ResetTask
+    | NotifyTask | AwaitTask | CollectiveTask | SendTask | RecvTask | AllocTask | FreeTask
+    | WaitStreamTask | RecordStreamTask | ItemTask
 )
 
 
@@ -383,7 +449,53 @@ class HostFree:
     span: Span
 
 
-Statement = For | Let | Task | HostCall | Sync | HostNotify | HostAwait | HostAlloc | HostFree
+@dataclass(frozen=True, slots=True)
+class Query:
+    """`query E` / `query S`: polling until done, which waits as `sync` does."""
+
+    target: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Memcpy:
+    """Host `memcpy DST <- SRC`: a copy on the device's default stream that blocks the thread."""
+
+    destination: AccessRef
+    source: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class HostMemset:
+    """Host `memset DST`: a memset on the device's default stream that blocks the thread."""
+
+    access: AccessRef
+    duration: Duration | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """`group { ... }`: collective calls launched together (`ncclGroupStart/End`)."""
+
+    body: tuple["Statement", ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Choose:
+    """`choose { ... } or { ... }`: one branch runs; every combination is checked."""
+
+    branches: tuple[tuple["Statement", ...], ...]
+    span: Span
+
+
+Statement = (
+    For | Let | Task | HostCall | Sync | Query | HostNotify | HostAwait | HostAlloc | HostFree
+    | Memcpy | HostMemset | Group | Choose
+)
 
 
 @dataclass(frozen=True, slots=True)

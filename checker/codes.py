@@ -32,6 +32,10 @@ class Code(str, enum.Enum):
     SP022 = "SP022"
     SP023 = "SP023"
     SP024 = "SP024"
+    SP025 = "SP025"
+    SP026 = "SP026"
+    SP027 = "SP027"
+    SP028 = "SP028"
     # Warnings about a spec that is valid but probably not what was meant.
     SP050 = "SP050"
     SP051 = "SP051"
@@ -71,6 +75,10 @@ SUMMARIES: dict[Code, str] = {
     Code.SP022: "keyword used as a name",
     Code.SP023: "alias cycle",
     Code.SP024: "invalid device declaration",
+    Code.SP025: "two comm members on one device",
+    Code.SP026: "too many branch combinations",
+    Code.SP027: "tensor used outside its allocation",
+    Code.SP028: "tensor allocation depends on the thread interleaving",
     Code.SP050: "event waited on but never recorded",
     Code.SP051: "stream declared but never used",
     Code.SP052: "notify awaited but never notified",

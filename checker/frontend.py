@@ -24,6 +24,9 @@ class Loaded:
     program: Program | None
     """None when the spec has an error; the error is among `diagnostics`."""
     diagnostics: tuple[Diagnostic, ...]
+    variants: tuple[Program, ...] = ()
+    """Every program the spec lowers to, one per combination of `choose` branches (and runtime
+    alternative); `variants[0] is program`. Empty when there is no program."""
 
 
 def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
@@ -35,7 +38,7 @@ def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX
         return Loaded(path, text, None, (exc.diagnostic,))
     except RecursionError:
         return Loaded(path, text, None, (error(Code.SP004, "spec is nested too deeply to analyse", None),))
-    return Loaded(path, text, lowered.program, lowered.warnings)
+    return Loaded(path, text, lowered.program, lowered.warnings, lowered.variants)
 
 
 def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:

@@ -1,33 +1,50 @@
 """Syntax tree to IR: bind names, expand arrays, resolve aliases, unroll loops, validate.
 
+Besides what is written, lowering spells out what some statements do implicitly: a `memcpy`
+is a blocking copy on the device's default stream, `wait_stream` a record and a wait,
+`query` a sync, a CUDA `free` a device sync first (see `docs/language.md`). A caching-allocator
+tensor is placed in a block by simulating the allocator. A spec with `choose` (or, under
+`runtime cuda`, with copies from pageable memory) lowers to one program per combination of
+branches (`Lowered.variants`).
+
 Lowering stops at the first error (a `SpecError` carrying its diagnostic); warnings are
-collected and returned beside the program.
+collected and returned beside the programs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from checker import ast
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error, warning
 from checker.ir import (
-    Access, Comm, CopyKind, Device, Engine, Event, Expectation, ExpectKind, Group, GroupKind,
-    Memory, Notify, Op, Program, Span, Statement, Stream, StreamMode, SyncKind, Thread,
+    OPERATIONS, Access, Comm, CopyKind, Device, Engine, Event, Expectation, ExpectKind, Group,
+    GroupKind, Memory, Notify, Op, Program, Runtime, Span, Statement, Stream, StreamMode, SyncKind,
+    Thread,
 )
 from checker.parse import KEYWORDS, MAX_LITERAL
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 MAX_ARRAY = 100_000
 MAX_ENGINE_UNITS = 4096
+MAX_VARIANTS = 64
+"""Most programs one spec may lower to (branch combinations times runtime alternatives)."""
 DEFAULT_ENGINES = ((Engine.COMPUTE, 1), (Engine.COPY, 1), (Engine.COMM, 1))
+
+CUDA_STAGED = "cuda pageable copies return once staged"
+CUDA_SYNCED = "cuda pageable copies synchronize the stream first"
+
+IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
+ROOTED_KINDS = ("broadcast", "reduce")
 
 
 @dataclass(frozen=True, slots=True)
 class _Entity:
-    """A declared name: what kind it is, its declaration, and the IR indices it stands for."""
+    """A declared name: what kind it is, its declaration, and the IR indices it stands for
+    (tensors: indices into `_Lowerer.tensors`)."""
 
-    kind: str  # device, buffer, alias, stream, event, notify, comm, thread
+    kind: str  # device, buffer, alias, stream, event, notify, comm, tensor
     decl: object
     indices: tuple[int, ...]
     array: bool
@@ -35,17 +52,64 @@ class _Entity:
 
 @dataclass(frozen=True, slots=True)
 class _Region:
-    """What an alias or access names: one memory and a byte range, or a whole buffer array."""
+    """What an alias or access names: one memory and a byte range, or a whole buffer array.
+    For a tensor, `memories` are tensor element indices."""
 
     memories: tuple[int, ...]
     start: int
     end: int
     array: bool
     buffer: str
+    tensor: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Tensor:
+    """One declared tensor, or one element of a tensor array."""
+
+    name: str
+    decl: str
+    size: int
+    device: int
+    span: Span
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One lifetime of a tensor in the allocator simulation: an `alloc` (kind "alloc"), or
+    the uses of a tensor in a thread that has not allocated it (kind "shared"), which must
+    resolve to the tensor's single `alloc` in the whole program."""
+
+    kind: str
+    tensor: int
+    thread: int
+    span: Span
+    stream: int | None = None
+    block: int | None = None
+    target: "_Slot | None" = None
+    marked: bool = False
+    """Reuse deferred (`record_stream` on another stream, or freed by another thread): the
+    block is never handed out again."""
+    freed: bool = False
+
+
+@dataclass(slots=True)
+class _Block:
+    size: int
+    device: int
+    name: str
+    buffer: str
+    span: Span
+    owners: list[str] = field(default_factory=list)
 
 
 def _kind_phrase(kind: str) -> str:
     return {"alias": "an alias", "event": "an event", "thread": "a thread"}.get(kind, f"a {kind}")
+
+
+def _placeholder(slot: int) -> int:
+    """The memory index that stands for a tensor slot until the allocator places it."""
+    return -1 - slot
 
 
 class _Lowerer:
@@ -62,17 +126,21 @@ class _Lowerer:
         self.events: list[Event] = []
         self.notifies: list[Notify] = []
         self.comms: list[Comm] = []
+        self.tensors: list[_Tensor] = []
         self.threads: list[Thread] = []
         self.statements: list[Statement] = []
         self.warnings: list[Diagnostic] = []
         self.alias_regions: dict[str, _Region] = {}
         self.resolving: list[str] = []
-        self.origin_ids: dict[int, int] = {}
+        self.origin_ids: dict[tuple[int, int], int] = {}
         self.buffer_spans: list[tuple[str, Span]] = []
-        self.thread_names: dict[str, Thread] = {}
+        self.thread_names: dict[str, ast.ThreadDecl] = {}
         self.comm_members: list[frozenset[int]] = []
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
+        self.named_streams: set[int] = set()
+        """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
+        `record_stream`): used, for the never-used warning."""
 
     # -- declarations ---------------------------------------------------------------------
 
@@ -96,14 +164,14 @@ class _Lowerer:
                                   "array size", help=f"arrays hold 1 to {MAX_ARRAY} elements"))
         return n
 
-    def lower(self) -> Program:
+    def lower(self) -> tuple[Program, ...]:
         decls = self.spec.declarations
-        title = None
+        self.title = None
         for decl in decls:
             if isinstance(decl, ast.SpecTitle):
-                if title is not None:
+                if self.title is not None:
                     raise SpecError(error(Code.SP011, "the spec has two titles", decl.span, "second `spec`"))
-                title = decl.title
+                self.title = decl.title
         for decl in decls:
             if isinstance(decl, ast.DeviceDecl):
                 self.device(decl)
@@ -116,6 +184,8 @@ class _Lowerer:
                 self.simple(decl, "event")
             elif isinstance(decl, ast.NotifyDecl):
                 self.simple(decl, "notify")
+            elif isinstance(decl, ast.TensorDecl):
+                self.tensor(decl)
             elif isinstance(decl, (ast.AliasDecl, ast.CommDecl)):
                 self.declare(decl.name, "alias" if isinstance(decl, ast.AliasDecl) else "comm", decl)
         for decl in decls:
@@ -123,24 +193,17 @@ class _Lowerer:
                 self.alias_region(decl.name.text, decl.name.span)
             elif isinstance(decl, ast.CommDecl):
                 self.comm(decl)
-        for decl in decls:
-            if isinstance(decl, ast.ThreadDecl):
-                self.thread(decl)
-        expectations = tuple(self.expectation(d) for d in decls if isinstance(d, ast.ExpectDecl))
-        groups = self.groups()
-        program = Program(
-            self.path, self.source, title, tuple(self.devices), tuple(self.memories),
-            tuple(self.streams), tuple(self.events), tuple(self.notifies), tuple(self.comms),
-            tuple(self.threads), tuple(self.statements), groups, expectations,
-            tuple(self.buffer_spans),
-        )
-        self.usage_warnings(program)
-        return program
+        self.thread_decls = [d for d in decls if isinstance(d, ast.ThreadDecl)]
+        for decl in self.thread_decls:
+            self.declare_thread(decl)
+        self.expectations = tuple(self.expectation(d) for d in decls if isinstance(d, ast.ExpectDecl))
+        return self.variants()
 
     def device(self, decl: ast.DeviceDecl) -> None:
         engines: dict[Engine, int] = {}
         launch, launch_given = 0, False
         queues = None
+        runtime = None
         for item in decl.items:
             if isinstance(item, ast.EngineItem):
                 engine = Engine(item.engine)
@@ -154,6 +217,13 @@ class _Lowerer:
                 if launch_given:
                     raise SpecError(error(Code.SP024, "`launch` is given twice", item.span))
                 launch, launch_given = item.duration.nanoseconds, True
+            elif isinstance(item, ast.RuntimeItem):
+                if runtime is not None:
+                    raise SpecError(error(Code.SP024, "`runtime` is given twice", item.span))
+                if item.runtime.text not in ("cuda", "cann"):
+                    raise SpecError(error(Code.SP024, f"unknown runtime `{item.runtime.text}`", item.runtime.span,
+                                          "not a runtime", help="write `runtime cuda` or `runtime cann`"))
+                runtime = Runtime(item.runtime.text)
             else:
                 if queues is not None:
                     raise SpecError(error(Code.SP024, "`queues` is given twice", item.span))
@@ -164,7 +234,8 @@ class _Lowerer:
         index = len(self.devices)
         declared = tuple(engines.items()) if engines else DEFAULT_ENGINES
         self.declare(decl.name, "device", decl, (index,))
-        self.devices.append(Device(index, decl.name.text, declared, launch, queues, decl.span))
+        self.devices.append(Device(index, decl.name.text, declared, launch, queues, decl.span,
+                                   runtime or Runtime.CANN))
 
     def lookup(self, name: ast.Name, *kinds: str) -> _Entity:
         entity = self.entities.get(name.text)
@@ -204,6 +275,18 @@ class _Lowerer:
         self.declare(decl.name, "buffer", decl, range(first, first + len(names)), count is not None)
         self.buffer_spans.append((decl.name.text, decl.span))
 
+    def tensor(self, decl: ast.TensorDecl) -> None:
+        count = self.array_count(decl.count, "tensor")
+        if decl.size.value <= 0:
+            raise SpecError(error(Code.SP020, "a tensor needs a positive size", decl.size.span))
+        device = self.lookup(decl.device, "device").indices[0]
+        names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
+        first = len(self.tensors)
+        for name in names:
+            self.tensors.append(_Tensor(name, decl.name.text, decl.size.value, device, decl.span))
+        self.declare(decl.name, "tensor", decl, range(first, first + len(names)), count is not None)
+        self.buffer_spans.append((decl.name.text, decl.span))
+
     def stream(self, decl: ast.StreamDecl) -> None:
         count = self.array_count(decl.count, "stream")
         device = self.lookup(decl.device, "device").indices[0]
@@ -241,23 +324,54 @@ class _Lowerer:
         self.declare(decl.name, kind, decl, range(first, first + len(names)), count is not None)
 
     def comm(self, decl: ast.CommDecl) -> None:
-        members: list[int] = []
-        seen: set[int] = set()
-        for ref in decl.members:
-            entity = self.entities.get(ref.name.text)
-            if entity is not None and entity.kind != "stream":
-                raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
-                                      ref.span, "not a stream", help="a comm lists one stream per rank"))
-            stream = self.resolve(ref, {}, "stream")
-            if stream in seen:
-                raise SpecError(error(Code.SP011, f"stream `{self.streams[stream].name}` is in comm `{decl.name.text}` twice",
-                                      ref.span))
-            members.append(stream)
-            seen.add(stream)
-        index = len(self.comms)
-        self.entities[decl.name.text] = _Entity("comm", decl, (index,), False)
-        self.comms.append(Comm(index, decl.name.text, tuple(members), decl.span))
-        self.comm_members.append(frozenset(members))
+        count = self.array_count(decl.count, "comm")
+        first = len(self.comms)
+        for i in range(count or 1):
+            env = {} if count is None else {decl.name.text: i}
+            members: list[int] = []
+            written: dict[int, ast.Ref] = {}
+            on_device: dict[int, int] = {}
+            for ref in decl.members:
+                entity = self.entities.get(ref.name.text)
+                if entity is not None and entity.kind != "stream":
+                    raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
+                                          ref.span, "not a stream", help="a comm lists one stream per rank"))
+                for stream in self.resolve_all(ref, env, "stream"):
+                    name = self.streams[stream].name
+                    comm_name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
+                    if stream in written:
+                        raise SpecError(error(Code.SP011, f"stream `{name}` is in comm `{comm_name}` twice", ref.span))
+                    device = self.streams[stream].device
+                    if device in on_device:
+                        other = on_device[device]
+                        raise SpecError(error(
+                            Code.SP025,
+                            f"comm `{comm_name}` has two members on device `{self.devices[device].name}`: "
+                            f"`{self.streams[other].name}` and `{name}`",
+                            ref.span, "second member on this device",
+                            secondary=((written[other].span, "first member on this device"),),
+                            help="a communicator has one rank per device (NCCL and HCCL refuse two): "
+                                 "put each member stream on its own device"))
+                    members.append(stream)
+                    written[stream] = ref
+                    on_device[device] = stream
+            name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
+            self.comms.append(Comm(len(self.comms), name, tuple(members), decl.span))
+            self.comm_members.append(frozenset(members))
+        self.entities[decl.name.text] = _Entity("comm", decl, tuple(range(first, len(self.comms))), count is not None)
+
+    def declare_thread(self, decl: ast.ThreadDecl) -> None:
+        # Threads are never referenced, so their names live apart from everything else
+        # (`thread main` beside `stream main` is fine).
+        other = self.thread_names.get(decl.name.text)
+        if other is not None:
+            raise SpecError(error(Code.SP011, f"thread `{decl.name.text}` is declared twice", decl.name.span,
+                                  "declared again here", secondary=((other.span, "first declared here"),)))
+        if decl.name.text in KEYWORDS:
+            raise SpecError(error(Code.SP022, f"`{decl.name.text}` is a keyword and cannot name a thread",
+                                  decl.name.span, "keyword"))
+        self.thread_names[decl.name.text] = decl
+        self.array_count(decl.count, "thread")
 
     # -- expressions and references --------------------------------------------------------
 
@@ -313,6 +427,13 @@ class _Lowerer:
                                   "cannot index this"))
         return entity.indices[0]
 
+    def resolve_all(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> tuple[int, ...]:
+        """Like `resolve`, but a whole array (no index) stands for every element in order."""
+        entity = self.lookup(ref.name, *kinds)
+        if entity.array and ref.index is None:
+            return entity.indices
+        return (self.resolve(ref, env, *kinds),)
+
     def alias_region(self, name: str, span: Span) -> _Region:
         if name in self.alias_regions:
             return self.alias_regions[name]
@@ -321,32 +442,44 @@ class _Lowerer:
                                   help=" -> ".join(self.resolving + [name])))
         self.resolving.append(name)
         decl = self.entities[name].decl
-        region = self.region(decl.target, {})
+        region = self.region(decl.target, {}, ("buffer", "alias"))
         self.resolving.pop()
         self.alias_regions[name] = region
         return region
 
-    def region(self, access: ast.AccessRef, env: dict[str, int]) -> _Region:
-        entity = self.lookup(access.name, "buffer", "alias")
+    def memory_kinds(self) -> tuple[str, ...]:
+        """What an access may name (tensors only once the spec declares one, so that messages
+        about specs without them do not mention them)."""
+        return ("buffer", "alias", "tensor") if self.tensors else ("buffer", "alias")
+
+    def region(self, access: ast.AccessRef, env: dict[str, int], kinds: tuple[str, ...] | None = None,
+               whole_arrays: bool = False) -> _Region:
+        """The bytes an access names. With `whole_arrays`, an unindexed array stands for all of
+        its elements (the region keeps `array` set)."""
+        entity = self.lookup(access.name, *(kinds or self.memory_kinds()))
         if entity.kind == "alias":
             region = self.alias_region(access.name.text, access.name.span)
+        elif entity.kind == "tensor":
+            first = self.tensors[entity.indices[0]]
+            region = _Region(entity.indices, 0, first.size, entity.array, first.decl, True)
         else:
             first = self.memories[entity.indices[0]]
             region = _Region(entity.indices, 0, first.size, entity.array, first.buffer)
+        what = "tensors" if region.tensor else "buffers"
         for subscript in access.subscripts:
             if isinstance(subscript, ast.Index):
                 if not region.array:
-                    raise SpecError(error(Code.SP015, f"`{access.name.text}` is not an array of buffers",
+                    raise SpecError(error(Code.SP015, f"`{access.name.text}` is not an array of {what}",
                                           subscript.span, "cannot index this",
                                           help="byte ranges are written [lo:hi]"))
                 i = self.evaluate(subscript.expr, env)
                 if not 0 <= i < len(region.memories):
                     raise SpecError(error(Code.SP013, f"index {i} is out of range for `{access.name.text}[{len(region.memories)}]`",
                                           subscript.expr.span, f"valid indices are 0..{len(region.memories) - 1}"))
-                region = _Region((region.memories[i],), region.start, region.end, False, region.buffer)
+                region = _Region((region.memories[i],), region.start, region.end, False, region.buffer, region.tensor)
             else:
                 if region.array:
-                    raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of buffers; index it before slicing",
+                    raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {what}; index it before slicing",
                                           subscript.span, help=f"write `{access.name.text}[i][lo:hi]`"))
                 length = region.end - region.start
                 low = 0 if subscript.low is None else self.evaluate(subscript.low, env)
@@ -359,35 +492,209 @@ class _Lowerer:
                     raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] is outside `{access.name.text}` ({length} bytes)",
                                           subscript.span, "out of range",
                                           help="a range [lo:hi] needs 0 <= lo < hi <= size"))
-                region = _Region(region.memories, region.start + low, region.start + high, False, region.buffer)
-        if region.array:
-            raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {len(region.memories)} buffers; pick one",
+                region = _Region(region.memories, region.start + low, region.start + high, False, region.buffer,
+                                 region.tensor)
+        if region.array and not whole_arrays:
+            raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {len(region.memories)} {what}; pick one",
                                   access.span, "needs an index", help=f"write `{access.name.text}[i]`"))
         return region
 
+    def text(self, span: Span) -> str:
+        return self.source[span.start:span.end]
+
     def access(self, access: ast.AccessRef, env: dict[str, int], write: bool) -> Access:
         region = self.region(access, env)
-        text = self.source[access.span.start:access.span.end]
-        return Access(region.memories[0], region.start, region.end, write, access.span, text)
+        return self.region_access(region, region.memories[0], access, write, self.text(access.span))
 
-    # -- threads and statements ------------------------------------------------------------
+    def accesses(self, access: ast.AccessRef, env: dict[str, int], write: bool) -> tuple[Access, ...]:
+        """`reads`/`writes`: an unindexed buffer array means every element, whole."""
+        region = self.region(access, env, whole_arrays=True)
+        if not region.array:
+            return (self.region_access(region, region.memories[0], access, write, self.text(access.span)),)
+        return tuple(self.region_access(region, element, access, write, self.element_name(region, element))
+                     for element in region.memories)
+
+    def element_name(self, region: _Region, element: int) -> str:
+        return self.tensors[element].name if region.tensor else self.memories[element].name
+
+    def region_access(self, region: _Region, element: int, access: ast.AccessRef, write: bool, text: str) -> Access:
+        memory = self.tensor_use(element, access.span) if region.tensor else element
+        return Access(memory, region.start, region.end, write, access.span, text)
+
+    def mem(self, index: int) -> Memory:
+        """The memory an access names; for a tensor not yet placed, a stand-in with its size
+        and device."""
+        if index >= 0:
+            return self.memories[index]
+        tensor = self.tensors[self.slots[-1 - index].tensor]
+        return Memory(index, tensor.name, tensor.decl, tensor.size, tensor.device, False, tensor.span)
+
+    # -- variants --------------------------------------------------------------------------
+
+    def variants(self) -> tuple[Program, ...]:
+        """One program per combination of `choose` branches (and, under `runtime cuda`, per
+        behaviour of pageable copies); the first takes every first branch."""
+        combinations = self.count_combinations()
+        if combinations > MAX_VARIANTS:
+            self.too_many(combinations)
+        programs: list[Program] = []
+        prefix: list[int] = []
+        while True:
+            program = self.run(prefix, cuda_sync_first=False)
+            decisions = self.decisions
+            labels = [label for _, _, label in decisions]
+            if self.pageable_cuda:
+                programs.append(replace(program, variant="; ".join(labels + [CUDA_STAGED])))
+                synced = self.run(prefix, cuda_sync_first=True)
+                programs.append(replace(synced, variant="; ".join(labels + [CUDA_SYNCED])))
+            else:
+                programs.append(replace(program, variant="; ".join(labels)))
+            last = next((i for i in range(len(decisions) - 1, -1, -1) if decisions[i][0] + 1 < decisions[i][1]), None)
+            if last is None:
+                break
+            prefix = [taken for taken, _, _ in decisions[:last]] + [decisions[last][0] + 1]
+        if len(programs) > MAX_VARIANTS:
+            self.too_many(len(programs))
+        return tuple(programs)
+
+    def too_many(self, count: int) -> None:
+        first = self.first_choose()
+        number = f"{count:,}" if count <= _COUNT_CAP else f"more than {_COUNT_CAP:,}"
+        raise SpecError(error(
+            Code.SP026, f"{number} branch combinations exceed the limit of {MAX_VARIANTS}",
+            first.span if first is not None else None, "the first `choose`" if first is not None else "",
+            help="every combination of `choose` branches is checked as its own program; "
+                 "fewer `choose`s, fewer branches, or fewer loop iterations around them keep it small"))
+
+    def first_choose(self) -> ast.Choose | None:
+        def walk(body):
+            for statement in body:
+                if isinstance(statement, ast.Choose):
+                    return statement
+                inner = getattr(statement, "body", None)
+                if isinstance(inner, tuple):
+                    found = walk(inner)
+                    if found is not None:
+                        return found
+            return None
+
+        for decl in self.thread_decls:
+            found = walk(decl.body)
+            if found is not None:
+                return found
+        return None
+
+    def count_combinations(self) -> int:
+        """How many combinations of branches the `choose`s of every thread make (capped)."""
+        self.choosy: dict[int, bool] = {}
+        self.count_steps = 0
+        total = 1
+        for decl in self.thread_decls:
+            count = self.array_count(decl.count, "thread")
+            for i in range(count or 1):
+                total *= self.count_block(decl.body, {} if count is None else {decl.name.text: i})
+                if total > _COUNT_CAP:
+                    return total
+        return total
+
+    def has_choose(self, body) -> bool:
+        key = id(body)
+        if key not in self.choosy:
+            self.choosy[key] = any(
+                isinstance(s, ast.Choose)
+                or (isinstance(s, (ast.For, ast.Group)) and self.has_choose(s.body)) for s in body)
+        return self.choosy[key]
+
+    def count_block(self, body, env: dict[str, int]) -> int:
+        if not self.has_choose(body):
+            return 1
+        env = dict(env)
+        total = 1
+        for statement in body:
+            self.count_steps += 1
+            if total > _COUNT_CAP or self.count_steps > self.max_statements:
+                return total
+            try:
+                if isinstance(statement, ast.Let):
+                    env[statement.variable.text] = self.evaluate(statement.value, env)
+                elif isinstance(statement, ast.For):
+                    if not self.has_choose(statement.body):
+                        continue
+                    low, high = self.evaluate(statement.low, env), self.evaluate(statement.high, env)
+                    for value in range(low, high):
+                        total *= self.count_block(statement.body, {**env, statement.variable.text: value})
+                        self.count_steps += 1
+                        if total > _COUNT_CAP or self.count_steps > self.max_statements:
+                            return total
+                elif isinstance(statement, ast.Group):
+                    total *= self.count_block(statement.body, env)
+                elif isinstance(statement, ast.Choose):
+                    total *= sum(self.count_block(branch, env) for branch in statement.branches)
+            except SpecError:
+                return total  # the lowering itself reports it
+        return total
+
+    def decide(self, node: ast.Choose, env: dict[str, int], loops: tuple[ast.For, ...]) -> int:
+        """Which branch this instance of a `choose` takes in the program being lowered."""
+        position = len(self.decisions)
+        taken = self.prefix[position] if position < len(self.prefix) else 0
+        names = ([self.thread_var] if self.thread_var else []) + [loop.variable.text for loop in loops]
+        bound = ", ".join(f"{name}={env[name]}" for name in dict.fromkeys(names) if name in env)
+        where = f"line {node.span.line}" + (f" ({bound})" if bound else "")
+        self.decisions.append((taken, len(node.branches), f"{where}: branch {taken + 1} of {len(node.branches)}"))
+        return taken
+
+    # -- one program -----------------------------------------------------------------------
+
+    def run(self, prefix: list[int], cuda_sync_first: bool) -> Program:
+        """Lower every thread taking the branches in `prefix` (then every first branch)."""
+        self.prefix = prefix
+        self.decisions: list[tuple[int, int, str]] = []
+        self.cuda_sync_first = cuda_sync_first
+        self.pageable_cuda = False
+        self.budget = 0
+        declared = (list(self.memories), list(self.streams), list(self.events), dict(self.streams_on))
+        self.threads = []
+        self.statements = []
+        self.batch: int | None = None
+        self.next_batch = 0
+        self.default_streams: dict[int, int] = {}
+        self.staged = 0
+        self.items = 0
+        self.wait_stream_events: dict[tuple[tuple[int, int], int], int] = {}
+        self.slots: list[_Slot] = []
+        self.tensor_events: list[tuple] = []
+        self.placed: list[int] = []
+        self.stream_sets: list[int] = []
+        try:
+            for decl in self.thread_decls:
+                self.thread(decl)
+            blocks = self.place_tensors()
+            self.fill_stream_sets()
+            groups = self.groups()
+            program = Program(
+                self.path, self.source, self.title, tuple(self.devices), tuple(self.memories) + blocks,
+                tuple(self.streams), tuple(self.events), tuple(self.notifies), tuple(self.comms),
+                tuple(self.threads), tuple(self.statements), groups, self.expectations,
+                tuple(self.buffer_spans),
+            )
+        finally:
+            self.memories, self.streams, self.events, self.streams_on = declared
+        self.usage_warnings(program)
+        return program
 
     def thread(self, decl: ast.ThreadDecl) -> None:
-        # Threads are never referenced, so their names live apart from everything else
-        # (`thread main` beside `stream main` is fine).
-        other = self.thread_names.get(decl.name.text)
-        if other is not None:
-            raise SpecError(error(Code.SP011, f"thread `{decl.name.text}` is declared twice", decl.name.span,
-                                  "declared again here", secondary=((other.span, "first declared here"),)))
-        if decl.name.text in KEYWORDS:
-            raise SpecError(error(Code.SP022, f"`{decl.name.text}` is a keyword and cannot name a thread",
-                                  decl.name.span, "keyword"))
-        index = len(self.threads)
-        self.current_thread = index
-        self.thread_statements: list[int] = []
-        self.block(decl.body, {}, ())
-        self.threads.append(Thread(index, decl.name.text, tuple(self.thread_statements), decl.span))
-        self.thread_names[decl.name.text] = self.threads[-1]
+        count = self.array_count(decl.count, "thread")
+        for i in range(count or 1):
+            index = len(self.threads)
+            self.current_thread = index
+            self.thread_var = decl.name.text if count is not None else None
+            self.thread_statements: list[int] = []
+            self.tensor_slot: dict[int, int] = {}
+            """The slot each tensor is in on this thread: its latest `alloc` here, or a shared use."""
+            self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
+            name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
+            self.threads.append(Thread(index, name, tuple(self.thread_statements), decl.span))
 
     def spend(self, span: Span, what: str) -> None:
         self.budget += 1
@@ -414,18 +721,33 @@ class _Lowerer:
                     inner = dict(env)
                     inner[statement.variable.text] = value
                     self.block(statement.body, inner, loops + (statement,))
+            elif isinstance(statement, ast.Group):
+                outermost = self.batch is None
+                if outermost:
+                    self.batch = self.next_batch
+                    self.next_batch += 1
+                try:
+                    self.block(statement.body, env, loops)
+                finally:
+                    if outermost:
+                        self.batch = None
+            elif isinstance(statement, ast.Choose):
+                self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
             else:
                 self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
                 self.statement(statement, env)
 
-    def origin(self, statement) -> int:
-        return self.origin_ids.setdefault(id(statement), len(self.origin_ids))
+    def origin(self, statement, part: int = 0) -> int:
+        return self.origin_ids.setdefault((id(statement), part), len(self.origin_ids))
 
-    def emit(self, statement, **fields) -> None:
+    def emit(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
+        if self.batch is not None and OPERATIONS[fields["op"]].collective:
+            fields["batch"] = self.batch
         self.statements.append(Statement(index=index, thread=self.current_thread, span=statement.span,
-                                         origin=self.origin(statement), **fields))
+                                         origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)
+        return index
 
     def statement(self, node, env: dict[str, int]) -> None:
         self.LOWER[type(node)](self, node, env, tuple(sorted(env.items())))
@@ -433,38 +755,133 @@ class _Lowerer:
     # -- host statements
 
     def host_call(self, node: ast.HostCall, env, bindings) -> None:
-        accesses = tuple(self.access(a, env, False) for a in node.reads)
-        accesses += tuple(self.access(a, env, True) for a in node.writes)
-        self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=accesses,
+        accesses = tuple(a for r in node.reads for a in self.accesses(r, env, False))
+        accesses += tuple(a for w in node.writes for a in self.accesses(w, env, True))
+        self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=self.touch(accesses),
                   duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings)
 
-    def sync(self, node: ast.Sync, env, bindings) -> None:
+    def sync(self, node: ast.Sync | ast.Query, env, bindings) -> None:
+        form = f"query {self.text(node.target.span)}" if isinstance(node, ast.Query) else ""
         if node.target is None:
-            self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
+            index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
+            self.stream_sets.append(index)
             return
-        entity = self.lookup(node.target.name, "stream", "event", "device")
+        kinds = ("stream", "event") if isinstance(node, ast.Query) else ("stream", "event", "device")
+        entity = self.lookup(node.target.name, *kinds)
         target = self.resolve(node.target, env, entity.kind)
-        kind = {"stream": SyncKind.STREAM, "event": SyncKind.EVENT, "device": SyncKind.DEVICE}[entity.kind]
-        self.emit(node, op=Op.SYNC, stream=None, sync=kind, target=target, bindings=bindings)
+        if entity.kind == "event":
+            self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.EVENT, target=target, form=form, bindings=bindings)
+        elif entity.kind == "device":
+            index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
+            self.stream_sets.append(index)
+        else:
+            stream = self.streams[target]
+            if stream.mode is StreamMode.LEGACY and self.devices[stream.device].runtime is Runtime.CUDA:
+                # A marker on the legacy stream waits for earlier work of the blocking streams too.
+                blocking = tuple(s.index for s in self.streams
+                                 if s.device == stream.device and s.mode is StreamMode.BLOCKING)
+                self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
+                          streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
+                          bindings=bindings)
+            else:
+                self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target, streams=(target,),
+                          form=form, bindings=bindings)
+
+    def fill_stream_sets(self) -> None:
+        """`sync DEVICE` and `sync all` wait for every stream, including implicit ones."""
+        for index in self.stream_sets:
+            s = self.statements[index]
+            streams = tuple(t.index for t in self.streams if s.sync is SyncKind.ALL or t.device == s.target)
+            self.statements[index] = replace(s, streams=streams)
 
     def host_notify(self, node: ast.HostNotify | ast.HostAwait, env, bindings) -> None:
         op = Op.NOTIFY if isinstance(node, ast.HostNotify) else Op.AWAIT
         self.emit(node, op=op, stream=None, notify=self.resolve(node.notify, env, "notify"), bindings=bindings)
 
     def host_lifetime(self, node: ast.HostAlloc | ast.HostFree, env, bindings) -> None:
-        access, memory = self.lifetime(node.access, env)
         free = isinstance(node, ast.HostFree)
-        self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=memory,
-                  accesses=(access,) if free else (), bindings=bindings)
+        region = self.region(node.access, env, whole_arrays=True)
+        if region.tensor:
+            if not free:
+                raise SpecError(error(Code.SP027, "a tensor is allocated from a stream's pool", node.span,
+                                      "no stream", help=f"write `STREAM: alloc {self.text(node.access.span)}`"))
+            for element in region.memories:
+                self.free_tensor(node, element, bindings)
+            return
+        for access in self.lifetimes(node.access, region):
+            memory = self.memories[access.memory]
+            if free and memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA:
+                index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=memory.device,
+                                  form=f"free {access.written_as} (cudaFree synchronizes the device)",
+                                  bindings=bindings)
+                self.stream_sets.append(index)
+            self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,
+                      accesses=(access,) if free else (), bindings=bindings)
 
-    def lifetime(self, access_ref: ast.AccessRef, env: dict[str, int]) -> tuple[Access, int]:
-        access = self.access(access_ref, env, True)
-        memory = self.memories[access.memory]
-        if access.start != 0 or access.end != memory.size:
+    def lifetimes(self, access_ref: ast.AccessRef, region: _Region) -> tuple[Access, ...]:
+        """`alloc`/`free` of a whole buffer, or of every element of a whole array."""
+        if region.array:
+            return tuple(Access(m, 0, self.memories[m].size, True, access_ref.span, self.memories[m].name)
+                         for m in region.memories)
+        memory = self.memories[region.memories[0]]
+        if region.start != 0 or region.end != memory.size:
             raise SpecError(error(Code.SP015, "`alloc` and `free` take a whole buffer", access_ref.span,
-                                  f"{access.end - access.start} of {memory.size} bytes",
+                                  f"{region.end - region.start} of {memory.size} bytes",
                                   help=f"name the buffer itself: `{memory.name}`"))
-        return access, access.memory
+        return (Access(memory.index, 0, memory.size, True, access_ref.span, self.text(access_ref.span)),)
+
+    def default_stream(self, device: int) -> int:
+        """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
+        implicit one), CANN's implicit default stream (which the legacy rules do not touch)."""
+        if device in self.default_streams:
+            return self.default_streams[device]
+        dev = self.devices[device]
+        cuda = dev.runtime is Runtime.CUDA
+        stream = None
+        if cuda:
+            stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY), None)
+        if stream is None:
+            position = self.streams_on.get(device, 0)
+            self.streams_on[device] = position + 1
+            stream = len(self.streams)
+            self.streams.append(Stream(stream, f"{dev.name}.default", device, 0,
+                                       StreamMode.LEGACY if cuda else StreamMode.NONBLOCKING,
+                                       position % dev.queues if dev.queues else None, dev.span))
+        self.default_streams[device] = stream
+        return stream
+
+    def copy_engine(self, device: int, kind: CopyKind) -> Engine:
+        return Engine(kind.value) if self.devices[device].declares(Engine(kind.value)) else Engine.COPY
+
+    def memcpy(self, node: ast.Memcpy, env, bindings) -> None:
+        destination = self.access(node.destination, env, True)
+        source = self.access(node.source, env, False)
+        dst, src = self.mem(destination.memory), self.mem(source.memory)
+        if dst.on_host and src.on_host:
+            raise SpecError(error(Code.SP016, "a `memcpy` between two host buffers involves no device",
+                                  node.span, "both sides are host memory",
+                                  help="use a `host` statement for host-to-host copies"))
+        kind = CopyKind.H2D if src.on_host else CopyKind.D2H if dst.on_host else CopyKind.D2D
+        device = dst.device if dst.device is not None else src.device
+        stream = self.default_stream(device)
+        self.emit(node, op=Op.COPY, stream=stream, device=device, accesses=self.touch((source, destination)),
+                  duration=node.duration.nanoseconds if node.duration else 0, engine=self.copy_engine(device, kind),
+                  copy=kind, blocking=True, bindings=bindings,
+                  form=f"memcpy {destination.written_as} <- {source.written_as}")
+
+    def device_memory(self, access: Access, node, what: str) -> Memory:
+        memory = self.mem(access.memory)
+        if memory.on_host:
+            raise SpecError(error(Code.SP012, f"`{access.written_as}` is host memory; `{what}` needs device memory",
+                                  access.span, "host memory", help="name a buffer or tensor that lives on a device"))
+        return memory
+
+    def host_memset(self, node: ast.HostMemset, env, bindings) -> None:
+        access = self.access(node.access, env, True)
+        device = self.device_memory(access, node, "memset").device
+        self.emit(node, op=Op.MEMSET, stream=self.default_stream(device), device=device,
+                  accesses=self.touch((access,)), duration=node.duration.nanoseconds if node.duration else 0,
+                  engine=Engine.COMPUTE, blocking=True, bindings=bindings, form=f"memset {access.written_as}")
 
     # -- stream statements
 
@@ -475,30 +892,75 @@ class _Lowerer:
 
     def kernel(self, node: ast.KernelTask | ast.CallbackTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
-        accesses = tuple(self.access(a, env, False) for a in node.reads)
-        accesses += tuple(self.access(a, env, True) for a in node.writes)
+        accesses = tuple(a for r in node.reads for a in self.accesses(r, env, False))
+        accesses += tuple(a for w in node.writes for a in self.accesses(w, env, True))
         kernel = isinstance(node, ast.KernelTask)
-        self.emit(node, op=Op.KERNEL if kernel else Op.CALLBACK, name=node.name.text, accesses=accesses,
+        self.emit(node, op=Op.KERNEL if kernel else Op.CALLBACK, name=node.name.text, accesses=self.touch(accesses),
                   duration=node.duration.nanoseconds if node.duration else 0,
                   engine=Engine.COMPUTE if kernel else Engine.CALLBACK, **common)
 
     def copy(self, node: ast.CopyTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)
-        device = self.devices[self.streams[stream_index].device]
+        device = self.streams[stream_index].device
         destination = self.access(node.destination, env, True)
         source = self.access(node.source, env, False)
-        dst_memory = self.memories[destination.memory]
-        src_memory = self.memories[source.memory]
+        dst_memory = self.mem(destination.memory)
+        src_memory = self.mem(source.memory)
         if dst_memory.on_host and src_memory.on_host:
             raise SpecError(error(Code.SP016, "a copy between two host buffers is not a stream operation",
                                   node.span, "both sides are host memory",
                                   help="use a `host` statement for host-to-host copies"))
         kind = CopyKind.H2D if src_memory.on_host else CopyKind.D2H if dst_memory.on_host else CopyKind.D2D
-        engine = Engine(kind.value) if device.declares(Engine(kind.value)) else Engine.COPY
+        engine = self.copy_engine(device, kind)
+        duration = node.duration.nanoseconds if node.duration else 0
         pageable = (src_memory.on_host and not src_memory.pinned) or (dst_memory.on_host and not dst_memory.pinned)
-        self.emit(node, op=Op.COPY, accesses=(source, destination),
-                  duration=node.duration.nanoseconds if node.duration else 0, engine=engine,
+        if pageable and kind is CopyKind.H2D and self.devices[device].runtime is Runtime.CUDA:
+            self.staged_copy(node, source, destination, src_memory, duration, engine, common)
+            return
+        self.emit(node, op=Op.COPY, accesses=self.touch((source, destination)), duration=duration, engine=engine,
                   copy=kind, blocking=pageable, **common)
+
+    def staged_copy(self, node: ast.CopyTask, source: Access, destination: Access, src_memory: Memory,
+                    duration: int, engine: Engine, common: dict) -> None:
+        """CUDA: a copy from pageable memory stages the source into a pinned driver buffer and
+        may return before the transfer is done; the driver may first synchronize the stream."""
+        self.pageable_cuda = True
+        written = f"copy {destination.written_as} <- {source.written_as}"
+        if self.cuda_sync_first:
+            self.emit(node, part=2, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=common["stream"],
+                      streams=(common["stream"],), form=f"{written} (the driver synchronizes the stream)",
+                      bindings=common["bindings"])
+        self.staged += 1
+        size = source.end - source.start
+        staging = Memory(len(self.memories), f"{src_memory.name}.staged#{self.staged}", f"{src_memory.name}.staged#{self.staged}",
+                         size, None, True, node.span)
+        self.memories.append(staging)
+        self.emit(node, part=1, op=Op.HOST, stream=None, name="stage", accesses=(source,), duration=0,
+                  form=f"{written} (staging the pageable source)", bindings=common["bindings"])
+        staged = Access(staging.index, 0, size, False, source.span, staging.name)
+        self.emit(node, op=Op.COPY, accesses=self.touch((staged, destination)), duration=duration, engine=engine,
+                  copy=CopyKind.H2D, blocking=False, form=written, **common)
+
+    def memset(self, node: ast.MemsetTask, env, bindings) -> None:
+        _, common = self.on_stream(node, env, bindings)
+        access = self.access(node.access, env, True)
+        self.device_memory(access, node, "memset")
+        self.emit(node, op=Op.MEMSET, accesses=self.touch((access,)),
+                  duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMPUTE, **common)
+
+    def item(self, node: ast.ItemTask, env, bindings) -> None:
+        stream_index, common = self.on_stream(node, env, bindings)
+        source = self.access(node.access, env, False)
+        self.device_memory(source, node, "item")
+        self.items += 1
+        size = source.end - source.start
+        host = Memory(len(self.memories), f"item#{self.items}", f"item#{self.items}", size, None, False, node.span)
+        self.memories.append(host)
+        destination = Access(host.index, 0, size, True, node.span, host.name)
+        self.emit(node, op=Op.COPY, accesses=self.touch((source, destination)),
+                  duration=node.duration.nanoseconds if node.duration else 0,
+                  engine=self.copy_engine(self.streams[stream_index].device, CopyKind.D2H), copy=CopyKind.D2H,
+                  blocking=True, form=f"item {source.written_as}", **common)
 
     def event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
@@ -510,6 +972,21 @@ class _Lowerer:
                                   help=f"declare it `event {node.event.name.text} flag`"))
         op = Op.RECORD if isinstance(node, ast.RecordTask) else Op.WAIT if isinstance(node, ast.WaitTask) else Op.RESET
         self.emit(node, op=op, event=event, **common)
+
+    def wait_stream(self, node: ast.WaitStreamTask, env, bindings) -> None:
+        """`S2: wait_stream S1` is `S1: record E` then `S2: wait E` with an implicit event."""
+        _, common = self.on_stream(node, env, bindings)
+        source = self.resolve(node.source, env, "stream")
+        key = ((id(node), 0), self.current_thread)
+        event = self.wait_stream_events.get(key)
+        if event is None:
+            event = len(self.events)
+            self.events.append(Event(event, f"wait_stream#{len(self.wait_stream_events) + 1}", False, node.span))
+            self.wait_stream_events[key] = event
+        written = f"wait_stream {self.text(node.source.span)}"
+        self.emit(node, part=1, op=Op.RECORD, stream=source, device=self.streams[source].device, event=event,
+                  bindings=bindings, form=f"{written} (record)")
+        self.emit(node, op=Op.WAIT, event=event, form=written, **common)
 
     def notify_task(self, node: ast.NotifyTask | ast.AwaitTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
@@ -527,8 +1004,26 @@ class _Lowerer:
         stream_index, common = self.on_stream(node, env, bindings)
         comm_index = self.resolve(node.comm, env, "comm")
         self.member(comm_index, node.stream, stream_index)
-        accesses = (self.access(node.access, env, False), self.access(node.access, env, True))
-        self.emit(node, op=Op(node.kind), comm=comm_index, accesses=accesses,
+        root = None
+        if node.root is not None:
+            root = self.resolve(node.root, env, "stream")
+            self.member(comm_index, node.root, root)
+        read_buffer = self.access(node.access, env, False)
+        write_buffer = self.access(node.access, env, True)
+        source = self.access(node.source, env, False) if node.source is not None else read_buffer
+        is_root = stream_index == root
+        if node.kind in IN_PLACE_KINDS:
+            accesses = (source, write_buffer)
+        elif node.kind == "broadcast":
+            # The root sends its source (and, out of place, fills its destination too);
+            # every other member only receives.
+            if not is_root:
+                accesses = (write_buffer,)
+            else:
+                accesses = (source,) if node.source is None else (source, write_buffer)
+        else:  # reduce: every member contributes its source; the root receives the result
+            accesses = (source, write_buffer) if is_root else (source,)
+        self.emit(node, op=Op(node.kind), comm=comm_index, root=root, accesses=self.touch(accesses),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
 
     def point_to_point(self, node: ast.SendTask | ast.RecvTask, env, bindings) -> None:
@@ -542,38 +1037,166 @@ class _Lowerer:
             raise SpecError(error(Code.SP021, f"`{'send' if send else 'recv'}` names its own stream as the peer",
                                   node.peer.span))
         self.emit(node, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
-                  accesses=(self.access(node.access, env, not send),),
+                  accesses=self.touch((self.access(node.access, env, not send),)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
 
     def stream_lifetime(self, node: ast.AllocTask | ast.FreeTask, env, bindings) -> None:
-        _, common = self.on_stream(node, env, bindings)
-        access, memory = self.lifetime(node.access, env)
+        stream_index, common = self.on_stream(node, env, bindings)
         free = isinstance(node, ast.FreeTask)
-        self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=memory, accesses=(access,) if free else (),
-                  **common)
+        region = self.region(node.access, env, whole_arrays=True)
+        if region.tensor:
+            if free:
+                raise SpecError(error(Code.SP027, "a tensor goes back to its pool when the host frees it",
+                                      node.span, "freed on a stream",
+                                      help=f"write `free {self.text(node.access.span)}` (the host's `del`)"))
+            for element in region.memories:
+                self.alloc_tensor(node, element, stream_index, bindings)
+            return
+        for access in self.lifetimes(node.access, region):
+            self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=access.memory,
+                      accesses=(access,) if free else (), **common)
 
-    LOWER = {
-        ast.HostCall: host_call,
-        ast.Sync: sync,
-        ast.HostNotify: host_notify,
-        ast.HostAwait: host_notify,
-        ast.HostAlloc: host_lifetime,
-        ast.HostFree: host_lifetime,
-        ast.KernelTask: kernel,
-        ast.CallbackTask: kernel,
-        ast.CopyTask: copy,
-        ast.RecordTask: event_task,
-        ast.WaitTask: event_task,
-        ast.ResetTask: event_task,
-        ast.NotifyTask: notify_task,
-        ast.AwaitTask: notify_task,
-        ast.CollectiveTask: collective,
-        ast.SendTask: point_to_point,
-        ast.RecvTask: point_to_point,
-        ast.AllocTask: stream_lifetime,
-        ast.FreeTask: stream_lifetime,
-    }
-    """How each kind of statement node is lowered."""
+    # -- caching-allocator tensors -----------------------------------------------------------
+
+    def touch(self, accesses: tuple[Access, ...]) -> tuple[Access, ...]:
+        """Note the next statement for placement if it accesses a tensor not yet placed."""
+        if any(a.memory < 0 for a in accesses):
+            self.placed.append(len(self.statements))
+        return accesses
+
+    def tensor_use(self, tensor: int, span: Span) -> int:
+        """The placeholder memory for a use of a tensor on the current thread."""
+        slot = self.tensor_slot.get(tensor)
+        if slot is None:
+            # Not allocated on this thread (yet): it must be the tensor's only allocation.
+            slot = len(self.slots)
+            self.slots.append(_Slot("shared", tensor, self.current_thread, span))
+            self.tensor_slot[tensor] = slot
+        return _placeholder(slot)
+
+    def alloc_tensor(self, node: ast.AllocTask, tensor: int, stream: int, bindings) -> None:
+        info = self.tensors[tensor]
+        if self.streams[stream].device != info.device:
+            raise SpecError(error(Code.SP027, f"tensor `{info.name}` lives on `{self.devices[info.device].name}`, "
+                                              f"but `{self.streams[stream].name}` is a stream of "
+                                              f"`{self.devices[self.streams[stream].device].name}`",
+                                  node.stream.span, "another device",
+                                  help="allocate it from a stream of its own device"))
+        slot = len(self.slots)
+        self.slots.append(_Slot("alloc", tensor, self.current_thread, node.span, stream))
+        self.tensor_slot[tensor] = slot
+        self.named_streams.add(stream)
+        self.tensor_events.append(("alloc", self.current_thread, slot))
+        self.placed.append(len(self.statements))
+        self.emit(node, op=Op.ALLOC, stream=None, memory=_placeholder(slot), launch_only=True, bindings=bindings,
+                  form=f"alloc {info.name} on {self.streams[stream].name}")
+
+    def free_tensor(self, node: ast.HostFree, tensor: int, bindings) -> None:
+        memory = self.tensor_use(tensor, node.access.span)
+        self.tensor_events.append(("free", self.current_thread, -1 - memory))
+        self.placed.append(len(self.statements))
+        self.emit(node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
+                  form=f"free {self.tensors[tensor].name}")
+
+    def record_stream(self, node: ast.RecordStreamTask, env, bindings) -> None:
+        stream, _ = self.on_stream(node, env, bindings)
+        region = self.region(node.tensor, env, ("tensor",), whole_arrays=True)
+        if region.start != 0 or region.end != self.tensors[region.memories[0]].size:
+            raise SpecError(error(Code.SP015, "`record_stream` takes a whole tensor", node.tensor.span,
+                                  help="name the tensor itself"))
+        self.named_streams.add(stream)
+        for tensor in region.memories:
+            slot = -1 - self.tensor_use(tensor, node.tensor.span)
+            self.tensor_events.append(("record", self.current_thread, slot, stream))
+
+    def place_tensors(self) -> tuple[Memory, ...]:
+        """Simulate the caching allocator, each thread in program order, and rewrite every
+        tensor placeholder to the block the tensor got."""
+        if not self.slots:
+            return ()
+        allocs: dict[int, list[_Slot]] = {}
+        for slot in self.slots:
+            if slot.kind == "alloc":
+                allocs.setdefault(slot.tensor, []).append(slot)
+        for slot in self.slots:
+            if slot.kind == "shared":
+                slot.target = self.shared_target(slot, allocs.get(slot.tensor, []))
+        owner = lambda index: self.slots[index].target or self.slots[index]  # noqa: E731
+        # Deferred reuse, whichever thread asks for it.
+        for event in self.tensor_events:
+            if event[0] == "record":
+                slot = owner(event[2])
+                if event[3] != slot.stream:
+                    slot.marked = True
+            elif event[0] == "free" and owner(event[2]).thread != event[1]:
+                owner(event[2]).marked = True
+        blocks: list[_Block] = []
+        pools: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (thread, stream) -> [(block, freed at)]
+        fresh: dict[int, int] = {}
+        order = sorted(range(len(self.tensor_events)), key=lambda i: (self.tensor_events[i][1], i))
+        for clock, i in enumerate(order):
+            event = self.tensor_events[i]
+            if event[0] == "alloc":
+                slot = self.slots[event[2]]
+                tensor = self.tensors[slot.tensor]
+                pool = pools.setdefault((slot.thread, slot.stream), [])
+                fits = [(blocks[b].size, -at, k) for k, (b, at) in enumerate(pool) if blocks[b].size >= tensor.size]
+                if fits:
+                    slot.block = pool.pop(min(fits)[2])[0]
+                else:
+                    fresh[slot.tensor] = fresh.get(slot.tensor, 0) + 1
+                    n = fresh[slot.tensor]
+                    slot.block = len(blocks)
+                    blocks.append(_Block(tensor.size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
+                                         tensor.decl, tensor.span))
+                if tensor.decl not in blocks[slot.block].owners:
+                    blocks[slot.block].owners.append(tensor.decl)
+            elif event[0] == "free":
+                slot = owner(event[2])
+                if slot.freed or slot.block is None or slot.marked:
+                    slot.freed = True
+                    continue
+                slot.freed = True
+                pools.setdefault((slot.thread, slot.stream), []).append((slot.block, clock))
+        base = len(self.memories)
+        memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners))
+                         for k, b in enumerate(blocks))
+
+        def place(memory: int | None) -> int | None:
+            if memory is None or memory >= 0:
+                return memory
+            return base + owner(-1 - memory).block
+
+        for index in self.placed:
+            s = self.statements[index]
+            self.statements[index] = replace(
+                s, memory=place(s.memory),
+                accesses=tuple(replace(a, memory=place(a.memory)) if a.memory < 0 else a for a in s.accesses))
+        return memories
+
+    def shared_target(self, slot: _Slot, allocs: list[_Slot]) -> _Slot:
+        """The one `alloc` a use outside its allocating thread stands for."""
+        tensor = self.tensors[slot.tensor]
+        here = self.threads[slot.thread].name
+        if len(allocs) == 1:
+            return allocs[0]
+        if not allocs:
+            raise SpecError(error(Code.SP027, f"tensor `{tensor.name}` is used but never allocated", slot.span,
+                                  "not allocated", help=f"allocate it first: `STREAM: alloc {tensor.name}`"))
+        threads = list(dict.fromkeys(self.threads[a.thread].name for a in allocs))
+        if len(threads) == 1:
+            raise SpecError(error(Code.SP027, f"tensor `{tensor.name}` is used before any `alloc` of it in thread `{here}`",
+                                  slot.span, "not allocated on this thread yet",
+                                  help=f"it is allocated {len(allocs)} times in thread `{threads[0]}`, so which "
+                                       "allocation this is would be ambiguous: allocate it on this thread first, "
+                                       "or only once in the whole spec"))
+        listed = ", ".join(f"`{t}`" for t in threads[:-1]) + f" and `{threads[-1]}`"
+        own = " before its own `alloc`" if here in threads else ""
+        raise SpecError(error(Code.SP028, f"tensor `{tensor.name}` is allocated in threads {listed} and used in "
+                                          f"thread `{here}`{own}",
+                              slot.span, "which allocation is this?",
+                              help="the block it would get depends on how the threads interleave: allocate it "
+                                   "once in the whole spec, or on the thread that uses it"))
 
     # -- program-wide ----------------------------------------------------------------------
 
@@ -581,30 +1204,30 @@ class _Lowerer:
         kind = ExpectKind(decl.kind)
         buffer = None
         if decl.buffer is not None:
-            entity = self.lookup(decl.buffer, "buffer", "alias")
+            entity = self.lookup(decl.buffer, *self.memory_kinds())
             buffer = (self.alias_regions[decl.buffer.text].buffer if entity.kind == "alias"
                       else decl.buffer.text)
         limit = decl.limit.nanoseconds if decl.limit else None
         return Expectation(kind, decl.span, buffer, limit)
 
     def groups(self) -> tuple[Group, ...]:
-        """Match collectives by position: the k-th allreduce of each member stream of a comm,
-        and the k-th send A->B with the k-th recv on B from A."""
+        """Match collectives by position: the k-th collective call (of any kind) of each member
+        stream of a comm, and the k-th send A->B with the k-th recv on B from A."""
         groups: list[Group] = []
         statements = self.statements
-        allreduces: dict[tuple[int, int], list[int]] = {}
+        calls: dict[tuple[int, int], list[int]] = {}
         pairs: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}  # (comm, from, to)
         for s in statements:
             if s.comm is None:
                 continue
-            if s.op is Op.ALLREDUCE:
-                allreduces.setdefault((s.comm, s.stream), []).append(s.index)
-            elif s.op is Op.SEND:
+            if s.op is Op.SEND:
                 pairs.setdefault((s.comm, s.stream, s.peer), ([], []))[0].append(s.index)
             elif s.op is Op.RECV:
                 pairs.setdefault((s.comm, s.peer, s.stream), ([], []))[1].append(s.index)
+            else:
+                calls.setdefault((s.comm, s.stream), []).append(s.index)
         for comm in self.comms:
-            per_stream = [allreduces.get((comm.index, m), []) for m in comm.members]
+            per_stream = [calls.get((comm.index, m), []) for m in comm.members]
             rounds = max((len(v) for v in per_stream), default=0)
             for k in range(rounds):
                 members = tuple(v[k] for v in per_stream if k < len(v))
@@ -618,15 +1241,15 @@ class _Lowerer:
                     groups.append(Group(len(groups), GroupKind.SENDRECV, comm.index, k, members, len(members) == 2))
         if not groups:
             return ()
-        member_of = {m: g.index for g in groups for m in g.members}
-        self.statements[:] = [
-            _replace_group(s, member_of[s.index]) if s.index in member_of else s for s in statements
-        ]
+        for g in groups:
+            for m in g.members:
+                self.statements[m] = replace(self.statements[m], group=g.index)
         return tuple(groups)
 
     def usage_warnings(self, program: Program) -> None:
         used_streams = {s.stream for s in program.statements if s.stream is not None}
-        used_streams |= {s.target for s in program.statements if s.sync is SyncKind.STREAM}
+        used_streams |= {s.target for s in program.statements if s.sync in (SyncKind.STREAM, SyncKind.STREAMS)}
+        used_streams |= self.named_streams
         used_declarations = {program.streams[i].span for i in used_streams if i is not None}
         for stream in program.streams:
             if stream.index not in used_streams and program.threads:
@@ -650,29 +1273,60 @@ class _Lowerer:
                     Code.SP052, f"notify `{program.notifies[s.notify].name}` is awaited but never notified",
                     s.span, "this await blocks forever"))
 
+    LOWER = {
+        ast.HostCall: host_call,
+        ast.Sync: sync,
+        ast.Query: sync,
+        ast.HostNotify: host_notify,
+        ast.HostAwait: host_notify,
+        ast.HostAlloc: host_lifetime,
+        ast.HostFree: host_lifetime,
+        ast.Memcpy: memcpy,
+        ast.HostMemset: host_memset,
+        ast.KernelTask: kernel,
+        ast.CallbackTask: kernel,
+        ast.CopyTask: copy,
+        ast.MemsetTask: memset,
+        ast.ItemTask: item,
+        ast.RecordTask: event_task,
+        ast.WaitTask: event_task,
+        ast.ResetTask: event_task,
+        ast.WaitStreamTask: wait_stream,
+        ast.RecordStreamTask: record_stream,
+        ast.NotifyTask: notify_task,
+        ast.AwaitTask: notify_task,
+        ast.CollectiveTask: collective,
+        ast.SendTask: point_to_point,
+        ast.RecvTask: point_to_point,
+        ast.AllocTask: stream_lifetime,
+        ast.FreeTask: stream_lifetime,
+    }
+    """How each kind of statement node is lowered."""
 
-def _replace_group(statement: Statement, group: int) -> Statement:
-    from dataclasses import replace
 
-    return replace(statement, group=group)
+_COUNT_CAP = 1_000_000
+"""Counting branch combinations stops past this."""
 
 
 @dataclass(frozen=True, slots=True)
 class Lowered:
     program: Program
     warnings: tuple[Diagnostic, ...]
+    variants: tuple[Program, ...] = ()
+    """Every program the spec lowers to (`variants[0] is program`): one per combination of
+    `choose` branches, times two under `runtime cuda` when pageable memory is copied to a device."""
 
 
 def lower(spec: ast.SpecFile, path: str, source: str,
           max_statements: int = DEFAULT_MAX_STATEMENTS) -> Lowered:
-    """Lower a syntax tree to a `Program`; raises `SpecError` on the first error."""
+    """Lower a syntax tree to its programs; raises `SpecError` on the first error."""
     lowerer = _Lowerer(spec, path, source, max_statements)
-    program = lowerer.lower()
+    programs = lowerer.lower()
     seen = set()
     warnings = []
-    for w in lowerer.warnings:  # one warning per source line and code, not per loop instance
+    for w in lowerer.warnings:  # one warning per source line and code, not per loop instance or variant
         key = (w.code, w.primary_span)
         if key not in seen:
             seen.add(key)
             warnings.append(w)
-    return Lowered(program, tuple(warnings))
+    return Lowered(programs[0], tuple(warnings), programs)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from lark import Lark, Token, v_args
+from lark import Lark, Token, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 from lark.visitors import Transformer_NonRecursive
 
@@ -170,6 +170,9 @@ class _ToAst(Transformer_NonRecursive):
     def queues(self, meta, count):
         return ast.QueuesItem(_int_literal(count), span_of(meta))
 
+    def runtime(self, meta, name):
+        return ast.RuntimeItem(_name(name), span_of(meta))
+
     def array(self, meta, expr):
         return _Marker("array", expr, span_of(meta))
 
@@ -252,10 +255,19 @@ class _ToAst(Transformer_NonRecursive):
         return ast.NotifyDecl(_name(name), rest[0].value if rest else None, span_of(meta))
 
     def comm_decl(self, meta, name, *members):
-        return ast.CommDecl(_name(name), tuple(members), span_of(meta))
+        count = members[0].value if members and isinstance(members[0], _Marker) else None
+        return ast.CommDecl(_name(name), count, tuple(m for m in members if not isinstance(m, _Marker)),
+                            span_of(meta))
 
-    def thread_decl(self, meta, name, body):
-        return ast.ThreadDecl(_name(name), body, span_of(meta))
+    def tensor_decl(self, meta, name, *rest):
+        count = rest[0].value if isinstance(rest[0], _Marker) else None
+        size, device = rest[-2], rest[-1]
+        return ast.TensorDecl(_name(name), count, ast.Number(size_bytes(size), span_of(size)), _name(device),
+                              span_of(meta))
+
+    def thread_decl(self, meta, name, *rest):
+        count = rest[0].value if len(rest) == 2 else None
+        return ast.ThreadDecl(_name(name), count, rest[-1], span_of(meta))
 
     def block(self, meta, *statements):
         return tuple(statements)
@@ -333,8 +345,26 @@ class _ToAst(Transformer_NonRecursive):
     notify = _targeted(ast.NotifyTask)
     await_ = _targeted(ast.AwaitTask)
 
-    def allreduce(self, meta, comm, access, duration=None):
-        return ast.CollectiveTask, ("allreduce", comm, access, duration)
+    def memset(self, meta, access, duration=None):
+        return ast.MemsetTask, (access, duration)
+
+    def _collective(kind):  # noqa: N805 - builds methods
+        def method(self, meta, comm, access, source, duration=None):
+            return ast.CollectiveTask, (kind, comm, None, access, source, duration)
+        return method
+
+    allreduce = _collective("allreduce")
+    allgather = _collective("allgather")
+    reducescatter = _collective("reducescatter")
+    alltoall = _collective("alltoall")
+
+    def _rooted(kind):  # noqa: N805 - builds methods
+        def method(self, meta, comm, root, access, source, duration=None):
+            return ast.CollectiveTask, (kind, comm, root, access, source, duration)
+        return method
+
+    broadcast = _rooted("broadcast")
+    reduce = _rooted("reduce")
 
     def send(self, meta, comm, peer, access, duration=None):
         return ast.SendTask, (comm, peer, access, duration)
@@ -347,6 +377,15 @@ class _ToAst(Transformer_NonRecursive):
 
     def free(self, meta, access):
         return ast.FreeTask, (access,)
+
+    def wait_stream(self, meta, source):
+        return ast.WaitStreamTask, (source,)
+
+    def record_stream(self, meta, tensor):
+        return ast.RecordStreamTask, (tensor,)
+
+    def item(self, meta, access, duration=None):
+        return ast.ItemTask, (access, duration)
 
     def host_stmt(self, meta, name, *rest):
         return ast.HostCall(_name(name), *self._rw(rest), span_of(meta))
@@ -365,6 +404,21 @@ class _ToAst(Transformer_NonRecursive):
 
     def host_free(self, meta, access):
         return ast.HostFree(access, span_of(meta))
+
+    def group_stmt(self, meta, _keyword, body):
+        return ast.Group(body, span_of(meta))
+
+    def choose_stmt(self, meta, _keyword, *branches):
+        return ast.Choose(tuple(branches), span_of(meta))
+
+    def query_stmt(self, meta, _keyword, target):
+        return ast.Query(target, span_of(meta))
+
+    def memcpy_stmt(self, meta, _keyword, destination, source, duration=None):
+        return ast.Memcpy(destination, source, duration, span_of(meta))
+
+    def host_memset(self, meta, _keyword, access, duration=None):
+        return ast.HostMemset(access, duration, span_of(meta))
 
     def reads(self, meta, *accesses):
         return _Marker("reads", tuple(accesses), span_of(meta))
@@ -454,7 +508,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s kernel k\n}", _THREAD + "s\n}", _THREAD + "s.kernel k\n}", _THREAD + "s[0] kernel k\n}",
         _THREAD + "kernel k\n}",
     ],
-    "unknown operation after `STREAM:` (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send, recv, alloc, free)": [
+    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item)": [
         _THREAD + "s: launch k\n}", _THREAD + "s:\n}", _THREAD + "s: sync\n}",
     ],
     "a kernel needs a name: `STREAM: kernel NAME ...`": [
@@ -484,8 +538,42 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "`notify` and `await` name a notify: `notify NOTIFY`": [
         _THREAD + "s: notify\n}", _THREAD + "s: await\n}", _THREAD + "notify\n}", _THREAD + "await\n}",
     ],
-    "an allreduce is written `STREAM: allreduce COMM BUFFER [DURATION]`": [
-        _THREAD + "s: allreduce\n}", _THREAD + "s: allreduce c\n}",
+    "a collective is written `STREAM: KIND COMM BUFFER [DURATION]` or `STREAM: KIND COMM DESTINATION <- SOURCE [DURATION]`": [
+        _THREAD + f"s: {kind}{rest}\n}}" for kind in ("allreduce", "allgather", "reducescatter", "alltoall")
+        for rest in ("", " c", " c x y", " c x <-", " c x <- y z", " c x -> y", " c x[0] y", " c x[0:1] y",
+                     " c x <- y[0] z")
+    ],
+    "`broadcast` and `reduce` name their root: `STREAM: broadcast COMM root STREAM BUFFER [DURATION]`": [
+        _THREAD + f"s: {kind}{rest}\n}}" for kind in ("broadcast", "reduce")
+        for rest in ("", " c", " c x", " c s x", " c root", " c root s", " c root s x y", " c root s x <-",
+                     " c root s x <- y z", " c root s[0]", " c to s x")
+    ],
+    "`wait_stream` names the stream to wait for: `STREAM: wait_stream STREAM`": [
+        _THREAD + "s: wait_stream\n}", _THREAD + "s: wait_stream s t\n}", _THREAD + "s: wait_stream s, t\n}",
+    ],
+    "`record_stream` names a tensor: `STREAM: record_stream TENSOR`": [
+        _THREAD + "s: record_stream\n}", _THREAD + "s: record_stream t u\n}",
+    ],
+    "`item` and `memset` name the memory: `STREAM: item BUFFER [DURATION]`": [
+        _THREAD + "s: item\n}", _THREAD + "s: memset\n}", _THREAD + "s: item x y\n}", _THREAD + "s: memset x y\n}",
+    ],
+    "a host memset is written `memset BUFFER [DURATION]`": [
+        _THREAD + "memset x y\n}", _THREAD + "memset x[0] y\n}", _THREAD + "memset x <- y\n}",
+    ],
+    "a host memcpy is written `memcpy DESTINATION <- SOURCE [DURATION]`": [
+        _THREAD + "memcpy a b\n}", _THREAD + "memcpy a\n}", _THREAD + "memcpy a <-\n}", _THREAD + "memcpy a -> b\n}",
+        _THREAD + "memcpy a <- b c\n}", _THREAD + "memcpy a[0] b\n}", _THREAD + "memcpy a <- b[0] c\n}",
+    ],
+    "`query` names a stream or an event: `query STREAM`": [
+        _THREAD + "query s t\n}", _THREAD + "query s, t\n}",
+    ],
+    "a `choose` has two or more branches, each `or` on the line of the `}` before it: `choose { ... } or { ... }`": [
+        _THREAD + "choose {\n}\n}", _THREAD + "choose {\n}\nor {\n}\n}", _THREAD + "choose { s: kernel k }\n}",
+        _THREAD + "choose { s: kernel k } or\n}", _THREAD + "choose {\n} or\n{\n}\n}",
+        _THREAD + "choose {\n} or {\n}\nor {\n}\n}", _THREAD + "choose {\n} else {\n}\n}",
+    ],
+    "a `group` is written `group {`, with the statements on the lines below": [
+        _THREAD + "group {\n} or {\n}\n}", _THREAD + "group { s: kernel k } x\n}",
     ],
     "a send is written `STREAM: send COMM to STREAM BUFFER [DURATION]`": [
         _THREAD + "s: send c s x\n}", _THREAD + "s: send\n}", _THREAD + "s: send c to s\n}",
@@ -535,8 +623,15 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "an alias is declared `alias NAME = BUFFER[lo:hi]`": [
         "alias a x\n", "alias a =\n", "alias\n",
     ],
+    "a tensor is declared `tensor NAME[N]? SIZE on DEVICE`": [
+        "tensor\n", "tensor t\n", "tensor t 4MiB\n", "tensor t 4MiB on\n", "tensor t 4MiB on host pinned\n",
+        "tensor t[2]\n", "tensor t 4MiB d\n", "tensor t on d\n", "tensor t 4MiB on d e\n",
+    ],
+    "a runtime is `runtime cuda` or `runtime cann`": [
+        "device d { runtime }\n", "device d { runtime cuda cann }\n", "device d { runtime 3 }\n",
+    ],
     "a comm is declared `comm NAME = { STREAM, STREAM, ... }`": [
-        "comm c = s\n", "comm c { s }\n", "comm c = { }\n", "comm c = { s t }\n", "comm c = { s,\n",
+        "comm c = s\n", "comm c { s }\n", "comm c[2] { s }\n", "comm c[2] = s\n", "comm c = { }\n", "comm c = { s t }\n", "comm c = { s,\n",
         "comm c\n",
     ],
     "a title is a quoted string: `spec \"TITLE\"`": [
@@ -555,6 +650,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     ],
     "a thread is declared `thread NAME {`, with the `{` on the same line": [
         "thread t\n{\n}\n", "thread {\n}\n", "thread\n", "thread t s: kernel k\n", "thread t(x) {\n}\n", "thread t:\n",
+        "thread t[2]\n{\n}\n", "thread t[2]\n",
     ],
     "`}` without a matching `{`": [prefix + "}\n" for prefix in _TOP],
     "a `for` loop is written `for VAR in LOW..HIGH { ... }`": [
@@ -580,13 +676,24 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     ],
 }
 
+SOFT_KEYWORDS = {
+    "group": "a `group` is written `group {`, with the statements on the lines below",
+    "choose": "a `choose` has two or more branches, each `or` on the line of the `}` before it: `choose { ... } or { ... }`",
+    "query": "`query` names a stream or an event: `query STREAM`",
+    "memcpy": "a host memcpy is written `memcpy DESTINATION <- SOURCE [DURATION]`",
+    "memset": "a host memset is written `memset BUFFER [DURATION]`",
+}
+"""Words that start a host statement only where that statement can follow (elsewhere they are
+names); when one is read as a name and the statement fails, its form is the likely fix."""
+
 _ANY_TOKEN = frozenset({
+    "a runtime is `runtime cuda` or `runtime cann`",
     "`reads` and `writes` need at least one buffer",
     "a buffer is missing after `,`",
     "a kernel needs a name: `STREAM: kernel NAME ...`",
     "a callback needs a name: `STREAM: callback NAME ...`",
     "a host call needs a name: `host NAME [reads ...] [writes ...] [DURATION]`",
-    "unknown operation after `STREAM:` (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send, recv, alloc, free)",
+    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item)",
     "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`",
     "`notify` and `await` name a notify: `notify NOTIFY`",
     "`alloc` and `free` name a buffer",
@@ -693,6 +800,13 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
     last = values[-1]
     before = values[-2] if len(values) > 1 else None
+    word = last
+    if isinstance(last, Tree) and last.data == "ref" and all(c is None for c in last.children[1:]):
+        word = last.children[0]
+    if (isinstance(word, Token) and word.type == "NAME" and str(word) in SOFT_KEYWORDS
+            and isinstance(token, Token) and token.type not in ("COLON", "LSQB")):
+        # `memcpy` alone, `group` without `{`: the word was read as a stream name.
+        message = SOFT_KEYWORDS[str(word)]
     if (isinstance(last, Token) and last.type == "NAME" and str(last) in ("reads", "writes")
             and isinstance(before, Token) and before.type == "COMMA"
             and isinstance(token, Token) and token.type == "NAME"):

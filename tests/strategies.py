@@ -5,8 +5,9 @@ queues, legacy and nonblocking streams sometimes), buffers (arrays, pinned and p
 host memory), an alias, snapshot and flag events, a notify, a comm, and every statement
 kind (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send/recv,
 alloc/free on streams and hosts, host functions, every kind of sync, short `for` loops,
-slices). Specs stay small (about a dozen lowered statements) so that exhaustive
-exploration of every interleaving finishes in well under a second.
+slices). The comm's members sit on different devices (with one device it has one member).
+Specs stay small (about a dozen lowered statements) so that exhaustive exploration of every
+interleaving finishes in well under a second.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def specs(draw, max_statements: int = 11) -> str:
     streams: list[tuple[str, str]] = []
     legacy_taken: set[str] = set()
     for k in range(n_streams):
-        device = draw(st.sampled_from(devices))
+        # The comm's two members (s0, s1) sit on different devices when there are two, as
+        # NCCL and HCCL require; with one device the comm has s0 alone.
+        device = devices[k] if two_devices and k < 2 else draw(st.sampled_from(devices))
         mode = draw(st.sampled_from(["", "", "", "legacy", "nonblocking"]))
         if mode == "legacy":
             if device in legacy_taken:
@@ -58,7 +61,7 @@ def specs(draw, max_statements: int = 11) -> str:
     lines.append("event e")
     lines.append("event f flag")
     lines.append("notify n")
-    comm_members = stream_names[:2]
+    comm_members = stream_names[:2] if two_devices else stream_names[:1]
     lines.append(f"comm c = {{ {', '.join(comm_members)} }}")
 
     # `a` is drawn most often, so that accesses conflict and orderings matter.
@@ -123,9 +126,9 @@ def specs(draw, max_statements: int = 11) -> str:
             return f"{stream}: await n"
         if kind in ("allreduce", "send", "recv"):
             member = draw(st.sampled_from(comm_members))
-            other = comm_members[1] if member == comm_members[0] else comm_members[0]
-            if kind == "allreduce":
+            if kind == "allreduce" or len(comm_members) == 1:
                 return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
+            other = comm_members[1] if member == comm_members[0] else comm_members[0]
             if kind == "send":
                 return f"{member}: send c to {other} {device_access(loop_var)}{duration()}"
             return f"{member}: recv c from {other} {device_access(loop_var)}{duration()}"

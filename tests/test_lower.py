@@ -447,7 +447,7 @@ def test_sp014_through_aliases():
 
 
 @pytest.mark.parametrize("lines,line,column,message", [
-    (["s: kernel k reads xs"], 8, 21, "`xs` is an array of 2 buffers; pick one"),
+    (["s: copy xs <- x"], 8, 11, "`xs` is an array of 2 buffers; pick one"),
     (["s: kernel k reads x[0]"], 8, 22, "`x` is not an array of buffers"),
     (["s: kernel k reads xs[0:1]"], 8, 23, "index it before slicing"),
     (["s[0]: kernel k"], 8, 5, "`s` is not an array"),
@@ -495,14 +495,14 @@ def test_sp020_values_out_of_range(source, line, column, message):
 
 
 def test_sp021_comms():
-    head = HEAD + "stream s2 on d\nstream s3 on d\ncomm c = { s, s2 }\n"
-    diagnostic = assert_error(thread("s3: allreduce c x", head=head), Code.SP021, 11, 3, 5,
+    head = HEAD + "device d2\ndevice d3\nstream s2 on d2\nstream s3 on d3\ncomm c = { s, s2 }\n"
+    diagnostic = assert_error(thread("s3: allreduce c x", head=head), Code.SP021, 13, 3, 5,
                               "stream `s3` is not a member of comm `c`")
     assert diagnostic.annotations[1].label == "comm declared here"
-    assert_error(thread("s: send c to s3 x", head=head), Code.SP021, 11, 16, 18, "`s3` is not a member")
-    assert_error(thread("s: recv c from s3 x", head=head), Code.SP021, 11, 18, 20, "`s3` is not a member")
-    assert_error(thread("s3: send c to s x", head=head), Code.SP021, 11, 3, 5)
-    assert_error(thread("s: send c to s x", head=head), Code.SP021, 11, 16, 17, "its own stream")
+    assert_error(thread("s: send c to s3 x", head=head), Code.SP021, 13, 16, 18, "`s3` is not a member")
+    assert_error(thread("s: recv c from s3 x", head=head), Code.SP021, 13, 18, 20, "`s3` is not a member")
+    assert_error(thread("s3: send c to s x", head=head), Code.SP021, 13, 3, 5)
+    assert_error(thread("s: send c to s x", head=head), Code.SP021, 13, 16, 17, "its own stream")
     assert_error(HEAD + "comm c = { s, x }\n", Code.SP021, 7, 15, 16, "comm member `x` is a buffer, not a stream")
 
 

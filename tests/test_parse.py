@@ -520,3 +520,114 @@ def test_missing_unit_underlines_the_number(source, line, column, end_column):
 def test_more_common_mistakes(source, message):
     diagnostic = only_error(source)
     assert diagnostic.code is Code.SP002 and diagnostic.message.startswith(message), diagnostic.message
+
+
+# -- extensions: collectives, group, choose, runtimes, tensors, implicit synchronization, arrays
+
+
+def test_extension_declarations_parse_to_their_nodes():
+    device, tensor, tensors, comm, comms, rank = decls(
+        "device g { compute 1 runtime cuda }\n"
+        "tensor act 4MiB on g\n"
+        "tensor grads[3] 1MiB on g\n"
+        "comm world = { s }\n"
+        "comm tp[2] = { s[2*tp], s[2*tp + 1] }\n"
+        "thread rank[4] {\n}\n"
+    )
+    (_, runtime) = device.items
+    assert isinstance(runtime, ast.RuntimeItem) and runtime.runtime.text == "cuda"
+    assert isinstance(tensor, ast.TensorDecl) and tensor.count is None and tensor.size.value == 4 << 20
+    assert tensor.device.text == "g" and tensors.count.value == 3
+    assert comm.count is None and [m.name.text for m in comm.members] == ["s"]
+    assert comms.count.value == 2 and isinstance(comms.members[1].index, ast.BinaryOp)
+    assert isinstance(rank, ast.ThreadDecl) and rank.count.value == 4 and rank.body == ()
+
+
+def test_collective_forms_parse_to_their_nodes():
+    body = parse(
+        "thread t {\n"
+        "  s: allreduce w x\n"
+        "  s: allgather w y <- x[0:1KiB] 2ms\n"
+        "  s: reducescatter w y <- x\n"
+        "  s: alltoall w x 1us\n"
+        "  s: broadcast w root r x\n"
+        "  s: reduce w root r[1] y <- x 3ms\n"
+        "}\n"
+    ).declarations[0].body
+    rows = [(n.kind, n.comm.name.text, n.root.name.text if n.root else None, n.access.name.text,
+             n.source.name.text if n.source else None, n.duration.nanoseconds if n.duration else None)
+            for n in body]
+    assert rows == [
+        ("allreduce", "w", None, "x", None, None),
+        ("allgather", "w", None, "y", "x", 2_000_000),
+        ("reducescatter", "w", None, "y", "x", None),
+        ("alltoall", "w", None, "x", None, 1000),
+        ("broadcast", "w", "r", "x", None, None),
+        ("reduce", "w", "r", "y", "x", 3_000_000),
+    ]
+    assert all(isinstance(n, ast.CollectiveTask) for n in body)
+    assert body[5].root.index.value == 1
+
+
+def test_extension_statements_parse_to_their_nodes():
+    body = parse(
+        "thread t {\n"
+        "  group {\n    s: send c to r x\n    group {\n      s: recv c from r x\n    }\n  }\n"
+        "  choose { s: kernel a } or {\n    s: kernel b\n  } or { }\n"
+        "  query e\n"
+        "  memcpy h <- x[0:1KiB] 2us\n"
+        "  memset x\n"
+        "  s: memset x[1] 1ms\n"
+        "  s: item x\n"
+        "  s: wait_stream r\n"
+        "  s: record_stream act\n"
+        "}\n"
+    ).declarations[0].body
+    assert [type(n).__name__ for n in body] == [
+        "Group", "Choose", "Query", "Memcpy", "HostMemset", "MemsetTask", "ItemTask", "WaitStreamTask",
+        "RecordStreamTask"]
+    group, choose, query, memcpy, memset, stream_memset, item, wait_stream, record_stream = body
+    assert isinstance(group.body[0], ast.SendTask) and isinstance(group.body[1], ast.Group)
+    assert [len(b) for b in choose.branches] == [1, 1, 0]
+    assert query.target.name.text == "e"
+    assert memcpy.destination.name.text == "h" and memcpy.source.subscripts and memcpy.duration.nanoseconds == 2000
+    assert memset.access.name.text == "x" and memset.duration is None
+    assert stream_memset.duration.nanoseconds == 10**6 and item.access.name.text == "x"
+    assert wait_stream.source.name.text == "r" and record_stream.tensor.name.text == "act"
+    assert (group.span.line, group.span.end_line) == (2, 7)
+
+
+@pytest.mark.parametrize("word", ["group", "choose", "query", "memcpy", "memset", "tensor", "runtime", "root",
+                                  "item", "wait_stream", "record_stream", "allgather", "or"])
+def test_new_words_stay_names(word):
+    source = (
+        f"device d\nstream {word} on d\nstream {word}s[2] on d\nbuffer b 1MiB on d\nevent e\n"
+        f"thread t {{\n  {word}: kernel k reads b\n  {word}s[1]: record e\n  sync {word}\n"
+        f"  {word} : kernel k\n}}\n"
+    )
+    loaded = load_text(source)
+    assert loaded.program is not None, loaded.diagnostics
+    assert [loaded.program.streams[s.stream].name for s in loaded.program.statements if s.stream is not None] == [
+        word, f"{word}s[1]", word]
+
+
+def test_soft_keywords_read_as_statements_only_before_their_arguments():
+    body = parse("thread t {\n  group \\\n  {\n  }\n  query \\\n e\n  group[0]: kernel k\n}\n").declarations[0].body
+    assert [type(n).__name__ for n in body] == ["Group", "Query", "KernelTask"]
+
+
+@pytest.mark.parametrize("source,message", [
+    (thread("memcpy x"), "a host memcpy is written"),
+    (thread("memcpy"), "a host memcpy is written"),
+    (thread("group"), "a `group` is written"),
+    (thread("choose {", "}"), "a `choose` has two or more branches"),
+    (thread("choose {", "}", "or {", "}"), "a `choose` has two or more branches"),
+    (thread("s: broadcast w x"), "`broadcast` and `reduce` name their root"),
+    (thread("s: allgather w x y"), "a collective is written"),
+    (thread("s: wait_stream"), "`wait_stream` names the stream"),
+    ("tensor t 4MiB\n", "a tensor is declared"),
+    ("device d { runtime }\n", "a runtime is"),
+])
+def test_extension_syntax_messages(source, message):
+    diagnostic = only_error(source)
+    assert diagnostic.code is Code.SP002 and diagnostic.message.startswith(message), diagnostic.message

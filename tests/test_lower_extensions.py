@@ -1,0 +1,529 @@
+"""Lowering of the language extensions: collectives beyond allreduce, `group` batches,
+`choose` variants, the CUDA runtime dialect, sync stream sets, caching-allocator tensors,
+implicitly synchronizing calls, and thread/comm/whole-array forms. Each test asserts the IR
+fields the engines read."""
+
+from __future__ import annotations
+
+import pytest
+
+from checker.codes import Code, Severity
+from checker.frontend import load_text
+from checker.ir import CopyKind, Engine, GroupKind, Op, Runtime, StreamMode, SyncKind
+from checker.lower import CUDA_STAGED, CUDA_SYNCED, MAX_VARIANTS
+
+MiB = 1 << 20
+
+
+def loaded(source: str, **kwargs):
+    result = load_text(source, "t.sched", **kwargs)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert result.program is not None and not errors, errors
+    return result
+
+
+def program(source: str, **kwargs):
+    return loaded(source, **kwargs).program
+
+
+def error_of(source: str, code: Code, line: int, column: int, message: str | None = None):
+    result = load_text(source, "t.sched")
+    assert result.program is None, "expected an error"
+    (diagnostic,) = result.diagnostics
+    assert diagnostic.code is code, (diagnostic.code, diagnostic.message)
+    span = diagnostic.primary_span
+    assert (span.line, span.column) == (line, column), (span, diagnostic.message)
+    if message is not None:
+        assert message in diagnostic.message, diagnostic.message
+    return diagnostic
+
+
+def rw(program, statement):
+    """(memory name, start, end, write) of each access."""
+    return [(program.memories[a.memory].name, a.start, a.end, a.write) for a in statement.accesses]
+
+
+# -- collectives ----------------------------------------------------------------------------
+
+RANKS = (
+    "device d0\ndevice d1\ndevice d2\n"                      # 1-3
+    "buffer x0 1MiB on d0\nbuffer y0 2MiB on d0\n"           # 4-5
+    "buffer x1 1MiB on d1\nbuffer y1 2MiB on d1\n"           # 6-7
+    "stream c0 on d0\nstream c1 on d1\nstream c2 on d2\n"    # 8-10
+    "comm w = { c0, c1 }\n"                                  # 11
+)
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
+def test_symmetric_collectives_in_and_out_of_place(kind):
+    p = program(RANKS + f"thread t {{\n  c0: {kind} w x0 1ms\n  c0: {kind} w y0 <- x0[0:512KiB]\n}}\n")
+    in_place, out_of_place = p.statements
+    assert (in_place.op, in_place.engine, in_place.comm, in_place.root, in_place.duration) == (
+        Op(kind), Engine.COMM, 0, None, 10**6)
+    assert rw(p, in_place) == [("x0", 0, MiB, False), ("x0", 0, MiB, True)]
+    assert rw(p, out_of_place) == [("x0", 0, 512 * 1024, False), ("y0", 0, 2 * MiB, True)]
+
+
+def test_broadcast_root_reads_members_write():
+    p = program(RANKS + "thread t {\n"
+                "  c0: broadcast w root c0 x0\n  c1: broadcast w root c0 x1\n"
+                "  c0: broadcast w root c0 y0 <- x0\n  c1: broadcast w root c0 y1 <- x1\n}\n")
+    root_in, member_in, root_out, member_out = p.statements
+    assert [s.root for s in p.statements] == [0, 0, 0, 0]
+    assert rw(p, root_in) == [("x0", 0, MiB, False)]
+    assert rw(p, member_in) == [("x1", 0, MiB, True)]
+    assert rw(p, root_out) == [("x0", 0, MiB, False), ("y0", 0, 2 * MiB, True)]
+    assert rw(p, member_out) == [("y1", 0, 2 * MiB, True)]
+
+
+def test_reduce_members_read_root_writes():
+    p = program(RANKS + "thread t {\n"
+                "  c0: reduce w root c1 x0\n  c1: reduce w root c1 x1\n"
+                "  c0: reduce w root c1 y0 <- x0\n  c1: reduce w root c1 y1 <- x1\n}\n")
+    member_in, root_in, member_out, root_out = p.statements
+    assert [s.root for s in p.statements] == [1, 1, 1, 1]
+    assert rw(p, member_in) == [("x0", 0, MiB, False)]
+    assert rw(p, root_in) == [("x1", 0, MiB, False), ("x1", 0, MiB, True)]
+    assert rw(p, member_out) == [("x0", 0, MiB, False)]
+    assert rw(p, root_out) == [("x1", 0, MiB, False), ("y1", 0, 2 * MiB, True)]
+
+
+def test_root_must_be_a_member():
+    diagnostic = error_of(RANKS + "thread t {\n  c0: broadcast w root c2 x0\n}\n", Code.SP021, 13, 24,
+                          "stream `c2` is not a member of comm `w`")
+    assert diagnostic.annotations[1].label == "comm declared here"
+
+
+def test_kth_call_of_any_kind_forms_group_k():
+    p = program(RANKS + "thread r0 {\n  c0: allreduce w x0\n  c0: broadcast w root c0 x0\n  c0: send w to c1 x0\n}\n"
+                "thread r1 {\n  c1: allgather w x1\n  c1: reduce w root c1 x1\n  c1: recv w from c0 x1\n"
+                "  c1: alltoall w x1\n}\n")
+    assert [(g.kind, g.position, g.members, g.complete) for g in p.groups] == [
+        (GroupKind.COLLECTIVE, 0, (0, 3), True),
+        (GroupKind.COLLECTIVE, 1, (1, 4), True),
+        (GroupKind.COLLECTIVE, 2, (6,), False),
+        (GroupKind.SENDRECV, 0, (2, 5), True),
+    ]
+    assert [s.group for s in p.statements] == [0, 1, 3, 0, 1, 3, 2]
+
+
+# -- comms on one device ----------------------------------------------------------------------
+
+
+def test_two_members_on_one_device():
+    source = "device d0\ndevice d1\nstream a on d0\nstream b on d1\nstream c on d0\ncomm w = { a, b,\n  c }\n"
+    diagnostic = error_of(source, Code.SP025, 7, 3, "comm `w` has two members on device `d0`: `a` and `c`")
+    (first,) = [a for a in diagnostic.annotations if not a.primary]
+    assert (first.span.line, first.span.column, first.label) == (6, 12, "first member on this device")
+    assert "one rank per device" in diagnostic.help
+
+
+def test_two_members_on_one_device_through_an_array():
+    error_of("device d0\nstream s[2] on d0\ncomm w = { s }\n", Code.SP025, 3, 12, "`s[0]` and `s[1]`")
+
+
+# -- group ------------------------------------------------------------------------------------
+
+
+def test_group_gives_each_execution_a_batch():
+    p = program(RANKS + "thread t {\n"
+                "  for i in 0..2 {\n"
+                "    group {\n"
+                "      c0: send w to c1 x0\n"
+                "      c0: kernel k writes y0\n"
+                "      group {\n        c0: recv w from c1 x0\n      }\n"
+                "      c0: allreduce w x0\n"
+                "    }\n"
+                "  }\n"
+                "  c0: allreduce w x0\n"
+                "  group {\n    c0: kernel lone\n  }\n"
+                "}\n")
+    assert [(s.op.value, s.batch) for s in p.statements] == [
+        ("send", 0), ("kernel", None), ("recv", 0), ("allreduce", 0),
+        ("send", 1), ("kernel", None), ("recv", 1), ("allreduce", 1),
+        ("allreduce", None), ("kernel", None),
+    ]
+
+
+# -- choose -----------------------------------------------------------------------------------
+
+CHOICE = "device d\nstream s on d\nbuffer x 1MiB on d\n"
+
+
+def test_no_choose_one_program():
+    result = loaded(CHOICE + "thread t {\n  s: kernel k\n}\n")
+    assert result.variants == (result.program,) and result.program.variant == ""
+
+
+def test_choose_lowers_every_combination():
+    result = loaded(CHOICE + "thread t {\n"                          # 4
+                    "  for step in 0..2 {\n"                         # 5
+                    "    choose { s: kernel a } or { s: kernel b } or { }\n"   # 6
+                    "  }\n"
+                    "  choose {\n    s: kernel c\n  } or {\n    s: kernel d\n  }\n"  # 8
+                    "}\n")
+    assert len(result.variants) == 3 * 3 * 2
+    assert result.variants[0] is result.program
+    assert result.program.variant == "line 6 (step=0): branch 1 of 3; line 6 (step=1): branch 1 of 3; line 8: branch 1 of 2"
+    assert result.variants[-1].variant == "line 6 (step=0): branch 3 of 3; line 6 (step=1): branch 3 of 3; line 8: branch 2 of 2"
+    names = [tuple(s.name for s in p.statements) for p in result.variants]
+    assert names[:4] == [("a", "a", "c"), ("a", "a", "d"), ("a", "b", "c"), ("a", "b", "d")]
+    assert names[-1] == ("d",) and names.count(("b", "d")) == 2
+
+
+def test_nested_choose_and_thread_arrays():
+    result = loaded(CHOICE + "thread r[2] {\n"
+                    "  choose {\n    choose { s: kernel a } or { s: kernel b }\n  } or {\n    s: kernel c\n  }\n"
+                    "}\n")
+    # per thread: a, b or c; two threads
+    assert len(result.variants) == 9
+    assert result.variants[1].variant == "line 5 (r=0): branch 1 of 2; line 6 (r=0): branch 1 of 2; line 5 (r=1): branch 1 of 2; line 6 (r=1): branch 2 of 2"
+    assert result.variants[2].variant == "line 5 (r=0): branch 1 of 2; line 6 (r=0): branch 1 of 2; line 5 (r=1): branch 2 of 2"
+
+
+def test_too_many_combinations():
+    diagnostic = error_of(CHOICE + "thread t {\n  s: kernel k\n  for i in 0..7 {\n"
+                          "    choose { s: kernel a } or { s: kernel b }\n  }\n}\n",
+                          Code.SP026, 7, 5, f"128 branch combinations exceed the limit of {MAX_VARIANTS}")
+    assert diagnostic.annotations[0].label == "the first `choose`"
+
+
+def test_huge_number_of_combinations_is_refused_quickly():
+    error_of(CHOICE + "thread t {\n  for i in 0..100000 {\n    choose { s: kernel a } or { }\n  }\n}\n",
+             Code.SP026, 6, 5, "more than 1,000,000 branch combinations")
+
+
+def test_variants_reach_the_frontend():
+    result = load_text(CHOICE + "thread t {\n  choose { } or { }\n}\n")
+    assert len(result.variants) == 2 and result.variants[0] is result.program
+    assert load_text("device d\nstream q on nowhere\n").variants == ()
+
+
+# -- runtime dialect ----------------------------------------------------------------------------
+
+CUDA = (
+    "device g { runtime cuda }\n"            # 1
+    "device n { runtime cann }\n"            # 2
+    "buffer page 1MiB on host\n"             # 3
+    "buffer pin 1MiB on host pinned\n"       # 4
+    "buffer x 1MiB on g\n"                   # 5
+    "buffer y 1MiB on n\n"                   # 6
+    "stream s on g\n"                        # 7
+    "stream side on g nonblocking\n"         # 8
+    "stream null on g legacy\n"              # 9
+    "stream t on n\n"                        # 10
+    "stream lt on n legacy\n"                # 11
+)
+
+
+def test_runtime_of_devices():
+    p = program(CUDA + "device plain\n")
+    assert [d.runtime for d in p.devices] == [Runtime.CUDA, Runtime.CANN, Runtime.CANN]
+
+
+@pytest.mark.parametrize("items,column,message", [
+    ("runtime rocm", 20, "unknown runtime `rocm`"),
+    ("runtime cuda runtime cann", 25, "`runtime` is given twice"),
+])
+def test_runtime_errors(items, column, message):
+    error_of(f"device g {{ {items} }}\n", Code.SP024, 1, column, message)
+
+
+def test_cuda_pageable_copy_lowers_to_two_variants():
+    result = loaded(CUDA + "thread main {\n  s: copy x <- page[0:4KiB] 1ms\n  s: copy page <- x\n}\n")
+    staged, synced = result.variants
+    assert (staged.variant, synced.variant) == (CUDA_STAGED, CUDA_SYNCED) and staged is result.program
+    stage, copy, back = staged.statements
+    assert (stage.op, stage.stream, stage.name, stage.duration) == (Op.HOST, None, "stage", 0)
+    assert stage.form == "copy x <- page[0:4KiB] (staging the pageable source)"
+    assert rw(staged, stage) == [("page", 0, 4096, False)]
+    assert (copy.op, copy.stream, copy.blocking, copy.copy, copy.duration, copy.form) == (
+        Op.COPY, 0, False, CopyKind.H2D, 10**6, "copy x <- page[0:4KiB]")
+    staging = staged.memories[copy.accesses[0].memory]
+    assert (staging.name, staging.size, staging.on_host, staging.pinned) == ("page.staged#1", 4096, True, True)
+    assert rw(staged, copy) == [("page.staged#1", 0, 4096, False), ("x", 0, MiB, True)]
+    # device to pageable host: still blocking, as under cann
+    assert (back.op, back.blocking, back.copy, back.form) == (Op.COPY, True, CopyKind.D2H, "")
+    sync, stage2, copy2, back2 = synced.statements
+    assert (sync.op, sync.sync, sync.target, sync.streams) == (Op.SYNC, SyncKind.STREAM, 0, (0,))
+    assert sync.form == "copy x <- page[0:4KiB] (the driver synchronizes the stream)"
+    assert (stage2.form, copy2.blocking, back2.blocking) == (stage.form, False, True)
+    assert stage.origin != copy.origin
+
+
+def test_pageable_copies_stay_blocking_under_cann_and_variants_multiply():
+    result = loaded(CUDA + "thread main {\n  t: copy y <- page\n  s: copy x <- pin\n"
+                    "  choose { s: copy x <- page } or { }\n}\n")
+    assert [p.variant for p in result.variants] == [
+        f"line 15: branch 1 of 2; {CUDA_STAGED}", f"line 15: branch 1 of 2; {CUDA_SYNCED}", "line 15: branch 2 of 2"]
+    first, pinned = result.variants[2].statements
+    assert (first.blocking, first.stream, pinned.blocking) == (True, 3, False)
+
+
+def test_sync_stream_sets():
+    p = program(CUDA + "thread main {\n  sync s\n  sync null\n  sync lt\n  query null\n  sync g\n"
+                "  sync all\n  s: record e\n  sync e\n}\nevent e\n")
+    rows = [(s.sync, s.target, s.streams, s.form) for s in p.statements if s.op is Op.SYNC]
+    assert rows == [
+        (SyncKind.STREAM, 0, (0,), ""),
+        (SyncKind.STREAMS, 2, (2, 0), "sync null"),     # the legacy stream and the blocking `s`
+        (SyncKind.STREAM, 4, (4,), ""),                 # legacy under cann: the contract's rule
+        (SyncKind.STREAMS, 2, (2, 0), "query null"),
+        (SyncKind.DEVICE, 0, (0, 1, 2), ""),
+        (SyncKind.ALL, None, (0, 1, 2, 3, 4), ""),
+        (SyncKind.EVENT, 0, (), ""),
+    ]
+
+
+def test_cuda_free_synchronizes_the_device():
+    p = program(CUDA + "thread main {\n  s: free x\n  free x\n  free y\n  free page\n}\n")
+    rows = [(s.op, s.stream, s.sync, s.target, s.memory, s.form) for s in p.statements]
+    assert rows == [
+        (Op.FREE, 0, None, None, 2, ""),
+        (Op.SYNC, None, SyncKind.DEVICE, 0, None, "free x (cudaFree synchronizes the device)"),
+        (Op.FREE, None, None, None, 2, ""),
+        (Op.FREE, None, None, None, 3, ""),
+        (Op.FREE, None, None, None, 0, ""),
+    ]
+    assert p.statements[1].streams == (0, 1, 2)
+
+
+# -- implicitly synchronizing calls ------------------------------------------------------------
+
+
+def test_memcpy_runs_on_the_default_stream():
+    p = program(CUDA + "device bare { runtime cuda queues 2 }\nbuffer z 1MiB on bare\n"
+                "thread main {\n  memcpy x <- page 1ms\n  memcpy page <- y\n  memcpy y <- x\n"
+                "  memcpy z <- pin\n  memcpy y <- pin\n}\n")
+    rows = [(s.op, p.streams[s.stream].name, s.device, s.copy, s.blocking, s.form) for s in p.statements]
+    assert rows == [
+        (Op.COPY, "null", 0, CopyKind.H2D, True, "memcpy x <- page"),
+        (Op.COPY, "n.default", 1, CopyKind.D2H, True, "memcpy page <- y"),
+        (Op.COPY, "n.default", 1, CopyKind.D2D, True, "memcpy y <- x"),
+        (Op.COPY, "bare.default", 2, CopyKind.H2D, True, "memcpy z <- pin"),
+        (Op.COPY, "n.default", 1, CopyKind.H2D, True, "memcpy y <- pin"),
+    ]
+    n_default, bare_default = p.streams[5], p.streams[6]
+    assert (n_default.mode, n_default.device, n_default.queue) == (StreamMode.NONBLOCKING, 1, None)
+    assert (bare_default.mode, bare_default.queue) == (StreamMode.LEGACY, 0)
+    assert p.statements[0].duration == 10**6 and rw(p, p.statements[0]) == [("page", 0, MiB, False), ("x", 0, MiB, True)]
+
+
+def test_memcpy_between_host_buffers():
+    error_of(CUDA + "thread main {\n  memcpy page <- pin\n}\n", Code.SP016, 13, 3, "two host buffers")
+
+
+def test_memsets():
+    p = program(CUDA + "thread main {\n  memset y 2us\n  s: memset x[0:1KiB] 1ms\n}\n")
+    host, task = p.statements
+    assert (host.op, p.streams[host.stream].name, host.blocking, host.engine, host.form, host.duration) == (
+        Op.MEMSET, "n.default", True, Engine.COMPUTE, "memset y", 2000)
+    assert rw(p, host) == [("y", 0, MiB, True)]
+    assert (task.op, task.stream, task.blocking, task.engine, task.duration) == (Op.MEMSET, 0, False, Engine.COMPUTE, 10**6)
+    assert rw(p, task) == [("x", 0, 1024, True)]
+    error_of(CUDA + "thread main {\n  s: memset page\n}\n", Code.SP012, 13, 13, "`page` is host memory")
+
+
+def test_item_reads_into_fresh_host_memory():
+    p = program(CUDA + "thread main {\n  for i in 0..2 {\n    s: item x[0:8B]\n  }\n}\n")
+    first, second = p.statements
+    assert (first.op, first.copy, first.blocking, first.form) == (Op.COPY, CopyKind.D2H, True, "item x[0:8B]")
+    assert rw(p, first) == [("x", 0, 8, False), ("item#1", 0, 8, True)]
+    assert rw(p, second)[1] == ("item#2", 0, 8, True)
+    assert not p.memories[first.accesses[1].memory].pinned
+
+
+def test_query_is_a_sync():
+    p = program(CUDA + "event e\nthread main {\n  query e\n  query t\n}\n")
+    rows = [(s.op, s.sync, s.target, s.form) for s in p.statements]
+    assert rows == [(Op.SYNC, SyncKind.EVENT, 0, "query e"), (Op.SYNC, SyncKind.STREAM, 3, "query t")]
+    error_of(CUDA + "thread main {\n  query g\n}\n", Code.SP012, 13, 9, "not a stream or an event")
+
+
+def test_wait_stream_is_a_record_and_a_wait():
+    p = program(CUDA + "thread main {\n  for i in 0..2 {\n    side: wait_stream s\n  }\n}\nthread other {\n"
+                "  side: wait_stream s\n}\n")
+    rows = [(s.op, s.stream, s.event, s.thread, s.form) for s in p.statements]
+    assert rows == [
+        (Op.RECORD, 0, 0, 0, "wait_stream s (record)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
+        (Op.RECORD, 0, 0, 0, "wait_stream s (record)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
+        (Op.RECORD, 0, 1, 1, "wait_stream s (record)"), (Op.WAIT, 1, 1, 1, "wait_stream s"),
+    ]
+    assert [(e.name, e.flag) for e in p.events] == [("wait_stream#1", False), ("wait_stream#2", False)]
+
+
+# -- caching-allocator tensors -------------------------------------------------------------------
+
+TENSORS = (
+    "device g\n"                       # 1
+    "device h\n"                       # 2
+    "stream s on g\n"                  # 3
+    "stream side on g\n"               # 4
+    "stream other on h\n"              # 5
+    "tensor a 4MiB on g\n"             # 6
+    "tensor b 2MiB on g\n"             # 7
+    "tensor c 1MiB on g\n"             # 8
+    "tensor acts[2] 1MiB on g\n"       # 9
+)
+
+
+def tensor_program(*lines, threads: str = ""):
+    return program(TENSORS + "thread main {\n" + "".join(f"  {line}\n" for line in lines) + "}\n" + threads)
+
+
+def test_alloc_and_free_are_launch_order_host_statements():
+    p = tensor_program("s: alloc a", "s: kernel k writes a[1MiB:2MiB]", "free a")
+    alloc, kernel, free = p.statements
+    assert (alloc.op, alloc.stream, alloc.accesses, alloc.launch_only, alloc.form) == (
+        Op.ALLOC, None, (), True, "alloc a on s")
+    assert (free.op, free.stream, free.accesses, free.launch_only, free.memory) == (Op.FREE, None, (), True, alloc.memory)
+    block = p.memories[alloc.memory]
+    assert (block.name, block.buffer, block.size, block.device, block.owners) == ("a", "a", 4 * MiB, 0, ("a",))
+    assert rw(p, kernel) == [("a", MiB, 2 * MiB, True)]
+
+
+def test_best_fit_reuse_most_recent_first_and_fresh_blocks():
+    p = tensor_program(
+        "s: alloc a", "s: alloc b", "s: alloc c",
+        "free b", "free a",
+        "s: alloc c",        # fits b's block (2 MiB) and a's (4 MiB): the smaller
+        "free c",            # frees the second c (b's block); the first c keeps its block
+        "s: alloc acts[0]",  # 1 MiB: b's block is the best fit
+        "s: alloc acts[1]",  # a's block is all that is left
+        "s: alloc a",        # nothing left: a fresh block `a#2`
+    )
+    allocs = [s for s in p.statements if s.op is Op.ALLOC]
+    names = [p.memories[s.memory].name for s in allocs]
+    assert names == ["a", "b", "c", "b", "b", "a", "a#2"]
+    owners = {m.name: m.owners for m in p.memories}
+    assert owners == {"a": ("a", "acts"), "b": ("b", "c", "acts"), "c": ("c",), "a#2": ("a",)}
+
+
+def test_ties_go_to_the_most_recently_freed_block():
+    p = tensor_program("s: alloc acts[0]", "s: alloc acts[1]", "free acts[0]", "free acts[1]", "s: alloc c")
+    assert p.memories[p.statements[-1].memory].name == "acts[1]"
+
+
+def test_pools_are_per_stream():
+    p = tensor_program("s: alloc a", "free a", "side: alloc a")
+    assert [p.memories[s.memory].name for s in p.statements if s.op is Op.ALLOC] == ["a", "a#2"]
+
+
+def test_record_stream_keeps_a_block_out_of_the_pool():
+    p = tensor_program("s: alloc a", "side: record_stream a", "free a", "s: alloc a")
+    assert [p.memories[s.memory].name for s in p.statements if s.op is Op.ALLOC] == ["a", "a#2"]
+    assert [s.op for s in p.statements] == [Op.ALLOC, Op.FREE, Op.ALLOC]
+    # record_stream on the allocation stream itself changes nothing (as in PyTorch)
+    p = tensor_program("s: alloc a", "s: record_stream a", "free a", "s: alloc a")
+    assert [p.memories[s.memory].name for s in p.statements if s.op is Op.ALLOC] == ["a", "a"]
+
+
+def test_uses_after_free_name_the_freed_block():
+    p = tensor_program("s: alloc a", "free a", "s: alloc b", "s: kernel late reads a")
+    assert rw(p, p.statements[-1]) == [("a", 0, 4 * MiB, False)]
+    assert p.memories[p.statements[2].memory].name == "a"  # b reuses a's block
+
+
+def test_whole_tensor_arrays():
+    p = tensor_program("s: alloc acts", "s: kernel k reads acts", "free acts")
+    assert [(s.op, p.memories[s.memory].name if s.memory is not None else None) for s in p.statements] == [
+        (Op.ALLOC, "acts[0]"), (Op.ALLOC, "acts[1]"), (Op.KERNEL, None), (Op.FREE, "acts[0]"), (Op.FREE, "acts[1]")]
+    assert rw(p, p.statements[2]) == [("acts[0]", 0, MiB, False), ("acts[1]", 0, MiB, False)]
+
+
+def test_a_tensor_allocated_once_is_shared():
+    p = tensor_program("s: alloc a", threads="thread reader {\n  s: kernel k reads a\n  free a\n}\n"
+                       "thread third {\n  s: alloc c\n}\n")
+    assert rw(p, p.statements[1]) == [("a", 0, 4 * MiB, False)]
+    assert p.statements[2].memory == p.statements[0].memory
+
+
+def test_freed_by_another_thread_is_never_reused():
+    p = tensor_program("s: alloc c", "s: alloc b", threads="thread t2 {\n  free c\n}\n")
+    assert p.memories[p.statements[1].memory].name == "b"
+    p = program(TENSORS + "thread t1 {\n  free c\n}\nthread t2 {\n  s: alloc c\n  s: alloc acts[0]\n}\n")
+    assert [p.memories[s.memory].name for s in p.statements] == ["c", "c", "acts[0]"]
+
+
+def test_tensor_ranges_are_relative_to_the_tensor():
+    p = tensor_program("s: alloc a", "free a", "s: alloc c", "s: kernel k writes c[512KiB:]")
+    assert rw(p, p.statements[-1]) == [("a", 512 * 1024, MiB, True)]
+    error_of(TENSORS + "thread main {\n  s: alloc a\n  free a\n  s: alloc c\n  s: kernel k writes c[0:2MiB]\n}\n",
+             Code.SP014, 14, 23, "outside `c` (1048576 bytes)")
+
+
+def test_expect_race_on_a_tensor():
+    p = program(TENSORS + "thread t {\n  s: alloc a\n}\nexpect race on a\n")
+    assert p.expectations[0].buffer == "a"
+
+
+@pytest.mark.parametrize("body,line,column,code,message", [
+    ("  s: kernel k reads a\n", 11, 21, Code.SP027, "tensor `a` is used but never allocated"),
+    ("  other: alloc a\n", 11, 3, Code.SP027, "tensor `a` lives on `g`, but `other` is a stream of `h`"),
+    ("  alloc a\n", 11, 3, Code.SP027, "a tensor is allocated from a stream's pool"),
+    ("  s: alloc a\n  s: free a\n", 12, 3, Code.SP027, "a tensor goes back to its pool when the host frees it"),
+    ("  s: record_stream c\n", 11, 20, Code.SP027, "never allocated"),
+    ("  s: alloc a\n  s: record_stream a[0:1KiB]\n", 12, 20, Code.SP015, "takes a whole tensor"),
+])
+def test_tensor_errors(body, line, column, code, message):
+    error_of(TENSORS + "thread main {\n" + body + "}\n", code, line, column, message)
+
+
+def test_tensor_used_before_its_alloc_when_allocated_twice():
+    diagnostic = error_of(TENSORS + "thread a1 {\n  s: alloc a\n  free a\n  s: alloc a\n}\n"
+                          "thread user {\n  s: kernel k reads a\n}\n",
+                          Code.SP027, 16, 21, "tensor `a` is used before any `alloc` of it in thread `user`")
+    assert "allocated 2 times in thread `a1`" in diagnostic.help
+
+
+def test_tensor_allocated_in_two_threads_used_in_a_third():
+    diagnostic = error_of(TENSORS + "thread a1 {\n  s: alloc a\n}\nthread a2 {\n  s: alloc a\n}\n"
+                          "thread user {\n  s: kernel k reads a\n}\n",
+                          Code.SP028, 17, 21, "tensor `a` is allocated in threads `a1` and `a2` and used in thread `user`")
+    assert "interleave" in diagnostic.help
+
+
+# -- arrays ------------------------------------------------------------------------------------------
+
+ARRAYS = (
+    "device d0\ndevice d1\ndevice d2\ndevice d3\n"                          # 1-4
+    "stream s0 on d0\nstream s1 on d1\nstream s2 on d2\nstream s3 on d3\n"  # 5-8
+    "stream lanes[2] on d0\n"                                                # 9
+    "buffer grad[3] 1MiB on d0\nbuffer x 1MiB on d0\n"                        # 10-11
+)
+
+
+def test_thread_arrays_bind_their_index():
+    p = program(ARRAYS + "thread rank[2] {\n  lanes[rank]: kernel k\n}\n")
+    assert [t.name for t in p.threads] == ["rank[0]", "rank[1]"]
+    assert [(s.thread, s.stream, s.bindings) for s in p.statements] == [(0, 4, (("rank", 0),)), (1, 5, (("rank", 1),))]
+
+
+def test_comm_arrays_and_whole_stream_arrays():
+    p = program("device d0\ndevice d1\nstream a[2] on d0\nstream b[2] on d1\nstream one[1] on d0\n"
+                "buffer x 1MiB on d0\n"
+                "comm tp[2] = { a[tp], b[1 - tp] }\n"
+                "comm w = { one, b[0] }\n"
+                "thread t {\n  a[1]: allreduce tp[1] x\n}\n")
+    assert [(c.name, c.members) for c in p.comms] == [("tp[0]", (0, 3)), ("tp[1]", (1, 2)), ("w", (4, 2))]
+    assert p.statements[0].comm == 1
+    error_of("device d0\nstream a[2] on d0\ncomm tp[2] = { a[tp + 1] }\n", Code.SP013, 3, 18, "index 2")
+    error_of("device d0\nstream a[2] on d0\ncomm w = { a[tp] }\n", Code.SP010, 3, 14, "variable `tp`")
+
+
+def test_whole_buffer_arrays_in_accesses_and_lifetimes():
+    p = program(ARRAYS + "thread t {\n  lanes[0]: kernel k reads grad writes x\n  host h writes grad\n"
+                "  lanes[0]: alloc grad\n  free grad\n}\n")
+    kernel, host, *lifetimes = p.statements
+    assert rw(p, kernel) == [("grad[0]", 0, MiB, False), ("grad[1]", 0, MiB, False), ("grad[2]", 0, MiB, False),
+                             ("x", 0, MiB, True)]
+    assert [a.written_as for a in kernel.accesses] == ["grad[0]", "grad[1]", "grad[2]", "x"]
+    assert [a.write for a in host.accesses] == [True, True, True]
+    assert [(s.op, s.stream, s.memory) for s in lifetimes] == [
+        (Op.ALLOC, 4, 0), (Op.ALLOC, 4, 1), (Op.ALLOC, 4, 2), (Op.FREE, None, 0), (Op.FREE, None, 1), (Op.FREE, None, 2)]
+    assert len({s.origin for s in lifetimes[:3]}) == 1
+
+
+def test_whole_array_copy_stays_an_error():
+    error_of(ARRAYS + "thread t {\n  lanes[0]: copy grad <- x\n}\n", Code.SP015, 13, 18,
+             "`grad` is an array of 3 buffers; pick one")
