@@ -389,3 +389,53 @@ def test_fixture_mutation_does_not_leak():
     before = copy.deepcopy(data)
     import_kineto(data)
     assert data == before
+
+
+def test_record_streams_from_cuda_event_entries_and_streams_named_per_device():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 5, 5, 0.0, 2, correlation=1),
+        _event("kernel", "produce", 0, 7, 3.0, 10, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 5, 5, 4.0, 1, correlation=2),
+        _event("cuda_event", "cudaEventRecord", 0, 7, 4.5, 0, stream=7, device=0, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 5, 5, 6.0, 1, correlation=3),
+        _event("cuda_sync", "Stream Wait Event", 1, 7, 6.5, 0, cuda_sync_kind="Stream Wait Event", stream=7,
+               device=1, wait_on_stream=-1, wait_on_cuda_event_record_corr_id=2, correlation=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 5, 5, 8.0, 2, correlation=4),
+        _event("kernel", "consume", 1, 7, 14.0, 10, stream=7, device=1, correlation=4),
+    ]
+    program = load(import_kineto({"traceEvents": events})).program
+    assert sorted(s.name for s in program.streams) == ["stream7_gpu0", "stream7_gpu1"]
+    (wait,) = statements(program, Op.WAIT)
+    assert program.streams[wait.stream].name == "stream7_gpu1"
+    assert program.streams[record_of(program, wait.event).stream].name == "stream7_gpu0"
+
+
+def test_operators_link_by_external_id_without_a_record_function_id():
+    data = trace()
+    for event in data["traceEvents"]:
+        event.get("args", {}).pop("Record function id", None)
+    imported = import_kineto(data, read_execution_trace(json.loads(ET.read_text())))
+    assert "reads s501_gpu0[4096:8192] writes s503_gpu0" in imported.text
+
+
+def test_threads_sharing_a_stream_still_check_and_simulate():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 3, 3, 0.0, 2, correlation=1),
+        _event("kernel", "a", 0, 7, 3.0, 10, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 3, 4, 1.0, 2, correlation=2),
+        _event("kernel", "b", 0, 7, 13.0, 10, stream=7, device=0, correlation=2),
+        _event("cuda_runtime", "cudaStreamSynchronize", 3, 4, 4.0, 20, correlation=3),
+        _event("cuda_sync", "Stream Sync", 0, 7, 5.0, 18, cuda_sync_kind="Stream Sync", stream=7, device=0,
+               correlation=3),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    loaded = load(imported)
+    assert len(loaded.program.threads) == 2
+    report = check_loaded(loaded, Options(timeout=5))
+    assert report.status.value in ("clean", "unknown")
+    assert abs(compare(imported, loaded.program).ratio - 1) <= 0.10
+
+
+def test_an_execution_trace_given_as_the_trace_says_to_use_et(run, tmp_path):
+    status, _, stderr = run("import", "kineto", ET, "-o", tmp_path / "x.sched")
+    assert status == 2 and "--et" in stderr and len(stderr.strip().splitlines()) == 1

@@ -169,6 +169,9 @@ def trace_events(data) -> list:
     if isinstance(data, dict):
         events = data.get("traceEvents")
         if not isinstance(events, list):
+            if isinstance(data.get("nodes"), list):
+                raise TraceError("this is a PyTorch Execution Trace, not a Kineto trace: give it with --et "
+                                 "next to the Kineto trace of the same run")
             raise TraceError("not a Chrome trace (expected an object with a `traceEvents` list)")
         return events
     if isinstance(data, list):
