@@ -216,20 +216,51 @@ def _pair(program: Program, finding: Finding) -> str:
                         for i in finding.statements[:2])
 
 
+def find_all(variants: tuple[Program, ...], options: Options, progress: ProgressCallback | None = None):
+    """Findings of every program of a spec (one per combination of `choose` branches).
+
+    The same finding in several programs (same kind, same source statements, same buffer)
+    is kept once, from the first program that has it; one that only some programs have says
+    in its message which branches it needs."""
+    internal: list[Diagnostic] = []
+    seen: dict[tuple, list[int]] = {}
+    keyed: list[tuple[tuple, Finding]] = []
+    for index, program in enumerate(variants):
+        found, errors = find(program, options, progress)
+        internal += [e for e in errors if e not in internal]
+        for finding in found:
+            key = (finding.kind, finding.buffer, finding.message if not finding.statements else "",
+                   tuple((program.statements[i].span.line, program.statements[i].span.column)
+                         for i in finding.statements))
+            if key not in seen:
+                seen[key] = []
+                keyed.append((key, replace(finding, variant=index)))
+            seen[key].append(index)
+    findings = []
+    for key, finding in keyed:
+        if len(seen[key]) < len(variants):
+            label = variants[finding.variant].variant
+            finding = replace(finding, message=f"{finding.message} (when {label})",
+                              detail={**finding.detail, "variant": label})
+        findings.append(finding)
+    return findings, internal
+
+
 def check_loaded(loaded: Loaded, options: Options = Options(),
                  progress: ProgressCallback | None = None) -> FileReport:
     if loaded.program is None:
         return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
     program = loaded.program
-    found, internal = find(program, options, progress)
-    findings = list(found)
+    variants = tuple(loaded.variants) or (program,)
+    findings, internal = find_all(variants, options, progress)
     diagnostics = list(loaded.diagnostics) + list(internal)
     expected: set[int] = set()
     if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
         _tell(progress, "makespan")
-        makespan_diagnostics, makespan_findings = _makespan_checks(program, options)
-        diagnostics += makespan_diagnostics
-        findings += makespan_findings
+        for variant in variants:
+            makespan_diagnostics, makespan_findings = _makespan_checks(variant, options)
+            diagnostics += [d for d in makespan_diagnostics if d not in diagnostics]
+            findings += makespan_findings
     for expectation in program.expectations:
         if expectation.kind is ExpectKind.MAKESPAN:
             continue
@@ -252,7 +283,8 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
     else:
         status = Status.CLEAN
     passed = not failing and not has_error
-    return FileReport(loaded.path, status, tuple(findings), tuple(diagnostics), passed, loaded.source, program)
+    return FileReport(loaded.path, status, tuple(findings), tuple(diagnostics), passed, loaded.source, program,
+                      variants if len(variants) > 1 else ())
 
 
 def _unmet_help(kind: ExpectKind) -> str:

@@ -683,6 +683,10 @@ def command_replay(args) -> int:
         finding, witness = _witness_from_file(args.witness, path, args.finding)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         return _replay_error(args, path, f"not a witness file: {exc}")
+    if finding is not None and finding.get("variant"):  # a finding of one `choose` branch combination
+        program = next((v for v in loaded.variants if v.variant == finding["variant"]), None)
+        if program is None:
+            return _replay_error(args, path, f"the spec has no branch combination `{finding['variant']}`")
     for step in witness.steps:
         if not 0 <= step.statement < len(program.statements):
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "

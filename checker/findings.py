@@ -56,6 +56,9 @@ class Finding:
     """An `expect` line of the spec asks for exactly this finding."""
     detail: dict = field(default_factory=dict, compare=False, hash=False)
     """Extra facts for reporters (corrupted bytes of a replay, an unknown's reason)."""
+    variant: int = 0
+    """Which program of the spec (`FileReport.variants`: one per combination of `choose`
+    branches) the statement indices and the witness refer to."""
 
     @property
     def code(self) -> Code:
@@ -80,3 +83,12 @@ class FileReport:
     source: str = ""
     program: object = None
     """The lowered Program when the spec was valid (for reporters that show statements)."""
+    variants: tuple = ()
+    """Every program of the spec when it has several (`choose`, runtime behaviours left open);
+    empty when it has one."""
+
+    def program_of(self, finding: Finding):
+        """The program a finding's statements and witness refer to."""
+        if self.variants:
+            return self.variants[finding.variant]
+        return self.program

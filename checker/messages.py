@@ -79,8 +79,9 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
     """A reachable state with unfinished work and no step that can happen."""
     stuck = tuple(sorted(stuck, key=lambda item: item.statement))
-    lines = ", ".join(str(program.statements[item.statement].span.line) for item in stuck[:6])
-    more = ", ..." if len(stuck) > 6 else ""
+    all_lines = list(dict.fromkeys(program.statements[item.statement].span.line for item in stuck))
+    lines = ", ".join(str(line) for line in all_lines[:6])
+    more = ", ..." if len(all_lines) > 6 else ""
     return Finding(
         FindingKind.DEADLOCK,
         f"deadlock: {len(stuck)} {'statement' if len(stuck) == 1 else 'statements'} can never "

@@ -356,17 +356,11 @@ class Machine:
             if st.op is _OP_RESET:
                 reset_events.add(st.event)
             if st.op is _OP_SYNC:
-                if st.sync is _SYNC_STREAM:
-                    covered = (st.target,)
-                elif st.sync is _SYNC_DEVICE:
-                    covered = streams_of_device[st.target]
-                elif st.sync is _SYNC_ALL:
-                    covered = range(len(p.streams))
-                else:
-                    covered = ()
+                if st.sync is _SYNC_EVENT:
                     event_users[st.target].add(st.thread)
-                for s in covered:
+                for s in p.synced_streams(st):
                     syncers[s].add(st.thread)
+        freed = {st.memory for st in p.statements if st.op is _OP_FREE}
         self.safe_issue = [False] * n
         self.safe_return = [False] * n
         self.safe_complete = [False] * n
@@ -379,8 +373,12 @@ class Machine:
             s = st.stream
             t = st.thread
             self.safe_return[i] = st.blocking
+            # An issue that changes or tests launch-order liveness is visible (it can show a
+            # use of memory enqueued after its free), so it is never taken alone.
+            launch_visible = st.op in (_OP_ALLOC, _OP_FREE) or any(
+                a.memory in freed for a in st.accesses)
             if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
-                    and (st.event is None or event_users[st.event] == {t})):
+                    and (st.event is None or event_users[st.event] == {t}) and not launch_visible):
                 self.safe_issue[i] = True
             if st.op is _OP_RECORD or st.op is _OP_WAIT:
                 self.safe_complete[i] = not p.events[st.event].flag or st.event not in reset_events

@@ -56,6 +56,8 @@ def finding_json(program: Program, finding: Finding) -> dict:
              "what": program.describe(program.statements[item.statement]), "waits_for": item.waits_for}
             for item in finding.stuck
         ]
+    if finding.variant:
+        out["variant"] = program.variant
     if finding.detail:
         out["detail"] = {k: v for k, v in finding.detail.items() if _plain(v)}
     return out
@@ -70,6 +72,6 @@ def report_json(report: FileReport) -> dict:
         "path": report.path,
         "status": report.status.value,
         "passed": report.passed,
-        "findings": [finding_json(report.program, f) for f in report.findings],
+        "findings": [finding_json(report.program_of(f), f) for f in report.findings],
         "diagnostics": [diagnostic_json(d) for d in report.diagnostics],
     }

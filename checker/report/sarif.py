@@ -170,7 +170,7 @@ def _code_flow(program: Program, finding: Finding, uri: str) -> list[dict]:
 
 
 def _finding_result(report: FileReport, finding: Finding, uri: str) -> dict:
-    program: Program = report.program
+    program: Program = report.program_of(finding)
     statements = [program.statements[i] for i in finding.statements if 0 <= i < len(program.statements)]
     labels = _finding_labels(finding)
     message = finding.message

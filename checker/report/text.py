@@ -73,7 +73,7 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
 
 
 def render_finding(report: FileReport, finding: Finding) -> list[str]:
-    program: Program = report.program
+    program: Program = report.program_of(finding)
     severity = "note" if finding.expected else ("warning" if finding.kind is FindingKind.UNKNOWN else "error")
     marks = _finding_marks(program, finding)
     where = _location(report.path, marks[0].span.line, marks[0].span.column) if marks else report.path
@@ -115,7 +115,7 @@ def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool =
     for finding in report.findings:
         if quiet and not failing(report, finding, allow_unknown):
             continue
-        first = report.program.statements[finding.statements[0]].span.start if finding.statements else -1
+        first = report.program_of(finding).statements[finding.statements[0]].span.start if finding.statements else -1
         items.append(((first, False, finding.code.value), render_finding(report, finding)))
     for _, lines in sorted(items, key=lambda item: item[0]):
         out.extend(lines)
