@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from checker.ir import NS_PER_MS, Engine, Op, Program, Statement
+from checker.ir import Engine, Op, Program, Statement
 from checker.timing import Part, Timing, TimeUnit
 
 
@@ -65,9 +65,6 @@ class Timeline:
     unit: TimeUnit
     end: int
     """When the execution ends: the makespan, or the number of steps."""
-
-    def to_ms(self, t: int) -> float:
-        return t / NS_PER_MS if self.unit is TimeUnit.NS else float(t)
 
 
 def build(program: Program, timing: Timing) -> Timeline:
