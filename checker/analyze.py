@@ -179,8 +179,10 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
     if kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE):
         wanted = ((FindingKind.RACE,) if kind is ExpectKind.RACE
                   else (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC))
+        owners = {m.name: set(m.owners) | {m.buffer} for m in program.memories}
         matched = [i for i, f in enumerate(findings)
-                   if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer)]
+                   if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
+                                            or expectation.buffer in owners.get(f.memory, ()))]
         return bool(matched), matched
     if kind is ExpectKind.DEADLOCK:
         matched = [i for i, f in enumerate(findings) if f.kind is FindingKind.DEADLOCK]

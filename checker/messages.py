@@ -22,11 +22,17 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
          witness: Witness | None) -> Finding:
     """Two accesses to overlapping bytes, one a write, that some execution runs at once."""
     a, b = sorted((a, b), key=lambda s: s.index)
+    name = f"`{memory.name}`"
+    help = _race_help(program, a, b)
+    if len(memory.owners) > 1:
+        name += f" (one caching-allocator block, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
+        help = ("the allocator hands a freed block to the next allocation on its stream at once: record "
+                "every other stream's use before the free (`S: record_stream T`), or order that use "
+                "before the free with an event")
     return Finding(
         FindingKind.RACE,
-        f"race on `{memory.name}`: {_where(program, a)} and {_where(program, b)} can run at the same time",
-        (a.index, b.index), memory.buffer, memory.name, instances, witness,
-        help=_race_help(program, a, b),
+        f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",
+        (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
     )
 
 
