@@ -75,8 +75,14 @@ def test_sarif_race_has_both_accesses_and_the_witness(run, monkeypatch):
     (second,) = race["relatedLocations"]
     assert second["physicalLocation"]["region"]["startLine"] == 32
     assert second["message"]["text"].startswith("second access: compute: kernel step")
+    _, out, _ = run("check", "--format", "json", "specs/bug_missing_wait.sched")
+    witness = json.loads(out)["files"][0]["findings"][0]["witness"]["timeline"]
     steps = race["codeFlows"][0]["threadFlows"][0]["locations"]
-    assert len(steps) == 12 and steps[-1]["location"]["message"]["text"].startswith("12. start: comm: allreduce")
+    assert [s["location"]["message"]["text"] for s in steps] == [
+        f"{n}. {step['step']}: {step['what']}" for n, step in enumerate(witness, start=1)]
+    assert [s["location"]["physicalLocation"]["region"]["startLine"] for s in steps] == [w["line"] for w in witness]
+    assert {s["importance"] for s in steps if s["location"]["physicalLocation"]["region"]["startLine"] in (31, 32)} == {
+        "essential"}
     assert "suppressions" not in race
     assert race["partialFingerprints"]["streamproof/v1"]
 
