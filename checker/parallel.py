@@ -118,11 +118,25 @@ def _context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _import_engines() -> None:
+    """Load the engines before forking: the workers then start with them instead of each
+    importing them again (the analysis imports them lazily)."""
+    import importlib
+
+    for name in ("checker.smt", "checker.executor.replay", "checker.executor.explore", "checker.optimize"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - an engine this installation lacks is loaded where used
+            pass
+
+
 def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport]:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
     context = _context()
+    if context.get_start_method() == "fork":
+        _import_engines()
     reports: list[FileReport | None] = [None] * len(sources)
     executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
     try:
