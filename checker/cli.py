@@ -466,7 +466,7 @@ class _CheckDisplay:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn)
 
-        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]checking[/]"), BarColumn(bar_width=20),
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]checking[/]"), BarColumn(bar_width=12),
                                  MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[detail]}"),
                                  console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
         self.task = self.progress.add_task("check", total=total, detail="")
@@ -482,19 +482,23 @@ class _CheckDisplay:
     def _detail(self, text: str) -> None:
         from rich.markup import escape
 
-        self.progress.update(self.task, detail=escape(text if len(text) <= 100 else text[:97] + "..."))
+        room = max(20, self.progress.console.width - 40)  # what the spinner, bar, count and clock leave
+        self.progress.update(self.task, detail=escape(text if len(text) <= room else text[:room - 3] + "..."))
 
     def file(self, event) -> None:
         if event.report is None:
-            self.current = event.path
-            self._detail(event.path)
+            self.current = os.path.basename(event.path) or event.path
+            self._detail(self.current)
         else:
             self.progress.advance(self.task)
 
     def analysis(self, progress) -> None:
         text = f"{self.current}: {progress.phase}"
-        if progress.asked or progress.total:
-            text += f", {progress.decided}/{progress.asked} decided"
+        if progress.phase == "replay":
+            text = f"{self.current}: replaying witness {progress.asked}" + (
+                f"/{progress.total}" if progress.total else "")
+        elif progress.asked or progress.total:
+            text += f", {progress.decided}/{progress.asked} questions decided"
             if progress.total:
                 text += f" of {progress.total}"
         if progress.current:
