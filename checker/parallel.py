@@ -174,7 +174,7 @@ def _on_cluster(sources, options, max_statements, address, on_file) -> list[File
         raise ClusterError("--cluster needs Dask distributed: pip install 'streamproof[cluster]'") from None
     try:
         client = Client(address, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    except Exception as exc:  # unreachable, refused, or not an address at all
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
         futures = [client.submit(check_one, source, options, max_statements, pure=False) for source in sources]
@@ -184,7 +184,11 @@ def _on_cluster(sources, options, max_statements, address, on_file) -> list[File
             _tell(on_file, index, source.path)
         for future in as_completed(futures, loop=client.loop):
             index = index_of[future.key]
-            reports[index] = future.result()
+            try:
+                reports[index] = future.result()
+            except ImportError as exc:
+                raise ClusterError(f"the Dask workers cannot run streamproof ({exc}): install the same "
+                                   "streamproof on every worker") from None
             _tell(on_file, index, sources[index].path, reports[index])
         return reports  # type: ignore[return-value]
     finally:

@@ -110,3 +110,9 @@ def test_cluster_without_dask_is_a_usage_error(run, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_dask)
     status, out, err = run("check", "--cluster", "tcp://127.0.0.1:8786", SPECS)
     assert status == 2 and "streamproof[cluster]" in err and "Traceback" not in err
+
+
+def test_cluster_address_that_is_not_one_is_a_usage_error(run):
+    pytest.importorskip("distributed")
+    status, out, err = run("check", "--cluster", "not an address", SPECS / "copy_compute_sync.sched")
+    assert status == 2 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
