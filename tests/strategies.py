@@ -3,9 +3,11 @@
 `specs()` draws a whole spec: 1-3 threads, 2-4 streams on one or two devices (hardware
 queues, legacy and nonblocking streams sometimes), buffers (arrays, pinned and pageable
 host memory), an alias, snapshot and flag events, a notify, a comm, and every statement
-kind (kernel, copy, callback, record, wait, reset, notify, await, allreduce, send/recv,
-alloc/free on streams and hosts, host functions, every kind of sync, short `for` loops,
-slices). The comm's members sit on different devices (with one device it has one member).
+kind (kernel, memset, copy, callback, record, wait, reset, notify, await, collectives of
+every kind with roots and out-of-place forms, send/recv, `group` batches, `wait_stream`,
+alloc/free on streams and hosts, host functions, `memcpy`/`memset`/`query` on the host, every
+kind of sync, short `for` loops, slices), on devices that follow `runtime cuda` or cann. The
+comm's members sit on different devices (with one device it has one member).
 Specs stay small (about a dozen lowered statements) so that exhaustive exploration of every
 interleaving finishes in well under a second.
 """
@@ -30,6 +32,7 @@ def specs(draw, max_statements: int = 11) -> str:
         q = draw(st.sampled_from([None, None, 1, 2]))
         queues[device] = q
         extra = f" queues {q}" if q else ""
+        extra += draw(st.sampled_from(["", "", " runtime cuda"]))
         lines.append(f"device {device} {{ compute 2 copy 2 comm 1{extra} }}")
 
     # Streams: 2-4, at most one legacy stream per device.
@@ -92,13 +95,39 @@ def specs(draw, max_statements: int = 11) -> str:
             text += f" writes {access(loop_var)}"
         return text
 
+    def collective(loop_var: str | None) -> str:
+        """A collective of any kind on a comm member: in place or out of place, with a root."""
+        member = draw(st.sampled_from(comm_members))
+        kind = draw(st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall",
+                                     "broadcast", "reduce"]))
+        root = f" root {draw(st.sampled_from(comm_members))}" if kind in ("broadcast", "reduce") else ""
+        buffers = device_access(loop_var)
+        if draw(st.booleans()):
+            buffers = f"{device_access(loop_var)} <- {device_access(loop_var)}"
+        return f"{member}: {kind} c{root} {buffers}{duration()}"
+
     def statement(loop_var: str | None) -> str:
         stream = draw(st.sampled_from(stream_names))
         kind = draw(st.sampled_from([
             "kernel", "kernel", "copy", "callback", "record", "wait", "record_f", "wait_f",
             "reset", "notify", "await", "allreduce", "send", "recv", "alloc", "free",
             "host", "host", "sync", "hnotify", "hawait", "halloc", "hfree",
+            "memset", "collective", "wait_stream", "hmemcpy", "hmemset", "query",
         ]))
+        if kind == "memset":
+            return f"{stream}: memset {device_access(loop_var)}{duration()}"
+        if kind == "collective":
+            return collective(loop_var)
+        if kind == "wait_stream":
+            return f"{stream}: wait_stream {draw(st.sampled_from(stream_names))}"
+        if kind == "hmemcpy":
+            if draw(st.booleans()):
+                return f"memcpy {device_access(loop_var)} <- h{duration()}"
+            return f"memcpy h <- {device_access(loop_var)}{duration()}"
+        if kind == "hmemset":
+            return f"memset {device_access(loop_var)}{duration()}"
+        if kind == "query":
+            return f"query {draw(st.sampled_from(stream_names + ['e']))}"
         if kind == "kernel":
             return f"{stream}: kernel k{rw(loop_var)}{duration()}"
         if kind == "callback":
@@ -171,6 +200,14 @@ def specs(draw, max_statements: int = 11) -> str:
         if budget - used >= 2 and draw(st.integers(0, 3)) == 0:
             # A hand-off idiom: signal on one stream (or the host), then wait on another.
             first, second = draw(st.sampled_from(stream_names)), draw(st.sampled_from(stream_names))
+            if draw(st.integers(0, 3)) == 0:
+                # A group: its collectives are one fused launch, unordered on their stream.
+                bodies[thread] += ["group {", "  " + collective(None), "  " + draw(st.sampled_from([
+                    collective(None), f"{comm_members[-1]}: send c to {comm_members[0]} a",
+                    f"{comm_members[0]}: recv c from {comm_members[-1]} b"]))
+                    if len(comm_members) > 1 else "  " + collective(None), "}"]
+                used += 2
+                continue
             signal, wait = draw(st.sampled_from([
                 (f"{first}: record e", f"{second}: wait e"),
                 (f"{first}: record e", "sync e"),

@@ -37,11 +37,17 @@ DEAD_KIND = {  # run order and launch order are both a use after free
 
 
 def compare(text: str) -> list[str]:
-    """Disagreements between the two backends on one spec (empty: they agree).
+    """Disagreements between the two backends on every program of one spec (empty: they
+    agree); a program the explorer cannot finish is skipped (nothing to compare)."""
+    loaded = load_text(text, "<random>")
+    assert loaded.program is not None, "the strategy must produce valid specs"
+    problems = []
+    for program in loaded.variants or (loaded.program,):
+        problems += [f"[{program.variant}] {p}" if program.variant else p for p in _compare(program)]
+    return problems
 
-    Returns None-equivalent [] when the explorer could not finish (nothing to compare)."""
-    program = load_text(text, "<random>").program
-    assert program is not None, "the strategy must produce valid specs"
+
+def _compare(program) -> list[str]:
     exploration = explore(program, max_states=MAX_STATES)
     if not exploration.complete:
         return []
