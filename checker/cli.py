@@ -735,7 +735,6 @@ def _deadlock_text(path: str, headline: str, stuck: list[dict], notes=()) -> lis
 
 
 def command_simulate(args) -> int:
-    from checker.executor.simulate import simulate
     from checker.report.perf import simulate_text
 
     sources = _sources(args)
@@ -752,10 +751,11 @@ def command_simulate(args) -> int:
             status = EXIT_ERROR
             continue
         diagnostics = _warnings(loaded, args, console)
-        program = loaded.program
-        simulation = simulate(program)
+        program, simulation = _slowest(loaded)
         _export(program, [("", simulation.timing)], args)
         data = simulation.to_json()
+        if program.variant:
+            data["variant"] = program.variant
         for item, node in zip(data["critical_path"], simulation.critical_path):
             item["what"] = program.describe(program.statements[node.statement])
         deadlocked = bool(data.get("deadlocked"))
@@ -778,6 +778,15 @@ def command_simulate(args) -> int:
     if args.format == "json":
         _print_json(_envelope(files))
     return status
+
+
+def _slowest(loaded):
+    """The program of a spec to simulate, and its simulation: with several (one per `choose`
+    branch combination), one that deadlocks, else the one that takes longest."""
+    from checker.executor.simulate import simulate
+
+    runs = [(program, simulate(program)) for program in loaded.variants or (loaded.program,)]
+    return max(runs, key=lambda run: (run[1].deadlocked, run[1].makespan))
 
 
 def _engine_names(data: dict) -> None:
@@ -855,6 +864,8 @@ def command_optimize(args) -> int:
                 stuck = simulation.to_json().get("stuck") or []
         item = {"path": loaded.path, "status": "deadlock" if deadlock else "ok"}
         item.update({k: v for k, v in data.items() if k != "path"})
+        if program.variant:
+            item["variant"] = program.variant
         item["deadlock"] = deadlock
         if deadlock:  # no makespan, and no bound of one
             status = max(status, EXIT_FINDINGS)

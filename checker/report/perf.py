@@ -9,6 +9,8 @@ def _ms(value) -> str:
 
 def simulate_text(path: str, data: dict) -> list[str]:
     out = [f"{path}: simulated makespan {_ms(data.get('makespan'))}"]
+    if data.get("variant"):
+        out.append(f"  the slowest branch combination: {data['variant']}")
     if data.get("deadlocked"):
         out.append("  the simulation got stuck; unfinished work:")
         for item in data.get("stuck", ()):
