@@ -116,5 +116,8 @@ def build(model: TimedModel, times, kind: str) -> Schedule:
     steps = []
     for v in core.step_order(model, times):
         node = model.nodes[v]
-        steps.append(Step(node.kind, node.statement))
+        if node.kind is StepKind.START and node.members:  # each member starts on its own
+            steps.extend(Step(StepKind.START, member) for member in node.members)
+        else:
+            steps.append(Step(node.kind, node.statement))
     return Schedule(kind, max(times, default=0), tuple(slots), tuple(steps))
