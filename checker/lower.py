@@ -775,11 +775,9 @@ class _Lowerer:
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
             self.stream_sets.append(index)
         else:
-            stream = self.streams[target]
-            if stream.mode is StreamMode.LEGACY and self.devices[stream.device].runtime is Runtime.CUDA:
+            blocking = self.blocking_streams(target)
+            if blocking:
                 # A marker on the legacy stream waits for earlier work of the blocking streams too.
-                blocking = tuple(s.index for s in self.streams
-                                 if s.device == stream.device and s.mode is StreamMode.BLOCKING)
                 self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
                           streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
                           bindings=bindings)
@@ -864,6 +862,16 @@ class _Lowerer:
         kind = CopyKind.H2D if src.on_host else CopyKind.D2H if dst.on_host else CopyKind.D2D
         device = dst.device if dst.device is not None else src.device
         stream = self.default_stream(device)
+        if kind is CopyKind.H2D and not src.pinned and self.devices[device].runtime is Runtime.CUDA:
+            # CUDA, "API synchronization behavior": from pageable memory "a stream sync is performed
+            # before the copy is initiated", and the call "will return once the pageable buffer has
+            # been copied to the staging memory", the DMA possibly still running.
+            common = dict(stream=stream, device=device, bindings=bindings)
+            written = f"memcpy {destination.written_as} <- {source.written_as}"
+            self.staged_copy(node, source, destination, src, node.duration.nanoseconds if node.duration else 0,
+                             self.copy_engine(device, kind), common, written,
+                             sync=(stream,) + self.blocking_streams(stream))
+            return
         self.emit(node, op=Op.COPY, stream=stream, device=device, accesses=self.touch((source, destination)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=self.copy_engine(device, kind),
                   copy=kind, blocking=True, bindings=bindings,
@@ -920,16 +928,29 @@ class _Lowerer:
         self.emit(node, op=Op.COPY, accesses=self.touch((source, destination)), duration=duration, engine=engine,
                   copy=kind, blocking=pageable, **common)
 
-    def staged_copy(self, node: ast.CopyTask, source: Access, destination: Access, src_memory: Memory,
-                    duration: int, engine: Engine, common: dict) -> None:
+    def blocking_streams(self, stream: int) -> tuple[int, ...]:
+        """For CUDA's legacy stream: the device's blocking streams, whose earlier work a marker
+        on it waits for; none for any other stream."""
+        s = self.streams[stream]
+        if s.mode is not StreamMode.LEGACY or self.devices[s.device].runtime is not Runtime.CUDA:
+            return ()
+        return tuple(t.index for t in self.streams if t.device == s.device and t.mode is StreamMode.BLOCKING)
+
+    def staged_copy(self, node: ast.CopyTask | ast.Memcpy, source: Access, destination: Access, src_memory: Memory,
+                    duration: int, engine: Engine, common: dict, written: str | None = None,
+                    sync: tuple[int, ...] | None = None) -> None:
         """CUDA: a copy from pageable memory stages the source into a pinned driver buffer and
-        may return before the transfer is done; the driver may first synchronize the stream."""
-        self.pageable_cuda = True
-        written = f"copy {destination.written_as} <- {source.written_as}"
-        if self.cuda_sync_first:
-            self.emit(node, part=2, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=common["stream"],
-                      streams=(common["stream"],), form=f"{written} (the driver synchronizes the stream)",
-                      bindings=common["bindings"])
+        may return before the transfer is done; the driver may first synchronize the stream
+        (`copy`: one program variant each way; `memcpy`: always, the streams in `sync`)."""
+        written = written or f"copy {destination.written_as} <- {source.written_as}"
+        if sync is None:
+            self.pageable_cuda = True
+            if self.cuda_sync_first:
+                sync = (common["stream"],)
+        if sync:
+            self.emit(node, part=2, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS if len(sync) > 1 else SyncKind.STREAM,
+                      target=common["stream"], streams=sync,
+                      form=f"{written} (the driver synchronizes the stream)", bindings=common["bindings"])
         self.staged += 1
         size = source.end - source.start
         staging = Memory(len(self.memories), f"{src_memory.name}.staged#{self.staged}", f"{src_memory.name}.staged#{self.staged}",

@@ -295,9 +295,15 @@ def test_memcpy_runs_on_the_default_stream():
     p = program(CUDA + "device bare { runtime cuda queues 2 }\nbuffer z 1MiB on bare\n"
                 "thread main {\n  memcpy x <- page 1ms\n  memcpy page <- y\n  memcpy y <- x\n"
                 "  memcpy z <- pin\n  memcpy y <- pin\n}\n")
-    rows = [(s.op, p.streams[s.stream].name, s.device, s.copy, s.blocking, s.form) for s in p.statements]
+    # CUDA, pageable to device: a sync of the default stream (a legacy-stream marker: the
+    # blocking stream `s` too), the source staged on the host, then a copy that may still run.
+    sync, stage = p.statements[:2]
+    assert (sync.op, sync.sync, sync.streams, sync.form) == (
+        Op.SYNC, SyncKind.STREAMS, (2, 0), "memcpy x <- page (the driver synchronizes the stream)")
+    assert (stage.op, stage.stream, rw(p, stage)) == (Op.HOST, None, [("page", 0, MiB, False)])
+    rows = [(s.op, p.streams[s.stream].name, s.device, s.copy, s.blocking, s.form) for s in p.statements[2:]]
     assert rows == [
-        (Op.COPY, "null", 0, CopyKind.H2D, True, "memcpy x <- page"),
+        (Op.COPY, "null", 0, CopyKind.H2D, False, "memcpy x <- page"),
         (Op.COPY, "n.default", 1, CopyKind.D2H, True, "memcpy page <- y"),
         (Op.COPY, "n.default", 1, CopyKind.D2D, True, "memcpy y <- x"),
         (Op.COPY, "bare.default", 2, CopyKind.H2D, True, "memcpy z <- pin"),
@@ -306,7 +312,7 @@ def test_memcpy_runs_on_the_default_stream():
     n_default, bare_default = p.streams[5], p.streams[6]
     assert (n_default.mode, n_default.device, n_default.queue) == (StreamMode.NONBLOCKING, 1, None)
     assert (bare_default.mode, bare_default.queue) == (StreamMode.LEGACY, 0)
-    assert p.statements[0].duration == 10**6 and rw(p, p.statements[0]) == [("page", 0, MiB, False), ("x", 0, MiB, True)]
+    assert p.statements[2].duration == 10**6 and rw(p, p.statements[2]) == [("page.staged#1", 0, MiB, False), ("x", 0, MiB, True)]
 
 
 def test_memcpy_between_host_buffers():
