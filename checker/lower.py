@@ -130,6 +130,10 @@ class _Lowerer:
         self.threads: list[Thread] = []
         self.statements: list[Statement] = []
         self.warnings: list[Diagnostic] = []
+        self.warned: list[set] = []
+        """Per program lowered: the (code, span) of its usage warnings. A spec with several
+        programs gets a usage warning only when every program has it (a stream one branch
+        of a `choose` does not use is not unused)."""
         self.alias_regions: dict[str, _Region] = {}
         self.resolving: list[str] = []
         self.origin_ids: dict[tuple[int, int], int] = {}
@@ -680,7 +684,9 @@ class _Lowerer:
             )
         finally:
             self.memories, self.streams, self.events, self.streams_on = declared
+        before = len(self.warnings)
         self.usage_warnings(program)
+        self.warned.append({(w.code, w.primary_span) for w in self.warnings[before:]})
         return program
 
     def thread(self, decl: ast.ThreadDecl) -> None:
@@ -1338,6 +1344,10 @@ class Lowered:
     `choose` branches, times two under `runtime cuda` when pageable memory is copied to a device."""
 
 
+USAGE_WARNINGS = frozenset({Code.SP050, Code.SP051, Code.SP052})
+"""Warnings about what a program uses (unused streams, never-recorded events, ...)."""
+
+
 def lower(spec: ast.SpecFile, path: str, source: str,
           max_statements: int = DEFAULT_MAX_STATEMENTS) -> Lowered:
     """Lower a syntax tree to its programs; raises `SpecError` on the first error."""
@@ -1345,8 +1355,11 @@ def lower(spec: ast.SpecFile, path: str, source: str,
     programs = lowerer.lower()
     seen = set()
     warnings = []
+    everywhere = set.intersection(*lowerer.warned) if lowerer.warned else set()
     for w in lowerer.warnings:  # one warning per source line and code, not per loop instance or variant
         key = (w.code, w.primary_span)
+        if w.code in USAGE_WARNINGS and key not in everywhere:
+            continue
         if key not in seen:
             seen.add(key)
             warnings.append(w)

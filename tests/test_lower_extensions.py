@@ -533,3 +533,13 @@ def test_whole_buffer_arrays_in_accesses_and_lifetimes():
 def test_whole_array_copy_stays_an_error():
     error_of(ARRAYS + "thread t {\n  lanes[0]: copy grad <- x\n}\n", Code.SP015, 13, 18,
              "`grad` is an array of 3 buffers; pick one")
+
+
+def test_usage_warnings_need_every_branch_combination():
+    """A stream only one branch of a `choose` uses is not unused; one no branch uses is."""
+    result = load_text("device d\nbuffer x 1MiB on d\nstream used on d\nstream sometimes on d\n"
+                       "stream never on d\nthread t {\n  used: kernel k writes x\n  choose {\n"
+                       "    sometimes: kernel k writes x\n  } or {\n    host skip\n  }\n}\n")
+    assert result.program is not None and len(result.variants) == 2
+    warned = {(d.code, d.primary_span.line) for d in result.diagnostics}
+    assert warned == {(Code.SP051, 5)}
