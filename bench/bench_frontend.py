@@ -3,11 +3,13 @@
 Run it on a quiet machine; it reports CPU time, which other processes do not inflate.
 
 Targets (issue: foundation): lowering a spec that unrolls to 100,000 tasks on 8 streams in
-under 3 s and 500 MB; the happens-before race check on it in under 5 s. Each measurement runs
-in a fresh process so peak memory (max RSS) belongs to that stage alone; results are printed
-as measured value / target ratios (below 1.0 meets the target).
+under 3 s and 500 MB; the happens-before race check on it in under 5 s. Target (issue 12):
+parsing 1 MB of flat spec (the shape an imported trace has: stream and host statements, no
+loops) in under 1 s; the lark parser alone is measured beside it. Each measurement runs in a
+fresh process so peak memory (max RSS) belongs to that stage alone; results are printed as
+measured value / target ratios (below 1.0 meets the target).
 
-    python bench/bench_frontend.py [--tasks 100000]
+    python bench/bench_frontend.py [--tasks 100000] [--megabytes 1]
 """
 
 from __future__ import annotations
@@ -59,6 +61,70 @@ print(json.dumps(result))
 """
 
 
+def flat_spec(size: int) -> str:
+    """About `size` bytes of statements in one thread, as an imported trace writes them:
+    kernels with accesses and byte ranges, copies, records, waits, host calls and syncs."""
+    import random
+
+    rng = random.Random(12)
+    lines = ["device npu0 { compute 4 copy 2 }", "buffer act[8] 1MiB on npu0",
+             "buffer host_in[8] 1MiB on host pinned", "buffer shared 8MiB on npu0", "stream s[8] on npu0",
+             "event done[8]", "thread main {"]
+    total = sum(len(line) + 1 for line in lines)
+    i = 0
+    while total < size:
+        k = i % 8
+        r = rng.random()
+        if r < 0.45:
+            line = (f"  s[{k}]: kernel layer{i % 97} reads act[{(k + 7) % 8}], shared[{k}MiB:{k + 1}MiB] "
+                    f"writes act[{k}] {rng.randint(1, 999)}us")
+        elif r < 0.6:
+            line = f"  s[{k}]: copy act[{k}] <- host_in[{k}] {rng.randint(1, 99)}.5us"
+        elif r < 0.75:
+            line = f"  s[{k}]: record done[{k}]"
+        elif r < 0.9:
+            line = f"  s[{k}]: wait done[{(k + 3) % 8}]"
+        elif r < 0.95:
+            line = f"  host step{i % 13} reads host_in[{k}] 2us"
+        else:
+            line = f"  sync s[{k}]"
+        lines.append(line)
+        total += len(line) + 1
+        i += 1
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+PARSE_CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from checker import parse
+text = sys.stdin.read()
+parse.parse(text)  # warm up (imports, grammar)
+fast = []
+for _ in range(3):
+    c0 = time.process_time()
+    spec = parse.parse(text)
+    fast.append(time.process_time() - c0)
+import gc
+gc.disable()
+parse._parser()
+c0 = time.process_time()
+assert parse.parse_with_lark(text) == spec
+lark = time.process_time() - c0
+print(json.dumps({{"parse_cpu_s": min(fast), "lark_cpu_s": lark, "bytes": len(text.encode())}}))
+"""
+
+
+def measure_parse(text: str) -> dict:
+    import pathlib
+
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    code = textwrap.dedent(PARSE_CHILD.format(root=root))
+    out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def measure(text: str, analyze: bool) -> dict:
     import pathlib
 
@@ -71,7 +137,17 @@ def measure(text: str, analyze: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--megabytes", type=float, default=1.0, help="size of the flat spec to parse")
     args = parser.parse_args()
+    flat = flat_spec(int(args.megabytes * 1_000_000))
+    parsed = measure_parse(flat)
+    mb = parsed["bytes"] / 1_000_000
+    per_mb, lark_per_mb = parsed["parse_cpu_s"] / mb, parsed["lark_cpu_s"] / mb
+    print(f"parse a flat spec of {mb:.2f} MB ({flat.count(chr(10)):,} lines); CPU seconds, best of 3")
+    print(f"parsing:    {per_mb:.2f} s per MB ({mb / parsed['parse_cpu_s']:.2f} MB/s)  "
+          f"(target 1 s per MB: ratio {per_mb:.2f})")
+    print(f"lark alone: {lark_per_mb:.2f} s per MB ({mb / parsed['lark_cpu_s']:.2f} MB/s), "
+          f"{lark_per_mb / per_mb:.1f}x slower; the same syntax tree")
     rounds = max(1, args.tasks // 24)  # 3 tasks per stream per round, 8 streams
     text = SPEC.format(rounds=rounds)
     lowering = measure(text, analyze=False)

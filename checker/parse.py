@@ -8,6 +8,7 @@ out of range.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+import gc
 import re
 import threading
 from functools import lru_cache
@@ -18,7 +19,7 @@ from lark import Lark, Token, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 from lark.visitors import Transformer_NonRecursive
 
-from checker import ast
+from checker import ast, fastparse
 from checker.codes import Code
 from checker.diagnostics import SpecError, error
 from checker.ir import PRIORITY_HIGH, PRIORITY_LOW, Span  # noqa: F401  (re-exported)
@@ -770,7 +771,9 @@ def _describe_expected(parser: Lark, expected: set[str]) -> str:
             names.append({
                 "NAME": "a name", "INT": "an integer", "SIGNED_INT": "an integer",
                 "SIZE": "a size (4MiB)", "DURATION": "a duration (3.5ms)", "STRING": 'a "string"',
-                "ENGINE": "an engine (compute, copy, h2d, d2h, d2d, comm)",
+                "ENGINE": "an engine (compute, copy, h2d, d2h, d2d, comm)", "_ROOT": "`root`",
+                "GROUP": "`group`", "CHOOSE": "`choose`", "QUERY": "`query`", "MEMCPY": "`memcpy`",
+                "HOST_MEMSET": "`memset`",
             }.get(terminal, terminal.lower()))
     unique = list(dict.fromkeys(names))
     if len(unique) > 8:
@@ -876,36 +879,59 @@ def decode(data: bytes) -> str:
     return text
 
 
+_BRACKET = re.compile(r"[(\[{)\]}]")
+
+
 def _check_nesting(text: str) -> None:
     depth = 0
-    for offset, char in enumerate(text):
-        if char in "([{":
+    for match in _BRACKET.finditer(text):
+        if match.group() in "([{":
             depth += 1
             if depth > MAX_NESTING:
+                offset = match.start()
                 raise SpecError(error(Code.SP004, "brackets nested too deeply", _span_at(text, offset, 1),
                                       f"nesting depth {depth}",
                                       help=f"brackets may nest at most {MAX_NESTING} deep"))
-        elif char in ")]}":
-            depth = max(0, depth - 1)
+        elif depth:
+            depth -= 1
 
 
-def parse(text: str) -> ast.SpecFile:
-    """Parse source text; raises `SpecError` with a diagnostic on bad input."""
-    if len(text) > MAX_SOURCE_CHARS:
-        raise SpecError(error(Code.SP004, "spec is too large", None,
-                              help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"))
-    _check_nesting(text)
+def parse_with_lark(text: str) -> ast.SpecFile:
+    """The syntax tree by the lark parser and its transformer alone (`text` ends with a
+    newline); raises `SpecError`."""
     parser = _parser()
     try:
-        tree = _parse_tree(parser, text if text.endswith("\n") else text + "\n")
+        tree = _parse_tree(parser, text)
     except UnexpectedInput as exc:
         raise SpecError(_syntax_diagnostic(parser, text, exc)) from None
     try:
-        spec = _ToAst().transform(tree)
+        return _ToAst().transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, SpecError):
             raise exc.orig_exc from None
         raise
+
+
+def parse(text: str) -> ast.SpecFile:
+    """Parse source text; raises `SpecError` with a diagnostic on bad input.
+
+    The hand-written parser in `checker.fastparse` goes first; whatever it leaves (every error
+    among it) goes to lark, whose tree is the same wherever both succeed."""
+    if len(text) > MAX_SOURCE_CHARS:
+        raise SpecError(error(Code.SP004, "spec is too large", None,
+                              help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"))
+    _check_nesting(text)
+    complete = text if text.endswith("\n") else text + "\n"
+    collecting = gc.isenabled()
+    gc.disable()  # hundreds of thousands of new nodes and no cycles: rescanning them is wasted time
+    try:
+        try:
+            spec = fastparse.parse(complete)
+        except fastparse.Unhandled:
+            spec = parse_with_lark(complete)
+    finally:
+        if collecting:
+            gc.enable()
     if not spec.declarations:
         raise SpecError(error(Code.SP003, "the spec is empty", _span_at(text, 0, 0),
                               help="declare devices, streams and threads; see `streamproof --help`"))
