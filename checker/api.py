@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Union
 
+from checker.errors import SpecInvalid
 from checker.importers.writer import (
     DURATION, RESERVED, SIZE, comment_text, duration_text, is_name, size_text, title_text,
 )
@@ -41,22 +42,6 @@ __all__ = [
 
 Size = Union[int, str]
 Duration = Union[int, str, None]
-
-
-class SpecInvalid(ValueError):
-    """The built program does not load: the spec text and the front end's diagnostics."""
-
-    def __init__(self, text: str, diagnostics: tuple) -> None:
-        first = diagnostics[0] if diagnostics else None
-        where = ""
-        if first is not None and first.primary_span is not None:
-            span = first.primary_span
-            line = text.splitlines()[span.line - 1] if 0 < span.line <= len(text.splitlines()) else ""
-            where = f" (line {span.line}: {line.strip()})"
-        message = first.message if first is not None else "the spec does not load"
-        super().__init__(f"{message}{where}")
-        self.text = text
-        self.diagnostics = diagnostics
 
 
 # ---------------------------------------------------------------- spelling

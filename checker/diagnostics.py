@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checker.codes import Code, Severity
+from checker.errors import SpecError
 from checker.ir import Span
+
+__all__ = ["Annotation", "Diagnostic", "SpecError", "error", "warning"]
+"""(`SpecError` is defined in `checker.errors` with the other exceptions.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +50,3 @@ def error(code: Code, message: str, span: Span | None, label: str = "", help: st
 def warning(code: Code, message: str, span: Span | None, label: str = "", help: str = "") -> Diagnostic:
     annotations = () if span is None else (Annotation(span, label, True),)
     return Diagnostic(code, Severity.WARNING, message, annotations, help)
-
-
-class SpecError(Exception):
-    """Raised inside the front end to abandon a spec; carries the diagnostic to report."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        super().__init__(diagnostic.message)
-        self.diagnostic = diagnostic

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from checker.errors import InputError
+
 STDIN = "-"
 STDIN_PATH = "<stdin>"
 SUFFIX = ".sched"
@@ -31,10 +33,6 @@ class Source:
     """The bytes of standard input; None to read `path`."""
     problem: str | None = None
     """Why nothing can be loaded (a directory without specs); reported as SP001."""
-
-
-class InputError(ValueError):
-    """A command line or configuration that names its inputs wrongly; the message is for the user."""
 
 
 def _specs_under(directory: str) -> list[str]:

@@ -16,12 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from checker.analyze import Options, ProgressCallback, check_loaded
+from checker.errors import ClusterError
 from checker.findings import FileReport
 from checker.inputs import Source, load
-
-
-class ClusterError(RuntimeError):
-    """The cluster cannot be used (dask missing, scheduler unreachable); the message is for the user."""
 
 
 @dataclass(frozen=True, slots=True)

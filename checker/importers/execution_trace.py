@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checker.errors import TraceError
+
 NO_DATA = frozenset({
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
     "aten::new_empty_strided", "aten::resize_", "aten::set_", "aten::record_stream",
     "aten::as_strided_", "aten::detach_",
 })
 """Operators whose schema says they mutate or produce a tensor but that touch no data."""
-
-
-class TraceError(ValueError):
-    """A trace that cannot be read; the message is one line for the user."""
 
 
 @dataclass(frozen=True, slots=True)
