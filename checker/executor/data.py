@@ -1,7 +1,7 @@
 """Abstract bytes: what each memory segment holds along an execution.
 
 A finding is easier to believe when the corruption is visible. The executor therefore keeps
-the contents of every memory segment (`machine.Layout`) as a 64-bit digest. Each access
+the contents of every memory segment (`layout.Layout`) as a 64-bit digest. Each access
 samples what it reads when it starts; while a write runs, the bytes it writes hold a distinct
 *in-flight* value; when it ends, they hold a deterministic digest of the writer's identity and
 of what it read (a collective digests what every member of its group read). Two orders of
@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 
 from checker.ir import Op
-from checker.executor.machine import Machine, _bits
+from checker.executor.machine import Machine
+from checker.executor.state import bits
 from checker.witness import Step, StepKind
 
 
@@ -102,20 +103,20 @@ class ByteModel:
 
     def _start(self, i: int) -> None:
         values = self.values
-        self.sampled[i] = tuple((g, values[g]) for g in _bits(self.read_masks[i]))
+        self.sampled[i] = tuple((g, values[g]) for g in bits(self.read_masks[i]))
         w = self.write_masks[i]
         if w:
-            self.before[i] = tuple((g, values[g]) for g in _bits(w))
+            self.before[i] = tuple((g, values[g]) for g in bits(w))
             marker = InFlight(f"in-flight(line {self.machine.program.statements[i].span.line})")
-            for g in _bits(w):
+            for g in bits(w):
                 values[g] = marker
 
     def _end(self, i: int) -> None:
-        for g in _bits(self.write_masks[i]):
+        for g in bits(self.write_masks[i]):
             self.values[g] = self.written_value(i, g)
 
     def _fresh(self, i: int) -> None:
-        for g in _bits(self.machine.life[i]):
+        for g in bits(self.machine.life[i]):
             self.values[g] = digest("allocated", i, g)
 
     def combined(self, pairs) -> str:

@@ -16,6 +16,7 @@ from checker.ir import Program
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.executor.data import ByteModel
 from checker.executor.machine import DONE, IllegalStep, Machine, State, Store
+from checker.executor.state import bits
 from checker.witness import Step, StepKind, Witness
 
 
@@ -369,6 +370,4 @@ def _race_bytes(machine, steps, a, b, pair, data) -> dict:
 
 
 def _segs(mask: int):
-    from checker.executor.machine import _bits
-
-    return list(_bits(mask))
+    return list(bits(mask))

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import gc
 import heapq
+from itertools import islice
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from checker.ir import NS_PER_MS, Engine, Program
+from checker.ir import NS_PER_MS, Engine, Op, Program
 from checker.timing import Interval, Part, Timing, TimeUnit
-from checker.executor.machine import (  # bound enum members: member lookups are slow
-    _COMPLETE, _END, _ISSUE, _OP_AWAIT, _OP_HOST, _OP_NOTIFY, _OP_RECORD, _OP_SYNC, _OP_WAIT,
-    _RETURN, _START, QUEUED, RUNNING,
-    Machine, Store,
-)
+from checker.witness import StepKind
+from checker.executor.machine import NEED_BEGUN, Machine
+from checker.executor.state import QUEUED, RUNNING, Store
 
 
 class TaskTime(NamedTuple):
@@ -133,314 +132,359 @@ def simulate(program: Program) -> Simulation:
 
 
 class _Simulator:
+    """One simulation run. `run` repeats its phases until nothing is left to happen: at each
+    instant, tasks due end (`_end_due_tasks`); then threads step (`_run_threads`), stream heads
+    start (`_start_stream_heads`) and engine units are handed out (`_hand_out_units`) until a
+    round changes nothing; then time jumps (`_next_event_time`)."""
+
     def __init__(self, program: Program) -> None:
-        self.p = program
-        self.m = Machine(program)
+        p = self.p = program
+        m = self.m = Machine(program)
+        n = len(p.statements)
+        engine_names = {e: e.value for e in Engine}
+        # Per statement: what the run needs to know of it.
+        self.launch_of = [p.devices[st.device].launch if st.stream is not None else 0
+                          for st in p.statements]
+        self.ekey = [(st.device, engine_names[st.engine]) if st.engine is not None else None
+                     for st in p.statements]
+        """The engine pool a task takes a unit of: (device, engine name)."""
+        self.prio = [p.streams[st.stream].priority if st.stream is not None else 0
+                     for st in p.statements]
+        self.needs_engine = [st.engine is not None and st.duration > 0 for st in p.statements]
+        self.host_time = [0] * n
+        """A host function: how long it holds its thread."""
+        for i in m.of_op.get(Op.HOST, ()):
+            self.host_time[i] = p.statements[i].duration
+        self.notifies = [-1] * n
+        """A notify (host or stream): the notify it sets."""
+        for i in m.of_op.get(Op.NOTIFY, ()):
+            self.notifies[i] = p.statements[i].notify
+        self.raises_flag = [-1] * n
+        """A record of a flag event: the flag it sets when it completes."""
+        for i in m.of_op.get(Op.RECORD, ()):
+            if m.flag_event[p.statements[i].event]:
+                self.raises_flag[i] = p.statements[i].event
+        self.store = Store(m.initial())
+        self.store.running = 0  # not tracked: the simulator does not look for races
+        self.now = 0
+        self.clock = [0] * len(p.threads)
+        """Per thread: when it is free to take its next step (before any launch cost)."""
+        self.begin = [-1] * n  # task begin / host issue time
+        self.finish = [-1] * n  # task end / host return (or issue) time
+        self.issued = [-1] * n  # issue time of the thread side
+        self.tdone = [-1] * n  # when the thread moved past the statement
+        self.unit_of: list = [None] * n
+        self.cause: list[tuple | None] = [None] * n  # what the task part waited for last
+        self.tcause: list[tuple | None] = [None] * n  # what the thread part waited for last
+        self.seq = [0] * n  # enqueue order
+        self.enqueued = 0
+        self.prev_on_stream = [-1] * n
+        self.last_on_stream = [-1] * len(p.streams)
+        self.flag_setter = [-1] * len(p.events)
+        self.note_setter = [-1] * len(p.notifies)
+        self.ends: list[tuple[int, int, int]] = []  # (time, seq, task): a heap
+        # Engine units: free unit ids per (device, engine), and who released each last.
+        self.free_units: dict[tuple[int, str], list[int]] = {}
+        self.released_by: dict[tuple[int, str, int], int] = {}
+        self.busy: dict[tuple[int, str], int] = {}
+        self.host_busy = 0
+        self.device_busy = 0
+        self.trail: list = []
+        """Every step fired so far, in order."""
+        self._effects = m.effects
+        self._update = self.store.update
+        self.issue_steps, self.return_steps, self.start_steps, self.end_steps, self.complete_steps = (
+            m.steps[kind] for kind in (StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END,
+                                       StepKind.COMPLETE))
+        """Per kind of step, the machine's step object of each statement."""
 
     def run(self) -> Simulation:
-        p, m = self.p, self.m
-        launch_of = [p.devices[st.device].launch if st.stream is not None else 0
-                     for st in p.statements]
-        engine_names = {e: e.value for e in Engine}
-        ekey = [(st.device, engine_names[st.engine]) if st.engine is not None else None
-                for st in p.statements]
-        prio = [p.streams[st.stream].priority if st.stream is not None else 0 for st in p.statements]
-        store = Store(m.initial())
-        store.running = 0  # not tracked: the simulator does not look for races
-        n = len(p.statements)
-        steps = m.steps
-        nthreads = len(p.threads)
-        clock = [0] * nthreads
-        """Per thread: when it is free to take its next step (before any launch cost)."""
-        begin = [-1] * n  # task begin / host issue time
-        finish = [-1] * n  # task end / host return (or issue) time
-        issued = [-1] * n  # issue time of the thread side
-        tdone = [-1] * n  # when the thread moved past the statement
-        unit_of = [None] * n
-        cause: list[tuple | None] = [None] * n  # what the task part waited for last
-        tcause: list[tuple | None] = [None] * n  # what the thread part waited for last
-        seq = [0] * n
-        enq_counter = 0
-        prev_on_stream = [-1] * n
-        last_on_stream = [-1] * len(p.streams)
-        flag_setter = [-1] * len(p.events)
-        note_setter = [-1] * len(p.notifies)
-        ends: list[tuple[int, int, int]] = []  # (time, seq, task)
-        # Engine units: free unit ids per (device, engine), and who released each last.
-        free_units: dict[tuple[int, str], list[int]] = {}
-        released_by: dict[tuple[int, str, int], int] = {}
-        busy: dict[tuple[int, str], int] = {}
-        host_busy = 0
-        device_busy = 0
-
-        def pool(dev: int, engine) -> list[int]:
-            key = (dev, engine_names[engine])
-            if key not in free_units:
-                free_units[key] = list(range(p.devices[dev].count(engine)))  # a heap
-            return free_units[key]
-
-        fired = [0]
-        effects = m.effects
-        update = store.update
-
-        trail: list = []
-        self._trail = trail
-
-        def fire(step) -> None:
-            fired[0] += 1
-            trail.append(step)
-            update(effects(store, step, False)[0])
-
-        def needs_engine(i: int) -> bool:
-            st = p.statements[i]
-            return st.engine is not None and st.duration > 0
-
-        def task_preds(i: int) -> list[tuple[int, int, str]]:
-            """(time, statement, part) of what task i could have waited for."""
-            st = p.statements[i]
-            out = [(tdone[i] if tdone[i] >= 0 else issued[i], i, "thread")]
-            prev = prev_on_stream[i]
-            if prev >= 0:
-                out.append((finish[prev], prev, "task"))
-            if st.op is _OP_WAIT:
-                if p.events[st.event].flag:
-                    r = flag_setter[st.event]
-                else:
-                    slot = m.wslot[i]
-                    r = store.bind[slot] if slot >= 0 else -1
-                if r >= 0:
-                    out.append((finish[r], r, "task"))
-            elif st.op is _OP_AWAIT:
-                r = note_setter[st.notify]
-                if r >= 0:
-                    out.append((finish[r] if p.statements[r].stream is not None else issued[r], r,
-                                "task" if p.statements[r].stream is not None else "thread"))
-            slot = m.dslot[i]
-            if slot >= 0:
-                for dep, _need in store.bind[slot]:
-                    t = begin[dep] if _need == 1 else finish[dep]
-                    out.append((t, dep, "task"))
-            return out
-
-        def begin_task(i: int, now: int, unit: int | None, engine_key) -> None:
-            begin[i] = now
-            preds = task_preds(i)
-            if unit is not None:
-                r = released_by.get((*engine_key, unit), -1)
-                if r >= 0:
-                    preds.append((finish[r], r, "task"))
-            cause[i] = max(preds) if preds else None
-            unit_of[i] = (engine_key, unit) if unit is not None else None
-
-        def end_task(i: int, now: int) -> None:
-            nonlocal device_busy
-            st = p.statements[i]
-            finish[i] = now
-            device_busy += now - begin[i]
-            if unit_of[i] is not None:
-                key, unit = unit_of[i]
-                heapq.heappush(free_units[key], unit)
-                released_by[(*key, unit)] = i
-                busy[key] = busy.get(key, 0) + now - begin[i]
-            if st.op is _OP_RECORD and p.events[st.event].flag:
-                flag_setter[st.event] = i
-            elif st.op is _OP_NOTIFY:
-                note_setter[st.notify] = i
-
-        now = 0
-        finished = False
+        end_due_tasks, run_threads = self._end_due_tasks, self._run_threads
+        start_stream_heads, hand_out_units = self._start_stream_heads, self._hand_out_units
+        next_event_time = self._next_event_time
+        trail = self.trail
         while True:
-            # 1. Tasks that end by now release their units.
-            while ends and ends[0][0] <= now:
-                _, _, i = heapq.heappop(ends)
-                fire(steps[_END][i])
-                end_task(i, now)
+            end_due_tasks()
             while True:  # until a scan of the heads changes nothing
-                # 2. Threads, in index order, as far as each can go at this instant.
-                for t in range(nthreads):
-                    stmts = m.thread_stmts[t]
-                    while True:
-                        v = store.threads[t]
-                        k = v >> 1
-                        if k >= len(stmts):
-                            break
-                        i = stmts[k]
-                        st = p.statements[i]
-                        if not v & 1:
-                            launch = launch_of[i]
-                            if clock[t] + launch > now:
-                                break
-                            step = steps[_ISSUE][i]
-                            # Issue is legal at the thread's statement unless it is a host await.
-                            if st.op is _OP_AWAIT and st.stream is None and m.blocker(store, step):
-                                break
-                            prevs = stmts[k - 1] if k else -1
-                            tcause[i] = (tdone[prevs], prevs, "thread") if prevs >= 0 else None
-                            if st.op is _OP_AWAIT and st.stream is None and note_setter[st.notify] >= 0:
-                                r = note_setter[st.notify]
-                                tcause[i] = max(tcause[i] or (-1, -1, ""), (
-                                    finish[r] if p.statements[r].stream is not None else issued[r],
-                                    r, "task" if p.statements[r].stream is not None else "thread"))
-                            if st.stream is not None:
-                                s = st.stream
-                                prev_on_stream[i] = last_on_stream[s]
-                                last_on_stream[s] = i
-                                enq_counter += 1
-                                seq[i] = enq_counter
-                                host_busy += launch
-                            elif st.op is _OP_NOTIFY:
-                                note_setter[st.notify] = i
-                            fire(step)
-                            issued[i] = now
-                            begin[i] = now if st.stream is None else begin[i]
-                            if st.stream is None and st.op is _OP_HOST:
-                                clock[t] = now + st.duration
-                                host_busy += st.duration
-                            else:
-                                clock[t] = now
-                            if not m.holds[i]:
-                                tdone[i] = now
-                                if st.stream is None:
-                                    finish[i] = now
-                        else:
-                            if clock[t] > now:
-                                break
-                            step = steps[_RETURN][i]
-                            if m._return_blocker(store, i) is not None:
-                                break
-                            if st.stream is not None:
-                                tcause[i] = (finish[i], i, "task")
-                            elif st.op is _OP_SYNC:
-                                slot = m.wslot[i]
-                                waited = store.bind[slot] if slot >= 0 else ()
-                                if slot < 0 and flag_setter[st.target] >= 0:
-                                    waited = (flag_setter[st.target],)
-                                best = max(((finish[x], x, "task") for x in waited), default=None)
-                                if best is not None and best[0] >= issued[i]:
-                                    tcause[i] = best
-                            fire(step)
-                            clock[t] = now
-                            tdone[i] = now
-                            if st.stream is None:
-                                finish[i] = now
-                before_heads = fired[0]
-                # 3. Stream heads: instant tasks complete, engine-free tasks run, others queue.
-                wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-                group_wanting: list[tuple[int, int, object]] = []
-                for q in store.queues:
-                    if not q:
-                        continue
-                    h = q[0]
-                    status = store.status[h]
-                    if status == RUNNING:
-                        if m.duration[h] == 0 and m._end_blocker(store, h) is None:
-                            fire(steps[_END][h])
-                            end_task(h, now)
-                        continue
-                    if status != QUEUED:
-                        continue
-                    if not m.interval[h]:
-                        step = steps[_COMPLETE][h]
-                        if m._first_step_blocker(store, h) is None:
-                            begin_task(h, now, None, None)
-                            fire(step)
-                            end_task(h, now)
-                        continue
-                    g = m.group_of[h]
-                    if g is not None:
-                        if g.members[0] == h and m._group_blocker(store, g) is None:
-                            first_prio = min(prio[x] for x in g.members)
-                            group_wanting.append((first_prio, seq[h], g))
-                        continue
-                    step = steps[_START][h]
-                    if m._first_step_blocker(store, h) is not None:
-                        continue
-                    if not needs_engine(h):
-                        begin_task(h, now, None, None)
-                        fire(step)
-                        if m.duration[h] == 0:
-                            fire(steps[_END][h])
-                            end_task(h, now)
-                        else:
-                            heapq.heappush(ends, (now + m.duration[h], seq[h], h))
-                        continue
-                    st = p.statements[h]
-                    key = ekey[h]
-                    pool(st.device, st.engine)
-                    wanting.setdefault(key, []).append((prio[h], seq[h], h))
-                # 4. Hand out engine units: lower priority value first, then enqueue order.
-                for key, cands in wanting.items():
-                    units = free_units[key]
-                    if len(cands) > 1:
-                        cands.sort()
-                    for _, _, h in cands:
-                        if not units:
-                            break
-                        unit = heapq.heappop(units)
-                        begin_task(h, now, unit, key)
-                        fire(steps[_START][h])
-                        heapq.heappush(ends, (now + m.duration[h], seq[h], h))
-                group_wanting.sort(key=lambda x: (x[0], x[1]))
-                for _, _, g in group_wanting:
-                    members = g.members
-                    need: dict[tuple[int, str], int] = {}
-                    for x in members:
-                        st = p.statements[x]
-                        if needs_engine(x):
-                            pool(st.device, st.engine)
-                            key = ekey[x]
-                            need[key] = need.get(key, 0) + 1
-                    if any(len(free_units[key]) < c for key, c in need.items()):
-                        continue
-                    for x in members:
-                        st = p.statements[x]
-                        if needs_engine(x):
-                            key = ekey[x]
-                            begin_task(x, now, heapq.heappop(free_units[key]), key)
-                        else:
-                            begin_task(x, now, None, None)
-                    fire(steps[_START][members[0]])
-                    for x in members:
-                        if m.duration[x] == 0:
-                            fire(steps[_END][x])
-                            end_task(x, now)
-                        else:
-                            heapq.heappush(ends, (now + m.duration[x], seq[x], x))
-                if fired[0] == before_heads:
+                run_threads()
+                before_heads = len(trail)
+                wanting = start_stream_heads()
+                if wanting:
+                    hand_out_units(wanting)
+                if len(trail) == before_heads:
                     break  # threads ran before this scan and nothing changed since
-            # 5. Jump to the next event.
-            upcoming = []
-            if ends:
-                upcoming.append(ends[0][0])
-            for t in range(nthreads):
-                stmts = m.thread_stmts[t]
+            upcoming = next_event_time()
+            if upcoming is None:
+                break
+            self.now = upcoming
+        finished = self.m.finished(self.store)
+        makespan = max(max(self.finish, default=0), max(self.clock, default=0), 0)
+        stuck = () if finished else self.m.stuck(self.store)
+        return self._result(makespan, not finished, stuck)
+
+    # ------------------------------------------------------------------ phases
+
+    def _end_due_tasks(self) -> None:
+        """1. Tasks that end by now complete and release their units (a collective's group
+        ends together)."""
+        ends, now = self.ends, self.now
+        end_steps = self.end_steps
+        group_of = self.m.group_of
+        while ends and ends[0][0] <= now:
+            _, _, i = heapq.heappop(ends)
+            self._fire(end_steps[i])
+            g = group_of[i]
+            for x in (g.members if g is not None else (i,)):
+                self._end_task(x)
+
+    def _run_threads(self) -> None:
+        """2. Threads, in index order, each as far as it can go at this instant."""
+        m, store, clock, now = self.m, self.store, self.clock, self.now
+        launch_of = self.launch_of
+        for t in range(len(clock)):
+            stmts = m.thread_stmts[t]
+            while True:
                 v = store.threads[t]
                 k = v >> 1
                 if k >= len(stmts):
-                    continue
-                st = p.statements[stmts[k]]
-                due = clock[t]
-                if not v & 1 and st.stream is not None:
-                    due += launch_of[stmts[k]]
-                if due > now:
-                    upcoming.append(due)
-            if not upcoming:
-                finished = m.finished(store)
-                break
-            now = min(upcoming)
+                    break
+                i = stmts[k]
+                if not v & 1:
+                    if clock[t] + launch_of[i] > now or not self._issue(t, i, k):
+                        break
+                elif clock[t] > now or not self._return(t, i):
+                    break
 
-        makespan = max(max(finish, default=0), max(clock, default=0), 0)
-        stuck = () if finished else m.stuck(store)
-        self._ekey = ekey
-        return self._result(makespan, begin, finish, issued, tdone, unit_of, cause, tcause, busy,
-                            host_busy, device_busy, not finished, stuck)
+    def _issue(self, t: int, i: int, k: int) -> bool:
+        """Thread t issues statement i (its k-th) if it may; False when it is blocked."""
+        m, p = self.m, self.p
+        step = self.issue_steps[i]
+        now = self.now
+        # Issue is legal at the thread's statement unless it is a host await.
+        n = m.issue_note[i]
+        if n >= 0 and m.blocker(self.store, step):
+            return False
+        tdone, finish, issued = self.tdone, self.finish, self.issued
+        prevs = m.thread_stmts[t][k - 1] if k else -1
+        self.tcause[i] = (tdone[prevs], prevs, "thread") if prevs >= 0 else None
+        if n >= 0 and self.note_setter[n] >= 0:
+            r = self.note_setter[n]
+            self.tcause[i] = max(self.tcause[i] or (-1, -1, ""), (
+                finish[r] if p.statements[r].stream is not None else issued[r],
+                r, "task" if p.statements[r].stream is not None else "thread"))
+        s = m.stream_of[i]
+        if s is not None:
+            self.prev_on_stream[i] = self.last_on_stream[s]
+            self.last_on_stream[s] = i
+            self.enqueued += 1
+            self.seq[i] = self.enqueued
+            self.host_busy += self.launch_of[i]
+        elif self.notifies[i] >= 0:
+            self.note_setter[self.notifies[i]] = i
+        self._fire(step)
+        issued[i] = now
+        if s is None:
+            self.begin[i] = now
+        self.clock[t] = now + self.host_time[i]
+        self.host_busy += self.host_time[i]
+        if not m.holds[i]:
+            tdone[i] = now
+            if s is None:
+                finish[i] = now
+        return True
+
+    def _return(self, t: int, i: int) -> bool:
+        """Thread t returns from statement i if it may; False when it is blocked."""
+        m, store = self.m, self.store
+        if m.return_blocker(store, i) is not None:
+            return False
+        now = self.now
+        finish = self.finish
+        if m.stream_of[i] is not None:
+            self.tcause[i] = (finish[i], i, "task")
+        else:  # a sync: what it waited for
+            slot = m.wslot[i]
+            waited = store.bind[slot] if slot >= 0 else ()
+            e = m.sync_flag[i]
+            if e >= 0 and self.flag_setter[e] >= 0:
+                waited = (self.flag_setter[e],)
+            best = max(((finish[x], x, "task") for x in waited), default=None)
+            if best is not None and best[0] >= self.issued[i]:
+                self.tcause[i] = best
+        self._fire(self.return_steps[i])
+        self.clock[t] = now
+        self.tdone[i] = now
+        if m.stream_of[i] is None:
+            finish[i] = now
+        return True
+
+    def _start_stream_heads(self) -> dict[tuple[int, str], list[tuple[int, int, int]]]:
+        """3. Stream heads (or every task of the batch at a head): instant tasks complete,
+        engine-free tasks start; the others are returned, per engine pool, to wait for a unit."""
+        m, store = self.m, self.store
+        batch, interval, status = m.batch, m.interval, store.status
+        first_step_blocker = m.first_step_blocker
+        needs_engine, ekey, prio, seq = self.needs_engine, self.ekey, self.prio, self.seq
+        wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        heads = []
+        for q in store.queues:
+            if q:  # the head, or every task of the batch at the head
+                b = batch[q[0]]
+                heads.append(q[0])
+                if b is not None:
+                    for h in islice(q, 1, None):
+                        if batch[h] != b:
+                            break
+                        heads.append(h)
+        for h in heads:
+            if status[h] != QUEUED:
+                continue
+            if not interval[h]:
+                if first_step_blocker(store, h) is None:
+                    self._begin_task(h, None, None)
+                    self._fire(self.complete_steps[h])
+                    self._end_task(h)
+                continue
+            if first_step_blocker(store, h) is not None:
+                continue
+            if not needs_engine[h]:
+                self._begin_task(h, None, None)
+                self._fire(self.start_steps[h])
+                self._started(h)
+                continue
+            key = ekey[h]
+            if key not in self.free_units:
+                self._pool(h)
+            wanting.setdefault(key, []).append((prio[h], seq[h], h))
+        return wanting
+
+    def _hand_out_units(self, wanting) -> None:
+        """4. Engine units to the waiting tasks: lower priority value first, then enqueue order."""
+        start_steps = self.start_steps
+        for key, cands in wanting.items():
+            units = self.free_units[key]
+            if len(cands) > 1:
+                cands.sort()
+            for _, _, h in cands:
+                if not units:
+                    break
+                unit = heapq.heappop(units)
+                self._begin_task(h, unit, key)
+                self._fire(start_steps[h])
+                self._started(h)
+
+    def _next_event_time(self) -> int | None:
+        """5. When something can happen next: a task ends or a thread is free again (None:
+        nothing ever can)."""
+        m, store = self.m, self.store
+        now = self.now
+        upcoming = []
+        if self.ends:
+            upcoming.append(self.ends[0][0])
+        for t, due in enumerate(self.clock):
+            stmts = m.thread_stmts[t]
+            v = store.threads[t]
+            k = v >> 1
+            if k >= len(stmts):
+                continue
+            if not v & 1 and m.stream_of[stmts[k]] is not None:
+                due += self.launch_of[stmts[k]]
+            if due > now:
+                upcoming.append(due)
+        return min(upcoming) if upcoming else None
+
+    # ------------------------------------------------------------------ steps and bookkeeping
+
+    def _fire(self, step) -> None:
+        self.trail.append(step)
+        self._update(self._effects(self.store, step, False)[0])
+
+    def _pool(self, task: int) -> list[int]:
+        """The free units of the engine pool `task` needs (a heap), made on first use."""
+        key = self.ekey[task]
+        units = self.free_units.get(key)
+        if units is None:
+            st = self.p.statements[task]
+            units = self.free_units[key] = list(range(self.p.devices[st.device].count(st.engine)))
+        return units
+
+    def _task_preds(self, i: int) -> list[tuple[int, int, str]]:
+        """(time, statement, part) of what task i could have waited for."""
+        m, finish = self.m, self.finish
+        out = [(self.tdone[i] if self.tdone[i] >= 0 else self.issued[i], i, "thread")]
+        prev = self.prev_on_stream[i]
+        if prev >= 0:
+            out.append((finish[prev], prev, "task"))
+        r = -1
+        if m.wait_flag[i] >= 0:
+            r = self.flag_setter[m.wait_flag[i]]
+        elif m.wslot[i] >= 0:
+            r = self.store.bind[m.wslot[i]]
+        elif m.await_note[i] >= 0:
+            r = self.note_setter[m.await_note[i]]
+            if r >= 0 and m.stream_of[r] is None:
+                out.append((self.issued[r], r, "thread"))
+                r = -1
+        if r >= 0:
+            out.append((finish[r], r, "task"))
+        slot = m.dslot[i]
+        if slot >= 0:
+            for dep, need in self.store.bind[slot]:
+                out.append((self.begin[dep] if need == NEED_BEGUN else finish[dep], dep, "task"))
+        return out
+
+    def _begin_task(self, i: int, unit: int | None, engine_key) -> None:
+        self.begin[i] = self.now
+        preds = self._task_preds(i)
+        if unit is not None:
+            r = self.released_by.get((*engine_key, unit), -1)
+            if r >= 0:
+                preds.append((self.finish[r], r, "task"))
+        self.cause[i] = max(preds) if preds else None
+        self.unit_of[i] = (engine_key, unit) if unit is not None else None
+
+    def _end_task(self, i: int) -> None:
+        now = self.now
+        self.finish[i] = now
+        self.device_busy += now - self.begin[i]
+        if self.unit_of[i] is not None:
+            key, unit = self.unit_of[i]
+            heapq.heappush(self.free_units[key], unit)
+            self.released_by[(*key, unit)] = i
+            self.busy[key] = self.busy.get(key, 0) + now - self.begin[i]
+        if self.raises_flag[i] >= 0:
+            self.flag_setter[self.raises_flag[i]] = i
+        elif self.notifies[i] >= 0:
+            self.note_setter[self.notifies[i]] = i
+
+    def _started(self, h: int) -> None:
+        """After task h starts: schedule its end; a collective's group ends together,
+        the longest member's duration after its last member started."""
+        m, now = self.m, self.now
+        g = m.group_of[h]
+        if g is None:
+            if m.duration[h] == 0:
+                self._fire(self.end_steps[h])
+                self._end_task(h)
+            else:
+                heapq.heappush(self.ends, (now + m.duration[h], self.seq[h], h))
+            return
+        if any(self.store.status[x] != RUNNING for x in g.members):
+            return
+        longest = max(m.duration[x] for x in g.members)
+        if longest == 0:
+            self._fire(self.end_steps[g.members[0]])
+            for x in g.members:
+                self._end_task(x)
+        else:
+            heapq.heappush(self.ends, (now + longest, self.seq[h], g.members[0]))
 
     # ------------------------------------------------------------------ results
 
-    def _result(self, makespan, begin, finish, issued, tdone, unit_of, cause, tcause, busy, host_busy,
-                device_busy, deadlocked, stuck) -> Simulation:
+    def _result(self, makespan: int, deadlocked: bool, stuck) -> Simulation:
         p = self.p
-        ekey = self._ekey
+        ekey = self.ekey
+        begin, finish, issued, unit_of = self.begin, self.finish, self.issued, self.unit_of
         tasks = []
         intervals: list[Interval] = []
         add = intervals.append
@@ -470,17 +514,18 @@ class _Simulator:
                            key=lambda e: e.value)
             for e in kinds:
                 units = d.count(e)
-                b = busy.get((d.index, e.value), 0)
+                b = self.busy.get((d.index, e.value), 0)
                 engines.append(EngineUse(d.name, e.value, units, b,
                                          b / (units * makespan) if makespan else 0.0))
         timing = Timing(tuple(intervals), TimeUnit.NS, makespan)
-        path = self._critical_path(begin, finish, issued, tdone, cause, tcause)
-        return Simulation(makespan, tuple(tasks), tuple(engines), host_busy, device_busy, path,
-                          timing, deadlocked, stuck, p, tuple(self._trail))
+        return Simulation(makespan, tuple(tasks), tuple(engines), self.host_busy, self.device_busy,
+                          self._critical_path(), timing, deadlocked, stuck, p, tuple(self.trail))
 
-    def _critical_path(self, begin, finish, issued, tdone, cause, tcause) -> tuple[PathNode, ...]:
+    def _critical_path(self) -> tuple[PathNode, ...]:
         """Walk back from whatever ended last along the predecessor that ended last."""
         p = self.p
+        begin, finish, issued, tdone = self.begin, self.finish, self.issued, self.tdone
+        cause, tcause = self.cause, self.tcause
         best = None
         for st in p.statements:
             i = st.index
