@@ -200,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="write Gantt charts of the best execution and of the overlap bound "
                                "(one SVG, one time scale)")
     optimize.add_argument("--emit", metavar="OUT", help="write a spec that reaches the overlap bound")
+    optimize.add_argument("--solver", choices=("auto", "z3", "cpsat"), default="auto",
+                          help="z3, cpsat (needs streamproof[cpsat]), or auto: both at once sharing "
+                               "bounds when OR-Tools is installed, z3 otherwise (default)")
 
     from checker.importers.command import add_arguments as import_arguments
     import_arguments(commands.add_parser("import", help="write a .sched spec from a profiler trace (kineto)"))
@@ -833,6 +836,11 @@ def command_optimize(args) -> int:
     sources = _sources(args)
     if sources is None:
         return EXIT_ERROR
+    from checker.optimize import SolverUnavailable, engine
+    try:
+        engine(args.solver)
+    except SolverUnavailable as exc:
+        return _usage_error(args, str(exc))
     if (args.trace or args.svg or args.emit) and len(sources) != 1:
         return _usage_error(args, "--trace, --svg and --emit need exactly one spec")
     console = _console()
@@ -850,7 +858,8 @@ def command_optimize(args) -> int:
         if terminal is not None:
             display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)
         with display or contextlib.nullcontext():
-            result = optimize(program, timeout=args.timeout, progress=display.update if display else None)
+            result = optimize(program, timeout=args.timeout, progress=display.update if display else None,
+                              solver=args.solver)
         data = result.to_json()
         _engine_names(data)
         stuck: list[dict] = []

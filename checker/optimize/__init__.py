@@ -2,9 +2,11 @@
 
 Public API:
 
-* `optimize(program, timeout=30.0, progress=None) -> OptimizeResult`: the simulated makespan,
-  the program's minimum makespan (`program`), the overlap bound (`bound`) and the instant
-  lower bound (`lower`), with the schedules behind them and a report.
+* `optimize(program, timeout=30.0, progress=None, solver="auto") -> OptimizeResult`: the
+  simulated makespan, the program's minimum makespan (`program`), the overlap bound (`bound`)
+  and the instant lower bound (`lower`), with the schedules behind them and a report.
+  `solver`: `z3`, `cpsat` (OR-Tools, the optional extra `streamproof[cpsat]`) or `auto`
+  (both at once sharing bounds when OR-Tools is installed, Z3 otherwise); see `portfolio.py`.
 * `OptimizeResult.to_json()`: the per-file object of `optimize --format json` (ms).
 * `emit(program, result) -> str`: a spec that reaches the bound (see `checker/optimize/synthesis.py`).
 * `check_makespan(program, result) -> tuple[MakespanVerdict, ...]`: `expect makespan <= D`.
@@ -23,11 +25,12 @@ from checker.optimize.model import (
 )
 from checker.optimize.report import Report, classify, engine_use
 from checker.optimize.schedule import Schedule, Slot, build
-from checker.optimize.search import Progress, SearchResult, minimize
+from checker.optimize.portfolio import SOLVERS, SolverUnavailable, engine, minimize
+from checker.optimize.search import Progress, SearchResult
 
 __all__ = [
     "optimize", "OptimizeResult", "Progress", "Schedule", "Slot", "Report", "emit", "EmitError",
-    "check_makespan", "MakespanVerdict",
+    "check_makespan", "MakespanVerdict", "SOLVERS", "SolverUnavailable",
 ]
 
 
@@ -57,6 +60,11 @@ class OptimizeResult:
     """The program can deadlock: it has no makespan."""
     ir: Program | None = field(default=None, compare=False, repr=False)
     """The program the result is about (for renderers)."""
+    solver: str = "none"
+    """The engine that searched: `z3`, `cpsat`, `portfolio` (both), or `none` (no model)."""
+    found_by: tuple[tuple[str, str, str], ...] = ()
+    """(`program` or `bound`, what found the schedule, what proved the lower bound): `greedy`,
+    `seed`, `bounds`, `z3`, `cpsat`. When optimal, the second names what proved it."""
 
     def to_json(self) -> dict:
         ms = lambda ns: None if ns is None else ns / NS_PER_MS  # noqa: E731
@@ -76,7 +84,17 @@ class OptimizeResult:
             },
             "report": self.report.to_json(),
             "notes": list(self.notes),
+            "solver": self.solver_json(),
         }
+
+    def solver_json(self) -> dict:
+        """`{"engine": ..., "program": {"schedule_by", "lower_by", "proved_by"}, "bound": ...}`."""
+        out: dict = {"engine": self.solver}
+        optimal = {"program": self.optimal_program, "bound": self.optimal_bound}
+        for kind, schedule_by, lower_by in self.found_by:
+            out[kind] = {"schedule_by": schedule_by, "lower_by": lower_by,
+                         "proved_by": lower_by if optimal.get(kind) else None}
+        return out
 
 
 def _simulate(program: Program) -> tuple[int | None, str | None]:
@@ -108,22 +126,24 @@ def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] 
 
 def optimize(program: Program, timeout: float = 30.0,
              progress: Callable[[Progress], None] | None = None,
-             rlimit: int | None = None) -> OptimizeResult:
+             rlimit: int | None = None, solver: str = "auto") -> OptimizeResult:
     """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
 
     Never claims optimality it has not proved: on a timeout the best schedules found are
     reported with `optimal` false and the best proven lower bounds. Never raises on a valid
-    program: an internal failure becomes a note on an unproven result.
+    program: an internal failure becomes a note on an unproven result. Raises ValueError
+    for an unknown `solver` and SolverUnavailable for `cpsat` without OR-Tools.
     """
+    which = engine(solver)
     try:
-        return _optimize(program, timeout, progress, rlimit)
+        return _optimize(program, timeout, progress, rlimit, which)
     except Exception as exc:  # a bug here must not cost the user a traceback
         simulated, _ = _simulate(program)
         why = Unsupported(f"internal error in the optimizer ({type(exc).__name__}: {exc})")
         return _unsupported(program, why, simulated, [])
 
 
-def _optimize(program: Program, timeout: float, progress, rlimit) -> OptimizeResult:
+def _optimize(program: Program, timeout: float, progress, rlimit, which: str) -> OptimizeResult:
     start = time.monotonic()
     deadline = start + max(0.0, timeout)
     notes: list[str] = []
@@ -142,15 +162,18 @@ def _optimize(program: Program, timeout: float, progress, rlimit) -> OptimizeRes
         return _unsupported(program, relaxed, simulated, notes)
     lower = core.lower_bound(relaxed)
     half = start + (deadline - start) / 2
-    prog = minimize(exact, "program", half, progress, rlimit)
+    solver = "z3" if which == "z3" else "cpsat" if which == "cpsat" else "auto"
+    prog = minimize(exact, "program", half, progress, rlimit, solver=solver)
     seed = _restrict(exact, prog.times, relaxed)
-    bnd = minimize(relaxed, "bound", deadline, progress, rlimit, seed_times=seed)
+    bnd = minimize(relaxed, "bound", deadline, progress, rlimit, seed_times=seed, solver=solver)
     if not prog.optimal and bnd.lower > prog.lower:
         prog = SearchResult(prog.times, prog.makespan, min(prog.makespan, bnd.lower),
-                            prog.makespan <= bnd.lower, prog.reason, prog.probes)
+                            prog.makespan <= bnd.lower, prog.reason, prog.probes,
+                            prog.schedule_by, bnd.lower_by)
     if not prog.optimal and time.monotonic() < deadline - 0.05:
         prog = minimize(exact, "program", deadline, progress, rlimit,
-                        extra_lower=prog.lower, seed_times=prog.times)
+                        extra_lower=prog.lower, seed_times=prog.times, solver=solver,
+                        extra_lower_by=prog.lower_by)
     if not prog.optimal:
         notes.append(f"program: {prog.reason}; best found {prog.makespan / NS_PER_MS:g} ms, "
                      f"proven at least {prog.lower / NS_PER_MS:g} ms")
@@ -167,7 +190,9 @@ def _optimize(program: Program, timeout: float, progress, rlimit) -> OptimizeRes
     result = OptimizeResult(
         program.path, simulated, prog.makespan, bnd.makespan, lower.reported,
         prog.optimal, bnd.optimal, prog.lower, bnd.lower, program_schedule, bound_schedule,
-        report, tuple(notes), ir=program,
+        report, tuple(notes), ir=program, solver=which,
+        found_by=(("program", prog.schedule_by, prog.lower_by),
+                  ("bound", bnd.schedule_by, bnd.lower_by)),
     )
     return result
 

@@ -28,6 +28,7 @@ import z3
 
 from checker.optimize import core
 from checker.optimize.model import TimedModel, ancestors
+from checker.optimize.shared import Shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,13 @@ class SearchResult:
     lower: int
     optimal: bool
     reason: str
-    """`bounds met`, `proved by z3`, `timeout`, `z3 gave up: ...`."""
+    """`bounds met`, `proved by z3`, `proved by cpsat`, `timeout`, `z3 gave up: ...`."""
     probes: int = 0
+    schedule_by: str = ""
+    """What found the schedule: `greedy`, `seed`, `z3` or `cpsat`."""
+    lower_by: str = ""
+    """What proved the lower bound (when optimal, what proved optimality): `bounds`, `z3`,
+    `cpsat`."""
 
 
 MAX_PAIRS = 250_000
@@ -191,41 +197,123 @@ def _hint(enc: _Encoding, times) -> None:
         enc.solver.set_initial_value(x, times[v] // enc.unit)
 
 
+def initial(model: TimedModel, g: core.Graph, deadline: float, extra_lower: int = 0,
+            seed_times: tuple[int, ...] | None = None, extra_lower_by: str = "bounds") -> Shared:
+    """The bounds every search starts from: the best instant lower bound (with `extra_lower`,
+    proven elsewhere) rounded up to the time unit, and the better of a greedy list schedule
+    and `seed_times` (when valid)."""
+    unit = _scale(model)
+    instant = core.lower_bound(model, g).best
+    lower, lower_by = (instant, "bounds") if instant >= extra_lower else (extra_lower, extra_lower_by)
+    lower = -(-lower // unit) * unit
+    budget = max(0.0, min(0.1, (deadline - time.monotonic()) / 50))
+    best, best_by = core.greedy(model, g, budget=budget, target=lower), "greedy"
+    if seed_times is not None and core.validate(model, seed_times) is None:
+        if max(seed_times, default=0) % unit:
+            # a schedule of another model: left-justify it so its times are multiples of the unit
+            again = core.serial_schedule(model, g, [-float(t) for t in seed_times])
+            if core.validate(model, again) is None and max(again) <= max(seed_times):
+                seed_times = tuple(again)
+        if max(seed_times, default=0) < max(best, default=0):
+            best, best_by = tuple(seed_times), "seed"
+    return Shared(model, best, lower, best_by, lower_by)
+
+
+def result_of(shared: Shared, reason: str, probes: int = 0) -> SearchResult:
+    """The search result a `Shared` holds now (the lower bound capped at the makespan)."""
+    times, span, lower = shared.snapshot()
+    if lower >= span:
+        by = shared.lower_by
+        why = "bounds met" if by == "bounds" else f"proved by {by}"
+        return SearchResult(times, span, span, True, why, probes, shared.times_by, by)
+    return SearchResult(times, span, lower, False, reason, probes, shared.times_by, shared.lower_by)
+
+
 def minimize(model: TimedModel, phase: str, deadline: float,
              progress: Callable[[Progress], None] | None = None,
              rlimit: int | None = None, extra_lower: int = 0,
              seed_times: tuple[int, ...] | None = None) -> SearchResult:
-    """The minimum makespan of `model`, or the best found and proven by `deadline`."""
-    return _Search(model, phase, deadline, progress, rlimit, extra_lower, seed_times).run()
+    """The minimum makespan of `model` with Z3 alone, or the best found and proven by `deadline`."""
+    g = core.graph(model)
+    shared = initial(model, g, deadline, extra_lower, seed_times)
+    return Z3Search(model, phase, deadline, progress, rlimit, shared, g).run()
 
 
-class _Search:
+class Z3Search:
     """Bounds first; then an optimistic probe at the lower bound, large-neighbourhood search
     for better schedules (engine orders of the incumbent kept outside a window of jobs,
-    as assumptions), and a binary search that proves."""
+    as assumptions), and a binary search that proves.
 
-    def __init__(self, model, phase, deadline, progress, rlimit, extra_lower, seed_times):
+    Works against a `Shared`: what it finds goes there, and before each probe it takes the
+    better schedule and the higher lower bound another solver may have put there. `nudge()`
+    (from another thread) interrupts a probe that such news made moot."""
+
+    def __init__(self, model: TimedModel, phase: str, deadline: float,
+                 progress: Callable[[Progress], None] | None, rlimit: int | None,
+                 shared: Shared, g: core.Graph | None = None):
         self.model, self.phase, self.deadline = model, phase, deadline
         self.progress, self.rlimit = progress, rlimit
-        self.g = core.graph(model)
-        self.lower = max(core.lower_bound(model, self.g).best, extra_lower)
-        budget = max(0.0, min(0.1, (deadline - time.monotonic()) / 50))
-        self.best = core.greedy(model, self.g, budget=budget, target=self.lower)
-        if seed_times is not None and core.validate(model, seed_times) is None:
-            if max(seed_times, default=0) < max(self.best, default=0):
-                self.best = tuple(seed_times)
-        self.span = max(self.best, default=0)
+        self.g = g or core.graph(model)
+        self.shared = shared
+        self.best, self.span, self.lower = shared.snapshot()
         self.probes = 0
         self.limits: dict[int, z3.BoolRef] = {}
         self.back = None
         self.gb = None
+        self.enc: _Encoding | None = None
+        self.unit = _scale(model)
+        self.lo = -(-self.lower // self.unit)
+        self.hi = self.span // self.unit
+        self.probing: int | None = None
+        """The makespan (units) the running probe asks about."""
+        self.moot = False
+        """The running probe was interrupted: another solver answered its question."""
+        self.stopped = False
 
     def tell(self) -> None:
         if self.progress is not None:
-            self.progress(Progress(self.phase, self.span, min(self.lower, self.span)))
+            _, span, lower = self.shared.snapshot()
+            self.progress(Progress(self.phase, span, min(lower, span)))
 
     def remaining(self) -> float:
+        if self.shared.done.is_set() or self.stopped:
+            return 0.0
         return self.deadline - time.monotonic()
+
+    def stop(self) -> None:
+        """End the search soon (any thread): the running probe is interrupted."""
+        self.stopped = True
+        if self.probing is not None and self.enc is not None:
+            self.moot = True
+            self.enc.solver.interrupt()
+
+    def pull(self) -> None:
+        """Take the better schedule and the higher lower bound from the `Shared`."""
+        times, span, lower = self.shared.snapshot()
+        if span < self.span:
+            self.best, self.span = times, span
+            if self.enc is not None:
+                _hint(self.enc, times)
+        self.hi = min(self.hi, self.span // self.unit)
+        if lower > self.lower:
+            self.lower = lower
+        self.lo = max(self.lo, -(-self.lower // self.unit))
+
+    def proved(self, lo: int) -> None:
+        """Z3 refuted every makespan below `lo` units."""
+        self.lo = max(self.lo, lo)
+        self.shared.prove(self.lo * self.unit, "z3")
+        self.pull()
+
+    def nudge(self) -> None:
+        """Interrupt the running probe if the `Shared` already answers it (any thread)."""
+        units = self.probing
+        if units is None or self.enc is None:
+            return
+        _, span, lower = self.shared.snapshot()
+        if self.shared.done.is_set() or span <= units * self.unit or lower > units * self.unit:
+            self.moot = True
+            self.enc.solver.interrupt()
 
     def at_most(self, units: int) -> z3.BoolRef:
         if units not in self.limits:
@@ -234,26 +322,35 @@ class _Search:
         return self.limits[units]
 
     def check(self, units: int, assumptions: list, cap: float):
-        """'sat' (keeping a better schedule), 'unsat' or an unknown reason."""
+        """'sat' (keeping a better schedule), 'unsat', 'moot' (answered meanwhile by the
+        `Shared`) or an unknown reason."""
         solver = self.enc.solver
         solver.set("timeout", max(1, int(cap * 1000)))
         if self.rlimit is not None:
             solver.set("rlimit", self.rlimit)
+        lit = self.at_most(units)
+        self.moot = False
+        self.probing = units
+        self.pull()
+        if units >= self.hi or units < self.lo or self.shared.done.is_set() or self.stopped:
+            self.probing = None
+            return "moot"
         self.probes += 1
-        verdict = solver.check(self.at_most(units), *assumptions)
+        verdict = solver.check(lit, *assumptions)
+        self.probing = None
         if verdict == z3.sat:
             times = self.enc.times(solver.model())
             if core.validate(self.model, times) is not None:
                 return "z3 gave an invalid schedule"
             times = self.compact(times)
-            span = max(times, default=0)
-            if span < self.span:
-                self.best, self.span = times, span
-                _hint(self.enc, times)
-                self.hi = min(self.hi, span // self.unit)
+            self.shared.offer(times, "z3")
+            self.hi = min(self.hi, max(times, default=0) // self.unit)
+            self.pull()
             return "sat"
         if verdict == z3.unsat:
             return "unsat"
+        if self.moot:
+            return "moot"
         why = solver.reason_unknown()
         return "timeout" if why in ("timeout", "canceled") else f"z3 gave up: {why}"
 
@@ -277,35 +374,37 @@ class _Search:
 
     def run(self) -> SearchResult:
         self.tell()
-        if self.lower >= self.span:
-            return SearchResult(self.best, self.span, self.span, True, "bounds met")
-        self.unit = unit = _scale(self.model)
+        if self.shared.optimal:
+            return result_of(self.shared, "bounds met")
         size = sum(len(jobs) ** 2 for jobs in core.resource_jobs(self.model))
         if size > MAX_PAIRS:
-            return SearchResult(self.best, self.span, min(self.lower, self.span), False,
-                                "too many engine tasks for the solver: list schedule and bounds only")
+            return result_of(self.shared, "too many engine tasks for the solver: list schedule "
+                                          "and bounds only")
         try:
-            self.enc = _Encoding(self.model, self.g, unit, core.heads(self.g))
+            enc = _Encoding(self.model, self.g, self.unit, core.heads(self.g))
         except z3.Z3Exception as exc:  # pragma: no cover - defensive
-            return SearchResult(self.best, self.span, self.lower, False, f"z3 gave up: {exc}")
-        _hint(self.enc, self.best)
-        self.lo = -(-self.lower // unit)
-        self.hi = self.span // unit
+            return result_of(self.shared, f"z3 gave up: {exc}")
+        self.pull()
+        _hint(enc, self.best)
+        self.enc = enc
         reason = "timeout"
         # 1. The lower bound is often the optimum: try it with a share of the budget.
         if self.lo < self.hi and self.remaining() > 0.01:
             cap = self.remaining() * 0.1
             verdict = self.check(self.lo, [], cap)
             if verdict == "unsat":
-                self.lo += 1
-            elif verdict not in ("sat", "timeout"):
+                self.proved(self.lo + 1)
+            elif verdict not in ("sat", "timeout", "moot"):
                 reason = verdict
             self.tell()
         # 2. Better schedules from neighbourhoods of the incumbent.
         if self.lo < self.hi and self.remaining() > 0.05:
             self.neighbourhoods(time.monotonic() + self.remaining() * 0.9)
         # 3. Binary search between the bounds: what proves optimality.
-        while self.lo < self.hi:
+        while True:
+            self.pull()
+            if self.lo >= self.hi:
+                break
             if self.remaining() <= 0.01:
                 reason = "timeout"
                 break
@@ -314,16 +413,15 @@ class _Search:
             if verdict == "sat":
                 self.hi = min(self.hi, mid)
             elif verdict == "unsat":
-                self.lo = mid + 1
-            else:
+                self.proved(mid + 1)
+            elif verdict != "moot":
                 reason = verdict
                 break
-            self.lower = max(self.lower, self.lo * unit)
             self.tell()
-        self.lower = max(self.lower, self.lo * unit)
-        if self.lo >= self.hi:
-            return SearchResult(self.best, self.span, self.span, True, "proved by z3", self.probes)
-        return SearchResult(self.best, self.span, min(self.lower, self.span), False, reason, self.probes)
+        if self.lo >= self.hi and not self.shared.optimal:
+            # Z3 closed the gap in its own units: the schedule is optimal
+            self.shared.prove(self.lo * self.unit, "z3")
+        return result_of(self.shared, reason, self.probes)
 
     def neighbourhoods(self, until: float) -> None:
         """Improve the incumbent: free the jobs of a window, keep every other engine order."""
@@ -335,7 +433,10 @@ class _Search:
             return
         size = min(len(jobs), 16)
         failures = 0
-        while self.lo < self.hi and time.monotonic() < until:
+        while time.monotonic() < until:
+            self.pull()
+            if self.lo >= self.hi or self.remaining() <= 0.01:
+                return
             ordered = sorted(jobs, key=lambda v: self.best[v])
             start = rng.randrange(max(1, len(ordered) - size + 1))
             free = set(ordered[start:start + size])
@@ -349,15 +450,14 @@ class _Search:
                 self.tell()
             elif verdict == "unsat":
                 if whole:
-                    self.lo = self.hi
-                    self.lower = max(self.lower, self.hi * self.unit)
+                    self.proved(self.hi)
                     return
                 failures += 1
                 if failures >= 4:
                     size, failures = min(len(jobs), int(size * 1.5) + 1), 0
             elif verdict == "timeout":
                 size = max(6, int(size / 1.5))
-            else:
+            elif verdict != "moot":
                 return
 
 

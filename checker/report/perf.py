@@ -32,6 +32,24 @@ def simulate_text(path: str, data: dict) -> list[str]:
     return out
 
 
+def _solver_text(solver: dict) -> str:
+    """`portfolio (z3 + cpsat): program proved by cpsat, bound by the instant bounds`."""
+    engine = solver["engine"]
+    name = "portfolio (z3 + cpsat)" if engine == "portfolio" else engine
+    parts = []
+    for kind in ("program", "bound"):
+        item = solver.get(kind)
+        if not item:
+            continue
+        by = lambda who: "the instant bounds" if who == "bounds" else who  # noqa: E731
+        if item.get("proved_by"):
+            parts.append(f"{kind} proved by {by(item['proved_by'])}")
+        else:
+            parts.append(f"{kind} open (schedule from {item['schedule_by']}, "
+                         f"lower bound from {by(item['lower_by'])})")
+    return name + (": " + ", ".join(parts) if parts else "")
+
+
 def optimize_text(path: str, data: dict) -> list[str]:
     span = data["makespan"]
     optimal = data["optimal"]
@@ -47,10 +65,15 @@ def optimize_text(path: str, data: dict) -> list[str]:
         return f"{value:.3f} ms (best found; proven >= {lower:.3f} ms)" if lower is not None else f"{value:.3f} ms"
 
     out = [f"{path}:"]
+    if data.get("variant"):
+        out.append(f"  the slowest branch combination: {data['variant']}")
     out.append(f"  as written (simulated)   {_ms(span.get('simulated'))}")
     out.append(f"  best execution (program) {tagged('program')}")
     out.append(f"  overlap bound (bound)    {tagged('bound')}")
     out.append(f"  instant lower bound      {_ms(span.get('lower'))}")
+    solver = data.get("solver") or {}
+    if solver.get("engine") not in (None, "none"):
+        out.append(f"  solver                   {_solver_text(solver)}")
     report = data.get("report") or {}
     gap = report.get("gap") or {}
     for key, label in (("simulated_vs_program", "simulated - program"), ("program_vs_bound", "program - bound")):
