@@ -275,24 +275,26 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             memory = access.memory
             if memory not in allocs and memory not in launch_frees:
                 continue
-            start = graph.node_of[_step_key(_access_steps(s)[0])]
-            if start not in order.clocks:
-                continue
-            start_step = graph.steps[start]
             mem = program.memories[memory]
-            live_allocs = [g for g in allocs.get(memory, ()) if g in order.clocks]
-            # Before alloc: no alloc completion is forced before the access starts.
-            if memory in allocs and not any(order.before(graph.steps[g], start_step) for g in live_allocs):
-                report(messages.use_before_alloc(program, s, mem, 1, order.prefix([start], last=start)), s)
-            for free, free_end in frees.get(memory, ()):
-                if free.index == s.index or free_end not in order.clocks:
-                    continue
-                if order.before(start_step, graph.steps[free_end]) or forced_between(free_end, start, live_allocs):
-                    continue
-                report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                    [start, free_end], last=start, early=free_end)), s)
-            # Launch order: work enqueued after a free uses freed memory, whenever it runs.
+            start = graph.node_of[_step_key(_access_steps(s)[0])]
+            if start in order.clocks:  # run order: the access starts on dead bytes
+                start_step = graph.steps[start]
+                live_allocs = [g for g in allocs.get(memory, ()) if g in order.clocks]
+                # Before alloc: no alloc completion is forced before the access starts.
+                if memory in allocs and not any(order.before(graph.steps[g], start_step) for g in live_allocs):
+                    report(messages.use_before_alloc(program, s, mem, 1, order.prefix([start], last=start)), s)
+                for free, free_end in frees.get(memory, ()):
+                    if free.index == s.index or free_end not in order.clocks:
+                        continue
+                    if order.before(start_step, graph.steps[free_end]) or forced_between(free_end, start, live_allocs):
+                        continue
+                    report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
+                        [start, free_end], last=start, early=free_end)), s)
+            # Launch order: work enqueued after a free uses freed memory, whenever it runs
+            # (and even if it never starts).
             issue = graph.node(StepKind.ISSUE, s.index)
+            if issue not in order.clocks:
+                continue
             for free, free_issue in launch_frees.get(memory, ()):
                 if free.index == s.index or free_issue not in order.clocks:
                     continue

@@ -229,3 +229,27 @@ def test_agrees_with_the_explorer_on_single_thread_specs(text):
     program = program_of(text)
     assert hb.nondeterminism(program) is None
     _assert_agrees_with_the_explorer(text, program)
+
+
+def test_launch_order_use_after_free_of_work_that_never_starts():
+    """Work enqueued after a free uses freed memory even when it never runs (here it queues
+    behind an allreduce whose peer never comes): the fast path agrees with exploration."""
+    text = """device d0 { compute 2 comm 1 }
+device d1 { compute 2 comm 1 }
+stream s0 on d0
+stream s1 on d1
+buffer a 4096B on d0
+comm c = { s0, s1 }
+thread t1 {
+  for i in 0..2 {
+    s1: allreduce c a
+    s1: free a
+  }
+}
+"""
+    program = program_of(text)
+    assert hb.nondeterminism(program) is None
+    _assert_agrees_with_the_explorer(text, program)
+    dead = {(program.statements[f.statements[0]].span.line, f.kind) for f in hb.analyze(program)[0]
+            if f.kind is FindingKind.USE_AFTER_FREE}
+    assert dead == {(9, FindingKind.USE_AFTER_FREE), (10, FindingKind.USE_AFTER_FREE)}
