@@ -852,7 +852,7 @@ def command_optimize(args) -> int:
             status = EXIT_ERROR
             continue
         diagnostics = _warnings(loaded, args, console)
-        program = loaded.program
+        program = _slowest(loaded)[0] if len(loaded.variants) > 1 else loaded.program
         terminal = None if args.quiet else _display_console()
         display = None
         if terminal is not None:
