@@ -11,7 +11,7 @@ from checker.resources import paused_gc  # noqa: F401  (re-exported)
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower
-from checker.parse import MAX_SOURCE_CHARS, decode, parse
+from checker.parse import MAX_ERRORS, MAX_SOURCE_CHARS, SpecErrors, decode, parse_recovering
 
 
 MAX_SHOWN_BYTES = 32 * 2**20
@@ -30,14 +30,26 @@ class Loaded:
 
 
 def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
+    """Parse and lower; every input error of the file (up to `MAX_ERRORS`) is reported, in
+    source order: the parser goes on after a syntax error, and the lowering after an error in
+    a declaration or statement."""
+    errors: list[Diagnostic] = []
     try:
         with paused_gc():
-            spec = parse(text)
-            lowered = lower(spec, path, text, max_statements)
-    except SpecError as exc:
-        return Loaded(path, text, None, (exc.diagnostic,))
+            parsed = parse_recovering(text)
+            errors += parsed.errors
+            if parsed.spec is not None and len(errors) < MAX_ERRORS:
+                try:
+                    lowered = lower(parsed.spec, path, text, max_statements, parsed.skipped,
+                                    MAX_ERRORS - len(errors))
+                except SpecErrors as exc:
+                    errors += exc.diagnostics
+                except SpecError as exc:
+                    errors.append(exc.diagnostic)
     except RecursionError:
-        return Loaded(path, text, None, (error(Code.SP004, "spec is nested too deeply to analyse", None),))
+        errors.append(error(Code.SP004, "spec is nested too deeply to analyse", None))
+    if errors or parsed.spec is None:
+        return Loaded(path, text, None, tuple(sorted(errors, key=lambda d: d.sort_key())))
     return Loaded(path, text, lowered.program, lowered.warnings, lowered.variants)
 
 

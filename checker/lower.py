@@ -7,8 +7,10 @@ tensor is placed in a block by simulating the allocator. A spec with `choose` (o
 `runtime cuda`, with copies from pageable memory) lowers to one program per combination of
 branches (`Lowered.variants`).
 
-Lowering stops at the first error (a `SpecError` carrying its diagnostic); warnings are
-collected and returned beside the programs.
+Lowering goes on after an error: a declaration in error is skipped (and its name quietly
+stands for nothing, so that its uses are not reported again), a statement in error is
+skipped in every loop iteration; at the end every error found (at most `MAX_ERRORS`) is
+raised together as `SpecErrors`. Warnings are collected and returned beside the programs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from checker.ir import (
     GroupKind, Memory, Notify, Op, Program, Runtime, Span, Statement, Stream, StreamMode, SyncKind,
     Thread,
 )
-from checker.parse import KEYWORDS, MAX_LITERAL
+from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_words, did_you_mean
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 MAX_ARRAY = 100_000
@@ -48,6 +50,8 @@ class _Entity:
     decl: object
     indices: tuple[int, ...]
     array: bool
+    broken: bool = False
+    """Its declaration was in error: a use of it is skipped without a second report."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,18 @@ class _Block:
     owners: list[str] = field(default_factory=list)
 
 
+class _Skip(Exception):
+    """A statement or declaration that depends on one already reported as an error: skipped
+    without a report of its own."""
+
+
+_BROKEN = object()
+"""The value of a `let` variable whose expression was in error."""
+
+_FATAL = frozenset({Code.SP018, Code.SP026})
+"""Errors after which lowering stops: nothing after them would be meaningful (or quick)."""
+
+
 def _kind_phrase(kind: str) -> str:
     return {"alias": "an alias", "event": "an event", "thread": "a thread"}.get(kind, f"a {kind}")
 
@@ -113,8 +129,16 @@ def _placeholder(slot: int) -> int:
 
 
 class _Lowerer:
-    def __init__(self, spec: ast.SpecFile, path: str, source: str, max_statements: int):
+    def __init__(self, spec: ast.SpecFile, path: str, source: str, max_statements: int,
+                 skipped: frozenset[str] = frozenset(), max_errors: int = MAX_ERRORS):
         self.spec = spec
+        self.skipped = skipped
+        """Names declared on lines the parser skipped after a syntax error."""
+        self.errors: list[Diagnostic] = []
+        self.error_keys: set = set()
+        self.max_errors = max_errors
+        self.failed: set[int] = set()
+        """Statements (by node id) in error: their further loop instances are skipped."""
         self.path = path
         self.source = source
         self.max_statements = max_statements
@@ -146,6 +170,39 @@ class _Lowerer:
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
 
+    # -- errors ---------------------------------------------------------------------------
+
+    def record(self, diagnostic: Diagnostic) -> None:
+        key = (diagnostic.code, diagnostic.primary_span)
+        if key in self.error_keys:
+            return
+        self.error_keys.add(key)
+        self.errors.append(diagnostic)
+        if len(self.errors) >= self.max_errors:
+            raise _Stop
+
+    def attempt(self, method, decl, kind: str | None = None) -> None:
+        """Lower one declaration; on an error, report it and let the name stand for nothing."""
+        try:
+            method(decl)
+        except _Skip:
+            pass
+        except SpecError as exc:
+            if exc.diagnostic.code in _FATAL:
+                raise
+            self.record(exc.diagnostic)
+        else:
+            return
+        self.resolving = []
+        name = getattr(decl, "name", None)
+        if not isinstance(name, ast.Name):
+            return
+        entity = self.entities.get(name.text)
+        if entity is None and kind is not None:
+            self.entities[name.text] = _Entity(kind, decl, (), False, broken=True)
+        elif entity is not None and entity.decl is decl:
+            self.entities[name.text] = replace(entity, broken=True)
+
     # -- declarations ---------------------------------------------------------------------
 
     def declare(self, name: ast.Name, kind: str, decl, indices=(), array=False) -> None:
@@ -169,38 +226,64 @@ class _Lowerer:
         return n
 
     def lower(self) -> tuple[Program, ...]:
+        try:
+            programs = self.lower_all()
+        except _Stop:
+            programs = ()
+        except SpecError as exc:  # an error after which nothing more is looked at
+            if (exc.diagnostic.code, exc.diagnostic.primary_span) not in self.error_keys:
+                self.errors.append(exc.diagnostic)
+        if self.errors:
+            raise SpecErrors(tuple(self.errors)) if len(self.errors) > 1 else SpecError(self.errors[0])
+        return programs
+
+    def lower_all(self) -> tuple[Program, ...]:
         decls = self.spec.declarations
         self.title = None
         for decl in decls:
             if isinstance(decl, ast.SpecTitle):
                 if self.title is not None:
-                    raise SpecError(error(Code.SP011, "the spec has two titles", decl.span, "second `spec`"))
+                    self.record(error(Code.SP011, "the spec has two titles", decl.span, "second `spec`"))
                 self.title = decl.title
         for decl in decls:
             if isinstance(decl, ast.DeviceDecl):
-                self.device(decl)
+                self.attempt(self.device, decl, "device")
         for decl in decls:
             if isinstance(decl, ast.BufferDecl):
-                self.buffer(decl)
+                self.attempt(self.buffer, decl, "buffer")
             elif isinstance(decl, ast.StreamDecl):
-                self.stream(decl)
+                self.attempt(self.stream, decl, "stream")
             elif isinstance(decl, ast.EventDecl):
-                self.simple(decl, "event")
+                self.attempt(lambda d: self.simple(d, "event"), decl, "event")
             elif isinstance(decl, ast.NotifyDecl):
-                self.simple(decl, "notify")
+                self.attempt(lambda d: self.simple(d, "notify"), decl, "notify")
             elif isinstance(decl, ast.TensorDecl):
-                self.tensor(decl)
+                self.attempt(self.tensor, decl, "tensor")
             elif isinstance(decl, (ast.AliasDecl, ast.CommDecl)):
-                self.declare(decl.name, "alias" if isinstance(decl, ast.AliasDecl) else "comm", decl)
+                kind = "alias" if isinstance(decl, ast.AliasDecl) else "comm"
+                self.attempt(lambda d: self.declare(d.name, kind, d), decl)
         for decl in decls:
+            if not isinstance(decl, (ast.AliasDecl, ast.CommDecl)):
+                continue
+            entity = self.entities.get(decl.name.text)
+            if entity is None or entity.decl is not decl or entity.broken:
+                continue  # its declaration was refused: already reported
             if isinstance(decl, ast.AliasDecl):
-                self.alias_region(decl.name.text, decl.name.span)
-            elif isinstance(decl, ast.CommDecl):
-                self.comm(decl)
-        self.thread_decls = [d for d in decls if isinstance(d, ast.ThreadDecl)]
-        for decl in self.thread_decls:
-            self.declare_thread(decl)
-        self.expectations = tuple(self.expectation(d) for d in decls if isinstance(d, ast.ExpectDecl))
+                self.attempt(lambda d: self.alias_region(d.name.text, d.name.span), decl, "alias")
+            else:
+                self.attempt(self.comm, decl, "comm")
+        self.thread_decls = []
+        for decl in decls:
+            if isinstance(decl, ast.ThreadDecl):
+                before = len(self.errors)
+                self.attempt(self.declare_thread, decl)
+                if len(self.errors) == before:
+                    self.thread_decls.append(decl)
+        expectations = []
+        for decl in decls:
+            if isinstance(decl, ast.ExpectDecl):
+                self.attempt(lambda d: expectations.append(self.expectation(d)), decl)
+        self.expectations = tuple(expectations)
         return self.variants()
 
     def device(self, decl: ast.DeviceDecl) -> None:
@@ -244,8 +327,12 @@ class _Lowerer:
     def lookup(self, name: ast.Name, *kinds: str) -> _Entity:
         entity = self.entities.get(name.text)
         if entity is None:
+            if name.text in self.skipped:
+                raise _Skip  # declared on a line with a syntax error
             raise SpecError(error(Code.SP010, f"`{name.text}` is not declared", name.span,
                                   "not declared", help=self.suggest(name.text, kinds)))
+        if entity.broken:
+            raise _Skip
         if kinds and entity.kind not in kinds:
             phrases = [_kind_phrase(k) for k in kinds]
             wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
@@ -258,9 +345,9 @@ class _Lowerer:
         import difflib
 
         candidates = [n for n, e in self.entities.items() if not kinds or e.kind in kinds]
-        close = difflib.get_close_matches(text, candidates, n=1)
+        close = close_words(text, candidates) or difflib.get_close_matches(text, candidates, n=1)
         if close:
-            return f"did you mean `{close[0]}`?"
+            return did_you_mean(close)
         what = " or ".join(kinds) if kinds else "name"
         return f"declare the {what} at the top level before using it"
 
@@ -384,7 +471,12 @@ class _Lowerer:
             return expr.value
         if isinstance(expr, ast.Variable):
             if expr.name in env:
-                return env[expr.name]
+                value = env[expr.name]
+                if value is _BROKEN:
+                    raise _Skip
+                return value
+            if expr.name in self.skipped:
+                raise _Skip
             entity = self.entities.get(expr.name)
             if entity is not None:
                 raise SpecError(error(Code.SP012, f"`{expr.name}` is {_kind_phrase(entity.kind)}, not an integer variable",
@@ -444,6 +536,8 @@ class _Lowerer:
         if name in self.resolving:
             raise SpecError(error(Code.SP023, f"alias `{name}` refers to itself", span,
                                   help=" -> ".join(self.resolving + [name])))
+        if self.entities[name].broken:
+            raise _Skip
         self.resolving.append(name)
         decl = self.entities[name].decl
         region = self.region(decl.target, {}, ("buffer", "alias"))
@@ -545,6 +639,8 @@ class _Lowerer:
         prefix: list[int] = []
         while True:
             program = self.run(prefix, cuda_sync_first=False)
+            if self.errors:
+                return (program,)  # the other variants would repeat the same errors
             decisions = self.decisions
             labels = [label for _, _, label in decisions]
             if self.pageable_cuda:
@@ -634,7 +730,7 @@ class _Lowerer:
                     total *= self.count_block(statement.body, env)
                 elif isinstance(statement, ast.Choose):
                     total *= sum(self.count_block(branch, env) for branch in statement.branches)
-            except SpecError:
+            except (SpecError, _Skip):
                 return total  # the lowering itself reports it
         return total
 
@@ -711,37 +807,58 @@ class _Lowerer:
 
     def block(self, body, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         env = dict(env)
+        failed = self.failed
         for statement in body:
-            if isinstance(statement, ast.Let):
-                env[statement.variable.text] = self.evaluate(statement.value, env)
-            elif isinstance(statement, ast.For):
-                low = self.evaluate(statement.low, env)
-                high = self.evaluate(statement.high, env)
-                trips = max(0, high - low)
-                if trips > self.max_statements:
-                    raise SpecError(error(Code.SP018, f"this loop runs {trips:,} times, past the limit of {self.max_statements:,} lowered statements",
-                                          statement.span, "unrolls too far",
-                                          help="shrink the loop, or raise the limit with --max-statements N"))
-                for value in range(low, high):
-                    self.spend(loops[0].span if loops else statement.span, "loop")
-                    inner = dict(env)
-                    inner[statement.variable.text] = value
-                    self.block(statement.body, inner, loops + (statement,))
-            elif isinstance(statement, ast.Group):
-                outermost = self.batch is None
+            if failed and id(statement) in failed:
+                if isinstance(statement, ast.Let):
+                    env[statement.variable.text] = _BROKEN
+                continue
+            try:
+                self.one(statement, env, loops)
+            except _Skip:
+                failed.add(id(statement))
+                if isinstance(statement, ast.Let):
+                    env[statement.variable.text] = _BROKEN
+            except SpecError as exc:
+                if exc.diagnostic.code in _FATAL:
+                    raise
+                self.record(exc.diagnostic)
+                failed.add(id(statement))
+                if isinstance(statement, ast.Let):
+                    env[statement.variable.text] = _BROKEN
+
+    def one(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
+        """Lower one statement of a block (a `let` binds in `env`)."""
+        if isinstance(statement, ast.Let):
+            env[statement.variable.text] = self.evaluate(statement.value, env)
+        elif isinstance(statement, ast.For):
+            low = self.evaluate(statement.low, env)
+            high = self.evaluate(statement.high, env)
+            trips = max(0, high - low)
+            if trips > self.max_statements:
+                raise SpecError(error(Code.SP018, f"this loop runs {trips:,} times, past the limit of {self.max_statements:,} lowered statements",
+                                      statement.span, "unrolls too far",
+                                      help="shrink the loop, or raise the limit with --max-statements N"))
+            for value in range(low, high):
+                self.spend(loops[0].span if loops else statement.span, "loop")
+                inner = dict(env)
+                inner[statement.variable.text] = value
+                self.block(statement.body, inner, loops + (statement,))
+        elif isinstance(statement, ast.Group):
+            outermost = self.batch is None
+            if outermost:
+                self.batch = self.next_batch
+                self.next_batch += 1
+            try:
+                self.block(statement.body, env, loops)
+            finally:
                 if outermost:
-                    self.batch = self.next_batch
-                    self.next_batch += 1
-                try:
-                    self.block(statement.body, env, loops)
-                finally:
-                    if outermost:
-                        self.batch = None
-            elif isinstance(statement, ast.Choose):
-                self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
-            else:
-                self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
-                self.statement(statement, env)
+                    self.batch = None
+        elif isinstance(statement, ast.Choose):
+            self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
+        else:
+            self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
+            self.statement(statement, env)
 
     def origin(self, statement, part: int = 0) -> int:
         return self.origin_ids.setdefault((id(statement), part), len(self.origin_ids))
@@ -1147,7 +1264,12 @@ class _Lowerer:
                 allocs.setdefault(slot.tensor, []).append(slot)
         for slot in self.slots:
             if slot.kind == "shared":
-                slot.target = self.shared_target(slot, allocs.get(slot.tensor, []))
+                try:
+                    slot.target = self.shared_target(slot, allocs.get(slot.tensor, []))
+                except SpecError as exc:
+                    self.record(exc.diagnostic)
+        if self.errors:
+            return ()
         owner = lambda index: self.slots[index].target or self.slots[index]  # noqa: E731
         # Deferred reuse, whichever thread asks for it.
         for event in self.tensor_events:
@@ -1331,6 +1453,10 @@ class _Lowerer:
     """How each kind of statement node is lowered."""
 
 
+class _Stop(Exception):
+    """Enough errors: stop lowering."""
+
+
 _COUNT_CAP = 1_000_000
 """Counting branch combinations stops past this."""
 
@@ -1349,9 +1475,12 @@ USAGE_WARNINGS = frozenset({Code.SP050, Code.SP051, Code.SP052})
 
 
 def lower(spec: ast.SpecFile, path: str, source: str,
-          max_statements: int = DEFAULT_MAX_STATEMENTS) -> Lowered:
-    """Lower a syntax tree to its programs; raises `SpecError` on the first error."""
-    lowerer = _Lowerer(spec, path, source, max_statements)
+          max_statements: int = DEFAULT_MAX_STATEMENTS, skipped: frozenset[str] = frozenset(),
+          max_errors: int = MAX_ERRORS) -> Lowered:
+    """Lower a syntax tree to its programs; raises `SpecError` on an error (`SpecErrors`, with
+    all of them, when there are several). `skipped` names what lines the parser skipped
+    declared: their uses are not errors of their own."""
+    lowerer = _Lowerer(spec, path, source, max_statements, skipped, max_errors)
     programs = lowerer.lower()
     seen = set()
     warnings = []

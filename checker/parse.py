@@ -7,6 +7,7 @@ out of range.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 import gc
 import re
@@ -21,7 +22,7 @@ from lark.visitors import Transformer_NonRecursive
 
 from checker import ast, fastparse
 from checker.codes import Code
-from checker.diagnostics import SpecError, error
+from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import PRIORITY_HIGH, PRIORITY_LOW, Span  # noqa: F401  (re-exported)
 
 MAX_SOURCE_CHARS = 32 * 1024 * 1024
@@ -795,6 +796,14 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         span = _span_at(text, pos, 1)
         shown = repr(char) if char.isprintable() else f"U+{ord(char):04X}" if char else "end of file"
         message = _safe_example_message(exc)
+        word = _NAME_AT.match(text, pos)
+        if word is not None:
+            expected = set(getattr(exc, "allowed", None) or ())
+            close = close_words(word.group(), _expected_words(parser, expected))
+            if close:
+                return error(Code.SP002, _did_you_mean(word.group(), close), _span_at(text, pos, len(word.group())),
+                             f"unexpected `{word.group()}`",
+                             help=_form_help(message, close, f"expected {_describe_expected(parser, expected)}"))
         return error(Code.SP002, message or f"unexpected character {shown}", span,
                      f"unexpected character {shown}" if message else "not valid here",
                      help="names are letters, digits and `_`; comments start with `#`")
@@ -806,49 +815,212 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     word = last
     if isinstance(last, Tree) and last.data == "ref" and all(c is None for c in last.children[1:]):
         word = last.children[0]
+    expected_terminals = set(getattr(exc, "accepts", None) or exc.expected or ())
     if (isinstance(word, Token) and word.type == "NAME" and str(word) in SOFT_KEYWORDS
             and isinstance(token, Token) and token.type not in ("COLON", "LSQB")):
         # `memcpy` alone, `group` without `{`: the word was read as a stream name.
         message = SOFT_KEYWORDS[str(word)]
+    elif (isinstance(word, Token) and word.type == "NAME" and isinstance(token, Token)
+          and token.type not in ("COLON", "LSQB") and "COLON" in expected_terminals):
+        # `sycn s`: a misspelled statement keyword was read as the stream of `STREAM: ...`
+        close = close_words(str(word), STATEMENT_WORDS) if len(str(word)) >= 3 else []
+        if close:
+            return error(Code.SP002, _did_you_mean(str(word), close), span_of(word), f"unexpected `{word}`",
+                         help="a statement starts with a stream (`STREAM: ...`) or a keyword")
     if (isinstance(last, Token) and last.type == "NAME" and str(last) in ("reads", "writes")
             and isinstance(before, Token) and before.type == "COMMA"
             and isinstance(token, Token) and token.type == "NAME"):
         # `reads a, writes b`: after a `,` the word `writes` is read as a buffer name.
         message = f"no `,` before `{last}`: write `reads a, b writes c`"
+    expected = _describe_expected(parser, expected_terminals)
     if isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END":
-        span = _span_at(text, len(text.rstrip()), 0)
-        found = "end of file"
-    else:
-        span = span_of(token)
-        found = "end of line" if token.type == "_NL" else f"`{token}`"
-        number = re.compile(r"\d+(\.\d+)?[ \t]*[A-Za-z]*").match(text, token.start_pos) if token.type in ("INT", "SIGNED_INT") else None
-        if number and number.end() > token.end_pos and message and "needs a unit" in message:
-            # `3.5` or `4 MiB`: underline the whole number the unit is missing from
-            span = _span_at(text, token.start_pos, len(number.group().rstrip()))
-            found = f"`{number.group().rstrip()}`"
-        if token.type == "_NL":
-            span = _span_at(text, token.start_pos, 1)
-    expected = _describe_expected(parser, set(getattr(exc, "accepts", None) or exc.expected or ()))
-    headline = message or f"unexpected {found}"
-    help_text = f"expected {expected}" if expected else ""
-    secondary = ()
-    if found == "end of file":
+        end = _span_at(text, len(text.rstrip()), 0)
         opening = _unclosed_brace(text)
         if opening is not None:
-            secondary = ((_span_at(text, opening, 1), "this `{` is never closed"),)
-    return error(Code.SP002, headline, span, f"unexpected {found}", help=help_text, secondary=secondary)
+            # point at the brace: that is where the fix goes
+            return error(Code.SP002, message or "missing `}`: a block is still open at the end of the file",
+                         _span_at(text, opening, 1), "this `{` is never closed",
+                         help="close it with `}` on a line of its own", secondary=((end, "the file ends here"),))
+        return error(Code.SP002, message or "unexpected end of file", end, "unexpected end of file",
+                     help=f"expected {expected}" if expected else "")
+    span = span_of(token)
+    found = "end of line" if token.type == "_NL" else f"`{token}`"
+    if token.type == "_NL":
+        span = _span_at(text, token.start_pos, 1)
+    unit = _unit_problem(text, token, message)
+    if unit is not None:
+        return unit
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(token)):
+        close = close_words(str(token), _expected_words(parser, expected_terminals))
+        if close:
+            return error(Code.SP002, _did_you_mean(str(token), close), span, f"unexpected {found}",
+                         help=_form_help(message, close, f"expected {expected}" if expected else ""))
+    number = re.compile(r"\d+(\.\d+)?[ \t]*[A-Za-z]*").match(text, token.start_pos) if token.type in ("INT", "SIGNED_INT") else None
+    if number and number.end() > token.end_pos and message and "needs a unit" in message:
+        # `3.5`: underline the whole number the unit is missing from
+        span = _span_at(text, token.start_pos, len(number.group().rstrip()))
+        found = f"`{number.group().rstrip()}`"
+    headline = message or f"unexpected {found}"
+    return error(Code.SP002, headline, span, f"unexpected {found}", help=f"expected {expected}" if expected else "")
+
+
+STATEMENT_WORDS = ("for", "let", "host", "sync", "notify", "await", "alloc", "free", "group", "choose", "query",
+                   "memcpy", "memset")
+"""The words a statement can start with besides a stream."""
+
+_SOFT_TERMINALS = {"GROUP": "group", "CHOOSE": "choose", "QUERY": "query", "MEMCPY": "memcpy",
+                   "HOST_MEMSET": "memset", "_ROOT": "root", "ALL": "all", "USE_AFTER_FREE": "use-after-free"}
+
+
+def _expected_words(parser: Lark, expected: set[str]) -> list[str]:
+    """The keywords among the terminals the parser would have accepted."""
+    words: list[str] = []
+    for terminal in sorted(expected):
+        if terminal in _SOFT_TERMINALS:
+            words.append(_SOFT_TERMINALS[terminal])
+        elif terminal == "ENGINE":
+            words += ["compute", "copy", "h2d", "d2h", "d2d", "comm"]
+        else:
+            try:
+                pattern = parser.get_terminal(terminal).pattern
+            except KeyError:
+                continue
+            if pattern.type == "str" and re.fullmatch(r"[A-Za-z_]+", pattern.value):
+                words.append(pattern.value)
+    return words
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) that turn `a` into `b`."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[len(b)]
+
+
+def close_words(word: str, candidates, limit: int = 3) -> list[str]:
+    """The candidates a typo away from `word` (one edit for words of up to four letters, two
+    for longer ones), nearest first, in the given order among equals; `word` itself is not a
+    typo of anything."""
+    if word in candidates:
+        return []
+    allowed = 1 if len(word) <= 4 else 2
+    scored = []
+    for order, candidate in enumerate(dict.fromkeys(candidates)):
+        if abs(len(candidate) - len(word)) > allowed:
+            continue
+        distance = edit_distance(word.lower(), candidate.lower())
+        if distance <= allowed and distance < len(word):
+            scored.append((distance, order, candidate))
+    return [candidate for _, _, candidate in sorted(scored)[:limit]]
+
+
+def did_you_mean(close: list[str]) -> str:
+    """`did you mean `a`?` / `did you mean `a` or `b`?`"""
+    quoted = [f"`{c}`" for c in close]
+    return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def _form_help(message: str | None, close: list[str], expected: str) -> str:
+    """The help under a misspelled keyword: the form of the statement when the example table's
+    message is about the word suggested (`unknown operation after STREAM: (kernel, ...)`),
+    the declarations at the top level, else what the parser expected."""
+    if message and any(re.search(rf"\b{re.escape(c)}\b", message) for c in close):
+        return message
+    if "`device`" in expected and "end of file" in expected:
+        return ("a declaration starts with `spec`, `device`, `buffer`, `alias`, `stream`, `event`, `notify`, "
+                "`comm`, `tensor`, `thread` or `expect`")
+    return expected
+
+
+def _did_you_mean(word: str, close: list[str]) -> str:
+    return f"unknown word `{word}`: {did_you_mean(close)}"
+
+
+_UNITS_TEXT = {
+    "size": "sizes take `B`, `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`, `MB`, `GB`, `TB` (powers of 1000)",
+    "duration": "durations take `ns`, `us`, `ms` or `s`",
+}
+_UNIT_ALIASES = {"sec": "s", "secs": "s", "msec": "ms", "usec": "us", "nsec": "ns", "µs": "us", "byte": "B",
+                 "bytes": "B"}
+
+
+def _unit_problem(text: str, token: Token, message: str | None):
+    """`2 ms` (a space before the unit) and `4mb` (a unit that does not exist) say what is wrong."""
+    if token.type in ("INT", "SIGNED_INT", "DURATION", "SIZE"):
+        start = token.start_pos
+    elif token.type == "NAME":
+        # `4mb` or `4 KiB` inside an expression: a number, then the unit read as a name
+        before = re.search(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?[ \t]*$", text[max(0, token.start_pos - 40):token.start_pos])
+        if before is None:
+            return None
+        start = token.start_pos - len(before.group())
+    else:
+        return None
+    match = re.compile(r"-?(\d+(?:\.\d+)?)([ \t]*)([A-Za-z]+)?").match(text, start)
+    if match is None or match.group(3) is None:
+        return None
+    number, gap, letters = match.groups()
+    family = ("size" if message and "a size" in message else "duration" if message and "a duration" in message
+              else None)
+    if letters in SIZE_UNITS or letters in DURATION_UNITS:
+        if not gap:
+            return None
+        family = family or ("size" if letters in SIZE_UNITS else "duration")
+        return error(Code.SP002, f"no space between a number and its unit: write `{number}{letters}`",
+                     _span_at(text, start, match.end() - start), "space before the unit",
+                     help=_UNITS_TEXT[family])
+    if gap:
+        return None  # a number and then a word: not a unit problem
+    sizes = [u for u in SIZE_UNITS if u.lower() == letters.lower()]
+    durations = [u for u in DURATION_UNITS if u.lower() == letters.lower()]
+    alias = _UNIT_ALIASES.get(letters.lower())
+    if alias:
+        (sizes if alias in SIZE_UNITS else durations).append(alias)
+    if letters.lower() in ("kb", "mb", "gb", "tb"):
+        sizes.append(letters[0].upper() + "iB")
+    if family is None:
+        family = "size" if sizes and not durations else "duration" if durations else None
+    if family is None:
+        return None
+    fixes = sizes if family == "size" else durations
+    help_text = _UNITS_TEXT[family] + (f": write {' or '.join(f'`{number}{u}`' for u in fixes)}" if fixes else "")
+    return error(Code.SP002, f"`{letters}` is not a unit" + (" of size" if family == "size" else " of time"),
+                 _span_at(text, match.start(3), len(letters)), "unknown unit", help=help_text)
 
 
 def _unclosed_brace(text: str) -> int | None:
-    """Offset of the innermost `{` left open at the end of the text (comments and titles skipped)."""
+    """Offset of the `{` whose `}` is missing, when a block is still open at the end of the text
+    (comments and titles skipped): the first `{` whose matching `}` is indented less than the
+    line of the `{` (the `}` that closed it was meant for an outer block), else the innermost
+    one left open."""
     opened: list[int] = []
+    misplaced: list[int] = []
     for match in re.finditer(r'#[^\n]*|"[^"\n]*"|[{}]', text):
         token = match.group()
         if token == "{":
             opened.append(match.start())
         elif token == "}" and opened:
-            opened.pop()
-    return opened[-1] if opened else None
+            opening = opened.pop()
+            if _indent(text, match.start()) < _indent(text, opening):
+                misplaced.append(opening)
+    if not opened:
+        return None
+    return min(misplaced) if misplaced else opened[-1]
+
+
+def _indent(text: str, offset: int) -> int:
+    """Width of the blanks that start the line of `offset` (a tab counts as 8)."""
+    start = text.rfind("\n", 0, offset) + 1
+    blanks = re.match(r"[ \t]*", text[start:offset]).group()
+    return len(blanks.expandtabs(8))
 
 
 def _span_at(text: str, offset: int, length: int) -> Span:
@@ -903,7 +1075,9 @@ def parse_with_lark(text: str) -> ast.SpecFile:
     try:
         tree = _parse_tree(parser, text)
     except UnexpectedInput as exc:
-        raise SpecError(_syntax_diagnostic(parser, text, exc)) from None
+        problem = SpecError(_syntax_diagnostic(parser, text, exc))
+        problem.statement_start = _statement_start(exc)
+        raise problem from None
     try:
         return _ToAst().transform(tree)
     except VisitError as exc:
@@ -912,27 +1086,214 @@ def parse_with_lark(text: str) -> ast.SpecFile:
         raise
 
 
-def parse(text: str) -> ast.SpecFile:
-    """Parse source text; raises `SpecError` with a diagnostic on bad input.
+MAX_ERRORS = 20
+"""Input errors reported per file at most; the front end stops looking after that many."""
+RECOVERY_BUDGET = 4 * 2**20
+"""Characters the lark parser may parse again to look for further syntax errors (each retry
+parses the whole text), so that a large file with errors still answers in seconds."""
 
-    The hand-written parser in `checker.fastparse` goes first; whatever it leaves (every error
-    among it) goes to lark, whose tree is the same wherever both succeed."""
+
+class SpecErrors(SpecError):
+    """Raised by the front end when a spec has several input errors; `diagnostics` holds them
+    all in source order (`diagnostic` is the first)."""
+
+    def __init__(self, diagnostics: tuple[Diagnostic, ...]):
+        super().__init__(diagnostics[0])
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """The tree of what parses, and the errors of what does not.
+
+    After a syntax error the parser blanks the statement or declaration in error (a block it
+    opens included) and parses again, so `spec` is the rest of the file and `errors` lists
+    every syntax error found; `skipped` holds the names the blanked lines declared (the second
+    word of each), so that the lowering does not report them as undeclared. `spec` is None when nothing could be
+    recovered (too many errors, a file too large or too deeply nested, an unclosed block)."""
+
+    spec: ast.SpecFile | None
+    errors: tuple[Diagnostic, ...]
+    skipped: frozenset[str] = frozenset()
+
+
+def parse_recovering(text: str) -> Parsed:
+    """Parse source text, reporting every syntax error rather than the first."""
     if len(text) > MAX_SOURCE_CHARS:
-        raise SpecError(error(Code.SP004, "spec is too large", None,
-                              help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"))
-    _check_nesting(text)
-    complete = text if text.endswith("\n") else text + "\n"
+        return Parsed(None, (error(Code.SP004, "spec is too large", None,
+                                   help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"),))
+    try:
+        _check_nesting(text)
+    except SpecError as exc:
+        return Parsed(None, (exc.diagnostic,))
+    current = text if text.endswith("\n") else text + "\n"
+    errors: list[Diagnostic] = []
+    skipped: set[str] = set()
+    budget = RECOVERY_BUDGET + len(current)
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of new nodes and no cycles: rescanning them is wasted time
     try:
-        try:
-            spec = fastparse.parse(complete)
-        except fastparse.Unhandled:
-            spec = parse_with_lark(complete)
+        while True:
+            try:
+                try:
+                    spec = fastparse.parse(current)
+                except fastparse.Unhandled:
+                    budget -= len(current)
+                    spec = parse_with_lark(current)
+                break
+            except SpecError as exc:
+                diagnostic = exc.diagnostic
+                errors.append(diagnostic)
+                region = _recovery_region(current, diagnostic, getattr(exc, "statement_start", None))
+                if region is None or len(errors) >= MAX_ERRORS or budget < len(current):
+                    return Parsed(None, tuple(errors), frozenset(skipped))
+                start, end, keep = region
+                # the names declared (or bound) on the blanked lines: the second word of each
+                skipped.update(re.findall(r"(?m)^[ \t\f]*[A-Za-z_][A-Za-z0-9_]*[ \t\f]+([A-Za-z_][A-Za-z0-9_]*)",
+                                          current[start:end]))
+                blanked = _blank(current, start, end, keep)
+                if blanked == current:
+                    return Parsed(None, tuple(errors), frozenset(skipped))
+                current = blanked
     finally:
         if collecting:
             gc.enable()
-    if not spec.declarations:
-        raise SpecError(error(Code.SP003, "the spec is empty", _span_at(text, 0, 0),
-                              help="declare devices, streams and threads; see `streamproof --help`"))
-    return spec
+    if not spec.declarations and not errors:
+        return Parsed(None, (error(Code.SP003, "the spec is empty", _span_at(text, 0, 0),
+                                   help="declare devices, streams and threads; see `streamproof --help`"),))
+    return Parsed(spec, tuple(errors), frozenset(skipped))
+
+
+def parse(text: str) -> ast.SpecFile:
+    """Parse source text; raises `SpecError` with a diagnostic on bad input (`SpecErrors`
+    when there are several).
+
+    The hand-written parser in `checker.fastparse` goes first; whatever it leaves (every error
+    among it) goes to lark, whose tree is the same wherever both succeed."""
+    parsed = parse_recovering(text)
+    if parsed.errors:
+        if len(parsed.errors) == 1:
+            raise SpecError(parsed.errors[0])
+        raise SpecErrors(parsed.errors)
+    return parsed.spec
+
+
+_SKIPPED = re.compile(r'#[^\n]*|"[^"\n]*"|[{}]')
+
+
+def _statement_start(exc: UnexpectedInput) -> int | None:
+    """Where the statement or declaration the parser was in when it failed begins: the first
+    value on its stack after the last complete statement or item (a line end, a completed
+    list of them) or after the `{` of the block it is in; a comm's or device's `{` and the
+    line ends inside its braces are part of the declaration."""
+    values = getattr(getattr(exc, "state", None), "value_stack", None) or []
+
+    def declaration_brace(k: int) -> bool:
+        previous = values[k - 1] if k >= 1 else None
+        return ((isinstance(previous, Token) and previous.type == "EQUAL")
+                or (k >= 2 and isinstance(values[k - 2], Token) and values[k - 2].type == "DEVICE"))
+
+    def inside_declaration(k: int) -> bool:
+        for j in range(k - 1, -1, -1):
+            value = values[j]
+            if isinstance(value, Token) and value.type == "LBRACE":
+                return declaration_brace(j)
+            if isinstance(value, Tree) and str(value.data).startswith(("__block_star", "__start_star", "_item")):
+                return False
+        return False
+
+    boundary = -1
+    for k in range(len(values) - 1, -1, -1):
+        value = values[k]
+        if isinstance(value, Tree) and str(value.data).startswith(("__block_star", "__start_star")):
+            boundary = k
+            break
+        if isinstance(value, Token) and value.type == "LBRACE" and not declaration_brace(k):
+            boundary = k
+            break
+        if isinstance(value, Token) and value.type == "_NL" and not inside_declaration(k):
+            boundary = k
+            break
+    for value in values[boundary + 1:]:
+        if isinstance(value, Token):
+            if value.type != "_NL":
+                return value.start_pos
+        elif isinstance(value, Tree) and not value.meta.empty:
+            return value.meta.start_pos
+    return None
+
+
+def _recovery_region(text: str, diagnostic: Diagnostic,
+                     statement_start: int | None = None) -> tuple[int, int, frozenset[int]] | None:
+    """What to blank after a syntax error: the statement or declaration in error (from its
+    first line to the line of the error, and the lines that line continues onto), the whole of
+    any block a `{` in it opens, and a block (or `or { ... }`) that follows it; braces in it
+    that close an earlier block are kept (`keep`). None when there is nothing to recover (no
+    position, the end of the file)."""
+    span = diagnostic.primary_span
+    if span is None or diagnostic.code is not Code.SP002 and diagnostic.code is not Code.SP020:
+        return None
+    if diagnostic.message.startswith("missing `}`"):
+        return None
+    offset = min(span.start, len(text) - 1)
+    if statement_start is not None and statement_start < offset:
+        offset_start = statement_start
+    else:
+        offset_start = offset
+    start = text.rfind("\n", 0, offset_start) + 1
+    end = text.find("\n", offset)
+    end = len(text) if end < 0 else end
+    while re.search(r"\\[\t \f]*\r?$", text[start:end]) and end < len(text):  # a continued line
+        following = text.find("\n", end + 1)
+        end = len(text) if following < 0 else following
+    opened: list[int] = []
+    closing: set[int] = set()
+    for match in _SKIPPED.finditer(text, start, end):
+        if match.group() == "{":
+            opened.append(match.start())
+        elif match.group() == "}":
+            if opened:
+                opened.pop()
+            else:
+                closing.add(match.start())
+    if opened:
+        # the block a `{` on this line opens goes with it
+        depth = len(opened)
+        for match in _SKIPPED.finditer(text, end):
+            if match.group() == "{":
+                depth += 1
+            elif match.group() == "}":
+                depth -= 1
+                if depth == 0:
+                    end = match.end()
+                    break
+        else:
+            end = len(text)
+    while True:
+        # `thread t` and then `{` on the next line, or `} or {` of a choose: the block goes too
+        following = re.compile(r"[ \t\f\r\n]*(?:or[ \t\f]*)?\{").match(text, end)
+        if following is None:
+            break
+        depth = 0
+        for match in _SKIPPED.finditer(text, following.end() - 1):
+            if match.group() == "{":
+                depth += 1
+            elif match.group() == "}":
+                depth -= 1
+                if depth == 0:
+                    end = match.end()
+                    break
+        else:
+            end = len(text)
+            break
+    keep = frozenset(closing)
+    if all(text[i] in " \t\f\r\n" or i in keep for i in range(start, end)):
+        keep = frozenset()  # the error is that brace itself
+    return start, end, keep
+
+
+def _blank(text: str, start: int, end: int, keep: frozenset[int]) -> str:
+    """`text` with [start, end) turned into spaces (line ends and kept braces stay), so that
+    every position after it is unchanged."""
+    middle = "".join(c if c in "\r\n" or start + i in keep else " " for i, c in enumerate(text[start:end]))
+    return text[:start] + middle + text[end:]
