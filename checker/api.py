@@ -498,9 +498,9 @@ class Program:
 
     def optimize(self, timeout: float = 30.0):
         """Simulated and minimum makespan, and the overlap bound (`checker.optimize.OptimizeResult`)."""
-        from checker.optimize import optimize
+        from checker.crosscheck import optimize_as_written
 
-        return optimize(self.program, timeout=timeout)
+        return optimize_as_written(self.program, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)

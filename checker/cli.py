@@ -830,6 +830,7 @@ class _OptimizeDisplay:
 def command_optimize(args) -> int:
     import contextlib
 
+    from checker.crosscheck import simulated_makespan
     from checker.optimize import emit, optimize
     from checker.report.perf import optimize_text
 
@@ -852,25 +853,20 @@ def command_optimize(args) -> int:
             status = EXIT_ERROR
             continue
         diagnostics = _warnings(loaded, args, console)
-        program = _slowest(loaded)[0] if len(loaded.variants) > 1 else loaded.program
+        program, simulation = _slowest(loaded)
         terminal = None if args.quiet else _display_console()
         display = None
         if terminal is not None:
             display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)
         with display or contextlib.nullcontext():
             result = optimize(program, timeout=args.timeout, progress=display.update if display else None,
-                              solver=args.solver)
+                              solver=args.solver, simulated=simulated_makespan(simulation))
         data = result.to_json()
         _engine_names(data)
         stuck: list[dict] = []
-        deadlock = bool(result.deadlock)
-        if deadlock or (data.get("makespan") or {}).get("simulated") is None:
-            from checker.executor.simulate import simulate
-
-            simulation = simulate(program)
-            if simulation.deadlocked:
-                deadlock = True
-                stuck = simulation.to_json().get("stuck") or []
+        deadlock = bool(result.deadlock) or simulation.deadlocked
+        if simulation.deadlocked:
+            stuck = simulation.to_json().get("stuck") or []
         item = {"path": loaded.path, "status": "deadlock" if deadlock else "ok"}
         item.update({k: v for k, v in data.items() if k != "path"})
         if program.variant:

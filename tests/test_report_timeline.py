@@ -14,7 +14,7 @@ from checker.executor.explore import explore
 from checker.executor.replay import confirm, replay
 from checker.executor.simulate import simulate
 from checker.frontend import load_file, load_text
-from checker.optimize import optimize
+from checker.crosscheck import optimize_as_written as optimize
 from checker.report.chrome_trace import chrome_trace
 from checker.report.replay_text import replay_text
 from checker.report.svg import Chart, axis_unit, charts_svg, gantt_svg, nice_step

@@ -35,6 +35,11 @@ __all__ = [
 
 
 MAX_STATEMENTS = 4000
+PROGRAM_SHARE = 0.5
+"""The share of the time the program's own minimum gets first; the bound gets the rest, and
+the program then whatever the bound leaves."""
+RETRY_SLACK = 0.05
+"""Seconds that must be left for the program's second search to be worth starting."""
 """Beyond this, happens-before bitsets and conflict pairs cost too much: results fall back to
 the simulation, unproven."""
 
@@ -97,21 +102,6 @@ class OptimizeResult:
         return out
 
 
-def _simulate(program: Program) -> tuple[int | None, str | None]:
-    """The executor's simulated makespan, when the executor provides one."""
-    try:
-        from checker.executor.simulate import simulate
-    except ImportError:
-        return None, "the executor's simulation is not available"
-    try:
-        simulation = simulate(program)
-    except Exception as exc:  # the simulation's failure must not hide the optimum
-        return None, f"the simulation failed: {exc}"
-    if simulation.deadlocked:
-        return None, "the simulation deadlocked"
-    return int(simulation.makespan), None
-
-
 def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] | None:
     """Carry a schedule of the program over to its relaxation (same steps, fewer of them)."""
     at = {(n.kind, n.statement): times[n.index] for n in source.nodes}
@@ -126,30 +116,26 @@ def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] 
 
 def optimize(program: Program, timeout: float = 30.0,
              progress: Callable[[Progress], None] | None = None,
-             rlimit: int | None = None, solver: str = "auto") -> OptimizeResult:
+             rlimit: int | None = None, solver: str = "auto",
+             simulated: int | None = None) -> OptimizeResult:
     """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
 
     Never claims optimality it has not proved: on a timeout the best schedules found are
-    reported with `optimal` false and the best proven lower bounds. Never raises on a valid
-    program: an internal failure becomes a note on an unproven result. Raises ValueError
-    for an unknown `solver` and SolverUnavailable for `cpsat` without OR-Tools.
+    reported with `optimal` false and the best proven lower bounds. `simulated` is the
+    executor's simulated makespan of the program as written (None: unknown, or it
+    deadlocks); the caller runs the simulation, since no backend imports another. Raises
+    ValueError for an unknown `solver` and SolverUnavailable for `cpsat` without OR-Tools.
     """
-    which = engine(solver)
-    try:
-        return _optimize(program, timeout, progress, rlimit, which)
-    except Exception as exc:  # a bug here must not cost the user a traceback
-        simulated, _ = _simulate(program)
-        why = Unsupported(f"internal error in the optimizer ({type(exc).__name__}: {exc})")
-        return _unsupported(program, why, simulated, [])
+    return _optimize(program, timeout, progress, rlimit, engine(solver), simulated)
 
 
-def _optimize(program: Program, timeout: float, progress, rlimit, which: str) -> OptimizeResult:
+def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
+              simulated: int | None) -> OptimizeResult:
     start = time.monotonic()
     deadline = start + max(0.0, timeout)
     notes: list[str] = []
-    simulated, why = _simulate(program)
-    if why:
-        notes.append(why)
+    if simulated is None:
+        notes.append("no simulated makespan: the simulation deadlocked or was not run")
     if len(program.statements) > MAX_STATEMENTS:
         return _unsupported(program, Unsupported(
             f"{len(program.statements)} statements is more than the optimizer's limit of "
@@ -161,7 +147,7 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str) ->
     if isinstance(relaxed, Unsupported):  # pragma: no cover - a relaxation of an acyclic model
         return _unsupported(program, relaxed, simulated, notes)
     lower = core.lower_bound(relaxed)
-    half = start + (deadline - start) / 2
+    half = start + (deadline - start) * PROGRAM_SHARE
     solver = "z3" if which == "z3" else "cpsat" if which == "cpsat" else "auto"
     prog = minimize(exact, "program", half, progress, rlimit, solver=solver)
     seed = _restrict(exact, prog.times, relaxed)
@@ -170,7 +156,7 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str) ->
         prog = SearchResult(prog.times, prog.makespan, min(prog.makespan, bnd.lower),
                             prog.makespan <= bnd.lower, prog.reason, prog.probes,
                             prog.schedule_by, bnd.lower_by)
-    if not prog.optimal and time.monotonic() < deadline - 0.05:
+    if not prog.optimal and time.monotonic() < deadline - RETRY_SLACK:
         prog = minimize(exact, "program", deadline, progress, rlimit,
                         extra_lower=prog.lower, seed_times=prog.times, solver=solver,
                         extra_lower_by=prog.lower_by)

@@ -261,7 +261,15 @@ def justify(model: TimedModel, g: Graph, back: TimedModel, gb: Graph, times) -> 
     return serial_schedule(model, g, [-float(t) for t in right]) or list(times)
 
 
-def greedy(model: TimedModel, g: Graph | None = None, budget: float = 0.05,
+GREEDY_SECONDS = 0.05
+"""Default time for the randomized list schedules after the fixed rules."""
+JITTER = (0.85, 0.3)
+"""A randomized priority is the tail times (low + spread * a random number in [0, 1))."""
+JUSTIFY_ROUNDS = 4
+"""Left/right justification passes per list schedule (each keeps only an improvement)."""
+
+
+def greedy(model: TimedModel, g: Graph | None = None, budget: float = GREEDY_SECONDS,
            seed: int = 0, target: int = 0) -> tuple[int, ...]:
     """The best of a few list schedules (longest tail first, then randomized), validated."""
     g = g or graph(model)
@@ -282,11 +290,11 @@ def greedy(model: TimedModel, g: Graph | None = None, budget: float = 0.05,
         if attempt < len(rules):
             priority = rules[attempt]
         else:
-            priority = [t * (0.85 + 0.3 * rng.random()) for t in tail]
+            priority = [t * (JITTER[0] + JITTER[1] * rng.random()) for t in tail]
         attempt += 1
         times = serial_schedule(model, g, priority)
         if back is not None and times:
-            for _ in range(4):
+            for _ in range(JUSTIFY_ROUNDS):
                 improved = justify(model, g, back, gb, times)
                 if max(improved, default=0) >= max(times, default=0):
                     break

@@ -64,6 +64,26 @@ class SearchResult:
 
 
 MAX_PAIRS = 250_000
+GREEDY_SHARE = 1 / 50
+"""Of the time left, the share the greedy list schedules may take (at most GREEDY_SECONDS)."""
+GREEDY_SECONDS = 0.1
+LOWER_BOUND_SHARE = 0.1
+"""Of the time left, the share of the first probe, at the lower bound (often the optimum)."""
+NEIGHBOURHOOD_SHARE = 0.9
+"""Of the time left after that probe, the share of the neighbourhood search (the rest, and
+whatever it leaves, goes to the binary search that proves optimality)."""
+MIN_PROBE_SECONDS = 0.01
+"""Less time than this left: no further probe."""
+MIN_NEIGHBOURHOOD_SECONDS = 0.05
+NEIGHBOURHOOD_PROBE_SECONDS = 1.0
+"""At most this long per neighbourhood probe."""
+NEIGHBOURHOOD_JOBS = 16
+"""Engine jobs freed by the first neighbourhood probe; the window grows by NEIGHBOURHOOD_GROWTH
+after NEIGHBOURHOOD_FAILURES probes that found nothing, and shrinks (down to
+MIN_NEIGHBOURHOOD_JOBS) after a probe that timed out."""
+MIN_NEIGHBOURHOOD_JOBS = 6
+NEIGHBOURHOOD_GROWTH = 1.5
+NEIGHBOURHOOD_FAILURES = 4
 """Engine-task pairs (squared jobs per engine) beyond which the Z3 encoding is not built:
 memory grows with them (about 0.7 GB at 360,000)."""
 
@@ -206,7 +226,7 @@ def initial(model: TimedModel, g: core.Graph, deadline: float, extra_lower: int 
     instant = core.lower_bound(model, g).best
     lower, lower_by = (instant, "bounds") if instant >= extra_lower else (extra_lower, extra_lower_by)
     lower = -(-lower // unit) * unit
-    budget = max(0.0, min(0.1, (deadline - time.monotonic()) / 50))
+    budget = max(0.0, min(GREEDY_SECONDS, (deadline - time.monotonic()) * GREEDY_SHARE))
     best, best_by = core.greedy(model, g, budget=budget, target=lower), "greedy"
     if seed_times is not None and core.validate(model, seed_times) is None:
         if max(seed_times, default=0) % unit:
@@ -389,8 +409,8 @@ class Z3Search:
         self.enc = enc
         reason = "timeout"
         # 1. The lower bound is often the optimum: try it with a share of the budget.
-        if self.lo < self.hi and self.remaining() > 0.01:
-            cap = self.remaining() * 0.1
+        if self.lo < self.hi and self.remaining() > MIN_PROBE_SECONDS:
+            cap = self.remaining() * LOWER_BOUND_SHARE
             verdict = self.check(self.lo, [], cap)
             if verdict == "unsat":
                 self.proved(self.lo + 1)
@@ -398,14 +418,14 @@ class Z3Search:
                 reason = verdict
             self.tell()
         # 2. Better schedules from neighbourhoods of the incumbent.
-        if self.lo < self.hi and self.remaining() > 0.05:
-            self.neighbourhoods(time.monotonic() + self.remaining() * 0.9)
+        if self.lo < self.hi and self.remaining() > MIN_NEIGHBOURHOOD_SECONDS:
+            self.neighbourhoods(time.monotonic() + self.remaining() * NEIGHBOURHOOD_SHARE)
         # 3. Binary search between the bounds: what proves optimality.
         while True:
             self.pull()
             if self.lo >= self.hi:
                 break
-            if self.remaining() <= 0.01:
+            if self.remaining() <= MIN_PROBE_SECONDS:
                 reason = "timeout"
                 break
             mid = (self.lo + self.hi) // 2
@@ -431,18 +451,18 @@ class Z3Search:
         jobs = sorted({a for _, a, _, _, _ in self.enc.pairs} | {b for _, _, _, b, _ in self.enc.pairs})
         if not jobs:
             return
-        size = min(len(jobs), 16)
+        size = min(len(jobs), NEIGHBOURHOOD_JOBS)
         failures = 0
         while time.monotonic() < until:
             self.pull()
-            if self.lo >= self.hi or self.remaining() <= 0.01:
+            if self.lo >= self.hi or self.remaining() <= MIN_PROBE_SECONDS:
                 return
             ordered = sorted(jobs, key=lambda v: self.best[v])
             start = rng.randrange(max(1, len(ordered) - size + 1))
             free = set(ordered[start:start + size])
             whole = len(free) == len(jobs)
-            cap = min(1.0, until - time.monotonic())
-            if cap <= 0.01:
+            cap = min(NEIGHBOURHOOD_PROBE_SECONDS, until - time.monotonic())
+            if cap <= MIN_PROBE_SECONDS:
                 break
             verdict = self.check(self.hi - 1, [] if whole else self.enc.keep_orders(self.best, free), cap)
             if verdict == "sat":
@@ -453,10 +473,10 @@ class Z3Search:
                     self.proved(self.hi)
                     return
                 failures += 1
-                if failures >= 4:
-                    size, failures = min(len(jobs), int(size * 1.5) + 1), 0
+                if failures >= NEIGHBOURHOOD_FAILURES:
+                    size, failures = min(len(jobs), int(size * NEIGHBOURHOOD_GROWTH) + 1), 0
             elif verdict == "timeout":
-                size = max(6, int(size / 1.5))
+                size = max(MIN_NEIGHBOURHOOD_JOBS, int(size / NEIGHBOURHOOD_GROWTH))
             elif verdict != "moot":
                 return
 
