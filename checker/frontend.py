@@ -34,6 +34,7 @@ def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX
     source order: the parser goes on after a syntax error, and the lowering after an error in
     a declaration or statement."""
     errors: list[Diagnostic] = []
+    parsed = None
     try:
         with paused_gc():
             parsed = parse_recovering(text)
@@ -48,7 +49,7 @@ def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX
                     errors.append(exc.diagnostic)
     except RecursionError:
         errors.append(error(Code.SP004, "spec is nested too deeply to analyse", None))
-    if errors or parsed.spec is None:
+    if errors or parsed is None or parsed.spec is None:
         return Loaded(path, text, None, tuple(sorted(errors, key=lambda d: d.sort_key())))
     return Loaded(path, text, lowered.program, lowered.warnings, lowered.variants)
 

@@ -116,6 +116,11 @@ _BROKEN = object()
 """The value of a `let` variable whose expression was in error."""
 
 _FATAL = frozenset({Code.SP018, Code.SP026})
+_EVENT_OPS = {ast.RecordTask: Op.RECORD, ast.WaitTask: Op.WAIT, ast.ResetTask: Op.RESET}
+_BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose})
+"""Statements that bind a variable or hold other statements (lowered by `_Lowerer.one`)."""
+_MEMORY_KINDS = ("buffer", "alias", "tensor")
+_BUFFER_KINDS = ("buffer", "alias")
 """Errors after which lowering stops: nothing after them would be meaningful (or quick)."""
 
 
@@ -160,7 +165,9 @@ class _Lowerer:
         of a `choose` does not use is not unused)."""
         self.alias_regions: dict[str, _Region] = {}
         self.resolving: list[str] = []
-        self.origin_ids: dict[tuple[int, int], int] = {}
+        self.origin_ids: dict = {}
+        """Origin of each source statement (by node id; (id, part) for the further statements
+        one source statement lowers to)."""
         self.buffer_spans: list[tuple[str, Span]] = []
         self.thread_names: dict[str, ast.ThreadDecl] = {}
         self.comm_members: list[frozenset[int]] = []
@@ -554,7 +561,7 @@ class _Lowerer:
                whole_arrays: bool = False) -> _Region:
         """The bytes an access names. With `whole_arrays`, an unindexed array stands for all of
         its elements (the region keeps `array` set)."""
-        entity = self.lookup(access.name, *(kinds or self.memory_kinds()))
+        entity = self.lookup(access.name, *(kinds or (_MEMORY_KINDS if self.tensors else _BUFFER_KINDS)))
         if entity.kind == "alias":
             region = self.alias_region(access.name.text, access.name.span)
         elif entity.kind == "tensor":
@@ -563,8 +570,8 @@ class _Lowerer:
         else:
             first = self.memories[entity.indices[0]]
             region = _Region(entity.indices, 0, first.size, entity.array, first.buffer)
-        what = "tensors" if region.tensor else "buffers"
         for subscript in access.subscripts:
+            what = "tensors" if region.tensor else "buffers"
             if isinstance(subscript, ast.Index):
                 if not region.array:
                     raise SpecError(error(Code.SP015, f"`{access.name.text}` is not an array of {what}",
@@ -593,6 +600,7 @@ class _Lowerer:
                 region = _Region(region.memories, region.start + low, region.start + high, False, region.buffer,
                                  region.tensor)
         if region.array and not whole_arrays:
+            what = "tensors" if region.tensor else "buffers"
             raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {len(region.memories)} {what}; pick one",
                                   access.span, "needs an index", help=f"write `{access.name.text}[i]`"))
         return region
@@ -608,7 +616,11 @@ class _Lowerer:
         """`reads`/`writes`: an unindexed buffer array means every element, whole."""
         region = self.region(access, env, whole_arrays=True)
         if not region.array:
-            return (self.region_access(region, region.memories[0], access, write, self.text(access.span)),)
+            if region.tensor:
+                return (self.region_access(region, region.memories[0], access, write, self.text(access.span)),)
+            span = access.span
+            return (Access(region.memories[0], region.start, region.end, write, span,
+                           self.source[span.start:span.end]),)
         return tuple(self.region_access(region, element, access, write, self.element_name(region, element))
                      for element in region.memories)
 
@@ -814,7 +826,11 @@ class _Lowerer:
                     env[statement.variable.text] = _BROKEN
                 continue
             try:
-                self.one(statement, env, loops)
+                if type(statement) in _BLOCKS:
+                    self.one(statement, env, loops)
+                else:
+                    self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
+                    self.LOWER[type(statement)](self, statement, env, tuple(sorted(env.items())))
             except _Skip:
                 failed.add(id(statement))
                 if isinstance(statement, ast.Let):
@@ -861,7 +877,8 @@ class _Lowerer:
             self.statement(statement, env)
 
     def origin(self, statement, part: int = 0) -> int:
-        return self.origin_ids.setdefault((id(statement), part), len(self.origin_ids))
+        key = id(statement) if part == 0 else (id(statement), part)
+        return self.origin_ids.setdefault(key, len(self.origin_ids))
 
     def emit(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
@@ -878,9 +895,12 @@ class _Lowerer:
     # -- host statements
 
     def host_call(self, node: ast.HostCall, env, bindings) -> None:
-        accesses = tuple(a for r in node.reads for a in self.accesses(r, env, False))
-        accesses += tuple(a for w in node.writes for a in self.accesses(w, env, True))
-        self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=self.touch(accesses),
+        found: list[Access] = []
+        for read in node.reads:
+            found += self.accesses(read, env, False)
+        for written in node.writes:
+            found += self.accesses(written, env, True)
+        self.emit(node, op=Op.HOST, stream=None, name=node.name.text, accesses=self.touch(tuple(found)),
                   duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings)
 
     def sync(self, node: ast.Sync | ast.Query, env, bindings) -> None:
@@ -1023,8 +1043,12 @@ class _Lowerer:
 
     def kernel(self, node: ast.KernelTask | ast.CallbackTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
-        accesses = tuple(a for r in node.reads for a in self.accesses(r, env, False))
-        accesses += tuple(a for w in node.writes for a in self.accesses(w, env, True))
+        found: list[Access] = []
+        for read in node.reads:
+            found += self.accesses(read, env, False)
+        for written in node.writes:
+            found += self.accesses(written, env, True)
+        accesses = tuple(found)
         kernel = isinstance(node, ast.KernelTask)
         self.emit(node, op=Op.KERNEL if kernel else Op.CALLBACK, name=node.name.text, accesses=self.touch(accesses),
                   duration=node.duration.nanoseconds if node.duration else 0,
@@ -1114,14 +1138,13 @@ class _Lowerer:
                                   node.span, "not a flag event",
                                   secondary=((self.events[event].span, "declared without `flag`"),),
                                   help=f"declare it `event {node.event.name.text} flag`"))
-        op = Op.RECORD if isinstance(node, ast.RecordTask) else Op.WAIT if isinstance(node, ast.WaitTask) else Op.RESET
-        self.emit(node, op=op, event=event, **common)
+        self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
 
     def wait_stream(self, node: ast.WaitStreamTask, env, bindings) -> None:
         """`S2: wait_stream S1` is `S1: record E` then `S2: wait E` with an implicit event."""
         _, common = self.on_stream(node, env, bindings)
         source = self.resolve(node.source, env, "stream")
-        key = ((id(node), 0), self.current_thread)
+        key = (id(node), self.current_thread)
         event = self.wait_stream_events.get(key)
         if event is None:
             event = len(self.events)
@@ -1204,7 +1227,7 @@ class _Lowerer:
 
     def touch(self, accesses: tuple[Access, ...]) -> tuple[Access, ...]:
         """Note the next statement for placement if it accesses a tensor not yet placed."""
-        if any(a.memory < 0 for a in accesses):
+        if self.slots and any(a.memory < 0 for a in accesses):
             self.placed.append(len(self.statements))
         return accesses
 
