@@ -15,7 +15,9 @@ from checker.findings import Finding, FindingKind
 from checker.ir import Program
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.executor.data import ByteModel
-from checker.executor.machine import DONE, IllegalStep, Machine, State, Store
+from checker.executor.machine import (
+    DONE, ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC, IllegalStep, Machine, State, Store,
+)
 from checker.executor.state import bits
 from checker.witness import Step, StepKind, Witness
 
@@ -206,8 +208,9 @@ def _confirm_deadlock(machine: Machine, run: Replay) -> Confirmation:
 
 def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay) -> Confirmation:
     (a, *_) = finding.statements
-    want = "use-after-free" if finding.kind is FindingKind.USE_AFTER_FREE else "use-before-alloc"
-    kinds = {kind: k for i, kind, k in run.dead_uses if i == a}
+    want = USE_AFTER_FREE if finding.kind is FindingKind.USE_AFTER_FREE else USE_BEFORE_ALLOC
+    # a use after free shows by run order or by launch order alike
+    kinds = {USE_AFTER_FREE if kind == ENQUEUED_AFTER_FREE else kind: k for i, kind, k in run.dead_uses if i == a}
     if want in kinds:
         return Confirmation(True, f"{machine.describe(a)} starts at step {kinds[want]} while "
                                   f"bytes it touches are dead",
