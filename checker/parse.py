@@ -820,6 +820,14 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
             and isinstance(token, Token) and token.type not in ("COLON", "LSQB")):
         # `memcpy` alone, `group` without `{`: the word was read as a stream name.
         message = SOFT_KEYWORDS[str(word)]
+    elif (isinstance(word, Token) and word.type == "NAME" and str(word) in DECLARATION_WORDS and word.column == 1
+          and isinstance(token, Token) and token.type not in ("COLON", "LSQB") and "COLON" in expected_terminals):
+        # `buffer x ...` at the start of a line inside a thread: the thread's `}` is missing
+        opening = _unclosed_brace(text[:word.start_pos])
+        secondary = ((_span_at(text, opening, 1), "this block is still open"),) if opening is not None else ()
+        return error(Code.SP002, "missing `}` before this declaration: a block is still open", span_of(word),
+                     f"`{word}` declarations go at the top level", secondary=secondary,
+                     help="close the block with `}` before the declarations that follow it")
     elif (isinstance(word, Token) and word.type == "NAME" and isinstance(token, Token)
           and token.type not in ("COLON", "LSQB") and "COLON" in expected_terminals):
         # `sycn s`: a misspelled statement keyword was read as the stream of `STREAM: ...`
@@ -863,6 +871,10 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     headline = message or f"unexpected {found}"
     return error(Code.SP002, headline, span, f"unexpected {found}", help=f"expected {expected}" if expected else "")
 
+
+DECLARATION_WORDS = frozenset({"spec", "device", "buffer", "alias", "stream", "event", "notify", "comm", "tensor",
+                               "thread", "expect"})
+"""The words a declaration starts with."""
 
 STATEMENT_WORDS = ("for", "let", "host", "sync", "notify", "await", "alloc", "free", "group", "choose", "query",
                    "memcpy", "memset")
@@ -1286,10 +1298,23 @@ def _recovery_region(text: str, diagnostic: Diagnostic,
         else:
             end = len(text)
             break
-    keep = frozenset(closing)
+    # keep only the braces that close a block open before the region
+    depth = _depth_at(text, start)
+    keep = frozenset(sorted(closing)[:depth])
     if all(text[i] in " \t\f\r\n" or i in keep for i in range(start, end)):
         keep = frozenset()  # the error is that brace itself
     return start, end, keep
+
+
+def _depth_at(text: str, offset: int) -> int:
+    """How many blocks are open at `offset` (comments and titles skipped)."""
+    depth = 0
+    for match in _SKIPPED.finditer(text, 0, offset):
+        if match.group() == "{":
+            depth += 1
+        elif match.group() == "}" and depth:
+            depth -= 1
+    return depth
 
 
 def _blank(text: str, start: int, end: int, keep: frozenset[int]) -> str:

@@ -860,3 +860,21 @@ def test_large_file_with_errors_answers_quickly():
     found = errors_of(source)
     assert time.process_time() - started < 60
     assert 1 <= len(found) <= 3 and found[0].primary_span.line == 20_005
+
+
+def test_a_missing_thread_brace_is_one_error_not_one_per_declaration():
+    found = errors_of("device d\nstream s on d\nthread t {\n  s: kernel k\n\nbuffer x 1MiB on d\nstream q on d\n"
+                      "thread u {\n  s: kernel j\n}\n")
+    (diagnostic,) = found
+    assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (6, 1)
+    assert diagnostic.message == "missing `}` before this declaration: a block is still open"
+    (opening,) = [a for a in diagnostic.annotations if not a.primary]
+    assert (opening.span.line, opening.span.column, opening.label) == (3, 10, "this block is still open")
+
+
+def test_a_stray_closing_brace_at_the_top_level_is_skipped_with_its_line():
+    found = errors_of("device d\nthread t2 {\n}\nst2 }\nst2 }\nstream s on d\n")
+    assert [(d.primary_span.line, d.message) for d in found] == [
+        (4, "statements belong inside a `thread NAME { ... }` block"),
+        (5, "statements belong inside a `thread NAME { ... }` block"),
+    ]
