@@ -28,6 +28,8 @@ TOKENS = [
     b"in", b"host", b"pinned", b"on", b"alloc", b"free", b"allreduce", b"send", b"recv", b"to", b"from",
     b"expect", b"race", b"deadlock", b"no", b"use-after-free", b"makespan", b"legacy", b"nonblocking",
     b"priority", b"high", b"queues", b"launch", b'"', b"\\\n", b"spec",
+    b"group {", b"choose {", b"} or {", b"query", b"memcpy", b"memset", b"tensor", b"runtime cuda", b"broadcast",
+    b"root", b"reduce", b"allgather", b"alltoall", b"wait_stream", b"record_stream", b"item", b"[2]", b"4mb", b"2 ms",
 ]
 JUNK = [b"\x00", b"\xff", b"\xfe\xff", b"\xc3", b"\xc3\x28", b"\xe2\x82", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80",
         "é".encode(), "\u2028".encode(), "\u00a0".encode(), "\ufeff".encode(), b"\x1b[31m", b"\x0c", b"\x0b", b"\r"]
