@@ -1167,13 +1167,13 @@ def parse_recovering(text: str) -> Parsed:
                 if blanked == current:
                     return Parsed(None, tuple(errors), frozenset(skipped))
                 current = blanked
+        if not spec.declarations and not errors:
+            return Parsed(None, (error(Code.SP003, "the spec is empty", _span_at(text, 0, 0),
+                                       help="declare devices, streams and threads; see `streamproof --help`"),))
+        return Parsed(spec, tuple(errors), frozenset(skipped))
     finally:
         if collecting:
             gc.enable()
-    if not spec.declarations and not errors:
-        return Parsed(None, (error(Code.SP003, "the spec is empty", _span_at(text, 0, 0),
-                                   help="declare devices, streams and threads; see `streamproof --help`"),))
-    return Parsed(spec, tuple(errors), frozenset(skipped))
 
 
 def parse(text: str) -> ast.SpecFile:
