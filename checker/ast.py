@@ -133,6 +133,8 @@ class DeviceDecl:
     name: Name
     items: tuple[EngineItem | LaunchItem | QueuesItem | RuntimeItem, ...]
     span: Span
+    count: Expr | None = None
+    """`device NAME[N]`: N devices alike (one per rank)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,8 @@ class BufferDecl:
     """None for host memory."""
     pinned: bool
     span: Span
+    place_index: Expr | None = None
+    """`on DEVICE[i]`: one device of a device array."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,8 @@ class StreamDecl:
     mode: str
     """"blocking", "legacy" or "nonblocking"."""
     span: Span
+    device_index: Expr | None = None
+    """`on DEVICE[i]`: one device of a device array."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +203,8 @@ class TensorDecl:
     size: Number
     device: Name
     span: Span
+    device_index: Expr | None = None
+    """`on DEVICE[i]`: one device of a device array."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -609,10 +609,10 @@ class _Parser:
         return SpecTitle_(self.values[last][1:-1], self.span(first, last))
 
     def device(self, first):
-        name = self.name()
+        name, array = self.declared()
         kinds, values = self.kinds, self.values
         if kinds[self.i] != "{":
-            return DeviceDecl_(name, (), self.span(first, self.i - 1))
+            return DeviceDecl_(name, (), self.span(first, self.i - 1), array)
         self.i += 1
         self.skip_newline()
         items = []
@@ -636,7 +636,7 @@ class _Parser:
                 raise Unhandled
             self.skip_newline()
         self.i += 1
-        return DeviceDecl_(name, tuple(items), self.span(first, self.i - 1))
+        return DeviceDecl_(name, tuple(items), self.span(first, self.i - 1), array)
 
     def declared(self):
         """A declared name and its array size: `NAME` (None) or `NAME[N]`."""
@@ -667,7 +667,7 @@ class _Parser:
             self.i += 1
             pinned = True
         return BufferDecl_(name, count, Number_(self.size(size), self.token_span(size)), place, pinned,
-                              self.span(first, self.i - 1))
+                              self.span(first, self.i - 1), None)
 
     def alias(self, first):
         name = self.name()
@@ -709,7 +709,7 @@ class _Parser:
                 mode, moded = word, True
             else:
                 raise Unhandled
-        return StreamDecl_(name, count, device, priority, mode, self.span(first, self.i - 1))
+        return StreamDecl_(name, count, device, priority, mode, self.span(first, self.i - 1), None)
 
     def event(self, first):
         name, count = self.declared()
@@ -744,7 +744,7 @@ class _Parser:
         self.keyword("on")
         device = self.name()
         return TensorDecl_(name, count, Number_(self.size(size), self.token_span(size)), device,
-                              self.span(first, self.i - 1))
+                              self.span(first, self.i - 1), None)
 
     def thread(self, first):
         name, count = self.declared()

@@ -325,11 +325,37 @@ class _Lowerer:
                     raise SpecError(error(Code.SP024, f"`queues {item.count}` is out of range", item.span,
                                           help=f"a device has 1 to {MAX_ENGINE_UNITS} hardware queues"))
                 queues = item.count
-        index = len(self.devices)
+        count = self.array_count(decl.count, "device")
+        names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
+        first = len(self.devices)
         declared = tuple(engines.items()) if engines else DEFAULT_ENGINES
-        self.declare(decl.name, "device", decl, (index,))
-        self.devices.append(Device(index, decl.name.text, declared, launch, queues, decl.span,
-                                   runtime or Runtime.CANN))
+        self.declare(decl.name, "device", decl, range(first, first + len(names)), count is not None)
+        for offset, name in enumerate(names):
+            self.devices.append(Device(first + offset, name, declared, launch, queues, decl.span,
+                                       runtime or Runtime.CANN))
+
+    def placement(self, device: ast.Name, index: ast.Expr | None, count: int | None, what: str) -> list[int]:
+        """The device of each element of a declaration `on DEVICE` or `on DEVICE[i]`: a whole
+        device array places element i of an array of the same length on device i."""
+        entity = self.lookup(device, "device")
+        if index is not None:
+            if not entity.array:
+                raise SpecError(error(Code.SP015, f"`{device.text}` is one device, not an array", index.span,
+                                      "no index here", help=f"write `on {device.text}`"))
+            i = self.evaluate(index, {})
+            if not 0 <= i < len(entity.indices):
+                raise SpecError(error(Code.SP013, f"device index {i} is out of range for `{device.text}` "
+                                      f"({len(entity.indices)} devices)", index.span, "out of range"))
+            return [entity.indices[i]] * (count or 1)
+        if not entity.array:
+            return [entity.indices[0]] * (count or 1)
+        if count != len(entity.indices):
+            raise SpecError(error(Code.SP015, f"`{device.text}` is an array of {len(entity.indices)} devices; "
+                                  f"a {what} on it needs one element per device", device.span,
+                                  "an array of devices",
+                                  help=f"declare `{what} NAME[{len(entity.indices)}] ... on {device.text}` (element i "
+                                       f"on `{device.text}[i]`), or pick one: `on {device.text}[i]`"))
+        return list(entity.indices)
 
     def lookup(self, name: ast.Name, *kinds: str) -> _Entity:
         entity = self.entities.get(name.text)
@@ -362,13 +388,13 @@ class _Lowerer:
         count = self.array_count(decl.count, "buffer")
         if decl.size.value <= 0:
             raise SpecError(error(Code.SP020, "a buffer needs a positive size", decl.size.span))
-        device = None
+        places = [None] * (count or 1)
         if decl.place is not None:
-            device = self.lookup(decl.place, "device").indices[0]
+            places = self.placement(decl.place, decl.place_index, count, "buffer")
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
         first = len(self.memories)
         for offset, name in enumerate(names):
-            self.memories.append(Memory(first + offset, name, decl.name.text, decl.size.value, device,
+            self.memories.append(Memory(first + offset, name, decl.name.text, decl.size.value, places[offset],
                                         decl.pinned, decl.span))
         self.declare(decl.name, "buffer", decl, range(first, first + len(names)), count is not None)
         self.buffer_spans.append((decl.name.text, decl.span))
@@ -377,30 +403,31 @@ class _Lowerer:
         count = self.array_count(decl.count, "tensor")
         if decl.size.value <= 0:
             raise SpecError(error(Code.SP020, "a tensor needs a positive size", decl.size.span))
-        device = self.lookup(decl.device, "device").indices[0]
+        places = self.placement(decl.device, decl.device_index, count, "tensor")
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
         first = len(self.tensors)
-        for name in names:
-            self.tensors.append(_Tensor(name, decl.name.text, decl.size.value, device, decl.span))
+        for offset, name in enumerate(names):
+            self.tensors.append(_Tensor(name, decl.name.text, decl.size.value, places[offset], decl.span))
         self.declare(decl.name, "tensor", decl, range(first, first + len(names)), count is not None)
         self.buffer_spans.append((decl.name.text, decl.span))
 
     def stream(self, decl: ast.StreamDecl) -> None:
         count = self.array_count(decl.count, "stream")
-        device = self.lookup(decl.device, "device").indices[0]
+        places = self.placement(decl.device, decl.device_index, count, "stream")
         mode = StreamMode(decl.mode)
-        if mode is StreamMode.LEGACY and (count or 1) > 1:
+        if mode is StreamMode.LEGACY and len(set(places)) < len(places):
             raise SpecError(error(Code.SP011, "a device has one legacy default stream", decl.span,
                                   help="declare a single `legacy` stream per device"))
         if mode is StreamMode.LEGACY:
             for other in self.streams:
-                if other.device == device and other.mode is StreamMode.LEGACY:
-                    raise SpecError(error(Code.SP011, f"device `{self.devices[device].name}` already has a legacy stream",
+                if other.device in places and other.mode is StreamMode.LEGACY:
+                    raise SpecError(error(Code.SP011, f"device `{self.devices[other.device].name}` already has a legacy stream",
                                           decl.span, secondary=((other.span, "the legacy stream"),)))
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
-        queues = self.devices[device].queues
         first = len(self.streams)
         for offset, name in enumerate(names):
+            device = places[offset]
+            queues = self.devices[device].queues
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1
             self.streams.append(Stream(

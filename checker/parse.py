@@ -161,7 +161,9 @@ class _ToAst(Transformer_NonRecursive):
         return ast.SpecTitle(str(title)[1:-1], span_of(meta))
 
     def device_decl(self, meta, name, *items):
-        return ast.DeviceDecl(_name(name), tuple(items), span_of(meta))
+        count = items[0].value if items and isinstance(items[0], _Marker) else None
+        items = tuple(i for i in items if not isinstance(i, _Marker))
+        return ast.DeviceDecl(_name(name), items, span_of(meta), count)
 
     def engine(self, meta, engine, count):
         return ast.EngineItem(str(engine), _int_literal(count), span_of(meta))
@@ -181,8 +183,11 @@ class _ToAst(Transformer_NonRecursive):
     def host_place(self, meta):
         return _Marker("host", None, span_of(meta))
 
-    def device_place(self, meta, name):
-        return _Marker("device", _name(name), span_of(meta))
+    def device_place(self, meta, name, index=None):
+        return _Marker("device", (_name(name), index.value if index is not None else None), span_of(meta))
+
+    def device_index(self, meta, expr):
+        return _Marker("device_index", expr, span_of(meta))
 
     def pinned(self, meta):
         return _Marker("pinned", True, span_of(meta))
@@ -198,9 +203,10 @@ class _ToAst(Transformer_NonRecursive):
             _name(name),
             parts["array"].value if "array" in parts else None,
             ast.Number(size_bytes(size), span_of(size)),
-            place.value if place else None,
+            place.value[0] if place else None,
             "pinned" in parts,
             span_of(meta),
+            place.value[1] if place else None,
         )
 
     def alias_decl(self, meta, name, target):
@@ -212,11 +218,14 @@ class _ToAst(Transformer_NonRecursive):
         priority = None
         mode = "blocking"
         mode_span = None
+        device_index = None
         for part in rest:
             if isinstance(part, Token):
                 device = _name(part)
             elif part.tag == "array":
                 count = part.value
+            elif part.tag == "device_index":
+                device_index = part.value
             elif part.tag == "priority":
                 if priority is not None:
                     raise SpecError(error(Code.SP002, "`priority` is given twice", part.span, "second priority",
@@ -228,7 +237,7 @@ class _ToAst(Transformer_NonRecursive):
                                           part.span, f"`{part.tag}` again" if part.tag == mode else "conflicting mode",
                                           secondary=((mode_span, "first given here"),)))
                 mode, mode_span = part.tag, part.span
-        return ast.StreamDecl(_name(name), count, device, priority, mode, span_of(meta))
+        return ast.StreamDecl(_name(name), count, device, priority, mode, span_of(meta), device_index)
 
     def priority(self, meta, level):
         return _Marker("priority", level, span_of(meta))
@@ -262,10 +271,11 @@ class _ToAst(Transformer_NonRecursive):
                             span_of(meta))
 
     def tensor_decl(self, meta, name, *rest):
-        count = rest[0].value if isinstance(rest[0], _Marker) else None
-        size, device = rest[-2], rest[-1]
+        count = rest[0].value if isinstance(rest[0], _Marker) and rest[0].tag == "array" else None
+        index = rest[-1].value if isinstance(rest[-1], _Marker) and rest[-1].tag == "device_index" else None
+        size, device = [r for r in rest if isinstance(r, Token)]
         return ast.TensorDecl(_name(name), count, ast.Number(size_bytes(size), span_of(size)), _name(device),
-                              span_of(meta))
+                              span_of(meta), index)
 
     def thread_decl(self, meta, name, *rest):
         count = rest[0].value if len(rest) == 2 else None

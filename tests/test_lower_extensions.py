@@ -543,3 +543,26 @@ def test_usage_warnings_need_every_branch_combination():
     assert result.program is not None and len(result.variants) == 2
     warned = {(d.code, d.primary_span.line) for d in result.diagnostics}
     assert warned == {(Code.SP051, 5)}
+
+
+def test_device_arrays_place_one_element_per_device():
+    p = program("device gpu[3] { compute 1 comm 1 }\nbuffer g[3] 1MiB on gpu\nbuffer h 1MiB on gpu[2]\n"
+                "stream s[3] on gpu\nstream side on gpu[1]\ntensor t[3] 1MiB on gpu\ncomm world = { s }\n"
+                "thread rank[3] {\n  s[rank]: allreduce world g[rank]\n  sync gpu[rank]\n}\n")
+    assert [d.name for d in p.devices] == ["gpu[0]", "gpu[1]", "gpu[2]"]
+    assert [(m.name, m.device) for m in p.memories] == [("g[0]", 0), ("g[1]", 1), ("g[2]", 2), ("h", 2)]
+    assert [(s.name, s.device) for s in p.streams] == [("s[0]", 0), ("s[1]", 1), ("s[2]", 2), ("side", 1)]
+    assert [s.device for s in p.statements if s.op is Op.ALLREDUCE] == [0, 1, 2]
+    assert [s.target for s in p.statements if s.op is Op.SYNC] == [0, 1, 2]
+    assert len(p.groups) == 1 and len(p.groups[0].members) == 3 and p.groups[0].complete
+
+
+@pytest.mark.parametrize("source, code, line, column, words", [
+    ("device gpu[2]\nbuffer g[3] 1MiB on gpu\n", Code.SP015, 2, 21, "array of 2 devices"),
+    ("device gpu[2]\nstream s on gpu\n", Code.SP015, 2, 13, "one element per device"),
+    ("device gpu[2]\nstream s on gpu[2]\n", Code.SP013, 2, 17, "out of range"),
+    ("device gpu\nbuffer g 1MiB on gpu[0]\n", Code.SP015, 2, 22, "one device, not an array"),
+    ("device gpu[2]\nstream a on gpu[0]\nstream b on gpu[0]\ncomm c = { a, b }\n", Code.SP025, 4, 15, None),
+])
+def test_device_array_errors(source, code, line, column, words):
+    error_of(source, code, line, column, words)
