@@ -99,7 +99,7 @@ PARSE_CHILD = """
 import gc, json, sys, time
 sys.path.insert(0, {root!r})
 from checker import parse
-from checker.frontend import paused_gc
+from checker.resources import paused_gc
 text = sys.stdin.read()
 parse.parse(text)  # warm up (imports, grammar)
 fast = []

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from checker import collectives, hb
+from checker.determinism import nondeterminism
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic, error
 from checker.findings import FileReport, Finding, FindingKind, Status
@@ -78,7 +79,7 @@ def find(program: Program, options: Options,
     if options.exhaustive:
         _tell(progress, "exhaustive")
         findings += _explore(program, options)
-    elif hb.nondeterminism(program) is None:
+    elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
         found, complete = hb.analyze(program)
         findings += found

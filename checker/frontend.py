@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 
 from checker.codes import Code
-from checker.resources import paused_gc  # noqa: F401  (re-exported)
+from checker.resources import paused_gc
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower

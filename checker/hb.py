@@ -20,7 +20,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from checker import messages, order as partial_order
-from checker.determinism import nondeterminism  # noqa: F401  (re-exported)
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Op, Program, Statement
 from checker.order import PartialOrder, step_key as _step_key

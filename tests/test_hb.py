@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checker import hb
+from checker.determinism import nondeterminism
 from checker.executor.explore import explore
 from checker.executor.replay import confirm
 from checker.findings import FindingKind
@@ -47,7 +48,7 @@ def lines(program, finding) -> tuple[int, ...]:
     ("thread a {\n s1: kernel k writes x\n}\nthread b {\n sync d\n}", "stream `s1` (one syncs its device)"),
 ])
 def test_nondeterminism_classification(body, reason):
-    found = hb.nondeterminism(program_of(HEADER + body))
+    found = nondeterminism(program_of(HEADER + body))
     if reason is None:
         assert found is None
     else:
@@ -116,7 +117,7 @@ thread r1 {
   c1: allreduce q b
   c1: allreduce p b
 }""")
-    assert hb.nondeterminism(program) is None
+    assert nondeterminism(program) is None
     findings, _ = hb.analyze(program)
     deadlocks = [f for f in findings if f.kind is FindingKind.DEADLOCK]
     assert len(deadlocks) == 1
@@ -162,7 +163,7 @@ def _verdict_explorer(program, exploration):
 @given(specs())
 def test_agrees_with_the_explorer_on_deterministic_specs(text):
     program = program_of(text)
-    if hb.nondeterminism(program) is None:
+    if nondeterminism(program) is None:
         _assert_agrees_with_the_explorer(text, program)
 
 
@@ -227,7 +228,7 @@ def deterministic_specs(draw) -> str:
     "thread main {\n  s1: alloc t\n  s0: free t\n  s0: free t\n}\n")
 def test_agrees_with_the_explorer_on_single_thread_specs(text):
     program = program_of(text)
-    assert hb.nondeterminism(program) is None
+    assert nondeterminism(program) is None
     _assert_agrees_with_the_explorer(text, program)
 
 
@@ -248,7 +249,7 @@ thread t1 {
 }
 """
     program = program_of(text)
-    assert hb.nondeterminism(program) is None
+    assert nondeterminism(program) is None
     _assert_agrees_with_the_explorer(text, program)
     dead = {(program.statements[f.statements[0]].span.line, f.kind) for f in hb.analyze(program)[0]
             if f.kind is FindingKind.USE_AFTER_FREE}

@@ -10,11 +10,10 @@ import time
 
 import pytest
 
-from checker.frontend import load_text
 from checker.crosscheck import optimize_as_written as optimize
 from checker.optimize import core, cpsat, portfolio
 from checker.optimize.model import Unsupported, bound_model, program_model
-from checker.optimize.search import _scale, initial, minimize as z3_minimize
+from checker.optimize.search import _scale, minimize as z3_minimize
 from checker.optimize.shared import Shared
 from test_optimize import COPY_COMPUTE, brute_force, load, random_spec
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from checker import hb, smt
+from checker.determinism import nondeterminism
 from checker.executor.explore import explore
 from checker.executor.replay import confirm
 from checker.findings import FindingKind
@@ -60,7 +61,7 @@ def test_smt_engine(spec):
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
 def test_fast_path(spec):
     programs = _variants(spec)
-    if any(hb.nondeterminism(p) is not None for p in programs):
+    if any(nondeterminism(p) is not None for p in programs):
         pytest.skip("the order of this program depends on the interleaving")
     results = []
     for program in programs:
