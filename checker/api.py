@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 from checker.errors import SpecInvalid
-from checker.importers.writer import (
+from checker.spec_text import (
     DURATION, RESERVED, SIZE, comment_text, duration_text, is_name, size_text, title_text,
 )
 

@@ -29,7 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from checker.importers.execution_trace import ExecutionTrace, TraceError
-from checker.importers.writer import (
+from checker.spec_text import (
     SpecText, ThreadText, access_text, comment_text, duration_text, rw_text, safe_name, size_text,
     title_text,
 )

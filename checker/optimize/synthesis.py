@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from checker.ir import (
     NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Statement, StreamMode,
 )
+from checker import spec_text
 from checker.optimize.model import TimedModel
+from checker.spec_text import duration_text, rw_text
 from checker.witness import StepKind
 
 
@@ -44,32 +46,14 @@ class Synthesis:
     syncs: int
 
 
-def duration_text(ns: int) -> str:
-    """`3.5ms`, exact to the nanosecond."""
-    if ns % NS_PER_MS == 0:
-        return f"{ns // NS_PER_MS}ms"
-    if ns % 1000 == 0:
-        text = f"{ns / 1000:.3f}".rstrip("0").rstrip(".")
-        return f"{text}us"
-    return f"{ns}ns"
-
-
 def access_text(program: Program, access: Access) -> str:
     memory = program.memories[access.memory]
-    if access.start == 0 and access.end == memory.size:
-        return memory.name
-    return f"{memory.name}[{access.start}:{access.end}]"
+    return spec_text.access_text(memory.name, memory.size, access.start, access.end)
 
 
 def _rw(program: Program, st: Statement) -> str:
-    reads = [access_text(program, a) for a in st.accesses if not a.write]
-    writes = [access_text(program, a) for a in st.accesses if a.write]
-    out = ""
-    if reads:
-        out += " reads " + ", ".join(reads)
-    if writes:
-        out += " writes " + ", ".join(writes)
-    return out
+    return rw_text([access_text(program, a) for a in st.accesses if not a.write],
+                   [access_text(program, a) for a in st.accesses if a.write])
 
 
 def _dur(st: Statement) -> str:

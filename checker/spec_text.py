@@ -1,8 +1,8 @@
 """Writing `.sched` text: names, durations, sizes and accesses as the language spells them.
 
-The importers and the Python builder (`checker/api.py`) both produce spec text and load it
-through the front end, so that what they build is exactly what the text says. This module
-is the one place that knows how to spell things.
+The importers, the Python builder (`checker/api.py`) and the optimizer's spec synthesis all
+produce spec text (the first two load it back through the front end, so that what they build
+is exactly what the text says). This module is the one place that knows how to spell things.
 """
 
 from __future__ import annotations
