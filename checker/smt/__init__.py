@@ -1,30 +1,38 @@
 """The SMT backend: races, use-after-free / use-before-alloc and deadlocks, decided by Z3.
 
-`analyze` is the whole public surface. It encodes the program once (`encode.py`), asks
-every question on one solver session (`solve.py`, the only caller of `check()`), and
-returns findings whose witnesses are step sequences in `checker.witness` terms. No Z3
-object leaves this package.
+`analyze` is the whole public surface. It computes the program's must-happen-before order
+once (`order.py`, no Z3), opens a first session (`queries.py`) that reads the answers off a
+few concrete runs (`runs.py`) and asks the few questions left itself, or splits many into
+jobs (`jobs.py`) answered one after another or in worker processes, and merges the answers
+into findings whose witnesses are step sequences in `checker.witness` terms. No Z3 object
+leaves this package.
 """
 
 from __future__ import annotations
+
+import time
 
 import z3
 
 from checker.findings import Finding, FindingKind
 from checker.ir import Program
-from checker.smt.queries import Analysis
+from checker.smt import stats
+from checker.smt.jobs import INLINE, answer_all, fresh_context, split
+from checker.smt.layout import Layout
+from checker.smt.order import compute
+from checker.smt.queries import Analysis, Parts, assemble
 from checker.smt.solve import Budget
 
 __all__ = ["analyze"]
 
 
-MAX_STATEMENTS = 1500
-"""Programs larger than this are not encoded: the encoding grows quadratically where threads
-share streams and events, and the answer would be an unknown after a long wait anyway."""
+MAX_STATEMENTS = 20_000
+"""Programs larger than this are not encoded: the encoding grows with the open windows of
+the interleaving, and the answer would be an unknown after a long wait anyway."""
 
 
 def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
-            total: float | None = None) -> tuple[Finding, ...]:
+            total: float | None = None, workers: int = 1, progress=None) -> tuple[Finding, ...]:
     """Every race, use-after-free / use-before-alloc and deadlock of `program`.
 
     `timeout` (seconds) and `rlimit` (Z3 resource units, None for none) bound each query.
@@ -33,6 +41,8 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
     Races are grouped per pair of source statements (`instances` counts the racing
     instance pairs); every finding but an unknown carries a witness. `total` bounds the
     seconds of all queries together; questions left when it runs out become one unknown.
+    `workers` > 1 answers independent questions in that many worker processes; the
+    findings are the same as with one. `progress` hears how many jobs are done.
     """
     if len(program.statements) > MAX_STATEMENTS:
         return (Finding(
@@ -45,7 +55,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             detail={"query": "all", "reason": "too large"},
         ),)
     try:
-        return Analysis(program, Budget(timeout, rlimit, total)).run()
+        return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress)
     except (RecursionError, MemoryError, z3.Z3Exception) as error:
         # Resource exhaustion while building formulas is an undecided answer, not a crash.
         return (Finding(
@@ -55,3 +65,55 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             help="make the spec smaller, or check it with --exhaustive",
             detail={"query": "all", "reason": type(error).__name__},
         ),)
+
+
+def _tell(progress, asked: int, decided: int, total: int | None, current: str) -> None:
+    if progress is None:
+        return
+    from checker.analyze import Progress
+
+    progress(Progress("solver", asked, decided, total, current))
+
+
+def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[Finding, ...]:
+    deadline = None if budget.total is None else time.time() + budget.total
+    stats.reset()
+    began = time.process_time()
+    order = compute(Layout(program))
+    order_seconds = time.process_time() - began
+    _tell(progress, 0, 0, None, "concrete runs")
+    with fresh_context():
+        first = Analysis(program, budget, order, deadline)
+        first.stats["setup"] += order_seconds
+        races = first.harvest_races(first.race_candidates())
+        lifetimes = first.harvest_lifetimes(first.lifetime_questions())
+        taken = first.deadlock_question()
+        if taken is not None and first.deadlock_from_runs():
+            taken = None
+        if len(races) + len(lifetimes) <= INLINE:
+            _tell(progress, 1, 0, 1, f"{len(races) + len(lifetimes)} questions")
+            first.races(races, runs=False)
+            first.lifetimes(lifetimes, runs=False)
+            if taken is not None:
+                first.deadlock(taken, runs=False)
+            jobs = []
+        else:
+            jobs = split([(a.index, b.index, m) for a, b, m in races],
+                         [(s.index, kind.value, when) for s, kind, when in lifetimes], taken)
+        parts = first.parts
+    stats.add(parts.stats)
+    if jobs:
+        merged = Parts()
+        merged.merge(parts)
+        finished = []
+
+        def done(k: int) -> None:
+            finished.append(k)
+            _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} question sets")
+
+        _tell(progress, len(jobs), 0, len(jobs), f"{len(jobs)} question sets")
+        for result in answer_all(program, order, jobs, budget, deadline, workers, done):
+            merged.merge(result)
+            stats.add(result.stats)
+        parts = merged
+    return assemble(program, parts, budget.total)

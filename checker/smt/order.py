@@ -1,62 +1,171 @@
-"""A cheap must-happen-before relation, to ask Z3 only where the order is truly open.
+"""The must-happen-before order: what every execution does in the same order, found without Z3.
 
-Its edges are exactly the conjuncts of the encoding that say, with no condition, "step x
-happened before now" (program order, enqueue before start, stream order within a thread,
-host syncs on the thread's own earlier tasks, statically bound snapshot waits, ...). Each is
-required of every execution, so if x reaches y through them, every execution that takes y
-took x before it. Steps on a cycle of these edges, and steps after them, never happen.
+An edge x -> y says: every execution that takes y took x strictly before it. The edges are the
+`Need` items of `rules.py`: the unconditional parts of the step conditions (program order,
+enqueue, stream order within a thread, host syncs on the thread's own tasks, pageable copy
+returns, end after start) and what the order itself proves (docs/encoding.md, "Pruning"):
+
+* a task another thread enqueued before x in every execution is waited for like one of x's
+  own thread (stream order, hardware queues, legacy stream, syncs);
+* a snapshot wait whose latest earlier record is the same in every execution waits for it;
+* an await that follows c other awaits of its notify needs c + 1 notifies before it; on a
+  chain of notifies, that is a fixed one (and the first record, for a flag wait);
+* a step with an impossible condition, on a cycle of edges, or after such a step, never
+  happens.
+
+Facts feed each other, so the order is a fixpoint: rounds of a topological pass that keeps,
+per step, a vector clock over the chains of `layout.py` (for each chain, the latest step of it
+known to precede), and adds the edges the rules find. A round learns edges from steps it has
+already passed at once, and the rest in the next round. Every edge is a fact of every
+execution, so the order is sound at every round; the rounds only make it stronger.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
-import networkx as nx
+from checker.smt.layout import Layout
+from checker.smt.rules import BIG, Need, Never, Rules, SetState
 
-from checker.smt.encode import Encoding
+MAX_ROUNDS = 12
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MustOrder:
-    ancestors: tuple[int, ...]
-    """Bitset per step id: the steps that must precede it."""
+    layout: Layout
+    clocks: list
+    """Per step: for each chain, the index of the latest step of it that precedes the step
+    or is the step itself (-1: none)."""
     impossible: frozenset[int]
     """Steps that no execution takes."""
+    rounds: int = 0
 
-    def precedes(self, first: int, second: int) -> bool:
+    def prec(self, first: int, second: int) -> bool:
         """Every execution that takes `second` took `first` strictly before it."""
-        return second in self.impossible or bool((self.ancestors[second] >> first) & 1)
+        if first == second:
+            return False
+        if second in self.impossible:
+            return True
+        chain, index = self.layout.on_chain[first][0]
+        return self.clocks[second][chain] >= index
+
+    precedes = prec
+
+    def frontier(self, step: int, chain: int) -> int:
+        if step in self.impossible:
+            return BIG
+        return self.clocks[step][chain]
 
 
-def must_order(encoding: Encoding) -> MustOrder:
-    count = len(encoding.steps)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(count))
-    for step in range(count):
-        for conjunct in encoding.own_condition(step):
-            if conjunct.formula is False:
-                graph.add_edge(step, step)
-            elif conjunct.after is not None:
-                graph.add_edge(conjunct.after, step)
-    condensed = nx.condensation(graph)
-    ancestors = [0] * count
-    impossible: set[int] = set()
-    component_bits: dict[int, int] = {}
-    dead_components: set[int] = set()
-    for component in nx.topological_sort(condensed):
-        nodes = condensed.nodes[component]["members"]
-        bits = 0
-        dead = len(nodes) > 1 or any(graph.has_edge(n, n) for n in nodes)
-        for parent in condensed.predecessors(component):
-            bits |= component_bits[parent]
-            for node in condensed.nodes[parent]["members"]:
-                bits |= 1 << node
-            if parent in dead_components:
-                dead = True
-        component_bits[component] = bits
-        if dead:
-            dead_components.add(component)
-            impossible |= set(nodes)
-        for node in nodes:
-            ancestors[node] = bits
-    return MustOrder(tuple(ancestors), frozenset(impossible))
+class _Knowing:
+    """The oracle while the order is computed: this round's clocks for the steps passed,
+    the last round's for the others (both sound)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.clocks: list = [None] * len(layout.steps)
+        self.previous: list = [None] * len(layout.steps)
+        self.impossible: set[int] = set()
+
+    def _clock(self, step: int):
+        clock = self.clocks[step]
+        return self.previous[step] if clock is None else clock
+
+    def prec(self, first: int, second: int) -> bool:
+        if first == second:
+            return False
+        if second in self.impossible:
+            return True
+        clock = self._clock(second)
+        if clock is None:
+            return False
+        chain, index = self.layout.on_chain[first][0]
+        return clock[chain] >= index
+
+    def frontier(self, step: int, chain: int) -> int:
+        if step in self.impossible:
+            return BIG
+        clock = self._clock(step)
+        return -1 if clock is None else clock[chain]
+
+
+def compute(layout: Layout, max_rounds: int = MAX_ROUNDS) -> MustOrder:
+    count = len(layout.steps)
+    chains = len(layout.chains)
+    knowing = _Knowing(layout)
+    rules = Rules(layout, knowing, edges_only=True)
+    preds: list[set[int]] = [set() for _ in range(count)]
+    on_chain = layout.on_chain
+    empty = [-1] * chains
+    quiet = 0
+    rounds = 0
+    for rounds in range(1, max_rounds + 1):
+        succs: list[list[int]] = [[] for _ in range(count)]
+        indegree = [0] * count
+        for step in range(count):
+            for p in preds[step]:
+                succs[p].append(step)
+            indegree[step] = len(preds[step])
+        queue = deque(step for step in range(count) if indegree[step] == 0)
+        clocks: list = [None] * count
+        knowing.clocks = clocks
+        impossible = set(knowing.impossible)
+        knowing.impossible = impossible
+        added = 0
+        while queue:
+            step = queue.popleft()
+            clock = list(empty)
+            dead = step in impossible
+            for p in preds[step]:
+                clock = list(map(max, clock, clocks[p]))
+                if p in impossible:
+                    dead = True
+            for chain, index in on_chain[step]:
+                if clock[chain] < index:
+                    clock[chain] = index
+            clocks[step] = clock
+            again = True
+            while again:
+                again = False
+                for item in rules.items(step):
+                    if isinstance(item, Never) or (isinstance(item, SetState) and not item.terms):
+                        dead = True
+                    elif isinstance(item, Need):
+                        p = item.step
+                        if p in preds[step] or p == step:
+                            if p == step:
+                                dead = True
+                            continue
+                        preds[step].add(p)
+                        added += 1
+                        if clocks[p] is not None:
+                            clock = list(map(max, clock, clocks[p]))
+                            clocks[step] = clock
+                            if p in impossible:
+                                dead = True
+                            again = True
+            if dead:
+                impossible.add(step)
+            for s in succs[step]:
+                indegree[s] -= 1
+                if indegree[s] == 0:
+                    queue.append(s)
+        for step in range(count):
+            if clocks[step] is None:  # on a cycle of edges, or after one
+                impossible.add(step)
+                clocks[step] = knowing.previous[step] or list(empty)
+        knowing.previous = clocks
+        quiet = quiet + 1 if added == 0 else 0
+        if quiet >= 2:
+            break
+    return MustOrder(layout, knowing.previous, frozenset(knowing.impossible), rounds)
+
+
+def must_order(source) -> MustOrder:
+    """The must-happen-before order of an `Encoding` (built with it) or of a `Layout`."""
+    order = getattr(source, "order", None)
+    if isinstance(order, MustOrder):
+        return order
+    layout = source if isinstance(source, Layout) else Layout(source.program)
+    return compute(layout)

@@ -1,161 +1,177 @@
 """Steps that every maximal execution takes: a cheap proof of progress before the deadlock query.
 
-A least fixpoint over steps. A step is *guaranteed* when the things it waits for are
-guaranteed and its condition, once true, stays true (monotone): then in any state where
-nothing can move, it has happened. Monotone conditions: program order, enqueue, stream
-order, hardware-queue and legacy order, a snapshot wait's record (fixed at enqueue), the
-tasks a sync waits for (fixed at its issue), a flag event that nothing resets (once set,
-set for good), a collective group whose members are all present. An `await` is never
-assumed to progress (another await can take its notify), nor a flag with a `reset`.
+A least fixpoint over steps. A step is *guaranteed* when, in every state in which nothing can
+move and every guaranteed step has happened, its condition holds: then it has happened too
+(else it could move). Its condition is read off its items (`rules.py`):
 
-Tasks of other threads that *may* have been enqueued earlier count as waited for; "may"
-is answered by the must-happen-before relation.
+* a `Need` or `NeedIf` holds once its step has happened (a `NeedIf` is counted as needed:
+  the task may have been enqueued before);
+* a snapshot binding holds once every candidate record has completed (the bound record is
+  one of them);
+* "the flag (notify) is set" holds once some setter s has happened such that every clearer
+  other than the step itself precedes s or follows the step in the must-happen-before order
+  (its term in the `SetState` item has no clearer in between): the clearers that happened
+  in such a state all came before s. This covers a flag that nothing resets, and an await
+  whose notify is set after the await before it, as in every alternating hand-off;
+* a step the order proves impossible is never guaranteed.
 
-Uses: if every step is guaranteed, no execution deadlocks (the query is skipped);
-otherwise the guaranteed steps are asserted to have happened in the deadlock query's final
-state, which is sound (a stuck state has taken them) and prunes the search.
+Uses: if every step is guaranteed, no execution deadlocks (the query is skipped); otherwise
+the guaranteed steps are asserted to have happened in the deadlock query's final state,
+which is sound (a stuck state has taken them) and prunes the search.
 """
 
 from __future__ import annotations
 
-from checker.ir import Op, Statement, StreamMode, SyncKind
 from checker.smt.encode import Encoding
 from checker.smt.order import MustOrder
-from checker.witness import StepKind
+from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
 
 
-class _Progress:
-    def __init__(self, encoding: Encoding, order: MustOrder):
-        self.encoding = encoding
-        self.order = order
-        self.program = encoding.program
-        self.done: set[int] = set()
-        program = self.program
-        self.reset_events = {s.event for s in program.statements if s.op is Op.RESET}
-        self.records = {}
-        for s in program.statements:
-            if s.op is Op.RECORD:
-                self.records.setdefault(s.event, []).append(s)
-        self.position = {}
-        for thread in program.threads:
-            for k, index in enumerate(thread.statements):
-                self.position[index] = k
-
-    def _issue(self, s: Statement) -> int:
-        return self.encoding.step(StepKind.ISSUE, s.index)
-
-    def may_precede(self, u: Statement, x: Statement) -> bool:
-        """u's issue may come before x's issue in some execution."""
-        if u.index == x.index:
-            return False
-        if u.thread == x.thread:
-            return self.position[u.index] < self.position[x.index]
-        return not self.order.precedes(self._issue(x), self._issue(u))
-
-    def _all(self, steps) -> bool:
-        return all(step in self.done for step in steps)
-
-    def _flag_comes(self, event: int) -> bool:
-        """The flag will be set for good: no reset, and some record surely completes."""
-        if event in self.reset_events:
-            return False
-        return any(self.encoding.completion(r) in self.done for r in self.records.get(event, []))
-
-    def _records_done(self, x: Statement, event: int) -> bool:
-        return all(self.encoding.completion(r) in self.done
-                   for r in self.records.get(event, []) if self.may_precede(r, x))
-
-    def _task_ready(self, x: Statement) -> bool:
-        """Enqueue, stream order, hardware queue and legacy order will all hold."""
-        encoding, program = self.encoding, self.program
-        if self._issue(x) not in self.done:
-            return False
-        stream = program.streams[x.stream]
-        for u in program.statements:
-            if u.stream is None or u.index == x.index or not self.may_precede(u, x):
-                continue
-            other = program.streams[u.stream]
-            if u.stream == x.stream:
-                need = encoding.completion(u)
-            elif (other.device == stream.device and stream.queue is not None
-                  and other.queue == stream.queue):
-                need = encoding.begin(u)
-            elif other.device == stream.device and {stream.mode, other.mode} == {
-                    StreamMode.LEGACY, StreamMode.BLOCKING}:
-                need = encoding.completion(u)
-            else:
-                continue
-            if need not in self.done:
-                return False
-        return True
-
-    def _first_step(self, x: Statement) -> bool:
-        if not self._task_ready(x):
-            return False
-        if x.op is Op.AWAIT:
-            return False
-        if x.op is Op.WAIT:
-            if self.program.events[x.event].flag:
-                return self._flag_comes(x.event)
-            return self._records_done(x, x.event)
-        return True
-
-    def _sync(self, sync: Statement) -> bool:
-        encoding, program = self.encoding, self.program
-        if sync.sync is SyncKind.EVENT:
-            if program.events[sync.target].flag:
-                return self._flag_comes(sync.target)
-            return self._records_done(sync, sync.target)
-        if sync.sync is SyncKind.STREAM:
-            streams = {sync.target}
-        elif sync.sync is SyncKind.DEVICE:
-            streams = {s.index for s in program.streams if s.device == sync.target}
-        else:
-            streams = {s.index for s in program.streams}
-        return all(encoding.completion(u) in self.done for u in program.statements
-                   if u.stream in streams and self.may_precede(u, sync))
-
-    def guaranteed(self, step: int) -> bool:
-        encoding, program = self.encoding, self.program
-        kind = encoding.steps[step].kind
-        statement = program.statements[encoding.steps[step].statement]
-        if kind is StepKind.ISSUE:
-            previous = encoding.previous(statement)
-            if previous is not None and encoding.thread_done(previous) not in self.done:
-                return False
-            return not (statement.stream is None and statement.op is Op.AWAIT)
-        if kind is StepKind.RETURN:
-            if self._issue(statement) not in self.done:
-                return False
-            if statement.op is Op.SYNC:
-                return self._sync(statement)
-            if statement.is_task:
-                return encoding.completion(statement) in self.done
-            return True
-        if kind is StepKind.END:
-            return encoding.step(StepKind.START, statement.index) in self.done
-        if kind is StepKind.START and statement.group is not None:
-            group = program.groups[statement.group]
-            return group.complete and all(
-                self._first_step(program.statements[m]) for m in group.members)
-        return self._first_step(statement)
-
-    def run(self) -> frozenset[int]:
-        pending = list(range(len(self.encoding.steps)))
-        changed = True
-        while changed:
-            changed = False
-            still = []
-            for step in pending:
-                if self.guaranteed(step):
-                    self.done.add(step)
-                    changed = True
-                else:
-                    still.append(step)
-            pending = still
-        return frozenset(self.done)
-
-
-def guaranteed_steps(encoding: Encoding, order: MustOrder) -> frozenset[int]:
+def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> frozenset[int]:
     """Steps that every execution ending with nothing able to move has taken."""
-    return _Progress(encoding, order).run()
+    order = order if order is not None else encoding.order
+    layout = encoding.layout
+    statements = encoding.program.statements
+    count = len(layout.steps)
+    missing = [0] * count
+    groups_left = [0] * count
+    satisfied: list[list[bool]] = [[] for _ in range(count)]
+    watch_all: list[list[int]] = [[] for _ in range(count)]
+    watch_any: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    ready = []
+    hopeful: set[int] = set()
+    for step in range(count):
+        if step in order.impossible:
+            continue
+        required: set[int] = set()
+        groups: list[set[int]] = []
+        hopeless = False
+        for item in encoding.items(step):
+            if isinstance(item, (Need, NeedIf)):
+                required.add(item.step)
+            elif isinstance(item, Bind):
+                required.update(layout.completion(statements[r]) for r, _ in item.candidates)
+            elif isinstance(item, SetState):
+                groups.append({s for s, _, between in item.terms if not between})
+            elif isinstance(item, Never):
+                hopeless = True
+        if hopeless or step in required or any(not g for g in groups):
+            continue
+        hopeful.add(step)
+        missing[step] = len(required)
+        groups_left[step] = len(groups)
+        satisfied[step] = [False] * len(groups)
+        for p in required:
+            watch_all[p].append(step)
+        for g, setters in enumerate(groups):
+            for s in setters:
+                watch_any[s].append((step, g))
+        if not required and not groups:
+            ready.append(step)
+    done: set[int] = set()
+
+    def settle(ready: list[int]) -> None:
+        while ready:
+            step = ready.pop()
+            if step in done:
+                continue
+            done.add(step)
+            for y in watch_all[step]:
+                missing[y] -= 1
+                if missing[y] == 0 and groups_left[y] == 0 and y in hopeful:
+                    ready.append(y)
+            for y, g in watch_any[step]:
+                if not satisfied[y][g]:
+                    satisfied[y][g] = True
+                    groups_left[y] -= 1
+                    if missing[y] == 0 and groups_left[y] == 0 and y in hopeful:
+                        ready.append(y)
+
+    settle(ready)
+    while True:
+        woken = _earliest_pending(encoding, order, done)
+        if not woken:
+            break
+        settle(woken)
+    return frozenset(done)
+
+
+def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int]) -> list[int]:
+    """Tasks that wait for one another only through the order they were enqueued in.
+
+    The largest set W of tasks (not collective members) whose first step needs, besides its
+    own enqueue, only guaranteed steps or steps of W tasks enqueued before it (stream order,
+    hardware queues, legacy stream, the bound record): in a stuck state the earliest-enqueued
+    unfinished task of W that was enqueued would have everything it needs and could move, so
+    every enqueued task of W has finished. Returns the first and last steps, not yet known to
+    be taken, of W's tasks whose enqueue is guaranteed."""
+    layout = encoding.layout
+    statements = encoding.program.statements
+    task_of: dict[int, int] = {}
+    candidates: dict[int, list] = {}
+    for x in statements:
+        if not x.is_task or x.group is not None:
+            continue
+        first = layout.first_step(x)
+        if first in done or first in order.impossible:
+            continue
+        candidates[x.index] = encoding.items(first)
+        task_of[first] = x.index
+        task_of[layout.completion(x)] = x.index
+    alive = set(candidates)
+
+    def holds(index: int) -> tuple[bool, set[int]]:
+        """Whether task `index`'s first step is satisfied given W = alive, and the W tasks it
+        leans on."""
+        x = statements[index]
+        issue = layout.issue(x)
+        leans: set[int] = set()
+        for item in candidates[index]:
+            if isinstance(item, Need):
+                if item.step in done or item.step == issue:
+                    continue
+                u = task_of.get(item.step)
+                if u is None or u not in alive or not order.prec(layout.issue(statements[u]), layout.issue(x)):
+                    return False, leans
+                leans.add(u)
+            elif isinstance(item, NeedIf):
+                if item.step in done:
+                    continue
+                u = task_of.get(item.step)
+                if u is None or u not in alive:
+                    return False, leans
+                leans.add(u)
+            elif isinstance(item, Bind):
+                for r, _ in item.candidates:
+                    if layout.completion(statements[r]) in done:
+                        continue
+                    if r not in alive:
+                        return False, leans
+                    leans.add(r)
+            elif isinstance(item, SetState):
+                if not any(not between and s in done for s, _, between in item.terms):
+                    return False, leans
+            elif isinstance(item, Never):
+                return False, leans
+        return True, leans
+
+    leaning: dict[int, set[int]] = {}
+    work = list(alive)
+    while work:
+        index = work.pop()
+        if index not in alive:
+            continue
+        ok, leans = holds(index)
+        if ok:
+            for u in leans:
+                leaning.setdefault(u, set()).add(index)
+            continue
+        alive.discard(index)
+        work.extend(leaning.pop(index, ()))
+    woken = []
+    for index in sorted(alive):
+        x = statements[index]
+        if layout.issue(x) not in done:
+            continue
+        woken += [step for step in (layout.first_step(x), layout.completion(x)) if step not in done]
+    return woken

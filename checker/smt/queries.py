@@ -1,25 +1,61 @@
 """The questions the SMT engine asks of one program, and how answers become findings.
 
 Races: every pair of statements with conflicting accesses (same memory, overlapping bytes,
-one a write) that the must-happen-before relation leaves unordered is asked once; instance
-pairs of the same two source statements are grouped into one finding. Use-after-free and
-use-before-alloc: asked per accessing statement whose bytes some free / alloc covers.
-Deadlock: asked once. A query the solver cannot decide becomes an UNKNOWN finding naming
-what was asked.
+one a write) that the must-happen-before relation leaves unordered and that could overlap at
+all is a question; instance pairs of the same two source statements are grouped into one
+finding. Use-after-free and use-before-alloc: one question per accessing statement whose
+bytes some free / alloc covers. Deadlock: one question, unless `progress.py` shows every
+step is taken. Concrete runs (`runs.py`) answer the questions they show first; each model
+the solver finds answers every other question it shows as well. A query the solver cannot
+decide becomes an UNKNOWN finding naming what was asked.
+
+An `Analysis` keeps its answers as `Parts` (raw, ungrouped), so that answers from several
+sessions (`jobs.py`) merge into the same findings as one session's (`assemble`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field, replace
 
 from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Program, Statement
+from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding
-from checker.smt.order import must_order
+from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
+from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
+
+EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
+"""One concrete run per entry: how likely a run ends an interval while other steps could move."""
+
+
+@dataclass
+class Parts:
+    """Answers of one session, before grouping (plain data: workers send them back)."""
+
+    races: dict = field(default_factory=dict)
+    """(a, b) statement pair -> (memory, witness) for every racing pair found."""
+    race_unknowns: list = field(default_factory=list)
+    dead: dict = field(default_factory=dict)
+    """(statement, FindingKind) -> the finding of that dead use (instances 1)."""
+    dead_unknowns: list = field(default_factory=list)
+    deadlock: list = field(default_factory=list)
+    """The deadlock finding, or the unknown about it."""
+    not_asked: int = 0
+    """Questions skipped because the total budget ran out (reported as one unknown)."""
+    stats: dict = field(default_factory=dict)
+
+    def merge(self, other: "Parts") -> None:
+        self.races.update(other.races)
+        self.race_unknowns += other.race_unknowns
+        self.dead.update(other.dead)
+        self.dead_unknowns += other.dead_unknowns
+        self.deadlock += other.deadlock
+        self.not_asked += other.not_asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,63 +68,176 @@ class _RaceGroup:
     witness: Witness
 
 
-class Analysis:
-    """Runs every query of one program on one solver session."""
+def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Finding, ...]:
+    """The findings of merged answers: races grouped per pair of source statements, dead
+    uses per source statement, then the deadlock, then one unknown for unasked questions."""
+    findings: list[Finding] = list(parts.race_unknowns)
+    groups: dict[tuple[int, int], _RaceGroup] = {}
+    for pair in sorted(parts.races):
+        memory, witness = parts.races[pair]
+        a, b = (program.statements[i] for i in pair)
+        key = tuple(sorted((a.origin, b.origin)))
+        known = groups.get(key)
+        if known is None:
+            groups[key] = _RaceGroup(pair, 1, memory, witness)
+        else:
+            groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory, known.witness)
+    for group in groups.values():
+        a, b = (program.statements[i] for i in group.first)
+        findings.append(messages.race(program, a, b, program.memories[group.memory],
+                                      group.instances, group.witness))
+    findings += parts.dead_unknowns
+    grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
+    for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
+        group = (kind, program.statements[index].origin)
+        if group in grouped:
+            finding, count = grouped[group]
+            grouped[group] = (finding, count + 1)
+        else:
+            grouped[group] = (parts.dead[(index, kind)], 1)
+    findings += [replace(finding, instances=count) for finding, count in grouped.values()]
+    findings += parts.deadlock
+    if parts.not_asked:
+        findings.append(messages.unknown(
+            f"{parts.not_asked} solver question(s) were not asked: the total budget of "
+            f"{total:g} s per spec ran out",
+            "raise --budget, or check a smaller unrolling of the spec",
+            detail={"query": "remaining questions", "reason": OUT_OF_TIME},
+        ))
+    return tuple(findings)
 
-    def __init__(self, program: Program, budget: Budget):
+
+class Analysis:
+    """Asks the questions of one program on one solver session."""
+
+    def __init__(self, program: Program, budget: Budget, order: MustOrder | None = None,
+                 deadline: float | None = None):
+        began = time.process_time()
         self.program = program
-        self.encoding = Encoding(program)
-        self.session = Session(self.encoding, budget)
-        self.order = must_order(self.encoding)
-        self.findings: list[Finding] = []
-        self.racing: set[tuple[int, int]] = set()
-        """Every racing instance pair (lower statement index first), before grouping."""
-        self.dead_uses: set[tuple[int, FindingKind]] = set()
-        self.not_asked = 0
-        """Questions skipped because the total budget ran out (reported as one unknown)."""
-        """Every (statement, USE_AFTER_FREE | USE_BEFORE_ALLOC) found, before grouping."""
+        self.budget = budget
+        self.encoding = Encoding(program, order)
+        self.session = Session(self.encoding, budget, deadline)
+        self.order = self.encoding.order
+        self.parts = Parts()
+        self.parts.stats = self.stats = {
+            "steps": len(self.encoding.steps), "rounds": self.order.rounds, "candidates": 0,
+            "sat": 0, "unsat": 0, "unknowns": 0, "runs": 0, "run_answers": 0,
+            "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0,
+            "slowest": 0.0, "deadlock_how": "not asked"}
+        self._runs: list[tuple[Sat, bool]] | None = None
+
+    @property
+    def racing(self) -> set[tuple[int, int]]:
+        """Every racing instance pair found (lower statement index first)."""
+        return set(self.parts.races)
+
+    @property
+    def dead_uses(self) -> set[tuple[int, FindingKind]]:
+        """Every (statement, USE_AFTER_FREE | USE_BEFORE_ALLOC) found."""
+        return set(self.parts.dead)
 
     def _line(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
 
-    def _unknown(self, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
+    def _unknown(self, into: list, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
         if verdict.reason == OUT_OF_TIME:
-            self.not_asked += 1
+            self.parts.not_asked += 1
             return
-        self.findings.append(messages.unknown(
+        into.append(messages.unknown(
             f"the solver could not decide {query} ({verdict.reason})",
             "raise the solver budget (timeout / rlimit) or make the spec smaller",
             statements, {"query": query, "reason": verdict.reason},
         ))
 
+    def ask(self, query, cut: tuple[int, ...] = ()):
+        """One solver question, counted for the statistics."""
+        began = time.perf_counter()
+        verdict = self.session.ask(query, cut)
+        self.stats["slowest"] = max(self.stats["slowest"], time.perf_counter() - began)
+        self.stats[{Sat: "sat", Unsat: "unsat"}.get(type(verdict), "unknowns")] += 1
+        return verdict
+
+    def runs(self) -> list[tuple[Sat, bool]]:
+        """Concrete runs of the program (`runs.py`), each confirmed by the solver: (the
+        execution, whether it got stuck). Answers read off them need no query."""
+        if self._runs is None:
+            runner = Runner(self.encoding)
+            self._runs = []
+            for seed, eager in enumerate(EAGERNESS):
+                order, stuck = runner.run(seed, eager)
+                verdict = self.session.confirm(order)
+                self.stats["runs"] += 1
+                if verdict is not None:
+                    self._runs.append((verdict, stuck))
+        return self._runs
+
     # --- races --------------------------------------------------------------------------
 
     def race_candidates(self) -> list[tuple[Statement, Statement, int]]:
-        """Statement pairs with a conflicting access, unordered by must-happen-before."""
-        encoding, order = self.encoding, self.order
-        # Only statements touching a common memory can conflict: pair them per memory.
-        by_memory: dict[int, list[Statement]] = {}
-        for s in self.program.statements:
-            if s.operation.accesses and s.accesses:
-                for memory in dict.fromkeys(x.memory for x in s.accesses):
-                    by_memory.setdefault(memory, []).append(s)
-        pairs: dict[tuple[int, int], tuple[Statement, Statement]] = {}
-        for sharing in by_memory.values():
-            for i, a in enumerate(sharing):
-                for b in sharing[i + 1:]:
-                    pairs.setdefault((a.index, b.index), (a, b))
+        """Statement pairs with a conflicting access, unordered by must-happen-before.
+
+        Pairs are formed per shared memory. The statements touching a memory are walked per
+        chain (`layout.py`): along a chain, the ones that end before a starts form a prefix and
+        the ones that start after a ends a suffix, so only the window between is paired."""
+        encoding, order, layout = self.encoding, self.order, self.encoding.layout
+        pairs: set[tuple[int, int]] = set()
+        for memory, sharing in layout.accessing.items():
+            if len(sharing) < 2 or not any(x.write for s in sharing for x in s.accesses
+                                           if x.memory == memory):
+                continue
+            on: dict[int, list[tuple[int, int, Statement]]] = {}
+            for s in sharing:
+                chain = self._chain(s)
+                on.setdefault(chain, []).append(
+                    (layout.index_on(layout.first_step(s), chain),
+                     layout.index_on(layout.last_step(s), chain), s))
+            walks = []
+            for chain, items in on.items():
+                items.sort(key=lambda item: item[0])
+                walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
+            for a in sharing:
+                first_a, last_a = layout.first_step(a), layout.last_step(a)
+                for chain, lasts, statements in walks:
+                    p = bisect_right(lasts, order.frontier(first_a, chain))
+                    q = bisect_left(range(len(statements)), True, lo=p,
+                                    key=lambda k: order.prec(last_a, layout.first_step(statements[k])))
+                    for b in statements[p:q]:
+                        if b.index > a.index:
+                            pairs.add((a.index, b.index))
         result = []
-        for a, b in (pairs[key] for key in sorted(pairs)):
+        statements = self.program.statements
+        for key in sorted(pairs):
+            a, b = statements[key[0]], statements[key[1]]
             memory = next((x.memory for x in a.accesses for y in b.accesses
                            if x.conflicts(y)), None)
             if memory is None:
                 continue
-            if order.precedes(encoding.last_step(a), encoding.first_step(b)):
+            if order.prec(encoding.last_step(a), encoding.first_step(b)):
                 continue
-            if order.precedes(encoding.last_step(b), encoding.first_step(a)):
+            if order.prec(encoding.last_step(b), encoding.first_step(a)):
+                continue
+            if self._exclusive(a, b):
                 continue
             result.append((a, b, memory))
         return result
+
+    def _exclusive(self, a: Statement, b: Statement) -> bool:
+        """Two tasks that never run at once whatever their order: whichever was enqueued later
+        starts only after the other completed (rule 1: one stream, outside a batch; rule 3:
+        the legacy stream and a blocking stream of one device)."""
+        if not (a.is_task and b.is_task):
+            return False
+        if a.stream == b.stream:
+            return a.batch is None or a.batch != b.batch
+        streams = self.program.streams
+        sa, sb = streams[a.stream], streams[b.stream]
+        return sa.device == sb.device and {sa.mode, sb.mode} == {StreamMode.LEGACY, StreamMode.BLOCKING}
+
+    def _chain(self, statement: Statement) -> int:
+        layout = self.encoding.layout
+        if statement.is_task:
+            return layout.task_chain[statement.index]
+        return layout.thread_chain[statement.thread]
 
     def _harvest(self, sat: Sat, pending: dict) -> dict:
         """Every pending candidate that also races in `sat`'s execution, with its witness:
@@ -106,12 +255,34 @@ class Analysis:
                 found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]))
         return found
 
-    def races(self) -> None:
-        pending = {(a.index, b.index): (a, b, m) for a, b, m in self.race_candidates()}
-        racing: dict[tuple[int, int], tuple[int, object]] = {}
+    def harvest_races(self, candidates: list) -> list:
+        """The race questions (a, b, memory) that no concrete run answers; the others are
+        answered from the runs."""
+        began = time.process_time()
+        self.stats["candidates"] += len(candidates)
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
+        if pending:
+            for verdict, _ in self.runs():
+                found = self._harvest(verdict, pending)
+                for done in found:
+                    del pending[done]
+                self.parts.races.update(found)
+                self.stats["run_answers"] += len(found)
+        self.stats["races"] += time.process_time() - began
+        return list(pending.values())
+
+    def races(self, candidates=None, runs: bool = True) -> None:
+        """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
+        first reading the concrete runs when `runs`."""
+        candidates = self.race_candidates() if candidates is None else candidates
+        if runs:
+            candidates = self.harvest_races(candidates)
+        began = time.process_time()
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
+        racing = self.parts.races
         while pending:
             pair, (a, b, memory) = next(iter(pending.items()))
-            verdict = self.session.ask(
+            verdict = self.ask(
                 self.encoding.race(a, b),
                 cut=(self.encoding.first_step(a), self.encoding.first_step(b)),
             )
@@ -124,60 +295,84 @@ class Analysis:
                 continue
             del pending[pair]
             if isinstance(verdict, Unknown):
-                self._unknown(f"whether {self._line(a)} and {self._line(b)} race",
+                self._unknown(self.parts.race_unknowns, f"whether {self._line(a)} and {self._line(b)} race",
                               (a.index, b.index), verdict)
-        groups: dict[tuple[int, int], _RaceGroup] = {}
-        for pair in sorted(racing):
-            memory, witness = racing[pair]
-            a, b = (self.program.statements[i] for i in pair)
-            self.racing.add(pair)
-            key = tuple(sorted((a.origin, b.origin)))
-            known = groups.get(key)
-            if known is None:
-                groups[key] = _RaceGroup(pair, 1, memory, witness)
-            else:
-                groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory,
-                                         known.witness)
-        for group in groups.values():
-            a, b = (self.program.statements[i] for i in group.first)
-            self.findings.append(messages.race(self.program, a, b, self.program.memories[group.memory],
-                                               group.instances, group.witness))
+        self.stats["races"] += time.process_time() - began
 
     # --- lifetimes ----------------------------------------------------------------------
 
-    def lifetimes(self) -> None:
-        encoding = self.encoding
-        grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
+    def lifetime_questions(self) -> list[tuple[Statement, FindingKind, str]]:
+        """(statement, kind, wording) of every use-after-free / use-before-alloc question."""
+        encoding, layout = self.encoding, self.encoding.layout
+        asks = []
         for statement in self.program.statements:
             if not statement.operation.accesses or not statement.accesses:
                 continue
             segments = encoding.touched_segments(statement)
-            asks = []
-            launch_frees = any(encoding.launch_lifetimes(a.memory)[1] for a in statement.accesses)
+            launch_frees = any(layout.frees.get(a.memory) for a in statement.accesses)
             if launch_frees or any(g.frees for g in segments):
-                asks.append((FindingKind.USE_AFTER_FREE, encoding.use_after_free(statement),
-                             "after it was freed"))
+                asks.append((statement, FindingKind.USE_AFTER_FREE, "after it was freed"))
             if any(g.allocs for g in segments):
-                asks.append((FindingKind.USE_BEFORE_ALLOC, encoding.use_before_alloc(statement),
-                             "before it was allocated"))
-            for kind, query, when in asks:
-                verdict = self.session.ask(query, cut=(encoding.step(StepKind.ISSUE, statement.index),
-                                                       encoding.first_step(statement)))
-                if isinstance(verdict, Unknown):
-                    self._unknown(f"whether {self._line(statement)} can run {when}",
-                                  (statement.index,), verdict)
-                    continue
-                if isinstance(verdict, Unsat):
-                    continue
-                self.dead_uses.add((statement.index, kind))
-                key = (kind, statement.origin)
-                if key in grouped:
-                    finding, count = grouped[key]
-                    grouped[key] = (finding, count + 1)
-                    continue
-                grouped[key] = (self._dead_use(kind, statement, verdict), 1)
-        for finding, count in grouped.values():
-            self.findings.append(replace(finding, instances=count))
+                asks.append((statement, FindingKind.USE_BEFORE_ALLOC, "before it was allocated"))
+        return asks
+
+    def _lifetime_query(self, statement: Statement, kind: FindingKind):
+        if kind is FindingKind.USE_AFTER_FREE:
+            return self.encoding.use_after_free(statement)
+        return self.encoding.use_before_alloc(statement)
+
+    def _dead_harvest(self, verdict: Sat, pending: dict, queries: dict) -> None:
+        """Every pending dead-use question whose formula holds in `verdict`'s model."""
+        for key, (s, k, _) in list(pending.items()):
+            formula = queries.get(key)
+            if formula is None:
+                formula = queries[key] = self._lifetime_query(s, k)
+            if self.session.holds(verdict, formula):
+                self.parts.dead[key] = self._dead_use(k, s, self.session.cut(verdict, self._dead_cut(s)))
+                del pending[key]
+
+    def harvest_lifetimes(self, questions: list) -> list:
+        """The dead-use questions that no concrete run answers; the others are answered."""
+        began = time.process_time()
+        pending = {(s.index, kind): (s, kind, when) for s, kind, when in questions}
+        if pending:
+            queries: dict = {}
+            before = len(self.parts.dead)
+            for verdict, _ in self.runs():
+                self._dead_harvest(verdict, pending, queries)
+            self.stats["run_answers"] += len(self.parts.dead) - before
+        self.stats["lifetimes"] += time.process_time() - began
+        return list(pending.values())
+
+    def lifetimes(self, questions=None, runs: bool = True) -> None:
+        """Asks every dead-use question (`questions`: (statement, kind, wording); default:
+        all); a model that answers one is read for the others."""
+        questions = self.lifetime_questions() if questions is None else questions
+        if runs:
+            questions = self.harvest_lifetimes(questions)
+        began = time.process_time()
+        pending = {(s.index, kind): (s, kind, when) for s, kind, when in questions}
+        queries: dict = {}
+        while pending:
+            key, (statement, kind, when) = next(iter(pending.items()))
+            del pending[key]
+            query = queries.pop(key, None)
+            if query is None:
+                query = self._lifetime_query(statement, kind)
+            verdict = self.ask(query, cut=self._dead_cut(statement))
+            if isinstance(verdict, Unknown):
+                self._unknown(self.parts.dead_unknowns, f"whether {self._line(statement)} can run {when}",
+                              (statement.index,), verdict)
+                continue
+            if isinstance(verdict, Unsat):
+                continue
+            self.parts.dead[key] = self._dead_use(kind, statement, verdict)
+            self._dead_harvest(verdict, pending, queries)
+        self.stats["lifetimes"] += time.process_time() - began
+
+    def _dead_cut(self, statement: Statement) -> tuple[int, ...]:
+        encoding = self.encoding
+        return (encoding.step(StepKind.ISSUE, statement.index), encoding.first_step(statement))
 
     def _dead_use(self, kind: FindingKind, statement: Statement, verdict: Sat) -> Finding:
         """The finding for a dead use the solver found, worded from its execution."""
@@ -213,19 +408,46 @@ class Analysis:
 
     # --- deadlock -----------------------------------------------------------------------
 
-    def deadlock(self) -> None:
+    def deadlock_question(self) -> frozenset[int] | None:
+        """The guaranteed steps to assert when the deadlock question must be asked, None
+        when no execution can deadlock (nothing can block, or every step is guaranteed)."""
         if not self.encoding.can_block():
-            return
+            self.stats["deadlock_how"] = "skipped: nothing can block"
+            return None
         taken = guaranteed_steps(self.encoding, self.order)
         if len(taken) == len(self.encoding.steps):
-            return
-        verdict = self.session.ask(self.encoding.deadlock(taken))
-        if isinstance(verdict, Unknown):
-            self._unknown("whether the program can deadlock", (), verdict)
-            return
-        if isinstance(verdict, Unsat):
-            return
-        self.findings.append(messages.deadlock(self.program, self.stuck(verdict), verdict.witness))
+            self.stats["deadlock_how"] = "skipped: every step guaranteed"
+            return None
+        return taken
+
+    def deadlock_from_runs(self) -> bool:
+        """Whether a concrete run got stuck (then that run is the deadlock's witness)."""
+        stuck = next((verdict for verdict, stuck in self.runs() if stuck), None)
+        if stuck is None:
+            return False
+        self.stats["deadlock_how"] = "a run got stuck"
+        self.stats["run_answers"] += 1
+        self.parts.deadlock.append(messages.deadlock(self.program, self.stuck(stuck), stuck.witness))
+        return True
+
+    def deadlock(self, taken: frozenset[int] | None = None, runs: bool = True) -> None:
+        """Asks whether the program can deadlock (`taken`: from `deadlock_question`)."""
+        began = time.process_time()
+        try:
+            if taken is None:
+                taken = self.deadlock_question()
+                if taken is None:
+                    return
+            if runs and self.deadlock_from_runs():
+                return
+            self.stats["deadlock_how"] = "asked"
+            verdict = self.ask(self.encoding.deadlock(taken))
+            if isinstance(verdict, Unknown):
+                self._unknown(self.parts.deadlock, "whether the program can deadlock", (), verdict)
+            elif isinstance(verdict, Sat):
+                self.parts.deadlock.append(messages.deadlock(self.program, self.stuck(verdict), verdict.witness))
+        finally:
+            self.stats["deadlock"] += time.process_time() - began
 
     def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
         """Every unfinished thread and task, with the parts of its next step's condition
@@ -267,14 +489,8 @@ class Analysis:
         return tuple(sorted(result, key=lambda item: item.statement))
 
     def run(self) -> tuple[Finding, ...]:
+        """Every question on this one session, as findings."""
         self.races()
         self.lifetimes()
         self.deadlock()
-        if self.not_asked:
-            self.findings.append(messages.unknown(
-                f"{self.not_asked} solver question(s) were not asked: the total budget of "
-                f"{self.session.budget.total:g} s per spec ran out",
-                "raise --budget, or check a smaller unrolling of the spec",
-                detail={"query": "remaining questions", "reason": OUT_OF_TIME},
-            ))
-        return tuple(self.findings)
+        return assemble(self.program, self.parts, self.budget.total)

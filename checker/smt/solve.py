@@ -60,7 +60,7 @@ Verdict = Sat | Unsat | Unknown
 class Session:
     """One solver for one program; each `ask` is scoped so the base is shared."""
 
-    def __init__(self, encoding: Encoding, budget: Budget):
+    def __init__(self, encoding: Encoding, budget: Budget, deadline: float | None = None):
         self.encoding = encoding
         self.budget = budget
         self.solver = z3.Solver()
@@ -69,7 +69,11 @@ class Session:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
         self.solver.add(*encoding.base())
         self.checks = 0
-        self.deadline = None if budget.total is None else time.monotonic() + budget.total
+        if deadline is None and budget.total is not None:
+            deadline = time.time() + budget.total
+        self.deadline = deadline
+        """Wall-clock time (`time.time()`) after which no question is asked: shared by every
+        session of one program, also across worker processes."""
 
     def ask(self, query, cut: tuple[int, ...] = ()) -> Verdict:
         """Is `query` satisfiable on top of the base? On SAT, the witness is the happened
@@ -77,7 +81,7 @@ class Session:
         if query is False:
             return Unsat()
         if self.deadline is not None:
-            left = self.deadline - time.monotonic()
+            left = self.deadline - time.time()
             if left <= 0:
                 return Unknown(OUT_OF_TIME)
             self.solver.set("timeout", max(1, int(min(self.budget.timeout, left) * 1000)))
@@ -111,6 +115,32 @@ class Session:
         if ends:
             shown = happened[: max(ends) + 1]
         return Sat(encoding.witness(shown), tuple(happened), model)
+
+    def confirm(self, order: list[int]) -> Sat | None:
+        """The execution `order` (step ids) as a model of the base, every time fixed: a Sat
+        whose witness is the whole order, or None if the encoding does not admit it."""
+        encoding = self.encoding
+        position = {step: k for k, step in enumerate(order)}
+        fixed = [t == position.get(i, encoding.horizon) for i, t in enumerate(encoding.time)]
+        self.solver.push()
+        try:
+            self.solver.add(*fixed)
+            self.checks += 1
+            if self.solver.check() != z3.sat:
+                return None
+            verdict = self._decode(self.solver.model(), ())
+        except z3.Z3Exception:
+            return None
+        finally:
+            self.solver.pop()
+        return verdict if list(verdict.order) == list(order) else None
+
+    def cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
+        """The same execution with its witness cut after the latest of the `cut` steps."""
+        position = {step: k for k, step in enumerate(verdict.order)}
+        ends = [position[i] for i in cut if i in position]
+        shown = verdict.order[: max(ends) + 1] if ends else verdict.order
+        return Sat(self.encoding.witness(shown), verdict.order, verdict.model)
 
     def holds(self, verdict: Sat, formula) -> bool:
         """Evaluate a formula over the encoding's variables in a SAT verdict's model."""

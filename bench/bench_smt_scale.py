@@ -1,0 +1,235 @@
+"""Scaling of the SMT engine: the program classes of its targets, with where the time goes.
+
+Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
+       python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
+
+Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
+
+* `loop4x10`: 4 host threads x 10 loop iterations sharing streams, events, flags and notifies,
+  decided fully (no SP301) in under 30 s. Two kinds: the training loop below, and loops whose
+  bodies are drawn at random (races, deadlocks, lost notifies on purpose).
+* `rand3x100`: 3 host threads x 100 statements (bench_smt.py's random specs with flags and
+  notifies), decided fully in under 60 s.
+* `train10k`: a 10,000-statement two-thread training loop (a data loader and a trainer),
+  decided within the default budget (300 s).
+
+The training loop is what a data-loader thread, a compute thread and a communication thread
+hand each other in a real step: loaders read batches into pinned staging buffers and copy
+them onto the device on one shared copy stream (the two loaders alternate), the compute
+stream waits for them with notifies and frees the slot with another, hands the gradients to
+the communication thread with a snapshot event and a host notify, and waits for the reduced
+gradients with a stream notify before the optimizer step; a flag event marks the weights
+initialized. `--bug` variants drop one hand-off to show races being found.
+
+For every spec it prints: statements, steps, the must-happen-before rounds, the race
+candidates left for Z3, the questions asked (sat / unsat / unknown), CPU seconds per phase
+(order + encoding, races, lifetimes, deadlock), the slowest query, and the total in CPU and
+wall seconds. CPU seconds are those of this process and its workers (`--workers`), so other
+load on the machine does not inflate them; wall seconds are shown in brackets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_smt import make_spec  # noqa: E402
+from checker.findings import FindingKind  # noqa: E402
+from checker.frontend import load_text  # noqa: E402
+
+
+def training_loop(iterations: int = 10, loaders: int = 2, comm_thread: bool = True,
+                  bug: str | None = None) -> str:
+    """A training step per iteration: `loaders` data-loader threads, a compute thread and,
+    with `comm_thread`, a communication thread (else the compute thread reduces itself).
+    `bug`: `consumed` (a loader refills a batch before compute read it), `reduced` (the
+    optimizer step does not wait for the reduction)."""
+    n = iterations
+    lines = [
+        'spec "training loop"',
+        "device npu0 { compute 2 copy 2 comm 1 }",
+        f"buffer staged[{loaders}] 4MiB on host pinned",
+        f"buffer batch[{loaders}] 4MiB on npu0",
+        "buffer act 8MiB on npu0",
+        "buffer grad 8MiB on npu0",
+        "buffer weights 16MiB on npu0",
+        "stream h2d on npu0",
+        "stream fwd on npu0",
+        "stream comm on npu0",
+        "event ready flag",
+        "event grads_ev",
+        "event reduced_ev",
+        f"notify loaded[{loaders}]",
+        f"notify consumed[{loaders}]",
+        "notify grads_posted",
+        "notify taken",
+        "notify reduced",
+    ]
+    refill = "    h2d: copy batch[loader] <- staged[loader] 2ms"
+    lines += [f"thread loader[{loaders}] {{", f"  for step in 0..{n} {{"]
+    lines += ["    await consumed[loader]"] if bug != "consumed" else []
+    lines += ["    host read_batch writes staged[loader] 1ms", refill,
+              "    h2d: notify loaded[loader]", "  }", "}"]
+    lines += ["thread compute {", "  fwd: kernel init writes weights 1ms", "  fwd: record ready"]
+    lines += [f"  notify consumed[{w}]" for w in range(loaders)]
+    lines += [f"  for step in 0..{n} {{", f"    for mb in 0..{loaders} {{",
+              "      fwd: await loaded[mb]",
+              "      fwd: kernel forward_backward reads batch[mb], weights, grad writes act, grad 4ms",
+              "      fwd: notify consumed[mb]",
+              "    }"]
+    if comm_thread:
+        lines += ["    fwd: record grads_ev", "    notify grads_posted", "    await taken"]
+        lines += ["    fwd: await reduced"] if bug != "reduced" else []
+    else:
+        lines += ["    fwd: record grads_ev", "    comm: wait ready", "    comm: wait grads_ev",
+                  "    comm: kernel allreduce reads grad writes grad 3ms", "    comm: record reduced_ev"]
+        lines += ["    fwd: wait reduced_ev"] if bug != "reduced" else []
+    lines += ["    fwd: kernel sgd reads grad writes weights 1ms", "  }", "}"]
+    if comm_thread:
+        lines += ["thread comm {", "  comm: wait ready", f"  for step in 0..{n} {{",
+                  "    await grads_posted",
+                  "    comm: wait grads_ev",
+                  "    notify taken",
+                  "    comm: kernel allreduce reads grad writes grad 3ms",
+                  "    comm: notify reduced",
+                  "  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def random_loops(seed: int, threads: int = 4, iterations: int = 10, body: int = 4) -> str:
+    """`threads` host threads, each a loop of `iterations` over a random body of `body`
+    statements on shared streams, buffers, events (snapshot and flag) and a notify. Bodies
+    index buffers and events by the loop variable sometimes, as double-buffered loops do."""
+    rng = random.Random(seed)
+    lines = [
+        "device npu0 { compute 2 copy 2 }",
+        "buffer x[4] 1MiB on npu0",
+        "buffer host_out 1MiB on host pinned",
+        "stream s[4] on npu0",
+        "event ev[2]",
+        "event ready flag",
+        "notify go",
+    ]
+    kinds = ["kernel", "record", "wait", "sync", "host", "copy", "record_flag", "wait_flag", "notify", "await"]
+    weights = [10, 4, 4, 1, 1, 1, 1, 1, 1, 1]
+
+    def slot() -> str:
+        return rng.choice(["i % 2", "(i + 1) % 2", "0", "1"])
+
+    for t in range(threads):
+        lines.append(f"thread worker{t} {{")
+        lines.append(f"  for i in 0..{iterations} {{")
+        for _ in range(body):
+            kind = rng.choices(kinds, weights=weights)[0]
+            s = rng.randrange(4)
+            if kind == "kernel":
+                r, w = rng.randrange(4), rng.randrange(4)
+                lines.append(f"    s[{s}]: kernel k reads x[{r}] writes x[{w}] 1ms")
+            elif kind == "record":
+                lines.append(f"    s[{s}]: record ev[{slot()}]")
+            elif kind == "wait":
+                lines.append(f"    s[{s}]: wait ev[{slot()}]")
+            elif kind == "sync":
+                lines.append(f"    sync s[{s}]")
+            elif kind == "record_flag":
+                lines.append(f"    s[{s}]: record ready")
+            elif kind == "wait_flag":
+                lines.append(f"    s[{s}]: wait ready")
+            elif kind == "notify":
+                lines.append(f"    s[{s}]: notify go")
+            elif kind == "await":
+                lines.append(f"    s[{s}]: await go")
+            elif kind == "host":
+                lines.append("    host consume reads host_out")
+            else:
+                lines.append(f"    s[{s}]: copy host_out <- x[{rng.randrange(4)}] 1ms")
+        lines.append("  }")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def train10k() -> str:
+    """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
+    return training_loop(770, loaders=1, comm_thread=False)
+
+
+CASES = {
+    "loop4x10-train": (lambda: training_loop(10), "loop4x10", 30.0),
+    "loop4x10-train-bug": (lambda: training_loop(10, bug="consumed"), "loop4x10", 30.0),
+    **{f"loop4x10-random{seed}": ((lambda seed=seed: random_loops(seed)), "loop4x10", 30.0)
+       for seed in range(3)},
+    **{f"rand3x100-{seed}": ((lambda seed=seed: make_spec(seed, 3, 100, signals=True)), "rand3x100", 60.0)
+       for seed in range(3)},
+    "train10k": (train10k, "train10k", 300.0),
+}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished workers."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_case(name: str, text: str, target: float, timeout: float, budget: float, workers: int) -> dict:
+    from checker import smt
+    from checker.smt import stats
+
+    program = load_text(text, name).program
+    stats.reset()
+    cpu, wall = cpu_seconds(), time.perf_counter()
+    findings = smt.analyze(program, timeout=timeout, total=budget, workers=workers)
+    cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
+    unknown = sum(f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
+    kinds = {}
+    for f in findings:
+        kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
+    record = stats.snapshot()
+    return {"name": name, "statements": len(program.statements), "cpu": cpu, "wall": wall,
+            "target": target, "unknown": unknown, "findings": kinds, **record}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="case names or prefixes (default: every case)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--budget", type=float, default=300.0)
+    parser.add_argument("--emit", help="print the spec of one case and stop")
+    args = parser.parse_args()
+    if args.emit:
+        print(CASES[args.emit][0](), end="")
+        return
+    chosen = [name for name in CASES
+              if not args.only or any(name.startswith(prefix) for prefix in args.only)]
+    worst: dict[str, tuple[float, str]] = {}
+    for name in chosen:
+        make, group, target = CASES[name]
+        r = run_case(name, make(), target, args.timeout, args.budget, args.workers)
+        decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
+        print(f"{name}: {r['statements']} statements, {r['steps']} steps, order {r['rounds']} rounds | "
+              f"{r['candidates']} race candidates, asked {r['sat']} sat + {r['unsat']} unsat + "
+              f"{r['unknowns']} unknown, slowest {r['slowest']:.2f}s | "
+              f"cpu: setup {r['setup']:.2f}s, races {r['races']:.2f}s, lifetimes {r['lifetimes']:.2f}s, "
+              f"deadlock {r['deadlock']:.2f}s ({r['deadlock_how']}) | findings {r['findings'] or 'none'}, {decided} | "
+              f"total {r['cpu']:.2f}s cpu [{r['wall']:.2f}s wall] -> ratio {r['cpu'] / target:.3f}",
+              flush=True)
+        ratio = r["cpu"] / target if r["unknown"] == 0 else float("inf")
+        if ratio > worst.get(group, (-1.0, ""))[0]:
+            worst[group] = (ratio, name)
+    print()
+    print("| target | worst case | ratio (cpu / target; inf: undecided) |")
+    print("|---|---|---|")
+    for group, (ratio, name) in worst.items():
+        print(f"| {group} | {name} | {ratio:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The questions of one program, split into jobs that worker processes can answer side by side.
+
+A job is a list of questions (race pairs, dead uses, or the deadlock question) answered by a
+session of its own: a fresh Z3 context, the program's encoding built again from the
+`Program` (Z3 objects do not cross processes; the program and its must-happen-before order
+do). What a job answers, and with which witness, depends only on the program and the job, so
+the split is made from the program alone and the answers are merged in job order: the
+findings are the same whether the jobs run here one after the other (`workers=1`) or in
+worker processes (`workers=N`). Only a spent total budget (`--budget`, wall clock, shared by
+every job through one deadline) can make them differ, as it can between two runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+import z3
+
+from checker.findings import FindingKind
+from checker.ir import Program
+from checker.smt.order import MustOrder
+from checker.smt.queries import Analysis, Parts
+from checker.smt.solve import Budget
+
+INLINE = 64
+"""Questions left after the concrete runs that the first session answers itself; more are
+split into jobs."""
+CHUNK = 100
+"""Questions per job (about), when split."""
+MAX_JOBS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    kind: str
+    """`races`, `lifetimes` or `deadlock`."""
+    questions: tuple
+    """races: (a, b, memory) statement indices; lifetimes: (statement, kind value, wording);
+    deadlock: the guaranteed steps to assert."""
+
+
+@contextlib.contextmanager
+def fresh_context():
+    """Build and solve in a new Z3 context, so that answers do not depend on what this process
+    did with Z3 before (the same reason `checker/parallel.py` starts each spec afresh)."""
+    module = z3.z3
+    saved = getattr(module, "_main_ctx", None)
+    module._main_ctx = None
+    try:
+        yield
+    finally:
+        module._main_ctx = saved
+
+
+def split(races: list, lifetimes: list, deadlock: frozenset[int] | None) -> list[Job]:
+    """Jobs for the questions left: contiguous slices of the race pairs (in order, so that
+    pairs of the same statements share a session and its models), the dead uses, the
+    deadlock. The split depends on the questions alone."""
+    jobs = []
+    if races:
+        count = min(MAX_JOBS, max(1, math.ceil(len(races) / CHUNK)))
+        size = math.ceil(len(races) / count)
+        for k in range(0, len(races), size):
+            jobs.append(Job("races", tuple(races[k:k + size])))
+    if lifetimes:
+        jobs.append(Job("lifetimes", tuple(lifetimes)))
+    if deadlock is not None:
+        jobs.append(Job("deadlock", tuple(sorted(deadlock))))
+    return jobs
+
+
+def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None) -> Parts:
+    """Answers one job on a session of its own."""
+    with fresh_context():
+        analysis = Analysis(program, budget, order, deadline)
+        statements = program.statements
+        if job.kind == "races":
+            analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions])
+        elif job.kind == "lifetimes":
+            analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions])
+        else:
+            analysis.deadlock(frozenset(job.questions), runs=False)
+        return analysis.parts
+
+
+_SHARED: tuple | None = None
+"""(program, order) for workers forked from this process (they need not be sent)."""
+
+
+def _answer_in_worker(program, order, job, budget, deadline) -> Parts:
+    if program is None:
+        program, order = _SHARED
+    return answer(program, order, job, budget, deadline)
+
+
+def _context():
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    wanted = os.environ.get("STREAMPROOF_START_METHOD")
+    if wanted in methods:
+        return multiprocessing.get_context(wanted)
+    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budget,
+               deadline: float | None, workers: int, done=None) -> list[Parts]:
+    """The parts of every job, in job order; `workers` > 1 answers them in worker processes.
+    `done(k)` hears of each job answered."""
+    if workers <= 1 or len(jobs) <= 1:
+        results = []
+        for k, job in enumerate(jobs):
+            results.append(answer(program, order, job, budget, deadline))
+            if done is not None:
+                done(k)
+        return results
+    global _SHARED
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    context = _context()
+    forked = context.get_start_method() == "fork"
+    _SHARED = (program, order)
+    sent = (None, None) if forked else (program, order)
+    results: list[Parts | None] = [None] * len(jobs)
+    executor = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context)
+    try:
+        pending = {executor.submit(_answer_in_worker, *sent, job, budget, deadline): k
+                   for k, job in enumerate(jobs)}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=pending.get):
+                k = pending.pop(future)
+                results[k] = future.result()
+                if done is not None:
+                    done(k)
+    except BaseException:
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        _SHARED = None
+    executor.shutdown(wait=True)
+    return results  # type: ignore[return-value]

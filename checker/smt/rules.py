@@ -1,0 +1,374 @@
+"""When each step may happen, as structured items: the one statement of the rules.
+
+`Rules.items(step)` lists what a step needs (docs/encoding.md, "Conditions"), already
+simplified by what is known of the must-happen-before order (an *oracle*: `order.py` while it
+computes the order, the final `MustOrder` for the encoding):
+
+* `Need(step)`: the step happened before now, unconditionally. Program order, enqueue,
+  stream order within a thread, and every fact the order proves (a task enqueued earlier by
+  another thread for sure, a snapshot wait whose record is fixed, the k-th notify an await
+  needs, the first record a flag wait needs).
+* `NeedIf(step, u, x)`: if task u was enqueued before x, the step happened before now (the
+  open window of another thread's tasks: enqueued before or after x, depending on the run).
+* `Bind(w, candidates)`: the snapshot binding of a wait (or event sync) among the records
+  that can be its latest earlier record; a candidate flagged static is enqueued before w in
+  every execution.
+* `SetState(terms)`: "the latest setter / clearer step before now is a setter" (flags,
+  notifies) over the setters that can be that latest one, each with the clearers that can
+  come between it and now.
+* `Never`: the step never happens.
+
+Every simplification is justified by a fact of the order that holds in every execution in
+which the step happens; the `Need` items include every order fact about the step's own
+ancestors, so the same items are exact also at the end of a prefix (the deadlock query,
+docs/encoding.md "Pruning").
+
+Tasks of another thread on one stream are walked as *runs* (its tasks on that stream in
+program order): the ones enqueued before x for sure form a prefix of the run, the ones
+enqueued after x for sure a suffix, found by bisection; only the latest of the prefix is
+needed (stream order makes it complete last) and only the window in between stays open.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
+from checker.ir import Op, Statement, StreamMode, SyncKind
+from checker.smt.layout import Layout
+from checker.witness import StepKind
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    label: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeedIf:
+    label: str
+    step: int
+    u: int
+    """Statement: the condition is `u` enqueued before `x`."""
+    x: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    w: int
+    """The wait (or event sync) statement."""
+    candidates: tuple[tuple[int, bool], ...]
+    """(record statement, enqueued before w in every execution)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetState:
+    label: str
+    terms: tuple[tuple[int, bool, tuple[tuple[int, bool], ...]], ...]
+    """(setter step, before now for sure, ((clearer step, before now for sure), ...))."""
+
+
+@dataclass(frozen=True, slots=True)
+class Never:
+    label: str
+
+
+Item = Need | NeedIf | Bind | SetState | Never
+
+BIG = 1 << 62
+
+
+class Rules:
+    """The items of every step, given an order oracle with `prec(x, y)`, `frontier(y, chain)`.
+
+    With `edges_only`, items that give no edge (windows, bindings, set states) are built only
+    as far as needed to tell that a step can never happen."""
+
+    def __init__(self, layout: Layout, oracle, edges_only: bool = False):
+        self.layout = layout
+        self.program = layout.program
+        self.oracle = oracle
+        self.edges_only = edges_only
+        program = self.program
+        streams = program.streams
+        self.queue_peers: dict[int, list[int]] = {}
+        self.legacy_peers: dict[int, list[int]] = {}
+        for stream in streams:
+            self.queue_peers[stream.index] = [
+                o.index for o in streams
+                if o.index != stream.index and stream.queue is not None
+                and o.device == stream.device and o.queue == stream.queue]
+            if stream.mode is StreamMode.LEGACY:
+                other = StreamMode.BLOCKING
+            elif stream.mode is StreamMode.BLOCKING:
+                other = StreamMode.LEGACY
+            else:
+                other = None
+            self.legacy_peers[stream.index] = [
+                o.index for o in streams
+                if other is not None and o.index != stream.index and o.device == stream.device
+                and o.mode is other]
+        # Records of each event per thread: (records, positions, issue indices on the thread chain).
+        self.records_by_thread: dict[int, dict[int, tuple[list[Statement], list[int], list[int]]]] = {}
+        for event, records in layout.records.items():
+            per: dict[int, tuple[list, list, list]] = {}
+            for r in records:
+                recs, positions, issues = per.setdefault(r.thread, ([], [], []))
+                recs.append(r)
+                positions.append(layout.position[r.index])
+                issues.append(layout.index_on(layout.issue(r), layout.thread_chain[r.thread]))
+            self.records_by_thread[event] = per
+        self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
+
+    # --- labels -------------------------------------------------------------------------------
+
+    def describe(self, statement: Statement) -> str:
+        return f"{self.program.describe(statement)} (line {statement.span.line})"
+
+    # --- order helpers ------------------------------------------------------------------------
+
+    def window(self, key: tuple[int, int], x_issue: int, upper: bool = True) -> tuple[int, int]:
+        """For the run `key` of another thread than x's: (p, q) such that run[:p] is enqueued
+        before x for sure and run[q:] after x for sure (q = len(run) without `upper`)."""
+        layout, oracle = self.layout, self.oracle
+        run = layout.runs[key]
+        frontier = oracle.frontier(x_issue, layout.thread_chain[key[0]])
+        p = bisect_right(layout.run_issue_index[key], frontier)
+        if not upper or self.edges_only:
+            return p, len(run)
+        q = bisect_left(range(len(run)), True, lo=p,
+                        key=lambda k: oracle.prec(x_issue, layout.issue(run[k])))
+        return p, q
+
+    def _latest_of(self, run: list[Statement], end: int, skip_batch: int | None = None) -> list[Statement]:
+        """`latest(run[:end])`, skipping trailing tasks of `skip_batch` (x's own batch)."""
+        k = end - 1
+        if skip_batch is not None:
+            while k >= 0 and run[k].batch == skip_batch:
+                k -= 1
+        if k < 0:
+            return []
+        last = run[k]
+        if last.batch is None:
+            return [last]
+        mates = []
+        while k >= 0 and run[k].batch == last.batch:
+            mates.append(run[k])
+            k -= 1
+        return mates[::-1]
+
+    def _peers(self, x: Statement, streams, need, label: str, skip_own_batch: bool = False) -> list:
+        """Tasks on `streams` that x (a task or a sync) waits for when they were enqueued
+        before it: `need(u)` is the step of u that must have happened."""
+        layout = self.layout
+        x_issue = layout.issue(x)
+        position = layout.position[x.index]
+        items: list = []
+        for stream in streams:
+            for thread in layout.threads_on_stream.get(stream, ()):
+                key = (thread, stream)
+                run = layout.runs[key]
+                if thread == x.thread:
+                    end = bisect_right(layout.run_positions[key], position - 1)
+                    skip = x.batch if skip_own_batch and x.batch is not None else None
+                    for u in self._latest_of(run, end, skip):
+                        items.append(Need(f"{self.describe(u)} {label}", need(u)))
+                    continue
+                p, q = self.window(key, x_issue)
+                for u in self._latest_of(run, p):
+                    items.append(Need(f"{self.describe(u)} {label}", need(u)))
+                if not self.edges_only:
+                    for u in run[p:q]:
+                        items.append(NeedIf(f"{self.describe(u)} {label}", need(u), u.index, x.index))
+        return items
+
+    # --- the items of a step ------------------------------------------------------------------
+
+    def items(self, step: int) -> list:
+        layout = self.layout
+        if step in layout.never:
+            return [Never("a member of its collective group that is not in the program")]
+        kind = layout.steps[step].kind
+        s = self.program.statements[layout.steps[step].statement]
+        if kind is StepKind.ISSUE:
+            items = []
+            previous = layout.previous[s.index]
+            if previous is not None:
+                prev = self.program.statements[previous]
+                items.append(Need(f"{self.describe(prev)} to finish", layout.thread_done(prev)))
+            if s.stream is None and s.op is Op.AWAIT:
+                items += self.notify_items(s, step)
+            return items
+        if kind is StepKind.RETURN:
+            items = [Need(f"{self.describe(s)} to be called", layout.issue(s))]
+            if s.op is Op.SYNC:
+                items += self.sync_items(s, step)
+            elif s.is_task:
+                items.append(Need(f"{self.describe(s)} to complete (pageable copy)", layout.completion(s)))
+            return items
+        if kind is StepKind.START:
+            return self.task_items(s)
+        if kind is StepKind.END:
+            members = layout.group_members.get(step, (s.index,))
+            return [Need(f"{self.describe(self.program.statements[m])} to start",
+                         layout.step(StepKind.START, m)) for m in members]
+        items = self.task_items(s)
+        if s.op is Op.WAIT:
+            event = self.program.events[s.event]
+            if event.flag:
+                items += self.flag_items(s.event, step)
+            else:
+                items += self.binding_items(s, s.event)
+        elif s.op is Op.AWAIT:
+            items += self.notify_items(s, step)
+        return items
+
+    def task_items(self, x: Statement) -> list:
+        """Rules 1-3 at a task's first step: enqueued, stream order, hardware queue, legacy."""
+        layout = self.layout
+        items = [Need(f"{self.describe(x)} to be enqueued", layout.issue(x))]
+        items += self._peers(x, (x.stream,), layout.completion, "to complete", skip_own_batch=True)
+        queue = self.program.streams[x.stream].queue
+        if self.queue_peers[x.stream]:
+            items += self._peers(x, self.queue_peers[x.stream], layout.begin,
+                                 f"to begin (hardware queue {queue})")
+        if self.legacy_peers[x.stream]:
+            items += self._peers(x, self.legacy_peers[x.stream], layout.completion,
+                                 "to complete (legacy default stream)")
+        return items
+
+    def sync_items(self, sync: Statement, step: int) -> list:
+        if sync.sync is SyncKind.EVENT:
+            if self.program.events[sync.target].flag:
+                return self.flag_items(sync.target, step)
+            return self.binding_items(sync, sync.target)
+        return self._peers(sync, self.program.synced_streams(sync), self.layout.completion, "to complete")
+
+    # --- snapshot binding ---------------------------------------------------------------------
+
+    def binding_items(self, w: Statement, event: int) -> list:
+        """The record a snapshot wait (or event sync) `w` is bound to has completed."""
+        layout, oracle = self.layout, self.oracle
+        w_issue = layout.issue(w)
+        position = layout.position[w.index]
+        candidates: list[tuple[Statement, bool]] = []
+        for thread, (records, positions, issues) in self.records_by_thread.get(event, {}).items():
+            if thread == w.thread:
+                k = bisect_right(positions, position - 1)
+                if k:
+                    candidates.append((records[k - 1], True))
+                continue
+            p = bisect_right(issues, oracle.frontier(w_issue, layout.thread_chain[thread]))
+            q = bisect_left(range(len(records)), True, lo=p,
+                            key=lambda k: oracle.prec(w_issue, layout.issue(records[k])))
+            if p:
+                candidates.append((records[p - 1], True))
+            candidates += [(r, False) for r in records[p:q]]
+        static = [r for r, fixed in candidates if fixed]
+        kept = [(r, fixed) for r, fixed in candidates
+                if not any(o.index != r.index and oracle.prec(layout.issue(r), layout.issue(o))
+                           for o in static)]
+        if not kept:
+            return []
+        if len(kept) == 1 and kept[0][1]:
+            r = kept[0][0]
+            return [Need(f"{self.describe(r)} to complete", layout.completion(r))]
+        if self.edges_only:
+            return []
+        kept.sort(key=lambda item: item[0].index)
+        return [Bind(w.index, tuple((r.index, fixed) for r, fixed in kept))]
+
+    # --- flags, notifies, lifetimes: the latest setter or clearer -------------------------------
+
+    def _grouped(self, name: str, key: int, setters, clearers) -> tuple[dict, dict]:
+        cached = self._signals.get((name, key))
+        if cached is None:
+            cached = self._signals[(name, key)] = (self.layout.by_chain(setters),
+                                                   self.layout.by_chain(clearers))
+        return cached
+
+    def flag_items(self, event: int, step: int) -> list:
+        layout = self.layout
+        setters, clearers = self._grouped(
+            "flag", event, [layout.completion(r) for r in layout.records.get(event, ())],
+            [layout.completion(r) for r in layout.resets.get(event, ())])
+        label = f"flag event {self.program.events[event].name} to be set"
+        return self.counting(setters, 0, step, label) + [self.set_state(setters, clearers, step, label)]
+
+    def notify_items(self, x: Statement, step: int) -> list:
+        layout = self.layout
+        setters, clearers = self._grouped(
+            "notify", x.notify, [layout.signal_step(n) for n in layout.notifies.get(x.notify, ())],
+            [layout.signal_step(a) for a in layout.awaits.get(x.notify, ())])
+        label = f"notify {self.program.notifies[x.notify].name} to be set"
+        cleared = sum(self._count_before(items, step) for items in clearers.values())
+        return self.counting(setters, cleared, step, label) + [self.set_state(setters, clearers, step, label)]
+
+    def _count_before(self, items: list[tuple[int, int]], step: int) -> int:
+        """How many of one chain's steps (in chain order) precede `step` for sure (not itself)."""
+        if not items:
+            return 0
+        chain = self.layout.primary(items[0][1])[0]
+        frontier = self.oracle.frontier(step, chain)
+        k = bisect_right(items, (frontier, BIG))
+        if k and items[k - 1][1] == step:
+            k -= 1
+        return k
+
+    def _count_not_after(self, items: list[tuple[int, int]], step: int) -> int:
+        """How many of one chain's steps (a prefix) are not after `step` for sure (nor it)."""
+        oracle = self.oracle
+        k = bisect_left(range(len(items)), True, key=lambda j: oracle.prec(step, items[j][1]))
+        while k and items[k - 1][1] == step:
+            k -= 1
+        return k
+
+    def counting(self, setters: dict, cleared: int, step: int, label: str) -> list:
+        """A step that needs the flag set after `cleared` clearers that precede it needs at
+        least cleared + 1 setter steps before it. On a chain of setters, setters happen in
+        chain order, so: every setter that cannot be spared must precede the step."""
+        possible = {chain: self._count_not_after(items, step) for chain, items in setters.items()}
+        total = sum(possible.values())
+        if total < cleared + 1:
+            return [Never(label)]
+        items = []
+        for chain, count in possible.items():
+            need = cleared + 1 - (total - count)
+            if need >= 1:
+                items.append(Need(label, setters[chain][need - 1][1]))
+        return items
+
+    def set_state(self, setters: dict, clearers: dict, now: int, label: str) -> SetState:
+        """The latest setter/clearer step before `now` is a setter, over the setters that can be
+        that one (not after now, not followed by a clearer that precedes now for sure), each
+        with the clearers that can fall between it and now."""
+        oracle = self.oracle
+        last_cleared = []
+        for items in clearers.values():
+            k = self._count_before(items, now)
+            if k:
+                last_cleared.append(items[k - 1][1])
+        terms = []
+        for items in setters.values():
+            possible = self._count_not_after(items, now)
+            first = bisect_left(range(possible), True, key=lambda j: not any(
+                oracle.prec(items[j][1], c) for c in last_cleared))
+            if self.edges_only:
+                if first < possible:
+                    return SetState(label, ((items[first][1], False, ()),))
+                continue
+            for _, s in items[first:possible]:
+                between = []
+                for citems in clearers.values():
+                    lo = self._count_before(citems, s)
+                    hi = self._count_not_after(citems, now)
+                    for _, c in citems[lo:hi]:
+                        if c != now and c != s:
+                            between.append((c, oracle.prec(c, now)))
+                terms.append((s, oracle.prec(s, now), tuple(between)))
+        return SetState(label, tuple(terms))
+
+    def lifetime_state(self, setters: list[int], clearers: list[int], now: int) -> SetState:
+        """Dead after free at `now`: the latest free/alloc step before now is a free."""
+        return self.set_state(self.layout.by_chain(setters), self.layout.by_chain(clearers), now, "dead")

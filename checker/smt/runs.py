@@ -1,0 +1,128 @@
+"""Concrete runs of the step rules: executions found without search, confirmed by Z3.
+
+Most questions about a program whose threads share streams and events are answered "yes" by
+many of its executions: two kernels race in most interleavings, a lost notify deadlocks most
+of them. Searching for each such execution with Z3 costs a query each, and on programs of a
+few hundred steps whose order is mostly open, Z3 needs seconds to find even one.
+
+A run takes, one at a time, a step whose condition holds at the end of the prefix so far
+(the items of `rules.py`, read on concrete positions: a `Need` happened, a `NeedIf` holds
+unless u was enqueued before x and its step has not happened, the bound record is the
+latest candidate enqueued before the wait, a set state is read off the positions), chosen at
+random but holding intervals open (starts before ends), until no step can move. Each step
+taken is enabled at its place, so the run is an execution; before its answers are used, Z3
+confirms it as a model of the encoding with every time fixed (`Session.confirm`), which also
+gives the model that labels a deadlock. Runs only ever answer "yes" (a race, a dead use, a
+deadlock shown by a concrete execution); every "no" is still proved by Z3.
+"""
+
+from __future__ import annotations
+
+import random
+
+from checker.smt.encode import Encoding
+from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
+from checker.witness import StepKind
+
+CLOSING = (StepKind.END, StepKind.RETURN)
+"""Steps that end an access interval: a run takes them late, so that intervals overlap."""
+
+
+class Runner:
+    def __init__(self, encoding: Encoding):
+        self.encoding = encoding
+        self.layout = encoding.layout
+        self.program = encoding.program
+        layout = self.layout
+        self.issue_of_statement = [layout.issue(s) for s in self.program.statements]
+        self.thread_chains = [layout.chains[c] for c in layout.thread_chain]
+        self.starts_task = {}
+        """issue step -> the first step of the task it enqueues."""
+        for s in self.program.statements:
+            if s.is_task:
+                self.starts_task[layout.issue(s)] = layout.first_step(s)
+        self.end_of_start = {}
+        for s in self.program.statements:
+            if s.running:
+                self.end_of_start[layout.step(StepKind.START, s.index)] = layout.completion(s)
+
+    def enabled(self, step: int, position: dict[int, int]) -> bool:
+        """Whether `step` may be taken next after the prefix whose positions are given."""
+        issue = self.issue_of_statement
+        for item in self.encoding.items(step):
+            if isinstance(item, Need):
+                if item.step not in position:
+                    return False
+            elif isinstance(item, NeedIf):
+                at = position.get(issue[item.u])
+                if at is not None and at < position.get(issue[item.x], -1) and item.step not in position:
+                    return False
+            elif isinstance(item, Bind):
+                w_at = position.get(issue[item.w], -1)
+                best, bound = -1, None
+                for r, _ in item.candidates:
+                    at = position.get(issue[r], -1)
+                    if 0 <= at < w_at and at > best:
+                        best, bound = at, r
+                if bound is not None:
+                    completion = self.layout.completion(self.program.statements[bound])
+                    if completion not in position:
+                        return False
+            elif isinstance(item, SetState):
+                if not any(self._term(term, position) for term in item.terms):
+                    return False
+            elif isinstance(item, Never):
+                return False
+        return True
+
+    @staticmethod
+    def _term(term, position: dict[int, int]) -> bool:
+        setter, _, clearers = term
+        at = position.get(setter)
+        if at is None:
+            return False
+        return not any(position.get(c, -1) > at for c, _ in clearers)
+
+    def run(self, seed: int, eager: float) -> tuple[list[int], bool]:
+        """One run: the steps taken, in order, and whether it got stuck with steps left.
+        `eager`: how likely a step that ends an interval is taken while others could move."""
+        rng = random.Random(seed)
+        layout = self.layout
+        steps = layout.steps
+        position: dict[int, int] = {}
+        order: list[int] = []
+        cursor = [0] * len(self.thread_chains)
+        tasks: set[int] = set()
+        impossible = self.encoding.order.impossible
+        while True:
+            pending = []
+            for thread, chain in enumerate(self.thread_chains):
+                if cursor[thread] < len(chain):
+                    pending.append(chain[cursor[thread]])
+            pending += sorted(tasks)
+            ready = [y for y in pending if y not in impossible and self.enabled(y, position)]
+            if not ready:
+                break
+            opening = [y for y in ready if steps[y].kind not in CLOSING]
+            closing = [y for y in ready if steps[y].kind in CLOSING]
+            if opening and (not closing or rng.random() >= eager):
+                step = rng.choice(opening)
+            else:
+                step = rng.choice(closing)
+            position[step] = len(order)
+            order.append(step)
+            tasks.discard(step)
+            kind = steps[step].kind
+            if kind in (StepKind.ISSUE, StepKind.RETURN):
+                statement = self.program.statements[steps[step].statement]
+                chain = self.thread_chains[statement.thread]
+                if cursor[statement.thread] < len(chain) and chain[cursor[statement.thread]] == step:
+                    cursor[statement.thread] += 1
+                first = self.starts_task.get(step)
+                if first is not None:
+                    tasks.add(first)
+            elif kind is StepKind.START:
+                end = self.end_of_start[step]
+                if end not in position:
+                    tasks.add(end)
+        return order, len(order) < len(steps)
