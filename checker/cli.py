@@ -415,6 +415,32 @@ def _warnings(loaded, args, console) -> list[dict]:
     return [diagnostic_json(d) for d in loaded.diagnostics]
 
 
+class _Batch:
+    """One command's work over its specs: the JSON object of each file, in order, and the
+    exit status so far. Specs that fail to load are reported here, once for every command."""
+
+    def __init__(self, args, console):
+        self.args, self.console = args, console
+        self.files: list[dict] = []
+        self.status = EXIT_CLEAN
+
+    def loaded(self, sources):
+        """Each spec of `sources` that loads, with its warnings (printed, and as JSON)."""
+        for source in sources:
+            loaded = _load(source, self.args)
+            if loaded.program is None:
+                self.files.append(_input_error(loaded, self.args, self.console))
+                self.status = EXIT_ERROR
+                continue
+            yield loaded, _warnings(loaded, self.args, self.console)
+
+    def finish(self) -> int:
+        """Print the JSON envelope (with --format json); the exit status."""
+        if self.args.format == "json":
+            _print_json(_envelope(self.files))
+        return self.status
+
+
 def _display_console():
     """Where a progress display may draw: a terminal (standard output, else standard error)."""
     for stream in (sys.stdout, sys.stderr):
@@ -586,24 +612,16 @@ def command_show(args) -> int:
     if sources is None:
         return EXIT_ERROR
     console = _console()
-    files, status = [], EXIT_CLEAN
-    for number, source in enumerate(sources):
-        loaded = _load(source, args)
-        if loaded.program is None:
-            files.append(_input_error(loaded, args, console))
-            status = EXIT_ERROR
-            continue
-        diagnostics = _warnings(loaded, args, console)
+    batch = _Batch(args, console)
+    for number, (loaded, diagnostics) in enumerate(batch.loaded(sources)):
         if args.format == "json":
-            files.append({**show_json(loaded.program), "status": "ok", "diagnostics": diagnostics})
+            batch.files.append({**show_json(loaded.program), "status": "ok", "diagnostics": diagnostics})
         elif not args.quiet:
             if number:
                 console.print("")
             for line in show_text(loaded.program):
                 console.print(line, markup=False)
-    if args.format == "json":
-        _print_json(_envelope(files))
-    return status
+    return batch.finish()
 
 
 def _write(path: str, text: str) -> None:
@@ -746,14 +764,8 @@ def command_simulate(args) -> int:
     if (args.trace or args.svg) and len(sources) != 1:
         return _usage_error(args, "--trace and --svg need exactly one spec")
     console = _console()
-    files, status = [], EXIT_CLEAN
-    for source in sources:
-        loaded = _load(source, args)
-        if loaded.program is None:
-            files.append(_input_error(loaded, args, console))
-            status = EXIT_ERROR
-            continue
-        diagnostics = _warnings(loaded, args, console)
+    batch = _Batch(args, console)
+    for loaded, diagnostics in batch.loaded(sources):
         program, simulation = _slowest(loaded)
         _export(program, [("", simulation.timing)], args)
         data = simulation.to_json()
@@ -764,9 +776,9 @@ def command_simulate(args) -> int:
         deadlocked = bool(data.get("deadlocked"))
         if deadlocked:  # no makespan: the time it got stuck is not one
             data["stuck_at"], data["makespan"] = data["makespan"], None
-            status = max(status, EXIT_FINDINGS)
-        files.append({"path": loaded.path, "status": "deadlock" if deadlocked else "ok", **data,
-                      "diagnostics": diagnostics})
+            batch.status = max(batch.status, EXIT_FINDINGS)
+        batch.files.append({"path": loaded.path, "status": "deadlock" if deadlocked else "ok", **data,
+                            "diagnostics": diagnostics})
         if args.format != "text":
             continue
         if deadlocked:
@@ -778,9 +790,7 @@ def command_simulate(args) -> int:
             lines = simulate_text(loaded.path, data)
         for line in lines:
             console.print(line, markup=False)
-    if args.format == "json":
-        _print_json(_envelope(files))
-    return status
+    return batch.finish()
 
 
 def _slowest(loaded):
@@ -845,14 +855,8 @@ def command_optimize(args) -> int:
     if (args.trace or args.svg or args.emit) and len(sources) != 1:
         return _usage_error(args, "--trace, --svg and --emit need exactly one spec")
     console = _console()
-    files, status = [], EXIT_CLEAN
-    for source in sources:
-        loaded = _load(source, args)
-        if loaded.program is None:
-            files.append(_input_error(loaded, args, console))
-            status = EXIT_ERROR
-            continue
-        diagnostics = _warnings(loaded, args, console)
+    batch = _Batch(args, console)
+    for loaded, diagnostics in batch.loaded(sources):
         program, simulation = _slowest(loaded)
         terminal = None if args.quiet else _display_console()
         display = None
@@ -873,7 +877,7 @@ def command_optimize(args) -> int:
             item["variant"] = program.variant
         item["deadlock"] = deadlock
         if deadlock:  # no makespan, and no bound of one
-            status = max(status, EXIT_FINDINGS)
+            batch.status = max(batch.status, EXIT_FINDINGS)
             item["makespan"] = {key: None for key in item.get("makespan") or {}}
             item["proven_lower"] = {key: None for key in item.get("proven_lower") or {}}
             item["stuck"] = stuck
@@ -893,10 +897,10 @@ def command_optimize(args) -> int:
                 emitted = {"path": args.emit, "written": True, "error": None}
             except EmitError as exc:
                 emitted = {"path": args.emit, "written": False, "error": f"cannot --emit: {exc}"}
-                status = EXIT_ERROR
+                batch.status = EXIT_ERROR
             item["emit"] = emitted
         item["diagnostics"] = diagnostics
-        files.append(item)
+        batch.files.append(item)
         if args.format != "text":
             continue
         if deadlock:
@@ -912,9 +916,7 @@ def command_optimize(args) -> int:
                 lines.append(f"  wrote {args.emit}")
         for line in lines:
             console.print(line, markup=False)
-    if args.format == "json":
-        _print_json(_envelope(files))
-    return status
+    return batch.finish()
 
 
 COMMANDS = {"check": command_check, "show": command_show, "replay": command_replay,
