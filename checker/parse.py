@@ -1245,6 +1245,19 @@ def _statement_start(exc: UnexpectedInput) -> int | None:
     return None
 
 
+def _block_end(text: str, at: int, depth: int) -> int:
+    """Where the braces open at `at` (`depth` of them, plus those opened from `at` on) all
+    close again: just past the closing `}`, or the end of the text."""
+    for match in _SKIPPED.finditer(text, at):
+        if match.group() == "{":
+            depth += 1
+        elif match.group() == "}":
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    return len(text)
+
+
 def _recovery_region(text: str, diagnostic: Diagnostic,
                      statement_start: int | None = None) -> tuple[int, int, frozenset[int]] | None:
     """What to blank after a syntax error: the statement or declaration in error (from its
@@ -1280,34 +1293,13 @@ def _recovery_region(text: str, diagnostic: Diagnostic,
                 closing.add(match.start())
     if opened:
         # the block a `{` on this line opens goes with it
-        depth = len(opened)
-        for match in _SKIPPED.finditer(text, end):
-            if match.group() == "{":
-                depth += 1
-            elif match.group() == "}":
-                depth -= 1
-                if depth == 0:
-                    end = match.end()
-                    break
-        else:
-            end = len(text)
-    while True:
+        end = _block_end(text, end, len(opened))
+    while end < len(text):
         # `thread t` and then `{` on the next line, or `} or {` of a choose: the block goes too
         following = re.compile(r"[ \t\f\r\n]*(?:or[ \t\f]*)?\{").match(text, end)
         if following is None:
             break
-        depth = 0
-        for match in _SKIPPED.finditer(text, following.end() - 1):
-            if match.group() == "{":
-                depth += 1
-            elif match.group() == "}":
-                depth -= 1
-                if depth == 0:
-                    end = match.end()
-                    break
-        else:
-            end = len(text)
-            break
+        end = _block_end(text, following.end() - 1, 0)
     # keep only the braces that close a block open before the region
     depth = _depth_at(text, start)
     keep = frozenset(sorted(closing)[:depth])

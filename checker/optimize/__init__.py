@@ -35,13 +35,13 @@ __all__ = [
 
 
 MAX_STATEMENTS = 4000
+"""Beyond this, happens-before bitsets and conflict pairs cost too much: results fall back to
+the simulation, unproven."""
 PROGRAM_SHARE = 0.5
 """The share of the time the program's own minimum gets first; the bound gets the rest, and
 the program then whatever the bound leaves."""
 RETRY_SLACK = 0.05
 """Seconds that must be left for the program's second search to be worth starting."""
-"""Beyond this, happens-before bitsets and conflict pairs cost too much: results fall back to
-the simulation, unproven."""
 
 
 @dataclass(frozen=True, slots=True)
