@@ -14,7 +14,6 @@ taking a `Progress`), for displays; the analysis never depends on it.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -39,9 +38,8 @@ class Options:
     max_states: int = 1_000_000
     allow_unknown: bool = False
     workers: int = 1
-    """Worker processes the solver may use for independent questions of one spec. Handed to
-    the SMT engine when its `analyze` takes a `workers` argument; the findings must not depend
-    on it."""
+    """Worker processes the SMT engine may use for independent questions of one spec; the
+    findings do not depend on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,22 +130,8 @@ def _explore(program: Program, options: Options) -> list[Finding]:
 def _solve(program: Program, options: Options, progress: ProgressCallback | None = None) -> list[Finding]:
     from checker import smt
 
-    extra = {}
-    accepted = _keywords(smt.analyze)
-    if options.workers > 1 and "workers" in accepted:
-        extra["workers"] = options.workers
-    if progress is not None and "progress" in accepted:
-        extra["progress"] = progress
     return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
-                            **extra))
-
-
-def _keywords(function) -> frozenset[str]:
-    """The keyword arguments `function` takes (the SMT engine grows `workers` and `progress`)."""
-    try:
-        return frozenset(inspect.signature(function).parameters)
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return frozenset()
+                            workers=options.workers, progress=progress))
 
 
 def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None):

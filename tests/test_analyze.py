@@ -150,7 +150,7 @@ def test_unknown_is_never_clean(monkeypatch):
     import checker.smt as smt
     from checker.findings import Finding
 
-    monkeypatch.setattr(smt, "analyze", lambda program, timeout, rlimit=None, total=None: (Finding(FindingKind.UNKNOWN, "timed out", ()),))
+    monkeypatch.setattr(smt, "analyze", lambda program, timeout, rlimit=None, total=None, **options: (Finding(FindingKind.UNKNOWN, "timed out", ()),))
     text = RACY.replace("thread t {", "event g flag\nthread t {\n  s1: record g")
     report = check(text)
     assert report.status is Status.UNKNOWN

@@ -87,7 +87,7 @@ def test_check_prints_one_folded_unknown(run, tmp_path, monkeypatch):
     pairs = [(a.index, b.index) for a, b in zip([s for s in program.statements if s.name == "k"],
                                                  [s for s in program.statements if s.name == "j"])]
 
-    def undecided(program, timeout, rlimit=None, total=None):
+    def undecided(program, timeout, rlimit=None, total=None, **options):
         return tuple(Finding(FindingKind.UNKNOWN, "the solver could not decide whether k and j race (timeout)",
                              pair, detail={"reason": "timeout"}) for pair in pairs)
 
