@@ -1,0 +1,88 @@
+"""The SMT engine's questions split into jobs (`checker/smt/jobs.py`) get the answers one
+session gives, whether the jobs run here one after the other or in worker processes.
+
+Small random programs have too few questions to be split, so the tests turn the concrete runs
+off and lower the threshold (`INLINE`) and the job size (`CHUNK`) until every question is a
+job of its own."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from checker import smt
+from checker.executor.replay import confirm
+from checker.frontend import load_text
+from checker.smt import jobs
+from strategies import specs
+
+
+def verdicts(findings) -> list[tuple]:
+    """What the findings say, without which execution shows them: sessions may find other
+    executions, and a deadlock's statements are those stuck in the one it shows."""
+    return sorted((f.kind.value, () if f.kind.value == "deadlock" else f.statements, f.instances)
+                  for f in findings)
+
+
+def split_analysis(program, workers: int, seen: list | None = None):
+    """`smt.analyze` with every question a job; `seen` collects the jobs."""
+    def spy(program, order, questions, *args, **kwargs):
+        if seen is not None:
+            seen.extend(questions)
+        return jobs.answer_all(program, order, questions, *args, **kwargs)
+
+    with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
+            mock.patch.object(smt, "answer_all", spy), mock.patch("checker.smt.queries.EAGERNESS", ()):
+        return smt.analyze(program, timeout=60.0, workers=workers)
+
+
+TWO_WRITERS = """\
+device d { compute 2 }
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream s1 on d
+stream s2 on d
+notify go
+thread a {
+  s1: kernel k1 writes x 1ms
+  s1: kernel k2 writes y 1ms
+  notify go
+}
+thread b {
+  s2: kernel k3 reads x writes y 1ms
+  await go
+  s2: kernel k4 writes x 1ms
+}
+"""
+
+
+def test_a_split_program_gets_the_same_findings_in_worker_processes() -> None:
+    program = load_text(TWO_WRITERS).program
+    seen: list = []
+    split = split_analysis(program, workers=2, seen=seen)
+    assert sum(job.kind == "races" for job in seen) >= 3
+    assert split == split_analysis(program, workers=1)
+    assert verdicts(split) == verdicts(smt.analyze(program))
+    assert {f.kind.value for f in split} == {"race"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_jobs_answer_as_one_session_does(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    whole = smt.analyze(program, timeout=60.0)
+    split = split_analysis(program, workers=1)
+    assert verdicts(split) == verdicts(whole), text
+    for finding in split:
+        if finding.witness is not None:
+            assert confirm(program, finding).ok, (finding.message, text)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_worker_processes_give_the_findings_of_one_process(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    assert split_analysis(program, workers=2) == split_analysis(program, workers=1), text
