@@ -3,10 +3,11 @@ session gives, whether the jobs run here one after the other or in worker proces
 
 Small random programs have too few questions to be split, so the tests turn the concrete runs
 off and lower the threshold (`INLINE`) and the job size (`CHUNK`) until every question is a
-job of its own."""
+job of its own. Worker processes are forked, so that they see the same settings."""
 
 from __future__ import annotations
 
+import os
 from unittest import mock
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -33,7 +34,8 @@ def split_analysis(program, workers: int, seen: list | None = None):
         return jobs.answer_all(program, order, questions, *args, **kwargs)
 
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
-            mock.patch.object(smt, "answer_all", spy), mock.patch("checker.smt.queries.EAGERNESS", ()):
+            mock.patch.object(smt, "answer_all", spy), mock.patch("checker.smt.queries.EAGERNESS", ()), \
+            mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
         return smt.analyze(program, timeout=60.0, workers=workers)
 
 
