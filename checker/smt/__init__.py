@@ -98,6 +98,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
                 first.deadlock(taken, runs=False)
             jobs = []
         else:
+            races.sort(key=lambda race: (sorted((race[0].origin, race[1].origin)), race[0].index, race[1].index))
             jobs = split([(a.index, b.index, m) for a, b, m in races],
                          [(s.index, kind.value, when) for s, kind, when in lifetimes], taken)
         parts = first.parts

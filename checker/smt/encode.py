@@ -32,7 +32,7 @@ from checker.witness import Step, StepKind, Witness
 
 SMALL_BINDING = 6
 """Up to this many candidate records, a wait's binding is spelled out pairwise; beyond it,
-one integer per wait keeps the encoding linear."""
+two integers per wait keep the encoding linear (`Encoding._latest_by_key`)."""
 
 HORIZON = -1
 """`now` for a condition asked at the end of an execution prefix (deadlock)."""
@@ -83,6 +83,16 @@ def _implies(cond, then):
     if then is False:
         return _not(cond)
     return z3.Implies(cond, then)
+
+
+def _static(part) -> bool | None:
+    """A folded formula's value when it is a constant, else None."""
+    return part if part is True or part is False else None
+
+
+def any_of(parts: list):
+    """The disjunction of folded formulas (a query asking whether any of them holds)."""
+    return _or(*parts)
 
 
 def to_z3(part) -> z3.BoolRef:
@@ -138,6 +148,10 @@ class Encoding:
         self._own: dict[int, list[Conjunct]] = {}
         self._bound_key: dict[int, z3.ArithRef] = {}
         self._binding_facts: list[z3.BoolRef] = []
+        self._bindings: list[tuple] = []
+        """Per wait bound in linear size: (bind, bind_time, its issue step, ((candidate issue
+        step, whether it is enqueued before the wait: True, False, or None when the order of
+        the two issue steps decides it), ...))."""
         self._based = False
 
     # --- step lookup --------------------------------------------------------------------
@@ -295,24 +309,44 @@ class Encoding:
                          _implies(when, self.before(self.completion(r), now)))
                 for (r, _), when in zip(candidates, bound)]
 
-    def _order_key(self, step: int):
-        """An integer term ordered exactly as the execution order: (time, index) flattened."""
-        return self.time[step] * (len(self.steps) + 1) + step
-
     def _latest_by_key(self, w: Statement, candidates) -> list:
-        """Snapshot binding in linear size: one integer per wait holds the order key of the
-        latest candidate record issued before it (-1: none). Its definition joins the base
-        assertions; each record binds iff its key equals it."""
+        """Snapshot binding in linear size and in difference logic: per wait, one integer
+        `bind` holds the issue step id of the latest candidate record issued before it (-1:
+        none) and one integer `bind_time` that record's time. Every candidate issued before
+        the wait is at most (bind_time, bind) in the execution order, which is (time, step
+        id); exactly one assignment meets that for any times, so the definition (joining the
+        base assertions) restricts nothing. Each record binds iff `bind` is its issue step.
+        (An order key time * steps + id would say the same in one integer, but its products
+        make Z3 leave difference logic and stall without heeding its timeout.)"""
         bound = self._bound_key.get(w.index)
-        keys = {r.index: self._order_key(self.layout.issue(r)) for r, _ in candidates}
+        issues = {r.index: self.layout.issue(r) for r, _ in candidates}
         if bound is None:
             assert not self._based, "a binding variable created after the base was taken"
             bound = self._bound_key[w.index] = z3.Int(f"bind_{w.index}")
-            own = self._order_key(self.layout.issue(w))
-            self._binding_facts.append(bound < own)
-            self._binding_facts.append(z3.Or(bound == -1, *[bound == k for k in keys.values()]))
-            self._binding_facts.extend(z3.Implies(k < own, k <= bound) for k in keys.values())
-        return [bound == keys[r.index] for r, _ in candidates]
+            bound_time = z3.Int(f"bind_time_{w.index}")
+            self._bindings.append((bound, bound_time, self.layout.issue(w), tuple(
+                (issues[r.index], _static(True if fixed else self.enqueued_before(r, w)))
+                for r, fixed in candidates)))
+            facts = [z3.Or(bound == -1, *[bound == i for i in issues.values()])]
+            for r, fixed in candidates:
+                issue, at = issues[r.index], self.time[issues[r.index]]
+                before = True if fixed else self.enqueued_before(r, w)
+                facts.append(_implies(bound == issue, _and(before, bound_time == at)))
+                facts.append(_implies(before, _and(bound >= 0, _or(at < bound_time, _and(at == bound_time, bound >= issue)))))
+            self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
+        return [bound == issues[r.index] for r, _ in candidates]
+
+    def binding_values(self, times: list[int]) -> list[tuple]:
+        """(variable, integer) for every binding integer of `_latest_by_key`, given every
+        step's time: what the definition makes them (the latest candidate issued before the
+        wait, in (time, step id) order; none: -1 and time 0)."""
+        values = []
+        for bound, bound_time, own, candidates in self._bindings:
+            chosen = max(((times[issue], issue) for issue, before in candidates
+                          if (before if before is not None else (times[issue], issue) < (times[own], own))),
+                         default=(0, -1))
+            values += [(bound, chosen[1]), (bound_time, chosen[0])]
+        return values
 
     # --- base assertions ------------------------------------------------------------------
 

@@ -58,8 +58,9 @@ def fresh_context():
 
 
 def split(races: list, lifetimes: list, deadlock: frozenset[int] | None) -> list[Job]:
-    """Jobs for the questions left: contiguous slices of the race pairs (in order, so that
-    pairs of the same statements share a session and its models), the dead uses, the
+    """Jobs for the questions left: contiguous slices of the race pairs (in the order
+    given: the caller lists the pairs of the same source statements together, so that they
+    share a session, its models and its queries about any of them), the dead uses, the
     deadlock. The split depends on the questions alone."""
     jobs = []
     if races:
@@ -75,14 +76,16 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None) -> list
 
 
 def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None) -> Parts:
-    """Answers one job on a session of its own."""
+    """Answers one job on a session of its own (its questions are the ones the concrete
+    runs of the first session left, so it does not run them again)."""
     with fresh_context():
         analysis = Analysis(program, budget, order, deadline)
         statements = program.statements
         if job.kind == "races":
-            analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions])
+            analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions], runs=False)
         elif job.kind == "lifetimes":
-            analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions])
+            analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions],
+                               runs=False)
         else:
             analysis.deadlock(frozenset(job.questions), runs=False)
         return analysis.parts

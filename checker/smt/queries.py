@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Program, Statement, StreamMode
-from checker.smt.encode import HORIZON, Encoding
+from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
 from checker.smt.runs import Runner
@@ -31,6 +31,8 @@ from checker.witness import StepKind, Witness
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
+AIMED_EAGERNESS = 0.1
+"""The same, for runs aimed at one pair (their own ends are held anyway)."""
 
 
 @dataclass
@@ -125,6 +127,7 @@ class Analysis:
             "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0,
             "slowest": 0.0, "deadlock_how": "not asked"}
         self._runs: list[tuple[Sat, bool]] | None = None
+        self._runner: Runner | None = None
 
     @property
     def racing(self) -> set[tuple[int, int]]:
@@ -158,18 +161,31 @@ class Analysis:
         return verdict
 
     def runs(self) -> list[tuple[Sat, bool]]:
-        """Concrete runs of the program (`runs.py`), each confirmed by the solver: (the
-        execution, whether it got stuck). Answers read off them need no query."""
+        """Concrete runs of the program (`runs.py`), each checked against the encoding
+        (`Session.admits`): (the execution, whether it got stuck). Answers read off them need
+        no query. Their verdicts carry no model until `modelled` asks for one."""
         if self._runs is None:
-            runner = Runner(self.encoding)
+            runner = self.runner()
             self._runs = []
             for seed, eager in enumerate(EAGERNESS):
                 order, stuck = runner.run(seed, eager)
-                verdict = self.session.confirm(order)
+                verdict = self.session.admits(order)
                 self.stats["runs"] += 1
                 if verdict is not None:
                     self._runs.append((verdict, stuck))
         return self._runs
+
+    def modelled(self, verdict: Sat) -> Sat | None:
+        """The verdict of a run with its Z3 model (to evaluate formulas in it), confirmed by
+        the solver with every time fixed; None if the solver does not confirm it."""
+        if verdict.model is not None:
+            return verdict
+        return self.session.confirm(list(verdict.order))
+
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._runner = Runner(self.encoding)
+        return self._runner
 
     # --- races --------------------------------------------------------------------------
 
@@ -239,9 +255,10 @@ class Analysis:
             return layout.task_chain[statement.index]
         return layout.thread_chain[statement.thread]
 
-    def _harvest(self, sat: Sat, pending: dict) -> dict:
-        """Every pending candidate that also races in `sat`'s execution, with its witness:
-        one model usually shows many races, and each needs no query of its own."""
+    def _harvest(self, sat: Sat, pending: dict, witnesses: bool = True) -> dict:
+        """Every pending candidate that also races in `sat`'s execution, with its witness
+        (None without `witnesses`): one model usually shows many races, and each needs no
+        query of its own."""
         encoding = self.encoding
         position = {step: k for k, step in enumerate(sat.order)}
         never = len(sat.order)
@@ -252,7 +269,7 @@ class Analysis:
                 continue
             if (sa < position.get(encoding.last_step(b), never)
                     and sb < position.get(encoding.last_step(a), never)):
-                found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]))
+                found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]) if witnesses else None)
         return found
 
     def harvest_races(self, candidates: list) -> list:
@@ -263,13 +280,41 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         if pending:
             for verdict, _ in self.runs():
-                found = self._harvest(verdict, pending)
-                for done in found:
-                    del pending[done]
-                self.parts.races.update(found)
-                self.stats["run_answers"] += len(found)
+                self._take(self._harvest(verdict, pending), pending)
+            if EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
+                self._aimed_runs(pending)
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
+
+    def _take(self, found: dict, pending: dict) -> None:
+        """Records races a run showed and strikes them from `pending`."""
+        for done in found:
+            del pending[done]
+        self.parts.races.update(found)
+        self.stats["run_answers"] += len(found)
+
+    def _aimed_runs(self, pending: dict) -> None:
+        """One run aimed at each pair still pending, in order (`Runner.run`'s `target`):
+        it moves the two statements' prerequisites first and holds their ends open. A run
+        that shows a pending race is checked against the encoding (`Session.admits`) before
+        its answers are used; the seed is the pair's, so the answers depend on the program
+        alone."""
+        runner = self.runner()
+        encoding = self.encoding
+        for pair in list(pending):
+            if pair not in pending:
+                continue
+            a, b, _ = pending[pair]
+            target = ((encoding.first_step(a), encoding.last_step(a)),
+                      (encoding.first_step(b), encoding.last_step(b)))
+            order, _ = runner.run(pair[0] * len(self.program.statements) + pair[1], AIMED_EAGERNESS, target)
+            self.stats["runs"] += 1
+            shown = self._harvest(Sat(None, tuple(order)), pending, witnesses=False)
+            if not shown:
+                continue
+            verdict = self.session.admits(order)
+            if verdict is not None:
+                self._take(self._harvest(verdict, {k: pending[k] for k in shown}), pending)
 
     def races(self, candidates=None, runs: bool = True) -> None:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
@@ -279,25 +324,62 @@ class Analysis:
             candidates = self.harvest_races(candidates)
         began = time.process_time()
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
-        racing = self.parts.races
-        while pending:
-            pair, (a, b, memory) = next(iter(pending.items()))
-            verdict = self.ask(
-                self.encoding.race(a, b),
-                cut=(self.encoding.first_step(a), self.encoding.first_step(b)),
-            )
-            if isinstance(verdict, Sat):
-                found = self._harvest(verdict, pending)
-                found[pair] = (memory, verdict.witness)
-                for done in found:
-                    del pending[done]
-                racing.update(found)
-                continue
-            del pending[pair]
-            if isinstance(verdict, Unknown):
-                self._unknown(self.parts.race_unknowns, f"whether {self._line(a)} and {self._line(b)} race",
-                              (a.index, b.index), verdict)
+        for members in self._classes(pending).values():
+            self._settle(members, pending)
         self.stats["races"] += time.process_time() - began
+
+    def _classes(self, pending: dict) -> dict:
+        """The pending pairs per pair of source statements (the loop instances of one
+        question), in order of their first pair."""
+        classes: dict[tuple[int, int], list] = {}
+        for pair, (a, b, _) in pending.items():
+            classes.setdefault(tuple(sorted((a.origin, b.origin))), []).append(pair)
+        return classes
+
+    def _settle(self, group: list, pending: dict) -> None:
+        """Decides every pair of `group` with as few queries as it can: one query asks
+        whether any of them races; a model answers every pair it shows racing (and any
+        other pending one), and the question is asked again of the rest; unsat answers
+        them all. A group the solver cannot decide is halved, down to single pairs, whose
+        unknowns are reported one by one as before."""
+        group = [pair for pair in group if pair in pending]
+        while len(group) > 1:
+            verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]))
+            if isinstance(verdict, Unsat):
+                for pair in group:
+                    del pending[pair]
+                return
+            found = self._harvest(verdict, pending) if isinstance(verdict, Sat) else {}
+            if not any(pair in found for pair in group):
+                half = len(group) // 2
+                self._settle(group[:half], pending)
+                self._settle(group[half:], pending)
+                return
+            self._take_model(found, pending)
+            group = [pair for pair in group if pair in pending]
+        if group:
+            self._ask_one(group[0], pending)
+
+    def _take_model(self, found: dict, pending: dict) -> None:
+        for done in found:
+            del pending[done]
+        self.parts.races.update(found)
+
+    def _ask_one(self, pair: tuple[int, int], pending: dict) -> None:
+        a, b, memory = pending[pair]
+        verdict = self.ask(
+            self.encoding.race(a, b),
+            cut=(self.encoding.first_step(a), self.encoding.first_step(b)),
+        )
+        if isinstance(verdict, Sat):
+            found = self._harvest(verdict, pending)
+            found[pair] = (memory, verdict.witness)
+            self._take_model(found, pending)
+            return
+        del pending[pair]
+        if isinstance(verdict, Unknown):
+            self._unknown(self.parts.race_unknowns, f"whether {self._line(a)} and {self._line(b)} race",
+                          (a.index, b.index), verdict)
 
     # --- lifetimes ----------------------------------------------------------------------
 
@@ -338,8 +420,10 @@ class Analysis:
         if pending:
             queries: dict = {}
             before = len(self.parts.dead)
-            for verdict, _ in self.runs():
-                self._dead_harvest(verdict, pending, queries)
+            for run, _ in self.runs():
+                verdict = self.modelled(run)
+                if verdict is not None:
+                    self._dead_harvest(verdict, pending, queries)
             self.stats["run_answers"] += len(self.parts.dead) - before
         self.stats["lifetimes"] += time.process_time() - began
         return list(pending.values())
@@ -423,6 +507,7 @@ class Analysis:
     def deadlock_from_runs(self) -> bool:
         """Whether a concrete run got stuck (then that run is the deadlock's witness)."""
         stuck = next((verdict for verdict, stuck in self.runs() if stuck), None)
+        stuck = None if stuck is None else self.modelled(stuck)
         if stuck is None:
             return False
         self.stats["deadlock_how"] = "a run got stuck"

@@ -24,6 +24,11 @@ from checker.smt.encode import Encoding
 from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
 from checker.witness import StepKind
 
+RECHECK = -1
+"""`Runner.blocker`: the step waits for a set state, which any step taken can change."""
+NEVER = -2
+"""`Runner.blocker`: the step never happens (no step has this id)."""
+
 CLOSING = (StepKind.END, StepKind.RETURN)
 """Steps that end an access interval: a run takes them late, so that intervals overlap."""
 
@@ -46,17 +51,21 @@ class Runner:
             if s.running:
                 self.end_of_start[layout.step(StepKind.START, s.index)] = layout.completion(s)
 
-    def enabled(self, step: int, position: dict[int, int]) -> bool:
-        """Whether `step` may be taken next after the prefix whose positions are given."""
+    def blocker(self, step: int, position: dict[int, int]) -> int | None:
+        """None when `step` may be taken next after the prefix whose positions are given;
+        else a step that must be taken first (NEVER: no step helps), or RECHECK when only a
+        set state fails (it can hold again later). Every requirement but a set state only
+        ever waits for one step that has not happened, so a run skips `step` until then."""
         issue = self.issue_of_statement
+        failing = None
         for item in self.encoding.items(step):
             if isinstance(item, Need):
                 if item.step not in position:
-                    return False
+                    return item.step
             elif isinstance(item, NeedIf):
                 at = position.get(issue[item.u])
                 if at is not None and at < position.get(issue[item.x], -1) and item.step not in position:
-                    return False
+                    return item.step
             elif isinstance(item, Bind):
                 w_at = position.get(issue[item.w], -1)
                 best, bound = -1, None
@@ -67,13 +76,33 @@ class Runner:
                 if bound is not None:
                     completion = self.layout.completion(self.program.statements[bound])
                     if completion not in position:
-                        return False
+                        return completion
             elif isinstance(item, SetState):
                 if not any(self._term(term, position) for term in item.terms):
-                    return False
+                    failing = RECHECK
             elif isinstance(item, Never):
-                return False
-        return True
+                return NEVER
+        return failing
+
+    def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int]) -> list[int]:
+        """The pending steps that may be taken next; `blocked` remembers, per step, the step
+        it waits for, so that it is not read again before that step is taken."""
+        impossible = self.encoding.order.impossible
+        ready = []
+        for y in pending:
+            if y in impossible or (y in blocked and blocked[y] not in position):
+                continue
+            found = self.blocker(y, position)
+            if found is None:
+                ready.append(y)
+            elif found != RECHECK:
+                blocked[y] = found
+        return ready
+
+    def _leads_to(self, step: int, targets: list[int]) -> bool:
+        """Whether `step` is one of `targets` or must happen before one of them."""
+        prec = self.encoding.order.prec
+        return any(step == t or prec(step, t) for t in targets)
 
     @staticmethod
     def _term(term, position: dict[int, int]) -> bool:
@@ -83,26 +112,35 @@ class Runner:
             return False
         return not any(position.get(c, -1) > at for c, _ in clearers)
 
-    def run(self, seed: int, eager: float) -> tuple[list[int], bool]:
+    def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = ()) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
-        `eager`: how likely a step that ends an interval is taken while others could move."""
+        `eager`: how likely a step that ends an interval is taken while others could move.
+        `target`: (first, last) steps of intervals to bring about together: until every
+        first step has happened, the last steps wait while any other step can move, so that
+        a run aimed at one pair shows it racing whenever the pair can overlap that way."""
         rng = random.Random(seed)
+        held = frozenset(last for _, last in target)
+        starts = [first for first, _ in target]
         layout = self.layout
         steps = layout.steps
         position: dict[int, int] = {}
         order: list[int] = []
         cursor = [0] * len(self.thread_chains)
         tasks: set[int] = set()
-        impossible = self.encoding.order.impossible
+        blocked: dict[int, int] = {}
         while True:
             pending = []
             for thread, chain in enumerate(self.thread_chains):
                 if cursor[thread] < len(chain):
                     pending.append(chain[cursor[thread]])
             pending += sorted(tasks)
-            ready = [y for y in pending if y not in impossible and self.enabled(y, position)]
+            ready = self._ready(pending, position, blocked)
             if not ready:
                 break
+            waiting = [t for t in starts if t not in position]
+            if waiting:
+                ready = [y for y in ready if y not in held] or ready
+                ready = [y for y in ready if self._leads_to(y, waiting)] or ready
             opening = [y for y in ready if steps[y].kind not in CLOSING]
             closing = [y for y in ready if steps[y].kind in CLOSING]
             if opening and (not closing or rng.random() >= eager):

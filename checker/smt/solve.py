@@ -57,6 +57,16 @@ class Unknown:
 Verdict = Sat | Unsat | Unknown
 
 
+def _substitute(term: z3.ExprRef, pairs: list[tuple]) -> z3.ExprRef:
+    """`z3.substitute` without its per-pair debug checks (the pairs are variables and
+    constants of the same sorts, made here), which cost more than the substitution."""
+    count = len(pairs)
+    sources, targets = (z3.Ast * count)(), (z3.Ast * count)()
+    for k, (source, target) in enumerate(pairs):
+        sources[k], targets[k] = source.as_ast(), target.as_ast()
+    return z3.z3._to_expr_ref(z3.Z3_substitute(term.ctx.ref(), term.as_ast(), count, sources, targets), term.ctx)
+
+
 class Session:
     """One solver for one program; each `ask` is scoped so the base is shared."""
 
@@ -67,8 +77,11 @@ class Session:
         self.solver.set("timeout", max(1, int(budget.timeout * 1000)))
         if budget.rlimit is not None:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
-        self.solver.add(*encoding.base())
+        base = encoding.base()
+        self.solver.add(*base)
+        self._base = z3.And(*base) if base else z3.BoolVal(True)
         self.checks = 0
+        self._constants: dict = {}
         if deadline is None and budget.total is not None:
             deadline = time.time() + budget.total
         self.deadline = deadline
@@ -134,6 +147,42 @@ class Session:
         finally:
             self.solver.pop()
         return verdict if list(verdict.order) == list(order) else None
+
+    def admits(self, order: list[int]) -> Sat | None:
+        """Like `confirm`, without a model and far cheaper: the times of `order`, and the
+        binding integers they define, are substituted into the base, which must simplify to
+        true (under an rlimit it is checked by a solver within the same limits, so that the
+        rlimit bounds this work too). A Sat whose witness is the whole order, or None."""
+        encoding = self.encoding
+        position = {step: k for k, step in enumerate(order)}
+        times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
+        values = [(t, self._constant(at)) for t, at in zip(encoding.time, times)]
+        values += [(h, self._constant(i in position)) for i, h in enumerate(encoding.hap)]
+        values += [(v, self._constant(at)) for v, at in encoding.binding_values(times)]
+        rest = z3.Solver()
+        rest.set("timeout", max(1, int(self.budget.timeout * 1000)))
+        if self.budget.rlimit is not None:
+            rest.set("rlimit", max(1, int(self.budget.rlimit)))
+        try:
+            left = _substitute(self._base, values)
+            if self.budget.rlimit is None:
+                left = z3.simplify(left)
+            if not z3.is_true(left):
+                rest.add(left)
+                self.checks += 1
+                if rest.check() != z3.sat:
+                    return None
+        except z3.Z3Exception:
+            return None
+        return Sat(encoding.witness(order), tuple(order))
+
+    def _constant(self, value: int | bool):
+        """A Z3 integer or Boolean constant, made once per session."""
+        key = (type(value), value)
+        made = self._constants.get(key)
+        if made is None:
+            made = self._constants[key] = z3.BoolVal(value) if isinstance(value, bool) else z3.IntVal(value)
+        return made
 
     def cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
         """The same execution with its witness cut after the latest of the `cut` steps."""
