@@ -2,6 +2,7 @@
 
 Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
        python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
+       python bench/bench_smt_scale.py --scaling     (the training loop at 1, 10, 100, 770 iterations)
 
 Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
 
@@ -171,6 +172,23 @@ CASES = {
 }
 
 
+SCALING = (1, 10, 100, 770)
+"""Iterations of the training loop (`training_loop(n)`) measured by `--scaling`."""
+
+
+def scaling(timeout: float, budget: float, workers: int) -> None:
+    """The training loop at each of SCALING iterations: CPU seconds, and the ratio to n times
+    the cost of one iteration (far below 1: the cost grows much slower than the loop)."""
+    one = None
+    for n in SCALING:
+        r = run_case(f"train-iter{n}", training_loop(n), 0.0, timeout, budget, workers)
+        one = r["cpu"] if one is None else one
+        decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
+        print(f"train-iter{n}: {r['statements']} statements, {r['steps']} steps | findings "
+              f"{r['findings'] or 'none'}, {decided} | cpu: setup {r['setup']:.2f}s, total {r['cpu']:.2f}s "
+              f"[{r['wall']:.2f}s wall] | cpu / ({n} x one iteration) = {r['cpu'] / (n * one):.3f}", flush=True)
+
+
 def cpu_seconds() -> float:
     """CPU seconds of this process and of its finished workers."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -203,9 +221,14 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--emit", help="print the spec of one case and stop")
+    parser.add_argument("--scaling", action="store_true",
+                        help="measure the training loop at 1, 10, 100 and 770 iterations and stop")
     args = parser.parse_args()
     if args.emit:
         print(CASES[args.emit][0](), end="")
+        return
+    if args.scaling:
+        scaling(args.timeout, args.budget, args.workers)
         return
     chosen = [name for name in CASES
               if not args.only or any(name.startswith(prefix) for prefix in args.only)]

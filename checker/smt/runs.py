@@ -116,8 +116,10 @@ class Runner:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
-        first step has happened, the last steps wait while any other step can move, so that
-        a run aimed at one pair shows it racing whenever the pair can overlap that way."""
+        first step has happened, the run takes the steps that must precede them first, then
+        the steps of tasks already enqueued, and enqueues other tasks (which may block a
+        shared stream) last; the last steps wait while any other step can move. So a run
+        aimed at one pair shows it racing whenever the pair can overlap that way."""
         rng = random.Random(seed)
         held = frozenset(last for _, last in target)
         starts = [first for first, _ in target]
@@ -140,7 +142,8 @@ class Runner:
             waiting = [t for t in starts if t not in position]
             if waiting:
                 ready = [y for y in ready if y not in held] or ready
-                ready = [y for y in ready if self._leads_to(y, waiting)] or ready
+                ready = ([y for y in ready if self._leads_to(y, waiting)]
+                         or [y for y in ready if steps[y].kind is not StepKind.ISSUE] or ready)
             opening = [y for y in ready if steps[y].kind not in CLOSING]
             closing = [y for y in ready if steps[y].kind in CLOSING]
             if opening and (not closing or rng.random() >= eager):

@@ -1,0 +1,119 @@
+"""The SMT engine's means of scale (bench/bench_smt_scale.py) answer as the plain ones do.
+
+* One query per class of loop instances (`Analysis._settle`) finds exactly the racing
+  instance pairs that one query per pair finds.
+* Runs aimed at a pair (`Runner.run` with a target) are executions: the encoding admits them,
+  and the races read off them replay in the executor.
+* `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
+  every time fixed), also with the snapshot binding in linear size, and rejects orders that
+  are no execution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from unittest import mock
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from checker.frontend import load_text
+from checker.smt import encode
+from checker.smt.queries import Analysis
+from checker.smt.solve import Budget
+from strategies import specs
+from test_smt import replays
+
+LOOPED = """\
+device d { compute 4 }
+buffer x[2] 1MiB on d
+stream s[3] on d
+event ev
+thread a {
+  for i in 0..4 {
+    s[0]: kernel k1 writes x[i % 2] 1ms
+    s[0]: record ev
+  }
+}
+thread b {
+  for i in 0..4 {
+    s[1]: wait ev
+    s[1]: kernel k2 reads x[0] 1ms
+  }
+}
+thread c {
+  for i in 0..3 {
+    s[2]: kernel k3 writes x[1] 1ms
+  }
+}
+"""
+
+
+def solver_races(program, per_pair: bool) -> tuple[set, int, int]:
+    """The racing pairs found by the solver alone (no concrete runs), the unknowns, and the
+    queries asked; `per_pair` asks one query per candidate pair."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("checker.smt.queries.EAGERNESS", ()))
+        if per_pair:
+            stack.enter_context(mock.patch.object(
+                Analysis, "_classes", lambda self, pending: {pair: [pair] for pair in pending}))
+        analysis = Analysis(program, Budget(timeout=60.0))
+        analysis.races()
+    asked = analysis.stats["sat"] + analysis.stats["unsat"] + analysis.stats["unknowns"]
+    return analysis.racing, len(analysis.parts.race_unknowns), asked
+
+
+def test_class_queries_ask_fewer_questions_for_the_same_races() -> None:
+    program = load_text(LOOPED).program
+    by_class, unknown, class_queries = solver_races(program, per_pair=False)
+    by_pair, unknown_pairs, pair_queries = solver_races(program, per_pair=True)
+    assert by_class == by_pair and by_class
+    assert unknown == unknown_pairs == 0
+    assert class_queries < pair_queries
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_class_queries_find_the_races_of_pair_queries(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    by_class, unknown, _ = solver_races(program, per_pair=False)
+    by_pair, unknown_pairs, _ = solver_races(program, per_pair=True)
+    assert unknown == unknown_pairs == 0
+    assert by_class == by_pair, text
+
+
+def test_aimed_runs_answer_races_with_replaying_witnesses() -> None:
+    program = load_text(LOOPED).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    candidates = analysis.race_candidates()
+    with mock.patch("checker.smt.queries.EAGERNESS", (0.05,)):
+        left = analysis.harvest_races(candidates)
+    assert len(left) < len(candidates)
+    assert analysis.stats["runs"] > 1
+    for pair, (_, witness) in analysis.parts.races.items():
+        replays(program, witness)
+        started = {step.statement for step in witness.steps}
+        assert set(pair) <= started
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    for small in (encode.SMALL_BINDING, 0):
+        with mock.patch.object(encode, "SMALL_BINDING", small):
+            analysis = Analysis(program, Budget(timeout=60.0))
+            runner, session = analysis.runner(), analysis.session
+            steps = len(analysis.encoding.steps)
+            for seed in range(3):
+                order, _ = runner.run(seed, 0.3)
+                admitted = session.admits(order)
+                assert admitted is not None, text
+                assert session.confirm(order) is not None, text
+                assert list(admitted.order) == order
+                shuffled = list(order)
+                random.Random(seed).shuffle(shuffled)
+                if shuffled != order and steps:
+                    assert (session.admits(shuffled) is None) == (session.confirm(shuffled) is None), text
