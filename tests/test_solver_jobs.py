@@ -19,11 +19,16 @@ from checker.smt import jobs
 from strategies import specs
 
 
-def verdicts(findings) -> list[tuple]:
+def verdicts(program, findings) -> list[tuple]:
     """What the findings say, without which execution shows them: sessions may find other
-    executions, and a deadlock's statements are those stuck in the one it shows."""
-    return sorted((f.kind.value, () if f.kind.value == "deadlock" else f.statements, f.instances)
-                  for f in findings)
+    executions, a deadlock's statements are those stuck in the one it shows, and a dead use
+    names the instance of the free (or alloc) that it shows. Statements by source line."""
+    def lines(f) -> tuple:
+        if f.kind.value == "deadlock":
+            return ()
+        return tuple(program.statements[i].span.line for i in f.statements)
+
+    return sorted((f.kind.value, lines(f), f.instances) for f in findings)
 
 
 def split_analysis(program, workers: int, seen: list | None = None):
@@ -65,7 +70,7 @@ def test_a_split_program_gets_the_same_findings_in_worker_processes() -> None:
     split = split_analysis(program, workers=2, seen=seen)
     assert sum(job.kind == "races" for job in seen) >= 3
     assert split == split_analysis(program, workers=1)
-    assert verdicts(split) == verdicts(smt.analyze(program))
+    assert verdicts(program, split) == verdicts(program, smt.analyze(program))
     assert {f.kind.value for f in split} == {"race"}
 
 
@@ -76,7 +81,7 @@ def test_jobs_answer_as_one_session_does(text: str) -> None:
     assume(program is not None)
     whole = smt.analyze(program, timeout=60.0)
     split = split_analysis(program, workers=1)
-    assert verdicts(split) == verdicts(whole), text
+    assert verdicts(program, split) == verdicts(program, whole), text
     for finding in split:
         if finding.witness is not None:
             assert confirm(program, finding).ok, (finding.message, text)
