@@ -25,6 +25,26 @@ from checker.smt.queries import Analysis  # noqa: E402
 from checker.smt.solve import Budget, Unknown  # noqa: E402
 
 
+def random_statement(rng: random.Random, kind: str, event) -> str:
+    """One statement of `kind` on the random specs' streams s[4], buffers x[4] and host_out,
+    events ev[...] (`event()` draws the index), flag `ready` and notify `go`."""
+    s = rng.randrange(4)
+    if kind == "kernel":
+        r, w = rng.randrange(4), rng.randrange(4)
+        return f"s[{s}]: kernel k reads x[{r}] writes x[{w}] 1ms"
+    if kind in ("record", "wait"):
+        return f"s[{s}]: {kind} ev[{event()}]"
+    if kind == "sync":
+        return f"sync s[{s}]"
+    if kind in ("record_flag", "wait_flag"):
+        return f"s[{s}]: {kind.split('_')[0]} ready"
+    if kind in ("notify", "await"):
+        return f"s[{s}]: {kind} go"
+    if kind == "host":
+        return "host consume reads host_out"
+    return f"s[{s}]: copy host_out <- x[{rng.randrange(4)}] 1ms"
+
+
 def make_spec(seed: int, threads: int, statements: int, signals: bool = False) -> str:
     """Kernels, records, waits, syncs, host code and copies; with `signals`, also flag
     events and notify/await hand-offs (which make the deadlock question a real one)."""
@@ -47,28 +67,7 @@ def make_spec(seed: int, threads: int, statements: int, signals: bool = False) -
         lines.append(f"thread worker{t} {{")
         for _ in range(statements):
             kind = rng.choices(kinds, weights=weights)[0]
-            s = rng.randrange(4)
-            if kind == "kernel":
-                r, w = rng.randrange(4), rng.randrange(4)
-                lines.append(f"  s[{s}]: kernel k reads x[{r}] writes x[{w}] 1ms")
-            elif kind == "record":
-                lines.append(f"  s[{s}]: record ev[{rng.randrange(3)}]")
-            elif kind == "wait":
-                lines.append(f"  s[{s}]: wait ev[{rng.randrange(3)}]")
-            elif kind == "sync":
-                lines.append(f"  sync s[{s}]")
-            elif kind == "record_flag":
-                lines.append(f"  s[{s}]: record ready")
-            elif kind == "wait_flag":
-                lines.append(f"  s[{s}]: wait ready")
-            elif kind == "notify":
-                lines.append(f"  s[{s}]: notify go")
-            elif kind == "await":
-                lines.append(f"  s[{s}]: await go")
-            elif kind == "host":
-                lines.append("  host consume reads host_out")
-            else:
-                lines.append(f"  s[{s}]: copy host_out <- x[{rng.randrange(4)}] 1ms")
+            lines.append("  " + random_statement(rng, kind, lambda: str(rng.randrange(3))))
         lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_smt import make_spec  # noqa: E402
+from bench_smt import make_spec, random_statement  # noqa: E402
 from checker.findings import FindingKind  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
 
@@ -129,28 +129,7 @@ def random_loops(seed: int, threads: int = 4, iterations: int = 10, body: int = 
         lines.append(f"  for i in 0..{iterations} {{")
         for _ in range(body):
             kind = rng.choices(kinds, weights=weights)[0]
-            s = rng.randrange(4)
-            if kind == "kernel":
-                r, w = rng.randrange(4), rng.randrange(4)
-                lines.append(f"    s[{s}]: kernel k reads x[{r}] writes x[{w}] 1ms")
-            elif kind == "record":
-                lines.append(f"    s[{s}]: record ev[{slot()}]")
-            elif kind == "wait":
-                lines.append(f"    s[{s}]: wait ev[{slot()}]")
-            elif kind == "sync":
-                lines.append(f"    sync s[{s}]")
-            elif kind == "record_flag":
-                lines.append(f"    s[{s}]: record ready")
-            elif kind == "wait_flag":
-                lines.append(f"    s[{s}]: wait ready")
-            elif kind == "notify":
-                lines.append(f"    s[{s}]: notify go")
-            elif kind == "await":
-                lines.append(f"    s[{s}]: await go")
-            elif kind == "host":
-                lines.append("    host consume reads host_out")
-            else:
-                lines.append(f"    s[{s}]: copy host_out <- x[{rng.randrange(4)}] 1ms")
+            lines.append("    " + random_statement(rng, kind, slot))
         lines.append("  }")
         lines.append("}")
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from checker.analyze import Options, ProgressCallback, check_loaded
 from checker.errors import ClusterError
 from checker.findings import FileReport
 from checker.inputs import Source, load
+from checker.resources import worker_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,21 +101,6 @@ def _here(sources, options, max_statements, on_file, progress) -> list[FileRepor
     return reports
 
 
-def _context():
-    """How workers start: forked when this process runs no other thread (cheap: nothing to
-    import again), else fresh interpreters (forking a threaded process can deadlock the child)."""
-    import multiprocessing
-    import threading
-
-    methods = multiprocessing.get_all_start_methods()
-    wanted = os.environ.get("STREAMPROOF_START_METHOD")
-    if wanted in methods:
-        return multiprocessing.get_context(wanted)
-    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
 def _import_engines() -> None:
     """Load the engines before forking: the workers then start with them instead of each
     importing them again (the analysis imports them lazily)."""
@@ -131,7 +117,7 @@ def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    context = _context()
+    context = worker_context()
     if context.get_start_method() == "fork":
         _import_engines()
     reports: list[FileReport | None] = [None] * len(sources)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
+import threading
 from contextlib import contextmanager
 
 
@@ -18,3 +21,18 @@ def paused_gc():
     finally:
         if enabled:
             gc.enable()
+
+
+def worker_context():
+    """How worker processes start: forked when this process runs no other thread (cheap:
+    nothing to import again), else fresh interpreters (forking a threaded process can deadlock
+    the child). `STREAMPROOF_START_METHOD` overrides it."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    wanted = os.environ.get("STREAMPROOF_START_METHOD")
+    if wanted in methods:
+        return multiprocessing.get_context(wanted)
+    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")

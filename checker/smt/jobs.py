@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import sys
-import threading
 from dataclasses import dataclass
 
 import z3
@@ -25,6 +22,7 @@ from checker.findings import FindingKind
 from checker.ir import Program
 from checker.smt.order import MustOrder
 from checker.smt.queries import Analysis, Parts
+from checker.resources import worker_context
 from checker.smt.solve import Budget
 
 INLINE = 64
@@ -101,18 +99,6 @@ def _answer_in_worker(program, order, job, budget, deadline) -> Parts:
     return answer(program, order, job, budget, deadline)
 
 
-def _context():
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    wanted = os.environ.get("STREAMPROOF_START_METHOD")
-    if wanted in methods:
-        return multiprocessing.get_context(wanted)
-    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
 def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budget,
                deadline: float | None, workers: int, done=None) -> list[Parts]:
     """The parts of every job, in job order; `workers` > 1 answers them in worker processes.
@@ -127,7 +113,7 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
     global _SHARED
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    context = _context()
+    context = worker_context()
     forked = context.get_start_method() == "fork"
     _SHARED = (program, order)
     sent = (None, None) if forked else (program, order)
