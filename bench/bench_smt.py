@@ -25,6 +25,19 @@ from checker.smt.queries import Analysis  # noqa: E402
 from checker.smt.solve import Budget, Unknown  # noqa: E402
 
 
+def declarations(events: int) -> list[str]:
+    """What `random_statement` uses: streams s[4], buffers x[4] and host_out, `events`
+    snapshot events ev[...], the flag event `ready` and the notify `go`."""
+    return [
+        "device npu0 { compute 2 copy 2 }",
+        "buffer x[4] 1MiB on npu0",
+        "buffer host_out 1MiB on host pinned",
+        "stream s[4] on npu0",
+        f"event ev[{events}]",
+        "event ready flag",
+        "notify go",
+    ]
+
 def random_statement(rng: random.Random, kind: str, event) -> str:
     """One statement of `kind` on the random specs' streams s[4], buffers x[4] and host_out,
     events ev[...] (`event()` draws the index), flag `ready` and notify `go`."""
@@ -49,15 +62,7 @@ def make_spec(seed: int, threads: int, statements: int, signals: bool = False) -
     """Kernels, records, waits, syncs, host code and copies; with `signals`, also flag
     events and notify/await hand-offs (which make the deadlock question a real one)."""
     rng = random.Random(seed)
-    lines = [
-        "device npu0 { compute 2 copy 2 }",
-        "buffer x[4] 1MiB on npu0",
-        "buffer host_out 1MiB on host pinned",
-        "stream s[4] on npu0",
-        "event ev[3]",
-        "event ready flag",
-        "notify go",
-    ]
+    lines = declarations(events=3)
     kinds = ["kernel", "record", "wait", "sync", "host", "copy"]
     weights = [10, 4, 4, 1, 1, 1]
     if signals:

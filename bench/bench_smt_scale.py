@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_smt import make_spec, random_statement  # noqa: E402
+from bench_smt import declarations, make_spec, random_statement  # noqa: E402
 from checker.findings import FindingKind  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
 
@@ -109,15 +109,7 @@ def random_loops(seed: int, threads: int = 4, iterations: int = 10, body: int = 
     statements on shared streams, buffers, events (snapshot and flag) and a notify. Bodies
     index buffers and events by the loop variable sometimes, as double-buffered loops do."""
     rng = random.Random(seed)
-    lines = [
-        "device npu0 { compute 2 copy 2 }",
-        "buffer x[4] 1MiB on npu0",
-        "buffer host_out 1MiB on host pinned",
-        "stream s[4] on npu0",
-        "event ev[2]",
-        "event ready flag",
-        "notify go",
-    ]
+    lines = declarations(events=2)
     kinds = ["kernel", "record", "wait", "sync", "host", "copy", "record_flag", "wait_flag", "notify", "await"]
     weights = [10, 4, 4, 1, 1, 1, 1, 1, 1, 1]
 
