@@ -153,6 +153,8 @@ class Encoding:
         step, whether it is enqueued before the wait: True, False, or None when the order of
         the two issue steps decides it), ...))."""
         self._based = False
+        self.enabled_facts: dict[int, z3.BoolRef] = {}
+        """Per step whose condition is not trivially true: the condition at its own time."""
 
     # --- step lookup --------------------------------------------------------------------
 
@@ -364,9 +366,21 @@ class Encoding:
             facts.append(t >= 0)
             enabled = _and(*[c.formula for c in self.own_condition(i)])
             if enabled is not True:
-                facts.append(z3.Implies(self.hap[i], to_z3(enabled)))
+                self.enabled_facts[i] = to_z3(enabled)
+                facts.append(z3.Implies(self.hap[i], self.enabled_facts[i]))
         self._based = True
         return facts + self._binding_facts
+
+    def facts_of(self, happened) -> list[z3.BoolRef]:
+        """What the base says about an execution prefix whose happened steps are `happened`
+        once every other step is not (time H): each happened step's condition at its own time,
+        and the binding definitions. The rest of the base holds in such an assignment by its
+        form (`base`), so checking these is checking the base. None if a happened step is
+        one the order proves impossible."""
+        assert self._based, "the base is not built yet"
+        if any(i in self.order.impossible for i in happened):
+            return None
+        return [self.enabled_facts[i] for i in happened if i in self.enabled_facts] + self._binding_facts
 
     # --- memory lifetime ------------------------------------------------------------------
 

@@ -88,15 +88,16 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
                         ready.append(y)
 
     settle(ready)
+    known: set[int] = set()
     while True:
-        woken = _earliest_pending(encoding, order, done)
+        woken = _earliest_pending(encoding, order, done, known)
         if not woken:
             break
         settle(woken)
     return frozenset(done)
 
 
-def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int]) -> list[int]:
+def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int]) -> list[int]:
     """Tasks that wait for one another only through the order they were enqueued in.
 
     The largest set W of tasks (not collective members) whose first step needs, besides its
@@ -104,7 +105,11 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int]) -> l
     hardware queues, legacy stream, the bound record): in a stuck state the earliest-enqueued
     unfinished task of W that was enqueued would have everything it needs and could move, so
     every enqueued task of W has finished. Returns the first and last steps, not yet known to
-    be taken, of W's tasks whose enqueue is guaranteed."""
+    be taken, of W's tasks whose enqueue is guaranteed.
+
+    `known` carries W from one call to the next (updated here): with more steps guaranteed,
+    every condition that held still holds (a task that started has ended: its end needs its
+    start alone), so W only grows and its members need not be read again."""
     layout = encoding.layout
     statements = encoding.program.statements
     task_of: dict[int, int] = {}
@@ -156,7 +161,7 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int]) -> l
         return True, leans
 
     leaning: dict[int, set[int]] = {}
-    work = list(alive)
+    work = [index for index in alive if index not in known]
     while work:
         index = work.pop()
         if index not in alive:
@@ -168,6 +173,8 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int]) -> l
             continue
         alive.discard(index)
         work.extend(leaning.pop(index, ()))
+    known.clear()
+    known.update(alive)
     woken = []
     for index in sorted(alive):
         x = statements[index]

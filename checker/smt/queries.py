@@ -128,6 +128,7 @@ class Analysis:
             "slowest": 0.0, "deadlock_how": "not asked"}
         self._runs: list[tuple[Sat, bool]] | None = None
         self._runner: Runner | None = None
+        self._bounds: tuple[list[int], list[int]] | None = None
 
     @property
     def racing(self) -> set[tuple[int, int]]:
@@ -255,22 +256,64 @@ class Analysis:
             return layout.task_chain[statement.index]
         return layout.thread_chain[statement.thread]
 
+    def _first_last(self) -> tuple[list[int], list[int]]:
+        """Per statement: its first and last step (of its access interval)."""
+        if self._bounds is None:
+            encoding = self.encoding
+            self._bounds = ([encoding.first_step(s) for s in self.program.statements],
+                            [encoding.last_step(s) for s in self.program.statements])
+        return self._bounds
+
     def _harvest(self, sat: Sat, pending: dict, witnesses: bool = True) -> dict:
         """Every pending candidate that also races in `sat`'s execution, with its witness
         (None without `witnesses`): one model usually shows many races, and each needs no
         query of its own."""
         encoding = self.encoding
+        first, last = self._first_last()
         position = {step: k for k, step in enumerate(sat.order)}
         never = len(sat.order)
         found = {}
         for pair, (a, b, memory) in pending.items():
-            sa, sb = position.get(encoding.first_step(a)), position.get(encoding.first_step(b))
+            sa, sb = position.get(first[a.index]), position.get(first[b.index])
             if sa is None or sb is None:
                 continue
-            if (sa < position.get(encoding.last_step(b), never)
-                    and sb < position.get(encoding.last_step(a), never)):
+            if (sa < position.get(last[b.index], never)
+                    and sb < position.get(last[a.index], never)):
                 found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]) if witnesses else None)
         return found
+
+    def _predict(self, order: list[int], pending: dict) -> None:
+        """Races the run `order` predicts (`Runner.needs`): pending pairs whose two starts
+        rely on neither's end. Predicted pairs are packed into few executions (the steps
+        their starts rely on, in run order, with no packed pair's end among them), each
+        checked against the encoding (`Session.admits`) before its answers are taken."""
+        if not pending:
+            return
+        first, last = self._first_last()
+        needs = self.runner().needs(order)
+        predicted = []
+        for a, b in pending:
+            sa, sb = first[a], first[b]
+            if sa not in needs or sb not in needs:
+                continue
+            mask = needs[sa] | needs[sb]
+            ends = (1 << last[a]) | (1 << last[b])
+            if not mask & ends:
+                predicted.append((mask, ends))
+        while predicted:
+            packed, closed, rest = 0, 0, []
+            for mask, ends in predicted:
+                if (packed | mask) & (closed | ends):
+                    rest.append((mask, ends))
+                else:
+                    packed, closed = packed | mask, closed | ends
+            execution = [step for step in order if packed >> step & 1]
+            verdict = self.session.admits(execution)
+            if verdict is None:
+                return
+            self.stats["predicted"] = self.stats.get("predicted", 0) + 1
+            self._take(self._harvest(verdict, pending), pending)
+            predicted = rest
 
     def harvest_races(self, candidates: list) -> list:
         """The race questions (a, b, memory) that no concrete run answers; the others are
@@ -281,6 +324,7 @@ class Analysis:
         if pending:
             for verdict, _ in self.runs():
                 self._take(self._harvest(verdict, pending), pending)
+                self._predict(list(verdict.order), pending)
             if EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
                 self._aimed_runs(pending)
         self.stats["races"] += time.process_time() - began
@@ -294,27 +338,27 @@ class Analysis:
         self.stats["run_answers"] += len(found)
 
     def _aimed_runs(self, pending: dict) -> None:
-        """One run aimed at each pair still pending, in order (`Runner.run`'s `target`):
-        it moves the two statements' prerequisites first and holds their ends open. A run
-        that shows a pending race is checked against the encoding (`Session.admits`) before
-        its answers are used; the seed is the pair's, so the answers depend on the program
-        alone."""
+        """Runs aimed at each pair still pending, deepest first (`Runner.run`'s `target`):
+        the first moves the two statements' prerequisites first and holds their ends open;
+        for pairs still pending, a second holds their starts back instead (what they wait
+        for may need other work to pass first). The races a run predicts (`_predict`, which
+        includes those it shows) are checked against the encoding before they are taken;
+        the seeds are the pair's, so the answers depend on the program alone."""
         runner = self.runner()
-        encoding = self.encoding
-        for pair in list(pending):
-            if pair not in pending:
-                continue
-            a, b, _ = pending[pair]
-            target = ((encoding.first_step(a), encoding.last_step(a)),
-                      (encoding.first_step(b), encoding.last_step(b)))
-            order, _ = runner.run(pair[0] * len(self.program.statements) + pair[1], AIMED_EAGERNESS, target)
-            self.stats["runs"] += 1
-            shown = self._harvest(Sat(None, tuple(order)), pending, witnesses=False)
-            if not shown:
-                continue
-            verdict = self.session.admits(order)
-            if verdict is not None:
-                self._take(self._harvest(verdict, {k: pending[k] for k in shown}), pending)
+        first, last = self._first_last()
+        position = self.encoding.layout.position
+        count = len(self.program.statements)
+        # Deepest pairs first: a run that reaches far predicts the races of what it passed.
+        aims = sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair))
+        for late in (False, True):
+            for a, b in aims:
+                if (a, b) not in pending:
+                    continue
+                held = (first[a], first[b]) if late else (last[a], last[b])
+                seed = (a * count + b) * 2 + late
+                order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])))
+                self.stats["runs"] += 1
+                self._predict(order, pending)
 
     def races(self, candidates=None, runs: bool = True) -> None:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
@@ -356,6 +400,7 @@ class Analysis:
                 self._settle(group[half:], pending)
                 return
             self._take_model(found, pending)
+            self._predict(list(verdict.order), pending)
             group = [pair for pair in group if pair in pending]
         if group:
             self._ask_one(group[0], pending)
@@ -375,6 +420,7 @@ class Analysis:
             found = self._harvest(verdict, pending)
             found[pair] = (memory, verdict.witness)
             self._take_model(found, pending)
+            self._predict(list(verdict.order), pending)
             return
         del pending[pair]
         if isinstance(verdict, Unknown):

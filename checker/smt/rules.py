@@ -282,25 +282,27 @@ class Rules:
     # --- flags, notifies, lifetimes: the latest setter or clearer -------------------------------
 
     def _grouped(self, name: str, key: int, setters, clearers) -> tuple[dict, dict]:
+        """The setter and clearer steps of one flag or notify per chain, listed once
+        (`setters` and `clearers` make the lists when they are first needed)."""
         cached = self._signals.get((name, key))
         if cached is None:
-            cached = self._signals[(name, key)] = (self.layout.by_chain(setters),
-                                                   self.layout.by_chain(clearers))
+            cached = self._signals[(name, key)] = (self.layout.by_chain(setters()),
+                                                   self.layout.by_chain(clearers()))
         return cached
 
     def flag_items(self, event: int, step: int) -> list:
         layout = self.layout
         setters, clearers = self._grouped(
-            "flag", event, [layout.completion(r) for r in layout.records.get(event, ())],
-            [layout.completion(r) for r in layout.resets.get(event, ())])
+            "flag", event, lambda: [layout.completion(r) for r in layout.records.get(event, ())],
+            lambda: [layout.completion(r) for r in layout.resets.get(event, ())])
         label = f"flag event {self.program.events[event].name} to be set"
         return self.counting(setters, 0, step, label) + [self.set_state(setters, clearers, step, label)]
 
     def notify_items(self, x: Statement, step: int) -> list:
         layout = self.layout
         setters, clearers = self._grouped(
-            "notify", x.notify, [layout.signal_step(n) for n in layout.notifies.get(x.notify, ())],
-            [layout.signal_step(a) for a in layout.awaits.get(x.notify, ())])
+            "notify", x.notify, lambda: [layout.signal_step(n) for n in layout.notifies.get(x.notify, ())],
+            lambda: [layout.signal_step(a) for a in layout.awaits.get(x.notify, ())])
         label = f"notify {self.program.notifies[x.notify].name} to be set"
         cleared = sum(self._count_before(items, step) for items in clearers.values())
         return self.counting(setters, cleared, step, label) + [self.set_state(setters, clearers, step, label)]

@@ -104,6 +104,55 @@ class Runner:
         prec = self.encoding.order.prec
         return any(step == t or prec(step, t) for t in targets)
 
+    def needs(self, order: list[int]) -> dict[int, int]:
+        """Per step of the execution `order`: the steps it relied on, transitively, itself
+        included, as a bit set (bit i: step i). What a step relied on is read off its items
+        at its place: each `Need`, a `NeedIf` whose task was enqueued before x, the record
+        the wait was bound to, the setter that left its flag or notify set.
+
+        Any subsequence of `order` that contains, with each step, every step it relied on,
+        is an execution too (the prediction of `Analysis._predict`): each `Need` is still
+        before it, a bound record is still the latest candidate enqueued before the wait
+        (a later one would have been the latest in `order` too), and a setter still has no
+        clearer after it (the subsequence keeps `order`'s order). So two accesses whose
+        starts rely on neither's end run at once in some execution, also when they never
+        overlap in `order`. The encoding still checks each such execution (`admits`)."""
+        issue = self.issue_of_statement
+        statements = self.program.statements
+        position = {step: k for k, step in enumerate(order)}
+        needs: dict[int, int] = {}
+        for here, step in enumerate(order):
+            mask = 1 << step
+            for item in self.encoding.items(step):
+                if isinstance(item, Need):
+                    mask |= needs[item.step]
+                elif isinstance(item, NeedIf):
+                    at = position.get(issue[item.u])
+                    if at is not None and at < position[issue[item.x]]:
+                        mask |= needs[item.step]
+                elif isinstance(item, Bind):
+                    w_at, best, bound = position[issue[item.w]], -1, None
+                    for r, _ in item.candidates:
+                        at = position.get(issue[r], -1)
+                        if 0 <= at < w_at and at > best:
+                            best, bound = at, r
+                    if bound is not None:
+                        mask |= needs[self.layout.completion(statements[bound])]
+                elif isinstance(item, SetState):
+                    setter = max((position[term[0]] for term in item.terms
+                                  if self._term_at(term, position, here)), default=None)
+                    # None: not a step of a run (it cannot be read); -1 relies on everything.
+                    mask |= -1 if setter is None else needs[order[setter]]
+            needs[step] = mask
+        return needs
+
+    @staticmethod
+    def _term_at(term, position: dict[int, int], here: int) -> bool:
+        """Whether the set state `term` held just before position `here`."""
+        setter, _, clearers = term
+        at = position.get(setter, here)
+        return at < here and not any(at < position.get(c, -1) < here for c, _ in clearers)
+
     @staticmethod
     def _term(term, position: dict[int, int]) -> bool:
         setter, _, clearers = term

@@ -67,6 +67,13 @@ def _substitute(term: z3.ExprRef, pairs: list[tuple]) -> z3.ExprRef:
     return z3.z3._to_expr_ref(z3.Z3_substitute(term.ctx.ref(), term.as_ast(), count, sources, targets), term.ctx)
 
 
+def _conjunction(facts: list) -> z3.BoolRef:
+    """`z3.And` of Boolean terms without its per-argument coercion (they are Booleans)."""
+    ctx = facts[0].ctx
+    arguments = (z3.Ast * len(facts))(*(fact.as_ast() for fact in facts))
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(facts), arguments), ctx)
+
+
 class Session:
     """One solver for one program; each `ask` is scoped so the base is shared."""
 
@@ -79,7 +86,6 @@ class Session:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
         base = encoding.base()
         self.solver.add(*base)
-        self._base = z3.And(*base) if base else z3.BoolVal(True)
         self.checks = 0
         self._constants: dict = {}
         if deadline is None and budget.total is not None:
@@ -150,7 +156,8 @@ class Session:
 
     def admits(self, order: list[int]) -> Sat | None:
         """Like `confirm`, without a model and far cheaper: the times of `order`, and the
-        binding integers they define, are substituted into the base, which must simplify to
+        binding integers they define, are substituted into the base (the part of it that
+        the steps of `order` make binding: `Encoding.facts_of`), which must simplify to
         true (under an rlimit it is checked by a solver within the same limits, so that the
         rlimit bounds this work too). A Sat whose witness is the whole order, or None."""
         encoding = self.encoding
@@ -163,8 +170,11 @@ class Session:
         rest.set("timeout", max(1, int(self.budget.timeout * 1000)))
         if self.budget.rlimit is not None:
             rest.set("rlimit", max(1, int(self.budget.rlimit)))
+        facts = encoding.facts_of(order)
+        if facts is None:
+            return None
         try:
-            left = _substitute(self._base, values)
+            left = _substitute(_conjunction(facts), values) if facts else z3.BoolVal(True)
             if self.budget.rlimit is None:
                 left = z3.simplify(left)
             if not z3.is_true(left):
