@@ -21,6 +21,7 @@ from checker.frontend import load_text
 from checker.smt import encode
 from checker.smt.queries import Analysis
 from checker.smt.solve import Budget
+from checker.witness import StepKind
 from strategies import specs
 from test_smt import replays
 
@@ -117,3 +118,92 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
                 random.Random(seed).shuffle(shuffled)
                 if shuffled != order and steps:
                     assert (session.admits(shuffled) is None) == (session.confirm(shuffled) is None), text
+
+
+HANDOFF = """\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+event ev
+notify go
+thread a {
+  s[0]: kernel k1 writes x 1ms
+  s[0]: record ev
+  notify go
+  s[0]: kernel k3 writes x 1ms
+  s[0]: record ev
+}
+thread b {
+  await go
+  s[1]: wait ev
+  s[1]: kernel k2 reads x 1ms
+}
+"""
+
+
+def test_what_a_step_relied_on_keeps_the_bound_record() -> None:
+    """The wait is bound to a record whose enqueue thread b also relies on (through the
+    notify): what k2 relied on must include that record's completion."""
+    relied_on_is_an_execution(HANDOFF)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_what_a_step_relied_on_is_an_execution(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    relied_on_is_an_execution(text)
+
+
+def relied_on_is_an_execution(text: str) -> None:
+    """`Runner.needs`: the steps a step relied on, kept in run order, are an execution the
+    encoding admits (and the solver accepts with every time fixed), and races predicted
+    from them replay."""
+    program = load_text(text, "<random>").program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    runner, session = analysis.runner(), analysis.session
+    for seed in range(4):
+        order, _ = runner.run(seed, 0.3)
+        needs = runner.needs(order)
+        assert set(needs) == set(order)
+        for k, step in enumerate(order):
+            kept = [s for s in order if needs[step] >> s & 1]
+            assert kept[-1] == step
+            assert session.admits(kept) is not None, text
+            if k % 16 == 0:
+                assert session.confirm(kept) is not None, text
+    pending = {(a.index, b.index): (a, b, m) for a, b, m in analysis.race_candidates()}
+    for seed in range(2):
+        analysis._predict(runner.run(seed, 0.05)[0], pending)
+    for pair, (_, witness) in analysis.parts.races.items():
+        replays(program, witness)
+
+
+def test_a_race_is_predicted_from_a_run_that_ran_the_pair_apart() -> None:
+    """The two kernels race, but a run that ends the first before the second starts shows
+    no overlap; what the second's start relied on excludes the first's end, so the race
+    is predicted, and its witness replays."""
+    program = load_text("""\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+thread a {
+  s[0]: kernel k1 writes x 1ms
+}
+thread b {
+  s[1]: kernel k2 writes x 1ms
+}
+""").program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding = analysis.encoding
+    first, second = program.statements
+    apart = []
+    for s in (first, second):
+        apart += [encoding.step(kind, s.index) for kind in (StepKind.ISSUE, StepKind.START, StepKind.END)]
+    assert analysis.session.admits(apart) is not None
+    pending = {(first.index, second.index): (first, second, 0)}
+    analysis._predict(apart, pending)
+    assert not pending
+    (_, witness), = analysis.parts.races.values()
+    replays(program, witness)
+    assert StepKind.END not in {step.kind for step in witness.steps}
