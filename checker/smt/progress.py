@@ -89,15 +89,17 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
 
     settle(ready)
     known: set[int] = set()
+    waiting: dict[int, int] = {}
     while True:
-        woken = _earliest_pending(encoding, order, done, known)
+        woken = _earliest_pending(encoding, order, done, known, waiting)
         if not woken:
             break
         settle(woken)
     return frozenset(done)
 
 
-def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int]) -> list[int]:
+def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int],
+                      waiting: dict[int, int]) -> list[int]:
     """Tasks that wait for one another only through the order they were enqueued in.
 
     The largest set W of tasks (not collective members) whose first step needs, besides its
@@ -109,7 +111,9 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
 
     `known` carries W from one call to the next (updated here): with more steps guaranteed,
     every condition that held still holds (a task that started has ended: its end needs its
-    start alone), so W only grows and its members need not be read again."""
+    start alone), so W only grows and its members need not be read again. `waiting` carries
+    the tasks that failed for a step that is neither guaranteed nor a task's (nor can be
+    leaned on): they fail again until that step is guaranteed (-1: never)."""
     layout = encoding.layout
     statements = encoding.program.statements
     task_of: dict[int, int] = {}
@@ -127,7 +131,8 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
 
     def holds(index: int) -> tuple[bool, set[int]]:
         """Whether task `index`'s first step is satisfied given W = alive, and the W tasks it
-        leans on."""
+        leans on (a failure for a step that only its being guaranteed can satisfy is noted
+        in `waiting`)."""
         x = statements[index]
         issue = layout.issue(x)
         leans: set[int] = set()
@@ -136,14 +141,20 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                 if item.step in done or item.step == issue:
                     continue
                 u = task_of.get(item.step)
-                if u is None or u not in alive or not order.prec(layout.issue(statements[u]), layout.issue(x)):
+                if u is None or not order.prec(layout.issue(statements[u]), layout.issue(x)):
+                    waiting[index] = item.step
+                    return False, leans
+                if u not in alive:
                     return False, leans
                 leans.add(u)
             elif isinstance(item, NeedIf):
                 if item.step in done:
                     continue
                 u = task_of.get(item.step)
-                if u is None or u not in alive:
+                if u is None:
+                    waiting[index] = item.step
+                    return False, leans
+                if u not in alive:
                     return False, leans
                 leans.add(u)
             elif isinstance(item, Bind):
@@ -157,6 +168,7 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                 if not any(not between and s in done for s, _, between in item.terms):
                     return False, leans
             elif isinstance(item, Never):
+                waiting[index] = -1
                 return False, leans
         return True, leans
 
@@ -166,7 +178,12 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
         index = work.pop()
         if index not in alive:
             continue
-        ok, leans = holds(index)
+        step = waiting.get(index)
+        if step is not None and step not in done:
+            ok, leans = False, ()
+        else:
+            waiting.pop(index, None)
+            ok, leans = holds(index)
         if ok:
             for u in leans:
                 leaning.setdefault(u, set()).add(index)
