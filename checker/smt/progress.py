@@ -90,8 +90,10 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
     settle(ready)
     known: set[int] = set()
     waiting: dict[int, int] = {}
+    tasks = [(x.index, layout.first_step(x), layout.completion(x)) for x in statements
+             if x.is_task and x.group is None and layout.first_step(x) not in order.impossible]
     while True:
-        woken = _earliest_pending(encoding, order, done, known, waiting)
+        woken = _earliest_pending(encoding, order, done, known, waiting, tasks)
         if not woken:
             break
         settle(woken)
@@ -99,7 +101,7 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
 
 
 def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int],
-                      waiting: dict[int, int]) -> list[int]:
+                      waiting: dict[int, int], tasks: list[tuple[int, int, int]]) -> list[int]:
     """Tasks that wait for one another only through the order they were enqueued in.
 
     The largest set W of tasks (not collective members) whose first step needs, besides its
@@ -113,20 +115,18 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
     every condition that held still holds (a task that started has ended: its end needs its
     start alone), so W only grows and its members need not be read again. `waiting` carries
     the tasks that failed for a step that is neither guaranteed nor a task's (nor can be
-    leaned on): they fail again until that step is guaranteed (-1: never)."""
+    leaned on): they fail again until that step is guaranteed (-1: never). `tasks` lists
+    (statement, first step, completion step) of every task that may belong to W."""
     layout = encoding.layout
     statements = encoding.program.statements
     task_of: dict[int, int] = {}
     candidates: dict[int, list] = {}
-    for x in statements:
-        if not x.is_task or x.group is not None:
+    for index, first, completion in tasks:
+        if first in done:
             continue
-        first = layout.first_step(x)
-        if first in done or first in order.impossible:
-            continue
-        candidates[x.index] = encoding.items(first)
-        task_of[first] = x.index
-        task_of[layout.completion(x)] = x.index
+        candidates[index] = encoding.items(first)
+        task_of[first] = index
+        task_of[completion] = index
     alive = set(candidates)
 
     def holds(index: int) -> tuple[bool, set[int]]:
@@ -193,9 +193,7 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
     known.clear()
     known.update(alive)
     woken = []
-    for index in sorted(alive):
-        x = statements[index]
-        if layout.issue(x) not in done:
-            continue
-        woken += [step for step in (layout.first_step(x), layout.completion(x)) if step not in done]
+    for index, first, completion in tasks:
+        if index in alive and layout.issue(statements[index]) in done:
+            woken += [step for step in (first, completion) if step not in done]
     return woken
