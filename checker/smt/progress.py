@@ -89,7 +89,7 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
 
     settle(ready)
     known: set[int] = set()
-    waiting: dict[int, int] = {}
+    waiting: dict[int, tuple[int, int | None]] = {}
     tasks = [(x.index, layout.first_step(x), layout.completion(x)) for x in statements
              if x.is_task and x.group is None and layout.first_step(x) not in order.impossible]
     while True:
@@ -100,8 +100,32 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
     return frozenset(done)
 
 
+def _still_waiting(waiting: dict[int, tuple[int, int | None]], done: set[int]) -> set[int]:
+    """The tasks of `waiting` whose failure stands: their step, and the steps of the tasks
+    they wait on, down to one that no task provides, are all not guaranteed."""
+    verdict: dict[int, bool] = {}
+    for start in waiting:
+        chain: dict[int, None] = {}
+        index, result = start, False
+        while True:
+            if index in verdict:
+                result = verdict[index]
+                break
+            entry = waiting.get(index)
+            if entry is None or entry[0] in done or index in chain:
+                break
+            chain[index] = None
+            if entry[1] is None:
+                result = True
+                break
+            index = entry[1]
+        for index in chain:
+            verdict[index] = result
+    return {index for index, stands in verdict.items() if stands}
+
+
 def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int],
-                      waiting: dict[int, int], tasks: list[tuple[int, int, int]]) -> list[int]:
+                      waiting: dict[int, tuple[int, int | None]], tasks: list[tuple[int, int, int]]) -> list[int]:
     """Tasks that wait for one another only through the order they were enqueued in.
 
     The largest set W of tasks (not collective members) whose first step needs, besides its
@@ -114,8 +138,10 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
     `known` carries W from one call to the next (updated here): with more steps guaranteed,
     every condition that held still holds (a task that started has ended: its end needs its
     start alone), so W only grows and its members need not be read again. `waiting` carries
-    the tasks that failed for a step that is neither guaranteed nor a task's (nor can be
-    leaned on): they fail again until that step is guaranteed (-1: never). `tasks` lists
+    the tasks that failed for a step not guaranteed yet, as (step, None) when no task of W
+    can provide it (-1: never), or (step, u) when task u provides it and failed so itself:
+    such a task fails again, without being read, while its step and every step down its
+    chain are not guaranteed (`_still_waiting`). `tasks` lists
     (statement, first step, completion step) of every task that may belong to W."""
     layout = encoding.layout
     statements = encoding.program.statements
@@ -142,9 +168,11 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                     continue
                 u = task_of.get(item.step)
                 if u is None or not order.prec(layout.issue(statements[u]), layout.issue(x)):
-                    waiting[index] = item.step
+                    waiting[index] = (item.step, None)
                     return False, leans
                 if u not in alive:
+                    if u in waiting:
+                        waiting[index] = (item.step, u)
                     return False, leans
                 leans.add(u)
             elif isinstance(item, NeedIf):
@@ -152,9 +180,11 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                     continue
                 u = task_of.get(item.step)
                 if u is None:
-                    waiting[index] = item.step
+                    waiting[index] = (item.step, None)
                     return False, leans
                 if u not in alive:
+                    if u in waiting:
+                        waiting[index] = (item.step, u)
                     return False, leans
                 leans.add(u)
             elif isinstance(item, Bind):
@@ -168,18 +198,18 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                 if not any(not between and s in done for s, _, between in item.terms):
                     return False, leans
             elif isinstance(item, Never):
-                waiting[index] = -1
+                waiting[index] = (-1, None)
                 return False, leans
         return True, leans
 
+    still = _still_waiting(waiting, done)
     leaning: dict[int, set[int]] = {}
     work = [index for index in alive if index not in known]
     while work:
         index = work.pop()
         if index not in alive:
             continue
-        step = waiting.get(index)
-        if step is not None and step not in done:
+        if index in still:
             ok, leans = False, ()
         else:
             waiting.pop(index, None)
