@@ -207,3 +207,32 @@ thread b {
     (_, witness), = analysis.parts.races.values()
     replays(program, witness)
     assert StepKind.END not in {step.kind for step in witness.steps}
+
+
+def test_a_deadlock_on_a_step_that_never_happens_is_explained_with_linear_binding() -> None:
+    """The stuck waits' conditions are read after the base was built; a wait the order
+    proves impossible still had its binding integers defined with the base."""
+    from checker import smt
+    from checker.findings import FindingKind
+
+    program = load_text("""\
+device d0 { compute 2 }
+device d1 { compute 2 }
+stream s0 on d0
+stream s1 on d1
+buffer a 4096B on d0
+event e
+comm c = { s0, s1 }
+thread t0 {
+  s0: allreduce c a
+  s0: record e
+  s0: wait e
+}
+thread t1 {
+  s0: record e
+  s0: wait e
+}
+""").program
+    with mock.patch.object(encode, "SMALL_BINDING", 0):
+        findings = smt.analyze(program)
+    assert [f.kind for f in findings] == [FindingKind.DEADLOCK]

@@ -26,7 +26,7 @@ from checker.smt.solve import Budget
 __all__ = ["analyze"]
 
 
-MAX_STATEMENTS = 20_000
+MAX_STATEMENTS = 50_000
 """Programs larger than this are not encoded: the encoding grows with the open windows of
 the interleaving, and the answer would be an unknown after a long wait anyway."""
 

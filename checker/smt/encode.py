@@ -362,6 +362,9 @@ class Encoding:
             facts.append(self.hap[i] == (t < horizon))
             if i in impossible:
                 facts.append(t >= horizon)
+                # Its condition is still read to explain a deadlock: any binding integer it
+                # uses must be defined with the base.
+                self.own_condition(i)
                 continue
             facts.append(t >= 0)
             enabled = _and(*[c.formula for c in self.own_condition(i)])

@@ -118,7 +118,10 @@ class Analysis:
         self.program = program
         self.budget = budget
         self.encoding = Encoding(program, order)
-        self.session = Session(self.encoding, budget, deadline)
+        if deadline is None and budget.total is not None:
+            deadline = time.time() + budget.total
+        self._deadline = deadline
+        self._session: Session | None = None
         self.order = self.encoding.order
         self.parts = Parts()
         self.parts.stats = self.stats = {
@@ -129,6 +132,16 @@ class Analysis:
         self._runs: list[tuple[Sat, bool]] | None = None
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
+
+    @property
+    def session(self) -> Session:
+        """The solver session, made when a question first needs it: a program whose every
+        question the order settles never builds its formulas."""
+        if self._session is None:
+            began = time.process_time()
+            self._session = Session(self.encoding, self.budget, self._deadline)
+            self.stats["setup"] += time.process_time() - began
+        return self._session
 
     @property
     def racing(self) -> set[tuple[int, int]]:
@@ -354,6 +367,8 @@ class Analysis:
             for a, b in aims:
                 if (a, b) not in pending:
                     continue
+                if self._deadline is not None and time.time() > self._deadline:
+                    return  # what is left goes to the solver, which reports it unasked
                 held = (first[a], first[b]) if late else (last[a], last[b])
                 seed = (a * count + b) * 2 + late
                 order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])))
