@@ -4,6 +4,8 @@
   instance pairs that one query per pair finds.
 * Runs aimed at a pair (`Runner.run` with a target) are executions: the encoding admits them,
   and the races read off them replay in the executor.
+* Repaired runs (`Analysis._repair`) name the choice by which a start relied on an end, run
+  with the other choice, and the races they answer are races the solver confirms.
 * `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
   every time fixed), also with the snapshot binding in linear size, and rejects orders that
   are no execution.
@@ -236,3 +238,85 @@ thread t1 {
     with mock.patch.object(encode, "SMALL_BINDING", 0):
         findings = smt.analyze(program)
     assert [f.kind for f in findings] == [FindingKind.DEADLOCK]
+
+
+HANDED_OVER = """\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+event e
+thread a {
+  s[1]: kernel reader reads x 1ms
+}
+thread b {
+  s[0]: kernel writer writes x 1ms
+  s[0]: record e
+  s[1]: wait e
+}
+"""
+
+
+def test_a_run_is_repaired_where_a_start_relied_on_an_end_through_a_choice() -> None:
+    """The reader races the writer only when thread a enqueues it before thread b's wait.
+    In a run where the wait came first, the reader's start relied on the writer's end
+    through that choice; `_spoilers` names it, a run told to make the other choice
+    predicts the race, and its witness replays."""
+    program = load_text(HANDED_OVER).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding, runner = analysis.encoding, analysis.runner()
+    reader, writer, record, wait = program.statements
+    issue = {s.index: encoding.step(StepKind.ISSUE, s.index) for s in program.statements}
+    late = [issue[writer.index], issue[record.index], issue[wait.index],
+            encoding.step(StepKind.START, writer.index), encoding.step(StepKind.END, writer.index),
+            encoding.completion(record), encoding.completion(wait), issue[reader.index],
+            encoding.step(StepKind.START, reader.index), encoding.step(StepKind.END, reader.index)]
+    assert analysis.session.admits(late) is not None
+    start, end = encoding.first_step(reader), encoding.last_step(writer)
+    assert runner.needs(late)[start] >> end & 1
+    assert analysis._spoilers(late, start, end) == [(issue[reader.index], issue[wait.index])]
+    target = ((start, encoding.last_step(reader)), (encoding.first_step(writer), end))
+    for seed in range(8):
+        # A random run enqueues the reader first most of the time; `after` says otherwise.
+        order, _ = runner.run(seed, 0.1, (), {issue[reader.index]: {issue[wait.index]}})
+        assert order.index(issue[wait.index]) < order.index(issue[reader.index])
+        order, _ = runner.run(seed, 0.1, target, {issue[wait.index]: {issue[reader.index]}})
+        assert not runner.needs(order)[start] >> end & 1
+    pending = {(reader.index, writer.index): (reader, writer, 0)}
+    analysis._repair(reader.index, writer.index, pending)
+    assert not pending
+    (_, witness), = analysis.parts.races.values()
+    replays(program, witness)
+
+
+def test_a_start_that_never_came_names_the_choices_it_waits_on() -> None:
+    """A run that stopped before the reader started (its wait was enqueued first and the
+    writer's end is held) names the same choice by what the start waits for."""
+    program = load_text(HANDED_OVER).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding = analysis.encoding
+    reader, writer, record, wait = program.statements
+    issue = {s.index: encoding.step(StepKind.ISSUE, s.index) for s in program.statements}
+    stopped = [issue[writer.index], issue[record.index], issue[wait.index],
+               encoding.step(StepKind.START, writer.index), issue[reader.index]]
+    position = {step: k for k, step in enumerate(stopped)}
+    choices = analysis._blockers(position, encoding.first_step(reader))
+    assert (issue[reader.index], issue[wait.index]) in choices
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_races_found_by_repaired_runs_are_races(text: str) -> None:
+    """Every pair a repaired run answers (`Analysis._repair`, on every candidate, aimed
+    runs skipped) is a race the solver confirms, and its witness replays."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    pending = {(a.index, b.index): (a, b, m) for a, b, m in analysis.race_candidates()}
+    for pair in list(pending):
+        if pair in pending:
+            analysis._repair(*pair, pending)
+    statements = program.statements
+    for (a, b), (_, witness) in analysis.parts.races.items():
+        replays(program, witness)
+        verdict = analysis.session.ask(analysis.encoding.race(statements[a], statements[b]))
+        assert type(verdict).__name__ == "Sat", text

@@ -5,8 +5,9 @@ one a write) that the must-happen-before relation leaves unordered and that coul
 all is a question; instance pairs of the same two source statements are grouped into one
 finding. Use-after-free and use-before-alloc: one question per accessing statement whose
 bytes some free / alloc covers. Deadlock: one question, unless `progress.py` shows every
-step is taken. Concrete runs (`runs.py`) answer the questions they show first; each model
-the solver finds answers every other question it shows as well. A query the solver cannot
+step is taken. Concrete runs (`runs.py`) answer the questions they show or predict first,
+then runs repaired for each race question left (while the solver is slow); each model the
+solver finds answers every other question it shows as well. A query the solver cannot
 decide becomes an UNKNOWN finding naming what was asked.
 
 An `Analysis` keeps its answers as `Parts` (raw, ungrouped), so that answers from several
@@ -15,6 +16,7 @@ sessions (`jobs.py`) merge into the same findings as one session's (`assemble`).
 
 from __future__ import annotations
 
+import random
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
@@ -33,6 +35,11 @@ EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
 AIMED_EAGERNESS = 0.1
 """The same, for runs aimed at one pair (their own ends are held anyway)."""
+REPAIRS = 40
+"""Repaired runs per pair that aimed runs leave pending (`Analysis._repair`)."""
+REPAIR_WORTH = 0.5
+"""Repaired runs come before the solver while its questions take this many seconds on
+average (or none was asked yet): a few hundred runs cost about as much as one slow query."""
 
 
 @dataclass
@@ -132,6 +139,8 @@ class Analysis:
         self._runs: list[tuple[Sat, bool]] | None = None
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
+        self._asked = (0, 0.0)
+        """Questions asked of the solver, and their wall seconds."""
 
     @property
     def session(self) -> Session:
@@ -170,7 +179,9 @@ class Analysis:
         """One solver question, counted for the statistics."""
         began = time.perf_counter()
         verdict = self.session.ask(query, cut)
-        self.stats["slowest"] = max(self.stats["slowest"], time.perf_counter() - began)
+        spent = time.perf_counter() - began
+        self.stats["slowest"] = max(self.stats["slowest"], spent)
+        self._asked = (self._asked[0] + 1, self._asked[1] + spent)
         self.stats[{Sat: "sat", Unsat: "unsat"}.get(type(verdict), "unknowns")] += 1
         return verdict
 
@@ -367,13 +378,97 @@ class Analysis:
             for a, b in aims:
                 if (a, b) not in pending:
                     continue
-                if self._deadline is not None and time.time() > self._deadline:
+                if self._spent():
                     return  # what is left goes to the solver, which reports it unasked
                 held = (first[a], first[b]) if late else (last[a], last[b])
                 seed = (a * count + b) * 2 + late
                 order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])))
                 self.stats["runs"] += 1
                 self._predict(order, pending)
+
+    def _spent(self) -> bool:
+        """Whether the total budget's deadline has passed."""
+        return self._deadline is not None and time.time() > self._deadline
+
+    def _solver_slow(self) -> bool:
+        """Whether this session's questions took REPAIR_WORTH seconds on average (or none
+        was asked yet)."""
+        count, seconds = self._asked
+        return count == 0 or seconds / count > REPAIR_WORTH
+
+    def _repair(self, a: int, b: int, pending: dict) -> None:
+        """Aimed runs for the pair (a, b), each repaired from the last: where a's start relied
+        on b's end (or b's on a's) through a choice of the run (which task was enqueued
+        first, which record a wait was bound to, which setter left a notify set), the next
+        run is told to make the other choice (`Runner.run`'s `after`), until the pair is
+        predicted or REPAIRS runs are spent."""
+        runner = self.runner()
+        first, last = self._first_last()
+        count = len(self.program.statements)
+        target = ((first[a], last[a]), (first[b], last[b]))
+        seed = (a * count + b) * 2
+        rng = random.Random(seed)
+        after: dict[int, set[int]] = {}
+        order, _ = runner.run(seed, AIMED_EAGERNESS, target)
+        for round in range(REPAIRS):
+            choices = (self._spoilers(order, first[a], last[b])
+                       + self._spoilers(order, first[b], last[a]))
+            choices = [(x, y) for x, y in choices if x not in after.get(y, ())]
+            if not choices:  # every choice is asked for already: start over
+                after = {}
+                order, _ = runner.run(seed + round + 1, AIMED_EAGERNESS, target)
+                self._predict(order, pending)
+                if (a, b) not in pending:
+                    return
+                continue
+            x, y = rng.choice(choices)
+            after.setdefault(y, set()).add(x)
+            order, _ = runner.run(seed + round, AIMED_EAGERNESS, target, after)
+            self.stats["repairs"] = self.stats.get("repairs", 0) + 1
+            self._predict(order, pending)
+            if (a, b) not in pending:
+                return
+
+    def _spoilers(self, order: list[int], start: int, end: int) -> list[tuple[int, int]]:
+        """The choices (x, y), "x before y", on a chain by which `start` relied on `end` in
+        `order` (`Runner.relied`); empty when it did not, or when start did not happen."""
+        position = {step: k for k, step in enumerate(order)}
+        runner = self.runner()
+        if start not in position:
+            return self._blockers(position, start)
+        if end not in position:
+            return []
+        parent: dict[int, tuple[int, tuple | None]] = {start: (start, None)}
+        frontier = [start]
+        while frontier and end not in parent:
+            step = frontier.pop()
+            for relied, choice in runner.relied(step, position[step], order, position):
+                if relied is not None and relied not in parent:
+                    parent[relied] = (step, choice)
+                    frontier.append(relied)
+        if end not in parent:
+            return []
+        choices, step = [], end
+        while step != start:
+            step, choice = parent[step]
+            if choice is not None:
+                choices.append(choice)
+        return choices
+
+    def _blockers(self, position: dict[int, int], start: int) -> list[tuple[int, int]]:
+        """The choices (x, y) on the chains of steps by which `start`, not taken by the end
+        of a run, waits (`Runner.waits_for`)."""
+        runner = self.runner()
+        choices, seen, frontier = [], {start}, [start]
+        while frontier and len(seen) < 64:
+            step = frontier.pop()
+            for blocker, choice in runner.waits_for(step, position):
+                if choice is not None:
+                    choices.append(choice)
+                if blocker is not None and blocker not in seen:
+                    seen.add(blocker)
+                    frontier.append(blocker)
+        return choices
 
     def races(self, candidates=None, runs: bool = True) -> None:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
@@ -383,7 +478,16 @@ class Analysis:
             candidates = self.harvest_races(candidates)
         began = time.process_time()
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
-        for members in self._classes(pending).values():
+        classes = list(self._classes(pending).values())
+        repaired: set[tuple[int, int]] = set()
+        for k, members in enumerate(classes):
+            if EAGERNESS and self._solver_slow():
+                # Until the solver has answered, this class; then every class left.
+                for group in classes[k:] if self._asked[0] else [members]:
+                    for pair in group:
+                        if pair in pending and pair not in repaired and not self._spent():
+                            repaired.add(pair)
+                            self._repair(*pair, pending)
             self._settle(members, pending)
         self.stats["races"] += time.process_time() - began
 

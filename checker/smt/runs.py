@@ -14,6 +14,10 @@ taken is enabled at its place, so the run is an execution; before its answers ar
 confirms it as a model of the encoding with every time fixed (`Session.confirm`), which also
 gives the model that labels a deadlock. Runs only ever answer "yes" (a race, a dead use, a
 deadlock shown by a concrete execution); every "no" is still proved by Z3.
+
+A run can be told which way to make some choices (`run`'s `after`), and it can be read for
+the choices by which a step relied on another (`relied`) or waits for one (`waits_for`): a
+run that missed a race is repaired that way (`Analysis._repair`).
 """
 
 from __future__ import annotations
@@ -46,43 +50,58 @@ class Runner:
         for s in self.program.statements:
             if s.is_task:
                 self.starts_task[layout.issue(s)] = layout.first_step(s)
+        self._compiled_items: dict[int, tuple] = {}
         self.end_of_start = {}
         for s in self.program.statements:
             if s.running:
                 self.end_of_start[layout.step(StepKind.START, s.index)] = layout.completion(s)
+
+    def _compiled(self, step: int) -> tuple:
+        """The items of `step` in the plain form `blocker` reads many times per run: (never,
+        needed steps, (step, u's issue, x's issue) per `NeedIf`, (w's issue, ((record's
+        issue, its completion), ...)) per `Bind`, the terms of each `SetState`)."""
+        compiled = self._compiled_items.get(step)
+        if compiled is None:
+            issue, statements = self.issue_of_statement, self.program.statements
+            items = self.encoding.items(step)
+            compiled = self._compiled_items[step] = (
+                any(isinstance(item, Never) for item in items),
+                tuple(item.step for item in items if isinstance(item, Need)),
+                tuple((item.step, issue[item.u], issue[item.x]) for item in items if isinstance(item, NeedIf)),
+                tuple((issue[item.w], tuple((issue[r], self.layout.completion(statements[r]))
+                                            for r, _ in item.candidates))
+                      for item in items if isinstance(item, Bind)),
+                tuple(item.terms for item in items if isinstance(item, SetState)))
+        return compiled
 
     def blocker(self, step: int, position: dict[int, int]) -> int | None:
         """None when `step` may be taken next after the prefix whose positions are given;
         else a step that must be taken first (NEVER: no step helps), or RECHECK when only a
         set state fails (it can hold again later). Every requirement but a set state only
         ever waits for one step that has not happened, so a run skips `step` until then."""
-        issue = self.issue_of_statement
-        failing = None
-        for item in self.encoding.items(step):
-            if isinstance(item, Need):
-                if item.step not in position:
-                    return item.step
-            elif isinstance(item, NeedIf):
-                at = position.get(issue[item.u])
-                if at is not None and at < position.get(issue[item.x], -1) and item.step not in position:
-                    return item.step
-            elif isinstance(item, Bind):
-                w_at = position.get(issue[item.w], -1)
-                best, bound = -1, None
-                for r, _ in item.candidates:
-                    at = position.get(issue[r], -1)
-                    if 0 <= at < w_at and at > best:
-                        best, bound = at, r
-                if bound is not None:
-                    completion = self.layout.completion(self.program.statements[bound])
-                    if completion not in position:
-                        return completion
-            elif isinstance(item, SetState):
-                if not any(self._term(term, position) for term in item.terms):
-                    failing = RECHECK
-            elif isinstance(item, Never):
-                return NEVER
-        return failing
+        never, needs, windows, bindings, states = self._compiled(step)
+        if never:
+            return NEVER
+        for need in needs:
+            if need not in position:
+                return need
+        for need, u, x in windows:
+            at = position.get(u)
+            if at is not None and need not in position and at < position.get(x, -1):
+                return need
+        for w, candidates in bindings:
+            w_at = position.get(w, -1)
+            best, completion = -1, None
+            for r, done in candidates:
+                at = position.get(r, -1)
+                if at > best and at < w_at:
+                    best, completion = at, done
+            if completion is not None and completion not in position:
+                return completion
+        for terms in states:
+            if not any(self._term(term, position) for term in terms):
+                return RECHECK
+        return None
 
     def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int]) -> list[int]:
         """The pending steps that may be taken next; `blocked` remembers, per step, the step
@@ -107,8 +126,8 @@ class Runner:
     def needs(self, order: list[int]) -> dict[int, int]:
         """Per step of the execution `order`: the steps it relied on, transitively, itself
         included, as a bit set (bit i: step i). What a step relied on is read off its items
-        at its place: each `Need`, a `NeedIf` whose task was enqueued before x, the record
-        the wait was bound to, the setter that left its flag or notify set.
+        at its place (`relied`): each `Need`, a `NeedIf` whose task was enqueued before x,
+        the record the wait was bound to, the setter that left its flag or notify set.
 
         Any subsequence of `order` that contains, with each step, every step it relied on,
         is an execution too (the prediction of `Analysis._predict`): each `Need` is still
@@ -117,34 +136,82 @@ class Runner:
         clearer after it (the subsequence keeps `order`'s order). So two accesses whose
         starts rely on neither's end run at once in some execution, also when they never
         overlap in `order`. The encoding still checks each such execution (`admits`)."""
-        issue = self.issue_of_statement
-        statements = self.program.statements
         position = {step: k for k, step in enumerate(order)}
         needs: dict[int, int] = {}
         for here, step in enumerate(order):
             mask = 1 << step
-            for item in self.encoding.items(step):
-                if isinstance(item, Need):
-                    mask |= needs[item.step]
-                elif isinstance(item, NeedIf):
-                    at = position.get(issue[item.u])
-                    if at is not None and at < position[issue[item.x]]:
-                        mask |= needs[item.step]
-                elif isinstance(item, Bind):
-                    w_at, best, bound = position[issue[item.w]], -1, None
-                    for r, _ in item.candidates:
-                        at = position.get(issue[r], -1)
-                        if 0 <= at < w_at and at > best:
-                            best, bound = at, r
-                    if bound is not None:
-                        mask |= needs[self.layout.completion(statements[bound])]
-                elif isinstance(item, SetState):
-                    setter = max((position[term[0]] for term in item.terms
-                                  if self._term_at(term, position, here)), default=None)
-                    # None: not a step of a run (it cannot be read); -1 relies on everything.
-                    mask |= -1 if setter is None else needs[order[setter]]
+            for relied, _ in self.relied(step, here, order, position):
+                # None: not a step of a run (it cannot be read); -1 relies on everything.
+                mask |= -1 if relied is None else needs[relied]
             needs[step] = mask
         return needs
+
+    def relied(self, step: int, here: int, order: list[int], position: dict[int, int]):
+        """The steps `step`, taken at position `here` of `order`, relied on directly, each
+        with what would have spared it: (x, y), "had x come before y" (None: every
+        execution relies on it). A `NeedIf` is spared by enqueueing x before u, a bound
+        record by enqueueing the wait before it, a setter by taking the step before it.
+        None for the step relied on: the set state cannot be read off `order`."""
+        issue = self.issue_of_statement
+        for item in self.encoding.items(step):
+            if isinstance(item, Need):
+                yield item.step, None
+            elif isinstance(item, NeedIf):
+                at = position.get(issue[item.u])
+                if at is not None and at < position[issue[item.x]]:
+                    yield item.step, (issue[item.x], issue[item.u])
+            elif isinstance(item, Bind):
+                w_at, best, bound = position[issue[item.w]], -1, None
+                for r, _ in item.candidates:
+                    at = position.get(issue[r], -1)
+                    if 0 <= at < w_at and at > best:
+                        best, bound = at, r
+                if bound is not None:
+                    yield self.layout.completion(self.program.statements[bound]), (issue[item.w], issue[bound])
+            elif isinstance(item, SetState):
+                setter = max((position[term[0]] for term in item.terms
+                              if self._term_at(term, position, here)), default=None)
+                if setter is None:
+                    yield None, None
+                else:
+                    yield order[setter], (step, order[setter])
+
+    def waits_for(self, step: int, position: dict[int, int]):
+        """Why `step` cannot be taken after the prefix whose positions are given: per failing
+        item, the step it waits for (None: none) and the choice that would have spared it,
+        as in `relied` (None: none). A set state that fails waits for each setter not taken
+        yet, and would have held had the step come before the clearer after a setter."""
+        issue = self.issue_of_statement
+        for item in self.encoding.items(step):
+            if isinstance(item, Need):
+                if item.step not in position:
+                    yield item.step, None
+            elif isinstance(item, NeedIf):
+                at = position.get(issue[item.u])
+                if at is not None and at < position.get(issue[item.x], -1) and item.step not in position:
+                    yield item.step, (issue[item.x], issue[item.u])
+            elif isinstance(item, Bind):
+                w_at = position.get(issue[item.w], -1)
+                best, bound = -1, None
+                for r, _ in item.candidates:
+                    at = position.get(issue[r], -1)
+                    if 0 <= at < w_at and at > best:
+                        best, bound = at, r
+                if bound is not None:
+                    completion = self.layout.completion(self.program.statements[bound])
+                    if completion not in position:
+                        yield completion, (issue[item.w], issue[bound])
+            elif isinstance(item, SetState):
+                if any(self._term(term, position) for term in item.terms):
+                    continue
+                for setter, _, clearers in item.terms:
+                    at = position.get(setter)
+                    if at is None:
+                        yield setter, None
+                        continue
+                    for c, _ in clearers:
+                        if position.get(c, -1) > at:
+                            yield None, (step, c)
 
     @staticmethod
     def _term_at(term, position: dict[int, int], here: int) -> bool:
@@ -161,7 +228,8 @@ class Runner:
             return False
         return not any(position.get(c, -1) > at for c, _ in clearers)
 
-    def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = ()) -> tuple[list[int], bool]:
+    def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
+            after: dict[int, set[int]] | None = None) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
@@ -188,6 +256,8 @@ class Runner:
             ready = self._ready(pending, position, blocked)
             if not ready:
                 break
+            if after:
+                ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
             waiting = [t for t in starts if t not in position]
             if waiting:
                 ready = [y for y in ready if y not in held] or ready
