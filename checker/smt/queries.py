@@ -37,6 +37,8 @@ AIMED_EAGERNESS = 0.1
 """The same, for runs aimed at one pair (their own ends are held anyway)."""
 REPAIRS = 40
 """Repaired runs per pair that aimed runs leave pending (`Analysis._repair`)."""
+NEAREST = 3
+"""A repaired run is told one of this many choices nearest to the start (`Analysis._repair`)."""
 REPAIR_WORTH = 0.5
 """Repaired runs come before the solver while its questions take this many seconds on
 average (or none was asked yet): a few hundred runs cost about as much as one slow query."""
@@ -411,9 +413,9 @@ class Analysis:
         after: dict[int, set[int]] = {}
         order, _ = runner.run(seed, AIMED_EAGERNESS, target)
         for round in range(REPAIRS):
-            choices = (self._spoilers(order, first[a], last[b])
-                       + self._spoilers(order, first[b], last[a]))
-            choices = [(x, y) for x, y in choices if x not in after.get(y, ())]
+            sides = [[(x, y) for x, y in self._spoilers(order, start, end) if x not in after.get(y, ())]
+                     for start, end in ((first[a], last[b]), (first[b], last[a]))]
+            choices = rng.choice([side for side in sides if side] or [[]])[:NEAREST]
             if not choices:  # every choice is asked for already: start over
                 after = {}
                 order, _ = runner.run(seed + round + 1, AIMED_EAGERNESS, target)
@@ -431,7 +433,8 @@ class Analysis:
 
     def _spoilers(self, order: list[int], start: int, end: int) -> list[tuple[int, int]]:
         """The choices (x, y), "x before y", on a chain by which `start` relied on `end` in
-        `order` (`Runner.relied`); empty when it did not, or when start did not happen."""
+        `order` (`Runner.relied`), nearest to start first; when start did not happen, the
+        choices it waits on (`_blockers`); empty when neither."""
         position = {step: k for k, step in enumerate(order)}
         runner = self.runner()
         if start not in position:
@@ -453,15 +456,14 @@ class Analysis:
             step, choice = parent[step]
             if choice is not None:
                 choices.append(choice)
-        return choices
+        return choices[::-1]
 
     def _blockers(self, position: dict[int, int], start: int) -> list[tuple[int, int]]:
         """The choices (x, y) on the chains of steps by which `start`, not taken by the end
-        of a run, waits (`Runner.waits_for`)."""
+        of a run, waits (`Runner.waits_for`), nearest first."""
         runner = self.runner()
         choices, seen, frontier = [], {start}, [start]
-        while frontier and len(seen) < 64:
-            step = frontier.pop()
+        for step in frontier:  # breadth first: the nearest choices first
             for blocker, choice in runner.waits_for(step, position):
                 if choice is not None:
                     choices.append(choice)
@@ -482,12 +484,12 @@ class Analysis:
         repaired: set[tuple[int, int]] = set()
         for k, members in enumerate(classes):
             if EAGERNESS and self._solver_slow():
-                # Until the solver has answered, this class; then every class left.
-                for group in classes[k:] if self._asked[0] else [members]:
-                    for pair in group:
-                        if pair in pending and pair not in repaired and not self._spent():
-                            repaired.add(pair)
-                            self._repair(*pair, pending)
+                # Until the solver has answered, one pair; then every pair left.
+                todo = [pair for group in classes[k:] for pair in group] if self._asked[0] else members[:1]
+                for pair in todo:
+                    if pair in pending and pair not in repaired and not self._spent():
+                        repaired.add(pair)
+                        self._repair(*pair, pending)
             self._settle(members, pending)
         self.stats["races"] += time.process_time() - began
 

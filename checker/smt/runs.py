@@ -59,7 +59,8 @@ class Runner:
     def _compiled(self, step: int) -> tuple:
         """The items of `step` in the plain form `blocker` reads many times per run: (never,
         needed steps, (step, u's issue, x's issue) per `NeedIf`, (w's issue, ((record's
-        issue, its completion), ...)) per `Bind`, the terms of each `SetState`)."""
+        issue, its completion), ...)) per `Bind`, the terms of each `SetState`, the setter
+        steps of those terms, and every item in its order (`_plain`), for reading why)."""
         compiled = self._compiled_items.get(step)
         if compiled is None:
             issue, statements = self.issue_of_statement, self.program.statements
@@ -71,15 +72,32 @@ class Runner:
                 tuple((issue[item.w], tuple((issue[r], self.layout.completion(statements[r]))
                                             for r, _ in item.candidates))
                       for item in items if isinstance(item, Bind)),
-                tuple(item.terms for item in items if isinstance(item, SetState)))
+                tuple(item.terms for item in items if isinstance(item, SetState)),
+                frozenset(term[0] for item in items if isinstance(item, SetState) for term in item.terms),
+                tuple(self._plain(item) for item in items))
         return compiled
+
+    def _plain(self, item) -> tuple:
+        """One item as ("need", step), ("window", step, u's issue, x's issue), ("bind", w's
+        issue, candidates as in `_compiled`), ("state", terms) or ("never",)."""
+        issue, statements = self.issue_of_statement, self.program.statements
+        if isinstance(item, Need):
+            return ("need", item.step)
+        if isinstance(item, NeedIf):
+            return ("window", item.step, issue[item.u], issue[item.x])
+        if isinstance(item, Bind):
+            return ("bind", issue[item.w], tuple((issue[r], self.layout.completion(statements[r]))
+                                                 for r, _ in item.candidates))
+        if isinstance(item, SetState):
+            return ("state", item.terms)
+        return ("never",)
 
     def blocker(self, step: int, position: dict[int, int]) -> int | None:
         """None when `step` may be taken next after the prefix whose positions are given;
         else a step that must be taken first (NEVER: no step helps), or RECHECK when only a
         set state fails (it can hold again later). Every requirement but a set state only
         ever waits for one step that has not happened, so a run skips `step` until then."""
-        never, needs, windows, bindings, states = self._compiled(step)
+        never, needs, windows, bindings, states, _, _ = self._compiled(step)
         if never:
             return NEVER
         for need in needs:
@@ -103,18 +121,27 @@ class Runner:
                 return RECHECK
         return None
 
-    def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int]) -> list[int]:
-        """The pending steps that may be taken next; `blocked` remembers, per step, the step
-        it waits for, so that it is not read again before that step is taken."""
+    def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int],
+               unset: dict[int, int]) -> list[int]:
+        """The pending steps that may be taken next. `blocked` remembers, per step, the step
+        it waits for, so that it is not read again before that step is taken; `unset`, per
+        step that waits only for a set state, how many steps were taken when it was read:
+        only a setter taken since can change that (a clearer cannot set it, and the other
+        items of a pending step, once they hold, hold for good)."""
         impossible = self.encoding.order.impossible
         ready = []
         for y in pending:
             if y in impossible or (y in blocked and blocked[y] not in position):
                 continue
+            since = unset.get(y)
+            if since is not None and not any(position.get(s, -1) >= since for s in self._compiled(y)[5]):
+                continue
             found = self.blocker(y, position)
             if found is None:
                 ready.append(y)
-            elif found != RECHECK:
+            elif found == RECHECK:
+                unset[y] = len(position)
+            else:
                 blocked[y] = found
         return ready
 
@@ -152,25 +179,27 @@ class Runner:
         execution relies on it). A `NeedIf` is spared by enqueueing x before u, a bound
         record by enqueueing the wait before it, a setter by taking the step before it.
         None for the step relied on: the set state cannot be read off `order`."""
-        issue = self.issue_of_statement
-        for item in self.encoding.items(step):
-            if isinstance(item, Need):
-                yield item.step, None
-            elif isinstance(item, NeedIf):
-                at = position.get(issue[item.u])
-                if at is not None and at < position[issue[item.x]]:
-                    yield item.step, (issue[item.x], issue[item.u])
-            elif isinstance(item, Bind):
-                w_at, best, bound = position[issue[item.w]], -1, None
-                for r, _ in item.candidates:
-                    at = position.get(issue[r], -1)
-                    if 0 <= at < w_at and at > best:
-                        best, bound = at, r
+        for item in self._compiled(step)[6]:
+            kind = item[0]
+            if kind == "need":
+                yield item[1], None
+            elif kind == "window":
+                _, need, u, x = item
+                at = position.get(u)
+                if at is not None and at < position[x]:
+                    yield need, (x, u)
+            elif kind == "bind":
+                _, w, candidates = item
+                w_at, best, bound = position[w], -1, None
+                for r, done in candidates:
+                    at = position.get(r, -1)
+                    if at > best and at < w_at:
+                        best, bound = at, (r, done)
                 if bound is not None:
-                    yield self.layout.completion(self.program.statements[bound]), (issue[item.w], issue[bound])
-            elif isinstance(item, SetState):
-                setter = max((position[term[0]] for term in item.terms
-                              if self._term_at(term, position, here)), default=None)
+                    yield bound[1], (w, bound[0])
+            elif kind == "state":
+                setter = max((position[term[0]] for term in item[1] if self._term_at(term, position, here)),
+                             default=None)
                 if setter is None:
                     yield None, None
                 else:
@@ -181,30 +210,29 @@ class Runner:
         item, the step it waits for (None: none) and the choice that would have spared it,
         as in `relied` (None: none). A set state that fails waits for each setter not taken
         yet, and would have held had the step come before the clearer after a setter."""
-        issue = self.issue_of_statement
-        for item in self.encoding.items(step):
-            if isinstance(item, Need):
-                if item.step not in position:
-                    yield item.step, None
-            elif isinstance(item, NeedIf):
-                at = position.get(issue[item.u])
-                if at is not None and at < position.get(issue[item.x], -1) and item.step not in position:
-                    yield item.step, (issue[item.x], issue[item.u])
-            elif isinstance(item, Bind):
-                w_at = position.get(issue[item.w], -1)
-                best, bound = -1, None
-                for r, _ in item.candidates:
-                    at = position.get(issue[r], -1)
-                    if 0 <= at < w_at and at > best:
-                        best, bound = at, r
-                if bound is not None:
-                    completion = self.layout.completion(self.program.statements[bound])
-                    if completion not in position:
-                        yield completion, (issue[item.w], issue[bound])
-            elif isinstance(item, SetState):
-                if any(self._term(term, position) for term in item.terms):
+        for item in self._compiled(step)[6]:
+            kind = item[0]
+            if kind == "need":
+                if item[1] not in position:
+                    yield item[1], None
+            elif kind == "window":
+                _, need, u, x = item
+                at = position.get(u)
+                if at is not None and need not in position and at < position.get(x, -1):
+                    yield need, (x, u)
+            elif kind == "bind":
+                _, w, candidates = item
+                w_at, best, bound = position.get(w, -1), -1, None
+                for r, done in candidates:
+                    at = position.get(r, -1)
+                    if at > best and at < w_at:
+                        best, bound = at, (r, done)
+                if bound is not None and bound[1] not in position:
+                    yield bound[1], (w, bound[0])
+            elif kind == "state":
+                if any(self._term(term, position) for term in item[1]):
                     continue
-                for setter, _, clearers in item.terms:
+                for setter, _, clearers in item[1]:
                     at = position.get(setter)
                     if at is None:
                         yield setter, None
@@ -247,13 +275,14 @@ class Runner:
         cursor = [0] * len(self.thread_chains)
         tasks: set[int] = set()
         blocked: dict[int, int] = {}
+        unset: dict[int, int] = {}
         while True:
             pending = []
             for thread, chain in enumerate(self.thread_chains):
                 if cursor[thread] < len(chain):
                     pending.append(chain[cursor[thread]])
             pending += sorted(tasks)
-            ready = self._ready(pending, position, blocked)
+            ready = self._ready(pending, position, blocked, unset)
             if not ready:
                 break
             if after:
