@@ -177,12 +177,15 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
     findings = smt.analyze(program, timeout=timeout, total=budget, workers=workers)
     cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
     unknown = sum(f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
+    # Questions left undecided: each unknown finding names one; "N were not asked" names N.
+    undecided = sum(int(f.message.split()[0]) if (f.detail or {}).get("query") == "remaining questions"
+                    else f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
     kinds = {}
     for f in findings:
         kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     record = stats.snapshot()
     return {"name": name, "statements": len(program.statements), "cpu": cpu, "wall": wall,
-            "target": target, "unknown": unknown, "findings": kinds, **record}
+            "target": target, "unknown": unknown, "undecided": undecided, "findings": kinds, **record}
 
 
 def main() -> None:
@@ -207,7 +210,7 @@ def main() -> None:
     for name in chosen:
         make, group, target = CASES[name]
         r = run_case(name, make(), target, args.timeout, args.budget, args.workers)
-        decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
+        decided = "decided" if r["unknown"] == 0 else f"{r['undecided']} questions UNDECIDED"
         print(f"{name}: {r['statements']} statements, {r['steps']} steps, order {r['rounds']} rounds | "
               f"{r['candidates']} race candidates, asked {r['sat']} sat + {r['unsat']} unsat + "
               f"{r['unknowns']} unknown, slowest {r['slowest']:.2f}s | "

@@ -16,7 +16,7 @@ import z3
 
 from checker.findings import Finding, FindingKind
 from checker.ir import Program
-from checker.smt import stats
+from checker.smt import queries, stats
 from checker.smt.jobs import INLINE, answer_all, fresh_context, split
 from checker.smt.layout import Layout
 from checker.smt.order import compute
@@ -75,6 +75,12 @@ def _tell(progress, asked: int, decided: int, total: int | None, current: str) -
     progress(Progress("solver", asked, decided, total, current))
 
 
+def _class_key(race) -> tuple:
+    """Race questions sorted by class (the pair of source statements), then by instance."""
+    a, b, _ = race
+    return (sorted((a.origin, b.origin)), a.index, b.index)
+
+
 def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[Finding, ...]:
     deadline = None if budget.total is None else time.time() + budget.total
     stats.reset()
@@ -82,6 +88,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
     order = compute(Layout(program))
     order_seconds = time.process_time() - began
     _tell(progress, 0, 0, None, "concrete runs")
+    split_up = False
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
@@ -96,16 +103,31 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
             first.lifetimes(lifetimes, runs=False)
             if taken is not None:
                 first.deadlock(taken, runs=False)
-            jobs = []
         else:
-            races.sort(key=lambda race: (sorted((race[0].origin, race[1].origin)), race[0].index, race[1].index))
-            jobs = split([(a.index, b.index, m) for a, b, m in races],
-                         [(s.index, kind.value, when) for s, kind, when in lifetimes], taken)
+            split_up = True
+            races.sort(key=_class_key)
+            # One class is answered here first: its first pair's repaired runs, then the
+            # solver, whose speed says whether every other pair gets repaired runs first.
+            probe = [race for race in races if _class_key(race)[0] == _class_key(races[0])[0]] if races else []
+            first.races(probe, runs=False)
+            races = [(a.index, b.index, m) for a, b, m in races[len(probe):]]
+            repairing = bool(races) and bool(queries.EAGERNESS) and first.solver_slow()
+            lifetimes = [(s.index, kind.value, when) for s, kind, when in lifetimes]
         parts = first.parts
     stats.add(parts.stats)
-    if jobs:
+    if split_up:
         merged = Parts()
         merged.merge(parts)
+        if repairing:
+            repairs = split(races, [], None, kind="repairs")
+            _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
+            races = []
+            for result in answer_all(program, order, repairs, budget, deadline, workers):
+                races += result.left
+                result.left = []
+                merged.merge(result)
+                stats.add(result.stats)
+        jobs = split(races, lifetimes, taken)
         finished = []
 
         def done(k: int) -> None:

@@ -36,10 +36,10 @@ MAX_JOBS = 8
 @dataclass(frozen=True, slots=True)
 class Job:
     kind: str
-    """`races`, `lifetimes` or `deadlock`."""
+    """`races`, `repairs`, `lifetimes` or `deadlock`."""
     questions: tuple
-    """races: (a, b, memory) statement indices; lifetimes: (statement, kind value, wording);
-    deadlock: the guaranteed steps to assert."""
+    """races and repairs: (a, b, memory) statement indices; lifetimes: (statement, kind
+    value, wording); deadlock: the guaranteed steps to assert."""
 
 
 @contextlib.contextmanager
@@ -55,17 +55,18 @@ def fresh_context():
         module._main_ctx = saved
 
 
-def split(races: list, lifetimes: list, deadlock: frozenset[int] | None) -> list[Job]:
+def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: str = "races") -> list[Job]:
     """Jobs for the questions left: contiguous slices of the race pairs (in the order
     given: the caller lists the pairs of the same source statements together, so that they
     share a session, its models and its queries about any of them), the dead uses, the
-    deadlock. The split depends on the questions alone."""
+    deadlock. The split depends on the questions alone. `kind`: `repairs` makes the race
+    jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions."""
     jobs = []
     if races:
         count = min(MAX_JOBS, max(1, math.ceil(len(races) / CHUNK)))
         size = math.ceil(len(races) / count)
         for k in range(0, len(races), size):
-            jobs.append(Job("races", tuple(races[k:k + size])))
+            jobs.append(Job(kind, tuple(races[k:k + size])))
     if lifetimes:
         jobs.append(Job("lifetimes", tuple(lifetimes)))
     if deadlock is not None:
@@ -75,12 +76,17 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None) -> list
 
 def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None) -> Parts:
     """Answers one job on a session of its own (its questions are the ones the concrete
-    runs of the first session left, so it does not run them again)."""
+    runs of the first session left, so it does not run them again; a `races` job does not
+    repair runs either: `repairs` jobs did, when the solver was found slow)."""
     with fresh_context():
         analysis = Analysis(program, budget, order, deadline)
         statements = program.statements
         if job.kind == "races":
-            analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions], runs=False)
+            analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions],
+                           runs=False, repair=False)
+        elif job.kind == "repairs":
+            left = analysis.repair_all([(statements[a], statements[b], m) for a, b, m in job.questions])
+            analysis.parts.left = [(a.index, b.index, m) for a, b, m in left]
         elif job.kind == "lifetimes":
             analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions],
                                runs=False)

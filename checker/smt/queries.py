@@ -56,6 +56,8 @@ class Parts:
     dead_unknowns: list = field(default_factory=list)
     deadlock: list = field(default_factory=list)
     """The deadlock finding, or the unknown about it."""
+    left: list = field(default_factory=list)
+    """Race questions (a, b, memory) a `repairs` job left for the solver."""
     not_asked: int = 0
     """Questions skipped because the total budget ran out (reported as one unknown)."""
     stats: dict = field(default_factory=dict)
@@ -66,6 +68,7 @@ class Parts:
         self.dead.update(other.dead)
         self.dead_unknowns += other.dead_unknowns
         self.deadlock += other.deadlock
+        self.left += other.left
         self.not_asked += other.not_asked
 
 
@@ -392,7 +395,7 @@ class Analysis:
         """Whether the total budget's deadline has passed."""
         return self._deadline is not None and time.time() > self._deadline
 
-    def _solver_slow(self) -> bool:
+    def solver_slow(self) -> bool:
         """Whether this session's questions took REPAIR_WORTH seconds on average (or none
         was asked yet)."""
         count, seconds = self._asked
@@ -472,9 +475,20 @@ class Analysis:
                     frontier.append(blocker)
         return choices
 
-    def races(self, candidates=None, runs: bool = True) -> None:
+    def repair_all(self, candidates: list) -> list:
+        """Runs repaired for every race question (`_repair`); the questions left."""
+        began = time.process_time()
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
+        for pair in list(pending):
+            if pair in pending and not self._spent():
+                self._repair(*pair, pending)
+        self.stats["races"] += time.process_time() - began
+        return list(pending.values())
+
+    def races(self, candidates=None, runs: bool = True, repair: bool = True) -> None:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
-        first reading the concrete runs when `runs`."""
+        first reading the concrete runs when `runs`, and repairing runs (`_repair`) while
+        the solver is slow when `repair`."""
         candidates = self.race_candidates() if candidates is None else candidates
         if runs:
             candidates = self.harvest_races(candidates)
@@ -483,7 +497,7 @@ class Analysis:
         classes = list(self._classes(pending).values())
         repaired: set[tuple[int, int]] = set()
         for k, members in enumerate(classes):
-            if EAGERNESS and self._solver_slow():
+            if repair and EAGERNESS and self.solver_slow():
                 # Until the solver has answered, one pair; then every pair left.
                 todo = [pair for group in classes[k:] for pair in group] if self._asked[0] else members[:1]
                 for pair in todo:
