@@ -405,8 +405,10 @@ class Analysis:
         """Aimed runs for the pair (a, b), each repaired from the last: where a's start relied
         on b's end (or b's on a's) through a choice of the run (which task was enqueued
         first, which record a wait was bound to, which setter left a notify set), the next
-        run is told to make the other choice (`Runner.run`'s `after`), until the pair is
-        predicted or REPAIRS runs are spent."""
+        run is told to make one of the nearest such choices the other way (`Runner.run`'s
+        `after`), keeping what earlier runs were told, until the pair is predicted or
+        REPAIRS runs are spent; when every choice named was told already, a fresh run
+        starts over."""
         runner = self.runner()
         first, last = self._first_last()
         count = len(self.program.statements)
@@ -415,20 +417,20 @@ class Analysis:
         rng = random.Random(seed)
         after: dict[int, set[int]] = {}
         order, _ = runner.run(seed, AIMED_EAGERNESS, target)
-        for round in range(REPAIRS):
+        for attempt in range(REPAIRS):
             sides = [[(x, y) for x, y in self._spoilers(order, start, end) if x not in after.get(y, ())]
                      for start, end in ((first[a], last[b]), (first[b], last[a]))]
             choices = rng.choice([side for side in sides if side] or [[]])[:NEAREST]
             if not choices:  # every choice is asked for already: start over
                 after = {}
-                order, _ = runner.run(seed + round + 1, AIMED_EAGERNESS, target)
+                order, _ = runner.run(seed + attempt + 1, AIMED_EAGERNESS, target)
                 self._predict(order, pending)
                 if (a, b) not in pending:
                     return
                 continue
             x, y = rng.choice(choices)
             after.setdefault(y, set()).add(x)
-            order, _ = runner.run(seed + round, AIMED_EAGERNESS, target, after)
+            order, _ = runner.run(seed + attempt, AIMED_EAGERNESS, target, after)
             self.stats["repairs"] = self.stats.get("repairs", 0) + 1
             self._predict(order, pending)
             if (a, b) not in pending:
@@ -498,12 +500,15 @@ class Analysis:
         repaired: set[tuple[int, int]] = set()
         for k, members in enumerate(classes):
             if repair and EAGERNESS and self.solver_slow():
-                # Until the solver has answered, one pair; then every pair left.
-                todo = [pair for group in classes[k:] for pair in group] if self._asked[0] else members[:1]
-                for pair in todo:
+                # Until the solver has answered, this class's pairs until one stays open;
+                # then every pair left.
+                known = self._asked[0] > 0
+                for pair in [pair for group in classes[k:] for pair in group] if known else members:
                     if pair in pending and pair not in repaired and not self._spent():
                         repaired.add(pair)
                         self._repair(*pair, pending)
+                        if not known and pair in pending:
+                            break
             self._settle(members, pending)
         self.stats["races"] += time.process_time() - began
 
