@@ -106,8 +106,9 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
         else:
             split_up = True
             races.sort(key=_class_key)
-            # One class is answered here first: its first pair's repaired runs, then the
-            # solver, whose speed says whether every other pair gets repaired runs first.
+            # One class is answered here first: repaired runs for its pairs until one stays
+            # open, then the solver, whose speed says whether every other pair gets
+            # repaired runs first (`Analysis.races`).
             probe = [race for race in races if _class_key(race)[0] == _class_key(races[0])[0]] if races else []
             first.races(probe, runs=False)
             races = [(a.index, b.index, m) for a, b, m in races[len(probe):]]
@@ -120,9 +121,16 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
         merged.merge(parts)
         if repairing:
             repairs = split(races, [], None, kind="repairs")
+            repaired: list[int] = []
+
+            def repaired_one(k: int) -> None:
+                repaired.append(k)
+                _tell(progress, len(repairs), len(repaired), len(repairs),
+                      f"{len(repaired)} of {len(repairs)} sets of repaired runs")
+
             _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
             races = []
-            for result in answer_all(program, order, repairs, budget, deadline, workers):
+            for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one):
                 races += result.left
                 result.left = []
                 merged.merge(result)
