@@ -406,9 +406,9 @@ class Analysis:
         on b's end (or b's on a's) through a choice of the run (which task was enqueued
         first, which record a wait was bound to, which setter left a notify set), the next
         run is told to make one of the nearest such choices the other way (`Runner.run`'s
-        `after`), keeping what earlier runs were told, until the pair is predicted or
-        REPAIRS runs are spent; when every choice named was told already, a fresh run
-        starts over."""
+        `after`), keeping what earlier runs were told, until the pair is predicted,
+        REPAIRS runs are spent or the total budget is; when every choice named was told
+        already, a fresh run starts over."""
         runner = self.runner()
         first, last = self._first_last()
         count = len(self.program.statements)
@@ -418,6 +418,8 @@ class Analysis:
         after: dict[int, set[int]] = {}
         order, _ = runner.run(seed, AIMED_EAGERNESS, target)
         for attempt in range(REPAIRS):
+            if self._spent():
+                return
             sides = [[(x, y) for x, y in self._spoilers(order, start, end) if x not in after.get(y, ())]
                      for start, end in ((first[a], last[b]), (first[b], last[a]))]
             choices = rng.choice([side for side in sides if side] or [[]])[:NEAREST]
