@@ -23,6 +23,7 @@ run that missed a race is repaired that way (`Analysis._repair`).
 from __future__ import annotations
 
 import random
+from typing import NamedTuple
 
 from checker.smt.encode import Encoding
 from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
@@ -35,6 +36,24 @@ NEVER = -2
 
 CLOSING = (StepKind.END, StepKind.RETURN)
 """Steps that end an access interval: a run takes them late, so that intervals overlap."""
+
+
+class Compiled(NamedTuple):
+    """The items of one step in the plain form a run reads many times (`Runner._compiled`)."""
+
+    never: bool
+    needs: tuple
+    """The `Need` steps."""
+    windows: tuple
+    """(step, u's issue, x's issue) per `NeedIf`."""
+    bindings: tuple
+    """(w's issue, ((record's issue, its completion), ...)) per `Bind`."""
+    states: tuple
+    """The terms of each `SetState`."""
+    setters: frozenset
+    """The setter steps of those terms: only they can make a failing set state hold."""
+    items: tuple
+    """Every item in its order (`Runner._plain`), for reading why a step waits."""
 
 
 class Runner:
@@ -50,22 +69,19 @@ class Runner:
         for s in self.program.statements:
             if s.is_task:
                 self.starts_task[layout.issue(s)] = layout.first_step(s)
-        self._compiled_items: dict[int, tuple] = {}
+        self._compiled_items: dict[int, Compiled] = {}
         self.end_of_start = {}
         for s in self.program.statements:
             if s.running:
                 self.end_of_start[layout.step(StepKind.START, s.index)] = layout.completion(s)
 
-    def _compiled(self, step: int) -> tuple:
-        """The items of `step` in the plain form `blocker` reads many times per run: (never,
-        needed steps, (step, u's issue, x's issue) per `NeedIf`, (w's issue, ((record's
-        issue, its completion), ...)) per `Bind`, the terms of each `SetState`, the setter
-        steps of those terms, and every item in its order (`_plain`), for reading why)."""
+    def _compiled(self, step: int) -> Compiled:
+        """The items of `step`, compiled once."""
         compiled = self._compiled_items.get(step)
         if compiled is None:
             issue, statements = self.issue_of_statement, self.program.statements
             items = self.encoding.items(step)
-            compiled = self._compiled_items[step] = (
+            compiled = self._compiled_items[step] = Compiled(
                 any(isinstance(item, Never) for item in items),
                 tuple(item.step for item in items if isinstance(item, Need)),
                 tuple((item.step, issue[item.u], issue[item.x]) for item in items if isinstance(item, NeedIf)),
@@ -79,7 +95,7 @@ class Runner:
 
     def _plain(self, item) -> tuple:
         """One item as ("need", step), ("window", step, u's issue, x's issue), ("bind", w's
-        issue, candidates as in `_compiled`), ("state", terms) or ("never",)."""
+        issue, candidates as in `Compiled.bindings`), ("state", terms) or ("never",)."""
         issue, statements = self.issue_of_statement, self.program.statements
         if isinstance(item, Need):
             return ("need", item.step)
@@ -134,7 +150,7 @@ class Runner:
             if y in impossible or (y in blocked and blocked[y] not in position):
                 continue
             since = unset.get(y)
-            if since is not None and not any(position.get(s, -1) >= since for s in self._compiled(y)[5]):
+            if since is not None and not any(position.get(s, -1) >= since for s in self._compiled(y).setters):
                 continue
             found = self.blocker(y, position)
             if found is None:
@@ -179,7 +195,7 @@ class Runner:
         execution relies on it). A `NeedIf` is spared by enqueueing x before u, a bound
         record by enqueueing the wait before it, a setter by taking the step before it.
         None for the step relied on: the set state cannot be read off `order`."""
-        for item in self._compiled(step)[6]:
+        for item in self._compiled(step).items:
             kind = item[0]
             if kind == "need":
                 yield item[1], None
@@ -210,7 +226,7 @@ class Runner:
         item, the step it waits for (None: none) and the choice that would have spared it,
         as in `relied` (None: none). A set state that fails waits for each setter not taken
         yet, and would have held had the step come before the clearer after a setter."""
-        for item in self._compiled(step)[6]:
+        for item in self._compiled(step).items:
             kind = item[0]
             if kind == "need":
                 if item[1] not in position:
