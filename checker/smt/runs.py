@@ -26,7 +26,7 @@ import random
 from typing import NamedTuple
 
 from checker.smt.encode import Encoding
-from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
+from checker.smt.rules import Bind, Need, NeedIf, SetState
 from checker.witness import StepKind
 
 RECHECK = -1
@@ -79,18 +79,15 @@ class Runner:
         """The items of `step`, compiled once."""
         compiled = self._compiled_items.get(step)
         if compiled is None:
-            issue, statements = self.issue_of_statement, self.program.statements
-            items = self.encoding.items(step)
+            plain = tuple(self._plain(item) for item in self.encoding.items(step))
             compiled = self._compiled_items[step] = Compiled(
-                any(isinstance(item, Never) for item in items),
-                tuple(item.step for item in items if isinstance(item, Need)),
-                tuple((item.step, issue[item.u], issue[item.x]) for item in items if isinstance(item, NeedIf)),
-                tuple((issue[item.w], tuple((issue[r], self.layout.completion(statements[r]))
-                                            for r, _ in item.candidates))
-                      for item in items if isinstance(item, Bind)),
-                tuple(item.terms for item in items if isinstance(item, SetState)),
-                frozenset(term[0] for item in items if isinstance(item, SetState) for term in item.terms),
-                tuple(self._plain(item) for item in items))
+                any(item[0] == "never" for item in plain),
+                tuple(item[1] for item in plain if item[0] == "need"),
+                tuple(item[1:] for item in plain if item[0] == "window"),
+                tuple(item[1:] for item in plain if item[0] == "bind"),
+                tuple(item[1] for item in plain if item[0] == "state"),
+                frozenset(term[0] for item in plain if item[0] == "state" for term in item[1]),
+                plain)
         return compiled
 
     def _plain(self, item) -> tuple:
@@ -124,18 +121,24 @@ class Runner:
             if at is not None and need not in position and at < position.get(x, -1):
                 return need
         for w, candidates in bindings:
-            w_at = position.get(w, -1)
-            best, completion = -1, None
-            for r, done in candidates:
-                at = position.get(r, -1)
-                if at > best and at < w_at:
-                    best, completion = at, done
-            if completion is not None and completion not in position:
-                return completion
+            bound = self._bound(candidates, position.get(w, -1), position)
+            if bound is not None and bound[1] not in position:
+                return bound[1]
         for terms in states:
             if not any(self._term(term, position) for term in terms):
                 return RECHECK
         return None
+
+    @staticmethod
+    def _bound(candidates: tuple, w_at: int, position: dict[int, int]) -> tuple[int, int] | None:
+        """The record a wait enqueued at `w_at` is bound to: (its issue, its completion) for
+        the latest candidate enqueued before the wait, None if none was."""
+        best, bound = -1, None
+        for candidate in candidates:
+            at = position.get(candidate[0], -1)
+            if best < at < w_at:
+                best, bound = at, candidate
+        return bound
 
     def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int],
                unset: dict[int, int]) -> list[int]:
@@ -206,11 +209,7 @@ class Runner:
                     yield need, (x, u)
             elif kind == "bind":
                 _, w, candidates = item
-                w_at, best, bound = position[w], -1, None
-                for r, done in candidates:
-                    at = position.get(r, -1)
-                    if at > best and at < w_at:
-                        best, bound = at, (r, done)
+                bound = self._bound(candidates, position[w], position)
                 if bound is not None:
                     yield bound[1], (w, bound[0])
             elif kind == "state":
@@ -238,11 +237,7 @@ class Runner:
                     yield need, (x, u)
             elif kind == "bind":
                 _, w, candidates = item
-                w_at, best, bound = position.get(w, -1), -1, None
-                for r, done in candidates:
-                    at = position.get(r, -1)
-                    if at > best and at < w_at:
-                        best, bound = at, (r, done)
+                bound = self._bound(candidates, position.get(w, -1), position)
                 if bound is not None and bound[1] not in position:
                     yield bound[1], (w, bound[0])
             elif kind == "state":
