@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import z3
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from checker.findings import FindingKind
 from checker.frontend import load_text
@@ -14,8 +16,10 @@ from checker.smt.encode import HORIZON, Encoding, to_z3
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
 from checker.smt.queries import Analysis
+from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Sat, Session, Unsat
 from checker.witness import StepKind
+from strategies import specs
 
 HEADER = (
     "device d { compute 2 copy 2 }\n"
@@ -140,3 +144,65 @@ def test_three_threads_sharing_streams_and_events_decide_quickly() -> None:
     findings = analyze(p, timeout=10.0)
     assert not [f for f in findings if f.kind is FindingKind.UNKNOWN]
     assert all(f.witness is not None for f in findings)
+
+
+def _bench_spec(seed: int, threads: int, statements: int) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_smt import make_spec
+
+    return make_spec(seed, threads, statements, signals=True)
+
+
+def _guaranteed_are_taken(text: str, runs: int) -> None:
+    loaded = load_text(text)
+    if loaded.program is None:
+        return
+    encoding = Encoding(loaded.program)
+    taken = guaranteed_steps(encoding)
+    runner = Runner(encoding)
+    for seed in range(runs):
+        order, _ = runner.run(seed, eager=(seed % 3) / 2)
+        assert taken <= set(order), f"run {seed} ended without guaranteed steps {sorted(taken - set(order))}"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_every_maximal_run_takes_the_guaranteed_steps(text: str) -> None:
+    _guaranteed_are_taken(text, runs=6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 10_000), st.integers(2, 4), st.integers(6, 24))
+def test_guaranteed_steps_of_threads_sharing_signals_are_taken(seed: int, threads: int, statements: int) -> None:
+    # Flags, notifies and shared streams: the fixpoint goes through many rounds here.
+    _guaranteed_are_taken(_bench_spec(seed, threads, statements), runs=4)
+
+
+def test_a_long_training_loop_is_proved_to_progress_in_every_iteration() -> None:
+    # Two loaders share a copy stream and hand batches over with notifies: each iteration is
+    # guaranteed only once the one before is, one round of the fixpoint per iteration.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_smt_scale import training_loop
+
+    encoding = Encoding(load_text(training_loop(60)).program)
+    assert guaranteed_steps(encoding) == frozenset(range(len(encoding.steps)))
+    # Here a task fails a round for a step guaranteed later, and must be read again then.
+    encoding = Encoding(load_text(_bench_spec(16, 3, 20)).program)
+    assert guaranteed_steps(encoding) == frozenset(range(len(encoding.steps)))
+    # Dropping one hand-off lets the loaders run ahead (and the loop can deadlock): what is
+    # guaranteed then is still taken by every run.
+    for bug in ("consumed", "reduced"):
+        _guaranteed_are_taken(training_loop(12, bug=bug), runs=5)
+
+
+def test_a_program_with_too_many_open_orderings_is_unknown_at_once(monkeypatch) -> None:
+    from checker.smt import rules
+
+    text = _bench_spec(1, 3, 40)
+    monkeypatch.setattr(rules, "MAX_OPEN", 50)
+    (finding,) = analyze(load_text(text).program)
+    assert finding.kind is FindingKind.UNKNOWN
+    assert finding.detail["reason"] == "too large" and finding.detail["open"] > 50
+    assert "open" in finding.message and finding.help
+    monkeypatch.setattr(rules, "MAX_OPEN", 10_000_000)
+    assert not [f for f in analyze(load_text(text).program, total=60.0) if f.detail.get("reason") == "too large"]

@@ -21,6 +21,7 @@ from checker.smt.jobs import INLINE, answer_all, fresh_context, split
 from checker.smt.layout import Layout
 from checker.smt.order import compute
 from checker.smt.queries import Analysis, Parts, assemble
+from checker.smt.rules import MAX_OPEN, TooLarge
 from checker.smt.solve import Budget
 
 __all__ = ["analyze"]
@@ -56,6 +57,16 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
         ),)
     try:
         return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress)
+    except TooLarge as error:
+        return (Finding(
+            FindingKind.UNKNOWN,
+            f"the solver does not check this program: {error}",
+            (),
+            help=f"the open orderings grow with the square of the loop iterations that threads may run "
+                 f"apart; check a shorter unrolling (the bug usually shows in two or three iterations), "
+                 f"or hold the threads in step (at most {MAX_OPEN:,} open orderings are checked)",
+            detail={"query": "all", "reason": "too large", "open": error.count},
+        ),)
     except (RecursionError, MemoryError, z3.Z3Exception) as error:
         # Resource exhaustion while building formulas is an undecided answer, not a crash.
         return (Finding(

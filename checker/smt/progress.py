@@ -69,6 +69,8 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
         if not required and not groups:
             ready.append(step)
     done: set[int] = set()
+    log: list[int] = []
+    """The steps of `done` in the order they were added (`_EarliestPending` reads what is new)."""
 
     def settle(ready: list[int]) -> None:
         while ready:
@@ -76,6 +78,7 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
             if step in done:
                 continue
             done.add(step)
+            log.append(step)
             for y in watch_all[step]:
                 missing[y] -= 1
                 if missing[y] == 0 and groups_left[y] == 0 and y in hopeful:
@@ -88,31 +91,107 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
                         ready.append(y)
 
     settle(ready)
-    known: set[int] = set()
-    waiting: dict[int, tuple[int, int | None]] = {}
-    tasks = [(x.index, layout.first_step(x), layout.completion(x)) for x in statements
-             if x.is_task and x.group is None and layout.first_step(x) not in order.impossible]
+    pending = _EarliestPending(encoding, order, done)
     while True:
-        woken = _earliest_pending(encoding, order, done, known, waiting, tasks)
+        woken = pending.wake(log[pending.read:])
+        pending.read = len(log)
         if not woken:
             break
         settle(woken)
     return frozenset(done)
 
 
-def _still_waiting(waiting: dict[int, tuple[int, int | None]], done: set[int]) -> set[int]:
-    """The tasks of `waiting` whose failure stands: their step, and the steps of the tasks
-    they wait on, down to one that no task provides, are all not guaranteed."""
-    verdict: dict[int, bool] = {}
-    for start in waiting:
+class _EarliestPending:
+    """Tasks that wait for one another only through the order they were enqueued in.
+
+    The largest set W of tasks (not collective members) whose first step needs, besides its
+    own enqueue, only guaranteed steps or steps of W tasks enqueued before it (stream order,
+    hardware queues, legacy stream, the bound record): in a stuck state the earliest-enqueued
+    unfinished task of W that was enqueued would have everything it needs and could move, so
+    every enqueued task of W has finished. `wake` returns the first and last steps, not yet
+    known to be taken, of W's tasks whose enqueue is guaranteed.
+
+    Called once per round of the least fixpoint, so each call reads only what changed (a
+    long loop proves one more iteration per round; reading every task each round made the
+    proof quadratic in the iterations):
+
+    * W only grows as steps are guaranteed (every condition that held still holds: a task
+      that started has ended, its end needs its start alone), so its members (`known`) are
+      not read again;
+    * a task that fails for a step not guaranteed yet is noted in `waiting` as (step, None)
+      when no task of W can provide it (-1: never), or (step, u) when task u provides it and
+      failed so itself. Its failure *stands* while its step and every step down its chain
+      are not guaranteed; standing tasks are not read again until a step of their chain is
+      guaranteed (`_unstand`). Every other task outside W is read again each round."""
+
+    def __init__(self, encoding: Encoding, order: MustOrder, done: set[int]):
+        self.encoding = encoding
+        self.order = order
+        self.layout = layout = encoding.layout
+        self.statements = statements = encoding.program.statements
+        self.done = done
+        self.read = 0
+        """How much of the guaranteed steps' log the last call has read."""
+        self.candidates: dict[int, list] = {}
+        """Task -> its first step's items, for the tasks whose first step is not guaranteed."""
+        self.task_of: dict[int, int] = {}
+        """First and completion steps of the candidates -> task."""
+        self.first_of: dict[int, int] = {}
+        self.issue: dict[int, int] = {}
+        for x in statements:
+            if not x.is_task or x.group is not None or layout.first_step(x) in order.impossible:
+                continue
+            first, completion = layout.first_step(x), layout.completion(x)
+            self.issue[x.index] = layout.issue(x)
+            self.first_of[first] = x.index
+            if first in done:
+                continue
+            self.candidates[x.index] = encoding.items(first)
+            self.task_of[first] = x.index
+            self.task_of[completion] = x.index
+        self.known: set[int] = set()
+        self.waiting: dict[int, tuple[int, int | None]] = {}
+        self.by_step: dict[int, set[int]] = {}
+        self.by_provider: dict[int, set[int]] = {}
+        self.standing: set[int] = set()
+        self.reread: set[int] = set(self.candidates)
+        self.on_issue: dict[int, list[int]] = {}
+        """Issue step -> W tasks waiting for it to be guaranteed before they are woken."""
+
+    def _note(self, index: int, step: int, provider: int | None) -> None:
+        self.waiting[index] = (step, provider)
+        self.by_step.setdefault(step, set()).add(index)
+        if provider is not None:
+            self.by_provider.setdefault(provider, set()).add(index)
+
+    def _forget(self, index: int) -> None:
+        entry = self.waiting.pop(index, None)
+        if entry is not None:
+            self.by_step[entry[0]].discard(index)
+            if entry[1] is not None:
+                self.by_provider[entry[1]].discard(index)
+
+    def _unstand(self, indices) -> None:
+        """These tasks' failures may no longer stand, nor those of tasks down whose chain they
+        lie: read them again."""
+        work = list(indices)
+        while work:
+            index = work.pop()
+            if index in self.standing:
+                self.standing.discard(index)
+                if index in self.candidates and index not in self.known:
+                    self.reread.add(index)
+                work.extend(self.by_provider.get(index, ()))
+
+    def _stands(self, start: int, verdict: dict[int, bool]) -> bool:
         chain: dict[int, None] = {}
         index, result = start, False
         while True:
             if index in verdict:
                 result = verdict[index]
                 break
-            entry = waiting.get(index)
-            if entry is None or entry[0] in done or index in chain:
+            entry = self.waiting.get(index)
+            if entry is None or entry[0] in self.done or index in chain:
                 break
             chain[index] = None
             if entry[1] is None:
@@ -121,58 +200,27 @@ def _still_waiting(waiting: dict[int, tuple[int, int | None]], done: set[int]) -
             index = entry[1]
         for index in chain:
             verdict[index] = result
-    return {index for index, stands in verdict.items() if stands}
+        return result
 
-
-def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], known: set[int],
-                      waiting: dict[int, tuple[int, int | None]], tasks: list[tuple[int, int, int]]) -> list[int]:
-    """Tasks that wait for one another only through the order they were enqueued in.
-
-    The largest set W of tasks (not collective members) whose first step needs, besides its
-    own enqueue, only guaranteed steps or steps of W tasks enqueued before it (stream order,
-    hardware queues, legacy stream, the bound record): in a stuck state the earliest-enqueued
-    unfinished task of W that was enqueued would have everything it needs and could move, so
-    every enqueued task of W has finished. Returns the first and last steps, not yet known to
-    be taken, of W's tasks whose enqueue is guaranteed.
-
-    `known` carries W from one call to the next (updated here): with more steps guaranteed,
-    every condition that held still holds (a task that started has ended: its end needs its
-    start alone), so W only grows and its members need not be read again. `waiting` carries
-    the tasks that failed for a step not guaranteed yet, as (step, None) when no task of W
-    can provide it (-1: never), or (step, u) when task u provides it and failed so itself:
-    such a task fails again, without being read, while its step and every step down its
-    chain are not guaranteed (`_still_waiting`). `tasks` lists
-    (statement, first step, completion step) of every task that may belong to W."""
-    layout = encoding.layout
-    statements = encoding.program.statements
-    task_of: dict[int, int] = {}
-    candidates: dict[int, list] = {}
-    for index, first, completion in tasks:
-        if first in done:
-            continue
-        candidates[index] = encoding.items(first)
-        task_of[first] = index
-        task_of[completion] = index
-    alive = set(candidates)
-
-    def holds(index: int) -> tuple[bool, set[int]]:
+    def _holds(self, index: int, alive) -> tuple[bool, set[int]]:
         """Whether task `index`'s first step is satisfied given W = alive, and the W tasks it
         leans on (a failure for a step that only its being guaranteed can satisfy is noted
         in `waiting`)."""
-        x = statements[index]
-        issue = layout.issue(x)
+        layout, statements, order, done = self.layout, self.statements, self.order, self.done
+        task_of, waiting = self.task_of, self.waiting
+        issue = self.issue[index]
         leans: set[int] = set()
-        for item in candidates[index]:
+        for item in self.candidates[index]:
             if isinstance(item, Need):
                 if item.step in done or item.step == issue:
                     continue
                 u = task_of.get(item.step)
-                if u is None or not order.prec(layout.issue(statements[u]), layout.issue(x)):
-                    waiting[index] = (item.step, None)
+                if u is None or not order.prec(self.issue[u], issue):
+                    self._note(index, item.step, None)
                     return False, leans
-                if u not in alive:
+                if not alive(u):
                     if u in waiting:
-                        waiting[index] = (item.step, u)
+                        self._note(index, item.step, u)
                     return False, leans
                 leans.add(u)
             elif isinstance(item, NeedIf):
@@ -180,50 +228,83 @@ def _earliest_pending(encoding: Encoding, order: MustOrder, done: set[int], know
                     continue
                 u = task_of.get(item.step)
                 if u is None:
-                    waiting[index] = (item.step, None)
+                    self._note(index, item.step, None)
                     return False, leans
-                if u not in alive:
+                if not alive(u):
                     if u in waiting:
-                        waiting[index] = (item.step, u)
+                        self._note(index, item.step, u)
                     return False, leans
                 leans.add(u)
             elif isinstance(item, Bind):
                 for r, _ in item.candidates:
                     if layout.completion(statements[r]) in done:
                         continue
-                    if r not in alive:
+                    if not alive(r):
                         return False, leans
                     leans.add(r)
             elif isinstance(item, SetState):
                 if not any(not between and s in done for s, _, between in item.terms):
                     return False, leans
             elif isinstance(item, Never):
-                waiting[index] = (-1, None)
+                self._note(index, -1, None)
                 return False, leans
         return True, leans
 
-    still = _still_waiting(waiting, done)
-    leaning: dict[int, set[int]] = {}
-    work = [index for index in alive if index not in known]
-    while work:
-        index = work.pop()
-        if index not in alive:
-            continue
-        if index in still:
-            ok, leans = False, ()
-        else:
-            waiting.pop(index, None)
-            ok, leans = holds(index)
-        if ok:
-            for u in leans:
-                leaning.setdefault(u, set()).add(index)
-            continue
-        alive.discard(index)
-        work.extend(leaning.pop(index, ()))
-    known.clear()
-    known.update(alive)
-    woken = []
-    for index, first, completion in tasks:
-        if index in alive and layout.issue(statements[index]) in done:
-            woken += [step for step in (first, completion) if step not in done]
-    return woken
+    def wake(self, new: list[int]) -> list[int]:
+        """W after the steps `new` were guaranteed; the steps of W to guarantee now."""
+        woken: list[int] = []
+        layout, statements = self.layout, self.statements
+        for step in new:
+            index = self.first_of.get(step)
+            if index is not None and index in self.candidates:
+                del self.candidates[index]
+                del self.task_of[step]
+                self.task_of.pop(layout.completion(statements[index]), None)
+                self.known.discard(index)
+                self.reread.discard(index)
+                self.standing.discard(index)
+                self._forget(index)
+                self._unstand(self.by_provider.get(index, ()))
+            self._unstand(self.by_step.get(step, ()))
+            for index in self.on_issue.pop(step, ()):
+                if index in self.known:
+                    woken += [s for s in (layout.first_step(statements[index]),
+                                          layout.completion(statements[index])) if s not in self.done]
+        known, reread = self.known, self.reread
+        removed: set[int] = set()
+
+        def alive(u: int) -> bool:
+            return (u in known or u in reread) and u not in removed
+
+        leaning: dict[int, set[int]] = {}
+        work = list(reread)
+        while work:
+            index = work.pop()
+            if not alive(index) or index in known:
+                continue
+            self._forget(index)
+            ok, leans = self._holds(index, alive)
+            if ok:
+                for u in leans:
+                    leaning.setdefault(u, set()).add(index)
+                continue
+            removed.add(index)
+            work.extend(leaning.pop(index, ()))
+        verdict: dict[int, bool] = {}
+        for index in list(reread):
+            if index in removed:
+                if self._stands(index, verdict):
+                    self.standing.add(index)
+                    reread.discard(index)
+                continue
+            reread.discard(index)
+            known.add(index)
+            for provided in list(self.by_provider.get(index, ())):
+                self._unstand((provided,))
+            issue = self.issue[index]
+            if issue in self.done:
+                x = statements[index]
+                woken += [s for s in (layout.first_step(x), layout.completion(x)) if s not in self.done]
+            else:
+                self.on_issue.setdefault(issue, []).append(index)
+        return woken

@@ -78,6 +78,25 @@ Item = Need | NeedIf | Bind | SetState | Never
 
 BIG = 1 << 62
 
+MAX_OPEN = 400_000
+"""Open choices (window tasks, binding candidates, set-state terms and the clearers between)
+the items of one program may list. They grow with the square of the tasks the order leaves
+unordered (a loop whose threads are not held in step): 300 iterations of a training loop
+without its hand-back notify list 720,000, about 1 KB each, and the solver, which takes every
+one as a formula, gives up long before. Beyond this the program is too large to check."""
+
+
+class TooLarge(Exception):
+    """The items of a program list more open choices than `MAX_OPEN`."""
+
+    def __init__(self, step: int, count: int):
+        super().__init__(step, count)  # the arguments, so that it pickles out of a worker
+        self.step, self.count = step, count
+
+    def __str__(self) -> str:
+        return (f"more than {MAX_OPEN:,} orderings are left open by the interleaving "
+                f"(at least {self.count:,} by step {self.step})")
+
 
 class Rules:
     """The items of every step, given an order oracle with `prec(x, y)`, `frontier(y, chain)`.
@@ -120,6 +139,13 @@ class Rules:
                 issues.append(layout.index_on(layout.issue(r), layout.thread_chain[r.thread]))
             self.records_by_thread[event] = per
         self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
+        self.open = 0
+        """Open choices listed so far (`MAX_OPEN`)."""
+
+    def _grow(self, count: int, step: int) -> None:
+        self.open += count
+        if self.open > MAX_OPEN:
+            raise TooLarge(step, self.open)
 
     # --- labels -------------------------------------------------------------------------------
 
@@ -179,6 +205,7 @@ class Rules:
                 for u in self._latest_of(run, p):
                     items.append(Need(f"{self.describe(u)} {label}", need(u)))
                 if not self.edges_only:
+                    self._grow(q - p, x_issue)
                     for u in run[p:q]:
                         items.append(NeedIf(f"{self.describe(u)} {label}", need(u), u.index, x.index))
         return items
@@ -252,23 +279,31 @@ class Rules:
         layout, oracle = self.layout, self.oracle
         w_issue = layout.issue(w)
         position = layout.position[w.index]
-        candidates: list[tuple[Statement, bool]] = []
+        static: list[Statement] = []
+        windows: list[tuple[list[Statement], int, int]] = []
         for thread, (records, positions, issues) in self.records_by_thread.get(event, {}).items():
             if thread == w.thread:
                 k = bisect_right(positions, position - 1)
                 if k:
-                    candidates.append((records[k - 1], True))
+                    static.append(records[k - 1])
                 continue
             p = bisect_right(issues, oracle.frontier(w_issue, layout.thread_chain[thread]))
             q = bisect_left(range(len(records)), True, lo=p,
                             key=lambda k: oracle.prec(w_issue, layout.issue(records[k])))
             if p:
-                candidates.append((records[p - 1], True))
-            candidates += [(r, False) for r in records[p:q]]
-        static = [r for r, fixed in candidates if fixed]
-        kept = [(r, fixed) for r, fixed in candidates
-                if not any(o.index != r.index and oracle.prec(layout.issue(r), layout.issue(o))
-                           for o in static)]
+                static.append(records[p - 1])
+            windows.append((records, p, q))
+
+        def overtaken(r: Statement) -> bool:
+            """A record enqueued before some record that is surely enqueued before w."""
+            return any(o.index != r.index and oracle.prec(layout.issue(r), layout.issue(o)) for o in static)
+
+        kept = [(r, True) for r in static if not overtaken(r)]
+        for records, p, q in windows:
+            # The overtaken records of a window are a prefix of it (one thread's records
+            # are enqueued in program order).
+            first = bisect_left(range(len(records)), True, lo=p, hi=q, key=lambda k: not overtaken(records[k]))
+            kept += [(r, False) for r in records[first:q]]
         if not kept:
             return []
         if len(kept) == 1 and kept[0][1]:
@@ -277,6 +312,7 @@ class Rules:
         if self.edges_only:
             return []
         kept.sort(key=lambda item: item[0].index)
+        self._grow(len(kept), w_issue)
         return [Bind(w.index, tuple((r.index, fixed) for r, fixed in kept))]
 
     # --- flags, notifies, lifetimes: the latest setter or clearer -------------------------------
@@ -369,6 +405,7 @@ class Rules:
                         if c != now and c != s:
                             between.append((c, oracle.prec(c, now)))
                 terms.append((s, oracle.prec(s, now), tuple(between)))
+                self._grow(1 + len(between), now)
         return SetState(label, tuple(terms))
 
     def lifetime_state(self, setters: list[int], clearers: list[int], now: int) -> SetState:
