@@ -181,9 +181,10 @@ class Analysis:
         ))
 
     def ask(self, query, cut: tuple[int, ...] = ()):
-        """One solver question, counted for the statistics."""
+        """One solver question, counted for the statistics. Once the budget is spent the
+        answer is unknown without building the session (its formulas can take minutes)."""
         began = time.perf_counter()
-        verdict = self.session.ask(query, cut)
+        verdict = Unknown(OUT_OF_TIME) if self._spent() and query is not False else self.session.ask(query, cut)
         spent = time.perf_counter() - began
         self.stats["slowest"] = max(self.stats["slowest"], spent)
         self._asked = (self._asked[0] + 1, self._asked[1] + spent)
@@ -329,7 +330,7 @@ class Analysis:
             ends = (1 << last[a]) | (1 << last[b])
             if not mask & ends:
                 predicted.append((mask, ends))
-        while predicted:
+        while predicted and not self._spent():
             packed, closed, rest = 0, 0, []
             for mask, ends in predicted:
                 if (packed | mask) & (closed | ends):
@@ -352,6 +353,8 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         if pending:
             for verdict, _ in self.runs():
+                if self._spent():
+                    break  # what is left is reported unasked
                 self._take(self._harvest(verdict, pending), pending)
                 self._predict(list(verdict.order), pending)
             if EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
