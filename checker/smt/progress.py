@@ -93,8 +93,7 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
     settle(ready)
     pending = _EarliestPending(encoding, order, done)
     while True:
-        woken = pending.wake(log[pending.read:])
-        pending.read = len(log)
+        woken = pending.wake(log)
         if not woken:
             break
         settle(woken)
@@ -130,8 +129,8 @@ class _EarliestPending:
         self.layout = layout = encoding.layout
         self.statements = statements = encoding.program.statements
         self.done = done
-        self.read = 0
-        """How much of the guaranteed steps' log the last call has read."""
+        self.read = len(done)
+        """How much of the log of guaranteed steps (`wake`) has been read."""
         self.candidates: dict[int, list] = {}
         """Task -> its first step's items, for the tasks whose first step is not guaranteed."""
         self.task_of: dict[int, int] = {}
@@ -250,10 +249,12 @@ class _EarliestPending:
                 return False, leans
         return True, leans
 
-    def wake(self, new: list[int]) -> list[int]:
-        """W after the steps `new` were guaranteed; the steps of W to guarantee now."""
+    def wake(self, log: list[int]) -> list[int]:
+        """W once the steps `log` lists after those read last time were guaranteed too; the
+        steps of W to guarantee now."""
         woken: list[int] = []
         layout, statements = self.layout, self.statements
+        new, self.read = log[self.read:], len(log)
         for step in new:
             index = self.first_of.get(step)
             if index is not None and index in self.candidates:
