@@ -121,7 +121,8 @@ class _EarliestPending:
       when no task of W can provide it (-1: never), or (step, u) when task u provides it and
       failed so itself. Its failure *stands* while its step and every step down its chain
       are not guaranteed; standing tasks are not read again until a step of their chain is
-      guaranteed (`_unstand`). Every other task outside W is read again each round."""
+      guaranteed or a task of it joins W (`_unstand`). Every other task outside W is read
+      again each round."""
 
     def __init__(self, encoding: Encoding, order: MustOrder, done: set[int]):
         self.encoding = encoding
