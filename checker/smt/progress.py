@@ -125,7 +125,6 @@ class _EarliestPending:
       again each round."""
 
     def __init__(self, encoding: Encoding, order: MustOrder, done: set[int]):
-        self.encoding = encoding
         self.order = order
         self.layout = layout = encoding.layout
         self.statements = statements = encoding.program.statements
@@ -137,6 +136,8 @@ class _EarliestPending:
         self.task_of: dict[int, int] = {}
         """First and completion steps of the candidates -> task."""
         self.first_of: dict[int, int] = {}
+        self.steps: dict[int, tuple[int, int]] = {}
+        """Task -> (first step, completion step)."""
         self.issue: dict[int, int] = {}
         for x in statements:
             if not x.is_task or x.group is not None or layout.first_step(x) in order.impossible:
@@ -144,6 +145,7 @@ class _EarliestPending:
             first, completion = layout.first_step(x), layout.completion(x)
             self.issue[x.index] = layout.issue(x)
             self.first_of[first] = x.index
+            self.steps[x.index] = (first, completion)
             if first in done:
                 continue
             self.candidates[x.index] = encoding.items(first)
@@ -157,6 +159,10 @@ class _EarliestPending:
         self.reread: set[int] = set(self.candidates)
         self.on_issue: dict[int, list[int]] = {}
         """Issue step -> W tasks waiting for it to be guaranteed before they are woken."""
+
+    def _untaken(self, index: int) -> list[int]:
+        """The first and completion steps of a task that are not guaranteed yet."""
+        return [step for step in self.steps[index] if step not in self.done]
 
     def _note(self, index: int, step: int, provider: int | None) -> None:
         self.waiting[index] = (step, provider)
@@ -254,14 +260,13 @@ class _EarliestPending:
         """W once the steps `log` lists after those read last time were guaranteed too; the
         steps of W to guarantee now."""
         woken: list[int] = []
-        layout, statements = self.layout, self.statements
         new, self.read = log[self.read:], len(log)
         for step in new:
             index = self.first_of.get(step)
             if index is not None and index in self.candidates:
                 del self.candidates[index]
                 del self.task_of[step]
-                self.task_of.pop(layout.completion(statements[index]), None)
+                self.task_of.pop(self.steps[index][1], None)
                 self.known.discard(index)
                 self.reread.discard(index)
                 self.standing.discard(index)
@@ -270,8 +275,7 @@ class _EarliestPending:
             self._unstand(self.by_step.get(step, ()))
             for index in self.on_issue.pop(step, ()):
                 if index in self.known:
-                    woken += [s for s in (layout.first_step(statements[index]),
-                                          layout.completion(statements[index])) if s not in self.done]
+                    woken += self._untaken(index)
         known, reread = self.known, self.reread
         removed: set[int] = set()
 
@@ -301,12 +305,10 @@ class _EarliestPending:
                 continue
             reread.discard(index)
             known.add(index)
-            for provided in list(self.by_provider.get(index, ())):
-                self._unstand((provided,))
+            self._unstand(self.by_provider.get(index, ()))
             issue = self.issue[index]
             if issue in self.done:
-                x = statements[index]
-                woken += [s for s in (layout.first_step(x), layout.completion(x)) if s not in self.done]
+                woken += self._untaken(index)
             else:
                 self.on_issue.setdefault(issue, []).append(index)
         return woken
