@@ -135,19 +135,20 @@ def _solve(program: Program, options: Options, progress: ProgressCallback | None
 
 
 def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None):
-    from checker.executor.replay import confirm
+    from checker.executor.replay import confirm_all
 
     kept: list[Finding] = []
     internal: list[Diagnostic] = []
-    witnessed = sum(1 for f in findings if f.witness is not None)
+    witnessed = [f for f in findings if f.witness is not None]
+    confirmations = confirm_all(program, witnessed)
     replayed = 0
     for finding in findings:
         if finding.witness is None:
             kept.append(finding)
             continue
         replayed += 1
-        _tell(progress, "replay", replayed, replayed - 1, witnessed, _pair(program, finding))
-        confirmation = confirm(program, finding)
+        _tell(progress, "replay", replayed, replayed - 1, len(witnessed), _pair(program, finding))
+        confirmation = next(confirmations)
         if confirmation.ok:
             kept.append(replace(finding, detail={**finding.detail, **confirmation.detail}))
         else:

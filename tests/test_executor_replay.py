@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
 
 from checker.executor.explore import explore
 from checker.executor.machine import IllegalStep, Machine
-from checker.executor.replay import confirm, replay
+from checker.executor.replay import _longest_witnesses, confirm, confirm_all, replay
 from checker.findings import Finding, FindingKind
-from checker.frontend import load_file
+from checker.frontend import load_file, load_text
+from checker.smt.queries import Analysis
+from checker.smt.solve import Budget
 from checker.witness import Step, StepKind, Witness
+from strategies import specs
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 VALID = sorted(CONFORMANCE.glob("c*.sched"))
@@ -104,3 +109,58 @@ def test_confirm_rejects_a_race_whose_witness_orders_the_pair():
     fake_deadlock = Finding(FindingKind.DEADLOCK, "fake", (0,), witness=Witness(tuple(steps)))
     assert not confirm(program, fake_deadlock).ok
     assert not confirm(program, Finding(FindingKind.RACE, "no witness", (0, 3))).ok
+
+
+def _confirmations_agree(program, findings) -> None:
+    one_by_one = [confirm(program, f) for f in findings]
+    shared = list(confirm_all(program, findings))
+    assert [(c.ok, c.reason, c.detail) for c in shared] == [(c.ok, c.reason, c.detail) for c in one_by_one]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_shared_replays_confirm_exactly_what_single_replays_do(text):
+    """`confirm_all` replays a long witness once for the races whose witnesses are its
+    prefixes. With every real finding, and with forged races cut short of their second
+    start (each a prefix of a real witness, so it shares that replay), every verdict, reason
+    and detail must equal `confirm`'s one by one."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    findings = list(Analysis(program, Budget(timeout=60.0)).run())
+    forged = []
+    for f in findings:
+        if f.kind is FindingKind.RACE and f.witness is not None and len(f.witness.steps) > 1:
+            steps = f.witness.steps
+            forged.append(replace(f, witness=Witness(steps[:-1])))
+            forged.append(replace(f, statements=f.statements[::-1], witness=Witness(steps[:-1])))
+    everything = [f for f in findings if f.witness is not None] + forged
+    _confirmations_agree(program, everything)
+    if forged:
+        assert _longest_witnesses(program, everything), "forged prefixes must share a replay"
+        # A race witness ends with the later of the two starts: cut short, it shows no race.
+        assert not any(c.ok for c in confirm_all(program, forged))
+
+
+def test_shared_replays_on_a_spec_with_many_races():
+    program = load_text(RACY, "racy").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    assert len(findings) >= 6
+    assert _longest_witnesses(program, findings), "races read off one run share a replay"
+    _confirmations_agree(program, findings)
+    assert all(c.ok for c in confirm_all(program, findings))
+
+
+RACY = """\
+spec "many races off one run"
+device gpu0 { compute 4 copy 2 }
+buffer x 1KiB on gpu0
+buffer y 1KiB on gpu0
+stream s[3] on gpu0
+thread main {
+  s[0]: kernel a writes x 1ms
+  s[1]: kernel b reads x writes y 1ms
+  s[2]: kernel c reads x reads y 1ms
+  s[0]: kernel d writes y 1ms
+  s[1]: kernel e writes x 1ms
+}
+"""

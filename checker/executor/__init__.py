@@ -4,7 +4,8 @@ The second, independent backend over the IR (the SMT engine is the first). One s
 machine (`machine.Machine`: `initial`, `enabled`, `apply`) drives every mode:
 
 * `replay(program, witness)` walks a witness, checking each step; `confirm(program, finding)`
-  checks the witness exhibits the finding and shows the corrupted bytes of a race;
+  checks the witness exhibits the finding and shows the corrupted bytes of a race
+  (`confirm_all` does it for many findings, replaying once the races read off one run);
 * `explore(program, max_states)` enumerates every interleaving (with partial-order
   reduction) and reports races, uses of dead memory and deadlocks with witnesses;
 * `simulate(program)` runs the program in time on its engines and reports the makespan,
@@ -20,7 +21,7 @@ replays); then the modes `explore.py`, `replay.py`, `simulate.py`.
 
 from checker.executor.explore import Exploration, explore
 from checker.executor.machine import IllegalStep, Machine, State, Transition
-from checker.executor.replay import Confirmation, Replay, confirm, replay
+from checker.executor.replay import Confirmation, Replay, confirm, confirm_all, replay
 from checker.executor.simulate import Simulation, simulate
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "State",
     "Transition",
     "confirm",
+    "confirm_all",
     "explore",
     "replay",
     "simulate",

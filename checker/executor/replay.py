@@ -73,10 +73,11 @@ def replay(program: Program, witness: Witness | tuple[Step, ...]) -> Replay:
     return _run(Machine(program), steps)[0]
 
 
-def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0
+def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, running: list[int] | None = None
          ) -> tuple[Replay, ByteModel, int | None]:
     """Replay on a mutable store (a step costs the same whatever the program's size).
-    Also returns the first step index after which every statement bit in `watch` runs."""
+    Also returns the first step index after which every statement bit in `watch` runs;
+    `running`, when given, receives the running statements' bits after each step."""
     state = Store(machine.initial())
     data = ByteModel(machine)
     together = None
@@ -98,6 +99,8 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0
         races.extend((a, b, k) for a, b in step_races)
         uses.extend((i, kind, k) for i, kind in step_uses)
         applied += 1
+        if running is not None:
+            running.append(state.running)
         if watch and together is None and state.running & watch == watch:
             together = k
     finished = machine.finished(state)
@@ -187,6 +190,59 @@ def confirm(program: Program, finding: Finding) -> Confirmation:
     if finding.kind is FindingKind.DEADLOCK:
         return _confirm_deadlock(machine, run)
     return Confirmation(False, f"a {finding.kind.value} finding has no execution to confirm")
+
+
+def confirm_all(program: Program, findings: list[Finding]):
+    """`confirm` of each finding, in order (a generator). Races read off one execution have
+    witnesses that are prefixes of one longer witness; they share one replay of it. That
+    replay answers for each prefix: a prefix of a legal run is legal, and what a statement
+    read and what it writes are fixed once it has started (`data.ByteModel`)."""
+    machine = Machine(program)
+    longest = _longest_witnesses(program, findings)
+    replays: dict[int, tuple[Replay, ByteModel, list[int]]] = {}
+    for k, finding in enumerate(findings):
+        owner = longest.get(k)
+        if owner is None:
+            yield confirm(program, finding)
+            continue
+        if owner not in replays:
+            running: list[int] = []
+            run, data, _ = _run(machine, findings[owner].witness.steps, running=running)
+            replays[owner] = (run, data, running)
+        run, data, running = replays[owner]
+        if not run.ok:
+            yield confirm(program, finding)
+            continue
+        steps = finding.witness.steps
+        a, b = finding.statements
+        watch = (1 << a) | (1 << b)
+        together = next((i for i in range(len(steps)) if running[i] & watch == watch), None)
+        yield _confirm_race(machine, finding, steps, data, together)
+
+
+def _longest_witnesses(program: Program, findings: list[Finding]) -> dict[int, int]:
+    """For each race finding whose witness is a prefix of another's: the index of the finding
+    with the longest witness it is a prefix of (itself included)."""
+    count = len(program.statements)
+    races = [k for k, f in enumerate(findings)
+             if f.kind is FindingKind.RACE and f.witness is not None and len(f.statements) == 2
+             and all(isinstance(i, int) and 0 <= i < count for i in f.statements)
+             and f.statements[0] != f.statements[1]]
+    races.sort(key=lambda k: -len(findings[k].witness.steps))
+    longest: list[tuple[int, tuple[Step, ...]]] = []
+    owner: dict[int, int] = {}
+    for k in races:
+        steps = findings[k].witness.steps
+        for index, long in longest:
+            # The last step first: a cheap test that rejects most non-prefixes.
+            if steps and long[len(steps) - 1] == steps[-1] and long[: len(steps)] == steps:
+                owner[k] = index
+                break
+        else:
+            longest.append((k, steps))
+            owner[k] = k
+    shared = {index for k, index in owner.items() if k != index}
+    return {k: index for k, index in owner.items() if index in shared}
 
 
 def _confirm_deadlock(machine: Machine, run: Replay) -> Confirmation:
