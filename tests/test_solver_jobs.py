@@ -22,10 +22,13 @@ from strategies import specs
 def verdicts(program, findings) -> list[tuple]:
     """What the findings say, without which execution shows them: sessions may find other
     executions, a deadlock's statements are those stuck in the one it shows, and a dead use
-    names the instance of the free (or alloc) that it shows. Statements by source line."""
+    names the free (or alloc) that it shows, one of several when several free the memory
+    first. Statements by source line."""
     def lines(f) -> tuple:
         if f.kind.value == "deadlock":
             return ()
+        if f.kind.value in ("use-after-free", "use-before-alloc"):
+            return (program.statements[f.statements[0]].span.line,)
         return tuple(program.statements[i].span.line for i in f.statements)
 
     return sorted((f.kind.value, lines(f), f.instances) for f in findings)

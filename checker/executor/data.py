@@ -65,6 +65,14 @@ class ByteModel:
         """Per started writer: what its written segments held just before it started."""
         self.outputs: dict[int, int] = {}
 
+    def copy(self) -> "ByteModel":
+        """An independent copy (the values held, what each started statement read)."""
+        other = ByteModel.__new__(ByteModel)
+        other.machine, other.read_masks, other.write_masks = self.machine, self.read_masks, self.write_masks
+        other.values = list(self.values)
+        other.sampled, other.before, other.outputs = dict(self.sampled), dict(self.before), dict(self.outputs)
+        return other
+
     def observe(self, step: Step) -> None:
         """Update contents for a step that the machine has just accepted."""
         m = self.machine

@@ -73,11 +73,32 @@ def replay(program: Program, witness: Witness | tuple[Step, ...]) -> Replay:
     return _run(Machine(program), steps)[0]
 
 
-def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, running: list[int] | None = None
+CHECKPOINT_EVERY = 32
+"""`confirm_all` keeps the state of a shared replay every this many steps."""
+
+
+@dataclass(slots=True)
+class _Trace:
+    """What a shared replay keeps for the findings whose witnesses are its prefixes: the
+    running statements' bits after each step, and the state and bytes before every
+    `CHECKPOINT_EVERY`-th step."""
+
+    running: list[int] = field(default_factory=list)
+    checkpoints: list[tuple[State, ByteModel]] = field(default_factory=list)
+
+    def resume(self, before: int) -> tuple[int, Store, ByteModel]:
+        """Fresh copies of the state and bytes after the witness's first k steps, for the
+        latest checkpoint k <= `before`."""
+        k = min(before // CHECKPOINT_EVERY, len(self.checkpoints) - 1)
+        state, data = self.checkpoints[k]
+        return k * CHECKPOINT_EVERY, Store(state), data.copy()
+
+
+def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, trace: _Trace | None = None
          ) -> tuple[Replay, ByteModel, int | None]:
     """Replay on a mutable store (a step costs the same whatever the program's size).
     Also returns the first step index after which every statement bit in `watch` runs;
-    `running`, when given, receives the running statements' bits after each step."""
+    `trace`, when given, is filled as it says."""
     state = Store(machine.initial())
     data = ByteModel(machine)
     together = None
@@ -87,6 +108,8 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, running: lis
     reason = ""
     applied = 0
     for k, step in enumerate(steps):
+        if trace is not None and k % CHECKPOINT_EVERY == 0:
+            trace.checkpoints.append((state.freeze(), data.copy()))
         if not isinstance(step, Step) or not isinstance(step.kind, StepKind):
             failed_at, reason = k, f"step {k}: not a step: {step!r}"
             break
@@ -99,8 +122,8 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, running: lis
         races.extend((a, b, k) for a, b in step_races)
         uses.extend((i, kind, k) for i, kind in step_uses)
         applied += 1
-        if running is not None:
-            running.append(state.running)
+        if trace is not None:
+            trace.running.append(state.running)
         if watch and together is None and state.running & watch == watch:
             together = k
     finished = machine.finished(state)
@@ -199,25 +222,25 @@ def confirm_all(program: Program, findings: list[Finding]):
     read and what it writes are fixed once it has started (`data.ByteModel`)."""
     machine = Machine(program)
     longest = _longest_witnesses(program, findings)
-    replays: dict[int, tuple[Replay, ByteModel, list[int]]] = {}
+    replays: dict[int, tuple[Replay, ByteModel, _Trace]] = {}
     for k, finding in enumerate(findings):
         owner = longest.get(k)
         if owner is None:
             yield confirm(program, finding)
             continue
         if owner not in replays:
-            running: list[int] = []
-            run, data, _ = _run(machine, findings[owner].witness.steps, running=running)
-            replays[owner] = (run, data, running)
-        run, data, running = replays[owner]
+            trace = _Trace()
+            run, data, _ = _run(machine, findings[owner].witness.steps, trace=trace)
+            replays[owner] = (run, data, trace)
+        run, data, trace = replays[owner]
         if not run.ok:
             yield confirm(program, finding)
             continue
         steps = finding.witness.steps
         a, b = finding.statements
         watch = (1 << a) | (1 << b)
-        together = next((i for i in range(len(steps)) if running[i] & watch == watch), None)
-        yield _confirm_race(machine, finding, steps, data, together)
+        together = next((i for i in range(len(steps)) if trace.running[i] & watch == watch), None)
+        yield _confirm_race(machine, finding, steps, data, together, trace.resume)
 
 
 def _longest_witnesses(program: Program, findings: list[Finding]) -> dict[int, int]:
@@ -291,7 +314,7 @@ def _first_start(machine: Machine, steps, i: int) -> int | None:
     return None
 
 
-def _confirm_race(machine, finding, steps, data, together) -> Confirmation:
+def _confirm_race(machine, finding, steps, data, together, resume=None) -> Confirmation:
     if len(finding.statements) != 2:
         return Confirmation(False, "a race names exactly two statements")
     a, b = finding.statements
@@ -302,7 +325,7 @@ def _confirm_race(machine, finding, steps, data, together) -> Confirmation:
     pair = _conflicting_pair(p, a, b)
     if pair is None:
         return Confirmation(False, "the two statements touch no common bytes with a write")
-    detail = _race_bytes(machine, steps[: together + 1], a, b, pair, data)
+    detail = _race_bytes(machine, steps[: together + 1], a, b, pair, data, resume)
     detail["together_at_step"] = together
     return Confirmation(True, f"both accesses are running after step {together}", detail)
 
@@ -324,24 +347,30 @@ def _finish_steps(machine: Machine, state: State, i: int) -> tuple[Step, ...]:
     return (machine.steps[StepKind.END][i],)
 
 
-def _ordered(machine: Machine, steps, first: int, second: int):
+def _ordered(machine: Machine, steps, first: int, second: int, resume=None):
     """A legal run where `first` finishes before `second` starts, or None.
 
     Keep the witness steps that stay legal without `second`, finish `first`, then start
-    `second`. Returns the ByteModel after that start.
+    `second`. Returns the ByteModel after that start. `resume(k)` (a shared replay's
+    `_Trace.resume`) gives the state after some first steps of the witness, no more than k:
+    up to the first step left out, this run is the witness itself.
     """
-    data = ByteModel(machine)
-    state = Store(machine.initial())
     where = _first_start(machine, steps, second)
     if where is None:
         return None
     start_second = steps[where]
-    for step in steps:
-        if step == start_second or (
-            step.statement == second and step.kind in (StepKind.END, StepKind.RETURN)
-        ):
-            continue
-        if step.statement == first and step.kind in (StepKind.END, StepKind.RETURN):
+
+    def left_out(step) -> bool:
+        return step == start_second or (
+            step.statement in (first, second) and step.kind in (StepKind.END, StepKind.RETURN))
+
+    begin = 0
+    if resume is not None:
+        begin, state, data = resume(next((k for k, step in enumerate(steps) if left_out(step)), len(steps)))
+    else:
+        state, data = Store(machine.initial()), ByteModel(machine)
+    for step in steps[begin:]:
+        if left_out(step):
             continue
         if machine.blocker(state, step) is not None:
             continue
@@ -363,15 +392,15 @@ def _ordered(machine: Machine, steps, first: int, second: int):
     return data
 
 
-def _try_ordered(machine: Machine, steps, first: int, second: int):
+def _try_ordered(machine: Machine, steps, first: int, second: int, resume=None):
     """`_ordered`, or None when the witness cannot be rearranged that way."""
     try:
-        return _ordered(machine, steps, first, second)
+        return _ordered(machine, steps, first, second, resume)
     except (IllegalStep, TypeError, IndexError, KeyError):
         return None
 
 
-def _race_bytes(machine, steps, a, b, pair, data) -> dict:
+def _race_bytes(machine, steps, a, b, pair, data, resume=None) -> dict:
     """Bytes the reader saw in the witness vs in the two serial orders of the pair."""
     p = machine.program
     lay = machine.layout
@@ -407,8 +436,8 @@ def _race_bytes(machine, steps, a, b, pair, data) -> dict:
         return model.combined((g, got.get(g)) for g in _segs(overlap) if g in got)
 
     detail["reader_saw"] = seen(data, reader)
-    wf = _try_ordered(machine, steps, writer, reader)
-    rf = _try_ordered(machine, steps, reader, writer)
+    wf = _try_ordered(machine, steps, writer, reader, resume)
+    rf = _try_ordered(machine, steps, reader, writer, resume)
     detail["writer_first"] = seen(wf, reader) if wf is not None else None
     detail["reader_first"] = seen(rf, reader) if rf is not None else None
     where = mem.name if (lo, hi) == (0, mem.size) else f"{mem.name}[{lo}:{hi}]"
