@@ -116,16 +116,35 @@ def test_confirm_rejects_a_race_whose_witness_orders_the_pair():
 
 
 def _confirmations_agree(program, findings) -> None:
-    """`confirm_all` with a checkpoint every 1, 3 and 32 steps gives what `confirm` does."""
+    """`confirm_all` with a checkpoint every 1, 3 and 32 steps, and with at most 2 per
+    replay (spaced by the witness's length), gives what `confirm` does."""
     one_by_one = [(c.ok, c.reason, c.detail) for c in (confirm(program, f) for f in findings)]
-    saved = replay_module.CHECKPOINT_EVERY
+    saved = replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS
     try:
-        for every in (1, 3, 32):
-            replay_module.CHECKPOINT_EVERY = every
+        for every, most in ((1, 64), (3, 64), (32, 64), (1, 2)):
+            replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = every, most
             shared = [(c.ok, c.reason, c.detail) for c in confirm_all(program, findings)]
-            assert shared == one_by_one, f"checkpoint every {every} steps"
+            assert shared == one_by_one, f"checkpoint every {every} steps, at most {most}"
     finally:
-        replay_module.CHECKPOINT_EVERY = saved
+        replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = saved
+
+
+def test_a_shared_replay_keeps_a_bounded_number_of_states():
+    program = load_text(RACY, "racy").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    steps = max((f.witness.steps for f in findings), key=len)
+    assert len(steps) > 3, "the longest witness must be longer than the smaller limit"
+    saved = replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS
+    try:
+        for every, most in ((1, 64), (1, 3)):
+            replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = every, most
+            trace = replay_module._Trace.spaced(len(steps))
+            replay_module._run(Machine(program), steps, trace=trace)
+            assert len(trace.running) == len(steps)
+            assert len(trace.checkpoints) <= most
+            assert len(trace.checkpoints) == -(-len(steps) // trace.every)  # one per `every` steps
+    finally:
+        replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = saved
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -74,24 +74,34 @@ def replay(program: Program, witness: Witness | tuple[Step, ...]) -> Replay:
 
 
 CHECKPOINT_EVERY = 32
-"""`confirm_all` keeps the state of a shared replay every this many steps."""
+"""`confirm_all` keeps the state of a shared replay every this many steps..."""
+MAX_CHECKPOINTS = 64
+"""...and at most this many states per replay (a long witness spaces them further), so
+that the memory they take stays bounded whatever the program's size."""
 
 
 @dataclass(slots=True)
 class _Trace:
     """What a shared replay keeps for the findings whose witnesses are its prefixes: the
     running statements' bits after each step, and the state and bytes before every
-    `CHECKPOINT_EVERY`-th step."""
+    `every`-th step."""
 
+    every: int
     running: list[int] = field(default_factory=list)
     checkpoints: list[tuple[State, ByteModel]] = field(default_factory=list)
+
+    @classmethod
+    def spaced(cls, length: int) -> "_Trace":
+        """A trace for a witness of `length` steps: a checkpoint every `CHECKPOINT_EVERY`
+        steps, or further apart so that there are at most `MAX_CHECKPOINTS`."""
+        return cls(max(CHECKPOINT_EVERY, -(-length // MAX_CHECKPOINTS)))
 
     def resume(self, before: int) -> tuple[int, Store, ByteModel]:
         """Fresh copies of the state and bytes after the witness's first k steps, for the
         latest checkpoint k <= `before`."""
-        k = min(before // CHECKPOINT_EVERY, len(self.checkpoints) - 1)
+        k = min(before // self.every, len(self.checkpoints) - 1)
         state, data = self.checkpoints[k]
-        return k * CHECKPOINT_EVERY, Store(state), data.copy()
+        return k * self.every, Store(state), data.copy()
 
 
 def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, trace: _Trace | None = None
@@ -108,7 +118,7 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0, trace: _Trac
     reason = ""
     applied = 0
     for k, step in enumerate(steps):
-        if trace is not None and k % CHECKPOINT_EVERY == 0:
+        if trace is not None and k % trace.every == 0:
             trace.checkpoints.append((state.freeze(), data.copy()))
         if not isinstance(step, Step) or not isinstance(step.kind, StepKind):
             failed_at, reason = k, f"step {k}: not a step: {step!r}"
@@ -222,6 +232,7 @@ def confirm_all(program: Program, findings: list[Finding]):
     read and what it writes are fixed once it has started (`data.ByteModel`)."""
     machine = Machine(program)
     longest = _longest_witnesses(program, findings)
+    last = {owner: k for k, owner in sorted(longest.items())}
     replays: dict[int, tuple[Replay, ByteModel, _Trace]] = {}
     for k, finding in enumerate(findings):
         owner = longest.get(k)
@@ -229,10 +240,11 @@ def confirm_all(program: Program, findings: list[Finding]):
             yield confirm(program, finding)
             continue
         if owner not in replays:
-            trace = _Trace()
-            run, data, _ = _run(machine, findings[owner].witness.steps, trace=trace)
+            steps = findings[owner].witness.steps
+            trace = _Trace.spaced(len(steps))
+            run, data, _ = _run(machine, steps, trace=trace)
             replays[owner] = (run, data, trace)
-        run, data, trace = replays[owner]
+        run, data, trace = replays[owner] if last[owner] != k else replays.pop(owner)
         if not run.ok:
             yield confirm(program, finding)
             continue
