@@ -180,6 +180,40 @@ def test_shared_replays_on_a_spec_with_many_races():
     assert all(c.ok for c in confirm_all(program, findings))
 
 
+def test_shared_replays_when_a_later_member_start_samples_its_group_again():
+    """A collective's members here start in separate steps, and each member's start samples
+    what the whole group reads again: the bytes after a longer witness are not those after
+    its prefix, so each prefix's bytes are rebuilt (found by a random campaign)."""
+    program = load_text(GROUPED, "grouped").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    forged = [replace(f, witness=Witness(f.witness.steps[:-1])) for f in findings
+              if f.kind is FindingKind.RACE and len(f.witness.steps) > 1]
+    assert _longest_witnesses(program, findings + forged)
+    _confirmations_agree(program, findings + forged)
+
+
+GROUPED = """\
+device d0 { compute 2 copy 2 comm 1 }
+device d1 { compute 2 copy 2 comm 1 }
+stream s0 on d0
+stream s1 on d1
+buffer a 4096B on d0
+comm c = { s0, s1 }
+thread t0 {
+  group {
+    s0: allreduce c a
+    s0: allreduce c a
+  }
+  for i in 0..2 {
+    s0: kernel k writes a
+  }
+  group {
+    s0: allreduce c a
+    s1: allreduce c a
+  }
+}
+"""
+
 RACY = """\
 spec "many races off one run"
 device gpu0 { compute 4 copy 2 }

@@ -228,12 +228,14 @@ def confirm(program: Program, finding: Finding) -> Confirmation:
 def confirm_all(program: Program, findings: list[Finding]):
     """`confirm` of each finding, in order (a generator). Races read off one execution have
     witnesses that are prefixes of one longer witness; they share one replay of it. That
-    replay answers for each prefix: a prefix of a legal run is legal, and what a statement
-    read and what it writes are fixed once it has started (`data.ByteModel`)."""
+    replay answers for each prefix: a prefix of a legal run is legal, the running statements
+    after each step are kept, and the bytes after the prefix are rebuilt from the nearest
+    checkpoint before its end (a collective's later member start samples the whole group
+    again, so the bytes after the longer witness may differ)."""
     machine = Machine(program)
     longest = _longest_witnesses(program, findings)
     last = {owner: k for k, owner in sorted(longest.items())}
-    replays: dict[int, tuple[Replay, ByteModel, _Trace]] = {}
+    replays: dict[int, tuple[Replay, _Trace]] = {}
     for k, finding in enumerate(findings):
         owner = longest.get(k)
         if owner is None:
@@ -242,9 +244,9 @@ def confirm_all(program: Program, findings: list[Finding]):
         if owner not in replays:
             steps = findings[owner].witness.steps
             trace = _Trace.spaced(len(steps))
-            run, data, _ = _run(machine, steps, trace=trace)
-            replays[owner] = (run, data, trace)
-        run, data, trace = replays[owner] if last[owner] != k else replays.pop(owner)
+            run, _, _ = _run(machine, steps, trace=trace)
+            replays[owner] = (run, trace)
+        run, trace = replays[owner] if last[owner] != k else replays.pop(owner)
         if not run.ok:
             yield confirm(program, finding)
             continue
@@ -252,6 +254,10 @@ def confirm_all(program: Program, findings: list[Finding]):
         a, b = finding.statements
         watch = (1 << a) | (1 << b)
         together = next((i for i in range(len(steps)) if trace.running[i] & watch == watch), None)
+        begin, state, data = trace.resume(len(steps))
+        for step in steps[begin:]:
+            machine.advance_into(state, step)
+            data.observe(step)
         yield _confirm_race(machine, finding, steps, data, together, trace.resume)
 
 
