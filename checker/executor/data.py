@@ -10,6 +10,7 @@ the same accesses therefore leave different, reproducible values behind.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 
 from checker.ir import Op
@@ -66,9 +67,9 @@ class ByteModel:
         self.outputs: dict[int, int] = {}
 
     def copy(self) -> "ByteModel":
-        """An independent copy (the values held, what each started statement read)."""
-        other = ByteModel.__new__(ByteModel)
-        other.machine, other.read_masks, other.write_masks = self.machine, self.read_masks, self.write_masks
+        """An independent copy: the per-program masks are shared, what changes along an
+        execution (values held, what each started statement read and wrote) is copied."""
+        other = copy.copy(self)
         other.values = list(self.values)
         other.sampled, other.before, other.outputs = dict(self.sampled), dict(self.before), dict(self.outputs)
         return other
