@@ -6,6 +6,8 @@
   and the races read off them replay in the executor.
 * Repaired runs (`Analysis._repair`) name the choice by which a start relied on an end, run
   with the other choice, and the races they answer are races the solver confirms.
+* The relaxed session (`relaxed.py`: the stream order across threads left out until a model
+  breaks it) finds exactly the racing pairs the full session finds, and its witnesses replay.
 * `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
   every time fixed), also with the snapshot binding in linear size, and rejects orders that
   are no execution.
@@ -52,11 +54,13 @@ thread c {
 """
 
 
-def solver_races(program, per_pair: bool) -> tuple[set, int, int]:
+def solver_races(program, per_pair: bool, relaxed: bool = True) -> tuple[set, int, int]:
     """The racing pairs found by the solver alone (no concrete runs), the unknowns, and the
-    queries asked; `per_pair` asks one query per candidate pair."""
+    queries asked; `per_pair` asks one query per candidate pair; `relaxed`: programs with
+    several threads ask the relaxed session first."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch("checker.smt.queries.EAGERNESS", ()))
+        stack.enter_context(mock.patch("checker.smt.queries.RELAXED", relaxed))
         if per_pair:
             stack.enter_context(mock.patch.object(
                 Analysis, "_classes", lambda self, pending: {pair: [pair] for pair in pending}))
@@ -84,6 +88,74 @@ def test_class_queries_find_the_races_of_pair_queries(text: str) -> None:
     by_pair, unknown_pairs, _ = solver_races(program, per_pair=True)
     assert unknown == unknown_pairs == 0
     assert by_class == by_pair, text
+
+
+SHARED_STREAM = """\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+thread a {
+  s[0]: kernel k1 writes x 1ms
+  s[0]: kernel k2 writes x 1ms
+}
+thread b {
+  s[0]: kernel k3 reads x 1ms
+  s[1]: kernel k4 reads x 1ms
+}
+"""
+
+
+def test_the_relaxed_session_adds_back_the_stream_order_a_model_breaks() -> None:
+    """k1-k3 and k2-k3 share a stream, so they never overlap: only the stream order across
+    the two threads (which enqueued first is open) says so. Without it the relaxed base
+    shows them racing, `broken` names it, and once it is added back the answer is no; k4 on
+    its own stream races with both writers."""
+    program = load_text(SHARED_STREAM).program
+    with mock.patch("checker.smt.queries.EAGERNESS", ()):
+        analysis = Analysis(program, Budget(timeout=60.0))
+        analysis.races()
+    assert analysis.racing == {(0, 3), (1, 3)}
+    assert not analysis.parts.race_unknowns
+    assert analysis.stats["relaxed_added"] >= 1 and analysis.stats["relaxed_rounds"] >= 2
+    relaxed = analysis.relaxed
+    assert relaxed.added and relaxed.left_out == len(relaxed.windows) - len(relaxed.added)
+    for _, witness in analysis.parts.races.values():
+        replays(program, witness)
+    full, _, _ = solver_races(program, per_pair=False, relaxed=False)
+    assert full == analysis.racing
+
+
+def test_broken_names_the_stream_order_a_relaxed_model_breaks() -> None:
+    """An order where k3 (enqueued after k1 on the shared stream) starts before k1 ends
+    breaks one implication; the same order with k1 ending first breaks none."""
+    program = load_text(SHARED_STREAM).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding, relaxed = analysis.encoding, analysis.relaxed
+    k1, k3 = program.statements[0], program.statements[2]
+    issue1, issue3 = encoding.layout.issue(k1), encoding.layout.issue(k3)
+    start1, end1 = encoding.first_step(k1), encoding.last_step(k1)
+    start3 = encoding.first_step(k3)
+    facts, execution = relaxed.broken([issue1, issue3, start1, start3], [start3])
+    assert len(facts) == 1 and execution == [issue3, start3]
+    facts, execution = relaxed.broken([issue1, issue3, start1, end1, start3], [start3])
+    assert facts == [] and execution == [issue1, issue3, start1, end1, start3]
+    assert analysis.session.admits(execution) is not None
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=14))
+def test_the_relaxed_session_finds_the_races_of_the_full_one(text: str) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    assume(len({s.thread for s in program.statements}) > 1)
+    with mock.patch("checker.smt.queries.EAGERNESS", ()):
+        analysis = Analysis(program, Budget(timeout=60.0))
+        analysis.races()
+    full, unknown, _ = solver_races(program, per_pair=False, relaxed=False)
+    assert not analysis.parts.race_unknowns and unknown == 0
+    assert analysis.racing == full, text
+    for _, witness in analysis.parts.races.values():
+        replays(program, witness)
 
 
 def test_aimed_runs_answer_races_with_replaying_witnesses() -> None:

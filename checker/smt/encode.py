@@ -113,6 +113,10 @@ class Conjunct:
     after: int | None = None
     """When the conjunct is exactly 'step `after` happened before now': a must-happen-before
     edge."""
+    window: NeedIf | None = None
+    """When the conjunct is a stream-order implication whose condition (the order in which
+    two threads enqueued) the must order leaves open: its rule. A relaxed session leaves
+    these out until a model breaks one (`relaxed.py`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +269,9 @@ class Encoding:
                 parts.append(Conjunct(item.label, self.before(item.step, now), item.step))
             elif isinstance(item, NeedIf):
                 when = self.enqueued_before(statements[item.u], statements[item.x])
-                parts.append(Conjunct(item.label, _implies(when, self.before(item.step, now))))
+                open_order = when is not True and when is not False
+                parts.append(Conjunct(item.label, _implies(when, self.before(item.step, now)),
+                                      window=item if open_order else None))
             elif isinstance(item, Bind):
                 parts += self._bound_record_done(item, now)
             elif isinstance(item, SetState):
@@ -355,6 +361,17 @@ class Encoding:
     def base(self) -> list[z3.BoolRef]:
         """Domain, and 'a step that happened was enabled at its place in the order'.
         Steps the order proves impossible never happen."""
+        return self._base(None)
+
+    def relaxed_base(self) -> tuple[list[z3.BoolRef], dict[int, list[tuple[NeedIf, z3.BoolRef]]]]:
+        """The base without the stream-order implications across threads (`Conjunct.window`),
+        and those implications per step, each as a fact to add back. Fewer facts admit more
+        models, so what the relaxed base (with any of them added back) rules out, the base
+        rules out too."""
+        windows: dict[int, list[tuple[NeedIf, z3.BoolRef]]] = {}
+        return self._base(windows), windows
+
+    def _base(self, windows: dict | None) -> list[z3.BoolRef]:
         horizon = self.horizon
         impossible = self.order.impossible
         facts = []
@@ -367,10 +384,21 @@ class Encoding:
                 self.own_condition(i)
                 continue
             facts.append(t >= 0)
-            enabled = _and(*[c.formula for c in self.own_condition(i)])
-            if enabled is not True:
-                self.enabled_facts[i] = to_z3(enabled)
+            conjuncts = self.own_condition(i)
+            enabled = _and(*[c.formula for c in conjuncts])
+            if enabled is True:
+                continue
+            # Every condition, also for a relaxed base: `admits` checks executions against it.
+            self.enabled_facts[i] = to_z3(enabled)
+            if windows is None:
                 facts.append(z3.Implies(self.hap[i], self.enabled_facts[i]))
+                continue
+            strict = _and(*[c.formula for c in conjuncts if c.window is None])
+            if strict is not True:
+                facts.append(z3.Implies(self.hap[i], to_z3(strict)))
+            for c in conjuncts:
+                if c.window is not None:
+                    windows.setdefault(i, []).append((c.window, z3.Implies(self.hap[i], to_z3(c.formula))))
         self._based = True
         return facts + self._binding_facts
 

@@ -27,6 +27,7 @@ from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
+from checker.smt.relaxed import RelaxedSession
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
@@ -42,6 +43,9 @@ NEAREST = 3
 REPAIR_WORTH = 0.5
 """Repaired runs come before the solver while its questions take this many seconds on
 average (or none was asked yet): a few hundred runs cost about as much as one slow query."""
+RELAXED = True
+"""Race questions of programs with several threads go to the relaxed session first
+(`relaxed.py`), and to the full one only for what it leaves."""
 
 
 @dataclass
@@ -134,17 +138,19 @@ class Analysis:
             deadline = time.time() + budget.total
         self._deadline = deadline
         self._session: Session | None = None
+        self._relaxed: RelaxedSession | None = None
         self.order = self.encoding.order
         self.parts = Parts()
         self.parts.stats = self.stats = {
             "steps": len(self.encoding.steps), "rounds": self.order.rounds, "candidates": 0,
             "sat": 0, "unsat": 0, "unknowns": 0, "runs": 0, "run_answers": 0,
             "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0,
-            "slowest": 0.0, "deadlock_how": "not asked"}
+            "slowest": 0.0, "relaxed_rounds": 0, "relaxed_added": 0, "deadlock_how": "not asked"}
         self._runs: list[tuple[Sat, bool]] | None = None
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
+        self._threads = len({statement.thread for statement in program.statements})
         """Questions asked of the solver, and their wall seconds."""
 
     @property
@@ -156,6 +162,16 @@ class Analysis:
             self._session = Session(self.encoding, self.budget, self._deadline)
             self.stats["setup"] += time.process_time() - began
         return self._session
+
+    @property
+    def relaxed(self) -> RelaxedSession:
+        """The session without the stream order across threads (`relaxed.py`), made when a
+        question first needs it."""
+        if self._relaxed is None:
+            began = time.process_time()
+            self._relaxed = RelaxedSession(self.encoding, self.runner(), self.budget, self._deadline)
+            self.stats["setup"] += time.process_time() - began
+        return self._relaxed
 
     @property
     def racing(self) -> set[tuple[int, int]]:
@@ -180,11 +196,15 @@ class Analysis:
             statements, {"query": query, "reason": verdict.reason},
         ))
 
-    def ask(self, query, cut: tuple[int, ...] = ()):
-        """One solver question, counted for the statistics. Once the budget is spent the
-        answer is unknown without building the session (its formulas can take minutes)."""
+    def ask(self, query, cut: tuple[int, ...] = (), relaxed: bool = False):
+        """One solver question (on the relaxed session when `relaxed`), counted for the
+        statistics. Once the budget is spent the answer is unknown without building the
+        session (its formulas can take minutes)."""
         began = time.perf_counter()
-        verdict = Unknown(OUT_OF_TIME) if self._spent() and query is not False else self.session.ask(query, cut)
+        if self._spent() and query is not False:
+            verdict = Unknown(OUT_OF_TIME)
+        else:
+            verdict = (self.relaxed if relaxed else self.session).ask(query, cut)
         spent = time.perf_counter() - began
         self.stats["slowest"] = max(self.stats["slowest"], spent)
         self._asked = (self._asked[0] + 1, self._asked[1] + spent)
@@ -514,6 +534,8 @@ class Analysis:
                         self._repair(*pair, pending)
                         if not known and pair in pending:
                             break
+            if RELAXED and self._threads > 1:
+                self._settle_relaxed(members, pending)
             self._settle(members, pending)
         self.stats["races"] += time.process_time() - began
 
@@ -549,6 +571,53 @@ class Analysis:
             group = [pair for pair in group if pair in pending]
         if group:
             self._ask_one(group[0], pending)
+
+    def _settle_relaxed(self, group: list, pending: dict) -> None:
+        """Decides the pairs of `group` on the relaxed session (`relaxed.py`) with one
+        question: whether any of them races. Unsat answers every pair left. A model answers
+        each pair it shows racing whose two starts relied on no stream order it breaks,
+        once the encoding admits that execution (with every other pending pair it shows),
+        and adds back the implications the others broke; then the question is asked again.
+        When the solver cannot answer, or a model neither answers nor adds anything, the
+        rest is left to `_settle` on the full session."""
+        first, last = self._first_last()
+        group = [pair for pair in group if pair in pending]
+        while group:
+            verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]), relaxed=True)
+            self.stats["relaxed_rounds"] += 1
+            if isinstance(verdict, Unsat):
+                for pair in group:
+                    del pending[pair]
+                return
+            if not isinstance(verdict, Sat):
+                return
+            order = list(verdict.order)
+            position = {step: k for k, step in enumerate(order)}
+            never = len(order)
+            facts, answered = [], False
+            for a, b in group:
+                sa, sb = position.get(first[a]), position.get(first[b])
+                if (a, b) not in pending or sa is None or sb is None:
+                    continue
+                if sa > position.get(last[b], never) or sb > position.get(last[a], never):
+                    continue
+                broken, execution = self.relaxed.broken(order, [first[a], first[b]])
+                if broken:
+                    facts += broken
+                    continue
+                admitted = self.session.admits(execution)
+                found = self._harvest(admitted, pending) if admitted is not None else {}
+                if found:
+                    self._take_model(found, pending)
+                    self._predict(execution, pending)
+                    answered = True
+            if not facts and not answered:
+                facts, _ = self.relaxed.broken(order, order)
+                if not facts:
+                    return
+            self.relaxed.add(facts)
+            self.stats["relaxed_added"] += len(facts)
+            group = [pair for pair in group if pair in pending]
 
     def _take_model(self, found: dict, pending: dict) -> None:
         for done in found:

@@ -77,15 +77,15 @@ def _conjunction(facts: list) -> z3.BoolRef:
 class Session:
     """One solver for one program; each `ask` is scoped so the base is shared."""
 
-    def __init__(self, encoding: Encoding, budget: Budget, deadline: float | None = None):
+    def __init__(self, encoding: Encoding, budget: Budget, deadline: float | None = None,
+                 base: list[z3.BoolRef] | None = None):
         self.encoding = encoding
         self.budget = budget
         self.solver = z3.Solver()
         self.solver.set("timeout", max(1, int(budget.timeout * 1000)))
         if budget.rlimit is not None:
             self.solver.set("rlimit", max(1, int(budget.rlimit)))
-        base = encoding.base()
-        self.solver.add(*base)
+        self.solver.add(*(encoding.base() if base is None else base))
         self.checks = 0
         self._constants: dict = {}
         if deadline is None and budget.total is not None:
