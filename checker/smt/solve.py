@@ -67,6 +67,24 @@ def _substitute(term: z3.ExprRef, pairs: list[tuple]) -> z3.ExprRef:
     return z3.z3._to_expr_ref(z3.Z3_substitute(term.ctx.ref(), term.as_ast(), count, sources, targets), term.ctx)
 
 
+def _integers(model: z3.ModelRef, terms: list[z3.ArithRef]) -> list[int]:
+    """`model.eval(term, model_completion=True).as_long()` per term, without z3py's wrapping
+    of each value in a Python object (most of the time of reading a model of a large
+    program)."""
+    ctx = model.ctx.ref()
+    value = (z3.Ast * 1)()
+    values = []
+    for term in terms:
+        if not z3.Z3_model_eval(ctx, model.model, term.as_ast(), True, value):
+            raise z3.Z3Exception("failed to evaluate a time in the model")
+        z3.Z3_inc_ref(ctx, value[0])
+        try:
+            values.append(int(z3.Z3_get_numeral_string(ctx, value[0])))
+        finally:
+            z3.Z3_dec_ref(ctx, value[0])
+    return values
+
+
 def _conjunction(facts: list) -> z3.BoolRef:
     """`z3.And` of Boolean terms without its per-argument coercion (they are Booleans)."""
     ctx = facts[0].ctx
@@ -121,7 +139,7 @@ class Session:
 
     def _decode(self, model: z3.ModelRef, cut: tuple[int, ...]) -> Sat:
         encoding = self.encoding
-        times = [model.eval(t, model_completion=True).as_long() for t in encoding.time]
+        times = _integers(model, encoding.time)
         # The execution order is (time, step index): ties are broken by index, as the
         # encoding's `precedes` says.
         happened = sorted(
