@@ -150,8 +150,8 @@ class Analysis:
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
+        """Questions asked of the solver (either session), and their wall seconds."""
         self._threads = len({statement.thread for statement in program.statements})
-        """Questions asked of the solver, and their wall seconds."""
 
     @property
     def session(self) -> Session:
