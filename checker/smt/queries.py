@@ -576,11 +576,14 @@ class Analysis:
         """Decides the pairs of `group` on the relaxed session (`relaxed.py`) with one
         question: whether any of them races. Unsat answers every pair left. A model answers
         each pair it shows racing whose two starts relied on no stream order it breaks,
-        once the encoding admits that execution (with every other pending pair it shows),
-        and adds back the implications the others broke; then the question is asked again.
-        When the solver cannot answer, or a model neither answers nor adds anything, the
-        rest is left to `_settle` on the full session."""
+        once the encoding admits that execution (with every other pending pair it shows).
+        For a pair whose starts did rely on a broken one, a run that follows the model as
+        closely as the rules let it (`Runner.run`'s `guide`) often shows the race, and is
+        predicted from; if it does not, the implications that pair broke are added back.
+        Then the question is asked again. When the solver cannot answer, or a model neither
+        answers nor adds anything, the rest is left to `_settle` on the full session."""
         first, last = self._first_last()
+        runner = self.runner()
         group = [pair for pair in group if pair in pending]
         while group:
             verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]), relaxed=True)
@@ -594,7 +597,8 @@ class Analysis:
             order = list(verdict.order)
             position = {step: k for k, step in enumerate(order)}
             never = len(order)
-            facts, answered = [], False
+            windows: set = set()
+            answered = len(pending)
             for a, b in group:
                 sa, sb = position.get(first[a]), position.get(first[b])
                 if (a, b) not in pending or sa is None or sb is None:
@@ -603,20 +607,23 @@ class Analysis:
                     continue
                 broken, execution = self.relaxed.broken(order, [first[a], first[b]])
                 if broken:
-                    facts += broken
+                    followed, _ = runner.run(0, AIMED_EAGERNESS, ((first[a], last[a]), (first[b], last[b])),
+                                             guide=position)
+                    self.stats["runs"] += 1
+                    self._predict(followed, pending)
+                    if (a, b) in pending:
+                        windows |= broken
                     continue
                 admitted = self.session.admits(execution)
                 found = self._harvest(admitted, pending) if admitted is not None else {}
                 if found:
                     self._take_model(found, pending)
                     self._predict(execution, pending)
-                    answered = True
-            if not facts and not answered:
-                facts, _ = self.relaxed.broken(order, order)
-                if not facts:
+            if not windows and answered == len(pending):
+                windows, _ = self.relaxed.broken(order, order)
+                if not windows:
                     return
-            self.relaxed.add(facts)
-            self.stats["relaxed_added"] += len(facts)
+            self.stats["relaxed_added"] += self.relaxed.add(windows)
             group = [pair for pair in group if pair in pending]
 
     def _take_model(self, found: dict, pending: dict) -> None:

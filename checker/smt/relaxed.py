@@ -26,6 +26,10 @@ from checker.smt.encode import Encoding
 from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Session
 
+Window = tuple[int, int, int, int]
+"""A stream-order implication as `Runner` compiles it: (the step, the step it waits for, u's
+issue, x's issue)."""
+
 
 class RelaxedSession(Session):
     """A `Session` over `Encoding.relaxed_base`. Its models need not be executions: read
@@ -36,22 +40,21 @@ class RelaxedSession(Session):
         super().__init__(encoding, budget, deadline, base)
         self.runner = runner
         issue = runner.issue_of_statement
-        self.windows: dict[tuple[int, int, int, int], z3.BoolRef] = {}
-        """(step, the step it waits for, u's issue, x's issue), as `Runner` compiles a
-        window, -> the implication to add back."""
+        self.windows: dict[Window, z3.BoolRef] = {}
+        """Each implication left out of the base, as the fact to add back."""
         for step, rules in windows.items():
             for rule, fact in rules:
                 self.windows[(step, rule.step, issue[rule.u], issue[rule.x])] = fact
-        self.added: set[tuple[int, int, int, int]] = set()
+        self.added: set[Window] = set()
 
     @property
     def left_out(self) -> int:
         return len(self.windows) - len(self.added)
 
-    def broken(self, order: list[int], roots: list[int]) -> tuple[list[z3.BoolRef], list[int]]:
+    def broken(self, order: list[int], roots: list[int]) -> tuple[set[Window], list[int]]:
         """The implications left out that `order` (a model's happened steps in order)
-        breaks among the steps `roots` relied on, transitively, marked as added; and those
-        steps in order (an execution when nothing is broken). What a step relied on is
+        breaks among the steps `roots` relied on, transitively; and those steps in order
+        (an execution when nothing is broken). What a step relied on is
         what `Runner.relied` reads: each `Need`, the window whose task was enqueued first
         (broken when it did not complete before the step), the record a wait was bound to,
         the setter that left a state set."""
@@ -59,7 +62,7 @@ class RelaxedSession(Session):
         position = {step: k for k, step in enumerate(order)}
         seen: set[int] = set()
         stack = [root for root in roots if root in position]
-        facts: list[z3.BoolRef] = []
+        broken: set[Window] = set()
         while stack:
             step = stack.pop()
             if step in seen or step not in position:  # not in a model of the base: `admits` says no
@@ -80,8 +83,7 @@ class RelaxedSession(Session):
                         continue
                     key = (step, need, u, x)
                     if key in self.windows and key not in self.added:
-                        self.added.add(key)
-                        facts.append(self.windows[key])
+                        broken.add(key)
                 elif kind == "bind":
                     _, w, candidates = item
                     bound = runner.bound(candidates, position.get(w, -1), position)
@@ -92,8 +94,11 @@ class RelaxedSession(Session):
                                  default=None)
                     if setter is not None:
                         stack.append(order[setter])
-        return facts, [step for step in order if step in seen]
+        return broken, [step for step in order if step in seen]
 
-    def add(self, facts: list[z3.BoolRef]) -> None:
-        """Adds implications back, for good (outside any question's scope)."""
-        self.solver.add(*facts)
+    def add(self, windows: set[Window]) -> int:
+        """Adds implications back, for good (outside any question's scope); how many."""
+        new = sorted(windows - self.added)
+        self.added.update(new)
+        self.solver.add(*[self.windows[key] for key in new])
+        return len(new)

@@ -267,15 +267,37 @@ class Runner:
             return False
         return not any(position.get(c, -1) > at for c, _ in clearers)
 
+    def _choose(self, rng: random.Random, ready: list[int], position: dict[int, int], held: frozenset,
+                starts: list[int], eager: float, after: dict[int, set[int]] | None) -> int:
+        """The next step of a run (`run`), at random within its preferences."""
+        steps = self.layout.steps
+        if after:
+            ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
+        waiting = [t for t in starts if t not in position]
+        if waiting:
+            ready = [y for y in ready if y not in held] or ready
+            ready = ([y for y in ready if self._leads_to(y, waiting)]
+                     or [y for y in ready if steps[y].kind is not StepKind.ISSUE] or ready)
+        opening = [y for y in ready if steps[y].kind not in CLOSING]
+        closing = [y for y in ready if steps[y].kind in CLOSING]
+        if opening and (not closing or rng.random() >= eager):
+            return rng.choice(opening)
+        return rng.choice(closing)
+
     def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
-            after: dict[int, set[int]] | None = None) -> tuple[list[int], bool]:
+            after: dict[int, set[int]] | None = None,
+            guide: dict[int, int] | None = None) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
         first step has happened, the run takes the steps that must precede them first, then
         the steps of tasks already enqueued, and enqueues other tasks (which may block a
         shared stream) last; the last steps wait while any other step can move. So a run
-        aimed at one pair shows it racing whenever the pair can overlap that way."""
+        aimed at one pair shows it racing whenever the pair can overlap that way.
+        `guide`: step -> rank; the run takes, of the steps that may be taken (the last
+        steps still held until every first step has happened), the one ranked first
+        (steps without a rank last), and nothing at random: it follows an order that need
+        not be an execution (a relaxed model) as closely as the rules let it."""
         rng = random.Random(seed)
         held = frozenset(last for _, last in target)
         starts = [first for first, _ in target]
@@ -296,19 +318,12 @@ class Runner:
             ready = self._ready(pending, position, blocked, unset)
             if not ready:
                 break
-            if after:
-                ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
-            waiting = [t for t in starts if t not in position]
-            if waiting:
-                ready = [y for y in ready if y not in held] or ready
-                ready = ([y for y in ready if self._leads_to(y, waiting)]
-                         or [y for y in ready if steps[y].kind is not StepKind.ISSUE] or ready)
-            opening = [y for y in ready if steps[y].kind not in CLOSING]
-            closing = [y for y in ready if steps[y].kind in CLOSING]
-            if opening and (not closing or rng.random() >= eager):
-                step = rng.choice(opening)
+            if guide is not None:
+                if any(t not in position for t in starts):
+                    ready = [y for y in ready if y not in held] or ready
+                step = min(ready, key=lambda y: (guide.get(y, len(steps)), y))
             else:
-                step = rng.choice(closing)
+                step = self._choose(rng, ready, position, held, starts, eager, after)
             position[step] = len(order)
             order.append(step)
             tasks.discard(step)
