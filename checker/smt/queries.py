@@ -27,7 +27,7 @@ from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
-from checker.smt.relaxed import RelaxedSession
+from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
@@ -597,8 +597,8 @@ class Analysis:
             order = list(verdict.order)
             position = {step: k for k, step in enumerate(order)}
             never = len(order)
-            windows: set = set()
-            answered = len(pending)
+            windows: set[Window] = set()
+            before = len(pending)
             for a, b in group:
                 sa, sb = position.get(first[a]), position.get(first[b])
                 if (a, b) not in pending or sa is None or sb is None:
@@ -607,8 +607,8 @@ class Analysis:
                     continue
                 broken, execution = self.relaxed.broken(order, [first[a], first[b]])
                 if broken:
-                    followed, _ = runner.run(0, AIMED_EAGERNESS, ((first[a], last[a]), (first[b], last[b])),
-                                             guide=position)
+                    # A followed run makes no random choice: seed and eagerness go unused.
+                    followed, _ = runner.run(0, 0.0, ((first[a], last[a]), (first[b], last[b])), guide=position)
                     self.stats["runs"] += 1
                     self._predict(followed, pending)
                     if (a, b) in pending:
@@ -619,7 +619,7 @@ class Analysis:
                 if found:
                     self._take_model(found, pending)
                     self._predict(execution, pending)
-            if not windows and answered == len(pending):
+            if not windows and len(pending) == before:
                 windows, _ = self.relaxed.broken(order, order)
                 if not windows:
                     return
