@@ -54,10 +54,10 @@ class RelaxedSession(Session):
     def broken(self, order: list[int], roots: list[int]) -> tuple[set[Window], list[int]]:
         """The implications left out that `order` (a model's happened steps in order)
         breaks among the steps `roots` relied on, transitively; and those steps in order
-        (an execution when nothing is broken). What a step relied on is
-        what `Runner.relied` reads: each `Need`, the window whose task was enqueued first
-        (broken when it did not complete before the step), the record a wait was bound to,
-        the setter that left a state set."""
+        (an execution when nothing is broken). What a step relied on is what
+        `Runner.relied` reads: each `Need`, the window whose task was enqueued first (broken
+        when it did not complete before the step), the record a wait was bound to, the
+        setter that left a state set."""
         runner = self.runner
         position = {step: k for k, step in enumerate(order)}
         seen: set[int] = set()
