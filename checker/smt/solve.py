@@ -93,7 +93,8 @@ def _conjunction(facts: list) -> z3.BoolRef:
 
 
 class Session:
-    """One solver for one program; each `ask` is scoped so the base is shared."""
+    """One solver for one program; each `ask` is scoped so the base is shared. `base`: the
+    facts the solver holds (default `Encoding.base()`; the relaxed session passes fewer)."""
 
     def __init__(self, encoding: Encoding, budget: Budget, deadline: float | None = None,
                  base: list[z3.BoolRef] | None = None):
