@@ -389,7 +389,8 @@ class Encoding:
             if enabled is True:
                 continue
             # Every condition, also for a relaxed base: `admits` checks executions against it.
-            self.enabled_facts[i] = to_z3(enabled)
+            if i not in self.enabled_facts:  # built once for both bases
+                self.enabled_facts[i] = to_z3(enabled)
             if windows is None:
                 facts.append(z3.Implies(self.hap[i], self.enabled_facts[i]))
                 continue

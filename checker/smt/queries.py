@@ -596,14 +596,11 @@ class Analysis:
                 return
             order = list(verdict.order)
             position = {step: k for k, step in enumerate(order)}
-            never = len(order)
             windows: set[Window] = set()
             before = len(pending)
-            for a, b in group:
-                sa, sb = position.get(first[a]), position.get(first[b])
-                if (a, b) not in pending or sa is None or sb is None:
-                    continue
-                if sa > position.get(last[b], never) or sb > position.get(last[a], never):
+            shown = self._harvest(verdict, {pair: pending[pair] for pair in group}, witnesses=False)
+            for a, b in shown:
+                if (a, b) not in pending:  # answered by a run followed for an earlier pair
                     continue
                 broken, execution = self.relaxed.broken(order, [first[a], first[b]])
                 if broken:

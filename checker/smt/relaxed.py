@@ -69,31 +69,17 @@ class RelaxedSession(Session):
                 continue
             seen.add(step)
             here = position[step]
-            for item in runner.compiled(step).items:
-                kind = item[0]
-                if kind == "need":
-                    stack.append(item[1])
-                elif kind == "window":
-                    _, need, u, x = item
-                    at = position.get(u)
-                    if at is None or at >= position.get(x, -1):
-                        continue
-                    if position.get(need, here) < here:
-                        stack.append(need)
-                        continue
-                    key = (step, need, u, x)
+            for relied, choice in runner.relied(step, here, order, position):
+                if relied is None:
+                    continue
+                if position.get(relied, here) < here:
+                    stack.append(relied)
+                elif choice is not None:
+                    # Only a window can be broken in a model of the relaxed base (it holds
+                    # every other item); its choice is (x's issue, u's issue).
+                    key = (step, relied, choice[1], choice[0])
                     if key in self.windows and key not in self.added:
                         broken.add(key)
-                elif kind == "bind":
-                    _, w, candidates = item
-                    bound = runner.bound(candidates, position.get(w, -1), position)
-                    if bound is not None:
-                        stack.append(bound[1])
-                elif kind == "state":
-                    setter = max((position[term[0]] for term in item[1] if runner.term_at(term, position, here)),
-                                 default=None)
-                    if setter is not None:
-                        stack.append(order[setter])
         return broken, [step for step in order if step in seen]
 
     def add(self, windows: set[Window]) -> int:

@@ -39,7 +39,7 @@ CLOSING = (StepKind.END, StepKind.RETURN)
 
 
 class Compiled(NamedTuple):
-    """The items of one step in the plain form a run reads many times (`Runner.compiled`)."""
+    """The items of one step in the plain form a run reads many times (`Runner._compiled`)."""
 
     never: bool
     needs: tuple
@@ -75,7 +75,7 @@ class Runner:
             if s.running:
                 self.end_of_start[layout.step(StepKind.START, s.index)] = layout.completion(s)
 
-    def compiled(self, step: int) -> Compiled:
+    def _compiled(self, step: int) -> Compiled:
         """The items of `step`, compiled once."""
         compiled = self._compiled_items.get(step)
         if compiled is None:
@@ -110,7 +110,7 @@ class Runner:
         else a step that must be taken first (NEVER: no step helps), or RECHECK when only a
         set state fails (it can hold again later). Every requirement but a set state only
         ever waits for one step that has not happened, so a run skips `step` until then."""
-        never, needs, windows, bindings, states, _, _ = self.compiled(step)
+        never, needs, windows, bindings, states, _, _ = self._compiled(step)
         if never:
             return NEVER
         for need in needs:
@@ -121,7 +121,7 @@ class Runner:
             if at is not None and need not in position and at < position.get(x, -1):
                 return need
         for w, candidates in bindings:
-            bound = self.bound(candidates, position.get(w, -1), position)
+            bound = self._bound(candidates, position.get(w, -1), position)
             if bound is not None and bound[1] not in position:
                 return bound[1]
         for terms in states:
@@ -130,7 +130,7 @@ class Runner:
         return None
 
     @staticmethod
-    def bound(candidates: tuple, w_at: int, position: dict[int, int]) -> tuple[int, int] | None:
+    def _bound(candidates: tuple, w_at: int, position: dict[int, int]) -> tuple[int, int] | None:
         """The record a wait enqueued at `w_at` is bound to: (its issue, its completion) for
         the latest candidate enqueued before the wait, None if none was."""
         best, bound = -1, None
@@ -153,7 +153,7 @@ class Runner:
             if y in impossible or (y in blocked and blocked[y] not in position):
                 continue
             since = unset.get(y)
-            if since is not None and not any(position.get(s, -1) >= since for s in self.compiled(y).setters):
+            if since is not None and not any(position.get(s, -1) >= since for s in self._compiled(y).setters):
                 continue
             found = self.blocker(y, position)
             if found is None:
@@ -198,7 +198,7 @@ class Runner:
         execution relies on it). A `NeedIf` is spared by enqueueing x before u, a bound
         record by enqueueing the wait before it, a setter by taking the step before it.
         None for the step relied on: the set state cannot be read off `order`."""
-        for item in self.compiled(step).items:
+        for item in self._compiled(step).items:
             kind = item[0]
             if kind == "need":
                 yield item[1], None
@@ -209,11 +209,11 @@ class Runner:
                     yield need, (x, u)
             elif kind == "bind":
                 _, w, candidates = item
-                bound = self.bound(candidates, position[w], position)
+                bound = self._bound(candidates, position[w], position)
                 if bound is not None:
                     yield bound[1], (w, bound[0])
             elif kind == "state":
-                setter = max((position[term[0]] for term in item[1] if self.term_at(term, position, here)),
+                setter = max((position[term[0]] for term in item[1] if self._term_at(term, position, here)),
                              default=None)
                 if setter is None:
                     yield None, None
@@ -225,7 +225,7 @@ class Runner:
         item, the step it waits for (None: none) and the choice that would have spared it,
         as in `relied` (None: none). A set state that fails waits for each setter not taken
         yet, and would have held had the step come before the clearer after a setter."""
-        for item in self.compiled(step).items:
+        for item in self._compiled(step).items:
             kind = item[0]
             if kind == "need":
                 if item[1] not in position:
@@ -237,7 +237,7 @@ class Runner:
                     yield need, (x, u)
             elif kind == "bind":
                 _, w, candidates = item
-                bound = self.bound(candidates, position.get(w, -1), position)
+                bound = self._bound(candidates, position.get(w, -1), position)
                 if bound is not None and bound[1] not in position:
                     yield bound[1], (w, bound[0])
             elif kind == "state":
@@ -253,7 +253,7 @@ class Runner:
                             yield None, (step, c)
 
     @staticmethod
-    def term_at(term, position: dict[int, int], here: int) -> bool:
+    def _term_at(term, position: dict[int, int], here: int) -> bool:
         """Whether the set state `term` held just before position `here`."""
         setter, _, clearers = term
         at = position.get(setter, here)
