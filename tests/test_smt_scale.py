@@ -3,14 +3,16 @@
 * One query per class of loop instances (`Analysis._settle`) finds exactly the racing
   instance pairs that one query per pair finds.
 * Runs aimed at a pair (`Runner.run` with a target) are executions: the encoding admits them,
-  and the races read off them replay in the executor.
+  and the races read off them replay in the executor. The steps a run may take next, kept up
+  to date as it goes (`Frontier`), are the pending steps whose rules hold, read afresh.
 * Repaired runs (`Analysis._repair`) name the choice by which a start relied on an end, run
   with the other choice, and the races they answer are races the solver confirms.
 * The relaxed session (`relaxed.py`: the stream order across threads left out until a model
   breaks it) finds exactly the racing pairs the full session finds, and its witnesses replay.
 * `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
   every time fixed), also with the snapshot binding in linear size, and rejects orders that
-  are no execution.
+  are no execution; its facts compiled to Python (`evaluate.py`) say what substituting the
+  values into the Z3 terms says.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import contextlib
 import random
 from unittest import mock
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from checker.frontend import load_text
 from checker.smt import encode
 from checker.smt.queries import Analysis
-from checker.smt.runs import Runner
+from checker.smt.runs import Frontier, Runner
 from checker.smt.solve import Budget
 from checker.witness import StepKind
 from strategies import specs
@@ -226,6 +228,52 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
                     assert (session.admits(shuffled) is None) == (session.confirm(shuffled) is None), text
 
 
+
+def evaluates(compiled: list, times: list[int], bindings: list[tuple]) -> bool:
+    """Whether every compiled fact holds for these times (a step happened iff its time is
+    below the horizon, which is len(times)) and binding integers."""
+    happened = [t < len(times) for t in times]
+    return all(fact(times, happened, [value for _, value in bindings]) for fact in compiled)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(), st.randoms(use_true_random=False))
+def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    for small in (encode.SMALL_BINDING, 0):
+        with mock.patch.object(encode, "SMALL_BINDING", small):
+            analysis = Analysis(program, Budget(timeout=60.0))
+            encoding, session = analysis.encoding, analysis.session
+            for seed in range(3):
+                run, _ = analysis.runner().run(seed, 0.3)
+                shuffled = list(run)
+                rng.shuffle(shuffled)
+                for order in (run, shuffled, shuffled[: len(shuffled) // 2]):
+                    facts = encoding.facts_of(order)
+                    if facts is None:
+                        continue
+                    compiled = encoding.compiled_facts_of(order)
+                    assert compiled is not None, text
+                    position = {step: k for k, step in enumerate(order)}
+                    times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
+                    bindings = encoding.binding_values(times)
+                    assert evaluates(compiled, times, bindings) == session.substituted(
+                        facts, times, position, bindings), text
+                    # Any values at all, ties in time and wrong binding integers included,
+                    # fact by fact (the binding definitions are the last compiled one).
+                    times = [rng.randrange(encoding.horizon + 1) for _ in times]
+                    fuzzed = [(v, rng.randrange(-1, encoding.horizon + 1)) for v, _ in bindings]
+                    ties = {i: t for i, t in enumerate(times) if t < encoding.horizon}
+                    terms = [[fact] for fact in facts[: len(compiled) - 1]] + [facts[len(compiled) - 1:]]
+                    for fact, term in zip(compiled, terms):
+                        assert evaluates([fact], times, fuzzed) == session.substituted(
+                            term, times, ties, fuzzed), text
+                    times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
+                    evaluated = evaluates(compiled, times, encoding.binding_values(times))
+                    assert (session.admits(order) is not None) == evaluated
+
+
 HANDOFF = """\
 device d { compute 2 }
 buffer x 1MiB on d
@@ -246,6 +294,63 @@ thread b {
 }
 """
 
+
+
+class CheckedFrontier(Frontier):
+    """A frontier that reads every pending step afresh at each choice and compares."""
+
+    def ready(self, position: dict[int, int]) -> list[int]:
+        kept = super().ready(position)
+        fresh = [y for y in self.rank if self.runner.blocker(y, position) is None]
+        assert kept == sorted(fresh, key=self.rank.__getitem__)
+        return kept
+
+
+TWO_AWAITS = """\
+device d { compute 3 }
+stream s[3] on d
+notify go
+event f flag
+thread a {
+  s[0]: notify go
+  s[0]: record f
+  s[0]: reset f
+}
+thread b {
+  s[1]: await go
+  s[1]: wait f
+}
+thread c {
+  s[2]: await go
+  s[2]: wait f
+}
+"""
+"""Two steps that read one set state are ready at once; taking one unreadies the other."""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(), st.randoms(use_true_random=False))
+@example(TWO_AWAITS, random.Random(0))
+def test_a_run_may_take_exactly_the_pending_steps_whose_rules_hold(text: str, rng: random.Random) -> None:
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    runner = analysis.runner()
+    first, last = analysis._first_last()
+    accessing = [s.index for s in program.statements if s.accesses]
+    with mock.patch.object(Runner, "frontier", lambda self: CheckedFrontier(self)):
+        for seed in range(4):
+            order, _ = runner.run(seed, rng.random())
+            target = ()
+            if accessing:
+                a, b = rng.choice(accessing), rng.choice(accessing)
+                target = ((first[a], last[a]), (first[b], last[b]))
+            runner.run(seed, 0.1, target)
+            shuffled = list(order)
+            rng.shuffle(shuffled)
+            runner.run(seed, 0.0, target, guide={step: k for k, step in enumerate(shuffled)})
+            if len(order) > 1:
+                runner.run(seed, 0.3, after={order[0]: {order[-1]}})
 
 def test_what_a_step_relied_on_keeps_the_bound_record() -> None:
     """The wait is bound to a record whose enqueue thread b also relies on (through the

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, SyncKind
+from checker.smt.evaluate import Compiler, Fact
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
 from checker.smt.rules import Bind, Need, NeedIf, Never, Rules, SetState
@@ -159,6 +160,10 @@ class Encoding:
         self._based = False
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
+        self._compiler: Compiler | None = None
+        self._compiled: dict[int, Fact | None] = {}
+        """`enabled_facts` compiled to Python (`evaluate.py`), per step, as first needed; the
+        binding definitions under key -1. None: a fact the compiler does not handle."""
 
     # --- step lookup --------------------------------------------------------------------
 
@@ -413,6 +418,31 @@ class Encoding:
         if any(i in self.order.impossible for i in happened):
             return None
         return [self.enabled_facts[i] for i in happened if i in self.enabled_facts] + self._binding_facts
+
+    def compiled_facts_of(self, happened) -> list[Fact] | None:
+        """`facts_of` (of an execution it does not reject) as Python functions of (times,
+        happened flags, the values of `binding_values`), for checking executions without Z3;
+        None if some fact is of a kind the compiler does not handle."""
+        assert self._based, "the base is not built yet"
+        if self._compiler is None:
+            slots = [(t, "T", i) for i, t in enumerate(self.time)]
+            slots += [(h, "H", i) for i, h in enumerate(self.hap)]
+            for k, (bound, bound_time, _, _) in enumerate(self._bindings):
+                slots += [(bound, "B", 2 * k), (bound_time, "B", 2 * k + 1)]
+            self._compiler = Compiler(slots, self.time[0].ctx)
+        facts = []
+        for i in [*(i for i in happened if i in self.enabled_facts), -1]:
+            if i not in self._compiled:
+                if i == -1:
+                    term = z3.And(*self._binding_facts) if self._binding_facts else z3.BoolVal(True)
+                else:
+                    term = self.enabled_facts[i]
+                self._compiled[i] = self._compiler.compile(term)
+            fact = self._compiled[i]
+            if fact is None:
+                return None
+            facts.append(fact)
+        return facts
 
     # --- memory lifetime ------------------------------------------------------------------
 

@@ -43,6 +43,9 @@ NEAREST = 3
 REPAIR_WORTH = 0.5
 """Repaired runs come before the solver while its questions take this many seconds on
 average (or none was asked yet): a few hundred runs cost about as much as one slow query."""
+PROBE_TIMEOUT = 4 * REPAIR_WORTH
+"""Seconds a question may take while the solver's speed is measured (`races(probe=True)`):
+past it, the solver is slow, and the question goes back to repaired runs, unanswered."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -151,6 +154,9 @@ class Analysis:
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
         """Questions asked of the solver (either session), and their wall seconds."""
+        self._probing = False
+        """Set by `races(probe=True)`: questions get PROBE_TIMEOUT and stop once the solver
+        is slow."""
         self._threads = len({statement.thread for statement in program.statements})
 
     @property
@@ -204,7 +210,8 @@ class Analysis:
         if self._spent() and query is not False:
             verdict = Unknown(OUT_OF_TIME)
         else:
-            verdict = (self.relaxed if relaxed else self.session).ask(query, cut)
+            timeout = PROBE_TIMEOUT if self._probing else None
+            verdict = (self.relaxed if relaxed else self.session).ask(query, cut, timeout)
         spent = time.perf_counter() - began
         self.stats["slowest"] = max(self.stats["slowest"], spent)
         self._asked = (self._asked[0] + 1, self._asked[1] + spent)
@@ -512,10 +519,12 @@ class Analysis:
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
 
-    def races(self, candidates=None, runs: bool = True, repair: bool = True) -> None:
+    def races(self, candidates=None, runs: bool = True, repair: bool = True, probe: bool = False) -> list:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
         first reading the concrete runs when `runs`, and repairing runs (`_repair`) while
-        the solver is slow when `repair`."""
+        the solver is slow when `repair`. With `probe`, the solver is being measured
+        (`solver_slow`): each question gets at most PROBE_TIMEOUT, and the questions still
+        open once it has shown itself slow are returned unasked, for repaired runs first."""
         candidates = self.race_candidates() if candidates is None else candidates
         if runs:
             candidates = self.harvest_races(candidates)
@@ -523,21 +532,32 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         classes = list(self._classes(pending).values())
         repaired: set[tuple[int, int]] = set()
-        for k, members in enumerate(classes):
-            if repair and EAGERNESS and self.solver_slow():
-                # Until the solver has answered, this class's pairs until one stays open;
-                # then every pair left.
-                known = self._asked[0] > 0
-                for pair in [pair for group in classes[k:] for pair in group] if known else members:
-                    if pair in pending and pair not in repaired and not self._spent():
-                        repaired.add(pair)
-                        self._repair(*pair, pending)
-                        if not known and pair in pending:
-                            break
-            if RELAXED and self._threads > 1:
-                self._settle_relaxed(members, pending)
-            self._settle(members, pending)
+        self._probing = probe
+        try:
+            for k, members in enumerate(classes):
+                if repair and EAGERNESS and self.solver_slow():
+                    # Until the solver has answered, this class's pairs until one stays open;
+                    # then every pair left.
+                    known = self._asked[0] > 0
+                    for pair in [pair for group in classes[k:] for pair in group] if known else members:
+                        if pair in pending and pair not in repaired and not self._spent():
+                            repaired.add(pair)
+                            self._repair(*pair, pending)
+                            if not known and pair in pending:
+                                break
+                if RELAXED and self._threads > 1:
+                    self._settle_relaxed(members, pending)
+                self._settle(members, pending)
+                if self._probe_over():
+                    break
+        finally:
+            self._probing = False
         self.stats["races"] += time.process_time() - began
+        return list(pending.values())
+
+    def _probe_over(self) -> bool:
+        """While probing (`races(probe=True)`), whether the solver has shown itself slow."""
+        return self._probing and self._asked[0] > 0 and self.solver_slow()
 
     def _classes(self, pending: dict) -> dict:
         """The pending pairs per pair of source statements (the loop instances of one
@@ -554,7 +574,7 @@ class Analysis:
         them all. A group the solver cannot decide is halved, down to single pairs, whose
         unknowns are reported one by one as before."""
         group = [pair for pair in group if pair in pending]
-        while len(group) > 1:
+        while len(group) > 1 and not self._probe_over():
             verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]))
             if isinstance(verdict, Unsat):
                 for pair in group:
@@ -569,7 +589,7 @@ class Analysis:
             self._take_model(found, pending)
             self._predict(list(verdict.order), pending)
             group = [pair for pair in group if pair in pending]
-        if group:
+        if group and not self._probe_over():
             self._ask_one(group[0], pending)
 
     def _settle_relaxed(self, group: list, pending: dict) -> None:
@@ -585,7 +605,7 @@ class Analysis:
         first, last = self._first_last()
         runner = self.runner()
         group = [pair for pair in group if pair in pending]
-        while group:
+        while group and not self._probe_over():
             verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]), relaxed=True)
             self.stats["relaxed_rounds"] += 1
             if isinstance(verdict, Unsat):
@@ -640,6 +660,8 @@ class Analysis:
             self._take_model(found, pending)
             self._predict(list(verdict.order), pending)
             return
+        if isinstance(verdict, Unknown) and self._probing:
+            return  # left open for repaired runs (`races`)
         del pending[pair]
         if isinstance(verdict, Unknown):
             self._unknown(self.parts.race_unknowns, f"whether {self._line(a)} and {self._line(b)} race",

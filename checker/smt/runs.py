@@ -140,29 +140,9 @@ class Runner:
                 best, bound = at, candidate
         return bound
 
-    def _ready(self, pending: list[int], position: dict[int, int], blocked: dict[int, int],
-               unset: dict[int, int]) -> list[int]:
-        """The pending steps that may be taken next. `blocked` remembers, per step, the step
-        it waits for, so that it is not read again before that step is taken; `unset`, per
-        step that waits only for a set state, how many steps were taken when it was read:
-        only a setter taken since can change that (a clearer cannot set it, and the other
-        items of a pending step, once they hold, hold for good)."""
-        impossible = self.encoding.order.impossible
-        ready = []
-        for y in pending:
-            if y in impossible or (y in blocked and blocked[y] not in position):
-                continue
-            since = unset.get(y)
-            if since is not None and not any(position.get(s, -1) >= since for s in self._compiled(y).setters):
-                continue
-            found = self.blocker(y, position)
-            if found is None:
-                ready.append(y)
-            elif found == RECHECK:
-                unset[y] = len(position)
-            else:
-                blocked[y] = found
-        return ready
+    def frontier(self) -> Frontier:
+        """An empty `Frontier` over this runner's rules."""
+        return Frontier(self)
 
     def _leads_to(self, step: int, targets: list[int]) -> bool:
         """Whether `step` is one of `targets` or must happen before one of them."""
@@ -306,16 +286,12 @@ class Runner:
         position: dict[int, int] = {}
         order: list[int] = []
         cursor = [0] * len(self.thread_chains)
-        tasks: set[int] = set()
-        blocked: dict[int, int] = {}
-        unset: dict[int, int] = {}
+        frontier = self.frontier()
+        for thread, chain in enumerate(self.thread_chains):
+            if chain:
+                frontier.add(chain[0], (0, thread))
         while True:
-            pending = []
-            for thread, chain in enumerate(self.thread_chains):
-                if cursor[thread] < len(chain):
-                    pending.append(chain[cursor[thread]])
-            pending += sorted(tasks)
-            ready = self._ready(pending, position, blocked, unset)
+            ready = frontier.ready(position)
             if not ready:
                 break
             if guide is not None:
@@ -326,18 +302,82 @@ class Runner:
                 step = self._choose(rng, ready, position, held, starts, eager, after)
             position[step] = len(order)
             order.append(step)
-            tasks.discard(step)
+            frontier.take(step)
             kind = steps[step].kind
             if kind in (StepKind.ISSUE, StepKind.RETURN):
                 statement = self.program.statements[steps[step].statement]
                 chain = self.thread_chains[statement.thread]
                 if cursor[statement.thread] < len(chain) and chain[cursor[statement.thread]] == step:
                     cursor[statement.thread] += 1
+                    if cursor[statement.thread] < len(chain):
+                        frontier.add(chain[cursor[statement.thread]], (0, statement.thread))
                 first = self.starts_task.get(step)
                 if first is not None:
-                    tasks.add(first)
+                    frontier.add(first, (1, first))
             elif kind is StepKind.START:
                 end = self.end_of_start[step]
                 if end not in position:
-                    tasks.add(end)
+                    frontier.add(end, (1, end))
         return order, len(order) < len(steps)
+
+
+class Frontier:
+    """The steps a run may take next (`Runner.run`), kept as steps are taken rather than read
+    again each time: the pending steps are each thread's next step and the steps of tasks
+    enqueued (ranked in that order: threads in order, then tasks by step id, which is the
+    order a run chooses among them). A step found waiting for another is read again only
+    once that one is taken, and a step waiting only for a set state only once one of its
+    setters is (a clearer cannot set it); a step found ready stays ready, since every item
+    but a set state, once it holds, holds for good, and a ready step that reads a set state
+    is read again each time."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.impossible = runner.encoding.order.impossible
+        self.rank: dict[int, tuple[int, int]] = {}
+        """Pending step -> its rank."""
+        self.ready_steps: set[int] = set()
+        self.stateful: set[int] = set()
+        """Ready steps that read a set state."""
+        self.waiters: dict[int, list[int]] = {}
+        """Step not taken yet -> pending steps to read again once it is."""
+        self.dirty: set[int] = set()
+        """Pending steps to read before the next choice."""
+
+    def add(self, step: int, rank: tuple[int, int]) -> None:
+        """`step` is pending from now on (steps the order proves impossible never are)."""
+        if step not in self.impossible:
+            self.rank[step] = rank
+            self.dirty.add(step)
+
+    def take(self, step: int) -> None:
+        """`step` was taken: it is no longer pending, and what waited for it is read again."""
+        del self.rank[step]
+        self.ready_steps.discard(step)
+        self.stateful.discard(step)
+        self.dirty.discard(step)
+        self.dirty.update(self.waiters.pop(step, ()))
+
+    def ready(self, position: dict[int, int]) -> list[int]:
+        """The pending steps that may be taken after the prefix whose positions are given,
+        in rank order."""
+        runner = self.runner
+        for y in self.dirty | self.stateful:
+            if y not in self.rank:
+                continue  # taken since it was woken
+            found = runner.blocker(y, position)
+            if found is None:
+                self.ready_steps.add(y)
+                if runner._compiled(y).states:
+                    self.stateful.add(y)
+                continue
+            self.ready_steps.discard(y)
+            self.stateful.discard(y)
+            if found == RECHECK:
+                for setter in runner._compiled(y).setters:
+                    if setter not in position:
+                        self.waiters.setdefault(setter, []).append(y)
+            elif found != NEVER:
+                self.waiters.setdefault(found, []).append(y)
+        self.dirty.clear()
+        return sorted(self.ready_steps, key=self.rank.__getitem__)

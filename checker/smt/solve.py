@@ -113,16 +113,19 @@ class Session:
         """Wall-clock time (`time.time()`) after which no question is asked: shared by every
         session of one program, also across worker processes."""
 
-    def ask(self, query, cut: tuple[int, ...] = ()) -> Verdict:
+    def ask(self, query, cut: tuple[int, ...] = (), timeout: float | None = None) -> Verdict:
         """Is `query` satisfiable on top of the base? On SAT, the witness is the happened
-        steps in time order, cut after the latest of the `cut` steps when given."""
+        steps in time order, cut after the latest of the `cut` steps when given. `timeout`:
+        seconds for this question, when fewer than the budget's."""
         if query is False:
             return Unsat()
+        limit = self.budget.timeout if timeout is None else min(timeout, self.budget.timeout)
         if self.deadline is not None:
             left = self.deadline - time.time()
             if left <= 0:
                 return Unknown(OUT_OF_TIME)
-            self.solver.set("timeout", max(1, int(min(self.budget.timeout, left) * 1000)))
+            limit = min(limit, left)
+        self.solver.set("timeout", max(1, int(limit * 1000)))
         self.solver.push()
         try:
             self.solver.add(to_z3(query))
@@ -174,24 +177,41 @@ class Session:
         return verdict if list(verdict.order) == list(order) else None
 
     def admits(self, order: list[int]) -> Sat | None:
-        """Like `confirm`, without a model and far cheaper: the times of `order`, and the
-        binding integers they define, are substituted into the base (the part of it that
-        the steps of `order` make binding: `Encoding.facts_of`), which must simplify to
-        true (under an rlimit it is checked by a solver within the same limits, so that the
-        rlimit bounds this work too). A Sat whose witness is the whole order, or None."""
+        """Like `confirm`, without a model and far cheaper: the base (the part of it that the
+        steps of `order` make binding: `Encoding.facts_of`) must hold for the times of
+        `order` and the binding integers they define. The facts are evaluated in Python
+        (`evaluate.py`); a fact the compiler does not handle is substituted into instead,
+        which must simplify to true (under an rlimit it is checked by a solver within the
+        same limits, so that the rlimit bounds this work too). A Sat whose witness is the
+        whole order, or None."""
         encoding = self.encoding
+        facts = encoding.facts_of(order)
+        if facts is None:
+            return None
         position = {step: k for k, step in enumerate(order)}
         times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
+        bindings = encoding.binding_values(times)
+        compiled = encoding.compiled_facts_of(order)
+        if compiled is not None:
+            happened = [i in position for i in range(len(encoding.hap))]
+            values = [value for _, value in bindings]
+            return Sat(encoding.witness(order), tuple(order)) if all(
+                fact(times, happened, values) for fact in compiled) else None
+        if not self.substituted(facts, times, position, bindings):
+            return None
+        return Sat(encoding.witness(order), tuple(order))
+
+    def substituted(self, facts: list, times: list[int], position: dict, bindings: list) -> bool:
+        """Whether `facts` hold once the values are substituted (what `admits` does with a
+        fact the compiler does not handle; tests compare the two)."""
+        encoding = self.encoding
         values = [(t, self._constant(at)) for t, at in zip(encoding.time, times)]
         values += [(h, self._constant(i in position)) for i, h in enumerate(encoding.hap)]
-        values += [(v, self._constant(at)) for v, at in encoding.binding_values(times)]
+        values += [(v, self._constant(at)) for v, at in bindings]
         rest = z3.Solver()
         rest.set("timeout", max(1, int(self.budget.timeout * 1000)))
         if self.budget.rlimit is not None:
             rest.set("rlimit", max(1, int(self.budget.rlimit)))
-        facts = encoding.facts_of(order)
-        if facts is None:
-            return None
         try:
             left = _substitute(_conjunction(facts), values) if facts else z3.BoolVal(True)
             if self.budget.rlimit is None:
@@ -200,10 +220,10 @@ class Session:
                 rest.add(left)
                 self.checks += 1
                 if rest.check() != z3.sat:
-                    return None
+                    return False
         except z3.Z3Exception:
-            return None
-        return Sat(encoding.witness(order), tuple(order))
+            return False
+        return True
 
     def _constant(self, value: int | bool):
         """A Z3 integer or Boolean constant, made once per session."""
