@@ -355,3 +355,18 @@ def test_endless_input_is_refused_not_read_forever(run):
     status, out, err = run("check", "/dev/zero")
     assert status == 2
     assert (out + err).startswith("/dev/zero: error[SP004]: spec is too large")
+
+
+@pytest.mark.parametrize("text", [
+    "expect makespan <= 1ms\n",
+    "thread a { }\nexpect makespan <= 1ms\n",
+    "device d { compute 1 }\nstream s on d\nthread a { sync s }\nexpect makespan <= 0ms\n",
+])
+@pytest.mark.parametrize("command", ["check", "optimize", "simulate"])
+def test_a_program_with_no_task_has_makespan_zero(run, tmp_path, text, command):
+    spec = tmp_path / "empty.sched"
+    spec.write_text(text)
+    status, out, err = run(command, spec)
+    assert status == 0, out + err
+    if command != "check":
+        assert "0.000 ms" in out

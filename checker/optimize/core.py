@@ -299,7 +299,7 @@ def greedy(model: TimedModel, g: Graph | None = None, budget: float = GREEDY_SEC
                 if max(improved, default=0) >= max(times, default=0):
                     break
                 times = improved
-        if times and validate(model, times) is None:
+        if validate(model, times) is None:  # an empty model has the empty schedule
             if best is None or max(times, default=0) < max(best, default=0):
                 best = times
         if best is not None and max(best, default=0) <= target:

@@ -62,6 +62,8 @@ def critical_chain(model: TimedModel, times) -> tuple[list[int], int]:
     ends_on: dict[int, list[int]] = {}
     for r, js in enumerate(jobs):
         ends_on[r] = [(times[v] + d) for v, d in js]
+    if not times:
+        return [], 0  # nothing runs: no chain
     v = max(range(len(times)), key=lambda i: (times[i], model.nodes[i].kind is StepKind.END))
     chain, host = [v], 0
     while times[v] > 0:

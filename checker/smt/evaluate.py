@@ -54,7 +54,7 @@ class Compiler:
         names: dict[int, str] = {}
         try:
             root = self._emit(term.as_ast(), lines, names)
-        except _Unsupported:
+        except (_Unsupported, RecursionError):
             return None
         source = "def fact(T, H, B):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {root}\n"
         namespace: dict = {}
@@ -71,7 +71,10 @@ class Compiler:
             return done
         kind = z3.Z3_get_ast_kind(context, ast)
         if kind == z3.Z3_NUMERAL_AST:
-            expression = self.leaves[key] = str(int(z3.Z3_get_numeral_string(context, ast)))
+            try:  # an integer; anything else (a rational) is not compiled
+                expression = self.leaves[key] = str(int(z3.Z3_get_numeral_string(context, ast)))
+            except ValueError:
+                raise _Unsupported(ast) from None
             return expression
         if kind != z3.Z3_APP_AST:
             raise _Unsupported(ast)
