@@ -34,6 +34,11 @@ RECHECK = -1
 NEVER = -2
 """`Runner.blocker`: the step never happens (no step has this id)."""
 
+READERS_FIRST = True
+"""A run aimed at a pair takes a step that reads a set state (an await, a flag wait), when one
+may be taken, before any other: a notify left set is consumed before a second one is lost on
+it, so fewer awaits stay stuck and the run reaches further."""
+
 CLOSING = (StepKind.END, StepKind.RETURN)
 """Steps that end an access interval: a run takes them late, so that intervals overlap."""
 
@@ -253,6 +258,8 @@ class Runner:
         steps = self.layout.steps
         if after:
             ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
+        if READERS_FIRST and starts:
+            ready = [y for y in ready if self._compiled(y).states] or ready
         waiting = [t for t in starts if t not in position]
         if waiting:
             ready = [y for y in ready if y not in held] or ready
