@@ -12,12 +12,13 @@
 * `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
   every time fixed), also with the snapshot binding in linear size, and rejects orders that
   are no execution; its facts compiled to Python (`evaluate.py`) say what substituting the
-  values into the Z3 terms says.
+  values into the Z3 terms says, also as the book that jobs get (`FactBook`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import pickle
 import random
 from unittest import mock
 
@@ -272,6 +273,12 @@ def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -
                     times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
                     evaluated = evaluates(compiled, times, encoding.binding_values(times))
                     assert (session.admits(order) is not None) == evaluated
+            # The book that jobs get, also as a worker that is not forked gets it (pickled).
+            book = pickle.loads(pickle.dumps(encoding.fact_book()))
+            for seed in range(3):
+                run, _ = analysis.runner().run(seed, 0.3)
+                for order in (run, sorted(run), run[::-1], run[: len(run) // 2]):
+                    assert book.holds(order) == (session.admits(order) is not None), text
 
 
 HANDOFF = """\

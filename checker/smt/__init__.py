@@ -126,6 +126,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
             races = [(a.index, b.index, m) for a, b, m in left + races[len(probe):]]
             repairing = bool(races) and bool(queries.EAGERNESS) and first.solver_slow()
             lifetimes = [(s.index, kind.value, when) for s, kind, when in lifetimes]
+            book = first.fact_book()
         parts = first.parts
     stats.add(parts.stats)
     if split_up:
@@ -142,7 +143,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
 
             _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
             races = []
-            for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one):
+            for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one, book):
                 races += result.left
                 result.left = []
                 merged.merge(result)
@@ -155,7 +156,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
             _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} question sets")
 
         _tell(progress, len(jobs), 0, len(jobs), f"{len(jobs)} question sets")
-        for result in answer_all(program, order, jobs, budget, deadline, workers, done):
+        for result in answer_all(program, order, jobs, budget, deadline, workers, done, book):
             merged.merge(result)
             stats.add(result.stats)
         parts = merged

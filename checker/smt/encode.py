@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, SyncKind
-from checker.smt.evaluate import Compiler, Fact
+from checker.smt.evaluate import Compiler, Fact, FactBook, function
+from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
 from checker.smt.rules import Bind, Need, NeedIf, Never, Rules, SetState
@@ -161,6 +162,8 @@ class Encoding:
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
         self._compiler: Compiler | None = None
+        self._binding_term: z3.BoolRef | None = None
+        self._sources: dict[int, str | None] = {}
         self._compiled: dict[int, Fact | None] = {}
         """`enabled_facts` compiled to Python (`evaluate.py`), per step, as first needed; the
         binding definitions under key -1. None: a fact the compiler does not handle."""
@@ -351,15 +354,12 @@ class Encoding:
 
     def binding_values(self, times: list[int]) -> list[tuple]:
         """(variable, integer) for every binding integer of `_latest_by_key`, given every
-        step's time: what the definition makes them (the latest candidate issued before the
-        wait, in (time, step id) order; none: -1 and time 0)."""
-        values = []
-        for bound, bound_time, own, candidates in self._bindings:
-            chosen = max(((times[issue], issue) for issue, before in candidates
-                          if (before if before is not None else (times[issue], issue) < (times[own], own))),
-                         default=(0, -1))
-            values += [(bound, chosen[1]), (bound_time, chosen[0])]
-        return values
+        step's time: what the definition makes them (`evaluate.binding_values`)."""
+        variables = [v for bound, bound_time, _, _ in self._bindings for v in (bound, bound_time)]
+        return list(zip(variables, plain_binding_values(self._plain_bindings(), times)))
+
+    def _plain_bindings(self) -> tuple:
+        return tuple((own, candidates) for _, _, own, candidates in self._bindings)
 
     # --- base assertions ------------------------------------------------------------------
 
@@ -423,6 +423,35 @@ class Encoding:
         """`facts_of` (of an execution it does not reject) as Python functions of (times,
         happened flags, the values of `binding_values`), for checking executions without Z3;
         None if some fact is of a kind the compiler does not handle."""
+        facts = []
+        for i in [*(i for i in happened if i in self.enabled_facts), -1]:
+            if i not in self._compiled:
+                source = self._source(i)
+                self._compiled[i] = None if source is None else function(source)
+            fact = self._compiled[i]
+            if fact is None:
+                return None
+            facts.append(fact)
+        return facts
+
+    def fact_book(self) -> FactBook | None:
+        """Every step's facts compiled, for jobs to check executions with (`FactBook`); None
+        if some fact is of a kind the compiler does not handle."""
+        sources = {}
+        for i in [*self.enabled_facts, -1]:
+            source = self._source(i)
+            if source is None:
+                return None
+            sources[i] = source
+        return FactBook(sources, self._plain_bindings(), frozenset(self.order.impossible), self.horizon)
+
+    def _source(self, step: int) -> str | None:
+        """The source of one step's compiled facts (-1: the binding definitions), made once."""
+        if step not in self._sources:
+            self._sources[step] = self._make_source(step)
+        return self._sources[step]
+
+    def _make_source(self, step: int) -> str | None:
         assert self._based, "the base is not built yet"
         if self._compiler is None:
             slots = [(t, "T", i) for i, t in enumerate(self.time)]
@@ -430,19 +459,11 @@ class Encoding:
             for k, (bound, bound_time, _, _) in enumerate(self._bindings):
                 slots += [(bound, "B", 2 * k), (bound_time, "B", 2 * k + 1)]
             self._compiler = Compiler(slots, self.time[0].ctx)
-        facts = []
-        for i in [*(i for i in happened if i in self.enabled_facts), -1]:
-            if i not in self._compiled:
-                if i == -1:
-                    term = z3.And(*self._binding_facts) if self._binding_facts else z3.BoolVal(True)
-                else:
-                    term = self.enabled_facts[i]
-                self._compiled[i] = self._compiler.compile(term)
-            fact = self._compiled[i]
-            if fact is None:
-                return None
-            facts.append(fact)
-        return facts
+        if step == -1:
+            if self._binding_term is None:
+                self._binding_term = z3.And(*self._binding_facts) if self._binding_facts else z3.BoolVal(True)
+            return self._compiler.source(self._binding_term)
+        return self._compiler.source(self.enabled_facts[step])
 
     # --- memory lifetime ------------------------------------------------------------------
 

@@ -25,6 +25,65 @@ _COMPARE = {
 _ARITHMETIC = {z3.Z3_OP_ADD: "+", z3.Z3_OP_SUB: "-"}
 
 
+def function(source: str) -> Fact:
+    """The function a `Compiler.source` defines."""
+    namespace: dict = {}
+    exec(compile(source, "<encoding fact>", "exec"), namespace)  # noqa: S102 - generated here
+    return namespace["fact"]
+
+
+def binding_values(bindings, times: list[int]) -> list[int]:
+    """The binding integers of the linear snapshot binding (`Encoding._latest_by_key`) given
+    every step's time: per wait, the issue step of the latest candidate record issued before
+    it, in (time, step id) order, and that record's time (none: -1 and 0). `bindings`: per
+    wait, (its issue step, ((candidate issue step, whether it is issued before the wait:
+    True, False, or None when their times decide it), ...))."""
+    values = []
+    for own, candidates in bindings:
+        chosen = max(((times[issue], issue) for issue, before in candidates
+                      if (before if before is not None else (times[issue], issue) < (times[own], own))),
+                     default=(0, -1))
+        values += [chosen[1], chosen[0]]
+    return values
+
+
+class FactBook:
+    """Every step's base facts of one program compiled (`Encoding.fact_book`), with what
+    checking an execution needs besides: made once, by the session that built the base, and
+    handed to the jobs of the same program (`jobs.py`), which then check executions without
+    building Z3 terms. It pickles as source text (for worker processes that are not forked)."""
+
+    def __init__(self, sources: dict[int, str], bindings: tuple, impossible: frozenset[int], horizon: int):
+        self.sources = sources
+        """Step -> the source of its facts' function (steps whose condition always holds have
+        none); key -1: the binding definitions."""
+        self.bindings = bindings
+        """As `binding_values` takes them."""
+        self.impossible = impossible
+        self.horizon = horizon
+        self._functions: dict[int, Fact] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_functions": {}}
+
+    def holds(self, order: list[int]) -> bool:
+        """Whether the base admits the execution `order` (as `Session.admits`)."""
+        if any(step in self.impossible for step in order):
+            return False
+        position = {step: k for k, step in enumerate(order)}
+        times = [position.get(i, self.horizon) for i in range(self.horizon)]
+        happened = [i in position for i in range(self.horizon)]
+        values = binding_values(self.bindings, times)
+        return all(self._function(step)(times, happened, values)
+                   for step in [*order, -1] if step in self.sources)
+
+    def _function(self, step: int) -> Fact:
+        made = self._functions.get(step)
+        if made is None:
+            made = self._functions[step] = function(self.sources[step])
+        return made
+
+
 class _Unsupported(Exception):
     """A term kind outside what the encoding builds."""
 
@@ -49,6 +108,12 @@ class Compiler:
 
     def compile(self, term: z3.ExprRef) -> Fact | None:
         """`term` as a Python function, or None if it has a kind not handled here."""
+        source = self.source(term)
+        return None if source is None else function(source)
+
+    def source(self, term: z3.ExprRef) -> str | None:
+        """The Python source of `term`'s function (`fact(T, H, B)`), or None if it has a
+        kind not handled here."""
         self._alive.append(term)
         lines: list[str] = []
         names: dict[int, str] = {}
@@ -56,10 +121,7 @@ class Compiler:
             root = self._emit(term.as_ast(), lines, names)
         except (_Unsupported, RecursionError):
             return None
-        source = "def fact(T, H, B):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {root}\n"
-        namespace: dict = {}
-        exec(compile(source, "<encoding fact>", "exec"), namespace)  # noqa: S102 - generated here
-        return namespace["fact"]
+        return "def fact(T, H, B):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {root}\n"
 
     def _emit(self, ast, lines: list[str], names: dict[int, str]) -> str:
         """An expression for the term `ast`: a leaf's own; other terms get a local each, named

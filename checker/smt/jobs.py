@@ -20,6 +20,7 @@ import z3
 
 from checker.findings import FindingKind
 from checker.ir import Program
+from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
 from checker.smt.queries import Analysis, Parts
 from checker.resources import worker_context
@@ -74,12 +75,14 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
     return jobs
 
 
-def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None) -> Parts:
+def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None,
+           book: FactBook | None = None) -> Parts:
     """Answers one job on a session of its own (its questions are the ones the concrete
     runs of the first session left, so it does not run them again; a `races` job does not
-    repair runs either: `repairs` jobs did, when the solver was found slow)."""
+    repair runs either: `repairs` jobs did, when the solver was found slow). `book`: the
+    first session's compiled facts, for checking executions (`Analysis.admits`)."""
     with fresh_context():
-        analysis = Analysis(program, budget, order, deadline)
+        analysis = Analysis(program, budget, order, deadline, book)
         statements = program.statements
         if job.kind == "races":
             analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions],
@@ -96,23 +99,23 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
 
 
 _SHARED: tuple | None = None
-"""(program, order) for workers forked from this process (they need not be sent)."""
+"""(program, order, book) for workers forked from this process (they need not be sent)."""
 
 
-def _answer_in_worker(program, order, job, budget, deadline) -> Parts:
+def _answer_in_worker(program, order, book, job, budget, deadline) -> Parts:
     if program is None:
-        program, order = _SHARED
-    return answer(program, order, job, budget, deadline)
+        program, order, book = _SHARED
+    return answer(program, order, job, budget, deadline, book)
 
 
 def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budget,
-               deadline: float | None, workers: int, done=None) -> list[Parts]:
+               deadline: float | None, workers: int, done=None, book: FactBook | None = None) -> list[Parts]:
     """The parts of every job, in job order; `workers` > 1 answers them in worker processes.
-    `done(k)` hears of each job answered."""
+    `done(k)` hears of each job answered. `book`: as `answer` takes it."""
     if workers <= 1 or len(jobs) <= 1:
         results = []
         for k, job in enumerate(jobs):
-            results.append(answer(program, order, job, budget, deadline))
+            results.append(answer(program, order, job, budget, deadline, book))
             if done is not None:
                 done(k)
         return results
@@ -121,8 +124,8 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
 
     context = worker_context()
     forked = context.get_start_method() == "fork"
-    _SHARED = (program, order)
-    sent = (None, None) if forked else (program, order)
+    _SHARED = (program, order, book)
+    sent = (None, None, None) if forked else (program, order, book)
     results: list[Parts | None] = [None] * len(jobs)
     executor = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context)
     try:

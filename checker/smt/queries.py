@@ -27,6 +27,7 @@ from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
+from checker.smt.evaluate import FactBook
 from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
@@ -132,11 +133,13 @@ class Analysis:
     """Asks the questions of one program on one solver session."""
 
     def __init__(self, program: Program, budget: Budget, order: MustOrder | None = None,
-                 deadline: float | None = None):
+                 deadline: float | None = None, book: FactBook | None = None):
         began = time.process_time()
         self.program = program
         self.budget = budget
         self.encoding = Encoding(program, order)
+        self.book = book
+        """The program's facts compiled by an earlier session (`admits`), if it gave them."""
         if deadline is None and budget.total is not None:
             deadline = time.time() + budget.total
         self._deadline = deadline
@@ -227,7 +230,7 @@ class Analysis:
             self._runs = []
             for seed, eager in enumerate(EAGERNESS):
                 order, stuck = runner.run(seed, eager)
-                verdict = self.session.admits(order)
+                verdict = self.admits(order)
                 self.stats["runs"] += 1
                 if verdict is not None:
                     self._runs.append((verdict, stuck))
@@ -239,6 +242,23 @@ class Analysis:
         if verdict.model is not None:
             return verdict
         return self.session.confirm(list(verdict.order))
+
+    def admits(self, order: list[int]) -> Sat | None:
+        """`Session.admits`: with a `FactBook` from an earlier session, without building
+        this session's formulas."""
+        if self.book is None:
+            return self.session.admits(order)
+        return Sat(self.encoding.witness(order), tuple(order)) if self.book.holds(order) else None
+
+    def fact_book(self) -> FactBook | None:
+        """This session's facts compiled, for the jobs of the same program (`jobs.py`): None
+        when the base was not built (no execution was checked) or cannot be compiled."""
+        if self._session is None:
+            return None
+        began = time.process_time()
+        book = self.encoding.fact_book()
+        self.stats["setup"] += time.process_time() - began
+        return book
 
     def runner(self) -> Runner:
         if self._runner is None:
@@ -365,7 +385,7 @@ class Analysis:
                 else:
                     packed, closed = packed | mask, closed | ends
             execution = [step for step in order if packed >> step & 1]
-            verdict = self.session.admits(execution)
+            verdict = self.admits(execution)
             if verdict is None:
                 return
             self.stats["predicted"] = self.stats.get("predicted", 0) + 1
@@ -631,7 +651,7 @@ class Analysis:
                     if (a, b) in pending:
                         windows |= broken
                     continue
-                admitted = self.session.admits(execution)
+                admitted = self.admits(execution)
                 found = self._harvest(admitted, pending) if admitted is not None else {}
                 if found:
                     self._take_model(found, pending)
