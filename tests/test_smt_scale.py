@@ -504,6 +504,50 @@ def test_a_run_is_repaired_where_a_start_relied_on_an_end_through_a_choice() -> 
     replays(program, witness)
 
 
+
+INTERCEPTED = """\
+device d { compute 3 }
+buffer x 1MiB on d
+stream s[3] on d
+event e
+thread a {
+  s[0]: kernel writer writes x 1ms
+  s[0]: record e
+  s[1]: wait e
+  s[1]: kernel reader reads x 1ms
+}
+thread b {
+  s[2]: record e
+}
+"""
+
+
+def test_a_wait_bound_in_program_order_is_repaired_by_another_record_between() -> None:
+    """Thread a's wait binds to its own record whatever the interleaving, unless thread b's
+    record is enqueued between the two: then the reader races the writer. In a run where b
+    came last, the choice named is b's record before a's wait (not a's wait before its own
+    record, which no execution can make), and the repaired runs find the race."""
+    program = load_text(INTERCEPTED).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding = analysis.encoding
+    writer, record, wait, reader, other = program.statements
+    issue = {s.index: encoding.step(StepKind.ISSUE, s.index) for s in program.statements}
+    late = [issue[writer.index], issue[record.index], issue[wait.index], issue[reader.index],
+            encoding.step(StepKind.START, writer.index), encoding.step(StepKind.END, writer.index),
+            encoding.completion(record), encoding.completion(wait),
+            encoding.step(StepKind.START, reader.index), encoding.step(StepKind.END, reader.index),
+            issue[other.index], encoding.completion(other)]
+    assert analysis.session.admits(late) is not None
+    start, end = encoding.first_step(reader), encoding.last_step(writer)
+    assert analysis._spoilers(late, start, end) == [(issue[other.index], issue[wait.index])]
+    early = late[:1] + late[-2:-1] + late[1:-2] + late[-1:]  # b's record before a's record
+    assert analysis._spoilers(early, start, end) == [(issue[record.index], issue[other.index])]
+    pending = {(writer.index, reader.index): (writer, reader, 0)}
+    analysis._repair(writer.index, reader.index, pending)
+    assert not pending
+    (_, witness), = analysis.parts.races.values()
+    replays(program, witness)
+
 def test_a_start_that_never_came_names_the_choices_it_waits_on() -> None:
     """A run that stopped before the reader started (its wait was enqueued first and the
     writer's end is held) names the same choice by what the start waits for."""

@@ -181,7 +181,8 @@ class Runner:
         """The steps `step`, taken at position `here` of `order`, relied on directly, each
         with what would have spared it: (x, y), "had x come before y" (None: every
         execution relies on it). A `NeedIf` is spared by enqueueing x before u, a bound
-        record by enqueueing the wait before it, a setter by taking the step before it.
+        record by enqueueing the wait before it or another record between (`_rebind`), a
+        setter by taking the step before it.
         None for the step relied on: the set state cannot be read off `order`."""
         for item in self._compiled(step).items:
             kind = item[0]
@@ -196,7 +197,7 @@ class Runner:
                 _, w, candidates = item
                 bound = self._bound(candidates, position[w], position)
                 if bound is not None:
-                    yield bound[1], (w, bound[0])
+                    yield bound[1], self._rebind(w, bound[0], candidates, position)
             elif kind == "state":
                 setter = max((position[term[0]] for term in item[1] if self._term_at(term, position, here)),
                              default=None)
@@ -204,6 +205,30 @@ class Runner:
                     yield None, None
                 else:
                     yield order[setter], (step, order[setter])
+
+    def _rebind(self, w: int, record: int, candidates: tuple, position: dict[int, int]) -> tuple[int, int] | None:
+        """The choice that would have bound the wait issued at `w` to another record than the
+        one issued at `record`: (w, record), enqueue the wait first; or, when every execution
+        enqueues that record first (program order), a record of another thread enqueued in
+        between: (r, w) for the nearest r enqueued after the wait (or not at all), else
+        (record, r) for the nearest r enqueued before the bound one. None if there is none."""
+        prec = self.encoding.order.prec
+        if not prec(record, w):
+            return (w, record)
+        later, earlier = [], []
+        for issue, _ in candidates:
+            if issue == record or prec(w, issue) or prec(issue, record):
+                continue
+            at = position.get(issue, len(position))
+            if at > position.get(w, len(position)) or issue not in position:
+                later.append((at, issue))
+            elif at < position[record]:
+                earlier.append((at, issue))
+        if later:
+            return (min(later)[1], w)
+        if earlier:
+            return (record, max(earlier)[1])
+        return None
 
     def waits_for(self, step: int, position: dict[int, int]):
         """Why `step` cannot be taken after the prefix whose positions are given: per failing
@@ -224,7 +249,7 @@ class Runner:
                 _, w, candidates = item
                 bound = self._bound(candidates, position.get(w, -1), position)
                 if bound is not None and bound[1] not in position:
-                    yield bound[1], (w, bound[0])
+                    yield bound[1], self._rebind(w, bound[0], candidates, position)
             elif kind == "state":
                 if any(self._term(term, position) for term in item[1]):
                     continue
