@@ -38,6 +38,10 @@ READERS_FIRST = True
 """A run aimed at a pair takes a step that reads a set state (an await, a flag wait), when one
 may be taken, before any other: a notify left set is consumed before a second one is lost on
 it, so fewer awaits stay stuck and the run reaches further."""
+AVOID_STUCK = True
+"""A run aimed at a pair enqueues nothing on a stream whose pending task waits for a set state
+while it can do anything else: a task enqueued behind an await that no notify may ever reach
+is stuck with it."""
 
 CLOSING = (StepKind.END, StepKind.RETURN)
 """Steps that end an access interval: a run takes them late, so that intervals overlap."""
@@ -278,13 +282,19 @@ class Runner:
         return not any(position.get(c, -1) > at for c, _ in clearers)
 
     def _choose(self, rng: random.Random, ready: list[int], position: dict[int, int], held: frozenset,
-                starts: list[int], eager: float, after: dict[int, set[int]] | None) -> int:
+                starts: list[int], eager: float, after: dict[int, set[int]] | None,
+                frontier: Frontier | None = None) -> int:
         """The next step of a run (`run`), at random within its preferences."""
         steps = self.layout.steps
         if after:
             ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
         if READERS_FIRST and starts:
             ready = [y for y in ready if self._compiled(y).states] or ready
+        if AVOID_STUCK and starts and frontier is not None and frontier.unset:
+            statements = self.program.statements
+            stuck = {statements[steps[y].statement].stream for y in frontier.unset} - {None}
+            ready = [y for y in ready if steps[y].kind is not StepKind.ISSUE
+                     or statements[steps[y].statement].stream not in stuck] or ready
         waiting = [t for t in starts if t not in position]
         if waiting:
             ready = [y for y in ready if y not in held] or ready
@@ -331,7 +341,7 @@ class Runner:
                     ready = [y for y in ready if y not in held] or ready
                 step = min(ready, key=lambda y: (guide.get(y, len(steps)), y))
             else:
-                step = self._choose(rng, ready, position, held, starts, eager, after)
+                step = self._choose(rng, ready, position, held, starts, eager, after, frontier)
             position[step] = len(order)
             order.append(step)
             frontier.take(step)
@@ -375,6 +385,8 @@ class Frontier:
         """Step not taken yet -> pending steps to read again once it is."""
         self.dirty: set[int] = set()
         """Pending steps to read before the next choice."""
+        self.unset: set[int] = set()
+        """Pending steps last found waiting only for a set state."""
 
     def add(self, step: int, rank: tuple[int, int]) -> None:
         """`step` is pending from now on (steps the order proves impossible never are)."""
@@ -385,6 +397,7 @@ class Frontier:
     def take(self, step: int) -> None:
         """`step` was taken: it is no longer pending, and what waited for it is read again."""
         del self.rank[step]
+        self.unset.discard(step)
         self.ready_steps.discard(step)
         self.stateful.discard(step)
         self.dirty.discard(step)
@@ -398,6 +411,7 @@ class Frontier:
             if y not in self.rank:
                 continue  # taken since it was woken
             found = runner.blocker(y, position)
+            self.unset.discard(y)
             if found is None:
                 self.ready_steps.add(y)
                 if runner._compiled(y).states:
@@ -406,6 +420,7 @@ class Frontier:
             self.ready_steps.discard(y)
             self.stateful.discard(y)
             if found == RECHECK:
+                self.unset.add(y)
                 for setter in runner._compiled(y).setters:
                     if setter not in position:
                         self.waiters.setdefault(setter, []).append(y)
