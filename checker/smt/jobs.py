@@ -32,6 +32,10 @@ split into jobs."""
 CHUNK = 100
 """Questions per job (about), when split."""
 MAX_JOBS = 8
+REPAIR_JOBS = 1
+"""At most this many `repairs` jobs: a run repaired for one pair often answers others (its
+predictions), but only those of its own job, so more jobs leave more questions to the solver
+(rand3x100-0, 2 workers, 60 s: one job left 47 undecided, two 68, six 107)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +68,7 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
     jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions."""
     jobs = []
     if races:
-        count = min(MAX_JOBS, max(1, math.ceil(len(races) / CHUNK)))
+        count = min(MAX_JOBS if kind == "races" else REPAIR_JOBS, max(1, math.ceil(len(races) / CHUNK)))
         size = math.ceil(len(races) / count)
         for k in range(0, len(races), size):
             jobs.append(Job(kind, tuple(races[k:k + size])))
