@@ -6,7 +6,7 @@ made that check most of the engine's time on large programs (26 ms per execution
 steps). Each step's condition is compiled here once into a Python function of the step
 times, the happened flags and the binding integers; a check is then a few hundred calls.
 
-A term of a kind this module does not know is not compiled (`compile_fact` returns None) and
+A term of a kind this module does not know is not compiled (`Compiler.source` returns None) and
 the caller falls back to substitution, so the evaluator never guesses a meaning.
 """
 

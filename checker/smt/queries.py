@@ -25,9 +25,9 @@ from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
+from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
 from checker.smt.progress import guaranteed_steps
-from checker.smt.evaluate import FactBook
 from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
