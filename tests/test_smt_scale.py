@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from checker.frontend import load_text
 from checker.smt import encode
+from checker.smt.evaluate import Compiler
 from checker.smt.queries import Analysis
 from checker.smt.runs import Frontier, Runner
 from checker.smt.solve import Budget
@@ -208,12 +209,15 @@ def test_aimed_runs_answer_races_with_replaying_witnesses() -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(specs())
-def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
+@given(specs(), st.booleans())
+def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled: bool) -> None:
+    """Also when no fact compiles, and `admits` substitutes into the Z3 terms instead."""
     program = load_text(text, "<random>").program
     assume(program is not None)
     for small in (encode.SMALL_BINDING, 0):
-        with mock.patch.object(encode, "SMALL_BINDING", small):
+        with mock.patch.object(encode, "SMALL_BINDING", small), contextlib.ExitStack() as stack:
+            if not compiled:
+                stack.enter_context(mock.patch.object(Compiler, "source", lambda self, term: None))
             analysis = Analysis(program, Budget(timeout=60.0))
             runner, session = analysis.runner(), analysis.session
             steps = len(analysis.encoding.steps)
