@@ -552,6 +552,40 @@ def test_a_wait_bound_in_program_order_is_repaired_by_another_record_between() -
     (_, witness), = analysis.parts.races.values()
     replays(program, witness)
 
+
+FLAG_FIRST = """\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+event ready flag
+thread a {
+  s[0]: wait ready
+  s[0]: kernel writer writes x 1ms
+}
+thread b {
+  s[0]: record ready
+}
+thread c {
+  s[1]: kernel reader reads x 1ms
+}
+"""
+
+
+def test_an_aimed_run_enqueues_the_flag_record_before_a_wait_for_it() -> None:
+    """If thread a's wait is enqueued on s[0] before thread b's record, s[0] waits for a flag
+    that only a task behind the wait can set, and the writer never starts. Runs aimed at
+    the writer and the reader enqueue the record first, and show the race."""
+    program = load_text(FLAG_FIRST).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    runner, (first, last) = analysis.runner(), analysis._first_last()
+    wait, writer, record, reader = program.statements
+    target = ((first[writer.index], last[writer.index]), (first[reader.index], last[reader.index]))
+    for seed in range(12):
+        order, _ = runner.run(seed, 0.1, target)
+        assert first[writer.index] in order and first[reader.index] in order, seed
+        assert runner.needs(order)[first[reader.index]] >> last[writer.index] & 1 == 0
+
+
 def test_a_start_that_never_came_names_the_choices_it_waits_on() -> None:
     """A run that stopped before the reader started (its wait was enqueued first and the
     writer's end is held) names the same choice by what the start waits for."""

@@ -38,6 +38,10 @@ READERS_FIRST = True
 """A run aimed at a pair takes a step that reads a set state (an await, a flag wait), when one
 may be taken, before any other: a notify left set is consumed before a second one is lost on
 it, so fewer awaits stay stuck and the run reaches further."""
+SETTERS_FIRST = True
+"""A run aimed at a pair enqueues a task that sets a flag or notify (a `record` of a flag
+event, a `notify`) before any other task it may enqueue: enqueued behind a wait for that
+flag on the same stream, it would never run."""
 AVOID_STUCK = True
 """A run aimed at a pair enqueues nothing on a stream whose pending task waits for a set state
 while it can do anything else: a task enqueued behind an await that no notify may ever reach
@@ -79,6 +83,7 @@ class Runner:
             if s.is_task:
                 self.starts_task[layout.issue(s)] = layout.first_step(s)
         self._compiled_items: dict[int, Compiled] = {}
+        self._setters: frozenset[int] | None = None
         self.end_of_start = {}
         for s in self.program.statements:
             if s.running:
@@ -281,6 +286,14 @@ class Runner:
             return False
         return not any(position.get(c, -1) > at for c, _ in clearers)
 
+    def _setter_statements(self) -> frozenset[int]:
+        """The statements whose completion sets some step's set state."""
+        if self._setters is None:
+            steps = self.layout.steps
+            self._setters = frozenset(steps[term[0]].statement for step in range(len(steps))
+                                      for terms in self._compiled(step).states for term in terms)
+        return self._setters
+
     def _choose(self, rng: random.Random, ready: list[int], position: dict[int, int], held: frozenset,
                 starts: list[int], eager: float, after: dict[int, set[int]] | None,
                 frontier: Frontier | None = None) -> int:
@@ -290,6 +303,9 @@ class Runner:
             ready = [y for y in ready if all(x in position for x in after.get(y, ()))] or ready
         if READERS_FIRST and starts:
             ready = [y for y in ready if self._compiled(y).states] or ready
+        if SETTERS_FIRST and starts:
+            setters = self._setter_statements()
+            ready = [y for y in ready if steps[y].kind is StepKind.ISSUE and steps[y].statement in setters] or ready
         if AVOID_STUCK and starts and frontier is not None and frontier.unset:
             statements = self.program.statements
             stuck = {statements[steps[y].statement].stream for y in frontier.unset} - {None}
