@@ -117,11 +117,12 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
         else:
             split_up = True
             races.sort(key=_class_key)
-            # One class is answered here first: repaired runs for its pairs until one stays
-            # open, then the solver, whose speed says whether every other pair gets
-            # repaired runs first (`Analysis.races`). What a slow solver leaves open of
-            # that class joins the rest.
-            probe = [race for race in races if _class_key(race)[0] == _class_key(races[0])[0]] if races else []
+            # The first PROBE_ASKS classes are answered here first: repaired runs for their
+            # pairs until one stays open, then the solver, whose speed says whether every
+            # other pair gets repaired runs first (`Analysis.races`). What a slow solver
+            # leaves open of them joins the rest.
+            probed = list(dict.fromkeys(tuple(_class_key(race)[0]) for race in races))[:queries.PROBE_ASKS]
+            probe = [race for race in races if tuple(_class_key(race)[0]) in probed]
             left = first.races(probe, runs=False, probe=True)
             races = [(a.index, b.index, m) for a, b, m in left + races[len(probe):]]
             repairing = bool(races) and bool(queries.EAGERNESS) and first.solver_slow()

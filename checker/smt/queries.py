@@ -47,6 +47,9 @@ average (or none was asked yet): a few hundred runs cost about as much as one sl
 PROBE_TIMEOUT = 4 * REPAIR_WORTH
 """Seconds a question may take while the solver's speed is measured (`races(probe=True)`):
 past it, the solver is slow, and the question goes back to repaired runs, unanswered."""
+PROBE_ASKS = 4
+"""Questions the probe asks before it may call the solver slow: one question's time says
+little (the first class may be an easy or a hard one)."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -576,8 +579,9 @@ class Analysis:
         return list(pending.values())
 
     def _probe_over(self) -> bool:
-        """While probing (`races(probe=True)`), whether the solver has shown itself slow."""
-        return self._probing and self._asked[0] > 0 and self.solver_slow()
+        """While probing (`races(probe=True)`), whether the solver has shown itself slow
+        over PROBE_ASKS questions."""
+        return self._probing and self._asked[0] >= PROBE_ASKS and self.solver_slow()
 
     def _classes(self, pending: dict) -> dict:
         """The pending pairs per pair of source statements (the loop instances of one
