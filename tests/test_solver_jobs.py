@@ -35,7 +35,8 @@ def verdicts(program, findings) -> list[tuple]:
 
 
 def split_analysis(program, workers: int, seen: list | None = None):
-    """`smt.analyze` with every question a job; `seen` collects the jobs."""
+    """`smt.analyze` with every question but the first class's a job; `seen` collects the
+    jobs."""
     def spy(program, order, questions, *args, **kwargs):
         if seen is not None:
             seen.extend(questions)
@@ -43,6 +44,7 @@ def split_analysis(program, workers: int, seen: list | None = None):
 
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
             mock.patch.object(smt, "answer_all", spy), mock.patch("checker.smt.queries.EAGERNESS", ()), \
+            mock.patch("checker.smt.queries.PROBE_ASKS", 1), \
             mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
         return smt.analyze(program, timeout=60.0, workers=workers)
 
@@ -113,6 +115,7 @@ def repaired_analysis(program, workers: int, seen: list | None = None):
             mock.patch.object(jobs, "REPAIR_JOBS", jobs.MAX_JOBS), mock.patch.object(smt, "answer_all", spy), \
             mock.patch.object(Analysis, "harvest_races", lambda self, candidates: list(candidates)), \
             mock.patch.object(Analysis, "solver_slow", lambda self: True), \
+            mock.patch("checker.smt.queries.PROBE_ASKS", 1), \
             mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
         return smt.analyze(program, timeout=60.0, workers=workers)
 
