@@ -501,12 +501,16 @@ def test_a_run_is_repaired_where_a_start_relied_on_an_end_through_a_choice() -> 
         assert order.index(issue[wait.index]) < order.index(issue[reader.index])
         order, _ = runner.run(seed, 0.1, target, {issue[wait.index]: {issue[reader.index]}})
         assert not runner.needs(order)[start] >> end & 1
-    pending = {(reader.index, writer.index): (reader, writer, 0)}
-    analysis._repair(reader.index, writer.index, pending)
+    repairs_to_a_race(analysis, reader, writer)
+
+
+def repairs_to_a_race(analysis: Analysis, a, b) -> None:
+    """Repaired runs for the pair (a, b) answer it: a race whose witness replays."""
+    pending = {(a.index, b.index): (a, b, 0)}
+    analysis._repair(a.index, b.index, pending)
     assert not pending
     (_, witness), = analysis.parts.races.values()
-    replays(program, witness)
-
+    replays(analysis.program, witness)
 
 
 INTERCEPTED = """\
@@ -546,11 +550,7 @@ def test_a_wait_bound_in_program_order_is_repaired_by_another_record_between() -
     assert analysis._spoilers(late, start, end) == [(issue[other.index], issue[wait.index])]
     early = late[:1] + late[-2:-1] + late[1:-2] + late[-1:]  # b's record before a's record
     assert analysis._spoilers(early, start, end) == [(issue[record.index], issue[other.index])]
-    pending = {(writer.index, reader.index): (writer, reader, 0)}
-    analysis._repair(writer.index, reader.index, pending)
-    assert not pending
-    (_, witness), = analysis.parts.races.values()
-    replays(program, witness)
+    repairs_to_a_race(analysis, writer, reader)
 
 
 FLAG_FIRST = """\
