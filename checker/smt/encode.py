@@ -356,9 +356,10 @@ class Encoding:
         """(variable, integer) for every binding integer of `_latest_by_key`, given every
         step's time: what the definition makes them (`evaluate.binding_values`)."""
         variables = [v for bound, bound_time, _, _ in self._bindings for v in (bound, bound_time)]
-        return list(zip(variables, plain_binding_values(self._plain_bindings(), times)))
+        return list(zip(variables, plain_binding_values(self.plain_bindings(), times)))
 
-    def _plain_bindings(self) -> tuple:
+    def plain_bindings(self) -> tuple:
+        """The linear snapshot bindings as `evaluate.binding_values` takes them."""
         return tuple((own, candidates) for _, _, own, candidates in self._bindings)
 
     # --- base assertions ------------------------------------------------------------------
@@ -443,7 +444,7 @@ class Encoding:
             if source is None:
                 return None
             sources[i] = source
-        return FactBook(sources, self._plain_bindings(), frozenset(self.order.impossible), self.horizon)
+        return FactBook(sources, self.plain_bindings(), frozenset(self.order.impossible), self.horizon)
 
     def _source(self, step: int) -> str | None:
         """The source of one step's compiled facts (-1: the binding definitions), made once."""

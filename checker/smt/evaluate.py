@@ -47,6 +47,17 @@ def binding_values(bindings, times: list[int]) -> list[int]:
     return values
 
 
+def holds(facts, order: list[int], horizon: int, bindings) -> bool:
+    """Whether every compiled fact holds for the execution `order`: a step's time is its
+    place in `order` (`horizon` if it is not in it), and the binding integers are what
+    those times make them (`bindings` as `binding_values` takes them)."""
+    position = {step: k for k, step in enumerate(order)}
+    times = [position.get(i, horizon) for i in range(horizon)]
+    happened = [i in position for i in range(horizon)]
+    values = binding_values(bindings, times)
+    return all(fact(times, happened, values) for fact in facts)
+
+
 class FactBook:
     """Every step's base facts of one program compiled (`Encoding.fact_book`), with what
     checking an execution needs besides: made once, by the session that built the base, and
@@ -70,12 +81,8 @@ class FactBook:
         """Whether the base admits the execution `order` (as `Session.admits`)."""
         if any(step in self.impossible for step in order):
             return False
-        position = {step: k for k, step in enumerate(order)}
-        times = [position.get(i, self.horizon) for i in range(self.horizon)]
-        happened = [i in position for i in range(self.horizon)]
-        values = binding_values(self.bindings, times)
-        return all(self._function(step)(times, happened, values)
-                   for step in [*order, -1] if step in self.sources)
+        return holds((self._function(step) for step in [*order, -1] if step in self.sources),
+                     order, self.horizon, self.bindings)
 
     def _function(self, step: int) -> Fact:
         made = self._functions.get(step)

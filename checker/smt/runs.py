@@ -296,7 +296,7 @@ class Runner:
 
     def _choose(self, rng: random.Random, ready: list[int], position: dict[int, int], held: frozenset,
                 starts: list[int], eager: float, after: dict[int, set[int]] | None,
-                frontier: Frontier | None = None) -> int:
+                frontier: Frontier) -> int:
         """The next step of a run (`run`), at random within its preferences."""
         steps = self.layout.steps
         if after:
@@ -306,7 +306,7 @@ class Runner:
         if SETTERS_FIRST and starts:
             setters = self._setter_statements()
             ready = [y for y in ready if steps[y].kind is StepKind.ISSUE and steps[y].statement in setters] or ready
-        if AVOID_STUCK and starts and frontier is not None and frontier.unset:
+        if AVOID_STUCK and starts and frontier.unset:
             statements = self.program.statements
             stuck = {statements[steps[y].statement].stream for y in frontier.unset} - {None}
             ready = [y for y in ready if steps[y].kind is not StepKind.ISSUE

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import z3
 
 from checker.smt.encode import Encoding, to_z3
+from checker.smt.evaluate import holds
 from checker.witness import Witness
 
 
@@ -188,18 +189,14 @@ class Session:
         facts = encoding.facts_of(order)
         if facts is None:
             return None
-        position = {step: k for k, step in enumerate(order)}
-        times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
-        bindings = encoding.binding_values(times)
         compiled = encoding.compiled_facts_of(order)
         if compiled is not None:
-            happened = [i in position for i in range(len(encoding.hap))]
-            values = [value for _, value in bindings]
-            return Sat(encoding.witness(order), tuple(order)) if all(
-                fact(times, happened, values) for fact in compiled) else None
-        if not self.substituted(facts, times, position, bindings):
-            return None
-        return Sat(encoding.witness(order), tuple(order))
+            admitted = holds(compiled, order, encoding.horizon, encoding.plain_bindings())
+        else:
+            position = {step: k for k, step in enumerate(order)}
+            times = [position.get(i, encoding.horizon) for i in range(encoding.horizon)]
+            admitted = self.substituted(facts, times, position, encoding.binding_values(times))
+        return Sat(encoding.witness(order), tuple(order)) if admitted else None
 
     def substituted(self, facts: list, times: list[int], position: dict, bindings: list) -> bool:
         """Whether `facts` hold once the values are substituted (what `admits` does with a
