@@ -149,7 +149,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
                 result.left = []
                 merged.merge(result)
                 stats.add(result.stats)
-        jobs = split(races, lifetimes, taken)
+        jobs = split(races, lifetimes, taken, slow=repairing)
         finished = []
 
         def done(k: int) -> None:

@@ -37,6 +37,10 @@ REPAIR_JOBS = 1
 predictions), but only those of its own job, so more jobs leave more questions to the solver
 (rand3x100-0, 2 workers, 60 s: one job left 47 undecided, two 68, six 107)."""
 
+SLOW_JOBS = 2
+"""At least this many `races` jobs where the solver was found slow: each asks shorter
+programs about its pairs, which takes seconds per pair, and two workers share them."""
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
@@ -45,6 +49,9 @@ class Job:
     questions: tuple
     """races and repairs: (a, b, memory) statement indices; lifetimes: (statement, kind
     value, wording); deadlock: the guaranteed steps to assert."""
+    slow: bool = False
+    """The first session found the solver slow on this program: a `races` job asks shorter
+    programs first (`Analysis.races`'s `shorter`)."""
 
 
 @contextlib.contextmanager
@@ -60,18 +67,22 @@ def fresh_context():
         module._main_ctx = saved
 
 
-def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: str = "races") -> list[Job]:
+def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: str = "races",
+          slow: bool = False) -> list[Job]:
     """Jobs for the questions left: contiguous slices of the race pairs (in the order
     given: the caller lists the pairs of the same source statements together, so that they
     share a session, its models and its queries about any of them), the dead uses, the
     deadlock. The split depends on the questions alone. `kind`: `repairs` makes the race
-    jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions."""
+    jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions. `slow`:
+    as `Job.slow`, for the race jobs."""
     jobs = []
     if races:
         count = min(MAX_JOBS if kind == "races" else REPAIR_JOBS, max(1, math.ceil(len(races) / CHUNK)))
+        if kind == "races" and slow:
+            count = min(len(races), max(count, SLOW_JOBS))
         size = math.ceil(len(races) / count)
         for k in range(0, len(races), size):
-            jobs.append(Job(kind, tuple(races[k:k + size])))
+            jobs.append(Job(kind, tuple(races[k:k + size]), slow))
     if lifetimes:
         jobs.append(Job("lifetimes", tuple(lifetimes)))
     if deadlock is not None:
@@ -90,7 +101,7 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
         statements = program.statements
         if job.kind == "races":
             analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions],
-                           runs=False, repair=False)
+                           runs=False, repair=False, shorter=job.slow)
         elif job.kind == "repairs":
             left = analysis.repair_all([(statements[a], statements[b], m) for a, b, m in job.questions])
             analysis.parts.left = [(a.index, b.index, m) for a, b, m in left]

@@ -27,6 +27,7 @@ from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
+from checker.smt.prefix import cuts_for, prefix
 from checker.smt.progress import guaranteed_steps
 from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.runs import Runner
@@ -50,6 +51,14 @@ past it, the solver is slow, and the question goes back to repaired runs, unansw
 PROBE_ASKS = 4
 """Questions the probe asks before it may call the solver slow: one question's time says
 little (the first class may be an easy or a hard one)."""
+PREFIX_EXTRA = (10, 20, 30)
+"""Shorter programs asked about a race pair in turn (`_settle_prefix`): each thread keeps its
+own statements of the pair and this many more. On rand3x100-1 the solver finds in them 16 of
+the 25 races it finds in neither session of the whole program (bench/README.md)."""
+PREFIX_ROUND = 10
+"""Threads are cut at multiples of this, so that nearby pairs share a shorter program."""
+PREFIX_TIMEOUT = 5.0
+"""Seconds a question about a shorter program may take (at most the budget's timeout)."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -542,12 +551,15 @@ class Analysis:
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
 
-    def races(self, candidates=None, runs: bool = True, repair: bool = True, probe: bool = False) -> list:
+    def races(self, candidates=None, runs: bool = True, repair: bool = True, probe: bool = False,
+              shorter: bool = False) -> list:
         """Asks every race question (`candidates`: (a, b, memory) triples; default: all),
         first reading the concrete runs when `runs`, and repairing runs (`_repair`) while
         the solver is slow when `repair`. With `probe`, the solver is being measured
         (`solver_slow`): each question gets at most PROBE_TIMEOUT, and the questions still
-        open once it has shown itself slow are returned unasked, for repaired runs first."""
+        open once it has shown itself slow are returned unasked, for repaired runs first.
+        With `shorter` (the solver was found slow on this program), every pair is asked of
+        shorter programs first (`_settle_prefix`), which answer races much faster."""
         candidates = self.race_candidates() if candidates is None else candidates
         if runs:
             candidates = self.harvest_races(candidates)
@@ -555,6 +567,9 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         classes = list(self._classes(pending).values())
         repaired: set[tuple[int, int]] = set()
+        if shorter and self._threads > 1:
+            self._settle_prefix(list(pending), pending)
+            classes = [[pair for pair in members if pair in pending] for members in classes]
         self._probing = probe
         try:
             for k, members in enumerate(classes):
@@ -666,6 +681,50 @@ class Analysis:
                     return
             self.stats["relaxed_added"] += self.relaxed.add(windows)
             group = [pair for pair in group if pair in pending]
+
+    def _settle_prefix(self, group: list, pending: dict) -> None:
+        """Asks about the pairs of `group` in shorter programs (`prefix.py`), keeping each
+        PREFIX_EXTRA statements past the pair's in turn: per shorter program, whether any of
+        its pairs races, again until it says no or cannot tell. Each execution found is the
+        start of one of this program; it is checked here (`admits`) and answers every pair
+        it shows or predicts. "No" in a shorter program answers nothing."""
+        position = self.encoding.layout.position
+        for extra in PREFIX_EXTRA:
+            by_cuts: dict[tuple[int, ...], list] = {}
+            for pair in group:
+                if pair in pending:
+                    by_cuts.setdefault(cuts_for(self.program, position, pair, extra, PREFIX_ROUND), []).append(pair)
+            for cuts, pairs in by_cuts.items():
+                if self._spent():
+                    return
+                if sum(cuts) < len(self.program.statements):  # the whole program is asked elsewhere
+                    self._ask_prefix(cuts, pairs, pending)
+
+    def _ask_prefix(self, cuts: tuple[int, ...], pairs: list, pending: dict) -> None:
+        shorter = prefix(self.program, cuts)
+        encoding = Encoding(shorter.program)
+        back = {old: new for new, old in enumerate(shorter.original)}
+        timeout = min(PREFIX_TIMEOUT, self.budget.timeout)
+        session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline)
+        statements = shorter.program.statements
+        while pairs:
+            began = time.perf_counter()
+            verdict = session.ask(any_of([encoding.race(statements[back[a]], statements[back[b]]) for a, b in pairs]))
+            self.stats["prefix_asked"] = self.stats.get("prefix_asked", 0) + 1
+            self.stats["slowest"] = max(self.stats["slowest"], time.perf_counter() - began)
+            if not isinstance(verdict, Sat):
+                return
+            steps = encoding.steps
+            order = [self.encoding.step(steps[step].kind, shorter.original[steps[step].statement])
+                     for step in verdict.order]
+            admitted = self.admits(order)
+            found = self._harvest(admitted, pending) if admitted is not None else {}
+            if not found:
+                return  # never expected: the execution is one of this program too
+            self.stats["prefix_sat"] = self.stats.get("prefix_sat", 0) + 1
+            self._take_model(found, pending)
+            self._predict(order, pending)
+            pairs = [pair for pair in pairs if pair in pending]
 
     def _take_model(self, found: dict, pending: dict) -> None:
         for done in found:
