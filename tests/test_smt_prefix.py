@@ -145,3 +145,23 @@ def test_slow_programs_split_their_race_questions_over_at_least_two_jobs() -> No
     jobs = split(races, [], None, slow=True)
     assert len(jobs) == min(SLOW_JOBS, len(races)) and all(job.slow for job in jobs)
     assert sorted(q for job in jobs for q in job.questions) == sorted(races)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=12))
+def test_a_fresh_session_answers_as_a_scoped_one(text: str) -> None:
+    """`Session(fresh=True)` (a new solver per question, as the shorter programs are asked)
+    says sat and unsat where the scoped session does, and its models are executions."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    encoding = Encoding(program)
+    scoped = Session(encoding, Budget(timeout=60.0))
+    fresh = Session(encoding, Budget(timeout=60.0), fresh=True)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    for a, b, _ in analysis.race_candidates()[:6]:
+        query = encoding.race(a, b)
+        one, other = scoped.ask(query), fresh.ask(query)
+        assert type(one) is type(other), text
+        if type(other).__name__ == "Sat":
+            assert scoped.admits(list(other.order)) is not None
+            replays(program, other.witness)

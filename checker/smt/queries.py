@@ -705,26 +705,27 @@ class Analysis:
         encoding = Encoding(shorter.program)
         back = {old: new for new, old in enumerate(shorter.original)}
         timeout = min(PREFIX_TIMEOUT, self.budget.timeout)
-        session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline)
+        session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline, fresh=True)
         statements = shorter.program.statements
-        while pairs:
+        for a, b in pairs:
+            if (a, b) not in pending or self._spent():
+                continue
             began = time.perf_counter()
-            verdict = session.ask(any_of([encoding.race(statements[back[a]], statements[back[b]]) for a, b in pairs]))
+            verdict = session.ask(encoding.race(statements[back[a]], statements[back[b]]))
             self.stats["prefix_asked"] = self.stats.get("prefix_asked", 0) + 1
             self.stats["slowest"] = max(self.stats["slowest"], time.perf_counter() - began)
             if not isinstance(verdict, Sat):
-                return
+                continue
             steps = encoding.steps
             order = [self.encoding.step(steps[step].kind, shorter.original[steps[step].statement])
                      for step in verdict.order]
             admitted = self.admits(order)
             found = self._harvest(admitted, pending) if admitted is not None else {}
-            if not found:
+            if (a, b) not in found:
                 return  # never expected: the execution is one of this program too
             self.stats["prefix_sat"] = self.stats.get("prefix_sat", 0) + 1
             self._take_model(found, pending)
             self._predict(order, pending)
-            pairs = [pair for pair in pairs if pair in pending]
 
     def _take_model(self, found: dict, pending: dict) -> None:
         for done in found:
