@@ -109,6 +109,7 @@ def test_races_found_in_shorter_programs_are_races(text: str) -> None:
     pending = {(a.index, b.index): (a, b, m) for a, b, m in analysis.race_candidates()}
     with mock.patch("checker.smt.queries.PREFIX_EXTRA", (0, 1, 3)), mock.patch("checker.smt.queries.PREFIX_ROUND", 1):
         analysis._settle_prefix(list(pending), pending)
+    assert analysis.stats.get("prefix_rejected", 0) == 0, text
     statements = program.statements
     for (a, b), (_, witness) in analysis.parts.races.items():
         replays(program, witness)

@@ -10,8 +10,8 @@ program; "no" in it says nothing.
 
 The shorter program's formulas are much smaller, and the solver finds executions in it that
 it does not find in the whole program within seconds (bench/README.md). Each execution it
-gives is mapped back to the whole program's steps (`Prefix.steps`) and checked there like
-any other (`Session.admits`).
+gives is mapped back to the whole program's steps (`Prefix.original`) and checked there like
+any other (`Analysis._ask_prefix`, `Session.admits`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ all is a question; instance pairs of the same two source statements are grouped 
 finding. Use-after-free and use-before-alloc: one question per accessing statement whose
 bytes some free / alloc covers. Deadlock: one question, unless `progress.py` shows every
 step is taken. Concrete runs (`runs.py`) answer the questions they show or predict first,
-then runs repaired for each race question left (while the solver is slow); each model the
-solver finds answers every other question it shows as well. A query the solver cannot
+then runs repaired for each race question left (while the solver is slow), then shorter
+programs (`prefix.py`, races only, where the solver was found slow); each model the solver
+finds answers every other question it shows as well. A query the solver cannot
 decide becomes an UNKNOWN finding naming what was asked.
 
 An `Analysis` keeps its answers as `Parts` (raw, ungrouped), so that answers from several
@@ -53,8 +54,9 @@ PROBE_ASKS = 4
 little (the first class may be an easy or a hard one)."""
 PREFIX_EXTRA = (10, 20, 30)
 """Shorter programs asked about a race pair in turn (`_settle_prefix`): each thread keeps its
-own statements of the pair and this many more. On rand3x100-1 the solver finds in them 16 of
-the 25 races it finds in neither session of the whole program (bench/README.md)."""
+own statements of the pair and this many more. Of the 39 / 25 / 38 pairs repaired runs leave
+on rand3x100 seeds 0-2, which the whole program's solver does not answer within 10 s, they
+answer 19 / 17 / 37 (bench/README.md)."""
 PREFIX_ROUND = 10
 """Threads are cut at multiples of this, so that nearby pairs share a shorter program."""
 PREFIX_TIMEOUT = 5.0
@@ -684,10 +686,10 @@ class Analysis:
 
     def _settle_prefix(self, group: list, pending: dict) -> None:
         """Asks about the pairs of `group` in shorter programs (`prefix.py`), keeping each
-        PREFIX_EXTRA statements past the pair's in turn: per shorter program, whether any of
-        its pairs races, again until it says no or cannot tell. Each execution found is the
-        start of one of this program; it is checked here (`admits`) and answers every pair
-        it shows or predicts. "No" in a shorter program answers nothing."""
+        PREFIX_EXTRA statements past the pair's in turn, every pair at one length before the
+        next. Each execution found is the start of one of this program; it is checked here
+        (`admits`) and answers every pair it shows or predicts. "No" in a shorter program
+        answers nothing."""
         position = self.encoding.layout.position
         for extra in PREFIX_EXTRA:
             by_cuts: dict[tuple[int, ...], list] = {}
@@ -701,6 +703,8 @@ class Analysis:
                     self._ask_prefix(cuts, pairs, pending)
 
     def _ask_prefix(self, cuts: tuple[int, ...], pairs: list, pending: dict) -> None:
+        """Asks whether each of `pairs` races in the program cut at `cuts`, one question per
+        pair on a fresh solver (`Session`'s `fresh`)."""
         shorter = prefix(self.program, cuts)
         encoding = Encoding(shorter.program)
         back = {old: new for new, old in enumerate(shorter.original)}
@@ -721,8 +725,9 @@ class Analysis:
                      for step in verdict.order]
             admitted = self.admits(order)
             found = self._harvest(admitted, pending) if admitted is not None else {}
-            if (a, b) not in found:
-                return  # never expected: the execution is one of this program too
+            if (a, b) not in found:  # never expected: the execution is one of this program too
+                self.stats["prefix_rejected"] = self.stats.get("prefix_rejected", 0) + 1
+                continue
             self.stats["prefix_sat"] = self.stats.get("prefix_sat", 0) + 1
             self._take_model(found, pending)
             self._predict(order, pending)
