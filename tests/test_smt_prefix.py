@@ -17,6 +17,7 @@ from checker.smt.encode import Encoding
 from checker.smt.jobs import SLOW_JOBS, split
 from checker.smt.prefix import cuts_for, prefix
 from checker.smt.queries import Analysis
+from checker.smt.rules import MAX_OPEN, TooLarge
 from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Session, Unknown
 from strategies import specs
@@ -166,3 +167,15 @@ def test_a_fresh_session_answers_as_a_scoped_one(text: str) -> None:
         if type(other).__name__ == "Sat":
             assert scoped.admits(list(other.order)) is not None
             replays(program, other.witness)
+
+
+def test_a_shorter_program_too_large_to_encode_answers_nothing() -> None:
+    program = load_text(HANDOFF).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    pending = {(a.index, b.index): (a, b, m) for a, b, m in analysis.race_candidates()}
+    assert pending
+    too_large = mock.Mock(side_effect=TooLarge(0, MAX_OPEN + 1))
+    with mock.patch("checker.smt.queries.Encoding", too_large), mock.patch("checker.smt.queries.PREFIX_EXTRA", (0, 1)):
+        analysis._settle_prefix(list(pending), pending)
+    assert too_large.called
+    assert not analysis.racing and len(pending) == len(analysis.race_candidates())

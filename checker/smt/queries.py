@@ -31,6 +31,7 @@ from checker.smt.order import MustOrder
 from checker.smt.prefix import cuts_for, prefix
 from checker.smt.progress import guaranteed_steps
 from checker.smt.relaxed import RelaxedSession, Window
+from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
@@ -706,10 +707,13 @@ class Analysis:
         """Asks whether each of `pairs` races in the program cut at `cuts`, one question per
         pair on a fresh solver (`Session`'s `fresh`)."""
         shorter = prefix(self.program, cuts)
-        encoding = Encoding(shorter.program)
         back = {old: new for new, old in enumerate(shorter.original)}
         timeout = min(PREFIX_TIMEOUT, self.budget.timeout)
-        session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline, fresh=True)
+        try:
+            encoding = Encoding(shorter.program)
+            session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline, fresh=True)
+        except TooLarge:  # not expected (it has fewer open choices), but it answers nothing
+            return
         statements = shorter.program.statements
         for a, b in pairs:
             if (a, b) not in pending or self._spent():
