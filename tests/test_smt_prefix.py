@@ -44,11 +44,6 @@ thread b {
 """
 
 
-def mapped(shorter, whole: Encoding, encoding: Encoding, order) -> list[int]:
-    steps = encoding.steps
-    return [whole.step(steps[s].kind, shorter.original[steps[s].statement]) for s in order]
-
-
 def test_a_shorter_program_keeps_the_first_statements_of_each_thread() -> None:
     program = load_text(HANDOFF).program
     shorter = prefix(program, (2, 1))
@@ -93,7 +88,7 @@ def test_an_execution_of_a_shorter_program_starts_one_of_the_whole(text: str, da
     encoding = Encoding(shorter.program)
     order, _ = Runner(encoding).run(data.draw(st.integers(0, 1000)), data.draw(st.sampled_from([0.05, 0.5])))
     whole = Encoding(program)
-    full = mapped(shorter, whole, encoding, order)
+    full = shorter.whole_order(order, encoding, whole)
     verdict = Session(whole, Budget(timeout=60.0)).admits(full)
     assert verdict is not None, (text, cuts)
     replays(program, verdict.witness)

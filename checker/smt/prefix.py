@@ -10,7 +10,7 @@ program; "no" in it says nothing.
 
 The shorter program's formulas are much smaller, and the solver finds executions in it that
 it does not find in the whole program within seconds (bench/README.md). Each execution it
-gives is mapped back to the whole program's steps (`Prefix.original`) and checked there like
+gives is mapped back to the whole program's steps (`Prefix.whole_order`) and checked there like
 any other (`Analysis._ask_prefix`, `Session.admits`).
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from checker.ir import Program
+from checker.smt.encode import Encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,12 @@ class Prefix:
     """The shorter program."""
     original: tuple[int, ...]
     """Per statement of the shorter program, its index in the whole one."""
+
+    def whole_order(self, order, shorter: Encoding, whole: Encoding) -> list[int]:
+        """`order`, steps of the shorter program's encoding, as the same steps of the whole
+        program's encoding."""
+        steps = shorter.steps
+        return [whole.step(steps[step].kind, self.original[steps[step].statement]) for step in order]
 
 
 def prefix(program: Program, cuts: tuple[int, ...]) -> Prefix:

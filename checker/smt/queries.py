@@ -724,9 +724,7 @@ class Analysis:
             self.stats["slowest"] = max(self.stats["slowest"], time.perf_counter() - began)
             if not isinstance(verdict, Sat):
                 continue
-            steps = encoding.steps
-            order = [self.encoding.step(steps[step].kind, shorter.original[steps[step].statement])
-                     for step in verdict.order]
+            order = shorter.whole_order(verdict.order, encoding, self.encoding)
             admitted = self.admits(order)
             found = self._harvest(admitted, pending) if admitted is not None else {}
             if (a, b) not in found:  # never expected: the execution is one of this program too
