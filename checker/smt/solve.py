@@ -107,7 +107,7 @@ class Session:
         self.budget = budget
         self.base = encoding.base() if base is None else base
         self.fresh = fresh
-        self.solver = self._new_solver()
+        self._solver = None if fresh else self._new_solver()
         self.checks = 0
         self._constants: dict = {}
         if deadline is None and budget.total is not None:
@@ -115,6 +115,14 @@ class Session:
         self.deadline = deadline
         """Wall-clock time (`time.time()`) after which no question is asked: shared by every
         session of one program, also across worker processes."""
+
+    @property
+    def solver(self) -> z3.Solver:
+        """The scoped solver: every `ask` unless `fresh`, `confirm`, and the facts the
+        relaxed session adds back. A fresh session makes it only if `confirm` needs it."""
+        if self._solver is None:
+            self._solver = self._new_solver()
+        return self._solver
 
     def _new_solver(self) -> z3.Solver:
         solver = z3.Solver()
