@@ -112,6 +112,7 @@ def repaired_analysis(program, workers: int, seen: list | None = None):
         return jobs.answer_all(program, order, questions, *args, **kwargs)
 
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
+            mock.patch.object(jobs, "REPAIR_CHUNK", 1), \
             mock.patch.object(jobs, "REPAIR_JOBS", jobs.MAX_JOBS), mock.patch.object(smt, "answer_all", spy), \
             mock.patch.object(Analysis, "harvest_races", lambda self, candidates: list(candidates)), \
             mock.patch.object(Analysis, "solver_slow", lambda self: True), \
@@ -145,3 +146,38 @@ def test_repair_jobs_run_in_worker_processes() -> None:
     assert any(job.kind == "repairs" for job in seen)
     assert split == repaired_analysis(program, workers=1)
     assert verdicts(program, split) == verdicts(program, smt.analyze(program))
+
+
+def test_a_repairs_job_answers_the_pairs_it_watches_without_repairing_them() -> None:
+    """A run repaired for the job's own pair that shows a watched pair racing answers it;
+    a watched pair is never returned as left, and gets no runs of its own."""
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    program = load_text(TWO_WRITERS).program
+    analysis = Analysis(program, Budget(60.0))
+    candidates = analysis.race_candidates()
+    assert len(candidates) >= 2
+    own, watched = candidates[:1], candidates[1:]
+    repaired: list = []
+    original = Analysis._repair
+
+    def spy(self, a, b, pending):
+        repaired.append((a, b))
+        return original(self, a, b, pending)
+
+    with mock.patch.object(Analysis, "_repair", spy):
+        left = analysis.repair_all(own, watched)
+    assert repaired == [(own[0][0].index, own[0][1].index)]
+    assert all((a.index, b.index) == (own[0][0].index, own[0][1].index) for a, b, _ in left)
+    answered = {pair for pair in analysis.racing}
+    assert answered & {(a.index, b.index) for a, b, _ in watched}, "no watched pair answered"
+
+
+def test_repairs_jobs_watch_each_others_pairs() -> None:
+    races = [(k, k + 1, 0) for k in range(0, 120, 2)]
+    split_up = jobs.split(races, [], None, kind="repairs")
+    assert len(split_up) == min(jobs.REPAIR_JOBS, 3)
+    for job in split_up:
+        assert set(job.questions) | set(job.watch) == set(races)
+        assert not set(job.questions) & set(job.watch)

@@ -143,12 +143,11 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
                       f"{len(repaired)} of {len(repairs)} sets of repaired runs")
 
             _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
-            races = []
             for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one, book):
-                races += result.left
-                result.left = []
                 merged.merge(result)
                 stats.add(result.stats)
+            # Each job watched the others' pairs: what is left is what no job answered.
+            races = [race for race in races if race[:2] not in merged.races]
         jobs = split(races, lifetimes, taken, slow=repairing)
         finished = []
 

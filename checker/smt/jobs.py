@@ -32,10 +32,14 @@ split into jobs."""
 CHUNK = 100
 """Questions per job (about), when split."""
 MAX_JOBS = 8
-REPAIR_JOBS = 1
-"""At most this many `repairs` jobs: a run repaired for one pair often answers others (its
-predictions), but only those of its own job, so more jobs leave more questions to the solver
+REPAIR_JOBS = 2
+"""At most this many `repairs` jobs. A run repaired for one pair often answers others (its
+predictions), so each job watches every pair of the split (`Job.watch`) and the answers are
+merged: jobs that each answered only their own pairs left more questions to the solver
 (rand3x100-0, 2 workers, 60 s: one job left 47 undecided, two 68, six 107)."""
+REPAIR_CHUNK = 25
+"""Repair questions per `repairs` job (about), when split: repaired runs take about 0.1 s
+per pair, so a second worker pays off from a few dozen pairs."""
 
 SLOW_JOBS = 2
 """At least this many `races` jobs where the solver was found slow: each asks shorter
@@ -52,6 +56,9 @@ class Job:
     slow: bool = False
     """The first session found the solver slow on this program: a `races` job asks shorter
     programs first (`Analysis.races`'s `shorter`)."""
+    watch: tuple = ()
+    """repairs: the other jobs' questions. The job's runs answer them too where they show or
+    predict their races, but repair no runs for them."""
 
 
 @contextlib.contextmanager
@@ -73,16 +80,21 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
     given: the caller lists the pairs of the same source statements together, so that they
     share a session, its models and its queries about any of them), the dead uses, the
     deadlock. The split depends on the questions alone. `kind`: `repairs` makes the race
-    jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions. `slow`:
-    as `Job.slow`, for the race jobs."""
+    jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions; each
+    watches the others' pairs (`Job.watch`). `slow`: as `Job.slow`, for the race jobs."""
     jobs = []
     if races:
-        count = min(MAX_JOBS if kind == "races" else REPAIR_JOBS, max(1, math.ceil(len(races) / CHUNK)))
-        if kind == "races" and slow:
-            count = min(len(races), max(count, SLOW_JOBS))
+        if kind == "races":
+            count = min(MAX_JOBS, max(1, math.ceil(len(races) / CHUNK)))
+            if slow:
+                count = min(len(races), max(count, SLOW_JOBS))
+        else:
+            count = min(REPAIR_JOBS, max(1, math.ceil(len(races) / REPAIR_CHUNK)))
         size = math.ceil(len(races) / count)
         for k in range(0, len(races), size):
-            jobs.append(Job(kind, tuple(races[k:k + size]), slow))
+            own = tuple(races[k:k + size])
+            watch = tuple(races[:k]) + tuple(races[k + size:]) if kind == "repairs" else ()
+            jobs.append(Job(kind, own, slow, watch))
     if lifetimes:
         jobs.append(Job("lifetimes", tuple(lifetimes)))
     if deadlock is not None:
@@ -103,8 +115,10 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
             analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions],
                            runs=False, repair=False, shorter=job.slow)
         elif job.kind == "repairs":
-            left = analysis.repair_all([(statements[a], statements[b], m) for a, b, m in job.questions])
-            analysis.parts.left = [(a.index, b.index, m) for a, b, m in left]
+            # What is left is read off the merged answers (`smt._analyze`): another job may
+            # have answered this job's pairs.
+            analysis.repair_all([(statements[a], statements[b], m) for a, b, m in job.questions],
+                                [(statements[a], statements[b], m) for a, b, m in job.watch])
         elif job.kind == "lifetimes":
             analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions],
                                runs=False)

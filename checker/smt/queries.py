@@ -17,6 +17,7 @@ sessions (`jobs.py`) merge into the same findings as one session's (`assemble`).
 
 from __future__ import annotations
 
+import heapq
 import random
 import time
 from bisect import bisect_left, bisect_right
@@ -53,15 +54,19 @@ past it, the solver is slow, and the question goes back to repaired runs, unansw
 PROBE_ASKS = 4
 """Questions the probe asks before it may call the solver slow: one question's time says
 little (the first class may be an easy or a hard one)."""
-PREFIX_EXTRA = (10, 20, 30)
+PREFIX_EXTRA = (10, 20, 30, 40, 50, 60, 80)
 """Shorter programs asked about a race pair in turn (`_settle_prefix`): each thread keeps its
-own statements of the pair and this many more. Of the 39 / 25 / 38 pairs repaired runs leave
-on rand3x100 seeds 0-2, which the whole program's solver does not answer within 10 s, they
-answer 19 / 17 / 37 (bench/README.md)."""
+own statements of the pair and this many more, until the race is found or the shorter program
+would be the whole one. Of the 39 / 25 / 38 pairs repaired runs leave on rand3x100 seeds 0-2,
+which the whole program's solver does not answer within 10 s, the first three lengths answer
+19 / 17 / 37 (bench/README.md); some races need the other threads 50 or 70 statements deep,
+where an await needs a notify issued that late."""
 PREFIX_ROUND = 10
 """Threads are cut at multiples of this, so that nearby pairs share a shorter program."""
 PREFIX_TIMEOUT = 5.0
 """Seconds a question about a shorter program may take (at most the budget's timeout)."""
+PREFIX_DEEP = 30
+"""Shorter programs keeping more than this many extra statements get twice PREFIX_TIMEOUT."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -79,8 +84,6 @@ class Parts:
     dead_unknowns: list = field(default_factory=list)
     deadlock: list = field(default_factory=list)
     """The deadlock finding, or the unknown about it."""
-    left: list = field(default_factory=list)
-    """Race questions (a, b, memory) a `repairs` job left for the solver."""
     not_asked: int = 0
     """Questions skipped because the total budget ran out (reported as one unknown)."""
     stats: dict = field(default_factory=dict)
@@ -91,7 +94,6 @@ class Parts:
         self.dead.update(other.dead)
         self.dead_unknowns += other.dead_unknowns
         self.deadlock += other.deadlock
-        self.left += other.left
         self.not_asked += other.not_asked
 
 
@@ -544,15 +546,19 @@ class Analysis:
                     frontier.append(blocker)
         return choices
 
-    def repair_all(self, candidates: list) -> list:
-        """Runs repaired for every race question (`_repair`); the questions left."""
+    def repair_all(self, candidates: list, watch: list = ()) -> list:
+        """Runs repaired for every race question (`_repair`); the questions left. The races
+        the runs show or predict among `watch` (questions of other jobs, which get no runs of
+        their own here) are answered too."""
         began = time.process_time()
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
-        for pair in list(pending):
+        own = list(pending)
+        pending.update({(a.index, b.index): (a, b, m) for a, b, m in watch})
+        for pair in own:
             if pair in pending and not self._spent():
                 self._repair(*pair, pending)
         self.stats["races"] += time.process_time() - began
-        return list(pending.values())
+        return [pending[pair] for pair in own if pair in pending]
 
     def races(self, candidates=None, runs: bool = True, repair: bool = True, probe: bool = False,
               shorter: bool = False) -> list:
@@ -686,29 +692,51 @@ class Analysis:
             group = [pair for pair in group if pair in pending]
 
     def _settle_prefix(self, group: list, pending: dict) -> None:
-        """Asks about the pairs of `group` in shorter programs (`prefix.py`), keeping each
-        PREFIX_EXTRA statements past the pair's in turn, every pair at one length before the
-        next. Each execution found is the start of one of this program; it is checked here
-        (`admits`) and answers every pair it shows or predicts. "No" in a shorter program
-        answers nothing."""
+        """Asks about the pairs of `group` in shorter programs (`prefix.py`), keeping
+        PREFIX_EXTRA statements past the pair's in turn for each pair, the smallest shorter
+        program waiting first (its questions are the cheapest; pairs waiting for the same
+        one share it). Each execution found is the start of one of this program; it is
+        checked here (`admits`) and answers every pair it shows or predicts. "No" in a
+        shorter program answers nothing: the pair waits for its next length, until that
+        would be the whole program (asked elsewhere)."""
         position = self.encoding.layout.position
-        for extra in PREFIX_EXTRA:
-            by_cuts: dict[tuple[int, ...], list] = {}
-            for pair in group:
-                if pair in pending:
-                    by_cuts.setdefault(cuts_for(self.program, position, pair, extra, PREFIX_ROUND), []).append(pair)
-            for cuts, pairs in by_cuts.items():
-                if self._spent():
-                    return
-                if sum(cuts) < len(self.program.statements):  # the whole program is asked elsewhere
-                    self._ask_prefix(cuts, pairs, pending)
+        whole = len(self.program.statements)
+        waiting: dict[tuple[int, ...], list[tuple[tuple[int, int], int]]] = {}
+        queue: list[tuple[int, tuple[int, ...]]] = []
 
-    def _ask_prefix(self, cuts: tuple[int, ...], pairs: list, pending: dict) -> None:
+        def place(pair: tuple[int, int], level: int, asked: tuple[int, ...] = ()) -> None:
+            for level in range(level, len(PREFIX_EXTRA)):
+                cuts = cuts_for(self.program, position, pair, PREFIX_EXTRA[level], PREFIX_ROUND)
+                if sum(cuts) >= whole:
+                    return
+                if cuts != asked:
+                    if cuts not in waiting:
+                        waiting[cuts] = []
+                        heapq.heappush(queue, (sum(cuts), cuts))
+                    waiting[cuts].append((pair, level))
+                    return
+
+        for pair in group:
+            if pair in pending:
+                place(pair, 0)
+        while queue and not self._spent():
+            _, cuts = heapq.heappop(queue)
+            entries = [(pair, level) for pair, level in waiting.pop(cuts) if pair in pending]
+            if not entries:
+                continue
+            deep = max(PREFIX_EXTRA[level] for _, level in entries) > PREFIX_DEEP
+            self._ask_prefix(cuts, [pair for pair, _ in entries], pending, PREFIX_TIMEOUT * (2 if deep else 1))
+            for pair, level in entries:
+                if pair in pending:
+                    place(pair, level + 1, cuts)
+
+    def _ask_prefix(self, cuts: tuple[int, ...], pairs: list, pending: dict, timeout: float) -> None:
         """Asks whether each of `pairs` races in the program cut at `cuts`, one question per
-        pair on a fresh solver (`Session`'s `fresh`)."""
+        pair on a fresh solver (`Session`'s `fresh`), each within `timeout` seconds (at most
+        the budget's)."""
         shorter = prefix(self.program, cuts)
         back = {old: new for new, old in enumerate(shorter.original)}
-        timeout = min(PREFIX_TIMEOUT, self.budget.timeout)
+        timeout = min(timeout, self.budget.timeout)
         try:
             encoding = Encoding(shorter.program)
             session = Session(encoding, replace(self.budget, timeout=timeout), self._deadline, fresh=True)
