@@ -142,6 +142,10 @@ def test_slow_programs_split_their_race_questions_over_at_least_two_jobs() -> No
     jobs = split(races, [], None, slow=True)
     assert len(jobs) == min(SLOW_JOBS, len(races)) and all(job.slow for job in jobs)
     assert sorted(q for job in jobs for q in job.questions) == sorted(races)
+    # Every k-th pair per job, so that a run of hard pairs of one class is shared.
+    many = [(k, k + 1, 0) for k in range(10)]
+    jobs = split(many, [], None, slow=True)
+    assert [list(job.questions) for job in jobs] == [many[k::len(jobs)] for k in range(len(jobs))]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
