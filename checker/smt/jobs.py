@@ -45,7 +45,7 @@ SLOW_JOBS = 2
 """At least this many `races` jobs where the solver was found slow: each asks shorter
 programs about its pairs, which takes seconds per pair, and two workers share them. Each
 takes every k-th pair (rand3x100-2, 2 workers: decided in 49 s wall instead of 56 s with
-contiguous slices). Four jobs left more questions open (rand3x100 seeds 1 / 0: 6 / 13
+contiguous slices). Four jobs left more questions open (rand3x100 seeds 1 / 0: 2 / 17
 against 2 / 11): a model answers only the pairs of its own job."""
 
 
@@ -84,8 +84,9 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
     share a session, its models and its queries about any of them), the dead uses, the
     deadlock. The split depends on the questions alone. `kind`: `repairs` makes the race
     jobs repair runs only (`Analysis.repair_all`), leaving the solver's questions; each
-    watches the others' pairs (`Job.watch`). `slow`: as `Job.slow`, for the race jobs, which
-    then take every k-th pair instead of a slice (`SLOW_JOBS`)."""
+    watches the others' pairs (`Job.watch`). `slow`: as `Job.slow`, for the race jobs.
+    `repairs` jobs and the race jobs of a slow program take every k-th pair instead of a
+    slice: their pairs each take seconds, not a query shared with the pairs beside them."""
     jobs = []
     if races:
         if kind == "races":
@@ -94,17 +95,19 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
                 count = min(len(races), max(count, SLOW_JOBS))
         else:
             count = min(REPAIR_JOBS, max(1, math.ceil(len(races) / REPAIR_CHUNK)))
-        if kind == "races" and slow:
-            # Every k-th pair: the pairs of one class tend to be alike (all answered within
-            # seconds, or all needing the longest shorter programs), and contiguous slices
-            # left one worker idle while the other asked the hard ones.
-            jobs += [Job(kind, tuple(races[k::count]), slow) for k in range(count)]
+        if kind == "repairs" or slow:
+            # Every k-th pair: the pairs of one class tend to be alike (all answered at
+            # once, or all needing many repaired runs or the longest shorter programs), and
+            # contiguous slices left one worker idle while the other took the hard ones.
+            for k in range(count):
+                own = tuple(races[k::count])
+                mine = set(own)
+                watch = tuple(race for race in races if race not in mine) if kind == "repairs" else ()
+                jobs.append(Job(kind, own, slow, watch))
         else:
             size = math.ceil(len(races) / count)
             for k in range(0, len(races), size):
-                own = tuple(races[k:k + size])
-                watch = tuple(races[:k]) + tuple(races[k + size:]) if kind == "repairs" else ()
-                jobs.append(Job(kind, own, slow, watch))
+                jobs.append(Job(kind, tuple(races[k:k + size])))
     if lifetimes:
         jobs.append(Job("lifetimes", tuple(lifetimes)))
     if deadlock is not None:
