@@ -61,8 +61,11 @@ would be the whole one. Of the 39 / 25 / 38 pairs repaired runs leave on rand3x1
 which the whole program's solver does not answer within 10 s, the first three lengths answer
 19 / 17 / 37 (bench/README.md); some races need the other threads 50 or 70 statements deep,
 where an await needs a notify issued that late."""
-PREFIX_ROUND = 10
-"""Threads are cut at multiples of this, so that nearby pairs share a shorter program."""
+PREFIX_ROUND = 1
+"""Threads are cut at multiples of this, so that nearby pairs share a shorter program. Pairs
+share less than a few more statements cost: on rand3x100-1 a pair whose race needs thread 1
+cut at 51 (sat in 5 s) got 60 with multiples of 10 (over 10 s), and seed 1 left one question
+undecided at 60 s where exact cuts decide it in 42 s (bench/README.md)."""
 PREFIX_TIMEOUT = 5.0
 """Seconds a question about a shorter program may take (at most the budget's timeout)."""
 PREFIX_DEEP = 30
