@@ -136,6 +136,29 @@ def test_shorter_programs_answer_races_the_whole_program_leaves_open() -> None:
     assert lines == {(7, 10)}
 
 
+def test_the_smallest_shorter_program_waiting_is_asked_first() -> None:
+    """Each pair is asked of longer and longer shorter programs until one would be the whole
+    program, and of all the programs pairs wait for, the smallest goes first."""
+    text = "device d { compute 4 }\nbuffer x 1MiB on d\nstream s[2] on d\n" + "".join(
+        f"thread t{t} {{\n" + "".join(f"  s[{t}]: kernel k{t}_{k} writes x 1ms\n" for k in range(8)) + "}\n"
+        for t in range(2))
+    program = load_text(text).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    pairs = [(0, 9), (2, 12), (6, 15)]  # early in both threads; a little later; late in both
+    asked: list = []
+
+    def record(self, cuts, pairs, pending, timeout):
+        asked.append((cuts, tuple(pairs)))
+
+    with mock.patch.object(Analysis, "_ask_prefix", record), \
+            mock.patch("checker.smt.queries.PREFIX_EXTRA", (1, 2, 4)):
+        analysis._settle_prefix(pairs, {pair: None for pair in pairs})
+    # Level by level would ask (2, 3), (4, 6), (3, 4), (5, 7), ...: smallest first instead.
+    assert asked == [((2, 3), ((0, 9),)), ((3, 4), ((0, 9),)), ((4, 6), ((2, 12),)),
+                     ((5, 6), ((0, 9),)), ((5, 7), ((2, 12),)), ((7, 8), ((2, 12),))]
+    # (6, 15) keeps all 16 statements with one more each: the whole program, asked elsewhere.
+
+
 def test_slow_programs_split_their_race_questions_over_at_least_two_jobs() -> None:
     races = [(0, 1, 0), (0, 2, 0), (1, 2, 0)]
     assert len(split(races, [], None)) == 1

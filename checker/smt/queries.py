@@ -62,10 +62,10 @@ which the whole program's solver does not answer within 10 s, the first three le
 19 / 17 / 37 (bench/README.md); some races need the other threads 50 or 70 statements deep,
 where an await needs a notify issued that late."""
 PREFIX_ROUND = 1
-"""Threads are cut at multiples of this, so that nearby pairs share a shorter program. Pairs
-share less than a few more statements cost: on rand3x100-1 a pair whose race needs thread 1
-cut at 51 (sat in 5 s) got 60 with multiples of 10 (over 10 s), and seed 1 left one question
-undecided at 60 s where exact cuts decide it in 42 s (bench/README.md)."""
+"""Threads are cut at multiples of this, so that nearby pairs share a shorter program. The
+sharing saves less than the extra statements cost: on rand3x100-1 a pair whose race needs
+thread 1 cut at 51 (sat in 5 s) got 60 with multiples of 10 (over 10 s), and seed 1 left one
+question undecided at 60 s where exact cuts decide it in 42 s (bench/README.md)."""
 PREFIX_TIMEOUT = 5.0
 """Seconds a question about a shorter program may take (at most the budget's timeout)."""
 PREFIX_DEEP = 30
@@ -707,8 +707,10 @@ class Analysis:
         waiting: dict[tuple[int, ...], list[tuple[tuple[int, int], int]]] = {}
         queue: list[tuple[int, tuple[int, ...]]] = []
 
-        def place(pair: tuple[int, int], level: int, asked: tuple[int, ...] = ()) -> None:
-            for level in range(level, len(PREFIX_EXTRA)):
+        def place(pair: tuple[int, int], first: int, asked: tuple[int, ...] = ()) -> None:
+            """Makes `pair` wait for its shorter program of length `first` or, where that is
+            the program just `asked`, the next longer one."""
+            for level in range(first, len(PREFIX_EXTRA)):
                 cuts = cuts_for(self.program, position, pair, PREFIX_EXTRA[level], PREFIX_ROUND)
                 if sum(cuts) >= whole:
                     return
