@@ -69,7 +69,9 @@ question undecided at 60 s where exact cuts decide it in 42 s (bench/README.md).
 PREFIX_TIMEOUT = 5.0
 """Seconds a question about a shorter program may take (at most the budget's timeout)."""
 PREFIX_DEEP = 30
-"""Shorter programs keeping more than this many extra statements get twice PREFIX_TIMEOUT."""
+"""Questions about shorter programs keeping more than this many extra statements get the
+budget's whole timeout (`--timeout`, 10 s by default) instead of PREFIX_TIMEOUT: they are
+the last ones asked about a pair, and some take 10-13 s (bench/README.md)."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -730,7 +732,8 @@ class Analysis:
             if not entries:
                 continue
             deep = max(PREFIX_EXTRA[level] for _, level in entries) > PREFIX_DEEP
-            self._ask_prefix(cuts, [pair for pair, _ in entries], pending, PREFIX_TIMEOUT * (2 if deep else 1))
+            self._ask_prefix(cuts, [pair for pair, _ in entries], pending,
+                             self.budget.timeout if deep else PREFIX_TIMEOUT)
             for pair, level in entries:
                 if pair in pending:
                     place(pair, level + 1, cuts)
