@@ -59,8 +59,8 @@ PREFIX_EXTRA = (10, 20, 30, 40, 50, 60, 80)
 own statements of the pair and this many more, until the race is found or the shorter program
 would be the whole one. Of the 39 / 25 / 38 pairs repaired runs leave on rand3x100 seeds 0-2,
 which the whole program's solver does not answer within 10 s, the first three lengths answer
-19 / 17 / 37 (bench/README.md); some races need the other threads 50 or 70 statements deep,
-where an await needs a notify issued that late."""
+19 / 17 / 37 (bench/README.md); some races need another thread 50 or 70 statements deep,
+where it issues a notify they need."""
 PREFIX_ROUND = 1
 """Threads are cut at multiples of this, so that nearby pairs share a shorter program. The
 sharing saves less than the extra statements cost: on rand3x100-1 a pair whose race needs
