@@ -51,9 +51,11 @@ average (or none was asked yet): a few hundred runs cost about as much as one sl
 PROBE_TIMEOUT = 4 * REPAIR_WORTH
 """Seconds a question may take while the solver's speed is measured (`races(probe=True)`):
 past it, the solver is slow, and the question goes back to repaired runs, unanswered."""
-PROBE_ASKS = 4
+PROBE_ASKS = 2
 """Questions the probe asks before it may call the solver slow: one question's time says
-little (the first class may be an easy or a hard one)."""
+little (the first class may be an easy or a hard one: rand3x50-3 took 40.5 CPU s with one,
+26.5 with four). Two decide as well as four and cost less where the solver is slow:
+rand3x100-1 in 52 CPU s instead of 61, rand3x50-3 in 20.9 instead of 19.7 (bench/README.md)."""
 PREFIX_EXTRA = (10, 20, 30, 40, 50, 60, 80)
 """Shorter programs asked about a race pair in turn (`_settle_prefix`): each thread keeps its
 own statements of the pair and this many more, until the race is found or the shorter program
