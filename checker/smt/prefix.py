@@ -1,12 +1,26 @@
-"""Programs cut short: each thread issues only the first statements of its own.
+"""Shorter programs: each thread issues only its first statements, and statements that order
+nothing are left out.
 
-An execution of such a program is the start of an execution of the whole one, in which the
-threads have not yet gone further: every rule looks only at what was issued before (the
+An execution of a program cut short is the start of an execution of the whole one, in which
+the threads have not yet gone further: every rule looks only at what was issued before (the
 tasks a stream runs first, the record a wait is bound to, the setters of a flag), and a
 thread that has not issued its later statements yet cannot have made them matter. A
 collective whose members are not all kept never starts in the shorter program, which only
 drops executions. So a race or a dead use shown in the shorter program is one of the whole
 program; "no" in it says nothing.
+
+A *transparent* statement (`transparent`) orders nothing but the tasks behind it on its
+stream: a kernel, memset, callback or asynchronous copy on a stream with no hardware-queue
+or legacy-stream peers and no batched tasks, or host code. Left out (`prefix`'s `keep`), it
+comes back in the whole program's execution as soon as it can (`Prefix.whole_order`): issued
+just before its thread's next statement, run and ended the moment every task enqueued before
+it on its stream has completed, which is no later than any task behind it starts. The other
+way, leaving transparent statements out of an execution of the whole program leaves an
+execution of the shorter one: what a step waits for in it (the latest kept task on a stream,
+a sync's tasks, a thread's previous statement) has happened whenever what it waited for in
+the whole program has. So whether two kept accesses race is the same question with them or
+without them, and "no" in a program that keeps every thread whole, with only transparent
+statements left out, answers the question (`Analysis._ask_prefix`).
 
 The shorter program's formulas are much smaller, and the solver finds executions in it that
 it does not find in the whole program within seconds (bench/README.md). Each execution it
@@ -18,8 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from checker.ir import Program
+from checker.ir import OPERATIONS, Op, Program, StreamMode
 from checker.smt.encode import Encoding
+from checker.witness import StepKind
+
+TRANSPARENT_TASKS = frozenset({Op.KERNEL, Op.MEMSET, Op.CALLBACK, Op.COPY})
+"""Operations whose task orders nothing but the tasks behind it on its stream (when its
+stream has no peers that wait for it, `transparent`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,17 +47,104 @@ class Prefix:
     """The shorter program."""
     original: tuple[int, ...]
     """Per statement of the shorter program, its index in the whole one."""
+    left_out: frozenset[int] = frozenset()
+    """Transparent statements of the whole program within the cuts that it does not keep."""
 
     def whole_order(self, order, shorter: Encoding, whole: Encoding) -> list[int]:
         """`order`, steps of the shorter program's encoding, as the same steps of the whole
-        program's encoding."""
+        program's encoding, with the left-out statements put back as early as they can run."""
         steps = shorter.steps
-        return [whole.step(steps[step].kind, self.original[steps[step].statement]) for step in order]
+        mapped = [whole.step(steps[step].kind, self.original[steps[step].statement]) for step in order]
+        if not self.left_out:
+            return mapped
+        return _put_back(mapped, self.left_out, whole)
 
 
-def prefix(program: Program, cuts: tuple[int, ...]) -> Prefix:
-    """`program` whose thread t issues only its first `cuts[t]` statements."""
-    kept = sorted(index for thread, cut in zip(program.threads, cuts) for index in thread.statements[:cut])
+def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> list[int]:
+    """`mapped` (whole-program steps) with every left-out statement issued just before its
+    thread's next issued statement, and each left-out task started and ended right after
+    every task enqueued before it on its stream has completed."""
+    program, layout = whole.program, whole.layout
+    statements = program.statements
+    out: list[int] = []
+    issued = [0] * len(program.threads)
+    """Per thread, the position of its first statement not issued yet."""
+    enqueued: dict[int, list[int]] = {}
+    done: set[int] = set()
+    waiting: dict[int, list[int]] = {}
+    """Per stream, left-out tasks enqueued and not yet run, in enqueue order."""
+
+    def run_ready(stream: int) -> None:
+        queue = waiting.get(stream)
+        while queue:
+            task = queue[0]
+            earlier = enqueued[stream][:enqueued[stream].index(task)]
+            if not all(u in done for u in earlier):
+                return
+            queue.pop(0)
+            out.extend((layout.step(StepKind.START, task), layout.step(StepKind.END, task)))
+            done.add(task)
+
+    def put_back_issue(index: int) -> None:
+        statement = statements[index]
+        out.append(layout.issue(statement))
+        if statement.stream is None:
+            out.append(layout.step(StepKind.RETURN, index))  # host code: returns at once
+            return
+        enqueued.setdefault(statement.stream, []).append(index)
+        waiting.setdefault(statement.stream, []).append(index)
+        run_ready(statement.stream)
+
+    for step in mapped:
+        kind, index = layout.steps[step].kind, layout.steps[step].statement
+        statement = statements[index]
+        if kind is StepKind.ISSUE:
+            thread = program.threads[statement.thread]
+            position = layout.position[index]
+            for earlier in thread.statements[issued[statement.thread]:position]:
+                assert earlier in left_out, "a kept statement issued out of its thread's order"
+                put_back_issue(earlier)
+            issued[statement.thread] = position + 1
+        out.append(step)
+        if kind is StepKind.ISSUE and statement.is_task:
+            enqueued.setdefault(statement.stream, []).append(index)
+        elif kind in (StepKind.END, StepKind.COMPLETE):
+            for member in layout.group_members.get(step, (index,)):
+                done.add(member)
+                run_ready(statements[member].stream)
+    return out
+
+
+def transparent(program: Program) -> frozenset[int]:
+    """The statements that order nothing but the tasks behind them on their streams (see the
+    module docstring): host code, and kernels, memsets, callbacks and asynchronous copies on
+    streams that no other stream waits for (no hardware queue shared, no legacy default
+    stream on the device) and that run no batched tasks."""
+    streams = program.streams
+    legacy = {s.device for s in streams if s.mode is StreamMode.LEGACY}
+    batched = {s.stream for s in program.statements if s.batch is not None}
+    shared = {(s.device, s.queue) for s in streams if s.queue is not None
+              and sum(o.device == s.device and o.queue == s.queue for o in streams) > 1}
+    quiet = {s.index for s in streams
+             if s.device not in legacy and s.index not in batched and (s.device, s.queue) not in shared}
+    found = set()
+    for s in program.statements:
+        if s.stream is None:
+            if s.op is Op.HOST:
+                found.add(s.index)
+        elif (s.op in TRANSPARENT_TASKS and OPERATIONS[s.op].interval and not s.blocking
+              and s.batch is None and s.group is None and s.stream in quiet):
+            found.add(s.index)
+    return frozenset(found)
+
+
+def prefix(program: Program, cuts: tuple[int, ...], keep: frozenset[int] | None = None,
+           clear: frozenset[int] = frozenset()) -> Prefix:
+    """`program` whose thread t issues only its first `cuts[t]` statements. With `keep`, the
+    statements of `clear` (transparent ones, `transparent`) not in `keep` are left out too."""
+    within = [index for thread, cut in zip(program.threads, cuts) for index in thread.statements[:cut]]
+    left_out = frozenset() if keep is None else frozenset(i for i in within if i in clear and i not in keep)
+    kept = sorted(i for i in within if i not in left_out)
     renumber = {old: new for new, old in enumerate(kept)}
     statements = tuple(replace(program.statements[old], index=new) for new, old in enumerate(kept))
     threads = tuple(replace(thread, statements=tuple(renumber[s] for s in thread.statements if s in renumber))
@@ -48,7 +154,7 @@ def prefix(program: Program, cuts: tuple[int, ...]) -> Prefix:
         members = tuple(renumber[m] for m in group.members if m in renumber)
         groups.append(replace(group, members=members, complete=group.complete and len(members) == len(group.members)))
     shorter = replace(program, statements=statements, threads=threads, groups=tuple(groups))
-    return Prefix(shorter, tuple(kept))
+    return Prefix(shorter, tuple(kept), left_out)
 
 
 def cuts_for(program: Program, position: list[int], statements: tuple[int, ...], extra: int,
