@@ -724,7 +724,7 @@ class Analysis:
             for level in range(first, len(PREFIX_EXTRA) + 1):
                 cuts = full
                 if level < len(PREFIX_EXTRA):
-                    cuts = min(full, cuts_for(self.program, position, pair, PREFIX_EXTRA[level], PREFIX_ROUND))
+                    cuts = cuts_for(self.program, position, pair, PREFIX_EXTRA[level], PREFIX_ROUND)
                 if cuts == full and not clear:
                     return  # the whole program: asked elsewhere
                 if cuts == asked:
