@@ -30,6 +30,7 @@ any other (`Analysis._ask_prefix`, `Session.admits`).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 
 from checker.ir import OPERATIONS, Op, Program, StreamMode
@@ -62,26 +63,33 @@ class Prefix:
 
 def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> list[int]:
     """`mapped` (whole-program steps) with every left-out statement issued just before its
-    thread's next issued statement, and each left-out task started and ended right after
-    every task enqueued before it on its stream has completed."""
+    thread's next issued statement, and each left-out task started and ended right after the
+    task enqueued before it on its stream has completed (its stream runs no batches, so
+    that one completed after every earlier one)."""
     program, layout = whole.program, whole.layout
     statements = program.statements
     out: list[int] = []
     issued = [0] * len(program.threads)
     """Per thread, the position of its first statement not issued yet."""
-    enqueued: dict[int, list[int]] = {}
+    tail: dict[int, int] = {}
+    """Per stream, the task enqueued last."""
+    ahead: dict[int, int | None] = {}
+    """Per left-out task, the task enqueued just before it on its stream."""
     done: set[int] = set()
-    waiting: dict[int, list[int]] = {}
+    waiting: dict[int, deque[int]] = {}
     """Per stream, left-out tasks enqueued and not yet run, in enqueue order."""
+
+    def enqueue(index: int) -> None:
+        stream = statements[index].stream
+        if index in left_out:
+            ahead[index] = tail.get(stream)
+            waiting.setdefault(stream, deque()).append(index)
+        tail[stream] = index
 
     def run_ready(stream: int) -> None:
         queue = waiting.get(stream)
-        while queue:
-            task = queue[0]
-            earlier = enqueued[stream][:enqueued[stream].index(task)]
-            if not all(u in done for u in earlier):
-                return
-            queue.pop(0)
+        while queue and (ahead[queue[0]] is None or ahead[queue[0]] in done):
+            task = queue.popleft()
             out.extend((layout.step(StepKind.START, task), layout.step(StepKind.END, task)))
             done.add(task)
 
@@ -91,8 +99,7 @@ def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> l
         if statement.stream is None:
             out.append(layout.step(StepKind.RETURN, index))  # host code: returns at once
             return
-        enqueued.setdefault(statement.stream, []).append(index)
-        waiting.setdefault(statement.stream, []).append(index)
+        enqueue(index)
         run_ready(statement.stream)
 
     for step in mapped:
@@ -107,7 +114,7 @@ def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> l
             issued[statement.thread] = position + 1
         out.append(step)
         if kind is StepKind.ISSUE and statement.is_task:
-            enqueued.setdefault(statement.stream, []).append(index)
+            enqueue(index)
         elif kind in (StepKind.END, StepKind.COMPLETE):
             for member in layout.group_members.get(step, (index,)):
                 done.add(member)

@@ -22,6 +22,7 @@ import random
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
@@ -713,10 +714,13 @@ class Analysis:
         waiting: dict[tuple[int, ...], list[tuple[tuple[int, int], int]]] = {}
         queue: list[tuple[int, int, tuple[int, ...]]] = []
 
+        opaque = [list(accumulate((index not in clear for index in thread.statements), initial=0))
+                  for thread in self.program.threads]
+        """Per thread, how many of its first k statements are not transparent."""
+
         def size(cuts: tuple[int, ...]) -> int:
             """Statements the shorter program keeps (but those of the pairs asked)."""
-            return sum(1 for thread, cut in zip(self.program.threads, cuts)
-                       for index in thread.statements[:cut] if index not in clear)
+            return sum(counts[cut] for counts, cut in zip(opaque, cuts))
 
         def place(pair: tuple[int, int], first: int, asked: tuple[int, ...] = ()) -> None:
             """Makes `pair` wait for its shorter program of length `first` or, where that is
