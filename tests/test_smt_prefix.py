@@ -143,6 +143,19 @@ def test_an_execution_without_the_transparent_statements_starts_one_of_the_whole
     replays(program, verdict.witness)
 
 
+def _race_without_transparent(program, a, b, clear: frozenset[int]):
+    """Whether a and b race in `program` with every thread whole and the statements of
+    `clear` but a and b left out: the verdict, and what was left out."""
+    full = tuple(len(t.statements) for t in program.threads)
+    shorter = prefix(program, full, frozenset((a.index, b.index)), clear)
+    back = {old: new for new, old in enumerate(shorter.original)}
+    encoding = Encoding(shorter.program)
+    statements = shorter.program.statements
+    verdict = Session(encoding, Budget(timeout=60.0)).ask(
+        encoding.race(statements[back[a.index]], statements[back[b.index]]))
+    return verdict, shorter.left_out
+
+
 @st.composite
 def shared_streams(draw) -> str:
     """Two or three threads sharing three streams, events, a flag and a notify, most of
@@ -189,18 +202,12 @@ def test_leaving_transparent_statements_out_changes_no_race_answer(text: str) ->
     assume(program is not None)
     clear = transparent(program)
     analysis = Analysis(program, Budget(timeout=60.0))
-    full = tuple(len(t.statements) for t in program.threads)
     conflicting = [(a, b) for a, b in combinations(program.statements, 2)
                    if any(x.memory == y.memory and (x.write or y.write) for x in a.accesses for y in b.accesses)]
     for a, b in conflicting[:15]:
-        shorter = prefix(program, full, frozenset((a.index, b.index)), clear)
-        back = {old: new for new, old in enumerate(shorter.original)}
-        encoding = Encoding(shorter.program)
-        statements = shorter.program.statements
-        sliced = Session(encoding, Budget(timeout=60.0)).ask(
-            encoding.race(statements[back[a.index]], statements[back[b.index]]))
+        sliced, left_out = _race_without_transparent(program, a, b, clear)
         verdict = analysis.session.ask(analysis.encoding.race(a, b))
-        assert type(sliced) is type(verdict), (text, a.index, b.index, sorted(shorter.left_out))
+        assert type(sliced) is type(verdict), (text, a.index, b.index, sorted(left_out))
         assert isinstance(verdict, (Sat, Unsat))
 
 
@@ -235,17 +242,12 @@ thread t {{
 }}
 """).program
     a, b = (s for s in program.statements if s.name in ("a", "b"))
-    clear = transparent(program)
-    shorter = prefix(program, (len(program.statements),), frozenset((a.index, b.index)), clear)
-    back = {old: new for new, old in enumerate(shorter.original)}
-    encoding = Encoding(shorter.program)
-    statements = shorter.program.statements
-    sliced = Session(encoding, Budget(timeout=60.0)).ask(encoding.race(statements[back[a.index]], statements[back[b.index]]))
+    sliced, left_out = _race_without_transparent(program, a, b, transparent(program))
     whole = Encoding(program)
     assert isinstance(Session(whole, Budget(timeout=60.0)).ask(whole.race(a, b)), Unsat)
-    assert isinstance(sliced, Unsat), sorted(shorter.left_out)
+    assert isinstance(sliced, Unsat), sorted(left_out)
     if how == "an event":
-        assert [program.statements[i].name for i in shorter.left_out] == ["k"]
+        assert [program.statements[i].name for i in left_out] == ["k"]
 
 
 def test_transparent_statements_order_nothing_but_their_streams_tasks() -> None:

@@ -11,7 +11,7 @@ program; "no" in it says nothing.
 
 A *transparent* statement (`transparent`) orders nothing but the tasks behind it on its
 stream: a kernel, memset, callback or asynchronous copy on a stream with no hardware-queue
-or legacy-stream peers and no batched tasks, or host code. Left out (`prefix`'s `keep`), it
+or legacy-stream peers and no batched tasks, or host code. Left out (`prefix`'s `clear`), it
 comes back in the whole program's execution as soon as it can (`Prefix.whole_order`): issued
 just before its thread's next statement, run and ended the moment every task enqueued before
 it on its stream has completed, which is no later than any task behind it starts. The other
@@ -140,17 +140,17 @@ def transparent(program: Program) -> frozenset[int]:
             if s.op is Op.HOST:
                 found.add(s.index)
         elif (s.op in TRANSPARENT_TASKS and OPERATIONS[s.op].interval and not s.blocking
-              and s.batch is None and s.group is None and s.stream in quiet):
+              and s.batch is None and s.stream in quiet):
             found.add(s.index)
     return frozenset(found)
 
 
-def prefix(program: Program, cuts: tuple[int, ...], keep: frozenset[int] | None = None,
+def prefix(program: Program, cuts: tuple[int, ...], keep: frozenset[int] = frozenset(),
            clear: frozenset[int] = frozenset()) -> Prefix:
-    """`program` whose thread t issues only its first `cuts[t]` statements. With `keep`, the
-    statements of `clear` (transparent ones, `transparent`) not in `keep` are left out too."""
+    """`program` whose thread t issues only its first `cuts[t]` statements, and the
+    statements of `clear` (transparent ones, `transparent`) but those of `keep` left out."""
     within = [index for thread, cut in zip(program.threads, cuts) for index in thread.statements[:cut]]
-    left_out = frozenset() if keep is None else frozenset(i for i in within if i in clear and i not in keep)
+    left_out = frozenset(i for i in within if i in clear and i not in keep)
     kept = sorted(i for i in within if i not in left_out)
     renumber = {old: new for new, old in enumerate(kept)}
     statements = tuple(replace(program.statements[old], index=new) for new, old in enumerate(kept))

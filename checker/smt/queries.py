@@ -768,7 +768,7 @@ class Analysis:
         but "no" where every thread is whole (`clear` only leaves out transparent statements)
         answers them all: they do not race."""
         keep = frozenset(index for pair in pairs for index in pair)
-        shorter = prefix(self.program, cuts, keep if clear else None, clear)
+        shorter = prefix(self.program, cuts, keep, clear)
         whole = all(cut == len(thread.statements) for cut, thread in zip(cuts, self.program.threads))
         back = {old: new for new, old in enumerate(shorter.original)}
         timeout = min(timeout, self.budget.timeout)
