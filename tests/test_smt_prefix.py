@@ -135,12 +135,15 @@ def test_an_execution_without_the_transparent_statements_starts_one_of_the_whole
     shorter = prefix(program, cuts, keep, clear)
     assert not keep & shorter.left_out and shorter.left_out <= clear
     encoding = Encoding(shorter.program)
-    order, _ = Runner(encoding).run(data.draw(st.integers(0, 1000)), data.draw(st.sampled_from([0.05, 0.5])))
+    order, stuck = Runner(encoding).run(data.draw(st.integers(0, 1000)), data.draw(st.sampled_from([0.05, 0.5])))
     whole = Encoding(program)
     full = shorter.whole_order(order, encoding, whole)
     verdict = Session(whole, Budget(timeout=60.0)).admits(full)
     assert verdict is not None, (text, cuts, sorted(keep))
     replays(program, verdict.witness)
+    if not stuck:  # every statement within the cuts comes back, also those after the last kept one
+        within = {index for thread, cut in zip(program.threads, cuts) for index in thread.statements[:cut]}
+        assert set(full) == {k for k, step in enumerate(whole.steps) if step.statement in within}, (text, cuts)
 
 
 def _race_without_transparent(program, a, b, clear: frozenset[int]):

@@ -63,7 +63,8 @@ class Prefix:
 
 def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> list[int]:
     """`mapped` (whole-program steps) with every left-out statement issued just before its
-    thread's next issued statement, and each left-out task started and ended right after the
+    thread's next issued statement (those after its last kept one at the end, once that one
+    has finished), and each left-out task started and ended right after the
     task enqueued before it on its stream has completed (its stream runs no batches, so
     that one completed after every earlier one)."""
     program, layout = whole.program, whole.layout
@@ -119,6 +120,16 @@ def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> l
             for member in layout.group_members.get(step, (index,)):
                 done.add(member)
                 run_ready(statements[member].stream)
+    # Left-out statements after a thread's last kept one: issued at the end, once that one
+    # has finished (a sync that never returned holds them back, as it holds the thread).
+    taken = set(out)
+    for thread, at in zip(program.threads, issued):
+        if at and layout.thread_done(statements[thread.statements[at - 1]]) not in taken:
+            continue
+        for index in thread.statements[at:]:
+            if index not in left_out:
+                break
+            put_back_issue(index)
     return out
 
 
