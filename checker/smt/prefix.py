@@ -13,7 +13,7 @@ A *transparent* statement (`transparent`) orders nothing but the tasks behind it
 stream: a kernel, memset, callback or asynchronous copy on a stream with no hardware-queue
 or legacy-stream peers and no batched tasks, or host code. Left out (`prefix`'s `clear`), it
 comes back in the whole program's execution as soon as it can (`Prefix.whole_order`): issued
-just before its thread's next statement, run and ended the moment every task enqueued before
+just before its thread's next statement (at the end when none follows), run and ended the moment every task enqueued before
 it on its stream has completed, which is no later than any task behind it starts. The other
 way, leaving transparent statements out of an execution of the whole program leaves an
 execution of the shorter one: what a step waits for in it (the latest kept task on a stream,
