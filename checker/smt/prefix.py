@@ -13,14 +13,15 @@ A *transparent* statement (`transparent`) orders nothing but the tasks behind it
 stream: a kernel, memset, callback or asynchronous copy on a stream with no hardware-queue
 or legacy-stream peers and no batched tasks, or host code. Left out (`prefix`'s `clear`), it
 comes back in the whole program's execution as soon as it can (`Prefix.whole_order`): issued
-just before its thread's next statement (at the end when none follows), run and ended the moment every task enqueued before
-it on its stream has completed, which is no later than any task behind it starts. The other
-way, leaving transparent statements out of an execution of the whole program leaves an
-execution of the shorter one: what a step waits for in it (the latest kept task on a stream,
-a sync's tasks, a thread's previous statement) has happened whenever what it waited for in
-the whole program has. So whether two kept accesses race is the same question with them or
-without them, and "no" in a program that keeps every thread whole, with only transparent
-statements left out, answers the question (`Analysis._ask_prefix`).
+just before its thread's next statement (at the end when none follows), run and ended the
+moment every task enqueued before it on its stream has completed, which is no later than any
+task behind it starts. The other way, leaving transparent statements out of an execution of
+the whole program leaves an execution of the shorter one: what a step waits for in it (the
+latest kept task on a stream, a sync's tasks, a thread's previous statement) has happened
+whenever what it waited for in the whole program has. So whether two kept accesses race is
+the same question with them or without them, and "no" in a program that keeps every thread
+whole, with only transparent statements left out, answers the question
+(`Analysis._ask_prefix`).
 
 The shorter program's formulas are much smaller, and the solver finds executions in it that
 it does not find in the whole program within seconds (bench/README.md). Each execution it

@@ -757,7 +757,7 @@ class Analysis:
                     place(pair, level + 1, cuts)
 
     def _ask_prefix(self, cuts: tuple[int, ...], pairs: list, pending: dict, timeout: float,
-                    clear: frozenset[int] = frozenset()) -> None:
+                    clear: frozenset[int]) -> None:
         """Asks whether any of `pairs` races in the program cut at `cuts`, with the
         statements of `clear` but the pairs' own left out (`prefix`), on a fresh solver
         (`Session`'s `fresh`) within `timeout` seconds (at most the budget's); an execution
