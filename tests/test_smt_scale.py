@@ -194,6 +194,55 @@ def test_the_relaxed_session_finds_the_races_of_the_full_one(text: str, follow: 
         replays(program, witness)
 
 
+FOLLOWED = """\
+device d { compute 2 copy 2 }
+buffer x[4] 1MiB on d
+stream s[4] on d
+event ev[3]
+event ready flag
+notify go
+thread a {
+  s[3]: record ready
+  s[3]: kernel k reads x[3] writes x[2] 1ms
+  s[2]: await go
+  s[1]: wait ev[2]
+}
+thread b {
+  s[1]: kernel k reads x[0] writes x[2] 1ms
+  s[1]: await go
+  s[0]: kernel k reads x[2] writes x[3] 1ms
+  s[2]: record ev[1]
+}
+"""
+
+
+def test_runs_that_follow_a_model_show_the_races_it_stops_short_of() -> None:
+    """A model of "do statements 1 and 4 race?" ends once both have started; the kernel
+    after b's await (statement 6) races with both, which neither the model nor what it
+    predicts shows. Runs that follow the model go on past it and show both races, with
+    witnesses that replay; with following off, the pairs stay open."""
+    program = load_text(FOLLOWED).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    layout = analysis.encoding.layout
+    model = [layout.step(kind, statement) for kind, statement in (
+        (StepKind.ISSUE, 0), (StepKind.COMPLETE, 0), (StepKind.ISSUE, 1), (StepKind.START, 1),
+        (StepKind.ISSUE, 4), (StepKind.START, 4))]
+    assert analysis.admits(model) is not None
+    pending = {(a.index, b.index): (a, b, memory) for a, b, memory in analysis.race_candidates()}
+    assert {(1, 4), (1, 6), (4, 6)} <= set(pending)
+    analysis._take(analysis._harvest(analysis.admits(model), pending), pending)
+    analysis._predict(model, pending)
+    assert (1, 4) not in pending and {(1, 6), (4, 6)} <= set(pending)
+    with mock.patch("checker.smt.queries.FOLLOW", False):
+        analysis._follow(model, pending)
+    assert {(1, 6), (4, 6)} <= set(pending)
+    analysis._follow(model, pending)
+    assert not {(1, 6), (4, 6)} & set(pending)
+    assert {(1, 6), (4, 6)} <= analysis.racing
+    for pair in ((1, 6), (4, 6)):
+        replays(program, analysis.parts.races[pair][1])
+
+
 def test_aimed_runs_answer_races_with_replaying_witnesses() -> None:
     program = load_text(LOOPED).program
     analysis = Analysis(program, Budget(timeout=60.0))
