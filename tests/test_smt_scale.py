@@ -239,7 +239,10 @@ def test_runs_that_follow_a_model_show_the_races_it_stops_short_of() -> None:
     assert {(1, 6), (4, 6)} <= set(pending)
     with mock.patch.object(analysis, "solver_slow", return_value=False):  # asking is cheaper
         analysis._follow(model, pending)
-    assert {(1, 6), (4, 6)} <= set(pending)
+    assert {(1, 6), (4, 6)} <= set(pending) and "followed" not in analysis.stats
+    with mock.patch("checker.smt.queries.FOLLOW_STEPS", 1):  # one run, whatever its length
+        analysis._follow(model, dict(pending))
+    assert analysis.stats["followed"] == 1
     analysis._follow(model, pending)
     assert not {(1, 6), (4, 6)} & set(pending)
     assert {(1, 6), (4, 6)} <= analysis.racing

@@ -81,9 +81,10 @@ still pending (`Analysis._follow`). On rand3x100-3 the runs following Z3's model
 answered 0 to 72 (21 on average over ten models) of the 520 pairs the repaired runs leave,
 beyond what the model itself showed or predicted; through the pipeline, 483 pairs
 were left undecided at a 300 s budget instead of 500 (bench/README.md)."""
-FOLLOW_RUNS = 400
-"""Followed runs per model at most (`Analysis._follow`), deepest pairs first: on rand3x100-3
-a job holds about 300 pairs when its questions begin."""
+FOLLOW_STEPS = 300_000
+"""Steps of the runs that follow one model, at most (`Analysis._follow`, deepest pairs first):
+about 400 runs of rand3x100 (730 steps, 1.6 s), where a job holds about 300 pairs when its
+questions begin; on a program of 20,000 steps, 15 runs."""
 RELAXED = True
 """Race questions of programs with several threads go to the relaxed session first
 (`relaxed.py`), and to the full one only for what it leaves."""
@@ -435,7 +436,7 @@ class Analysis:
         its question is answered; a followed run goes on, and shows the races further on.
 
         Only while the solver is slow (`solver_slow`), as for repaired runs, and at most
-        FOLLOW_RUNS runs per model: where questions take milliseconds, a run per pending
+        FOLLOW_STEPS steps per model: where questions take milliseconds, a run per pending
         pair after each of them would cost more than asking."""
         if not FOLLOW or not EAGERNESS or not self.solver_slow():  # EAGERNESS (): no runs at all
             return
@@ -443,14 +444,14 @@ class Analysis:
         first, last = self._first_last()
         guide = {step: k for k, step in enumerate(order)}
         position = self.encoding.layout.position
-        runs = 0
+        taken = 0
         for a, b in sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair)):
             for x, y in ((a, b), (b, a)):
-                if (a, b) not in pending or runs >= FOLLOW_RUNS or self._spent():
+                if (a, b) not in pending or taken >= FOLLOW_STEPS or self._spent():
                     break
-                runs += 1
                 # A followed run makes no random choice: seed and eagerness go unused.
                 followed, _ = runner.run(0, 0.0, ((first[x], last[x]), (first[y], last[y])), guide=guide)
+                taken += len(followed)
                 self.stats["followed"] = self.stats.get("followed", 0) + 1
                 self._predict(followed, pending)
 
