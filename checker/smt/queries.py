@@ -440,20 +440,30 @@ class Analysis:
         pair after each of them would cost more than asking."""
         if not FOLLOW or not EAGERNESS or not self.solver_slow():  # EAGERNESS (): no runs at all
             return
-        runner = self.runner()
-        first, last = self._first_last()
         guide = {step: k for k, step in enumerate(order)}
-        position = self.encoding.layout.position
         taken = 0
-        for a, b in sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair)):
+        for a, b in self._deepest_first(pending):
             for x, y in ((a, b), (b, a)):
                 if (a, b) not in pending or taken >= FOLLOW_STEPS or self._spent():
                     break
-                # A followed run makes no random choice: seed and eagerness go unused.
-                followed, _ = runner.run(0, 0.0, ((first[x], last[x]), (first[y], last[y])), guide=guide)
+                followed = self._followed_run(x, y, guide)
                 taken += len(followed)
                 self.stats["followed"] = self.stats.get("followed", 0) + 1
                 self._predict(followed, pending)
+
+    def _followed_run(self, a: int, b: int, guide: dict[int, int]) -> list[int]:
+        """A run aimed at the pair (a, b) that follows `guide` (step -> rank, `Runner.run`'s
+        `guide`), with its ends held until both starts have happened. It makes no random
+        choice: seed and eagerness go unused."""
+        first, last = self._first_last()
+        order, _ = self.runner().run(0, 0.0, ((first[a], last[a]), (first[b], last[b])), guide=guide)
+        return order
+
+    def _deepest_first(self, pending) -> list[tuple[int, int]]:
+        """The pairs of `pending`, deepest first (by the sum of the two statements' positions
+        in their threads): a run that reaches far predicts the races of what it passed."""
+        position = self.encoding.layout.position
+        return sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair))
 
     def harvest_races(self, candidates: list) -> list:
         """The race questions (a, b, memory) that no concrete run answers; the others are
@@ -488,10 +498,8 @@ class Analysis:
         the seeds are the pair's, so the answers depend on the program alone."""
         runner = self.runner()
         first, last = self._first_last()
-        position = self.encoding.layout.position
         count = len(self.program.statements)
-        # Deepest pairs first: a run that reaches far predicts the races of what it passed.
-        aims = sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair))
+        aims = self._deepest_first(pending)
         for late in (False, True):
             for a, b in aims:
                 if (a, b) not in pending:
@@ -680,9 +688,7 @@ class Analysis:
                 self._settle(group[:half], pending)
                 self._settle(group[half:], pending)
                 return
-            self._take_model(found, pending)
-            self._predict(list(verdict.order), pending)
-            self._follow(list(verdict.order), pending)
+            self._read_model(found, list(verdict.order), pending)
             group = [pair for pair in group if pair in pending]
         if group and not self._probe_over():
             self._ask_one(group[0], pending)
@@ -697,8 +703,7 @@ class Analysis:
         predicted from; if it does not, the implications that pair broke are added back.
         Then the question is asked again. When the solver cannot answer, or a model neither
         answers nor adds anything, the rest is left to `_settle` on the full session."""
-        first, last = self._first_last()
-        runner = self.runner()
+        first, _ = self._first_last()
         group = [pair for pair in group if pair in pending]
         while group and not self._probe_over():
             verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]), relaxed=True)
@@ -719,8 +724,7 @@ class Analysis:
                     continue
                 broken, execution = self.relaxed.broken(order, [first[a], first[b]])
                 if broken:
-                    # A followed run makes no random choice: seed and eagerness go unused.
-                    followed, _ = runner.run(0, 0.0, ((first[a], last[a]), (first[b], last[b])), guide=position)
+                    followed = self._followed_run(a, b, position)
                     self.stats["runs"] += 1
                     self._predict(followed, pending)
                     if (a, b) in pending:
@@ -838,10 +842,16 @@ class Analysis:
                 self.stats["prefix_rejected"] = self.stats.get("prefix_rejected", 0) + 1
                 return
             self.stats["prefix_sat"] = self.stats.get("prefix_sat", 0) + 1
-            self._take_model(found, pending)
-            self._predict(order, pending)
-            self._follow(order, pending)
+            self._read_model(found, order, pending)
             group = [pair for pair in group if pair in pending]
+
+    def _read_model(self, found: dict, order: list[int], pending: dict) -> None:
+        """What a model of the solver answers: the races it shows (`found`), those its
+        execution `order` predicts (`_predict`), and those the runs that follow it show
+        (`_follow`)."""
+        self._take_model(found, pending)
+        self._predict(order, pending)
+        self._follow(order, pending)
 
     def _take_model(self, found: dict, pending: dict) -> None:
         for done in found:
@@ -857,9 +867,7 @@ class Analysis:
         if isinstance(verdict, Sat):
             found = self._harvest(verdict, pending)
             found[pair] = (memory, verdict.witness)
-            self._take_model(found, pending)
-            self._predict(list(verdict.order), pending)
-            self._follow(list(verdict.order), pending)
+            self._read_model(found, list(verdict.order), pending)
             return
         if isinstance(verdict, Unknown) and self._probing:
             return  # left open for repaired runs (`races`)
