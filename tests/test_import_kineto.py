@@ -327,6 +327,17 @@ def test_cli_writes_the_spec_and_compares(run, tmp_path):
     assert status == 0
 
 
+def test_cli_format_defaults_to_kineto(run, tmp_path):
+    named, bare = tmp_path / "named.sched", tmp_path / "bare.sched"
+    assert run("import", "kineto", TWO, "-o", named)[0] == 0
+    status, _, stderr = run("import", TWO, "-o", bare)
+    assert status == 0, stderr
+    assert bare.read_text() == named.read_text()
+    with pytest.raises(SystemExit) as exit_status:  # argparse: the usage line, then status 2
+        run("import", "chrome", TWO, "-o", bare)
+    assert exit_status.value.code == 2
+
+
 def test_cli_reads_gzip_and_prints_json(run, tmp_path):
     gz = tmp_path / "trace.json.gz"
     gz.write_bytes(gzip.compress(TWO.read_bytes()))

@@ -1,4 +1,4 @@
-"""`streamproof import kineto TRACE.json[.gz] [--et ET.json[.gz]] -o OUT.sched [--compare]`.
+"""`streamproof import [kineto] TRACE.json[.gz] [--et ET.json[.gz]] -o OUT.sched [--compare]`.
 
 Bad input (a missing file, not JSON, not a trace) is one line on stderr and exit status 2.
 """
@@ -23,6 +23,7 @@ trace's cross-stream waits and syncs. `check`, `simulate` and `optimize` then wo
 EPILOG = """\
 examples:
   streamproof import kineto trace.json.gz -o run.sched --compare
+  streamproof import trace.json.gz -o run.sched            (kineto is the default format)
   streamproof import kineto trace.json --et execution_trace.json -o run.sched
   streamproof check run.sched && streamproof optimize run.sched
 """
@@ -32,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("kind", choices=("kineto",),
-                        help="trace format: kineto (PyTorch profiler Chrome trace)")
+    parser.add_argument("kind", nargs="?", choices=("kineto",), default="kineto",
+                        help="trace format: kineto (PyTorch profiler Chrome trace), the default")
     parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
     parser.add_argument("--et", metavar="EXECUTION_TRACE",
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator")
