@@ -381,7 +381,9 @@ def _envelope(files: list[dict]) -> dict:
 
 
 def _print_json(value) -> None:
-    sys.stdout.write(json.dumps(value, indent=1) + "\n")
+    from checker.report.json import json_text
+
+    sys.stdout.write(json_text(value) + "\n")
 
 
 def _error_report(loaded):
@@ -588,13 +590,14 @@ def command_check(args) -> int:
             lines.append(plain(summary(reports)))
         text = "\n".join(lines)
     elif args.format == "json":
-        from checker.report.json import report_json
+        from checker.report.json import json_text, report_json
 
-        text = json.dumps(_envelope([report_json(r) for r in reports]), indent=1)
+        text = json_text(_envelope([report_json(r) for r in reports]))
     elif args.format == "sarif":
+        from checker.report.json import json_text
         from checker.report.sarif import sarif_log
 
-        text = json.dumps(sarif_log(reports, exit_code=status), indent=1)
+        text = json_text(sarif_log(reports, exit_code=status))
     else:
         from checker.report.junit import junit_xml
 

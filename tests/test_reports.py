@@ -254,3 +254,15 @@ def test_pre_commit_hook_runs_the_checker_on_changed_specs(run):
     assert status == 0 and out == ""
     status, out, _ = run(*argv[1:], SPECS / "copy_compute_sync.sched", SPECS / "bug_missing_wait.sched")
     assert status == 1 and "error[SP101]" in out
+
+
+def test_large_json_reports_are_compact_and_say_the_same(run, monkeypatch):
+    import checker.report.json as json_report
+
+    spec = SPECS / "bug_missing_wait.sched"
+    status, pretty, _ = run("check", spec, "--format", "json")
+    assert status == 1 and "\n " in pretty  # small: indented for people
+    monkeypatch.setattr(json_report, "PRETTY_UP_TO", 100)
+    status, compact, _ = run("check", spec, "--format", "json")
+    assert status == 1 and compact.count("\n") == 1  # large: one line, written by the C encoder
+    assert json.loads(compact) == json.loads(pretty)

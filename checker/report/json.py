@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding
 from checker.ir import Program
+
+
+PRETTY_UP_TO = 1 << 20
+"""Output up to this many characters (compact) is written indented, for people; larger output
+stays compact. Indenting makes Python's json module use its pure-Python encoder, which took
+20 s for the 100 MB report of a 300-statement program with 1,600 races (the C encoder: 1 s)."""
+
+
+def json_text(value) -> str:
+    """`value` as JSON text: indented when small, compact when large (`PRETTY_UP_TO`)."""
+    text = json.dumps(value)
+    return json.dumps(value, indent=1) if len(text) <= PRETTY_UP_TO else text
 
 
 def diagnostic_json(diagnostic: Diagnostic) -> dict:
