@@ -14,8 +14,9 @@ Targets (each printed with its measurement and the ratio measured / target; belo
 * `train10k`: a 10,000-statement two-thread training loop (a data loader and a trainer),
   decided within the default budget (300 s).
 
-Not a target, the frontier between them: `rand3x50`, the same random specs at 3 x 50
-statements, measured against the same 60 s (where full decision ends today).
+Not targets, the frontier around them: `rand3x50`, the same random specs at 3 x 50
+statements, and `rand2x150`, the same 300 statements in two threads, both measured against
+the same 60 s (where full decision ends today).
 
 The training loop is what a data-loader thread, a compute thread and a communication thread
 hand each other in a real step: loaders read batches into pinned staging buffers and copy
@@ -145,6 +146,8 @@ CASES = {
     "train10k": (train10k, "train10k", 300.0),
     **{f"rand3x50-{seed}": ((lambda seed=seed: make_spec(seed, 3, 50, signals=True)), "rand3x50", 60.0)
        for seed in range(4)},
+    **{f"rand2x150-{seed}": ((lambda seed=seed: make_spec(seed, 2, 150, signals=True)), "rand2x150", 60.0)
+       for seed in range(3)},
 }
 
 
