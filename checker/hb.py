@@ -290,13 +290,15 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
                         [start, free_end], last=start, early=free_end)), s)
             # Launch order: work enqueued after a free uses freed memory, whenever it runs
-            # (and even if it never starts).
+            # (and even if it never starts). A host statement is not enqueued work.
             issue = graph.node(StepKind.ISSUE, s.index)
             if issue not in order.clocks:
                 continue
             for free, free_issue in launch_frees.get(memory, ()):
                 if free.index == s.index or free_issue not in order.clocks:
                     continue
+                if not (s.is_task or free.launch_only):
+                    continue  # a host statement runs when issued: run order only
                 if order.before(graph.steps[issue], graph.steps[free_issue]):
                     continue
                 if forced_between(free_issue, issue, launch_allocs.get(memory, [])):

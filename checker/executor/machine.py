@@ -181,6 +181,16 @@ class Machine:
         """alloc/free: the segments it makes live or dead when it takes effect."""
         self.launch_life = tuple(launch_life)
         """alloc/free: the segments whose launch-order liveness the statement changes."""
+        launch_only = 0
+        for st in statements:
+            if st.launch_only:
+                launch_only |= launch_life[st.index]
+        self.launch_touch = tuple(m if st.stream is not None else m & launch_only
+                                  for st, m in zip(statements, self.touch))
+        """Segments whose launch-order death makes the statement a dead use when it is issued:
+        every segment it touches for work enqueued on a stream; for a host statement, which
+        runs when issued, only those of caching-allocator blocks (whose frees count by launch
+        order alone): other memory it uses after a free only by run order."""
         self.allocs = self.of_op.get(Op.ALLOC, ())
         self.frees = self.of_op.get(Op.FREE, ())
         kill = [0] * n
@@ -630,7 +640,7 @@ class Machine:
         races = uses = ()
         if kind is _START or (kind is _ISSUE and self.host_access[i]):
             races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
-        if kind is _ISSUE and view.launch_dead & self.touch[i]:
+        if kind is _ISSUE and view.launch_dead & self.launch_touch[i]:
             uses = uses + ((i, ENQUEUED_AFTER_FREE),)
         return updates, races, uses
 

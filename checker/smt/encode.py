@@ -557,12 +557,15 @@ class Encoding:
         return self.layout.allocs.get(memory, []), self.layout.frees.get(memory, [])
 
     def enqueued_after_free(self, statement: Statement):
+        """Launch order: work enqueued on a stream after a free of its memory. A host
+        statement runs when it is issued, so only the frees of caching-allocator blocks
+        (launch order alone) count for it this way."""
         issue = self.layout.issue(statement)
         cases = []
         for memory in dict.fromkeys(a.memory for a in statement.accesses):
             allocs, frees = self.launch_lifetimes(memory)
             for free in frees:
-                if free.index == statement.index:
+                if free.index == statement.index or not (statement.is_task or free.launch_only):
                     continue
                 after = self.enqueued_before(free, statement)
                 if after is False:
