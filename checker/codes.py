@@ -40,6 +40,7 @@ class Code(str, enum.Enum):
     SP050 = "SP050"
     SP051 = "SP051"
     SP052 = "SP052"
+    SP053 = "SP053"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -82,6 +83,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP050: "event waited on but never recorded",
     Code.SP051: "stream declared but never used",
     Code.SP052: "notify awaited but never notified",
+    Code.SP053: "alloc or free of part of a buffer",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -992,10 +992,14 @@ class _Lowerer:
             return tuple(Access(m, 0, self.memories[m].size, True, access_ref.span, self.memories[m].name)
                          for m in region.memories)
         memory = self.memories[region.memories[0]]
-        if region.start != 0 or region.end != memory.size:
-            raise SpecError(error(Code.SP015, "`alloc` and `free` take a whole buffer", access_ref.span,
-                                  f"{region.end - region.start} of {memory.size} bytes",
-                                  help=f"name the buffer itself: `{memory.name}`"))
+        if (region.start != 0 or region.end != memory.size) and not any(
+                w.code is Code.SP053 and w.primary_span == access_ref.span for w in self.warnings):
+            # The contract: `alloc` starts and `free` ends a buffer's lifetime, and a free
+            # writes the whole buffer, whatever range it names.
+            self.warnings.append(warning(
+                Code.SP053, f"`alloc` and `free` act on the whole of `{memory.name}`", access_ref.span,
+                f"{region.end - region.start} of {memory.size} bytes named, all {memory.size} taken",
+                help=f"name the buffer itself: `{memory.name}`, or declare the part as a buffer of its own"))
         return (Access(memory.index, 0, memory.size, True, access_ref.span, self.text(access_ref.span)),)
 
     def default_stream(self, device: int) -> int:

@@ -1,5 +1,5 @@
 """Lowering: every statement's IR fields, unrolling and expressions, collective groups,
-and every name/range/kind error (SP010-SP024) and warning (SP050-SP052) with its span."""
+and every name/range/kind error (SP010-SP024) and warning (SP050-SP053) with its span."""
 
 from __future__ import annotations
 
@@ -451,8 +451,6 @@ def test_sp014_through_aliases():
     (["s: kernel k reads x[0]"], 8, 22, "`x` is not an array of buffers"),
     (["s: kernel k reads xs[0:1]"], 8, 23, "index it before slicing"),
     (["s[0]: kernel k"], 8, 5, "`s` is not an array"),
-    (["s: alloc x[0:1KiB]"], 8, 12, "`alloc` and `free` take a whole buffer"),
-    (["free x[0:1KiB]"], 8, 8, "`alloc` and `free` take a whole buffer"),
 ])
 def test_sp015_indexing(lines, line, column, message):
     assert_error(thread(*lines), Code.SP015, line, column, message=message)
@@ -565,6 +563,18 @@ def test_sp052_await_never_notified():
     found = warnings(thread("s: await n", "await n"))
     assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [
         (Code.SP052, 8, 3), (Code.SP052, 9, 3)]
+
+
+def test_sp053_alloc_or_free_of_part_of_a_buffer_takes_all_of_it():
+    source = thread("s: alloc x[0:1KiB]", "for i in 0..3 {", "  free x[1KiB:2KiB]", "}", "s: kernel k reads x[4KiB:8KiB]")
+    found = warnings(source)
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [
+        (Code.SP053, 8, 12), (Code.SP053, 10, 10)]  # once per source line, loops or not
+    assert found[0].annotations[0].label == "1024 of 1048576 bytes named, all 1048576 taken"
+    statements = program(source).statements
+    assert [(s.op, s.accesses[0].start, s.accesses[0].end) if s.accesses else (s.op,) for s in statements] == [
+        (Op.ALLOC,), (Op.FREE, 0, 1 << 20), (Op.FREE, 0, 1 << 20), (Op.FREE, 0, 1 << 20),
+        (Op.KERNEL, 4096, 8192)]
 
 
 def test_warnings_once_per_source_line():
