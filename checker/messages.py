@@ -85,14 +85,16 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
     """A reachable state with unfinished work and no step that can happen."""
     stuck = tuple(sorted(stuck, key=lambda item: item.statement))
-    all_lines = list(dict.fromkeys(program.statements[item.statement].span.line for item in stuck))
+    # A statement can be stuck twice over (a blocking copy: its task and its thread).
+    statements = tuple(dict.fromkeys(item.statement for item in stuck))
+    all_lines = list(dict.fromkeys(program.statements[i].span.line for i in statements))
     lines = ", ".join(str(line) for line in all_lines[:6])
     more = ", ..." if len(all_lines) > 6 else ""
     return Finding(
         FindingKind.DEADLOCK,
-        f"deadlock: {len(stuck)} {'statement' if len(stuck) == 1 else 'statements'} can never "
+        f"deadlock: {len(statements)} {'statement' if len(statements) == 1 else 'statements'} can never "
         f"complete (lines {lines}{more})",
-        tuple(item.statement for item in stuck), witness=witness, stuck=stuck,
+        statements, witness=witness, stuck=stuck,
         help="every wait, await, sync and collective needs a partner that can still arrive",
     )
 

@@ -97,3 +97,21 @@ def test_pairwise_conflicts_give_the_same_verdict(path, monkeypatch):
     assert [(u.statement, u.kind) for u in pairwise.dead_uses] == [
         (u.statement, u.kind) for u in expected.dead_uses]
     assert bool(pairwise.deadlocks) == bool(expected.deadlocks)
+
+
+def test_a_statement_stuck_as_task_and_thread_counts_once():
+    # The pageable copy waits behind a collective whose other member is never enqueued: the
+    # copy is stuck as a task, and its thread is stuck in it.
+    program = load_text(
+        "device d0\ndevice d1\nbuffer x0 64B on d0\nbuffer x1 64B on d1\nbuffer h 64B on host\n"
+        "stream s0 on d0\nstream s1 on d1\ncomm w = { s0, s1 }\n"
+        "thread main {\n  s0: allreduce w x0\n  s0: copy x0 <- h\n  s1: allreduce w x1\n}\n",
+        "k.sched").program
+    from checker import messages
+    from checker.findings import Stuck
+
+    (dl,) = explore(program).deadlocks
+    assert [i for i, _ in dl.stuck].count(1) == 2
+    finding = messages.deadlock(program, tuple(Stuck(i, w) for i, w in dl.stuck), None)
+    assert finding.statements == (0, 1)
+    assert finding.message == "deadlock: 2 statements can never complete (lines 11, 12)"
