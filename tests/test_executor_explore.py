@@ -114,4 +114,4 @@ def test_a_statement_stuck_as_task_and_thread_counts_once():
     assert [i for i, _ in dl.stuck].count(1) == 2
     finding = messages.deadlock(program, tuple(Stuck(i, w) for i, w in dl.stuck), None)
     assert finding.statements == (0, 1)
-    assert finding.message == "deadlock: 2 statements can never complete (lines 11, 12)"
+    assert finding.message == "deadlock: 2 statements can never complete (lines 10, 11)"
