@@ -185,7 +185,7 @@ class Machine:
         for st in statements:
             if st.launch_only:
                 launch_only |= launch_life[st.index]
-        self.launch_touch = tuple(m if st.stream is not None else m & launch_only
+        self.launch_touch = tuple(m if st.is_task else m & launch_only
                                   for st, m in zip(statements, self.touch))
         """Segments whose launch-order death makes the statement a dead use when it is issued:
         every segment it touches for work enqueued on a stream; for a host statement, which
