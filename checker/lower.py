@@ -28,6 +28,10 @@ from checker.ir import (
 from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_words, did_you_mean
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
+ITERATIONS_PER_STATEMENT = 4
+"""Loop iterations allowed per statement of the limit: nested loops run more iterations than
+they lower statements (an outer trip and an inner one per statement), and a spec within the
+statement limit must not be refused for that."""
 MAX_ARRAY = 100_000
 MAX_ENGINE_UNITS = 4096
 MAX_VARIANTS = 64
@@ -107,6 +111,10 @@ class _Block:
     owners: list[str] = field(default_factory=list)
 
 
+class _SizeUnknown(Exception):
+    """`_Lowerer.check_size` cannot tell the size without lowering."""
+
+
 class _Skip(Exception):
     """A statement or declaration that depends on one already reported as an error: skipped
     without a report of its own."""
@@ -148,6 +156,10 @@ class _Lowerer:
         self.source = source
         self.max_statements = max_statements
         self.budget = 0
+        """Statements lowered so far (SP018 past `max_statements`)."""
+        self.iterations = 0
+        """Loop iterations run so far: capped at ITERATIONS_PER_STATEMENT times the statement
+        limit, so that loops with little or nothing in them cannot run unbounded either."""
         self.entities: dict[str, _Entity] = {}
         self.devices: list[Device] = []
         self.memories: list[Memory] = []
@@ -291,6 +303,7 @@ class _Lowerer:
             if isinstance(decl, ast.ExpectDecl):
                 self.attempt(lambda d: expectations.append(self.expectation(d)), decl)
         self.expectations = tuple(expectations)
+        self.check_size()
         return self.variants()
 
     def device(self, decl: ast.DeviceDecl) -> None:
@@ -791,7 +804,7 @@ class _Lowerer:
         self.decisions: list[tuple[int, int, str]] = []
         self.cuda_sync_first = cuda_sync_first
         self.pageable_cuda = False
-        self.budget = 0
+        self.budget = self.iterations = 0
         declared = (list(self.memories), list(self.streams), list(self.events), dict(self.streams_on))
         self.threads = []
         self.statements = []
@@ -836,6 +849,112 @@ class _Lowerer:
             self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
             name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
             self.threads.append(Thread(index, name, tuple(self.thread_statements), decl.span))
+
+    # -- the size of the threads, before unrolling them -----------------------------------------
+
+    def check_size(self) -> None:
+        """SP018 before anything is unrolled, when the threads would lower to more than
+        `max_statements` statements. Lowering counts as it goes too (`spend`), but nested
+        loops multiply: a 1 KB spec of 30 nested two-trip loops built a million statements
+        (6-42 s, 1-2 GB) before that count stopped it. Here a loop body whose size does not
+        depend on the loop's variable is counted once. Where the size cannot be told without
+        lowering (an error that lowering reports, a bound too large, too much work), this
+        says nothing and lowering's own count decides."""
+        limit = self.max_statements
+        self.sizes_known: dict[tuple, int] = {}
+        self.names_used: dict[int, frozenset[str]] = {}
+        self.size_work = 0
+        total = 0
+        try:
+            for decl in self.thread_decls:
+                count = self.array_count(decl.count, "thread")
+                for i in range(count or 1):
+                    env = {} if count is None else {decl.name.text: i}
+                    for statement, size in self.sizes(decl.body, env):
+                        total += size
+                        if total > limit:
+                            what = "loop" if isinstance(statement, ast.For) else "thread"
+                            raise SpecError(error(
+                                Code.SP018, f"this {what} unrolls past the limit of {limit:,} lowered statements",
+                                statement.span, "unrolls too far",
+                                help="shrink the loop, or raise the limit with --max-statements N"))
+        except (_SizeUnknown, _Skip):
+            return
+        except SpecError as exc:
+            if exc.diagnostic.code is Code.SP018:
+                raise
+            return  # lowering reports it where it belongs
+
+    def sizes(self, body, env: dict[str, int]):
+        """(statement, how many statements it lowers to) for each statement of `body`."""
+        env = dict(env)
+        for statement in body:
+            if isinstance(statement, ast.Let):
+                env[statement.variable.text] = self.evaluate(statement.value, env)
+                yield statement, 0
+            elif isinstance(statement, ast.For):
+                low, high = self.evaluate(statement.low, env), self.evaluate(statement.high, env)
+                trips = max(0, high - low)
+                if trips > self.max_statements:
+                    raise _SizeUnknown  # lowering reports the loop itself
+                variable = statement.variable.text
+                if variable not in self.names_in(statement.body):
+                    yield statement, trips * self.size(statement.body, env) if trips else 0
+                    continue
+                size = 0
+                for value in range(low, high):
+                    self.size_work += 1
+                    if self.size_work > self.max_statements:
+                        raise _SizeUnknown
+                    size += self.size(statement.body, {**env, variable: value})
+                    if size > self.max_statements:
+                        break
+                yield statement, size
+            elif isinstance(statement, ast.Group):
+                yield statement, self.size(statement.body, env)
+            elif isinstance(statement, ast.Choose):
+                yield statement, max(self.size(branch, env) for branch in statement.branches)
+            else:
+                yield statement, 1
+
+    def size(self, body, env: dict[str, int]) -> int:
+        """How many statements `body` lowers to from `env` (each variant: its largest)."""
+        names = self.names_in(body)
+        key = (id(body), tuple(sorted((name, env[name]) for name in names if name in env)))
+        known = self.sizes_known.get(key)
+        if known is None:
+            known = self.sizes_known[key] = sum(size for _, size in self.sizes(body, env))
+        return known
+
+    def names_in(self, body) -> frozenset[str]:
+        """The variables that the loop bounds and `let`s of `body` read (at any depth)."""
+        names = self.names_used.get(id(body))
+        if names is None:
+            found: set[str] = set()
+
+            def read(expr) -> None:
+                if isinstance(expr, ast.Variable):
+                    found.add(expr.name)
+                elif isinstance(expr, ast.Negate):
+                    read(expr.operand)
+                elif isinstance(expr, ast.BinaryOp):
+                    read(expr.left)
+                    read(expr.right)
+
+            for statement in body:
+                if isinstance(statement, ast.Let):
+                    read(statement.value)
+                elif isinstance(statement, ast.For):
+                    read(statement.low)
+                    read(statement.high)
+                    found.update(self.names_in(statement.body))
+                elif isinstance(statement, ast.Group):
+                    found.update(self.names_in(statement.body))
+                elif isinstance(statement, ast.Choose):
+                    for branch in statement.branches:
+                        found.update(self.names_in(branch))
+            names = self.names_used[id(body)] = frozenset(found)
+        return names
 
     def spend(self, span: Span, what: str) -> None:
         self.budget += 1
@@ -883,7 +1002,12 @@ class _Lowerer:
                                       statement.span, "unrolls too far",
                                       help="shrink the loop, or raise the limit with --max-statements N"))
             for value in range(low, high):
-                self.spend(loops[0].span if loops else statement.span, "loop")
+                self.iterations += 1
+                if self.iterations > ITERATIONS_PER_STATEMENT * self.max_statements:
+                    raise SpecError(error(
+                        Code.SP018, f"this loop runs more than {ITERATIONS_PER_STATEMENT * self.max_statements:,} "
+                        "iterations in all, past the limit of lowered statements", (loops[0] if loops else statement).span,
+                        "unrolls too far", help="shrink the loop, or raise the limit with --max-statements N"))
                 inner = dict(env)
                 inner[statement.variable.text] = value
                 self.block(statement.body, inner, loops + (statement,))

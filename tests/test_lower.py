@@ -331,6 +331,27 @@ def test_max_statements_option():
     assert_error(flat, Code.SP018, 11, 3, message="thread", max_statements=3)
 
 
+def test_the_limit_counts_statements_not_loop_iterations():
+    source = thread("for i in 0..10 {", "  s: kernel k", "}")
+    assert len(program(source, max_statements=10).statements) == 10  # exactly at the limit
+    assert_error(source, Code.SP018, 8, 3, max_statements=9)
+    # A loop that lowers nothing still runs only so many iterations.
+    empty = thread("for i in 0..100 {", "  for j in 0..100 {", "    let x = j", "  }", "}")
+    assert_error(empty, Code.SP018, 8, 3, message="more than 4,000 iterations in all", max_statements=1000)
+    assert program(empty, max_statements=10_000).statements == ()
+
+
+def test_nested_loops_are_sized_before_they_are_unrolled():
+    # 2^40 statements from 40 nested two-trip loops: refused at the outermost loop at once,
+    # where unrolling would have built the limit's worth of statements first.
+    nested = ["for i%d in 0..2 {" % k for k in range(40)] + ["s: kernel k reads x[i0:i1 + 1]"] + ["}"] * 40
+    assert_error(thread(*nested), Code.SP018, 8, 3, message="unrolls past the limit")
+    # Bounds that depend on outer variables are summed: 0 + 1 + ... + 399 = 79,800.
+    triangle = thread("for i in 0..400 {", "  for j in 0..i {", "    s: kernel k", "  }", "}")
+    assert_error(triangle, Code.SP018, 8, 3, max_statements=79_799)
+    assert len(program(triangle, max_statements=79_800).statements) == 79_800
+
+
 def test_absurd_loop_is_refused_at_once():
     assert_error(thread("for i in 0..1000000000000 {", "  s: kernel k", "}"), Code.SP018, 8, 3,
                  message="1,000,000,000,000 times")
