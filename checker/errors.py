@@ -61,7 +61,8 @@ class SpecInvalid(ValueError):
         where = ""
         if first is not None and first.primary_span is not None:
             span = first.primary_span
-            line = text.splitlines()[span.line - 1] if 0 < span.line <= len(text.splitlines()) else ""
+            lines = text.split("\n")
+            line = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
             where = f" (line {span.line}: {line.strip()})"
         message = first.message if first is not None else "the spec does not load"
         super().__init__(f"{message}{where}")

@@ -550,7 +550,7 @@ class _Lowerer:
                 value = left % right
         if abs(value) > MAX_LITERAL:
             raise SpecError(error(Code.SP020, "integer overflow", expr.span, "value too large",
-                                  help="values must stay below 2^62"))
+                                  help="values may be at most 2^62 in size"))
         return value
 
     def resolve(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> int:

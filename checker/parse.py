@@ -104,9 +104,10 @@ def _name(token: Token) -> ast.Name:
 
 def _int_literal(token: Token) -> int:
     text = str(token).lstrip("-")
-    if len(text) > 18:
+    # The length first: `int` of a long string costs time quadratic in its length.
+    if len(text) > len(str(MAX_LITERAL)) or int(text) > MAX_LITERAL:
         raise SpecError(error(Code.SP020, "number too large", span_of(token), "this number",
-                              help="integers must stay below 2^62"))
+                              help="integers may be at most 2^62"))
     return int(str(token))
 
 
@@ -799,6 +800,15 @@ def _safe_example_message(exc: UnexpectedInput) -> str | None:
         return None
 
 
+SHOWN_TOKEN = 40
+"""Characters of an unexpected token quoted in a diagnostic; a longer one is cut with `...`."""
+
+
+def _quoted(word) -> str:
+    word = str(word)
+    return f"`{word[:SHOWN_TOKEN]}...`" if len(word) > SHOWN_TOKEN else f"`{word}`"
+
+
 def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream
@@ -812,7 +822,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
             close = close_words(word.group(), _expected_words(parser, expected))
             if close:
                 return error(Code.SP002, _did_you_mean(word.group(), close), _span_at(text, pos, len(word.group())),
-                             f"unexpected `{word.group()}`",
+                             f"unexpected {_quoted(word.group())}",
                              help=_form_help(message, close, f"expected {_describe_expected(parser, expected)}"))
         return error(Code.SP002, message or f"unexpected character {shown}", span,
                      f"unexpected character {shown}" if message else "not valid here",
@@ -843,7 +853,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         # `sycn s`: a misspelled statement keyword was read as the stream of `STREAM: ...`
         close = close_words(str(word), STATEMENT_WORDS) if len(str(word)) >= 3 else []
         if close:
-            return error(Code.SP002, _did_you_mean(str(word), close), span_of(word), f"unexpected `{word}`",
+            return error(Code.SP002, _did_you_mean(str(word), close), span_of(word), f"unexpected {_quoted(word)}",
                          help="a statement starts with a stream (`STREAM: ...`) or a keyword")
     if (isinstance(last, Token) and last.type == "NAME" and str(last) in ("reads", "writes")
             and isinstance(before, Token) and before.type == "COMMA"
@@ -862,7 +872,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         return error(Code.SP002, message or "unexpected end of file", end, "unexpected end of file",
                      help=f"expected {expected}" if expected else "")
     span = span_of(token)
-    found = "end of line" if token.type == "_NL" else f"`{token}`"
+    found = "end of line" if token.type == "_NL" else _quoted(token)
     if token.type == "_NL":
         span = _span_at(text, token.start_pos, 1)
     unit = _unit_problem(text, token, message)
@@ -1139,6 +1149,10 @@ class Parsed:
     skipped: frozenset[str] = frozenset()
 
 
+def _same(first: Diagnostic, second: Diagnostic) -> bool:
+    return (first.code, first.primary_span, first.message) == (second.code, second.primary_span, second.message)
+
+
 def parse_recovering(text: str) -> Parsed:
     """Parse source text, reporting every syntax error rather than the first."""
     if len(text) > MAX_SOURCE_CHARS:
@@ -1165,6 +1179,8 @@ def parse_recovering(text: str) -> Parsed:
                 break
             except SpecError as exc:
                 diagnostic = exc.diagnostic
+                if errors and _same(errors[-1], diagnostic):  # blanking did not get past it
+                    return Parsed(None, tuple(errors), frozenset(skipped))
                 errors.append(diagnostic)
                 region = _recovery_region(current, diagnostic, getattr(exc, "statement_start", None))
                 if region is None or len(errors) >= MAX_ERRORS or budget < len(current):

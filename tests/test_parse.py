@@ -360,7 +360,25 @@ def test_literals_out_of_range(source, line, column, message):
     assert_error(source, Code.SP020, line, column, message=message)
 
 
+def test_integer_literals_up_to_2_to_the_62():
+    program = load_text(thread("let a = 1000000000000000000", "let b = 4611686018427387904",
+                               "s: kernel k reads x[b - b:a / a]")).program
+    assert program is not None and program.statements[0].accesses[0].end == 1
+    assert_error(thread("let b = 4611686018427387905"), Code.SP020, 5, 11, message="number too large")
+
+
 # -- syntax errors ------------------------------------------------------------------------
+
+
+def test_a_huge_unexpected_token_is_quoted_cut_short():
+    (diagnostic,) = errors_of(thread("s: kernel k reads x " + "a" * 100_000))
+    label = diagnostic.annotations[0].label
+    assert label == "unexpected `" + "a" * 40 + "...`", label
+
+
+def test_a_line_ending_the_lexer_does_not_count_reports_once():
+    errors = errors_of(b"device d\rstream s on d\r")
+    assert [(d.code, d.primary_span.line, d.primary_span.column) for d in errors] == [(Code.SP002, 1, 9)]
 
 
 def test_syntax_error_position_and_help():

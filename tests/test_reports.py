@@ -266,3 +266,17 @@ def test_large_json_reports_are_compact_and_say_the_same(run, monkeypatch):
     status, compact, _ = run("check", spec, "--format", "json")
     assert status == 1 and compact.count("\n") == 1  # large: one line, written by the C encoder
     assert json.loads(compact) == json.loads(pretty)
+
+
+def test_code_frame_shows_the_line_the_parser_counted(run, tmp_path):
+    # A form feed line, a U+2028 inside a comment, a form feed inside a statement and a CRLF:
+    # only \n ends a line for the parser, so the frame must show the same line, caret aligned.
+    spec = tmp_path / "odd.sched"
+    spec.write_text("device d\n\x0c\n# a\u2028b\nstream s on d\r\nthread t {\n  s: kernel\x0ck writes y\n}\n",
+                    newline="")
+    status, out, _ = run("check", spec)
+    assert status == 2
+    lines = out.splitlines()
+    shown = next(i for i, line in enumerate(lines) if line.startswith("6 |"))
+    assert lines[shown] == "6 |   s: kernel k writes y"
+    assert lines[shown + 1].index("^") == lines[shown].index("y")

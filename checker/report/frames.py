@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from checker.ir import Span
@@ -29,9 +30,27 @@ def _window(text: str, marks: list[Mark]) -> tuple[str, int]:
     return prefix + shown + suffix, start - len(prefix)
 
 
+def _printable(line: str) -> str:
+    """The line with every tab, control and format character (escape sequences, bidi
+    overrides, form feeds) shown as one space: the caret stays under its column, and the
+    terminal shows the source rather than obeying it."""
+    if line.isprintable():
+        return line
+    return "".join(" " if ch == "\t" or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+                   for ch in line)
+
+
+def source_lines(source: str) -> list[str]:
+    """The lines of a spec as its parser counts them: only `\n` ends a line (a `\r` before
+    it is dropped). `str.splitlines` also breaks at form feeds, U+2028 and lone `\r`, which
+    would show the wrong line above a caret."""
+    lines = [line.removesuffix("\r") for line in source.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def frame(source: str, marks: list[Mark], style) -> list[str]:
     """Lines of a code frame. `style(text, kind)` colours a piece (kind: gutter, primary, secondary)."""
-    lines = source.splitlines()
+    lines = source_lines(source)
     if not marks or not lines:
         return []
     by_line: dict[int, list[Mark]] = {}
@@ -45,7 +64,7 @@ def frame(source: str, marks: list[Mark], style) -> list[str]:
     for number in sorted(by_line):
         if previous is not None and number > previous + 1:
             out.append(style("." * (width + 1), "gutter"))
-        text, shift = _window(lines[number - 1].replace("\t", " "), by_line[number])
+        text, shift = _window(_printable(lines[number - 1]), by_line[number])
         out.append(style(f"{number:>{width}} |", "gutter") + " " + style(text, "source"))
         for mark in by_line[number]:
             start = max(mark.span.column - 1 - shift, 0)
