@@ -114,6 +114,10 @@ class _Builder:
         # waits for.
         self.frontier: dict[int, list[int]] = {}
         self.open_batch: dict[int, tuple[int, list[int]]] = {}
+        # Per hardware queue (device, queue): tasks whose having begun means every task
+        # enqueued into it so far has begun (the latest one, or the members of the batch
+        # being filled with what was before them).
+        self.queue_begun: dict[tuple[int, int], list[int]] = {}
 
     # -- nodes --------------------------------------------------------------------------
 
@@ -232,12 +236,16 @@ class _Builder:
         for p in self.stream_predecessors(s):
             self.edge(self.done(statements[p]), first, EdgeKind.STREAM)
         # Rule 10: earlier tasks of the same hardware queue (on other streams) have begun.
+        # Each task waits for the queue's latest one, which waited for those before it, so
+        # one edge per task (or per batch member) orders them all; an earlier task on the
+        # task's own stream is ordered by the stream already.
         if stream.queue is not None:
-            for other in program.streams:
-                if (other.index != stream.index and other.device == stream.device
-                        and other.queue == stream.queue):
-                    for p in self.frontier.get(other.index, ()):
-                        self.edge(self.first(statements[p]), first, EdgeKind.QUEUE)
+            queue = (stream.device, stream.queue)
+            begun = self.queue_begun.get(queue, [])
+            for p in begun:
+                if statements[p].stream != s.stream:
+                    self.edge(self.first(statements[p]), first, EdgeKind.QUEUE)
+            self.queue_begun[queue] = begun + [s.index] if s.batch is not None else [s.index]
         # Rule 11: the legacy default stream and the blocking streams of its device.
         legacy = legacy_of.get(stream.device)
         if legacy is not None and stream.mode is not StreamMode.NONBLOCKING:
