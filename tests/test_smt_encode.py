@@ -206,3 +206,17 @@ def test_a_program_with_too_many_open_orderings_is_unknown_at_once(monkeypatch) 
     assert "open" in finding.message and finding.help
     monkeypatch.setattr(rules, "MAX_OPEN", 10_000_000)
     assert not [f for f in analyze(load_text(text).program, total=60.0) if f.detail.get("reason") == "too large"]
+
+
+def test_a_stream_shared_by_thousands_of_threads_is_unknown_at_once() -> None:
+    # Every task would read every other thread's tasks on the stream: 3,000 threads took 73 s
+    # in the must order before anything was counted; MAX_PEERS refuses it before that.
+    from checker.smt.rules import MAX_PEERS
+
+    threads = 1500
+    text = "device d\nstream s on d\nbuffer x 1MiB on d\n" + "".join(
+        f"thread t{i} {{\n  s: kernel k reads x\n}}\n" for i in range(threads))
+    assert threads * (threads - 1) > MAX_PEERS
+    (finding,) = analyze(load_text(text).program)
+    assert finding.kind is FindingKind.UNKNOWN and finding.detail["reason"] == "too large"
+    assert f"{threads * (threads - 1):,} pairs" in finding.message

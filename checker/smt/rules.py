@@ -86,14 +86,24 @@ without its hand-back notify list 720,000, about 1 KB each, and the solver, whic
 one as a formula, gives up long before. Beyond this the program is too large to check."""
 
 
+MAX_PEERS = 2_000_000
+"""Pairs (a task, another thread's tasks on its stream) that the rules read per round of the
+must order. Each costs a bisection even where the order closes the window, so a stream
+shared by thousands of threads costs minutes before any open choice is counted (3,000 threads
+of one kernel on one stream: 73 s). Beyond this the program is too large to check."""
+
+
 class TooLarge(Exception):
     """The items of a program list more open choices than `MAX_OPEN`."""
 
-    def __init__(self, step: int, count: int):
+    def __init__(self, step: int | None, count: int):
         super().__init__(step, count)  # the arguments, so that it pickles out of a worker
         self.step, self.count = step, count
 
     def __str__(self) -> str:
+        if self.step is None:  # MAX_PEERS
+            return (f"its streams are shared by so many threads that {self.count:,} pairs of a task and "
+                    f"another thread's tasks on its stream would be ordered (at most {MAX_PEERS:,})")
         return (f"more than {MAX_OPEN:,} orderings are left open by the interleaving "
                 f"(at least {self.count:,} by step {self.step})")
 
@@ -109,6 +119,10 @@ class Rules:
         self.program = layout.program
         self.oracle = oracle
         self.edges_only = edges_only
+        peers = sum(len(layout.runs[(thread, stream)]) * (len(threads) - 1)
+                    for stream, threads in layout.threads_on_stream.items() for thread in threads)
+        if peers > MAX_PEERS:
+            raise TooLarge(None, peers)
         program = self.program
         streams = program.streams
         self.queue_peers: dict[int, list[int]] = {}
