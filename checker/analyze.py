@@ -79,7 +79,14 @@ def find(program: Program, options: Options,
         findings += _explore(program, options)
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
-        found, complete = hb.analyze(program)
+        try:
+            found, complete = hb.analyze(program)
+        except hb.TooWide as wide:
+            found, complete = (), True
+            findings.append(_unknown(
+                f"the program is too wide to order: {wide.steps:,} steps on {wide.chains:,} threads and "
+                f"streams (at most {hb.MAX_CLOCK_ENTRIES:,} of the two multiplied)",
+                "use fewer streams (or threads), or split the spec"))
         findings += found
         if not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race",

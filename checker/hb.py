@@ -27,6 +27,17 @@ from checker.resources import paused_gc
 from checker.witness import Step, StepKind, Witness
 
 RACE_SCAN_BUDGET = 50_000_000
+MAX_CLOCK_ENTRIES = 100_000_000
+"""Steps x chains (threads and streams) of the vector clocks: about 8 bytes each. 20,000
+streams of one kernel each took 9.5 GB; beyond this the order is not built."""
+
+
+class TooWide(Exception):
+    """The program has too many steps on too many chains for vector clocks."""
+
+    def __init__(self, steps: int, chains: int):
+        super().__init__(steps, chains)
+        self.steps, self.chains = steps, chains
 MAX_WITNESSES = 200
 
 
@@ -112,6 +123,8 @@ def build(program: Program) -> HappensBefore:
 
 def _build(program: Program) -> HappensBefore:
     graph = partial_order.build(program)
+    if len(graph.steps) * graph.chain_count > MAX_CLOCK_ENTRIES:
+        raise TooWide(len(graph.steps), graph.chain_count)
     predecessors = [list(dict.fromkeys(p)) for p in graph.predecessors()]
     count = len(graph.steps)
     successors: list[list[int]] = [[] for _ in range(count)]

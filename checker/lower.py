@@ -33,6 +33,9 @@ ITERATIONS_PER_STATEMENT = 4
 they lower statements (an outer trip and an inner one per statement), and a spec within the
 statement limit must not be refused for that."""
 MAX_ARRAY = 100_000
+MAX_COMM_MEMBERS = 1_000_000
+"""Members of every comm together: a comm array over a stream array has the square of their
+length (10,000 x 10,000 ran out of memory before checking anything)."""
 MAX_ENGINE_UNITS = 4096
 MAX_VARIANTS = 64
 """Most programs one spec may lower to (branch combinations times runtime alternatives)."""
@@ -157,6 +160,8 @@ class _Lowerer:
         self.max_statements = max_statements
         self.budget = 0
         """Statements lowered so far (SP018 past `max_statements`)."""
+        self.comm_member_count = 0
+        """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
         """Loop iterations run so far: capped at ITERATIONS_PER_STATEMENT times the statement
         limit, so that loops with little or nothing in them cannot run unbounded either."""
@@ -475,6 +480,13 @@ class _Lowerer:
                     raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
                                           ref.span, "not a stream", help="a comm lists one stream per rank"))
                 for stream in self.resolve_all(ref, env, "stream"):
+                    self.comm_member_count += 1
+                    if self.comm_member_count > MAX_COMM_MEMBERS:
+                        raise SpecError(error(
+                            Code.SP020, f"the comms have more than {MAX_COMM_MEMBERS:,} members in all",
+                            decl.span, "too many members",
+                            help="a comm array over a stream array has the square of their length in "
+                                 "members: give each comm its own few streams"))
                     name = self.streams[stream].name
                     comm_name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
                     if stream in written:

@@ -277,3 +277,16 @@ def test_one_hardware_queue_over_many_streams_is_ordered_with_linear_edges():
     found, complete = hb.analyze(program)
     # each kernel has begun before the next one starts, but may still run: consecutive ones race
     assert complete and len([f for f in found if f.kind is FindingKind.RACE]) > 0
+
+
+def test_a_program_too_wide_for_vector_clocks_is_unknown_not_clean(monkeypatch):
+    from checker.analyze import Options, find
+
+    text = ("device d\nstream s[30] on d\nbuffer x 1MiB on d\nthread t {\n"
+            "  for i in 0..30 {\n    s[i]: kernel k writes x\n  }\n}\n")
+    program = load_text(text, "wide.sched").program
+    races = [f for f in find(program, Options())[0] if f.kind is FindingKind.RACE]
+    assert races  # within the limit: every kernel races with every other
+    monkeypatch.setattr(hb, "MAX_CLOCK_ENTRIES", 1000)  # 91 steps x 31 chains
+    (finding,) = find(program, Options())[0]
+    assert finding.kind is FindingKind.UNKNOWN and "too wide to order" in finding.message

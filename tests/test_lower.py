@@ -664,3 +664,12 @@ def test_unrolling_limit_stops_lowering():
 def test_errors_in_one_choose_branch_are_found_in_the_first_variant_only():
     found = all_errors(thread("choose { s9: kernel a } or { s8: kernel b }"))
     assert found == [(Code.SP010, 8, "`s9` is not declared")]
+
+
+def test_comm_members_are_capped_in_all(monkeypatch):
+    import checker.lower as lowering
+
+    monkeypatch.setattr(lowering, "MAX_COMM_MEMBERS", 50)
+    source = "device g[8]\nstream c[8] on g\ncomm w[8] = { c }\n"  # 64 members
+    assert_error(source, Code.SP020, 3, 1, message="more than 50 members in all")
+    assert program("device g[7]\nstream c[7] on g\ncomm w[7] = { c }\n")  # 49
