@@ -421,6 +421,10 @@ class _Lowerer:
         count = self.array_count(decl.count, "tensor")
         if decl.size.value <= 0:
             raise SpecError(error(Code.SP020, "a tensor needs a positive size", decl.size.span))
+        if decl.device.text == "host" and "host" not in self.entities:
+            raise SpecError(error(Code.SP012, "a tensor lives on a device, not on the host", decl.device.span,
+                                  "not a device", help="host memory is a `buffer NAME SIZE on host [pinned]`; "
+                                                       "the caching allocator here is the device's"))
         places = self.placement(decl.device, decl.device_index, count, "tensor")
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
         first = len(self.tensors)

@@ -566,3 +566,10 @@ def test_device_arrays_place_one_element_per_device():
 ])
 def test_device_array_errors(source, code, line, column, words):
     error_of(source, code, line, column, words)
+
+
+def test_a_tensor_on_the_host_is_refused_with_a_reason():
+    loaded = load_text("device d\ntensor t 4MiB on host\n", "t.sched")
+    (diagnostic,) = [d for d in loaded.diagnostics if d.severity is Severity.ERROR]
+    assert diagnostic.code is Code.SP012 and "not on the host" in diagnostic.message
+    assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (2, 18)

@@ -280,3 +280,14 @@ def test_code_frame_shows_the_line_the_parser_counted(run, tmp_path):
     shown = next(i for i, line in enumerate(lines) if line.startswith("6 |"))
     assert lines[shown] == "6 |   s: kernel k writes y"
     assert lines[shown + 1].index("^") == lines[shown].index("y")
+
+
+def test_witness_lines_name_their_loop_iteration(run, tmp_path):
+    spec = tmp_path / "loop.sched"
+    spec.write_text("device d\nbuffer x 1MiB on d\nstream s[2] on d\nthread t {\n"
+                    "  for i in 0..3 {\n    s[i % 2]: kernel k writes x\n  }\n}\n")
+    status, out, _ = run("check", spec)
+    assert status == 1
+    steps = [line for line in out.splitlines() if re.match(r"\s+\d+\. (issue|start|end) ", line)]
+    assert steps and all(re.search(r"kernel k \[i=\d\]$", line) for line in steps)
+    assert len({line.rsplit("[", 1)[1] for line in steps}) == 2  # two iterations, told apart

@@ -9,6 +9,7 @@ from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, Status
 from checker.ir import Program
 from checker.report.frames import Mark, frame
+from checker.report.timeline import loop_text
 
 STYLES = {
     "error": "bold red", "warning": "bold yellow", "note": "bold cyan", "gutter": "bold blue",
@@ -67,7 +68,10 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
     first = len(steps) - len(shown)
     for offset, step in enumerate(shown):
         statement = program.statements[step.statement]
-        text = f"{first + offset + 1:>6}. {step.kind.value:<8} line {statement.span.line:<4} {program.describe(statement)}"
+        # the loop variables tell one iteration's step from another's on the same line
+        loops = loop_text(statement.bindings)
+        text = (f"{first + offset + 1:>6}. {step.kind.value:<8} line {statement.span.line:<4} "
+                f"{program.describe(statement)}" + (f" {loops}" if loops else ""))
         out.append("      " + _style(text, "primary" if step.statement in involved else "dim"))
     return out
 
