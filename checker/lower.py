@@ -1322,8 +1322,10 @@ class _Lowerer:
             self.events.append(Event(event, f"wait_stream#{len(self.wait_stream_events) + 1}", False, node.span))
             self.wait_stream_events[key] = event
         written = f"wait_stream {self.text(node.source.span)}"
+        waiter = self.streams[common["stream"]].name
+        # described on the source stream, so it reads `s1: record (for s2: wait_stream s1)`
         self.emit(node, part=1, op=Op.RECORD, stream=source, device=self.streams[source].device, event=event,
-                  bindings=bindings, form=f"{written} (record)")
+                  bindings=bindings, form=f"record (for {waiter}: {written})")
         self.emit(node, op=Op.WAIT, event=event, form=written, **common)
 
     def notify_task(self, node: ast.NotifyTask | ast.AwaitTask, env, bindings) -> None:

@@ -351,9 +351,9 @@ def test_wait_stream_is_a_record_and_a_wait():
                 "  side: wait_stream s\n}\n")
     rows = [(s.op, s.stream, s.event, s.thread, s.form) for s in p.statements]
     assert rows == [
-        (Op.RECORD, 0, 0, 0, "wait_stream s (record)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
-        (Op.RECORD, 0, 0, 0, "wait_stream s (record)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
-        (Op.RECORD, 0, 1, 1, "wait_stream s (record)"), (Op.WAIT, 1, 1, 1, "wait_stream s"),
+        (Op.RECORD, 0, 0, 0, "record (for side: wait_stream s)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
+        (Op.RECORD, 0, 0, 0, "record (for side: wait_stream s)"), (Op.WAIT, 1, 0, 0, "wait_stream s"),
+        (Op.RECORD, 0, 1, 1, "record (for side: wait_stream s)"), (Op.WAIT, 1, 1, 1, "wait_stream s"),
     ]
     assert [(e.name, e.flag) for e in p.events] == [("wait_stream#1", False), ("wait_stream#2", False)]
 
