@@ -291,3 +291,13 @@ def test_witness_lines_name_their_loop_iteration(run, tmp_path):
     steps = [line for line in out.splitlines() if re.match(r"\s+\d+\. (issue|start|end) ", line)]
     assert steps and all(re.search(r"kernel k \[i=\d\]$", line) for line in steps)
     assert len({line.rsplit("[", 1)[1] for line in steps}) == 2  # two iterations, told apart
+
+
+def test_statements_lowered_from_one_are_marked_once(run):
+    # `free` under `runtime cuda` is a device sync and a free, both on line 14 and both stuck.
+    spec = HERE / "semantics" / "s15_cudafree_against_spinning_allreduce.sched"
+    status, out, _ = run("check", spec)
+    assert status == 1
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("14 |"))
+    assert "stuck here" in lines[at + 1] and not lines[at + 2].strip(" |^").startswith("stuck here")

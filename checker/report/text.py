@@ -53,7 +53,9 @@ def _finding_marks(program: Program, finding: Finding) -> list[Mark]:
             label = "this access" if position == 0 else "the free"
         else:
             label = program.describe(statement)
-        marks.append(Mark(statement.span, label, position == 0 or finding.kind is FindingKind.DEADLOCK))
+        mark = Mark(statement.span, label, position == 0 or finding.kind is FindingKind.DEADLOCK)
+        if mark not in marks:  # statements lowered from one (a cudaFree's sync and free) share a span
+            marks.append(mark)
     return marks
 
 
