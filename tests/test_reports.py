@@ -301,3 +301,11 @@ def test_statements_lowered_from_one_are_marked_once(run):
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("14 |"))
     assert "stuck here" in lines[at + 1] and not lines[at + 2].strip(" |^").startswith("stuck here")
+
+
+def test_show_prints_a_title_s_control_characters_as_spaces(run, tmp_path):
+    spec = tmp_path / "esc.sched"
+    spec.write_text('spec "a\x1b[31mred\u202ex"\ndevice d\n')
+    status, out, _ = run("show", spec)
+    assert status == 0
+    assert out.splitlines()[0].endswith(": a [31mred x")

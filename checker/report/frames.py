@@ -30,7 +30,7 @@ def _window(text: str, marks: list[Mark]) -> tuple[str, int]:
     return prefix + shown + suffix, start - len(prefix)
 
 
-def _printable(line: str) -> str:
+def printable(line: str) -> str:
     """The line with every tab, control and format character (escape sequences, bidi
     overrides, form feeds) shown as one space: the caret stays under its column, and the
     terminal shows the source rather than obeying it."""
@@ -64,7 +64,7 @@ def frame(source: str, marks: list[Mark], style) -> list[str]:
     for number in sorted(by_line):
         if previous is not None and number > previous + 1:
             out.append(style("." * (width + 1), "gutter"))
-        text, shift = _window(_printable(lines[number - 1]), by_line[number])
+        text, shift = _window(printable(lines[number - 1]), by_line[number])
         out.append(style(f"{number:>{width}} |", "gutter") + " " + style(text, "source"))
         for mark in by_line[number]:
             start = max(mark.span.column - 1 - shift, 0)

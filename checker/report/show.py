@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from checker.ir import Program
+from checker.report.frames import printable
 
 
 def _ms(ns: int) -> str:
@@ -60,7 +61,7 @@ def show_json(program: Program) -> dict:
 
 
 def show_text(program: Program, limit: int = 2000) -> list[str]:
-    out = [f"{program.path}" + (f": {program.title}" if program.title else "")]
+    out = [printable(f"{program.path}" + (f": {program.title}" if program.title else ""))]
     out.append("devices:")
     for d in program.devices:
         engines = " ".join(f"{e.value} {n}" for e, n in d.engines)
