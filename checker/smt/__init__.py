@@ -62,7 +62,9 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             FindingKind.UNKNOWN,
             f"the solver does not check this program: {error}",
             (),
-            help=f"the open orderings grow with the square of the loop iterations that threads may run "
+            help="check fewer threads on each shared stream (a bug between threads shows with two or three)"
+            if error.step is None else
+                 f"the open orderings grow with the square of the loop iterations that threads may run "
                  f"apart; check a shorter unrolling (the bug usually shows in two or three iterations), "
                  f"or hold the threads in step (at most {MAX_OPEN:,} open orderings are checked)",
             detail={"query": "all", "reason": "too large", "open": error.count},
