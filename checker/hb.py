@@ -285,7 +285,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     for s in program.statements:
         for access in s.accesses:
             memory = access.memory
-            if memory not in allocs and memory not in launch_frees:
+            if memory not in allocs and memory not in launch_frees and memory not in launch_allocs:
                 continue
             mem = program.memories[memory]
             start = graph.node_of[_step_key(_access_steps(s)[0])]
@@ -318,6 +318,12 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     continue
                 report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
                     [issue, free_issue], last=issue, early=free_issue), launch_order=True), s)
+            # Launch order: a caching-allocator block used before any of its allocs is issued.
+            block_allocs = launch_allocs.get(memory, [])
+            if (block_allocs and memory not in allocs
+                    and not any(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
+                                if g in order.clocks)):
+                report(messages.use_before_alloc(program, s, mem, 1, order.prefix([issue], last=issue)), s)
 
 
 def _deadlock(order: HappensBefore) -> Finding | None:

@@ -191,6 +191,16 @@ class Machine:
         every segment it touches for work enqueued on a stream; for a host statement, which
         runs when issued, only those of caching-allocator blocks (whose frees count by launch
         order alone): other memory it uses after a free only by run order."""
+        block_allocs: dict[int, list[int]] = {}
+        for st in statements:
+            if st.launch_only and st.op is Op.ALLOC:
+                block_allocs.setdefault(st.memory, []).append(st.index)
+        self.block_allocs = tuple(
+            tuple(tuple(block_allocs[m]) for m in dict.fromkeys(a.memory for a in st.accesses) if m in block_allocs)
+            for st in statements)
+        """Per statement, for each caching-allocator block it touches, the allocs of that block:
+        a statement issued while none of one block's allocs has been is a use before alloc
+        (launch order: a tensor is used before any tensor was given its block)."""
         self.allocs = self.of_op.get(Op.ALLOC, ())
         self.frees = self.of_op.get(Op.FREE, ())
         kill = [0] * n
@@ -642,6 +652,9 @@ class Machine:
             races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
         if kind is _ISSUE and view.launch_dead & self.launch_touch[i]:
             uses = uses + ((i, ENQUEUED_AFTER_FREE),)
+        if kind is _ISSUE and self.block_allocs[i] and any(
+                all(view.status[a] == NEW for a in allocs) for allocs in self.block_allocs[i]):
+            uses = uses + ((i, USE_BEFORE_ALLOC),)
         return updates, races, uses
 
     def _fixed_updates(self, kind: StepKind, i: int, track: bool) -> tuple:

@@ -66,7 +66,8 @@ class Reduction:
             safe_return[i] = st.blocking
             # An issue that changes or tests launch-order liveness is visible (it can show a
             # use of memory enqueued after its free), so it is never taken alone.
-            launch_visible = OPERATIONS[st.op].lifetime or any(a.memory in freed for a in st.accesses)
+            launch_visible = (OPERATIONS[st.op].lifetime or any(a.memory in freed for a in st.accesses)
+                              or bool(machine.block_allocs[i]))  # (or before a block's alloc)
             if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
                     and (st.event is None or event_users[st.event] == {t}) and not launch_visible):
                 safe_issue[i] = True

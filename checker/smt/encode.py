@@ -577,10 +577,32 @@ class Encoding:
         return _or(*cases)
 
     def use_before_alloc(self, statement: Statement):
+        """Run order: some byte has never been allocated when the access starts. Launch
+        order: the statement is issued before any alloc of a caching-allocator block it
+        touches (a tensor used before any tensor was given that block)."""
         first = self.first_step(statement)
-        return _and(self.happened(first), _or(*[
-            self.never_allocated(g, first) for g in self.touched_segments(statement)
-        ]))
+        return _or(
+            _and(self.happened(first), _or(*[
+                self.never_allocated(g, first) for g in self.touched_segments(statement)
+            ])),
+            self.enqueued_before_alloc(statement),
+        )
+
+    def block_allocs(self, statement: Statement) -> list[list[Statement]]:
+        """For each caching-allocator block the statement touches, the allocs of that block."""
+        blocks = []
+        for memory in dict.fromkeys(a.memory for a in statement.accesses):
+            allocs = self.launch_lifetimes(memory)[0]
+            if allocs and all(alloc.launch_only for alloc in allocs):
+                blocks.append(allocs)
+        return blocks
+
+    def enqueued_before_alloc(self, statement: Statement):
+        issue = self.layout.issue(statement)
+        return _or(*[
+            _and(self.happened(issue), *[_not(self.enqueued_before(alloc, statement)) for alloc in allocs])
+            for allocs in self.block_allocs(statement)
+        ])
 
     def earliest_pending_blocks(self):
         """A fact of every stuck state, asserted to guide the deadlock search.

@@ -889,7 +889,7 @@ class Analysis:
             launch_frees = any(layout.frees.get(a.memory) for a in statement.accesses)
             if launch_frees or any(g.frees for g in segments):
                 asks.append((statement, FindingKind.USE_AFTER_FREE, "after it was freed"))
-            if any(g.allocs for g in segments):
+            if any(g.allocs for g in segments) or encoding.block_allocs(statement):
                 asks.append((statement, FindingKind.USE_BEFORE_ALLOC, "before it was allocated"))
         return asks
 
