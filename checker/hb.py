@@ -27,6 +27,7 @@ from checker.resources import paused_gc
 from checker.witness import Step, StepKind, Witness
 
 RACE_SCAN_BUDGET = 50_000_000
+MAX_WITNESSES = 200
 MAX_CLOCK_ENTRIES = 100_000_000
 """Steps x chains (threads and streams) of the vector clocks: about 8 bytes each. 20,000
 streams of one kernel each took 9.5 GB; beyond this the order is not built."""
@@ -38,7 +39,6 @@ class TooWide(Exception):
     def __init__(self, steps: int, chains: int):
         super().__init__(steps, chains)
         self.steps, self.chains = steps, chains
-MAX_WITNESSES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class HappensBefore:
     order: tuple[int, ...]
     """Every node that can happen, in a topological order."""
     position: dict
-    """node -> its position in each of its chains: {chain: pos}."""
+    """node -> its position in each of its chains: ((chain, pos), ...), most often one pair."""
     clocks: dict
     """node -> vector clock (list indexed by chain)."""
 
@@ -65,7 +65,7 @@ class HappensBefore:
         if node_a == node_b:
             return False
         clock = self.clocks[node_b]
-        return any(clock[c] >= p for c, p in self.position[node_a].items())
+        return any(clock[c] >= p for c, p in self.position[node_a])
 
     def prefix(self, targets: list[int], last: int | None = None, early: int | None = None) -> Witness:
         """A legal execution prefix holding the targets and all they depend on, in order.
@@ -135,7 +135,7 @@ def _build(program: Program) -> HappensBefore:
             successors[p].append(node)
     ready = [n for n in range(count) if waiting[n] == 0 and n not in graph.never]
     order: list[int] = []
-    position: dict[int, dict[int, int]] = {}
+    position: dict[int, tuple[tuple[int, int], ...]] = {}
     clocks: dict[int, list[int]] = {}
     chain_length = [0] * graph.chain_count
     zero = [-1] * graph.chain_count
@@ -150,12 +150,12 @@ def _build(program: Program) -> HappensBefore:
             for p in preds[1:]:
                 other = clocks[p]
                 clock = [a if a >= b else b for a, b in zip(clock, other)]
-        own = {}
+        own = []
         for chain in graph.chains[node]:
-            own[chain] = chain_length[chain]
+            own.append((chain, chain_length[chain]))
             clock[chain] = chain_length[chain]
             chain_length[chain] += 1
-        position[node] = own
+        position[node] = tuple(own)
         clocks[node] = clock
         for n in successors[node]:
             waiting[n] -= 1
@@ -240,7 +240,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
             for access in s.accesses:
                 forever[(access.memory, access.write)].append((s, access))
             continue
-        end_chain, end_position = next(iter(order.position[end_node].items()))
+        end_chain, end_position = order.position[end_node][0]
         for access in s.accesses:
             history[(access.memory, access.write)][end_chain].append((end_position, s, access))
     for count, a, b, access in pairs.values():
