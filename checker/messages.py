@@ -9,8 +9,10 @@ streams with an event, two threads with a notify).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Memory, Program, Statement
+from checker.ir import Memory, Op, Program, Statement
 from checker.witness import Witness
 
 
@@ -50,8 +52,35 @@ def _race_help(program: Program, a: Statement, b: Statement) -> str:
     if a.stream == b.stream:
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
+    stale = _stale_flag_wait(program, b)
+    if stale is not None:
+        event = program.events[stale.event].name
+        return (f"`{stream(b)}: wait {event}` (line {stale.span.line}) can pass on an earlier `record {event}`: "
+                f"a flag event stays set until it is reset, so reset it once the wait is through "
+                f"(`{stream(b)}: reset {event}`)")
     return (f"order them with an event: `record E` on `{stream(a)}` after the first, "
             f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
+
+
+STALE_SCAN = 2_000
+"""Statements `_stale_flag_wait` looks back over."""
+
+
+def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
+    """The latest wait on a flag event before `task` on its stream and thread, if its thread
+    records that event more than once and never resets it (within the last STALE_SCAN
+    statements and up to `task`): the wait may pass on a stale record."""
+    thread = program.threads[task.thread].statements
+    end = bisect_left(thread, task.index)  # a thread's statements are in index order
+    window = [program.statements[i] for i in thread[max(0, end - STALE_SCAN):end + 1]]
+    for wait in reversed(window):
+        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None:
+            continue
+        if not program.events[wait.event].flag:
+            return None
+        uses = [s.op for s in window if s.event == wait.event and s.sync is None]
+        return wait if uses.count(Op.RECORD) > 1 and Op.RESET not in uses else None
+    return None
 
 
 def use_after_free(program: Program, use: Statement, free: Statement | None, memory: Memory,

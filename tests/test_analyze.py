@@ -189,3 +189,31 @@ def test_matching_send_recv_is_clean():
     text = COMMS + "thread r0 {\n  c0: send w to c1 a\n}\nthread r1 {\n  c1: recv w from c0 b[0:1MiB]\n}\n"
     report = check(text)
     assert report.status is Status.CLEAN and report.passed
+
+
+STALE_FLAG = """device npu0 { compute 2 }
+buffer buf 4MiB on npu0
+stream s1 on npu0
+stream s2 on npu0
+event full flag
+event empty[2]
+thread t {
+  for i in 0..2 {
+    s1: kernel produce writes buf 1ms
+    s1: record full
+    s2: wait full
+    s2: kernel consume reads buf 1ms
+    s2: record empty[i]
+    s1: wait empty[i]
+  }
+}
+"""
+
+
+def test_a_race_behind_a_flag_never_reset_says_to_reset_it():
+    report = check_loaded(load_text(STALE_FLAG, "flag.sched"))
+    (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert race.help.startswith("`s2: wait full` (line 11) can pass on an earlier `record full`")
+    assert "`s2: reset full`" in race.help
+    fixed = STALE_FLAG.replace("    s2: kernel consume", "    s2: reset full\n    s2: kernel consume")
+    assert check_loaded(load_text(fixed, "flag.sched")).findings == ()
