@@ -699,6 +699,8 @@ def command_replay(args) -> int:
     sources = _sources(args)
     if sources is None:
         return EXIT_ERROR
+    if args.file != "-" and Path(args.file).is_dir():
+        return _usage_error(args, f"{args.file} is a directory: replay takes the one spec the witness is of")
     loaded = _load(sources[0], args)
     path = loaded.path
     if loaded.program is None:

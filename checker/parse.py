@@ -1070,6 +1070,11 @@ def decode(data: bytes) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        nul = data.find(b"\0", 0, exc.start)
+        if nul >= 0:  # a NUL comes first: the byte that says "binary file" best
+            prefix = data[:nul].decode("utf-8", "replace")
+            raise SpecError(error(Code.SP001, "spec contains a NUL byte: it looks like a binary file",
+                                  _span_at(prefix, len(prefix), 1), "NUL byte")) from None
         prefix = data[: exc.start].decode("utf-8", "replace")
         raise SpecError(error(Code.SP001, "spec is not UTF-8 text", _span_at(prefix, len(prefix), 1),
                               f"byte 0x{data[exc.start]:02x} is not valid UTF-8",

@@ -50,6 +50,18 @@ def test_race_detail_shows_the_corruption():
     assert detail["reader_saw"].startswith("in-flight")
 
 
+def test_race_detail_never_offers_the_value_read_as_an_alternative():
+    # The allreduce's write cannot be finished first from the witness, and the read-first
+    # value is the value read: the explanation says so instead of repeating it.
+    program = load_file(Path(__file__).parent.parent / "specs" / "bug_missing_wait.sched").program
+    (finding,) = [f for f in explore(program).findings(program) if f.kind is FindingKind.RACE]
+    detail = confirm(program, finding).detail
+    assert detail["writer_first"] is None and detail["reader_first"] == detail["reader_saw"]
+    assert detail["explanation"].endswith("it read the old value this time, as it would had the read "
+                                          "completed first, but nothing orders the two")
+    assert detail["explanation"].count(detail["reader_saw"]) == 1
+
+
 def test_deadlock_detail_lists_stuck_participants():
     program = _program("c16_single_hw_queue_deadlock.sched")
     (finding,) = [f for f in explore(program).findings(program) if f.kind is FindingKind.DEADLOCK]

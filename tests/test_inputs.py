@@ -230,6 +230,20 @@ def test_bad_witness_file_is_an_input_error(run, tmp_path):
     assert status == 2 and file["diagnostics"][0]["code"] == "SP001"
 
 
+def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_path):
+    _, found, _ = run("check", "--format", "json", SPECS / "bug_missing_wait.sched")
+    witness = tmp_path / "found.json"
+    witness.write_text(found)
+    status, out, _ = run("replay", SPECS / "bug_missing_wait.sched", "--witness", witness)
+    assert status == 0
+    listed = [line for line in out.splitlines() if re.match(r"\s+\d+\. start ", line)]
+    last_start = int(listed[-1].split(".")[0])  # the later access starts at the last start listed
+    assert f"both accesses are running after step {last_start}" in out
+    assert "writer first: (that order cannot be reached from this execution)" in out
+    status, out, err = run("replay", SPECS, "--witness", witness)
+    assert status == 2 and out == "" and "is a directory" in err
+
+
 def test_warnings_are_in_every_commands_json(run, tmp_path):
     spec = tmp_path / "w.sched"
     spec.write_text(WARNED)

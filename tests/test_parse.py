@@ -296,6 +296,9 @@ def test_not_utf8_shows_the_line():
 
 def test_nul_byte():
     assert_error(b"device d\nstream s\x00 on d\n", Code.SP001, 2, 9, message="NUL")
+    # the first byte that is not text, whichever kind comes first
+    assert_error(b"\x7fELF\x02\x01\x01\x00\x00\xff\xfe", Code.SP001, 1, 8, message="NUL")
+    assert_error(b"\x7fELF\xff\x00", Code.SP001, 1, 5, message="not UTF-8")
 
 
 def test_binary_input():

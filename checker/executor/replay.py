@@ -344,8 +344,8 @@ def _confirm_race(machine, finding, steps, data, together, resume=None) -> Confi
     if pair is None:
         return Confirmation(False, "the two statements touch no common bytes with a write")
     detail = _race_bytes(machine, steps[: together + 1], a, b, pair, data, resume)
-    detail["together_at_step"] = together
-    return Confirmation(True, f"both accesses are running after step {together}", detail)
+    detail["together_at_step"] = together  # counted from 0; people count the steps from 1
+    return Confirmation(True, f"both accesses are running after step {together + 1}", detail)
 
 
 def _conflicting_pair(p: Program, a: int, b: int):
@@ -469,9 +469,16 @@ def _race_bytes(machine, steps, a, b, pair, data, resume=None) -> dict:
     orders = []
     if detail["writer_first"] is not None:
         orders.append(f"{detail['writer_first']} had the write completed first")
-    if detail["reader_first"] is not None:
+    if detail["reader_first"] is not None and detail["reader_first"] != detail["reader_saw"]:
         orders.append(f"{detail['reader_first']} had the read completed first")
-    detail["explanation"] = saw + ("; it would read " + ", or ".join(orders) if orders else "")
+    if orders:
+        detail["explanation"] = saw + "; it would read " + ", or ".join(orders)
+    elif detail["reader_first"] is not None:
+        # (a collective's write cannot be finished first from this execution alone)
+        detail["explanation"] = (saw + "; it read the old value this time, as it would had the read "
+                                 "completed first, but nothing orders the two")
+    else:
+        detail["explanation"] = saw
     return detail
 
 

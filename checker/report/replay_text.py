@@ -33,7 +33,8 @@ def replay_text(program: Program, steps: tuple[Step, ...], data: dict) -> list[s
             out.append(f"  {detail['explanation']}")
         for key in ("reader_saw", "writer_first", "reader_first", "a_last", "b_last"):
             if key in detail:
-                out.append(f"  {key.replace('_', ' ')}: {detail[key]}")
+                value = detail[key] if detail[key] is not None else "(that order cannot be reached from this execution)"
+                out.append(f"  {key.replace('_', ' ')}: {value}")
         for item in detail.get("participants", ()):
             what = program.describe(program.statements[item["statement"]])
             out.append(f"  stuck: line {item['line']} {what}: {item['waits_for']}")
