@@ -62,7 +62,7 @@ def _race_help(program: Program, a: Statement, b: Statement) -> str:
             f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
 
 
-STALE_SCAN = 2_000
+STALE_SCAN = 500
 """Statements `_stale_flag_wait` looks back over."""
 
 
@@ -72,13 +72,15 @@ def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
     statements and up to `task`): the wait may pass on a stale record."""
     thread = program.threads[task.thread].statements
     end = bisect_left(thread, task.index)  # a thread's statements are in index order
-    window = [program.statements[i] for i in thread[max(0, end - STALE_SCAN):end + 1]]
-    for wait in reversed(window):
+    window = thread[max(0, end - STALE_SCAN):end + 1]
+    for i in reversed(window):
+        wait = program.statements[i]
         if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None:
             continue
         if not program.events[wait.event].flag:
             return None
-        uses = [s.op for s in window if s.event == wait.event and s.sync is None]
+        uses = [program.statements[j].op for j in window
+                if program.statements[j].event == wait.event and program.statements[j].sync is None]
         return wait if uses.count(Op.RECORD) > 1 and Op.RESET not in uses else None
     return None
 
