@@ -366,6 +366,14 @@ class Statement:
         """A task with `start` and `end` steps (a kernel, copy, collective, stream free...)."""
         return self.stream is not None and OPERATIONS[self.op].interval
 
+    @property
+    def begins_when_done(self) -> bool:
+        """Rule 10 (hardware queues): a task "begins" by starting, "or complete if it takes no
+        time". So a running task of duration 0 has begun only once it completed. Not a
+        collective or send/recv member: those spin from their own start until the peers come
+        (docs/semantics.md), and waiting for their completion would deadlock a queue they share."""
+        return self.running and self.duration == 0 and self.group is None
+
 
 class GroupKind(str, enum.Enum):
     COLLECTIVE = "collective"

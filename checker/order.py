@@ -243,8 +243,9 @@ class _Builder:
             queue = (stream.device, stream.queue)
             begun = self.queue_begun.get(queue, [])
             for p in begun:
-                if statements[p].stream != s.stream:
-                    self.edge(self.first(statements[p]), first, EdgeKind.QUEUE)
+                u = statements[p]
+                if u.stream != s.stream:
+                    self.edge(self.done(u) if u.begins_when_done else self.first(u), first, EdgeKind.QUEUE)
             self.queue_begun[queue] = begun + [s.index] if s.batch is not None else [s.index]
         # Rule 11: the legacy default stream and the blocking streams of its device.
         legacy = legacy_of.get(stream.device)

@@ -185,6 +185,7 @@ class Machine:
         for st in statements:
             if st.launch_only:
                 launch_only |= launch_life[st.index]
+        self.begins_when_done = tuple(st.begins_when_done for st in statements)
         self.launch_touch = tuple(m if st.is_task else m & launch_only
                                   for st, m in zip(statements, self.touch))
         """Segments whose launch-order death makes the statement a dead use when it is issued:
@@ -404,8 +405,9 @@ class Machine:
     # ------------------------------------------------------------------ legality
 
     def begun(self, state, task: int) -> bool:
-        """A task has begun once it has taken its first step (`start` or `complete`)."""
-        return state.status[task] >= RUNNING
+        """A task has begun once it has taken its first step (`start` or `complete`); one
+        that takes no time once it completed (`Statement.begins_when_done`)."""
+        return state.status[task] >= (DONE if self.begins_when_done[task] else RUNNING)
 
     def deps_blocker(self, state, task: int) -> str | None:
         """Rules 2 and 3: the earlier tasks its hardware queue or the legacy stream orders it

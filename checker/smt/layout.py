@@ -200,8 +200,9 @@ class Layout:
         return self.step_id[(kind, statement.index)]
 
     def begin(self, statement: Statement) -> int:
-        """The step at which a task has *begun*: a running task's start, an instant task's completion."""
-        if statement.running:
+        """The step at which a task has *begun*: a running task's start, an instant task's (or
+        a zero-duration one's, `Statement.begins_when_done`) completion."""
+        if statement.running and not statement.begins_when_done:
             return self.step_id[(StepKind.START, statement.index)]
         return self.completion(statement)
 
