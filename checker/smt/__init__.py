@@ -21,7 +21,7 @@ from checker.smt.jobs import INLINE, answer_all, fresh_context, split
 from checker.smt.layout import Layout
 from checker.smt.order import compute
 from checker.smt.queries import Analysis, Parts, assemble
-from checker.smt.rules import MAX_OPEN, TooLarge
+from checker.smt.rules import TooLarge
 from checker.smt.solve import Budget
 
 __all__ = ["analyze"]
@@ -62,11 +62,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             FindingKind.UNKNOWN,
             f"the solver does not check this program: {error}",
             (),
-            help="check fewer threads on each shared stream (a bug between threads shows with two or three)"
-            if error.step is None else
-                 f"the open orderings grow with the square of the loop iterations that threads may run "
-                 f"apart; check a shorter unrolling (the bug usually shows in two or three iterations), "
-                 f"or hold the threads in step (at most {MAX_OPEN:,} open orderings are checked)",
+            help=error.help,
             detail={"query": "all", "reason": "too large", "open": error.count},
         ),)
     except (RecursionError, MemoryError, z3.Z3Exception) as error:

@@ -96,16 +96,27 @@ of one kernel on one stream: 73 s). Beyond this the program is too large to chec
 class TooLarge(Exception):
     """The items of a program list more open choices than `MAX_OPEN`."""
 
-    def __init__(self, step: int | None, count: int):
+    help = ("the open orderings grow with the square of the loop iterations that threads may run "
+            "apart; check a shorter unrolling (the bug usually shows in two or three iterations), "
+            f"or hold the threads in step (at most {MAX_OPEN:,} open orderings are checked)")
+
+    def __init__(self, step: int, count: int):
         super().__init__(step, count)  # the arguments, so that it pickles out of a worker
         self.step, self.count = step, count
 
     def __str__(self) -> str:
-        if self.step is None:  # MAX_PEERS
-            return (f"its streams are shared by so many threads that {self.count:,} pairs of a task and "
-                    f"another thread's tasks on its stream would be ordered (at most {MAX_PEERS:,})")
         return (f"more than {MAX_OPEN:,} orderings are left open by the interleaving "
                 f"(at least {self.count:,} by step {self.step})")
+
+
+class TooShared(TooLarge):
+    """Streams shared by so many threads that the rules would read more than `MAX_PEERS` pairs."""
+
+    help = "check fewer threads on each shared stream (a bug between threads shows with two or three)"
+
+    def __str__(self) -> str:
+        return (f"its streams are shared by so many threads that {self.count:,} pairs of a task and "
+                f"another thread's tasks on its stream would be ordered (at most {MAX_PEERS:,})")
 
 
 class Rules:
@@ -122,7 +133,7 @@ class Rules:
         peers = sum(len(layout.runs[(thread, stream)]) * (len(threads) - 1)
                     for stream, threads in layout.threads_on_stream.items() for thread in threads)
         if peers > MAX_PEERS:
-            raise TooLarge(None, peers)
+            raise TooShared(0, peers)
         program = self.program
         streams = program.streams
         self.queue_peers: dict[int, list[int]] = {}
