@@ -177,10 +177,12 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
                    if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
                                             or expectation.buffer in owners.get(f.memory, ()))]
         return bool(matched), matched
-    if kind is ExpectKind.DEADLOCK:
-        matched = [i for i, f in enumerate(findings) if f.kind is FindingKind.DEADLOCK]
+    positive = {ExpectKind.DEADLOCK: FindingKind.DEADLOCK, ExpectKind.MISMATCH: FindingKind.COLLECTIVE_MISMATCH}
+    if kind in positive:
+        matched = [i for i, f in enumerate(findings) if f.kind is positive[kind]]
         return bool(matched), matched
-    negative = {ExpectKind.NO_RACE: FindingKind.RACE, ExpectKind.NO_DEADLOCK: FindingKind.DEADLOCK}
+    negative = {ExpectKind.NO_RACE: FindingKind.RACE, ExpectKind.NO_DEADLOCK: FindingKind.DEADLOCK,
+                ExpectKind.NO_MISMATCH: FindingKind.COLLECTIVE_MISMATCH}
     if kind in negative:
         return not any(f.kind is negative[kind] for f in findings), []
     if kind is ExpectKind.NO_USE_AFTER_FREE:
@@ -288,7 +290,9 @@ def _unmet_help(kind: ExpectKind) -> str:
         ExpectKind.RACE: "no execution races on this buffer; drop the expectation if the race was fixed",
         ExpectKind.DEADLOCK: "no execution deadlocks; drop the expectation if the hang was fixed",
         ExpectKind.USE_AFTER_FREE: "no execution uses this buffer outside its lifetime",
+        ExpectKind.MISMATCH: "every comm's members call the same collectives in the same order; drop the expectation if the mismatch was fixed",
         ExpectKind.NO_RACE: "see the race findings above",
         ExpectKind.NO_DEADLOCK: "see the deadlock finding above",
         ExpectKind.NO_USE_AFTER_FREE: "see the use-after-free findings above",
+        ExpectKind.NO_MISMATCH: "see the collective mismatch findings above",
     }.get(kind, "")

@@ -768,7 +768,7 @@ class _Parser:
             self.i += 1
             if kinds[j] == "u":
                 kind = "no use-after-free"
-            elif kinds[j] == "n" and values[j] in ("race", "deadlock"):
+            elif kinds[j] == "n" and values[j] in ("race", "deadlock", "mismatch"):
                 kind = "no " + values[j]
             else:
                 raise Unhandled
@@ -777,8 +777,8 @@ class _Parser:
             if self.at_keyword("on"):
                 self.i += 1
                 buffer = self.name()
-        elif word == "deadlock":
-            kind = "deadlock"
+        elif word in ("deadlock", "mismatch"):
+            kind = word
         elif word == "makespan":
             kind = "makespan"
             self.expect("<=")

@@ -404,6 +404,9 @@ class ExpectKind(str, enum.Enum):
     DEADLOCK = "deadlock"
     NO_USE_AFTER_FREE = "no use-after-free"
     USE_AFTER_FREE = "use-after-free"
+    NO_MISMATCH = "no mismatch"
+    MISMATCH = "mismatch"
+    """Collective mismatch (SP202): members of a comm call different collectives at one position."""
     MAKESPAN = "makespan"
 
 

@@ -307,6 +307,12 @@ class _ToAst(Transformer_NonRecursive):
     def uaf(self, meta, _token, buffer=None):
         return ("use-after-free", _name(buffer) if buffer else None, None)
 
+    def no_mismatch(self, meta):
+        return ("no mismatch", None, None)
+
+    def mismatch(self, meta):
+        return ("mismatch", None, None)
+
     def makespan(self, meta, limit):
         return ("makespan", None, ast.Duration(duration_ns(limit), span_of(limit)))
 

@@ -70,6 +70,39 @@ expect deadlock
     assert [f.kind for f in report.findings] == [FindingKind.DEADLOCK]
 
 
+MISMATCHED = """device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a0 4KiB on d0
+buffer a1 8KiB on d1
+stream c0 on d0
+stream c1 on d1
+comm g = { c0, c1 }
+thread rank0 {
+  c0: allreduce g a0
+}
+thread rank1 {
+  c1: allreduce g a1
+}
+"""
+
+
+def test_expect_mismatch_covers_a_collective_mismatch():
+    assert not check(MISMATCHED).passed
+    report = check(MISMATCHED + "expect mismatch\n")
+    assert report.passed
+    assert [(f.kind, f.expected) for f in report.findings] == [(FindingKind.COLLECTIVE_MISMATCH, True)]
+
+
+def test_expect_no_mismatch_fails_on_one_and_holds_without():
+    report = check(MISMATCHED + "expect no mismatch\n")
+    assert not report.passed
+    assert report.diagnostics[-1].message == "expectation not met: `expect no mismatch`"
+    fixed = MISMATCHED.replace("a1 8KiB", "a1 4KiB")
+    assert check(fixed + "expect no mismatch\n").passed
+    unmet = check(fixed + "expect mismatch\n")
+    assert not unmet.passed and unmet.diagnostics[-1].message == "expectation not met: `expect mismatch`"
+
+
 def test_alias_expectation_names_the_aliased_buffer():
     text = RACY.replace("buffer y 1MiB on d", "buffer y 1MiB on d\nalias q = x[0:4KiB]") + "expect race on q\n"
     report = check(text)

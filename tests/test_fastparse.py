@@ -79,6 +79,7 @@ def test_syntax_examples_go_to_lark():
     "device d\r\nstream s on d\r\nthread t {\r\n\ts: kernel k\t1ms\r\n}",
     "stream s on d priority -3 nonblocking\nstream t on d legacy priority low\n",
     'spec "a # b"\nexpect makespan <= 2.5ms\nexpect no use-after-free\nexpect use-after-free on x\n',
+    "expect mismatch\nexpect no mismatch\n",
     "thread t {\n  s: kernel k \\\n    reads x 1ms\n}\n",
     "thread t {\n  group {\n  }\n  choose { } or {\n  } or { s: kernel k }\n  query e[1]\n  memcpy a <- b[0][1KiB:]\n}\n",
     "thread t {\n  group: kernel k\n  query : kernel k\n  memset x 1ms\n  memset: kernel k\n}\n",

@@ -201,6 +201,7 @@ def test_every_declaration_parses_to_its_node():
         "expect no race\nexpect race\nexpect race on x\nexpect no deadlock\nexpect deadlock\n"
         "expect no use-after-free\nexpect use-after-free\nexpect use-after-free on a\n"
         "expect makespan <= 1.5ms\n"
+        "expect no mismatch\nexpect mismatch\n"
     )
     title, d, e, h, x, a, s, t, u, ev, plain, n, c, main, *expects = decls(source)
     assert isinstance(title, ast.SpecTitle) and title.title == "title here"
@@ -221,8 +222,9 @@ def test_every_declaration_parses_to_its_node():
     assert isinstance(main, ast.ThreadDecl) and main.body == ()
     assert [(x.kind, x.buffer.text if x.buffer else None) for x in expects] == [
         ("no race", None), ("race", None), ("race", "x"), ("no deadlock", None), ("deadlock", None),
-        ("no use-after-free", None), ("use-after-free", None), ("use-after-free", "a"), ("makespan", None)]
-    assert expects[-1].limit.nanoseconds == 1_500_000
+        ("no use-after-free", None), ("use-after-free", None), ("use-after-free", "a"), ("makespan", None),
+        ("no mismatch", None), ("mismatch", None)]
+    assert expects[-3].limit.nanoseconds == 1_500_000
 
 
 def test_every_statement_parses_to_its_node():

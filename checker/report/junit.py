@@ -27,6 +27,7 @@ _COVERS = {
     ExpectKind.NO_RACE: (FindingKind.RACE,),
     ExpectKind.NO_DEADLOCK: (FindingKind.DEADLOCK,),
     ExpectKind.NO_USE_AFTER_FREE: (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC),
+    ExpectKind.NO_MISMATCH: (FindingKind.COLLECTIVE_MISMATCH,),
 }
 
 
