@@ -500,9 +500,48 @@ class Choose:
     span: Span
 
 
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """`A < B` and the like, between integer expressions."""
+
+    operator: str
+    """One of `==`, `!=`, `<`, `<=`, `>`, `>=`."""
+    left: Expr
+    right: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Logical:
+    """`C and D`, `C or D`."""
+
+    operator: str
+    left: "Condition"
+    right: "Condition"
+    span: Span
+
+
+Condition = Compare | Logical
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """`if C { ... } else if D { ... } else { ... }`: decided while unrolling, from the values of
+    `for`, `let` and thread-index variables, so that one loop can treat its first or last
+    iteration, or one rank of a thread array, differently."""
+
+    branches: tuple[tuple[Condition, tuple["Statement", ...]], ...]
+    otherwise: tuple["Statement", ...]
+    """The `else` block; empty without one."""
+    span: Span
+
+    def bodies(self) -> tuple[tuple["Statement", ...], ...]:
+        return tuple(body for _, body in self.branches) + (self.otherwise,)
+
+
 Statement = (
     For | Let | Task | HostCall | Sync | Query | HostNotify | HostAwait | HostAlloc | HostFree
-    | Memcpy | HostMemset | Group | Choose
+    | Memcpy | HostMemset | Group | Choose | If
 )
 
 

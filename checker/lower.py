@@ -15,6 +15,7 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 
 from checker import ast
@@ -128,8 +129,10 @@ _BROKEN = object()
 
 _FATAL = frozenset({Code.SP018, Code.SP026})
 _EVENT_OPS = {ast.RecordTask: Op.RECORD, ast.WaitTask: Op.WAIT, ast.ResetTask: Op.RESET}
-_BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose})
+_BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose, ast.If})
 """Statements that bind a variable or hold other statements (lowered by `_Lowerer.one`)."""
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
 _MEMORY_KINDS = ("buffer", "alias", "tensor")
 _BUFFER_KINDS = ("buffer", "alias")
 """Errors after which lowering stops: nothing after them would be meaningful (or quick)."""
@@ -529,6 +532,24 @@ class _Lowerer:
 
     # -- expressions and references --------------------------------------------------------
 
+    def holds(self, condition: ast.Condition, env: dict[str, int]) -> bool:
+        """The truth of an `if` condition (`and` and `or` read their right side only when needed)."""
+        if isinstance(condition, ast.Logical):
+            left = self.holds(condition.left, env)
+            if left == (condition.operator == "or"):
+                return left
+            return self.holds(condition.right, env)
+        left = self.evaluate(condition.left, env)
+        right = self.evaluate(condition.right, env)
+        return _COMPARE[condition.operator](left, right)
+
+    def taken(self, node: ast.If, env: dict[str, int]) -> tuple:
+        """The block an `if` runs with the variables in `env`."""
+        for condition, body in node.branches:
+            if self.holds(condition, env):
+                return body
+        return node.otherwise
+
     def evaluate(self, expr: ast.Expr, env: dict[str, int]) -> int:
         if isinstance(expr, ast.Number):
             return expr.value
@@ -744,6 +765,11 @@ class _Lowerer:
                     found = walk(inner)
                     if found is not None:
                         return found
+                if isinstance(statement, ast.If):
+                    for body in statement.bodies():
+                        found = walk(body)
+                        if found is not None:
+                            return found
             return None
 
         for decl in self.thread_decls:
@@ -770,7 +796,8 @@ class _Lowerer:
         if key not in self.choosy:
             self.choosy[key] = any(
                 isinstance(s, ast.Choose)
-                or (isinstance(s, (ast.For, ast.Group)) and self.has_choose(s.body)) for s in body)
+                or (isinstance(s, (ast.For, ast.Group)) and self.has_choose(s.body))
+                or (isinstance(s, ast.If) and any(self.has_choose(b) for b in s.bodies())) for s in body)
         return self.choosy[key]
 
     def count_block(self, body, env: dict[str, int]) -> int:
@@ -798,6 +825,8 @@ class _Lowerer:
                     total *= self.count_block(statement.body, env)
                 elif isinstance(statement, ast.Choose):
                     total *= sum(self.count_block(branch, env) for branch in statement.branches)
+                elif isinstance(statement, ast.If):
+                    total *= self.count_block(self.taken(statement, env), env)
             except (SpecError, _Skip):
                 return total  # the lowering itself reports it
         return total
@@ -930,6 +959,8 @@ class _Lowerer:
                 yield statement, self.size(statement.body, env)
             elif isinstance(statement, ast.Choose):
                 yield statement, max(self.size(branch, env) for branch in statement.branches)
+            elif isinstance(statement, ast.If):
+                yield statement, self.size(self.taken(statement, env), env)
             else:
                 yield statement, 1
 
@@ -957,6 +988,14 @@ class _Lowerer:
                     read(expr.left)
                     read(expr.right)
 
+            def read_condition(condition) -> None:
+                if isinstance(condition, ast.Logical):
+                    read_condition(condition.left)
+                    read_condition(condition.right)
+                else:
+                    read(condition.left)
+                    read(condition.right)
+
             for statement in body:
                 if isinstance(statement, ast.Let):
                     read(statement.value)
@@ -968,6 +1007,11 @@ class _Lowerer:
                     found.update(self.names_in(statement.body))
                 elif isinstance(statement, ast.Choose):
                     for branch in statement.branches:
+                        found.update(self.names_in(branch))
+                elif isinstance(statement, ast.If):
+                    for condition, _ in statement.branches:
+                        read_condition(condition)
+                    for branch in statement.bodies():
                         found.update(self.names_in(branch))
             names = self.names_used[id(body)] = frozenset(found)
         return names
@@ -1039,6 +1083,8 @@ class _Lowerer:
                     self.batch = None
         elif isinstance(statement, ast.Choose):
             self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
+        elif isinstance(statement, ast.If):
+            self.block(self.taken(statement, env), env, loops)
         else:
             self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
             self.statement(statement, env)

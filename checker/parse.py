@@ -430,6 +430,25 @@ class _ToAst(Transformer_NonRecursive):
     def choose_stmt(self, meta, _keyword, *branches):
         return ast.Choose(tuple(branches), span_of(meta))
 
+    def if_stmt(self, meta, *parts):
+        # IF condition block, then (IF condition block)* and an optional else block.
+        branches = []
+        i = 0
+        while i + 2 < len(parts) and isinstance(parts[i], Token):
+            branches.append((parts[i + 1], parts[i + 2]))
+            i += 3
+        otherwise = parts[i] if i < len(parts) else ()
+        return ast.If(tuple(branches), otherwise, span_of(meta))
+
+    def comparison(self, meta, left, operator, right):
+        return self._nested(ast.Compare(str(operator), left, right, span_of(meta)), left, right)
+
+    def either(self, meta, left, right):
+        return self._nested(ast.Logical("or", left, right, span_of(meta)), left, right)
+
+    def both(self, meta, left, right):
+        return self._nested(ast.Logical("and", left, right, span_of(meta)), left, right)
+
     def query_stmt(self, meta, _keyword, target):
         return ast.Query(target, span_of(meta))
 
@@ -589,7 +608,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a `choose` has two or more branches, each `or` on the line of the `}` before it: `choose { ... } or { ... }`": [
         _THREAD + "choose {\n}\n}", _THREAD + "choose {\n}\nor {\n}\n}", _THREAD + "choose { s: kernel k }\n}",
         _THREAD + "choose { s: kernel k } or\n}", _THREAD + "choose {\n} or\n{\n}\n}",
-        _THREAD + "choose {\n} or {\n}\nor {\n}\n}", _THREAD + "choose {\n} else {\n}\n}",
+        _THREAD + "choose {\n} or {\n}\nor {\n}\n}", 
     ],
     "a `group` is written `group {`, with the statements on the lines below": [
         _THREAD + "group {\n} or {\n}\n}", _THREAD + "group { s: kernel k } x\n}",
@@ -680,6 +699,16 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "for (i = 0; i < 2; i++) {\n}\n}", _THREAD + "for i in 0 to 2 {\n}\n}",
         _THREAD + "for i in [0, 1] {\n}\n}", _THREAD + "for i = 0..2 {\n}\n}",
     ],
+    "an `if` is written `if A < B { ... } else { ... }`: it compares integers (`==`, `!=`, `<`, `<=`, `>`, `>=`), joined by `and` and `or`": [
+        _THREAD + "if 1 {\n}\n}", _THREAD + "if i\n}", _THREAD + "if i {\n}\n}", _THREAD + "if 1 = 2 {\n}\n}", _THREAD + "if 1 < 2\n}",
+        _THREAD + "if 1 < 2\n{\n}\n}", _THREAD + "if 1 < 2 t: kernel k\n}", _THREAD + "if 1 < 2 {\n} else\n}",
+        _THREAD + "if 1 < 2 {\n} else if 2 < 3\n}", _THREAD + "if (1 < 2) {\n}\n}", _THREAD + "if 1 < 2 < 3 {\n}\n}",
+        _THREAD + "if 1 < 2 && 2 < 3 {\n}\n}", _THREAD + "if 1 < 2 and {\n}\n}", _THREAD + "if 1 < 2 or\n}",
+        _THREAD + "if 1 < 2 {\n} else s: kernel k\n}", _THREAD + "if 1 < 2 {\n} elif 2 < 3 {\n}\n}",
+    ],
+    "`else` goes on the line of the `}` before it: `if A < B { ... } else { ... }` (a `choose` separates its branches with `or`)": [
+        _THREAD + "if 1 < 2 {\n}\nelse {\n}\n}", _THREAD + "choose {\n} else {\n}\n}",
+    ],
     "a `let` is written `let VAR = EXPRESSION`": [
         _THREAD + "let i 3\n}", _THREAD + "let i =\n}", _THREAD + "let\n}", _THREAD + "let 3 = i\n}",
     ],
@@ -701,6 +730,8 @@ SOFT_KEYWORDS = {
     "query": "`query` names a stream or an event: `query STREAM`",
     "memcpy": "a host memcpy is written `memcpy DESTINATION <- SOURCE [DURATION]`",
     "memset": "a host memset is written `memset BUFFER [DURATION]`",
+    "else": "`else` goes on the line of the `}` before it: `if A < B { ... } else { ... }` (a `choose` separates its branches with `or`)",
+    "if": "an `if` is written `if A < B { ... } else { ... }`: it compares integers (`==`, `!=`, `<`, `<=`, `>`, `>=`), joined by `and` and `or`",
 }
 """Words that start a host statement only where that statement can follow (elsewhere they are
 names); when one is read as a name and the statement fails, its form is the likely fix."""
@@ -791,7 +822,8 @@ def _describe_expected(parser: Lark, expected: set[str]) -> str:
                 "SIZE": "a size (4MiB)", "DURATION": "a duration (3.5ms)", "STRING": 'a "string"',
                 "ENGINE": "an engine (compute, copy, h2d, d2h, d2d, comm)", "_ROOT": "`root`",
                 "GROUP": "`group`", "CHOOSE": "`choose`", "QUERY": "`query`", "MEMCPY": "`memcpy`",
-                "HOST_MEMSET": "`memset`",
+                "HOST_MEMSET": "`memset`", "IF": "`if`",
+                "COMPARE": "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
             }.get(terminal, terminal.lower()))
     unique = list(dict.fromkeys(names))
     if len(unique) > 8:
@@ -903,7 +935,7 @@ DECLARATION_WORDS = frozenset({"spec", "device", "buffer", "alias", "stream", "e
 """The words a declaration starts with."""
 
 STATEMENT_WORDS = ("for", "let", "host", "sync", "notify", "await", "alloc", "free", "group", "choose", "query",
-                   "memcpy", "memset")
+                   "memcpy", "memset", "if")
 """The words a statement can start with besides a stream."""
 
 _SOFT_TERMINALS = {"GROUP": "group", "CHOOSE": "choose", "QUERY": "query", "MEMCPY": "memcpy",

@@ -573,3 +573,126 @@ def test_a_tensor_on_the_host_is_refused_with_a_reason():
     (diagnostic,) = [d for d in loaded.diagnostics if d.severity is Severity.ERROR]
     assert diagnostic.code is Code.SP012 and "not on the host" in diagnostic.message
     assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (2, 18)
+
+
+IF_SPEC = """device d
+buffer x[4] 4KiB on d
+stream s[4] on d
+stream if on d
+stream else on d
+event done[4]
+thread rank[4] {
+  if rank > 0 {
+    let previous = rank - 1
+    s[rank]: wait done[previous]
+  }
+  s[rank]: kernel k writes x[rank]
+  if rank < 2 and rank != 1 {
+    s[rank]: record done[rank]
+  } else if rank == 1 or rank == 7 {
+    if: kernel one reads x[rank]
+  } else {
+    else: kernel other reads x[rank]
+  }
+}
+"""
+
+
+def describe(program):
+    return [(program.threads[s.thread].name, s.op.value, s.name or "") for s in program.statements]
+
+
+def test_if_takes_the_first_branch_whose_condition_holds():
+    p = program(IF_SPEC)
+    assert describe(p) == [
+        ("rank[0]", "kernel", "k"), ("rank[0]", "record", ""),
+        ("rank[1]", "wait", ""), ("rank[1]", "kernel", "k"), ("rank[1]", "kernel", "one"),
+        ("rank[2]", "wait", ""), ("rank[2]", "kernel", "k"), ("rank[2]", "kernel", "other"),
+        ("rank[3]", "wait", ""), ("rank[3]", "kernel", "k"), ("rank[3]", "kernel", "other"),
+    ]
+    # `if` and `else` still name streams: `if: kernel one` ran on the stream called `if`
+    assert p.streams[p.statements[4].stream].name == "if"
+
+
+def test_if_reads_loop_variables_and_short_circuits():
+    p = program("""device d
+stream s on d
+thread t {
+  for i in 0..4 {
+    if i > 0 and 12 / i >= 6 {
+      s: kernel early
+    }
+    if i == 0 or 12 % i == 1 {
+      s: kernel other
+    }
+  }
+}
+""")
+    assert [s.name for s in p.statements] == ["other", "early", "early"]
+
+
+def test_a_let_inside_an_if_is_local_to_it():
+    error_of("""device d
+stream s[2] on d
+thread t {
+  if 1 < 2 {
+    let j = 1
+  }
+  s[j]: kernel k
+}
+""", Code.SP010, 7, 5, "`j`")
+
+
+def test_if_condition_errors_point_at_the_expression():
+    error_of("device d\nthread t {\n  if q < 2 {\n  }\n}\n", Code.SP010, 3, 6, "`q`")
+    error_of("device d\nthread t {\n  if 1 / 0 < 2 {\n  }\n}\n", Code.SP019, 3, 10)
+
+
+def test_a_large_branch_that_is_never_taken_is_not_counted():
+    p = program("""device d
+stream s on d
+thread t {
+  for i in 0..3 {
+    if i == 5 {
+      for j in 0..100000000 {
+        s: kernel never
+      }
+    } else {
+      s: kernel k
+    }
+  }
+}
+""")
+    assert len(p.statements) == 3
+    error_of("""device d
+stream s on d
+thread t {
+  if 1 == 1 {
+    for j in 0..100000000 {
+      s: kernel k
+    }
+  }
+}
+""", Code.SP018, 5, 5)
+
+
+def test_choose_inside_if_counts_only_where_taken():
+    text = """device d
+stream s on d
+thread t[2] {
+  if t == 1 {
+    choose { s: kernel a } or { s: kernel b }
+  }
+}
+"""
+    assert len(loaded(text).variants) == 2
+
+
+@pytest.mark.parametrize("source, line, column, message", [
+    ("  if 1 < 2 {\n  }\n  else {\n  }\n", 6, 8, "`else` goes on the line of the `}` before it"),
+    ("  if 1 {\n  }\n", 4, 8, "an `if` is written"),
+    ("  if 1 < 2 && 2 < 3 {\n  }\n", 4, 12, "an `if` is written"),
+    ("  if 1 < 2 {\n  } elif 2 < 3 {\n  }\n", 5, 5, "an `if` is written"),
+])
+def test_if_syntax_errors(source, line, column, message):
+    error_of("device d\nstream s on d\nthread t {\n" + source + "}\n", Code.SP002, line, column, message)
