@@ -153,6 +153,34 @@ thread t {
     assert result.lower == 2 * MS
 
 
+def test_bound_keeps_collective_order_but_not_within_a_group():
+    exchange = """
+device d0 { comm 2 }
+device d1 { comm 2 }
+buffer x0 1MiB on d0
+buffer y0 1MiB on d0
+buffer x1 1MiB on d1
+buffer y1 1MiB on d1
+stream s0 on d0
+stream s1 on d1
+comm c = { s0, s1 }
+thread t {
+  group {
+    s0: send c to s1 x0 1ms
+    s0: recv c from s1 y0 1ms
+    s1: send c to s0 x1 1ms
+    s1: recv c from s0 y1 1ms
+  }
+  s0: send c to s1 x0 2ms
+  s1: recv c from s0 y1 2ms
+}
+"""
+    # batch_isend_irecv: the two pairs run at once, then the last pair
+    result = optimize(load(exchange), timeout=10)
+    assert (result.program, result.bound) == (3 * MS, 3 * MS)
+    assert result.optimal_program and result.optimal_bound
+
+
 def test_host_launch_cost():
     program = load("""
 device d { compute 1 launch 1ms }

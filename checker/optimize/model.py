@@ -352,16 +352,24 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
                 b.edge(b.completion[a.index], b.first[c.index])
             elif hb.before(c.index, a.index):
                 b.edge(b.completion[c.index], b.first[a.index])
-    # Collectives match by position on their streams: that order is part of the work.
-    last_collective: dict[int, Statement] = {}
+    # Collectives match by position on their streams: that order is part of the work. The
+    # members of one `group` are one fused launch: each follows what came before the group,
+    # none follows another.
+    latest: dict[int, tuple[int | None, list[Statement], list[Statement]]] = {}
+    """Per stream: the batch of its latest collective, that batch's members, and what they follow."""
     for thread in program.threads:
         for i in thread.statements:
             st = program.statements[i]
-            if st.stream is not None and st.group is not None:
-                prev = last_collective.get(st.stream)
-                if prev is not None:
-                    b.edge(b.completion[prev.index], b.first[st.index])
-                last_collective[st.stream] = st
+            if st.stream is None or st.group is None:
+                continue
+            batch, members, predecessors = latest.get(st.stream, (None, [], []))
+            if st.batch is not None and st.batch == batch:
+                members.append(st)
+            else:
+                predecessors = members
+                latest[st.stream] = (st.batch, [st], predecessors)
+            for prev in predecessors:
+                b.edge(b.completion[prev.index], b.first[st.index])
     exact_ret = {n.statement: n.index for n in exact.nodes if n.kind is StepKind.RETURN}
     for st in kept:
         if st.op is Op.SYNC:
