@@ -343,3 +343,90 @@ def test_uncontended_makespan_is_the_longest_chain(text):
     assert sim.makespan == asap_makespan(program), text
     path = [n for n in sim.critical_path]
     assert path and max(n.end for n in path) == sim.makespan
+
+
+CROSSED_GROUPS = """device d0 { comm 1 }
+device d1 { comm 1 }
+buffer x0 1MiB on d0
+buffer y0 1MiB on d0
+buffer x1 1MiB on d1
+buffer y1 1MiB on d1
+stream a1 on d0
+stream a2 on d0
+stream b1 on d1
+stream b2 on d1
+comm w = { a1, b1 }
+comm v = { a2, b2 }
+thread main {
+  a1: allreduce w x0 1ms
+  b2: allreduce v y1 1ms
+  a2: allreduce v y0 1ms
+  b1: allreduce w x1 1ms
+}
+"""
+
+
+def test_collective_members_wait_for_peers_without_holding_an_engine():
+    # a1 and b2 start first; were each to hold its device's only comm unit while waiting,
+    # neither group could ever start. `check` finds no deadlock, and neither does the run:
+    # the groups take their units together, one after the other.
+    sim = simulate(load_text(CROSSED_GROUPS).program)
+    assert not sim.deadlocked
+    assert sim.makespan == 2 * NS_PER_MS
+    spans = sorted((t.start, t.end) for t in sim.tasks)
+    assert spans == [(0, NS_PER_MS)] * 2 + [(NS_PER_MS, 2 * NS_PER_MS)] * 2
+
+
+def test_a_group_waiting_for_a_late_member_leaves_the_engine_to_another():
+    program = load_text("""device d0
+device d1 { comm 1 }
+device d2
+buffer g0 1MiB on d0
+buffer g1 1MiB on d1
+buffer h1 1MiB on d1
+buffer h2 1MiB on d2
+stream a on d0
+stream b on d1
+stream c on d1
+stream e on d2
+comm w = { a, b }
+comm v = { c, e }
+thread main {
+  a: kernel k 3ms
+  a: allreduce w g0 1ms
+  b: allreduce w g1 1ms
+  c: allreduce v h1 1ms
+  e: allreduce v h2 1ms
+}
+""").program
+    sim = simulate(program)
+    times = {program.statements[t.statement].span.line: (t.start, t.end) for t in sim.tasks}
+    assert times[18] == times[19] == (0, NS_PER_MS)            # group v runs while w waits
+    assert times[16] == times[17] == (3 * NS_PER_MS, 4 * NS_PER_MS)
+    assert sim.makespan == 4 * NS_PER_MS
+
+
+def test_a_batched_exchange_on_one_comm_unit_runs():
+    sim = simulate(load_text("""device d0
+device d1
+buffer x0 1MiB on d0
+buffer y0 1MiB on d0
+buffer x1 1MiB on d1
+buffer y1 1MiB on d1
+stream s0 on d0
+stream s1 on d1
+comm c = { s0, s1 }
+thread r0 {
+  group {
+    s0: send c to s1 x0 1ms
+    s0: recv c from s1 y0 1ms
+  }
+}
+thread r1 {
+  group {
+    s1: send c to s0 x1 1ms
+    s1: recv c from s0 y1 1ms
+  }
+}
+""").program)
+    assert not sim.deadlocked and sim.makespan == 2 * NS_PER_MS

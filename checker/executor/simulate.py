@@ -9,6 +9,12 @@ The simulator fires the machine's own steps (`Machine.blocker` decides legality,
   on its device (`Device.count`), contended units going to the lower `Stream.priority`, then
   to the earlier enqueue; it ends `duration` later. Instant tasks and tasks without an engine
   or duration take none;
+* a collective member starts (its buffers are in use, as `check` sees it) when its stream
+  reaches it, and waits there for its peers without an engine; once every member has started,
+  the group takes one unit on each member's device at once, when all are free, and ends the
+  longest member's duration later (the contract: a group's members "all start together", and a
+  task holds its engine while it runs). Holding units while spinning would hang two groups
+  that each hold one device's last unit, a hang `check` rightly does not report;
 * at one instant, finished tasks release first, then threads step in index order, then
   stream heads, repeatedly until nothing more can happen; then time jumps to the next event.
 
@@ -183,6 +189,8 @@ class _Simulator:
         self.flag_setter = [-1] * len(p.events)
         self.note_setter = [-1] * len(p.notifies)
         self.ends: list[tuple[int, int, int]] = []  # (time, seq, task): a heap
+        self.gathered: list = []
+        """Collective groups whose members have all started and that wait for engine units."""
         # Engine units: free unit ids per (device, engine), and who released each last.
         self.free_units: dict[tuple[int, str], list[int]] = {}
         self.released_by: dict[tuple[int, str, int], int] = {}
@@ -209,7 +217,7 @@ class _Simulator:
                 run_threads()
                 before_heads = len(trail)
                 wanting = start_stream_heads()
-                if wanting:
+                if wanting or self.gathered:
                     hand_out_units(wanting)
                 if len(trail) == before_heads:
                     break  # threads ran before this scan and nothing changed since
@@ -347,6 +355,9 @@ class _Simulator:
                 continue
             if first_step_blocker(store, h) is not None:
                 continue
+            if m.group_of[h] is not None:
+                self._spin(h)
+                continue
             if not needs_engine[h]:
                 self._begin_task(h, None, None)
                 self._fire(self.start_steps[h])
@@ -359,8 +370,13 @@ class _Simulator:
         return wanting
 
     def _hand_out_units(self, wanting) -> None:
-        """4. Engine units to the waiting tasks: lower priority value first, then enqueue order."""
+        """4. Engine units to the gathered collective groups (each takes all its units at once,
+        earliest enqueued first), then to the waiting tasks: lower priority value first, then
+        enqueue order."""
         start_steps = self.start_steps
+        if self.gathered:
+            self.gathered.sort(key=lambda g: min((self.prio[x], self.seq[x]) for x in g.members))
+            self.gathered = [g for g in self.gathered if not self._start_group(g)]
         for key, cands in wanting.items():
             units = self.free_units[key]
             if len(cands) > 1:
@@ -458,26 +474,49 @@ class _Simulator:
             self.note_setter[self.notifies[i]] = i
 
     def _started(self, h: int) -> None:
-        """After task h starts: schedule its end; a collective's group ends together,
-        the longest member's duration after its last member started."""
+        """After task h (not a collective member) starts: schedule its end."""
         m, now = self.m, self.now
-        g = m.group_of[h]
-        if g is None:
-            if m.duration[h] == 0:
-                self._fire(self.end_steps[h])
-                self._end_task(h)
-            else:
-                heapq.heappush(self.ends, (now + m.duration[h], self.seq[h], h))
-            return
-        if any(self.store.status[x] != RUNNING for x in g.members):
-            return
+        if m.duration[h] == 0:
+            self._fire(self.end_steps[h])
+            self._end_task(h)
+        else:
+            heapq.heappush(self.ends, (now + m.duration[h], self.seq[h], h))
+
+    def _spin(self, h: int) -> None:
+        """Collective member h starts and waits for its peers, holding no engine; the last
+        to start gathers the group, which then waits for its units (`_start_group`)."""
+        self.begin[h] = self.now
+        self._fire(self.start_steps[h])
+        g = self.m.group_of[h]
+        if all(self.store.status[x] == RUNNING for x in g.members):
+            if not self._start_group(g):
+                self.gathered.append(g)
+
+    def _start_group(self, g) -> bool:
+        """Start a gathered group if one unit of each engine its members need is free (False:
+        not yet); it ends the longest member's duration later."""
+        m, now, needs_engine = self.m, self.now, self.needs_engine
+        need: dict[tuple[int, str], int] = {}
+        for x in g.members:
+            if needs_engine[x]:
+                key = self.ekey[x]
+                need[key] = need.get(key, 0) + 1
+        if any(len(self._pool(x)) < need[self.ekey[x]] for x in g.members if needs_engine[x]):
+            return False
+        preds = [p for x in g.members for p in self._task_preds(x)]
+        for x in g.members:
+            unit = heapq.heappop(self.free_units[self.ekey[x]]) if needs_engine[x] else None
+            self._begin_task(x, unit, self.ekey[x] if unit is not None else None)
+            if preds:
+                self.cause[x] = max(self.cause[x] or (-1, -1, ""), max(preds))
         longest = max(m.duration[x] for x in g.members)
         if longest == 0:
             self._fire(self.end_steps[g.members[0]])
             for x in g.members:
                 self._end_task(x)
         else:
-            heapq.heappush(self.ends, (now + longest, self.seq[h], g.members[0]))
+            heapq.heappush(self.ends, (now + longest, min(self.seq[x] for x in g.members), g.members[0]))
+        return True
 
     # ------------------------------------------------------------------ results
 
