@@ -430,3 +430,19 @@ thread r1 {
 }
 """).program)
     assert not sim.deadlocked and sim.makespan == 2 * NS_PER_MS
+
+
+def test_a_thread_freed_by_a_later_thread_in_the_same_instant_goes_on():
+    # thread a is tried first at 1 ms, before b's notify: the instant is not over until a
+    # round of every thread changes nothing
+    sim = simulate(load_text("""device d
+notify done
+thread a {
+  await done
+}
+thread b {
+  host work 1ms
+  notify done
+}
+""").program)
+    assert not sim.deadlocked and sim.makespan == NS_PER_MS

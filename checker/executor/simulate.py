@@ -213,14 +213,14 @@ class _Simulator:
         trail = self.trail
         while True:
             end_due_tasks()
-            while True:  # until a scan of the heads changes nothing
+            while True:  # until a round of threads and heads changes nothing
+                before = len(trail)
                 run_threads()
-                before_heads = len(trail)
                 wanting = start_stream_heads()
                 if wanting or self.gathered:
                     hand_out_units(wanting)
-                if len(trail) == before_heads:
-                    break  # threads ran before this scan and nothing changed since
+                if len(trail) == before:
+                    break  # (a thread may be freed by a later thread's step of this round)
             upcoming = next_event_time()
             if upcoming is None:
                 break
