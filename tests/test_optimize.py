@@ -111,6 +111,13 @@ def test_copy_then_compute():
     assert [v.status for v in verdicts] == ["violated"]
 
 
+def test_makespan_verdict_keeps_every_digit():
+    program = load(COPY_COMPUTE.replace("<= 11ms", "<= 11.699999ms"))
+    (verdict,) = check_makespan(program, optimize(program, timeout=10))
+    assert verdict.status == "violated"
+    assert verdict.message == "minimum makespan 11.7 ms exceeds 11.699999 ms"
+
+
 def test_makespan_expectation_met():
     program = load(COPY_COMPUTE.replace("<= 11ms", "<= 12ms"))
     result = optimize(program, timeout=10)
