@@ -403,7 +403,7 @@ class _Lowerer:
         if close:
             return did_you_mean(close)
         what = " or ".join(kinds) if kinds else "name"
-        return f"declare the {what} at the top level before using it"
+        return f"declare the {what} at the top level (declarations may come in any order)"
 
     def buffer(self, decl: ast.BufferDecl) -> None:
         count = self.array_count(decl.count, "buffer")

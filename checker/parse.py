@@ -1038,6 +1038,9 @@ def _unit_problem(text: str, token: Token, message: str | None):
     if match is None or match.group(3) is None:
         return None
     number, gap, letters = match.groups()
+    if text[start] == "-" and letters in DURATION_UNITS and not gap:
+        return error(Code.SP002, "a duration cannot be negative", _span_at(text, start, match.end() - start),
+                     "negative duration", help="durations are 0 or more: `0ns`, `3.5ms`")
     family = ("size" if message and "a size" in message else "duration" if message and "a duration" in message
               else None)
     if letters in SIZE_UNITS or letters in DURATION_UNITS:

@@ -183,7 +183,7 @@ def test_replayed_witness_draws_in_steps():
     assert "time (steps)" in svg
     trace = chrome_trace(program, timeline)
     assert any(e["ph"] == "X" for e in trace["traceEvents"])
-    assert trace["otherData"]["unit"] == "step"
+    assert trace["otherData"] == {"spec": program.path, "unit": "step", "ts_unit": "us"}
 
 
 def test_replay_text_from_its_json():

@@ -66,5 +66,5 @@ def chrome_trace(program: Program, timeline: Timeline) -> dict:
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "otherData": {"spec": program.path, "unit": timeline.unit.value},
+        "otherData": {"spec": program.path, "unit": timeline.unit.value, "ts_unit": "us"},
     }
