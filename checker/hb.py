@@ -364,5 +364,25 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         waited = {program.statements[graph.steps[p].statement] for p in missing}
         stuck[step.statement] = "; ".join(sorted(f"waits for {describe(s)}" for s in waited))
-    items = tuple(Stuck(statement, reason) for statement, reason in sorted(stuck.items()))
+    first = [i for i in _wait_chain(order, happened) if i in stuck]
+    rest = [i for i in sorted(stuck) if i not in first]
+    items = tuple(Stuck(statement, stuck[statement]) for statement in first + rest)
     return messages.deadlock(program, items, Witness(tuple(graph.steps[n] for n in order.order)))
+
+
+def _wait_chain(order: HappensBefore, happened: set[int]) -> list[int]:
+    """The statements of one wait-for cycle among the steps that never happen (or of the chain
+    that ends at a step that can never happen), so that a report of hundreds of stuck
+    statements can name the few that hold the rest."""
+    graph = order.graph
+    start = next((n for n in range(len(graph.steps)) if n not in happened), None)
+    position: dict[int, int] = {}
+    path: list[int] = []
+    node = start
+    while node is not None and node not in position:
+        position[node] = len(path)
+        path.append(node)
+        missing = [q for q in order.predecessors[node] if q not in happened]
+        node = max(missing) if missing else None
+    chain = path[position[node]:] if node is not None else path[-8:]
+    return list(dict.fromkeys(graph.steps[n].statement for n in reversed(chain)))

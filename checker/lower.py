@@ -1367,7 +1367,7 @@ class _Lowerer:
             event = len(self.events)
             self.events.append(Event(event, f"wait_stream#{len(self.wait_stream_events) + 1}", False, node.span))
             self.wait_stream_events[key] = event
-        written = f"wait_stream {self.text(node.source.span)}"
+        written = f"wait_stream {self.streams[source].name}"  # resolved: `p[2]`, not `p[rank]`
         waiter = self.streams[common["stream"]].name
         # described on the source stream, so it reads `s1: record (for s2: wait_stream s1)`
         self.emit(node, part=1, op=Op.RECORD, stream=source, device=self.streams[source].device, event=event,

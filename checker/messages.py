@@ -114,8 +114,8 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
 
 
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
-    """A reachable state with unfinished work and no step that can happen."""
-    stuck = tuple(sorted(stuck, key=lambda item: item.statement))
+    """A reachable state with unfinished work and no step that can happen. `stuck` comes in
+    the order to report it: the engine puts first what holds the rest (a wait-for cycle)."""
     # A statement can be stuck twice over (a blocking copy: its task and its thread).
     statements = tuple(dict.fromkeys(item.statement for item in stuck))
     all_lines = list(dict.fromkeys(program.statements[i].span.line for i in statements))

@@ -250,3 +250,46 @@ def test_a_race_behind_a_flag_never_reset_says_to_reset_it():
     assert "`s2: reset full`" in race.help
     fixed = STALE_FLAG.replace("    s2: kernel consume", "    s2: reset full\n    s2: kernel consume")
     assert check_loaded(load_text(fixed, "flag.sched")).findings == ()
+
+
+CROSSED_SENDS = """device d0
+device d1
+buffer x[2] 1MiB on d0
+buffer y[2] 1MiB on d1
+stream s0 on d0
+stream s1 on d1
+stream w0 on d0
+comm c = { s0, s1 }
+thread r0 {
+  s0: send c to s1 x[0]
+  s0: recv c from s1 x[1]
+  for i in 0..30 {
+    s0: kernel after reads x[0]
+  }
+  w0: wait_stream s0
+}
+thread r1 {
+  s1: send c to s0 y[0]
+  s1: recv c from s0 y[1]
+  sync s1
+}
+"""
+
+
+def test_a_deadlock_report_names_its_cycle_first_and_stays_short():
+    from checker.report.text import STUCK_SHOWN, render_finding
+
+    report = check(CROSSED_SENDS)
+    (finding,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
+    program = report.program
+    lines = [program.statements[item.statement].span.line for item in finding.stuck]
+    # each send waits for the other rank's recv, queued behind that rank's send: the cycle first
+    assert set(lines[:4]) == {10, 11, 18, 19}
+    assert len(finding.stuck) > STUCK_SHOWN
+    text = [line for line in render_finding(report, finding) if line.lstrip().startswith("= [bold]stuck")]
+    assert len(text) == STUCK_SHOWN + 1
+    assert f"and {len(finding.stuck) - STUCK_SHOWN} more" in text[-1]
+    assert "kernel after [i=1]:" in "".join(text)  # loop iterations are named
+    # wait_stream's hidden record names the stream it was resolved to
+    record = next(s for s in program.statements if s.form.startswith("record (for"))
+    assert program.describe(record) == "s0: record (for w0: wait_stream s0)"

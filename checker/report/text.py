@@ -41,9 +41,17 @@ def render_diagnostic(path: str, source: str, diagnostic: Diagnostic) -> list[st
     return out
 
 
+STUCK_SHOWN = 12
+"""A deadlock's text report lists this many stuck statements (the engines put first what holds
+the rest); JSON and SARIF list every one."""
+
+
 def _finding_marks(program: Program, finding: Finding) -> list[Mark]:
     marks = []
-    for position, index in enumerate(finding.statements):
+    statements = finding.statements
+    if finding.kind is FindingKind.DEADLOCK:
+        statements = tuple(dict.fromkeys(item.statement for item in finding.stuck))[:STUCK_SHOWN] or statements
+    for position, index in enumerate(statements):
         statement = program.statements[index]
         if finding.kind is FindingKind.RACE:
             label = ("first access" if position == 0 else "second access") + f": {program.describe(statement)}"
@@ -92,9 +100,14 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
                    "(loop instances of the same statements), reported once")
     elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair across loop iterations")
-    for item in finding.stuck:
+    for item in finding.stuck[:STUCK_SHOWN]:
         statement = program.statements[item.statement]
-        out.append(f"  = {_style('stuck', 'help')}: line {statement.span.line} {escape(program.describe(statement))}: {escape(item.waits_for)}")
+        loops = loop_text(statement.bindings)
+        out.append(f"  = {_style('stuck', 'help')}: line {statement.span.line} {escape(program.describe(statement))}"
+                   f"{' ' + loops if loops else ''}: {escape(item.waits_for)}")
+    if len(finding.stuck) > STUCK_SHOWN:
+        out.append(f"  = {_style('stuck', 'help')}: ... and {len(finding.stuck) - STUCK_SHOWN} more, each waiting "
+                   "on the ones above or on one another (`--format json` lists every one)")
     explanation = finding.detail.get("explanation")
     if explanation:
         out.append(f"  = {_style('replayed', 'help')}: {escape(str(explanation))}")
