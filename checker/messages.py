@@ -52,18 +52,48 @@ def _race_help(program: Program, a: Statement, b: Statement) -> str:
     if a.stream == b.stream:
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
-    stale = _stale_flag_wait(program, b)
-    if stale is not None:
-        event = program.events[stale.event].name
-        return (f"`{stream(b)}: wait {event}` (line {stale.span.line}) can pass on an earlier `record {event}`: "
-                f"a flag event stays set until it is reset, so reset it once the wait is through "
-                f"(`{stream(b)}: reset {event}`)")
+    for task in (b, a):
+        stale = _stale_flag_wait(program, task)
+        if stale is not None:
+            event = program.events[stale.event].name
+            return (f"`{stream(task)}: wait {event}` (line {stale.span.line}) can pass on an earlier "
+                    f"`record {event}`: a flag event stays set until it is reset, so reset it once the wait "
+                    f"is through (`{stream(task)}: reset {event}`)")
+    for task, other in ((a, b), (b, a)):
+        early = _early_wait(program, task, other)
+        if early is not None:
+            wait, record = early
+            event = program.events[wait.event].name
+            return (f"`{stream(task)}: wait {event}` (line {wait.span.line}) can be enqueued before "
+                    f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
+                    "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
+                    "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
     return (f"order them with an event: `record E` on `{stream(a)}` after the first, "
             f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
 
 
 STALE_SCAN = 500
 """Statements `_stale_flag_wait` looks back over."""
+
+
+def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[Statement, Statement] | None:
+    """The latest snapshot wait before `task` on its stream and thread (within STALE_SCAN
+    statements), with a record of its event on `other`'s stream that another thread enqueues,
+    or that this thread enqueues after the wait: the wait may bind to no record, or an older one."""
+    thread = program.threads[task.thread].statements
+    end = bisect_left(thread, task.index)
+    for i in reversed(thread[max(0, end - STALE_SCAN):end]):
+        wait = program.statements[i]
+        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None:
+            continue
+        if program.events[wait.event].flag:
+            return None
+        for record in program.statements:
+            if (record.op is Op.RECORD and record.event == wait.event and record.stream == other.stream
+                    and (record.thread != wait.thread or record.index > wait.index)):
+                return wait, record
+        return None
+    return None
 
 
 def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
