@@ -206,7 +206,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
     accessors.sort(key=lambda item: item[0])
     # (memory, is_write) -> chain -> list of (end position on chain, statement, access)
     history: dict[tuple[int, bool], dict[int, list]] = defaultdict(lambda: defaultdict(list))
-    pairs: dict[tuple[int, int], list] = {}
+    pairs: dict[tuple[int, int], dict[tuple[int, int], tuple[Statement, Statement]]] = {}
+    """Per pair of source statements: its racing instance pairs."""
     scanned = 0
     complete = True
     forever: dict[tuple[int, bool], list] = defaultdict(list)
@@ -215,8 +216,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
     def conflict(other: Statement, other_access, s: Statement, access) -> None:
         if other.index != s.index and access.conflicts(other_access):
             key = (min(other.origin, s.origin), max(other.origin, s.origin))
-            pair = pairs.setdefault(key, [0, other, s, access])
-            pair[0] += 1
+            pairs.setdefault(key, {})[(other.index, s.index)] = (other, s)
 
     for _, s, start_node, end_node in accessors:
         clock = order.clocks[start_node]
@@ -243,9 +243,10 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
         end_chain, end_position = order.position[end_node][0]
         for access in s.accesses:
             history[(access.memory, access.write)][end_chain].append((end_position, s, access))
-    for count, a, b, access in pairs.values():
+    for instances in pairs.values():
+        a, b = next(iter(instances.values()))
         witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])], graph.node_of[_step_key(_access_steps(b)[0])]])
-        findings.append(messages.race(program, a, b, program.memories[access.memory], count, witness))
+        findings.extend(messages.races(program, list(instances.values()), witness))
     return complete
 
 

@@ -38,6 +38,25 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     )
 
 
+def races(program: Program, pairs: list[tuple[Statement, Statement]], witness: Witness | None) -> list[Finding]:
+    """The race findings of the racing instance pairs of one pair of source statements: one per
+    declared buffer they conflict on. Running at once is a property of the pair, so every
+    buffer on which one writes what the other touches races, each reported on its own (an
+    `expect race on B` must see each); `instances` counts the pairs that touch that buffer."""
+    counts: dict[str, list] = {}
+    for a, b in pairs:
+        seen: set[str] = set()
+        for x in a.accesses:
+            for y in b.accesses:
+                if x.conflicts(y):
+                    memory = program.memories[x.memory]
+                    if memory.buffer not in seen:
+                        seen.add(memory.buffer)
+                        counts.setdefault(memory.buffer, [0, memory])[0] += 1
+    a, b = pairs[0]
+    return [race(program, a, b, memory, count, witness) for count, memory in counts.values()]
+
+
 def _race_help(program: Program, a: Statement, b: Statement) -> str:
     stream = lambda s: program.streams[s.stream].name  # noqa: E731
     if a.stream is None and b.stream is None:

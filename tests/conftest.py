@@ -35,13 +35,17 @@ def run(capsys):
 
 
 def verdict_of(file_json: dict) -> dict:
-    """Reduce one file of `check --format json` to the conformance verdict shape."""
-    races = sorted(sorted([f["locations"][0]["line"], f["locations"][1]["line"]])
-                   for f in file_json["findings"] if f["kind"] == "race")
-    return {
+    """Reduce one file of `check --format json` to the conformance verdict shape (each racing
+    pair of lines once: a pair that races on two buffers is two findings), and check that the
+    report's own `verdict` says the same."""
+    races = sorted(map(list, {tuple(sorted([f["locations"][0]["line"], f["locations"][1]["line"]]))
+                              for f in file_json["findings"] if f["kind"] == "race"}))
+    verdict = {
         "races": races,
         "race_buffers": sorted({f["buffer"] for f in file_json["findings"] if f["kind"] == "race"}),
         "uaf_lines": sorted({f["locations"][0]["line"] for f in file_json["findings"]
                              if f["kind"] in ("use-after-free", "use-before-alloc")}),
         "deadlock": any(f["kind"] == "deadlock" for f in file_json["findings"]),
     }
+    assert file_json["verdict"] == verdict
+    return verdict

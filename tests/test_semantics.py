@@ -1,7 +1,8 @@
 """Specs for the rules docs/semantics.md adds to the contract (collectives that start member by
 member, launch-order frees, groups, choose, runtime dialects, the caching allocator, ...).
 
-Each spec in tests/semantics/ comes as a bug and its fix, with the verdict in the same shape
+Some specs pin a contract rule an engine once got wrong (s33/s34: one pair of statements racing
+on two buffers). Each spec in tests/semantics/ comes as a bug and its fix, with the verdict in the same shape
 as the conformance specs. Every engine must reach it on its own: the fast path (when the
 program is deterministic), the SMT engine (asked directly, whatever the program), the
 exhaustive explorer, and `check` as users run it; every witness replays.

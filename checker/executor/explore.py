@@ -202,15 +202,6 @@ class _Explorer:
         )
 
 
-def _conflict_memory(program: Program, i: int, j: int):
-    """The memory two statements conflict on (None if they do not)."""
-    for x in program.statements[i].accesses:
-        for y in program.statements[j].accesses:
-            if x.conflicts(y):
-                return program.memories[x.memory]
-    return None
-
-
 SHORTEN_LIMIT = 200
 """Witnesses longer than this are reported as found (shortening is quadratic)."""
 
@@ -260,8 +251,7 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         both = (1 << r.a) | (1 << r.b)
         witness = Witness(shorten(machine, r.witness.steps,
                                   lambda state, _, both=both: state.running & both == both))
-        out.append(messages.race(program, st[r.a], st[r.b], _conflict_memory(program, r.a, r.b),
-                                 len(group), witness))
+        out.extend(messages.races(program, [(st[x.a], st[x.b]) for x in group], witness))
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
         uses.setdefault((st[u.statement].origin, u.kind), []).append(u)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from checker.diagnostics import Diagnostic
-from checker.findings import FileReport, Finding
+from checker.findings import FileReport, Finding, FindingKind
 from checker.ir import Program
 
 
@@ -81,11 +81,35 @@ def _plain(value) -> bool:
     return isinstance(value, (str, int, float, bool, list, dict, type(None)))
 
 
+def verdict_json(report: FileReport) -> dict | None:
+    """The findings in the shape of a conformance verdict (`tests/conformance/README.md`): the
+    racing pairs of source lines, the declared buffers they race on, the lines that touch memory
+    outside its lifetime, and whether some execution deadlocks. None for a spec with errors."""
+    if report.program is None:
+        return None
+    races: set[tuple[int, ...]] = set()
+    buffers: set[str] = set()
+    dead: set[int] = set()
+    deadlock = False
+    for finding in report.findings:
+        lines = [report.program_of(finding).statements[i].span.line for i in finding.statements]
+        if finding.kind is FindingKind.RACE:
+            races.add(tuple(sorted(lines[:2])))
+            buffers.add(finding.buffer)
+        elif finding.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
+            dead.add(lines[0])
+        elif finding.kind is FindingKind.DEADLOCK:
+            deadlock = True
+    return {"races": [list(pair) for pair in sorted(races)], "race_buffers": sorted(buffers),
+            "uaf_lines": sorted(dead), "deadlock": deadlock}
+
+
 def report_json(report: FileReport) -> dict:
     return {
         "path": report.path,
         "status": report.status.value,
         "passed": report.passed,
+        "verdict": verdict_json(report),
         "findings": [finding_json(report.program_of(f), f) for f in report.findings],
         "diagnostics": [diagnostic_json(d) for d in report.diagnostics],
     }

@@ -36,7 +36,7 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.witness import StepKind, Witness
+from checker.witness import StepKind
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
@@ -115,34 +115,18 @@ class Parts:
         self.not_asked += other.not_asked
 
 
-@dataclass(frozen=True, slots=True)
-class _RaceGroup:
-    """Racing instance pairs of one pair of source statements."""
-
-    first: tuple[int, int]
-    instances: int
-    memory: int
-    witness: Witness
-
-
 def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Finding, ...]:
     """The findings of merged answers: races grouped per pair of source statements, dead
     uses per source statement, then the deadlock, then one unknown for unasked questions."""
     findings: list[Finding] = list(parts.race_unknowns)
-    groups: dict[tuple[int, int], _RaceGroup] = {}
+    groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for pair in sorted(parts.races):
-        memory, witness = parts.races[pair]
         a, b = (program.statements[i] for i in pair)
-        key = tuple(sorted((a.origin, b.origin)))
-        known = groups.get(key)
-        if known is None:
-            groups[key] = _RaceGroup(pair, 1, memory, witness)
-        else:
-            groups[key] = _RaceGroup(known.first, known.instances + 1, known.memory, known.witness)
-    for group in groups.values():
-        a, b = (program.statements[i] for i in group.first)
-        findings.append(messages.race(program, a, b, program.memories[group.memory],
-                                      group.instances, group.witness))
+        groups.setdefault(tuple(sorted((a.origin, b.origin))), []).append(pair)
+    for instances in groups.values():
+        _, witness = parts.races[instances[0]]
+        findings.extend(messages.races(
+            program, [(program.statements[i], program.statements[j]) for i, j in instances], witness))
     findings += parts.dead_unknowns
     grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
     for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
