@@ -67,11 +67,13 @@ class HappensBefore:
         clock = self.clocks[node_b]
         return any(clock[c] >= p for c, p in self.position[node_a])
 
-    def prefix(self, targets: list[int], last: int | None = None, early: int | None = None) -> Witness:
+    def prefix(self, targets: list[int], last: int | None = None, early: int | None = None,
+               then: int | None = None) -> Witness:
         """A legal execution prefix holding the targets and all they depend on, in order.
 
         `early` goes as late as possible among the nodes that do not depend on it (so that
-        nothing unordered with it slips in after it); `last` goes last.
+        nothing unordered with it slips in after it); `last` goes last; `then` and what it
+        depends on beyond that come after all of it.
         """
         needed = _ancestors(self.predecessors, targets)
         index = {node: i for i, node in enumerate(self.order)}
@@ -83,6 +85,8 @@ class HappensBefore:
         if last is not None:
             ordered.remove(last)
             ordered.append(last)
+        if then is not None:
+            ordered += sorted(_ancestors(self.predecessors, [then]) - needed, key=index.__getitem__)
         return Witness(tuple(self.graph.steps[n] for n in ordered))
 
 
@@ -308,7 +312,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             issue = graph.node(StepKind.ISSUE, s.index)
             if issue not in order.clocks:
                 continue
-            for free, free_issue in launch_frees.get(memory, ()):
+            for free, free_issue in launch_frees.get(memory, ()) if start in order.clocks else ():
+                # (a use whenever it runs: work that never starts uses nothing)
                 if free.index == s.index or free_issue not in order.clocks:
                     continue
                 if not (s.is_task or free.launch_only):
@@ -318,7 +323,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 if forced_between(free_issue, issue, launch_allocs.get(memory, [])):
                     continue
                 report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                    [issue, free_issue], last=issue, early=free_issue), launch_order=True), s)
+                    [issue, free_issue], last=issue, early=free_issue, then=start), launch_order=True), s)
             # Launch order: a caching-allocator block used before any of its allocs is issued.
             block_allocs = launch_allocs.get(memory, [])
             if (block_allocs and memory not in allocs

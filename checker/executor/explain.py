@@ -58,7 +58,8 @@ def killer(machine: "Machine", state, i: int, kind: str = USE_AFTER_FREE) -> int
     m = machine
     found = None
     if kind == ENQUEUED_AFTER_FREE:
-        bad = state.launch_dead & m.launch_touch[i]
+        # (reported when the task starts: its memory may have been allocated again since)
+        bad = state.launch_dead & m.launch_touch[i] or m.launch_touch[i]
         for f in m.frees:
             if state.status[f] != NEW and m.launch_life[f] & bad:
                 found = f

@@ -36,7 +36,7 @@ from checker.executor.layout import Layout
 from checker.executor.reduction import Reduction
 from checker.executor.state import (
     DONE, ENQUEUED_AFTER_FREE, NEW, QUEUED, RUNNING, U_BIND, U_DEAD, U_DEQUEUE, U_ENQUEUE,
-    U_FLAGS, U_FREED, U_LAST, U_LAUNCH, U_NOTES, U_RUNNING, U_STATUS, U_THREAD, USE_AFTER_FREE,
+    U_FLAGS, U_FREED, U_LAST, U_LAUNCH, U_MARK, U_NOTES, U_RUNNING, U_STATUS, U_THREAD, USE_AFTER_FREE,
     USE_BEFORE_ALLOC, State, Store, Transition, apply_updates, bits,
 )
 
@@ -117,6 +117,7 @@ class Machine:
             freed=0,
             running=0,
             launch_dead=0,
+            launch_marked=0,
         )
         # Cached step objects: enabled() hands out the same instances every time.
         self.steps = {kind: _StepTable(kind) for kind in StepKind}
@@ -653,6 +654,12 @@ class Machine:
         if kind is _START or (kind is _ISSUE and self.host_access[i]):
             races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
         if kind is _ISSUE and view.launch_dead & self.launch_touch[i]:
+            # launch order: a use after free whenever it runs (a host statement runs now)
+            if self.stream_of[i] is None:
+                uses = uses + ((i, ENQUEUED_AFTER_FREE),)
+            else:
+                updates = updates + ((U_MARK, 1 << i, 0),)
+        elif kind is _START and view.launch_marked >> i & 1:
             uses = uses + ((i, ENQUEUED_AFTER_FREE),)
         if kind is _ISSUE and self.block_allocs[i] and any(
                 all(view.status[a] == NEW for a in allocs) for allocs in self.block_allocs[i]):

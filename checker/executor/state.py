@@ -64,6 +64,9 @@ class State(NamedTuple):
     launch_dead: int
     """Bit g set: segment g is freed in launch order (a free of it was enqueued since it was
     last allocated): work enqueued now would use freed memory."""
+    launch_marked: int
+    """Bit i set: task i was enqueued onto freed memory (launch order); it is a use after free
+    if it starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,7 @@ def bits(mask: int):
 # ---------------------------------------------------------------------- updates
 
 (U_STATUS, U_THREAD, U_ENQUEUE, U_DEQUEUE, U_RUNNING, U_LAST, U_BIND, U_FLAGS, U_NOTES, U_DEAD,
- U_FREED, U_LAUNCH) = range(12)
+ U_FREED, U_LAUNCH, U_MARK) = range(13)
 """Update codes (see `UPDATES`)."""
 
 UPDATES: tuple[tuple[int, str, str], ...] = (
@@ -105,6 +108,7 @@ UPDATES: tuple[tuple[int, str, str], ...] = (
     (U_DEAD,    "dead",        "bits"),
     (U_FREED,   "freed",       "bits"),
     (U_LAUNCH,  "launch_dead", "bits"),
+    (U_MARK,    "launch_marked", "bits"),
 )
 """Every update code: the `State` field it changes and how (the one definition of updates)."""
 
@@ -203,11 +207,13 @@ class Store:
         self.freed = state.freed
         self.running = state.running
         self.launch_dead = state.launch_dead
+        self.launch_marked = state.launch_marked
 
     def freeze(self) -> State:
         """The immutable State this store holds now."""
         return State(tuple(self.threads), bytes(self.status), tuple(tuple(q) for q in self.queues),
                      tuple(self.tails), tuple(self.last_record), tuple(self.bind), self.flags,
-                     self.notes, self.dead, self.freed, self.running, self.launch_dead)
+                     self.notes, self.dead, self.freed, self.running, self.launch_dead,
+                     self.launch_marked)
 
     update = _update_in_place

@@ -560,7 +560,8 @@ class Encoding:
         """Launch order: work enqueued on a stream after a free of its memory. A host
         statement runs when it is issued, so only the frees of caching-allocator blocks
         (launch order alone) count for it this way."""
-        issue = self.layout.issue(statement)
+        # a use whenever it runs: the access must start (for a host statement, its issue)
+        first = self.first_step(statement)
         cases = []
         for memory in dict.fromkeys(a.memory for a in statement.accesses):
             allocs, frees = self.launch_lifetimes(memory)
@@ -570,7 +571,7 @@ class Encoding:
                 after = self.enqueued_before(free, statement)
                 if after is False:
                     continue
-                cases.append(_and(self.happened(issue), after, *[
+                cases.append(_and(self.happened(first), after, *[
                     _not(_and(self.enqueued_before(free, alloc), self.enqueued_before(alloc, statement)))
                     for alloc in allocs
                 ]))
