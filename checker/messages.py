@@ -137,7 +137,11 @@ def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
 def use_after_free(program: Program, use: Statement, free: Statement | None, memory: Memory,
                    instances: int, witness: Witness | None, launch_order: bool = False) -> Finding:
     """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
-    if launch_order and free is not None:
+    if launch_order and free is not None and free.stream is None and not free.launch_only:
+        message = f"{_where(program, use)} is enqueued after {_where(program, free)} began freeing `{memory.name}`"
+        help = ("a host free may return at any time after it is called: make every use complete before "
+                "the free is called (sync the streams that use it), and enqueue none after it")
+    elif launch_order and free is not None:
         message = f"{_where(program, use)} is enqueued after {_where(program, free)} freed `{memory.name}`"
         help = ("enqueue every use before the free: a stream-ordered free invalidates the memory "
                 "for all work enqueued after it, whenever that work runs")
