@@ -293,3 +293,41 @@ def test_a_deadlock_report_names_its_cycle_first_and_stays_short():
     # wait_stream's hidden record names the stream it was resolved to
     record = next(s for s in program.statements if s.form.startswith("record (for"))
     assert program.describe(record) == "s0: record (for w0: wait_stream s0)"
+
+
+def test_race_help_for_a_memcpy_on_the_default_stream_names_a_sync():
+    report = check("""device gpu0
+buffer x 4KiB on gpu0
+buffer h 4KiB on host pinned
+stream s on gpu0
+thread t {
+  s: kernel k writes x 1ms
+  memcpy h <- x
+}
+""")
+    (finding,) = report.findings
+    assert "default stream, which a spec cannot name" in finding.help and "`sync s`" in finding.help
+
+
+def test_race_help_names_a_wait_that_can_come_before_its_record():
+    report = check("""device d
+buffer g 4KiB on d
+stream comp on d
+stream comm on d
+event reduced
+notify ready
+thread main {
+  comp: kernel grad writes g 1ms
+  notify ready
+  comp: wait reduced
+  comp: kernel step reads g writes g 1ms
+}
+thread hook {
+  await ready
+  comm: kernel reduce reads g writes g 1ms
+  comm: record reduced
+}
+""")
+    helps = [f.help for f in report.findings if f.kind is FindingKind.RACE]
+    assert any("`comp: wait reduced` (line 10) can be enqueued before `comm: record reduced` (line 16)" in h
+               for h in helps), helps
