@@ -184,7 +184,12 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
         f"deadlock: {len(statements)} {'statement' if len(statements) == 1 else 'statements'} can never "
         f"complete (lines {lines}{more})",
         statements, witness=witness, stuck=stuck,
-        help="every wait, await, sync and collective needs a partner that can still arrive",
+        help=("tasks of streams that share a hardware queue begin in the order they were enqueued "
+              "(`queues N`: the i-th stream declared on a device feeds queue i mod N): a task that "
+              "waits for one enqueued after it into the same queue hangs; enqueue the partner first, "
+              "or move one stream to another queue (declare the streams in another order)")
+        if any("hardware queue" in item.waits_for for item in stuck) else
+        "every wait, await, sync and collective needs a partner that can still arrive",
     )
 
 
