@@ -210,8 +210,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
     accessors.sort(key=lambda item: item[0])
     # (memory, is_write) -> chain -> list of (end position on chain, statement, access)
     history: dict[tuple[int, bool], dict[int, list]] = defaultdict(lambda: defaultdict(list))
-    pairs: dict[tuple[int, int], dict[tuple[int, int], tuple[Statement, Statement]]] = {}
-    """Per pair of source statements: its racing instance pairs."""
+    pairs: dict[tuple[int, int], dict[str, list]] = {}
+    """Per pair of source statements, per buffer: [racing instance pairs, first pair's statements, memory]."""
     scanned = 0
     complete = True
     forever: dict[tuple[int, bool], list] = defaultdict(list)
@@ -219,11 +219,21 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
 
     def conflict(other: Statement, other_access, s: Statement, access) -> None:
         if other.index != s.index and access.conflicts(other_access):
+            buffer = program.memories[access.memory].buffer
+            if (other.index, buffer) in counted:
+                return  # this instance pair on this buffer: counted already (another access)
+            counted.add((other.index, buffer))
             key = (min(other.origin, s.origin), max(other.origin, s.origin))
-            pairs.setdefault(key, {})[(other.index, s.index)] = (other, s)
+            group = pairs.setdefault(key, {})
+            if buffer in group:
+                group[buffer][0] += 1
+            else:
+                group[buffer] = [1, other, s, access.memory]
 
     for _, s, start_node, end_node in accessors:
         clock = order.clocks[start_node]
+        counted: set[tuple[int, str]] = set()
+        """(earlier statement, buffer) pairs that race with s, counted once each."""
         for access in s.accesses:
             kinds = (True, False) if access.write else (True,)
             for write in kinds:
@@ -247,10 +257,13 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
         end_chain, end_position = order.position[end_node][0]
         for access in s.accesses:
             history[(access.memory, access.write)][end_chain].append((end_position, s, access))
-    for instances in pairs.values():
-        a, b = next(iter(instances.values()))
-        witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])], graph.node_of[_step_key(_access_steps(b)[0])]])
-        findings.extend(messages.races(program, list(instances.values()), witness))
+    for group in pairs.values():
+        witness = None
+        for count, a, b, memory in group.values():
+            if witness is None:  # one execution shows the pair at once, whatever the buffer
+                witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])],
+                                        graph.node_of[_step_key(_access_steps(b)[0])]])
+            findings.append(messages.race(program, a, b, program.memories[memory], count, witness))
     return complete
 
 

@@ -446,3 +446,18 @@ thread b {
 }
 """).program)
     assert not sim.deadlocked and sim.makespan == NS_PER_MS
+
+
+def test_thousands_of_streams_and_threads_cost_what_they_use(monkeypatch):
+    # Per-stream relations were built by scanning every stream for each; every instant of a
+    # run read every thread, finished or not, and asked again of every task waiting for an
+    # engine unit whether it may start. A task is now asked once it heads its stream.
+    from checker.executor.machine import Machine
+
+    asked = []
+    original = Machine.first_step_blocker
+    monkeypatch.setattr(Machine, "first_step_blocker", lambda self, store, h: asked.append(h) or original(self, store, h))
+    program = load_text("device d\nstream s[20000] on d\nthread t[3000] {\n  s[t]: kernel k 1ms\n}\n").program
+    sim = simulate(program)
+    assert sim.makespan == 3000 * NS_PER_MS
+    assert len(asked) <= 2 * 3000  # (was 9,000,000: every waiting task at each of 3,000 instants)

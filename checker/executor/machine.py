@@ -224,28 +224,25 @@ class Machine:
         """Hardware-queue and legacy relations (captured as dependencies at enqueue), the
         streams each sync waits for, and batch-mates."""
         p = self.program
+        # Shared tuples per device (and queue): building them per stream was quadratic in
+        # the streams (20,000 streams took minutes) where the relations themselves are not.
+        queues: dict[tuple[int, int], list[int]] = {}
+        by_mode: dict[tuple[int, StreamMode], list[int]] = {}
+        for s in p.streams:
+            if p.devices[s.device].queues and s.queue is not None:
+                queues.setdefault((s.device, s.queue), []).append(s.index)
+            by_mode.setdefault((s.device, s.mode), []).append(s.index)
+        members = {key: tuple(streams) for key, streams in queues.items()}
+        modes = {key: tuple(streams) for key, streams in by_mode.items()}
         self.queue_peers: list[tuple[int, ...]] = []
+        """The streams of each stream's hardware queue, itself included (`_capture_deps` skips it)."""
         self.legacy_peers: list[tuple[int, ...]] = []
         for s in p.streams:
-            dev = p.devices[s.device]
-            if dev.queues and s.queue is not None:
-                peers = tuple(
-                    o.index for o in p.streams
-                    if o.index != s.index and o.device == s.device and o.queue == s.queue
-                )
-            else:
-                peers = ()
-            self.queue_peers.append(peers)
+            self.queue_peers.append(members.get((s.device, s.queue), ()))
             if s.mode is StreamMode.LEGACY:
-                lp = tuple(
-                    o.index for o in p.streams
-                    if o.device == s.device and o.index != s.index and o.mode is StreamMode.BLOCKING
-                )
+                lp = modes.get((s.device, StreamMode.BLOCKING), ())
             elif s.mode is StreamMode.BLOCKING:
-                lp = tuple(
-                    o.index for o in p.streams
-                    if o.device == s.device and o.index != s.index and o.mode is StreamMode.LEGACY
-                )
+                lp = modes.get((s.device, StreamMode.LEGACY), ())
             else:
                 lp = ()
             self.legacy_peers.append(lp)
@@ -285,7 +282,7 @@ class Machine:
             st = p.statements[i]
             if not (st.sync is SyncKind.EVENT and events[st.target].flag):
                 binds.add(i)
-        peers = [bool(q or lp) for q, lp in zip(self.queue_peers, self.legacy_peers)]
+        peers = [len(q) > 1 or bool(lp) for q, lp in zip(self.queue_peers, self.legacy_peers)]
         wslot = [-1] * self.n
         dslot = [-1] * self.n
         slots = 0
@@ -790,7 +787,7 @@ class Machine:
         siblings = self.siblings
         for o in self.queue_peers[stream]:
             t = tails[o]
-            if t >= 0:
+            if t >= 0 and o != stream:
                 deps.append((t, NEED_BEGUN))
                 deps.extend((b, NEED_BEGUN) for b in siblings[t])
         for o in self.legacy_peers[stream]:

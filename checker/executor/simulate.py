@@ -174,6 +174,14 @@ class _Simulator:
         self.store.running = 0  # not tracked: the simulator does not look for races
         self.now = 0
         self.clock = [0] * len(p.threads)
+        self.live = list(range(len(p.threads)))
+        self.active: set[int] = set()
+        """Streams that may have tasks queued (an enqueue adds its stream; an empty one leaves)."""
+        self.wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        """Per engine pool, a heap of (priority, enqueue order, task) of tasks ready for a unit."""
+        self.waiting: set[int] = set()
+        """The tasks in `wanting`."""
+        """The threads with statements left, in index order."""
         """Per thread: when it is free to take its next step (before any launch cost)."""
         self.begin = [-1] * n  # task begin / host issue time
         self.finish = [-1] * n  # task end / host return (or issue) time
@@ -216,9 +224,8 @@ class _Simulator:
             while True:  # until a round of threads and heads changes nothing
                 before = len(trail)
                 run_threads()
-                wanting = start_stream_heads()
-                if wanting or self.gathered:
-                    hand_out_units(wanting)
+                start_stream_heads()
+                hand_out_units()
                 if len(trail) == before:
                     break  # (a thread may be freed by a later thread's step of this round)
             upcoming = next_event_time()
@@ -249,12 +256,14 @@ class _Simulator:
         """2. Threads, in index order, each as far as it can go at this instant."""
         m, store, clock, now = self.m, self.store, self.clock, self.now
         launch_of = self.launch_of
-        for t in range(len(clock)):
+        finished = False
+        for t in self.live:
             stmts = m.thread_stmts[t]
             while True:
                 v = store.threads[t]
                 k = v >> 1
                 if k >= len(stmts):
+                    finished = True
                     break
                 i = stmts[k]
                 if not v & 1:
@@ -262,6 +271,8 @@ class _Simulator:
                         break
                 elif clock[t] > now or not self._return(t, i):
                     break
+        if finished:  # finished threads leave the list: an instant costs what is still running
+            self.live = [t for t in self.live if store.threads[t] >> 1 < len(m.thread_stmts[t])]
 
     def _issue(self, t: int, i: int, k: int) -> bool:
         """Thread t issues statement i (its k-th) if it may; False when it is blocked."""
@@ -282,6 +293,7 @@ class _Simulator:
                 r, "task" if p.statements[r].stream is not None else "thread"))
         s = m.stream_of[i]
         if s is not None:
+            self.active.add(s)
             self.prev_on_stream[i] = self.last_on_stream[s]
             self.last_on_stream[s] = i
             self.enqueued += 1
@@ -326,17 +338,22 @@ class _Simulator:
             finish[i] = now
         return True
 
-    def _start_stream_heads(self) -> dict[tuple[int, str], list[tuple[int, int, int]]]:
+    def _start_stream_heads(self) -> None:
         """3. Stream heads (or every task of the batch at a head): instant tasks complete,
-        engine-free tasks start; the others are returned, per engine pool, to wait for a unit."""
+        engine-free tasks start; the others join their engine pool's queue for a unit (where
+        they stay until they get one: what allows a running task to start stays true)."""
         m, store = self.m, self.store
         batch, interval, status = m.batch, m.interval, store.status
         first_step_blocker = m.first_step_blocker
         needs_engine, ekey, prio, seq = self.needs_engine, self.ekey, self.prio, self.seq
-        wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        waiting, wanting = self.waiting, self.wanting
         heads = []
-        for q in store.queues:
-            if q:  # the head, or every task of the batch at the head
+        empty = []
+        for stream in sorted(self.active):
+            q = store.queues[stream]
+            if not q:
+                empty.append(stream)
+            else:  # the head, or every task of the batch at the head
                 b = batch[q[0]]
                 heads.append(q[0])
                 if b is not None:
@@ -344,8 +361,9 @@ class _Simulator:
                         if batch[h] != b:
                             break
                         heads.append(h)
+        self.active.difference_update(empty)
         for h in heads:
-            if status[h] != QUEUED:
+            if status[h] != QUEUED or h in waiting:
                 continue
             if not interval[h]:
                 if first_step_blocker(store, h) is None:
@@ -366,10 +384,10 @@ class _Simulator:
             key = ekey[h]
             if key not in self.free_units:
                 self._pool(h)
-            wanting.setdefault(key, []).append((prio[h], seq[h], h))
-        return wanting
+            heapq.heappush(wanting.setdefault(key, []), (prio[h], seq[h], h))
+            waiting.add(h)
 
-    def _hand_out_units(self, wanting) -> None:
+    def _hand_out_units(self) -> None:
         """4. Engine units to the gathered collective groups (each takes all its units at once,
         earliest enqueued first), then to the waiting tasks: lower priority value first, then
         enqueue order."""
@@ -377,13 +395,11 @@ class _Simulator:
         if self.gathered:
             self.gathered.sort(key=lambda g: min((self.prio[x], self.seq[x]) for x in g.members))
             self.gathered = [g for g in self.gathered if not self._start_group(g)]
-        for key, cands in wanting.items():
+        for key, cands in self.wanting.items():
             units = self.free_units[key]
-            if len(cands) > 1:
-                cands.sort()
-            for _, _, h in cands:
-                if not units:
-                    break
+            while cands and units:
+                h = heapq.heappop(cands)[2]
+                self.waiting.discard(h)
                 unit = heapq.heappop(units)
                 self._begin_task(h, unit, key)
                 self._fire(start_steps[h])
@@ -397,7 +413,8 @@ class _Simulator:
         upcoming = []
         if self.ends:
             upcoming.append(self.ends[0][0])
-        for t, due in enumerate(self.clock):
+        for t in self.live:
+            due = self.clock[t]
             stmts = m.thread_stmts[t]
             v = store.threads[t]
             k = v >> 1
