@@ -664,14 +664,15 @@ class _Lowerer:
                     raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {what}; index it before slicing",
                                           subscript.span, help=f"write `{access.name.text}[i][lo:hi]`"))
                 length = region.end - region.start
+                sliced = self.source[access.span.start:subscript.span.start].strip()  # `x`, `x[1][0:64]`
                 low = 0 if subscript.low is None else self.evaluate(subscript.low, env)
                 high = length if subscript.high is None else self.evaluate(subscript.high, env)
                 if low >= high and 0 <= low and high <= length:
-                    raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] of `{access.name.text}` is empty",
+                    raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] of `{sliced}` is empty",
                                           subscript.span, "empty range",
                                           help="a range [lo:hi] needs 0 <= lo < hi <= size"))
                 if not 0 <= low < high <= length:
-                    raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] is outside `{access.name.text}` ({length} bytes)",
+                    raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] is outside `{sliced}` ({length} bytes)",
                                           subscript.span, "out of range",
                                           help="a range [lo:hi] needs 0 <= lo < hi <= size"))
                 region = _Region(region.memories, region.start + low, region.start + high, False, region.buffer,

@@ -451,7 +451,7 @@ def test_sp013_stream_and_event_arrays():
     (["s: kernel k reads x[1MiB:]", ], None, None, None, "is empty"),
     (["s: kernel k reads x[5:3]"], 8, 22, 27, "byte range [5:3] of `x` is empty"),
     (["s: kernel k reads x[-1:3]"], 8, 22, 28, "outside"),
-    (["s: kernel k reads xs[1][512KiB:1MiB + 1]"], 8, 26, 43, "outside `xs`"),
+    (["s: kernel k reads xs[1][512KiB:1MiB + 1]"], 8, 26, 43, "outside `xs[1]`"),
 ])
 def test_sp014_byte_range(lines, line, column, end_column, message):
     if line is None:
@@ -673,3 +673,14 @@ def test_comm_members_are_capped_in_all(monkeypatch):
     source = "device g[8]\nstream c[8] on g\ncomm w[8] = { c }\n"  # 64 members
     assert_error(source, Code.SP020, 3, 1, message="more than 50 members in all")
     assert program("device g[7]\nstream c[7] on g\ncomm w[7] = { c }\n")  # 49
+
+
+def test_a_range_of_a_range_is_relative_and_named_in_errors():
+    from checker.frontend import load_text
+
+    text = "device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: kernel k writes x[100:200][%s]\n}\n"
+    program = load_text(text % "10:30", "t.sched").program
+    (access,) = program.statements[0].accesses
+    assert (access.start, access.end) == (110, 130)
+    (diagnostic,) = load_text(text % "0:300", "t.sched").diagnostics
+    assert diagnostic.message == "byte range [0:300] is outside `x[100:200]` (100 bytes)"
