@@ -365,6 +365,9 @@ def test_cli_notes_missing_cuda_sync_events(run, tmp_path):
     (b'"a string"', "not a Chrome trace"),
     (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1, "dur": 1}]}', "no GPU activity"),
     (b"\x1f\x8b\x08garbage", "not a readable gzip file"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "args": {"stream": 7}},'
+     b' {"ph": "X", "cat": "kernel", "name": "k", "ts": 2e12, "dur": 1, "args": {"stream": 7}}]}',
+     "looks corrupt"),
 ])
 def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message):
     path = tmp_path / "trace.json"
@@ -375,6 +378,14 @@ def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message)
     assert message in stderr
     assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
     assert not (tmp_path / "x.sched").exists()
+
+
+@pytest.mark.parametrize("gap", ["1e400s", "infms", "nanus", "-1us", "2e9s"])
+def test_cli_min_gap_must_be_a_duration_a_spec_can_hold(run, tmp_path, capsys, gap):
+    with pytest.raises(SystemExit) as exit_status:  # argparse: the usage line, then status 2
+        run("import", "kineto", TWO, "-o", tmp_path / "x.sched", "--min-gap", gap)
+    stderr = capsys.readouterr().err
+    assert exit_status.value.code == 2 and "not a duration" in stderr and "Traceback" not in stderr
 
 
 def test_cli_bad_execution_trace_is_status_2(run, tmp_path):

@@ -12,6 +12,8 @@ import sys
 import zlib
 from pathlib import Path
 
+from checker.parse import MAX_DURATION_NS
+
 EXIT_OK, EXIT_ERROR = 0, 2
 
 DESCRIPTION = """\
@@ -55,7 +57,7 @@ def _duration_ns(text: str) -> int:
                 value = float(text[: -len(unit)])
             except ValueError:
                 break
-            if value < 0:
+            if not 0 <= value * units[unit] <= MAX_DURATION_NS:  # negative, too long, inf, nan
                 break
             return round(value * units[unit])
     raise argparse.ArgumentTypeError(f"not a duration: {text!r} (write e.g. 2us or 500ns)")

@@ -28,6 +28,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from checker.parse import MAX_DURATION_NS
 from checker.importers.execution_trace import ExecutionTrace, TraceError
 from checker.spec_text import (
     SpecText, ThreadText, access_text, comment_text, duration_text, rw_text, safe_name, size_text,
@@ -1027,4 +1028,9 @@ def import_kineto(trace, et: ExecutionTrace | None = None, *, source: str = "tra
     if not parsed.gpu and not parsed.calls:
         raise TraceError("the trace has no GPU activity and no runtime calls (is it a PyTorch "
                          "profiler trace recorded with ProfilerActivity.CUDA?)")
+    last = max([op.start + op.dur for op in parsed.gpu]
+               + [call.end for calls in parsed.calls.values() for call in calls])
+    if last > MAX_DURATION_NS:
+        raise TraceError(f"the trace runs for {last / 1e9:,.0f} s, longer than a spec's times may be "
+                         f"({MAX_DURATION_NS / 86_400e9:.1f} days): a timestamp or duration in it looks corrupt")
     return _Builder(parsed, et, source, min_gap).build()
