@@ -383,7 +383,7 @@ def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message)
 @pytest.mark.parametrize("gap", ["1e400s", "infms", "nanus", "-1us", "2e9s"])
 def test_cli_min_gap_must_be_a_duration_a_spec_can_hold(run, tmp_path, capsys, gap):
     with pytest.raises(SystemExit) as exit_status:  # argparse: the usage line, then status 2
-        run("import", "kineto", TWO, "-o", tmp_path / "x.sched", "--min-gap", gap)
+        run("import", "kineto", TWO, "-o", tmp_path / "x.sched", f"--min-gap={gap}")
     stderr = capsys.readouterr().err
     assert exit_status.value.code == 2 and "not a duration" in stderr and "Traceback" not in stderr
 
