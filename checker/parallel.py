@@ -150,11 +150,35 @@ def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport
     return reports  # type: ignore[return-value]
 
 
+CONNECT_SECONDS = 5.0
+
+
+def _reachable(address: str) -> None:
+    """Fail fast, before Dask: a client that cannot connect takes 10 s to fail and 20 s more
+    to close, and prints a traceback while it does."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            return  # (inproc, ucx, ...: left to Dask)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise ClusterError(f"{address!r} is not a scheduler address ({exc}): write e.g. tcp://host:8786") from None
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc.strerror or exc}") from None
+
+
 def _on_cluster(sources, options, max_statements, address, on_file) -> list[FileReport]:
     try:
         from distributed import Client, as_completed
     except ImportError:
         raise ClusterError("--cluster needs Dask distributed: pip install 'streamproof[cluster]'") from None
+    _reachable(address)
     try:
         client = Client(address, timeout="10s", set_as_default=False)
     except Exception as exc:  # unreachable, refused, or not an address at all

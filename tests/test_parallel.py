@@ -108,4 +108,11 @@ def test_cluster_without_dask_is_a_usage_error(run, monkeypatch):
 def test_cluster_address_that_is_not_one_is_a_usage_error(run):
     pytest.importorskip("distributed")
     status, out, err = run("check", "--cluster", "not an address", SPECS / "copy_compute_sync.sched")
-    assert status == 2 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
+    assert status == 2 and "is not a scheduler address" in err and "Traceback" not in err
+
+
+def test_cluster_nobody_listens_at_fails_at_once(run, capfd):
+    pytest.importorskip("distributed")
+    status, out, err = run("check", "--cluster", "tcp://127.0.0.1:1", SPECS / "copy_compute_sync.sched")
+    assert status == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in err
+    assert "Traceback" not in err + capfd.readouterr().err  # (Dask's client printed one as it closed)
