@@ -1446,7 +1446,18 @@ class _Lowerer:
     # -- caching-allocator tensors -----------------------------------------------------------
 
     def touch(self, accesses: tuple[Access, ...]) -> tuple[Access, ...]:
-        """Note the next statement for placement if it accesses a tensor not yet placed."""
+        """The accesses of the next statement, each range once (`reads x, x` is `reads x`: the
+        engines compare accesses pairwise); notes the statement for placement if it accesses
+        a tensor not yet placed."""
+        if len(accesses) > 1:
+            seen: set[tuple[int, int, int, bool]] = set()
+            kept = []
+            for a in accesses:
+                key = (a.memory, a.start, a.end, a.write)
+                if key not in seen:
+                    seen.add(key)
+                    kept.append(a)
+            accesses = tuple(kept)
         if self.slots and any(a.memory < 0 for a in accesses):
             self.placed.append(len(self.statements))
         return accesses

@@ -684,3 +684,12 @@ def test_a_range_of_a_range_is_relative_and_named_in_errors():
     assert (access.start, access.end) == (110, 130)
     (diagnostic,) = load_text(text % "0:300", "t.sched").diagnostics
     assert diagnostic.message == "byte range [0:300] is outside `x[100:200]` (100 bytes)"
+
+
+def test_a_range_named_twice_is_one_access():
+    from checker.frontend import load_text
+
+    program = load_text("device d\nbuffer x 4KiB on d\nstream s on d\nthread t {\n"
+                        "  s: kernel k reads x, x, x[0:1KiB] writes x[0:1KiB], x\n}\n", "t.sched").program
+    assert [(a.start, a.end, a.write) for a in program.statements[0].accesses] == [
+        (0, 4096, False), (0, 1024, False), (0, 1024, True), (0, 4096, True)]
