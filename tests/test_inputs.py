@@ -285,6 +285,14 @@ def test_optimize_says_a_deadlocking_program_deadlocks(run, tmp_path):
     assert status == 1 and not emitted.exists()
 
 
+def test_emit_without_an_exact_model_is_no_usage_error(run, tmp_path):
+    spec = tmp_path / "shared.sched"
+    spec.write_text("device d\nstream s on d\nbuffer x 1KiB on d\nthread a {\n  s: kernel k writes x 1ms\n}\n"
+                    "thread b {\n  s: kernel j writes x 1ms\n}\n")
+    status, out, _ = run("optimize", spec, "--emit", tmp_path / "out.sched")
+    assert status == 1 and "cannot --emit" in out and not (tmp_path / "out.sched").exists()
+
+
 def test_clean_program_still_succeeds(run):
     status, out, _ = run("simulate", CLEAN)
     assert status == 0 and "simulated makespan 70.200 ms" in out
