@@ -384,7 +384,8 @@ def _deadlock(order: HappensBefore) -> Finding | None:
         waited = {program.statements[graph.steps[p].statement] for p in missing}
         stuck[step.statement] = "; ".join(sorted(f"waits for {describe(s)}" for s in waited))
     first = [i for i in _wait_chain(order, happened) if i in stuck]
-    rest = [i for i in sorted(stuck) if i not in first]
+    chosen = set(first)
+    rest = [i for i in sorted(stuck) if i not in chosen]
     items = tuple(Stuck(statement, stuck[statement]) for statement in first + rest)
     return messages.deadlock(program, items, Witness(tuple(graph.steps[n] for n in order.order)))
 

@@ -112,12 +112,27 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
             continue
         if program.events[wait.event].flag:
             return None
-        for record in program.statements:
-            if (record.op is Op.RECORD and record.event == wait.event and record.stream == other.stream
-                    and (record.thread != wait.thread or record.index > wait.index)):
+        for record in _records(program).get(wait.event, ()):
+            if record.stream == other.stream and (record.thread != wait.thread or record.index > wait.index):
                 return wait, record
         return None
     return None
+
+
+_RECORDS: dict[int, tuple[Program, dict[int, list[Statement]]]] = {}
+"""The records of each event of the last program asked about (findings come per program)."""
+
+
+def _records(program: Program) -> dict[int, list[Statement]]:
+    known = _RECORDS.get(id(program))
+    if known is None or known[0] is not program:
+        _RECORDS.clear()
+        by_event: dict[int, list[Statement]] = {}
+        for statement in program.statements:
+            if statement.op is Op.RECORD and statement.event is not None:
+                by_event.setdefault(statement.event, []).append(statement)
+        known = _RECORDS[id(program)] = (program, by_event)
+    return known[1]
 
 
 def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
