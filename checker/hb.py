@@ -391,18 +391,28 @@ def _deadlock(order: HappensBefore) -> Finding | None:
 
 
 def _wait_chain(order: HappensBefore, happened: set[int]) -> list[int]:
-    """The statements of one wait-for cycle among the steps that never happen (or of the chain
-    that ends at a step that can never happen), so that a report of hundreds of stuck
-    statements can name the few that hold the rest."""
+    """The statements of one wait-for cycle among the steps that never happen (else of the
+    chain that ends at a step that can never happen), so that a report of hundreds of stuck
+    statements can name the few that hold the rest. Each walk follows one missing
+    predecessor per step; a step that an earlier walk went through is not walked again."""
     graph = order.graph
-    start = next((n for n in range(len(graph.steps)) if n not in happened), None)
-    position: dict[int, int] = {}
-    path: list[int] = []
-    node = start
-    while node is not None and node not in position:
-        position[node] = len(path)
-        path.append(node)
-        missing = [q for q in order.predecessors[node] if q not in happened]
-        node = max(missing) if missing else None
-    chain = path[position[node]:] if node is not None else path[-8:]
-    return list(dict.fromkeys(graph.steps[n].statement for n in reversed(chain)))
+    pending = [n for n in range(len(graph.steps)) if n not in happened]
+    walked: set[int] = set()
+    first_path: list[int] = []
+    for start in pending:
+        if start in walked:
+            continue
+        position: dict[int, int] = {}
+        path: list[int] = []
+        node = start
+        while node is not None and node not in position and node not in walked:
+            position[node] = len(path)
+            path.append(node)
+            missing = [q for q in order.predecessors[node] if q not in happened]
+            node = max(missing) if missing else None
+        walked.update(path)
+        if node is not None and node in position:  # a cycle
+            return list(dict.fromkeys(graph.steps[n].statement for n in reversed(path[position[node]:])))
+        if not first_path:
+            first_path = path
+    return list(dict.fromkeys(graph.steps[n].statement for n in reversed(first_path[-8:])))

@@ -188,7 +188,17 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
 
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
     """A reachable state with unfinished work and no step that can happen. `stuck` comes in
-    the order to report it: the engine puts first what holds the rest (a wait-for cycle)."""
+    the order to report it: the engine puts first what holds the rest (a wait-for cycle);
+    tasks that only queue behind another task of their stream go last, and loop instances of
+    a statement after one instance of every other (so that a short listing shows every place)."""
+    leading = [item for item in stuck if " ahead of it on " not in item.waits_for]
+    lines: set[int] = set()
+    first, again = [], []
+    for item in leading:
+        line = program.statements[item.statement].span.line
+        (again if line in lines else first).append(item)
+        lines.add(line)
+    stuck = tuple(first + again + [item for item in stuck if " ahead of it on " in item.waits_for])
     # A statement can be stuck twice over (a blocking copy: its task and its thread).
     statements = tuple(dict.fromkeys(item.statement for item in stuck))
     all_lines = list(dict.fromkeys(program.statements[i].span.line for i in statements))

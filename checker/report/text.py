@@ -104,10 +104,10 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
         statement = program.statements[item.statement]
         loops = loop_text(statement.bindings)
         out.append(f"  = {_style('stuck', 'help')}: line {statement.span.line} {escape(program.describe(statement))}"
-                   f"{' ' + loops if loops else ''}: {escape(item.waits_for)}")
+                   f"{' ' + escape(loops) if loops else ''}: {escape(item.waits_for)}")
     if len(finding.stuck) > STUCK_SHOWN:
-        out.append(f"  = {_style('stuck', 'help')}: ... and {len(finding.stuck) - STUCK_SHOWN} more, each waiting "
-                   "on the ones above or on one another (`--format json` lists every one)")
+        out.append(f"  = {_style('stuck', 'help')}: ... and {len(finding.stuck) - STUCK_SHOWN} more stuck "
+                   "(`--format json` lists every one)")
     explanation = finding.detail.get("explanation")
     if explanation:
         out.append(f"  = {_style('replayed', 'help')}: {escape(str(explanation))}")
