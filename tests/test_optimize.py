@@ -287,6 +287,28 @@ def test_random_schedules_replay_and_synthesis_reaches_the_bound(seed):
         assert not hb.analyze(loaded.program)[0]
 
 
+def test_synthesis_declares_array_elements_by_themselves():
+    """A device, buffer, stream or thread array becomes one name per element (`gpu_0`): its
+    elements may sit on different devices, and `gpu[0]` is no name to declare."""
+    from checker.optimize import emit
+
+    program = load("""device gpu[2] { compute 1 comm 1 }
+buffer x[2] 1MiB on gpu
+stream s[2] on gpu
+comm w = { s }
+thread t[2] {
+  s[t]: kernel k writes x[t] 1ms
+  s[t]: allreduce w x[t] 1ms
+}
+""")
+    result = optimize(program, timeout=20)
+    text = emit(program, result)
+    loaded = load_text(text)
+    assert loaded.program is not None, (loaded.diagnostics, text)
+    assert [m.device for m in loaded.program.memories] == [0, 1]
+    assert optimize(loaded.program, timeout=20).program == result.bound == 2 * MS
+
+
 BENCH = __import__("pathlib").Path(__file__).resolve().parent.parent / "bench" / "data"
 
 

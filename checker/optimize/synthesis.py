@@ -21,6 +21,7 @@ comment says how many there are).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from checker.ir import (
@@ -46,9 +47,18 @@ class Synthesis:
     syncs: int
 
 
+def flat(name: str) -> str:
+    """An element of an array as a name of its own (`gpu[0]` -> `gpu_0`): the synthesized spec
+    declares every element by itself, since its parts may sit on different devices."""
+    return _INDEX.sub(r"_\1", name)
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
 def access_text(program: Program, access: Access) -> str:
     memory = program.memories[access.memory]
-    return spec_text.access_text(memory.name, memory.size, access.start, access.end)
+    return spec_text.access_text(flat(memory.name), memory.size, access.start, access.end)
 
 
 def _rw(program: Program, st: Statement) -> str:
@@ -75,18 +85,18 @@ def statement_text(program: Program, st: Statement, stream: str | None) -> str:
     if op is Op.HOST:
         return f"host {st.name}{_rw(program, st)}{_dur(st)}"
     if op in (Op.ALLOC, Op.FREE):
-        target = program.memories[st.memory].name if st.memory is not None else ""
+        target = flat(program.memories[st.memory].name) if st.memory is not None else ""
         if op is Op.FREE and st.accesses:
             target = access_text(program, st.accesses[0])
         return f"{prefix}{op.value} {target}"
-    comm = program.comms[st.comm].name if st.comm is not None else ""
+    comm = flat(program.comms[st.comm].name) if st.comm is not None else ""
     data = access_text(program, st.accesses[0]) if st.accesses else ""
     if op is Op.ALLREDUCE:
         return f"{prefix}allreduce {comm} {data}{_dur(st)}"
     if op is Op.SEND:
-        return f"{prefix}send {comm} to {program.streams[st.peer].name} {data}{_dur(st)}"
+        return f"{prefix}send {comm} to {flat(program.streams[st.peer].name)} {data}{_dur(st)}"
     if op is Op.RECV:
-        return f"{prefix}recv {comm} from {program.streams[st.peer].name} {data}{_dur(st)}"
+        return f"{prefix}recv {comm} from {flat(program.streams[st.peer].name)} {data}{_dur(st)}"
     raise EmitError(f"cannot synthesize {op.value} statements")
 
 
@@ -96,31 +106,25 @@ def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int
     for d in program.devices:
         engines = " ".join(f"{e.value} {n}" for e, n in d.engines) or "compute 1 copy 1 comm 1"
         launch = f" launch {duration_text(d.launch)}" if d.launch else ""
-        out.append(f"device {d.name} {{ {engines}{launch} }}")
+        out.append(f"device {flat(d.name)} {{ {engines}{launch} }}")
     out.append("")
-    seen: set[str] = set()
     for m in program.memories:
-        if m.buffer in seen:
-            continue
-        seen.add(m.buffer)
-        count = sum(1 for x in program.memories if x.buffer == m.buffer)
-        array = f"[{count}]" if m.name != m.buffer else ""
-        where = "host" if m.device is None else program.devices[m.device].name
+        where = "host" if m.device is None else flat(program.devices[m.device].name)
         pinned = " pinned" if m.pinned else ""
-        out.append(f"buffer {m.buffer}{array} {m.size}B on {where}{pinned}")
+        out.append(f"buffer {flat(m.name)} {m.size}B on {where}{pinned}")
     out.append("")
     for s in program.streams:
         if s.index in kept_streams:
             mode = " nonblocking" if s.mode is StreamMode.NONBLOCKING else ""
             level = {PRIORITY_HIGH: "high", PRIORITY_LOW: "low"}.get(s.priority, str(s.priority))
-            out.append(f"stream {s.name} on {program.devices[s.device].name} priority {level}{mode}")
+            out.append(f"stream {flat(s.name)} on {flat(program.devices[s.device].name)} priority {level}{mode}")
     for d in program.devices:
         if lanes.get(d.index):
-            out.append(f"stream {d.name}_lane[{lanes[d.index]}] on {d.name}")
+            out.append(f"stream {flat(d.name)}_lane[{lanes[d.index]}] on {flat(d.name)}")
     if events:
         out.append(f"event dep[{events}]")
     for c in program.comms:
-        out.append(f"comm {c.name} = {{ {', '.join(program.streams[i].name for i in c.members)} }}")
+        out.append(f"comm {flat(c.name)} = {{ {', '.join(flat(program.streams[i].name) for i in c.members)} }}")
     out.append("")
     return out
 
@@ -192,7 +196,7 @@ class _Synthesizer:
                 if st.stream is None or st.operation.synchronizes:
                     continue
                 if st.operation.collective:
-                    lane_of[i] = p.streams[st.stream].name
+                    lane_of[i] = flat(p.streams[st.stream].name)
                     kept_streams.add(st.stream)
                     continue
                 key = (thread.index, st.device)
@@ -212,7 +216,7 @@ class _Synthesizer:
             offset[(thread, device)] = lane_count.get(device, 0)
             lane_count[device] = lane_count.get(device, 0) + len(chains)
         for i, (thread, device, k) in lane_index.items():
-            lane_of[i] = f"{p.devices[device].name}_lane[{offset[(thread, device)] + k}]"
+            lane_of[i] = f"{flat(p.devices[device].name)}_lane[{offset[(thread, device)] + k}]"
         for s in p.streams:
             for c in p.comms:
                 if s.index in c.members:
@@ -374,7 +378,7 @@ class _Synthesizer:
         ]
         out += _declarations(p, lane_count, kept_streams, len(event_of))
         for thread in p.threads:
-            out.append(f"thread {thread.name} {{")
+            out.append(f"thread {flat(thread.name)} {{")
             out.extend("  " + line for line in body[thread.index])
             out.append("}")
             out.append("")
