@@ -131,6 +131,17 @@ _FATAL = frozenset({Code.SP018, Code.SP026})
 _EVENT_OPS = {ast.RecordTask: Op.RECORD, ast.WaitTask: Op.WAIT, ast.ResetTask: Op.RESET}
 _BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose, ast.If})
 """Statements that bind a variable or hold other statements (lowered by `_Lowerer.one`)."""
+def _variables(node):
+    """The variables an expression or condition reads."""
+    if isinstance(node, ast.Variable):
+        yield node
+    elif isinstance(node, (ast.BinaryOp, ast.Compare, ast.Logical)):
+        yield from _variables(node.left)
+        yield from _variables(node.right)
+    elif isinstance(node, ast.Negate):
+        yield from _variables(node.operand)
+
+
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
             ">": operator.gt, ">=": operator.ge}
 _MEMORY_KINDS = ("buffer", "alias", "tensor")
@@ -544,7 +555,13 @@ class _Lowerer:
         return _COMPARE[condition.operator](left, right)
 
     def taken(self, node: ast.If, env: dict[str, int]) -> tuple:
-        """The block an `if` runs with the variables in `env`."""
+        """The block an `if` runs with the variables in `env`. Every variable its conditions
+        name must exist, even where `and`/`or` or an earlier branch leaves it unread (a typo
+        there would pass unnoticed)."""
+        for condition, _ in node.branches:
+            for variable in _variables(condition):
+                if variable.name not in env:
+                    self.evaluate(variable, env)  # reports it
         for condition, body in node.branches:
             if self.holds(condition, env):
                 return body

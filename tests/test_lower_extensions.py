@@ -696,3 +696,10 @@ thread t[2] {
 ])
 def test_if_syntax_errors(source, line, column, message):
     error_of("device d\nstream s on d\nthread t {\n" + source + "}\n", Code.SP002, line, column, message)
+
+
+def test_a_condition_names_only_defined_variables_even_where_unread():
+    error_of("device d\nstream s on d\nthread t {\n  let x = 0\n  if x == 1 and typo == 1 {\n  }\n}\n",
+             Code.SP010, 5, 17, "`typo`")
+    error_of("device d\nstream s on d\nthread t {\n  if 1 == 1 {\n  } else if typo > 0 {\n  }\n}\n",
+             Code.SP010, 5, 13, "`typo`")
