@@ -258,11 +258,9 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
         for access in s.accesses:
             history[(access.memory, access.write)][end_chain].append((end_position, s, access))
     for group in pairs.values():
-        witness = None
-        for count, a, b, memory in group.values():
-            if witness is None:  # one execution shows the pair at once, whatever the buffer
-                witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])],
-                                        graph.node_of[_step_key(_access_steps(b)[0])]])
+        for count, a, b, memory in group.values():  # each buffer with its own first pair
+            witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])],
+                                    graph.node_of[_step_key(_access_steps(b)[0])]])
             findings.append(messages.race(program, a, b, program.memories[memory], count, witness))
     return complete
 

@@ -38,13 +38,14 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     )
 
 
-def races(program: Program, pairs: list[tuple[Statement, Statement]], witness: Witness | None) -> list[Finding]:
-    """The race findings of the racing instance pairs of one pair of source statements: one per
-    declared buffer they conflict on. Running at once is a property of the pair, so every
-    buffer on which one writes what the other touches races, each reported on its own (an
-    `expect race on B` must see each); `instances` counts the pairs that touch that buffer."""
-    counts: dict[str, list] = {}
-    for a, b in pairs:
+def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> list[tuple[int, Memory, int]]:
+    """The declared buffers that the racing instance pairs of one pair of source statements
+    conflict on, each as (the first pair that touches it, its memory there, how many pairs
+    do). Running at once is a property of the pair, so every buffer on which one writes what
+    the other touches races, and each is reported on its own (an `expect race on B` must see
+    each), with a pair and a witness of its own."""
+    found: dict[str, list] = {}
+    for k, (a, b) in enumerate(pairs):
         seen: set[str] = set()
         for x in a.accesses:
             for y in b.accesses:
@@ -52,9 +53,9 @@ def races(program: Program, pairs: list[tuple[Statement, Statement]], witness: W
                     memory = program.memories[x.memory]
                     if memory.buffer not in seen:
                         seen.add(memory.buffer)
-                        counts.setdefault(memory.buffer, [0, memory])[0] += 1
-    a, b = pairs[0]
-    return [race(program, a, b, memory, count, witness) for count, memory in counts.values()]
+                        entry = found.setdefault(memory.buffer, [k, memory, 0])
+                        entry[2] += 1
+    return [(k, memory, count) for k, memory, count in found.values()]
 
 
 def _race_help(program: Program, a: Statement, b: Statement) -> str:

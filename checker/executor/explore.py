@@ -247,11 +247,12 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         key = (min(st[r.a].origin, st[r.b].origin), max(st[r.a].origin, st[r.b].origin))
         races.setdefault(key, []).append(r)
     for group in races.values():
-        r = group[0]
-        both = (1 << r.a) | (1 << r.b)
-        witness = Witness(shorten(machine, r.witness.steps,
-                                  lambda state, _, both=both: state.running & both == both))
-        out.extend(messages.races(program, [(st[x.a], st[x.b]) for x in group], witness))
+        for k, memory, count in messages.race_buffers(program, [(st[x.a], st[x.b]) for x in group]):
+            r = group[k]
+            both = (1 << r.a) | (1 << r.b)
+            witness = Witness(shorten(machine, r.witness.steps,
+                                      lambda state, _, both=both: state.running & both == both))
+            out.append(messages.race(program, st[r.a], st[r.b], memory, count, witness))
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
         uses.setdefault((st[u.statement].origin, u.kind), []).append(u)

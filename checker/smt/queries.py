@@ -127,10 +127,12 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     for pair in sorted(parts.races):
         a, b = (program.statements[i] for i in pair)
         groups.setdefault(tuple(sorted((a.origin, b.origin))), []).append(pair)
+    statements = program.statements
     for instances in groups.values():
-        _, witness = parts.races[instances[0]]
-        findings.extend(messages.races(
-            program, [(program.statements[i], program.statements[j]) for i, j in instances], witness))
+        pairs = [(statements[i], statements[j]) for i, j in instances]
+        for k, memory, count in messages.race_buffers(program, pairs):
+            _, witness = parts.races[instances[k]]
+            findings.append(messages.race(program, *pairs[k], memory, count, witness))
     findings += parts.dead_unknowns
     grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
     for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
