@@ -217,7 +217,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
     forever: dict[tuple[int, bool], list] = defaultdict(list)
     """Accesses that start and never end (a collective member whose group never completes)."""
 
-    def conflict(other: Statement, other_access, s: Statement, access) -> None:
+    def conflict(other: Statement, other_access, s: Statement, access, counted: set[tuple[int, str]]) -> None:
         if other.index != s.index and access.conflicts(other_access):
             buffer = program.memories[access.memory].buffer
             if (other.index, buffer) in counted:
@@ -238,7 +238,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
             kinds = (True, False) if access.write else (True,)
             for write in kinds:
                 for other, other_access in forever[(access.memory, write)]:
-                    conflict(other, other_access, s, access)
+                    conflict(other, other_access, s, access, counted)
                 for chain, entries in history[(access.memory, write)].items():
                     seen_position = clock[chain]
                     for j in range(len(entries) - 1, -1, -1):
@@ -246,7 +246,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
                         if position <= seen_position:
                             break
                         scanned += 1
-                        conflict(other, other_access, s, access)
+                        conflict(other, other_access, s, access, counted)
                     if scanned > budget:
                         complete = False
                         break

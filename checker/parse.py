@@ -530,6 +530,11 @@ _ACCESSES = ("x", "x[0]", "x[0:1]", "x[:1]", "x[1:]", "x[:]", "x[0][0:1]")
 # The top level is in a different parser state at the start of the file, after the first
 # declaration, and after later ones.
 _TOP = ("", "device d\n", "device d\nstream s on d\n", "thread t {\n}\n", "device d\nthread t {\n}\n")
+_IF_FORM = ("an `if` is written `if A < B { ... } else { ... }`: it compares integers "
+            "(`==`, `!=`, `<`, `<=`, `>`, `>=`), joined by `and` and `or`")
+_ELSE_FORM = ("`else` goes on the line of the `}` before it: `if A < B { ... } else { ... }` "
+              "(a `choose` separates its branches with `or`)")
+"""The messages of a misplaced `if` or `else`, for the examples and for the word itself."""
 SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "`reads` and `writes` need at least one buffer": [
         _THREAD + "s: kernel k reads\n}", _THREAD + "s: kernel k writes\n}", _THREAD + "host h reads\n}",
@@ -699,14 +704,14 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "for (i = 0; i < 2; i++) {\n}\n}", _THREAD + "for i in 0 to 2 {\n}\n}",
         _THREAD + "for i in [0, 1] {\n}\n}", _THREAD + "for i = 0..2 {\n}\n}",
     ],
-    "an `if` is written `if A < B { ... } else { ... }`: it compares integers (`==`, `!=`, `<`, `<=`, `>`, `>=`), joined by `and` and `or`": [
+    _IF_FORM: [
         _THREAD + "if 1 {\n}\n}", _THREAD + "if i\n}", _THREAD + "if i {\n}\n}", _THREAD + "if 1 = 2 {\n}\n}", _THREAD + "if 1 < 2\n}",
         _THREAD + "if 1 < 2\n{\n}\n}", _THREAD + "if 1 < 2 t: kernel k\n}", _THREAD + "if 1 < 2 {\n} else\n}",
         _THREAD + "if 1 < 2 {\n} else if 2 < 3\n}", _THREAD + "if (1 < 2) {\n}\n}", _THREAD + "if 1 < 2 < 3 {\n}\n}",
         _THREAD + "if 1 < 2 && 2 < 3 {\n}\n}", _THREAD + "if 1 < 2 and {\n}\n}", _THREAD + "if 1 < 2 or\n}",
         _THREAD + "if 1 < 2 {\n} else s: kernel k\n}", _THREAD + "if 1 < 2 {\n} elif 2 < 3 {\n}\n}",
     ],
-    "`else` goes on the line of the `}` before it: `if A < B { ... } else { ... }` (a `choose` separates its branches with `or`)": [
+    _ELSE_FORM: [
         _THREAD + "if 1 < 2 {\n}\nelse {\n}\n}", _THREAD + "choose {\n} else {\n}\n}",
     ],
     "a `let` is written `let VAR = EXPRESSION`": [
@@ -730,8 +735,8 @@ SOFT_KEYWORDS = {
     "query": "`query` names a stream or an event: `query STREAM`",
     "memcpy": "a host memcpy is written `memcpy DESTINATION <- SOURCE [DURATION]`",
     "memset": "a host memset is written `memset BUFFER [DURATION]`",
-    "else": "`else` goes on the line of the `}` before it: `if A < B { ... } else { ... }` (a `choose` separates its branches with `or`)",
-    "if": "an `if` is written `if A < B { ... } else { ... }`: it compares integers (`==`, `!=`, `<`, `<=`, `>`, `>=`), joined by `and` and `or`",
+    "else": _ELSE_FORM,
+    "if": _IF_FORM,
 }
 """Words that start a host statement only where that statement can follow (elsewhere they are
 names); when one is read as a name and the statement fails, its form is the likely fix."""
