@@ -41,6 +41,7 @@ class Code(str, enum.Enum):
     SP051 = "SP051"
     SP052 = "SP052"
     SP053 = "SP053"
+    SP054 = "SP054"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -84,6 +85,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP051: "stream declared but never used",
     Code.SP052: "notify awaited but never notified",
     Code.SP053: "alloc or free of part of a buffer",
+    Code.SP054: "one thread calls several ranks of a comm outside a group",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

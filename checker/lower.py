@@ -1686,12 +1686,34 @@ class _Lowerer:
                     Code.SP050, f"event `{program.events[s.event].name}` is waited on but never recorded", s.span,
                     "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"),
                 ))
+        self.rank_warnings(program)
         notified = {s.notify for s in program.statements if s.op is Op.NOTIFY}
         for s in program.statements:
             if s.op is Op.AWAIT and s.notify not in notified:
                 self.warnings.append(warning(
                     Code.SP052, f"notify `{program.notifies[s.notify].name}` is awaited but never notified",
                     s.span, "this await blocks forever"))
+
+    def rank_warnings(self, program: Program) -> None:
+        """SP054: one thread calls collectives (or sends, recvs) of two members of a comm
+        outside a `group`. Each call here returns at once, as the language says; NCCL and HCCL
+        may block a call until every rank has made it, so such a program can hang there."""
+        first: dict[tuple[int, int], int] = {}  # (thread, comm) -> the member stream it called first
+        for s in program.statements:
+            if s.group is None or s.batch is not None or s.stream is None:
+                continue
+            key = (s.thread, program.groups[s.group].comm)
+            member = first.setdefault(key, s.stream)
+            if member != s.stream and member >= 0:
+                first[key] = -1  # once per thread and comm
+                comm = program.comms[key[1]].name
+                self.warnings.append(warning(
+                    Code.SP054, f"thread `{program.threads[s.thread].name}` calls comm `{comm}` for two of its "
+                    f"ranks (`{program.streams[member].name}`, `{program.streams[s.stream].name}`) outside a `group`",
+                    s.span, "a second rank's call",
+                    help="NCCL and HCCL may block such a call until every rank has called (one thread driving "
+                         "several ranks then hangs); streamproof takes each call as returning at once. Put the "
+                         "calls of one position in `group { ... }` (ncclGroupStart/End)"))
 
     LOWER = {
         ast.HostCall: host_call,

@@ -13,11 +13,15 @@ from bisect import bisect_left
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Memory, Op, Program, Statement
-from checker.witness import Witness
+from checker.witness import StepKind, Witness
 
 
 def _where(program: Program, statement: Statement) -> str:
     return f"{program.describe(statement)} (line {statement.span.line})"
+
+
+def _quoted(program: Program, statement: Statement) -> str:
+    return f"`{program.describe(statement)}` (line {statement.span.line})"
 
 
 def race(program: Program, a: Statement, b: Statement, memory: Memory, instances: int,
@@ -25,7 +29,7 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     """Two accesses to overlapping bytes, one a write, that some execution runs at once."""
     a, b = sorted((a, b), key=lambda s: s.index)
     name = f"`{memory.name}`"
-    help = _race_help(program, a, b)
+    help = _race_help(program, a, b, witness)
     if len(memory.owners) > 1:
         name += f" (one caching-allocator block, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
         help = ("the allocator hands a freed block to the next allocation on its stream at once: record "
@@ -58,7 +62,7 @@ def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> 
     return [(k, memory, count) for k, memory, count in found.values()]
 
 
-def _race_help(program: Program, a: Statement, b: Statement) -> str:
+def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | None = None) -> str:
     stream = lambda s: program.streams[s.stream].name  # noqa: E731
     if a.stream is None and b.stream is None:
         if a.thread == b.thread:
@@ -84,6 +88,11 @@ def _race_help(program: Program, a: Statement, b: Statement) -> str:
             return (f"`{stream(task)}: wait {event}` (line {stale.span.line}) can pass on an earlier "
                     f"`record {event}`: a flag event stays set until it is reset, so reset it once the wait "
                     f"is through (`{stream(task)}: reset {event}`)")
+    if witness is not None:
+        for task, other in ((b, a), (a, b)):
+            bound = _binding_help(program, task, other, witness)
+            if bound is not None:
+                return bound
     for task, other in ((a, b), (b, a)):
         early = _early_wait(program, task, other)
         if early is not None:
@@ -99,6 +108,68 @@ def _race_help(program: Program, a: Statement, b: Statement) -> str:
 
 STALE_SCAN = 500
 """Statements `_stale_flag_wait` looks back over."""
+
+
+def _last_wait(program: Program, task: Statement) -> Statement | None:
+    """The latest snapshot-event wait before `task` on its stream and thread (within
+    STALE_SCAN statements): the one that was to order `task` after another stream's work."""
+    thread = program.threads[task.thread].statements
+    end = bisect_left(thread, task.index)
+    for i in reversed(thread[max(0, end - STALE_SCAN):end]):
+        wait = program.statements[i]
+        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event is not None:
+            return None if program.events[wait.event].flag else wait
+    return None
+
+
+def _binding_help(program: Program, task: Statement, other: Statement, witness: Witness) -> str | None:
+    """Why the wait before `task` did not order it after `other`, read off the witness: it
+    bound to no record, to one enqueued on `other`'s stream before `other` (a stale one), or to
+    a record on another stream that replaced the one on `other`'s stream."""
+    wait = _last_wait(program, task)
+    if wait is None or other.stream is None:
+        return None
+    issued: dict[int, int] = {}
+    for k, step in enumerate(witness.steps):
+        if step.kind is StepKind.ISSUE:
+            issued.setdefault(step.statement, k)
+    at, other_at = issued.get(wait.index), issued.get(other.index)
+    if at is None or other_at is None:
+        return None
+    records = _records(program).get(wait.event, [])
+    before = [r for r in records if issued.get(r.index, at) < at]
+    bound = max(before, key=lambda r: issued[r.index]) if before else None
+    never = len(witness.steps)  # a record the witness does not issue comes after all of it
+    later = [r for r in records if r.stream == other.stream and issued.get(r.index, never) > other_at]
+    after_other = min(later, key=lambda r: (issued.get(r.index, never), r.index)) if later else None
+    stream = lambda s: program.streams[s.stream].name  # noqa: E731
+    event = program.events[wait.event].name
+    waits = f"`{stream(wait)}: wait {event}` (line {wait.span.line})"
+    if bound is None:
+        if after_other is None:
+            return None
+        record = f"`{stream(after_other)}: record {event}` (line {after_other.span.line})"
+        if after_other.thread == wait.thread and after_other.index > wait.index:
+            return (f"{waits} is enqueued before {record} by the same thread, so it waits for nothing: "
+                    "a wait binds to the latest record enqueued before it. Enqueue the record first")
+        return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "
+                "the latest record enqueued before it. Enqueue the record first (have the waiting thread "
+                "`await` a notify set after it), or use a flag event (`event E flag`)")
+    if bound.stream == other.stream and issued[bound.index] < other_at:
+        instead = (f", not to the one after it (line {after_other.span.line})" if after_other is not None
+                   and after_other.span.line != bound.span.line else "")
+        return (f"{waits} can bind to an older `{stream(bound)}: record {event}` (line {bound.span.line}), "
+                f"enqueued before `{program.describe(other)}` (line {other.span.line}){instead}: a wait binds to the latest record "
+                "enqueued before it. Make the wait come after the record that follows the first access "
+                "(have the waiting thread `await` a notify set after it), or give each use its own event")
+    if bound.stream != other.stream:
+        replaced = [r for r in before if r.stream == other.stream and issued[r.index] > other_at]
+        if replaced:
+            return (f"{waits} binds to the latest `record {event}`, `{stream(bound)}: record {event}` "
+                    f"(line {bound.span.line}), which replaced `{stream(replaced[-1])}: record {event}` "
+                    f"(line {replaced[-1].span.line}): an event holds only its latest record. Record one "
+                    f"event per stream and wait on each")
+    return None
 
 
 def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[Statement, Statement] | None:
@@ -210,13 +281,54 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
         f"deadlock: {len(statements)} {'statement' if len(statements) == 1 else 'statements'} can never "
         f"complete (lines {lines}{more})",
         statements, witness=witness, stuck=stuck,
-        help=("tasks of streams that share a hardware queue begin in the order they were enqueued "
-              "(`queues N`: the i-th stream declared on a device feeds queue i mod N): a task that "
-              "waits for one enqueued after it into the same queue hangs; enqueue the partner first, "
-              "or move one stream to another queue (declare the streams in another order)")
-        if any("hardware queue" in item.waits_for for item in stuck) else
-        "every wait, await, sync and collective needs a partner that can still arrive",
+        help=_deadlock_help(program, stuck),
     )
+
+
+def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
+    """Advice for the commonest shapes of hang: a hardware queue, collectives or sends and
+    recvs reached in crossed orders, a notify set only after a call that waits for it."""
+    if any("hardware queue" in item.waits_for for item in stuck):
+        return ("tasks of streams that share a hardware queue begin in the order they were enqueued "
+                "(`queues N`: the i-th stream declared on a device feeds queue i mod N): a task that "
+                "waits for one enqueued after it into the same queue hangs; enqueue the partner first, "
+                "or move one stream to another queue (declare the streams in another order)")
+    statements = [program.statements[i] for i in dict.fromkeys(item.statement for item in stuck)]
+    meets = [s for s in statements if s.group is not None]
+    per_stream: dict[int, int] = {}
+    for s in meets:
+        per_stream[s.stream] = per_stream.get(s.stream, 0) + 1
+    if meets and all(program.groups[s.group].complete for s in meets) and max(per_stream.values()) > 1:
+        if any(s.op in (Op.SEND, Op.RECV) for s in meets):
+            return ("a send starts together with its matching recv, and each waits here for a partner "
+                    "that its stream queues behind another send or recv: launch a rank's sends and recvs "
+                    "together (`group { ... }`, as ncclGroupStart/End do), or reverse the order on one side "
+                    "(even ranks send first, odd ranks receive first)")
+        return ("the members of a comm reach their collectives in different orders, so each waits for a "
+                "partner queued behind another collective: issue the collectives in the same order on "
+                "every member")
+    held = [s for s in statements if s.stream is None or s.blocking]  # at most one per thread
+    later: dict[int, dict[int, Statement]] = {}  # per held call: the notifies its thread sets after it
+    for call in held:
+        thread = program.threads[call.thread].statements
+        at = bisect_left(thread, call.index)
+        for i in thread[at + 1:at + 1 + STALE_SCAN]:
+            t = program.statements[i]
+            if t.op is Op.NOTIFY and t.notify is not None:
+                later.setdefault(call.index, {}).setdefault(t.notify, t)
+    for s in statements:
+        if s.op is not Op.AWAIT or s.notify is None:
+            continue
+        for call in held:
+            setter = later.get(call.index, {}).get(s.notify)
+            if setter is not None:
+                freeing = call.stream is None and (call.op is Op.FREE or call.form.startswith("free "))
+                also = (", or free on a stream (`S: free`, as cudaFreeAsync does), which does not wait for "
+                        "the device" if freeing else "")
+                return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, comes "
+                        f"after {_quoted(program, call)} on its thread, which is stuck too: set "
+                        f"`{program.notifies[s.notify].name}` before that call{also}")
+    return "every wait, await, sync and collective needs a partner that can still arrive"
 
 
 def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:

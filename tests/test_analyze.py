@@ -336,6 +336,101 @@ thread hook {
                for h in helps), helps
 
 
+def _race_helps(text: str) -> list[str]:
+    return [f.help for f in check(text).findings if f.kind is FindingKind.RACE]
+
+
+def test_race_help_names_the_record_that_replaced_the_one_a_wait_needed():
+    # one event recorded on two streams: the wait binds to the second record only
+    helps = _race_helps("""device d { compute 2 }
+buffer part[2] 1MiB on d
+stream work[2] on d
+stream waiter on d
+event barrier
+thread main {
+  work[0]: kernel k0 writes part[0] 5ms
+  work[1]: kernel k1 writes part[1] 1ms
+  work[0]: record barrier
+  work[1]: record barrier
+  waiter: wait barrier
+  waiter: kernel merge reads part[0], part[1]
+}
+""")
+    assert helps == ["`waiter: wait barrier` (line 11) binds to the latest `record barrier`, `work[1]: record "
+                     "barrier` (line 10), which replaced `work[0]: record barrier` (line 9): an event holds only "
+                     "its latest record. Record one event per stream and wait on each"]
+
+
+def test_race_help_names_a_stale_record_a_wait_can_bind_to():
+    helps = _race_helps("""device d { compute 2 }
+buffer buf[2] 1MiB on d
+buffer out 1MiB on d
+stream prod on d
+stream cons on d
+event filled
+notify started
+thread producer {
+  prod: record filled
+  notify started
+  for i in 0..3 {
+    prod: kernel fill writes buf[i % 2] 1ms
+    prod: record filled
+  }
+}
+thread consumer {
+  await started
+  for i in 0..3 {
+    cons: wait filled
+    cons: kernel use reads buf[i % 2] writes out 1ms
+  }
+}
+""")
+    assert len(helps) == 1
+    assert helps[0].startswith("`cons: wait filled` (line 19) can bind to an older `prod: record filled` (line 9), "
+                               "enqueued before `prod: kernel fill` (line 12), not to the one after it (line 13)")
+
+
+def test_race_help_for_a_wait_enqueued_before_its_record_by_one_thread_says_reorder():
+    helps = _race_helps("""device d { compute 2 }
+buffer kv 1MiB on d
+stream a on d
+stream b on d
+event ready
+thread main {
+  a: wait ready
+  a: kernel consume reads kv 1ms
+  b: kernel produce writes kv 2ms
+  b: record ready
+}
+""")
+    assert helps == ["`a: wait ready` (line 7) is enqueued before `b: record ready` (line 10) by the same thread, "
+                     "so it waits for nothing: a wait binds to the latest record enqueued before it. Enqueue the "
+                     "record first"]
+
+
+def test_deadlock_help_for_crossed_sends_suggests_a_group():
+    (finding,) = [f for f in check(CROSSED_SENDS).findings if f.kind is FindingKind.DEADLOCK]
+    assert "`group { ... }`" in finding.help and "even ranks send first" in finding.help
+
+
+def test_deadlock_help_for_a_notify_behind_a_device_wide_free():
+    report = check("""device gpu0 { compute 2 runtime cuda }
+buffer vram 1MiB on gpu0
+stream netio on gpu0 nonblocking
+notify stop
+thread main {
+  netio: await stop
+  netio: kernel tail
+  free vram
+  notify stop
+}
+""")
+    (finding,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
+    assert finding.help.startswith("`notify stop` (line 9), which would release `netio: await stop` (line 6), "
+                                   "comes after `free vram (cudaFree synchronizes the device)` (line 8)")
+    assert "cudaFreeAsync" in finding.help
+
+
 def test_a_deadlock_report_shows_every_place_before_repeats():
     # 15 waits on a flag nobody records, then a send/recv ring that deadlocks: the ring's
     # lines are shown among the first lines, not hidden behind the 15 waits

@@ -1,5 +1,5 @@
 """Lowering: every statement's IR fields, unrolling and expressions, collective groups,
-and every name/range/kind error (SP010-SP024) and warning (SP050-SP053) with its span."""
+and every name/range/kind error (SP010-SP024) and warning (SP050-SP054) with its span."""
 
 from __future__ import annotations
 
@@ -693,3 +693,16 @@ def test_a_range_named_twice_is_one_access():
                         "  s: kernel k reads x, x, x[0:1KiB] writes x[0:1KiB], x\n}\n", "t.sched").program
     assert [(a.start, a.end, a.write) for a in program.statements[0].accesses] == [
         (0, 4096, False), (0, 1024, False), (0, 1024, True), (0, 4096, True)]
+
+
+def test_sp054_one_thread_calling_two_ranks_outside_a_group():
+    head = "device g[2]\nbuffer x[2] 1MiB on g\nstream s[2] on g\ncomm w = { s }\n"
+    loop = "thread t {\n  for i in 0..2 {\n    s[i]: allreduce w x[i]\n  }\n  s[0]: allreduce w x[0]\n}\n"
+    found = warnings(head + loop)
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP054, 7, 5)]
+    assert found[0].message == "thread `t` calls comm `w` for two of its ranks (`s[0]`, `s[1]`) outside a `group`"
+    # grouped, or one thread per rank: nothing to say
+    grouped = "thread t {\n  group {\n    s[0]: allreduce w x[0]\n    s[1]: allreduce w x[1]\n  }\n}\n"
+    assert warnings(head + grouped) == []
+    ranks = "thread r[2] {\n  s[r]: allreduce w x[r]\n  s[r]: send w to s[1 - r] x[r]\n}\n"
+    assert [w.code for w in warnings(head + ranks)] == []
