@@ -102,8 +102,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
                     "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
                     "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
-    return (f"order them with an event: `record E` on `{stream(a)}` after the first, "
+    help = (f"order them with an event: `record E` on `{stream(a)}` after the first, "
             f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
+    if (a.group is None) != (b.group is None):
+        help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
+                 "its peers, so its buffer is in use from then on, whenever the peers arrive")
+    return help
 
 
 STALE_SCAN = 500
@@ -234,7 +238,8 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         help = ("a host free may return at any time after it is called: make every use complete before "
                 "the free is called (sync the streams that use it), and enqueue none after it")
     elif launch_order and free is not None:
-        message = f"{_where(program, use)} is enqueued after {_where(program, free)} freed `{memory.name}`"
+        message = (f"{_where(program, use)} is enqueued after {_where(program, free)}, which frees "
+                   f"`{memory.name}` for all work enqueued after it")
         help = ("enqueue every use before the free: a stream-ordered free invalidates the memory "
                 "for all work enqueued after it, whenever that work runs")
     else:

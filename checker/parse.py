@@ -902,7 +902,9 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
             and isinstance(before, Token) and before.type == "COMMA"
             and isinstance(token, Token) and token.type == "NAME"):
         # `reads a, writes b`: after a `,` the word `writes` is read as a buffer name.
-        message = f"no `,` before `{last}`: write `reads a, b writes c`"
+        return error(Code.SP002, f"no `,` before `{last}`: write `reads a, b writes c`", span_of(before),
+                     "this `,`", help=f"a `,` separates the buffers of one list, and `{last}` starts a list of "
+                     "its own: drop the `,`")
     expected = _describe_expected(parser, expected_terminals)
     if isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END":
         end = _span_at(text, len(text.rstrip()), 0)
