@@ -125,12 +125,16 @@ def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
 def _explore(program: Program, options: Options) -> list[Finding]:
     from checker.executor.explore import explore
 
-    result = explore(program, max_states=options.max_states)
+    result = explore(program, max_states=options.max_states, budget=options.budget)
     findings = list(result.findings(program))
     if not result.complete:
+        why = {"states": f"at {options.max_states:,} states",
+               "memory": f"at {result.states:,} states, the most that fit in memory for a program this size",
+               "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
         findings.append(_unknown(
-            f"exploration stopped at {options.max_states:,} states before covering every interleaving",
-            "raise --max-states, or drop --exhaustive to use the solver"))
+            f"exploration stopped {why} before covering every interleaving",
+            "raise --max-states or --budget, or drop --exhaustive to use the solver"
+            if result.stopped != "memory" else "drop --exhaustive to use the solver"))
     return findings
 
 

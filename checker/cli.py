@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="write the report to FILE instead of standard output (text is written without colour)")
     check.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="check files in N worker processes (default: every core); results are the same as -j 1")
-    check.add_argument("--cluster", metavar="ADDRESS", default=None,
+    check.add_argument("--cluster", metavar="ADDRESS", default=None, type=_address,
                        help="send the files to the Dask scheduler at ADDRESS (e.g. tcp://host:8786) instead; "
                             "needs `pip install 'streamproof[cluster]'` here and on the workers")
     check.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
@@ -248,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         _apply_config(parser)
         config_error = None
     except ValueError as exc:  # inputs.InputError: reported after --help and --version had their say
-        config_error = str(exc)
+        config_error = exc
     args = parser.parse_args(argv)
     if config_error is not None:
-        print(f"streamproof: error: {config_error}", file=sys.stderr)
+        _config_error(config_error)
         return EXIT_ERROR
     if args.command is None:
         parser.print_help()
@@ -281,6 +281,39 @@ def main(argv: list[str] | None = None) -> int:
 # -- configuration: [tool.streamproof] in pyproject.toml -----------------------------------
 
 
+def _address(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty address: write e.g. tcp://host:8786")
+    return text
+
+
+def _config_error(exc: ValueError) -> None:
+    """A bad configuration, as a diagnostic framed in pyproject.toml where the setting is found."""
+    from checker.codes import Code
+    from checker.diagnostics import error
+    from checker.inputs import ConfigError
+    from checker.ir import Span
+    from checker.report.text import render_diagnostic
+
+    where = exc.where if isinstance(exc, ConfigError) else None
+    if where is None:
+        print(f"streamproof: error: {exc}", file=sys.stderr)
+        return
+    line, column, length = where
+    try:
+        source = exc.path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        source = ""
+    start = sum(len(text) + 1 for text in source.split("\n")[:line - 1]) + column - 1
+    span = Span(line, column, line, column + length, start, start + length)
+    help = ("pyproject.toml must be valid TOML throughout" if exc.message.startswith("not valid TOML")
+            else "fix the setting, or remove it to use the default (`streamproof COMMAND --help`)")
+    diagnostic = error(Code.SP005, exc.message, span, "here", help=help)
+    console = _console(sys.stderr)
+    for text in render_diagnostic(str(exc.path), source, diagnostic):
+        console.print(text)
+
+
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -288,60 +321,70 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
-def _config_value(action: argparse.Action, key: str, value, where: str, base: Path):
-    """A configuration value checked and converted as the command line would."""
+def _config_value(action: argparse.Action, key: str, value, problem):
+    """A configuration value checked and converted as the command line would; `problem(text)`
+    makes the error to raise."""
     if action.dest == "files":
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise ValueError(f"{where}: `{key}` must be a list of paths")
-        return [v if os.path.isabs(v) or v == "-" else os.path.relpath(base / v) for v in values]
+            raise problem(f"`{key}` must be a list of paths")
+        return values
     if action.nargs == 0:  # a switch
         if not isinstance(value, bool):
-            raise ValueError(f"{where}: `{key}` must be true or false")
+            raise problem(f"`{key}` must be true or false")
         return value
-    if isinstance(value, (bool, list, dict)):
-        raise ValueError(f"{where}: `{key}` must be a {'number' if action.type else 'string'}")
+    wanted = "number" if action.type in (int, float, _positive, _positive_float) else "string"
+    if isinstance(value, (bool, list, dict)) or (wanted == "string" and not isinstance(value, str)):
+        raise problem(f"`{key}` must be a {wanted}")
     converted = str(value)
     if action.type is not None:
         try:
             converted = action.type(converted)
         except (argparse.ArgumentTypeError, ValueError) as exc:
-            raise ValueError(f"{where}: `{key}`: {exc}") from None
+            raise problem(f"`{key}`: {exc}") from None
     if action.choices is not None and converted not in action.choices:
-        raise ValueError(f"{where}: `{key}` must be one of {', '.join(map(str, action.choices))}")
+        raise problem(f"`{key}` must be one of {', '.join(map(str, action.choices))}")
     return converted
 
 
 def _apply_config(parser: argparse.ArgumentParser) -> None:
     """Option defaults from the nearest pyproject.toml with a [tool.streamproof] table: its keys
     apply to every command that has the option, a [tool.streamproof.COMMAND] table to one."""
-    from checker.inputs import find_config
+    from checker.inputs import ConfigError, find_config, locate_setting
 
     path, table = find_config()
     if not table:
         return
+
+    def problem(table_name: str, key: str | None, text: str) -> ConfigError:
+        return ConfigError(path, f"[{table_name}]: {text}", locate_setting(path, table_name, key))
+
     commands = _subparsers(parser)
     for key, value in table.items():
         if isinstance(value, dict) and key not in commands:
-            raise ValueError(f"{path}: [tool.streamproof.{key}]: there is no command `{key}` "
-                             f"(commands: {', '.join(commands)})")
+            raise problem(f"tool.streamproof.{key}", None,
+                          f"there is no command `{key}` (commands: {', '.join(commands)})")
     shared = {k: v for k, v in table.items() if not isinstance(v, dict)}
     dests = {a.dest for sub in commands.values() for a in sub._actions}
     for key in shared:
         if key.replace("-", "_") not in dests or key in ("file", "help"):
-            raise ValueError(f"{path}: [tool.streamproof]: unknown option `{key}`")
+            raise problem("tool.streamproof", key, f"unknown option `{key}`")
     for name, sub in commands.items():
         actions = {a.dest: a for a in sub._actions if a.dest not in ("help", "file")}
         own = table.get(name, {}) if isinstance(table.get(name), dict) else {}
         defaults = {}
         for key, value in {**shared, **own}.items():
             action = actions.get(key.replace("-", "_"))
+            table_name = "tool.streamproof" + (f".{name}" if key in own else "")
             if action is None:
                 if key in own:
-                    raise ValueError(f"{path}: [tool.streamproof.{name}]: `{name}` has no option `{key}`")
+                    raise problem(table_name, key, f"`{name}` has no option `{key}`")
                 continue
-            where = f"{path}: [tool.streamproof{'.' + name if key in own else ''}]"
-            defaults[action.dest] = _config_value(action, key, value, where, path.parent)
+            converted = _config_value(action, key, value, lambda text: problem(table_name, key, text))
+            if action.dest == "files":
+                converted = [v if os.path.isabs(v) or v == "-" else os.path.relpath(path.parent / v)
+                             for v in converted]
+            defaults[action.dest] = converted
         sub.set_defaults(**defaults)
 
 

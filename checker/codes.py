@@ -16,6 +16,7 @@ class Code(str, enum.Enum):
     SP002 = "SP002"
     SP003 = "SP003"
     SP004 = "SP004"
+    SP005 = "SP005"
     # Names and declarations.
     SP010 = "SP010"
     SP011 = "SP011"
@@ -62,6 +63,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP002: "syntax error",
     Code.SP003: "empty spec",
     Code.SP004: "input too large or too deeply nested",
+    Code.SP005: "invalid [tool.streamproof] configuration",
     Code.SP010: "undeclared name",
     Code.SP011: "duplicate declaration",
     Code.SP012: "name of the wrong kind",

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,48 @@ def _toml():
     return tomllib
 
 
+class ConfigError(InputError):
+    """A `[tool.streamproof]` setting that cannot be used, with its place in the file (1-based
+    line and column, and the length to underline) when it can be found."""
+
+    def __init__(self, path: Path, message: str, where: tuple[int, int, int] | None = None) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path, self.message, self.where = path, message, where
+
+
+_HEADER = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+
+
+def _table_name(text: str) -> str:
+    return ".".join(part.strip().strip('"').strip("'") for part in text.split("."))
+
+
+def locate_setting(path: Path, table: str, key: str | None = None) -> tuple[int, int, int] | None:
+    """Where `key` of `[table]` (or the table's header, without a key) is written in a TOML file:
+    (line, column, length of the value or header); None when it is written some other way
+    (an inline table, a dotted key)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    current = None
+    for number, line in enumerate(lines, 1):
+        header = _HEADER.match(line)
+        if header is not None:
+            current = _table_name(header.group(1))
+            if key is None and current == table:
+                start = line.index("[")
+                return number, start + 1, len(line.rstrip()) - start
+            continue
+        if current != table or key is None:
+            continue
+        setting = re.match(r"\s*([\"']?)" + re.escape(key) + r"\1\s*=\s*", line)
+        if setting is not None:
+            value = line[setting.end():].split(" #")[0].rstrip() or " "
+            return number, setting.end() + 1, len(value)
+    return None
+
+
 def read_config(path: Path) -> dict | None:
     """The `[tool.streamproof]` table of one pyproject.toml (None when it has none)."""
     toml = _toml()
@@ -118,13 +161,16 @@ def read_config(path: Path) -> dict | None:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except toml.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+        text = str(exc)
+        at = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
+        where = (int(at.group(1)), int(at.group(2)), 1) if at else None
+        raise ConfigError(path, f"not valid TOML: {text[:at.start()] if at else text}", where) from None
     tool = data.get("tool")
     section = tool.get("streamproof") if isinstance(tool, dict) else None
     if section is None:
         return None
     if not isinstance(section, dict):
-        raise InputError(f"{path}: [tool.streamproof] must be a table")
+        raise ConfigError(path, "[tool.streamproof] must be a table", locate_setting(path, "tool", "streamproof"))
     return section
 
 

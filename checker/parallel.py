@@ -179,10 +179,17 @@ def _on_cluster(sources, options, max_statements, address, on_file) -> list[File
     except ImportError:
         raise ClusterError("--cluster needs Dask distributed: pip install 'streamproof[cluster]'") from None
     _reachable(address)
+
+    class _Client(Client):
+        def __del__(self) -> None:
+            """A client whose connection failed is not closed again at collection: that
+            waits 20 s for a scheduler that never answered, and prints a traceback."""
+
     try:
-        client = Client(address, timeout="10s", set_as_default=False)
+        client = _Client(address, timeout="10s", set_as_default=False)
     except Exception as exc:  # unreachable, refused, or not an address at all
-        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        why = str(exc) if isinstance(exc, (OSError, TimeoutError)) else "no Dask scheduler answered there"
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {why}") from None
     try:
         futures = [client.submit(check_one, source, options, max_statements, pure=False) for source in sources]
         index_of = {future.key: index for index, future in enumerate(futures)}

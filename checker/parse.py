@@ -28,7 +28,7 @@ from checker.ir import PRIORITY_HIGH, PRIORITY_LOW, Span  # noqa: F401  (re-expo
 MAX_SOURCE_CHARS = 32 * 1024 * 1024
 MAX_NESTING = 200
 MAX_LITERAL = 2**62
-MAX_DURATION_NS = 10**15  # about 11.5 days
+from checker.spec_text import MAX_DURATION_NS  # noqa: E402,F401  (re-exported)
 
 SIZE_UNITS = {
     "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -867,6 +867,9 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                 return error(Code.SP002, _did_you_mean(word.group(), close), _span_at(text, pos, len(word.group())),
                              f"unexpected {_quoted(word.group())}",
                              help=_form_help(message, close, f"expected {_describe_expected(parser, expected)}"))
+        if char == "\r":  # a lone carriage return: the file ends its lines the way classic Mac OS did
+            return error(Code.SP002, "a line ends with a carriage return alone (CR line endings)", span,
+                         "here", help="save the file with LF (or CRLF) line endings")
         return error(Code.SP002, message or f"unexpected character {shown}", span,
                      f"unexpected character {shown}" if message else "not valid here",
                      help="names are letters, digits and `_`; comments start with `#`")
@@ -934,6 +937,9 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         span = _span_at(text, token.start_pos, len(number.group().rstrip()))
         found = f"`{number.group().rstrip()}`"
     headline = message or f"unexpected {found}"
+    if message in (_IF_FORM, _ELSE_FORM):  # what the parser expected next is no help here
+        return error(Code.SP002, headline, span, f"unexpected {found}",
+                     help="for example `if rank > 0 {`, and `} else if rank == 0 {` or `} else {` on one line")
     return error(Code.SP002, headline, span, f"unexpected {found}", help=f"expected {expected}" if expected else "")
 
 

@@ -17,6 +17,7 @@ RESERVED = frozenset({"for", "let", "host", "sync", "notify", "await", "alloc", 
 DURATION = re.compile(r"\d+(\.\d+)?(ns|us|ms|s)\Z")
 SIZE = re.compile(r"\d+(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\Z")
 MAX_NAME = 64
+MAX_DURATION_NS = 10**15  # about 11.5 days: the longest duration the language accepts
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
 

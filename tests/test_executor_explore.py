@@ -75,6 +75,26 @@ def test_cut_off_search_is_not_clean():
     assert cut.states <= 5
 
 
+def test_search_stops_at_its_memory_and_time_limits():
+    from checker.executor.explore import _state_bytes
+
+    text = "\n".join(
+        ["device d { compute 4 copy 1 }", "buffer x 1MiB on d"]
+        + [f"stream s{i} on d" for i in range(4)]
+        + [f"thread t{i} {{\n" + "".join(f"  s{i}: kernel k reads x\n" for _ in range(3)) + "}" for i in range(3)]
+    )
+    program = load_text(text).program
+    full = explore(program, reduce=False)
+    assert full.complete and full.transitions > 10_000
+    # a state count does not bound memory when states are large: the estimate of bytes does
+    small = explore(program, reduce=False, memory=_state_bytes(program) * 50)
+    assert (small.complete, small.stopped, small.clean) == (False, "memory", False)
+    assert small.states <= 51
+    late = explore(program, reduce=False, budget=0.0)
+    assert (late.complete, late.stopped) == (False, "time") and late.states < full.states
+    assert (full.stopped, explore(program, max_states=5).stopped) == ("", "states")
+
+
 def test_deadlock_lists_what_each_participant_waits_for():
     program = load_file(CONFORMANCE / "c11_flag_event_never_recorded.sched").program
     result = explore(program)

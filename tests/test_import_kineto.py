@@ -388,6 +388,11 @@ def test_cli_min_gap_must_be_a_duration_a_spec_can_hold(run, tmp_path, capsys, g
     assert exit_status.value.code == 2 and "not a duration" in stderr and "Traceback" not in stderr
 
 
+def test_cli_min_gap_of_0_is_the_default_written_plainly(run, tmp_path):
+    status, _, stderr = run("import", "kineto", TWO, "-o", tmp_path / "x.sched", "--min-gap=0")
+    assert status == 0 and (tmp_path / "x.sched").exists(), stderr
+
+
 def test_cli_bad_execution_trace_is_status_2(run, tmp_path):
     bad = tmp_path / "et.json"
     bad.write_text(json.dumps({"traceEvents": []}))

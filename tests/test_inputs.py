@@ -134,20 +134,34 @@ def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
     assert status == 0 and out == ""  # quiet: nothing on success
 
 
-@pytest.mark.parametrize("text,problem", [
-    ('[tool.streamproof]\ntimeout = "soon"\n', "not a number"),
-    ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`"),
-    ('[tool.streamproof]\nquiet = "yes"\n', "must be true or false"),
-    ('[tool.streamproof]\nformat = "xml"\n', "must be one of"),
-    ('[tool.streamproof.shw]\nformat = "json"\n', "no command `shw`"),
-    ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`"),
-    ('[tool.streamproof\n', "not valid TOML"),
+@pytest.mark.parametrize("text,problem,where", [
+    ('[tool.streamproof]\ntimeout = "soon"\n', "not a number", "2:11"),
+    ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`", "2:18"),
+    ('[tool.streamproof]\nquiet = "yes"\n', "must be true or false", "2:9"),
+    ('[tool.streamproof]\nformat = "xml"\n', "must be one of", "2:10"),
+    ('[tool.streamproof]\ncluster = 5\n', "`cluster` must be a string", "2:11"),
+    ('[project]\nname = "x"\n\n[tool.streamproof.optimize]\nemit = 5  # a path\n', "`emit` must be a string", "5:8"),
+    ('[tool.streamproof.shw]\nformat = "json"\n', "no command `shw`", "1:1"),
+    ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`", "2:11"),
+    ('[tool.streamproof\n', "not valid TOML", "1:18"),
 ])
-def test_bad_config_is_a_usage_error_without_traceback(run, tmp_path, monkeypatch, text, problem):
+def test_bad_config_is_a_diagnostic_at_the_setting(run, tmp_path, monkeypatch, text, problem, where):
     project(tmp_path, text)
     monkeypatch.chdir(tmp_path)
     status, out, err = run("check", "specs")
-    assert status == 2 and problem in err and "pyproject.toml" in err and "Traceback" not in err
+    assert status == 2 and problem in err and "Traceback" not in err
+    head = err.splitlines()[0]
+    assert head.startswith(f"{tmp_path / 'pyproject.toml'}:{where}: error[SP005]: "), head
+    column = int(where.split(":")[1])
+    caret = next(line for line in err.splitlines() if "^" in line)
+    assert caret.index("^") - caret.index("|") - 2 == column - 1  # under the value, past the gutter
+
+
+def test_a_config_written_inline_still_names_the_file(run, tmp_path, monkeypatch):
+    project(tmp_path, 'tool.streamproof = { timeout = "soon" }\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run("check", "specs")
+    assert status == 2 and "pyproject.toml" in err and "not a number" in err and "Traceback" not in err
 
 
 def test_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
@@ -283,6 +297,18 @@ def test_optimize_says_a_deadlocking_program_deadlocks(run, tmp_path):
     emitted = tmp_path / "out.sched"
     status, out, _ = run("optimize", C16, "--emit", emitted)
     assert status == 1 and not emitted.exists()
+
+
+def test_emitted_spec_names_the_staging_copy_of_a_pageable_source_validly(run, tmp_path):
+    spec = tmp_path / "staged.sched"
+    spec.write_text("device gpu0 { compute 1 copy 1 runtime cuda }\nbuffer src 1MiB on host\n"
+                    "buffer dst 1MiB on gpu0\nstream s on gpu0\nthread main {\n  s: copy dst <- src 1ms\n"
+                    "  s: kernel use reads dst 1ms\n}\n")
+    emitted = tmp_path / "out.sched"
+    status, out, _ = run("optimize", spec, "--emit", emitted)
+    assert status == 0 and "src_staged" in emitted.read_text()
+    status, out, err = run("check", emitted)
+    assert status == 0, out + err
 
 
 def test_emit_without_an_exact_model_is_no_usage_error(run, tmp_path):

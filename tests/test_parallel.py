@@ -122,3 +122,35 @@ def test_cluster_nobody_listens_at_fails_at_once(run):
 
     gc.collect()  # no half-made Dask client is left to time out as it closes
     assert not [o for o in gc.get_objects() if isinstance(o, distributed.Client)]
+
+
+def test_cluster_address_that_answers_garbage_fails_without_a_traceback(run):
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer_garbage():
+        for _ in range(4):
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            connection.sendall(b"\xff" * 64 + b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            connection.close()
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    try:
+        status, out, err = run("check", "--cluster", f"tcp://127.0.0.1:{port}", SPECS / "copy_compute_sync.sched")
+    finally:
+        server.close()
+    assert status == 2 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in err
+    assert "Traceback" not in err and "EiB" not in err
+
+
+def test_empty_cluster_address_is_a_usage_error(run, capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        run("check", "--cluster", "", SPECS / "copy_compute_sync.sched")
+    assert exit_status.value.code == 2 and "an empty address" in capsys.readouterr().err

@@ -904,3 +904,16 @@ def test_a_stray_closing_brace_at_the_top_level_is_skipped_with_its_line():
         (4, "statements belong inside a `thread NAME { ... }` block"),
         (5, "statements belong inside a `thread NAME { ... }` block"),
     ]
+
+
+def test_lone_carriage_returns_are_named_as_line_endings():
+    (found,) = errors_of("device d\rstream s on d\r")
+    assert found.message == "a line ends with a carriage return alone (CR line endings)"
+    assert (found.primary_span.line, found.primary_span.column) == (1, 9)
+
+
+def test_comma_before_writes_points_at_the_comma():
+    (found,) = errors_of(thread("s: kernel k reads x, writes y"))
+    line = thread("s: kernel k reads x, writes y").splitlines()[found.primary_span.line - 1]
+    assert line[found.primary_span.column - 1] == ","
+    assert "drop the `,`" in found.help and "expected" not in found.help

@@ -59,8 +59,10 @@ class Exploration:
     states: int
     transitions: int
     complete: bool
-    """False when `max_states` stopped the search: absence of findings proves nothing."""
+    """False when a limit stopped the search: absence of findings proves nothing."""
     seconds: float
+    stopped: str = ""
+    """Which limit stopped it: "states", "memory" or "time" ("" when complete)."""
 
     @property
     def clean(self) -> bool:
@@ -102,9 +104,26 @@ class Exploration:
         }
 
 
+MEMORY_CAP = 1 << 30
+"""Bytes the visited states and witnesses may take (estimated): a program of thousands of
+statements has states of kilobytes, so a state count alone does not bound memory."""
+
+CLOCK_EVERY = 4096
+"""Transitions between two looks at the clock."""
+
+
+def _state_bytes(program: Program) -> int:
+    """An upper estimate of one visited state: the status bytes of every statement, the
+    queued tasks (8 bytes a reference), the per-stream, per-event and binding tuples."""
+    tasks = sum(1 for s in program.statements if s.stream is not None)
+    return 400 + len(program.statements) + 8 * (tasks + 2 * len(program.streams) + len(program.events)
+                                                 + len(program.threads))
+
+
 def explore(program: Program, max_states: int = 1_000_000, max_deadlocks: int = 8,
-            reduce: bool = True) -> Exploration:
-    """Enumerate the reachable states of `program` (up to `max_states`).
+            reduce: bool = True, budget: float | None = None, memory: int = MEMORY_CAP) -> Exploration:
+    """Enumerate the reachable states of `program` (up to `max_states`, about `memory`
+    bytes and `budget` seconds: past any of them the result is incomplete).
 
     With `reduce` (the default), a step that is invisible to every finding and independent
     of all other threads and streams is taken alone (`Machine.reducible`); the verdicts are
@@ -115,18 +134,22 @@ def explore(program: Program, max_states: int = 1_000_000, max_deadlocks: int = 
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Explorer(program, max_states, max_deadlocks, reduce).run()
+        return _Explorer(program, max_states, max_deadlocks, reduce, budget, memory).run()
     finally:
         if enabled:
             gc.enable()
 
 
 class _Explorer:
-    def __init__(self, program: Program, max_states: int, max_deadlocks: int, reduce: bool) -> None:
+    def __init__(self, program: Program, max_states: int, max_deadlocks: int, reduce: bool,
+                 budget: float | None = None, memory: int = MEMORY_CAP) -> None:
         self.machine = Machine(program)
         self.max_states = max_states
         self.max_deadlocks = max_deadlocks
         self.reduce = reduce
+        self.budget = budget
+        self.memory = memory
+        self.state_bytes = _state_bytes(program)
 
     def run(self) -> Exploration:
         m = self.machine
@@ -141,7 +164,15 @@ class _Explorer:
         path: list[Step] = []
         stack: list[tuple[State, tuple[Step, ...], int]] = []
         transitions = 0
-        complete = True
+        stopped = ""
+        deadline = None if self.budget is None else began + self.budget
+        held = self.state_bytes  # estimated bytes of the visited states and the witnesses kept
+        state_bytes = self.state_bytes
+
+        def witness(steps: tuple[Step, ...]) -> Witness:
+            nonlocal held
+            held += 8 * len(steps) + 64
+            return Witness(steps)
 
         reduce = self.reduce
         reducible = m.reducible
@@ -157,7 +188,7 @@ class _Explorer:
                 stuck = m.stuck(state)
                 key = frozenset(i for i, _ in stuck)
                 if key not in deadlocks and len(deadlocks) < self.max_deadlocks:
-                    deadlocks[key] = DeadlockFound(Witness(tuple(path)), stuck)
+                    deadlocks[key] = DeadlockFound(witness(tuple(path)), stuck)
             stack.append((state, steps, 0))
 
         push(init)
@@ -172,23 +203,30 @@ class _Explorer:
             step = steps[k]
             tr = fire(state, step)
             transitions += 1
+            if deadline is not None and transitions % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+                stopped = "time"
+                break
             if tr.races:
                 for a, b in tr.races:
                     key = (a, b) if a <= b else (b, a)
                     if key not in races:
-                        races[key] = RaceFound(key[0], key[1], Witness(tuple(path) + (step,)))
+                        races[key] = RaceFound(key[0], key[1], witness(tuple(path) + (step,)))
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
                         free = m.killer(state, i, kind) if kind != USE_BEFORE_ALLOC else None
-                        uses[(i, kind)] = DeadUseFound(i, kind, Witness(tuple(path) + (step,)), free)
+                        uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free)
             nxt = tr.state
             if nxt in visited:
                 continue
             if len(visited) >= self.max_states:
-                complete = False
+                stopped = stopped or "states"
                 continue
+            if held > self.memory:
+                stopped = "memory"
+                break
             visited.add(nxt)
+            held += state_bytes
             path.append(step)
             push(nxt)
         return Exploration(
@@ -197,8 +235,9 @@ class _Explorer:
             deadlocks=tuple(deadlocks.values()),
             states=len(visited),
             transitions=transitions,
-            complete=complete,
+            complete=not stopped,
             seconds=time.perf_counter() - began,
+            stopped=stopped,
         )
 
 

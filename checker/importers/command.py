@@ -50,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _duration_ns(text: str) -> int:
+    if text.strip() == "0":  # the default, written as the help writes it
+        return 0
     units = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
     for unit in ("ns", "us", "ms", "s"):
         if text.endswith(unit):
