@@ -10,6 +10,7 @@ streams with an event, two threads with a notify).
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import islice
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Memory, Op, Program, Statement
@@ -32,14 +33,30 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     help = _race_help(program, a, b, witness)
     if len(memory.owners) > 1:
         name += f" (one caching-allocator block, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
-        help = ("the allocator hands a freed block to the next allocation on its stream at once: record "
-                "every other stream's use before the free (`S: record_stream T`), or order that use "
-                "before the free with an event")
+        help = _block_help(program, a, memory)
     return Finding(
         FindingKind.RACE,
         f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",
         (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
     )
+
+
+def _block_help(program: Program, use: Statement, memory: Memory) -> str:
+    """A race on a reused caching-allocator block: name the tensor, the stream whose use was
+    not recorded, and the free after which the block went to the next owner."""
+    general = ("the allocator hands a freed block to the next allocation on its stream at once: record "
+               "every other stream's use before the free (`S: record_stream T`), or order that use "
+               "before the free with an event")
+    written = next((x.written_as for x in use.accesses if x.memory == memory.index), "")
+    owner = next((o for o in memory.owners if written == o or written.startswith(o + "[")), None)
+    later = islice(program.statements, use.index + 1, use.index + 1 + 20 * STALE_SCAN)
+    free = next((s for s in later if s.op is Op.FREE and s.memory == memory.index and s.launch_only), None)
+    if owner is None or free is None or use.stream is None:
+        return general
+    stream = program.streams[use.stream].name
+    return (f"`free {owner}` (line {free.span.line}) hands its block to the next allocation on its stream at "
+            f"once, while `{stream}` may still use it: write `{stream}: record_stream {owner}` after that use "
+            "and before the free, or order the use before the free with an event")
 
 
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> list[tuple[int, Memory, int]]:

@@ -460,3 +460,25 @@ thread r1 {
     (finding,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
     lines = [report.program.statements[item.statement].span.line for item in finding.stuck]
     assert set(lines[:5]) == {12, 16, 17, 20, 21}
+
+
+def test_race_help_on_a_reused_block_names_the_record_stream_to_write():
+    helps = _race_helps("""device g { compute 1 copy 1 }
+tensor act 1MiB on g
+tensor nxt 1MiB on g
+buffer stash 1MiB on host pinned
+stream main on g
+stream d2h on g
+thread t {
+  main: alloc act
+  main: kernel fwd writes act 2ms
+  d2h: wait_stream main
+  d2h: copy stash <- act 4ms
+  free act
+  main: alloc nxt
+  main: kernel fwd2 writes nxt 2ms
+}
+""")
+    assert helps == ["`free act` (line 12) hands its block to the next allocation on its stream at once, while "
+                     "`d2h` may still use it: write `d2h: record_stream act` after that use and before the free, "
+                     "or order the use before the free with an event"]
