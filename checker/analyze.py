@@ -74,9 +74,14 @@ def find(program: Program, options: Options,
          progress: ProgressCallback | None = None) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
     """All findings of a program (before expectations), and internal-error diagnostics."""
     findings = list(collectives.mismatches(program))
-    if options.exhaustive:
+    interleaved = collectives.interleaved_comms(program)
+    if options.exhaustive or interleaved:
+        # Calls of an interleaved comm meet in the order they are enqueued, which only the
+        # executor follows; the solver and the fast path match calls by program order.
         _tell(progress, "exhaustive")
-        findings += _explore(program, options)
+        findings += _explore(program, options, "" if options.exhaustive else (
+            f"two threads enqueue calls of comm `{program.comms[min(interleaved)].name}` onto one stream, so "
+            "which calls meet depends on the interleaving, and only an exhaustive search follows that"))
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
         try:
@@ -122,19 +127,23 @@ def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
 # for loading Z3.
 
 
-def _explore(program: Program, options: Options) -> list[Finding]:
+def _explore(program: Program, options: Options, why: str = "") -> list[Finding]:
+    """Every interleaving, by the executor (`--exhaustive`, or `why` the solver cannot)."""
     from checker.executor.explore import explore
 
     result = explore(program, max_states=options.max_states, budget=options.budget)
     findings = list(result.findings(program))
     if not result.complete:
-        why = {"states": f"at {options.max_states:,} states",
-               "memory": f"at {result.states:,} states, the most that fit in memory for a program this size",
-               "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
-        findings.append(_unknown(
-            f"exploration stopped {why} before covering every interleaving",
-            "raise --max-states or --budget, or drop --exhaustive to use the solver"
-            if result.stopped != "memory" else "drop --exhaustive to use the solver"))
+        limit = {"states": f"at {options.max_states:,} states",
+                 "memory": f"at {result.states:,} states, the most that fit in memory for a program this size",
+                 "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
+        if why:
+            help = f"{why}: give each member stream's calls to one thread, or make the spec smaller"
+        elif result.stopped == "memory":
+            help = "drop --exhaustive to use the solver"
+        else:
+            help = "raise --max-states or --budget, or drop --exhaustive to use the solver"
+        findings.append(_unknown(f"exploration stopped {limit} before covering every interleaving", help))
     return findings
 
 

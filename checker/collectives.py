@@ -1,7 +1,13 @@
-"""Collective mismatch (SP202): members of a comm disagree at the same position.
+"""Which calls of a comm meet, and collective mismatch (SP202): members of a comm disagree
+at the same position.
 
-This is decided from the program text alone: collectives match by position, so what meets
-at position k of a comm is fixed before anything runs.
+Calls meet by position on their streams: the k-th collective of each member stream, the k-th
+send A->B with the k-th recv on B from A. When one thread enqueues all the calls of a class
+(a member stream's collectives, or its sends to one peer), position is program order and
+what meets is fixed before anything runs (`Program.groups`, and the mismatch check here).
+When two threads enqueue calls of one class onto the same stream, position is enqueue order,
+which depends on the interleaving: such a comm is *interleaved* (`interleaved_comms`), the
+executor matches its calls as they are enqueued, and the mismatch check leaves it out.
 """
 
 from __future__ import annotations
@@ -27,13 +33,47 @@ def _label(program: Program, s: Statement) -> str:
     return f"{s.op.value} of {_size(s)} bytes{root}"
 
 
+def call_class(statement: Statement) -> tuple | None:
+    """The class a comm call takes its position in (None for other statements): a member
+    stream's collectives, its sends to one peer, or its recvs from one."""
+    if statement.group is None or statement.stream is None:
+        return None
+    if statement.op is Op.SEND:
+        return ("send", statement.comm, statement.stream, statement.peer)
+    if statement.op is Op.RECV:
+        return ("recv", statement.comm, statement.peer, statement.stream)
+    return ("call", statement.comm, statement.stream)
+
+
+def meeting_classes(program: Program, key: tuple) -> tuple[tuple, ...]:
+    """The classes whose k-th calls meet the k-th call of class `key` (itself included)."""
+    if key[0] == "call":
+        return tuple(("call", key[1], member) for member in program.comms[key[1]].members)
+    return (("send",) + key[1:], ("recv",) + key[1:])
+
+
+def interleaved_comms(program: Program) -> frozenset[int]:
+    """Comms with a class of calls that two threads enqueue onto one stream: which of those
+    calls is the k-th, and so which calls meet, depends on how the threads interleave."""
+    owner: dict[tuple, int] = {}
+    out: set[int] = set()
+    for s in program.statements:
+        key = call_class(s)
+        if key is not None and owner.setdefault(key, s.thread) != s.thread:
+            out.add(s.comm)
+    return frozenset(out)
+
+
 def mismatches(program: Program) -> tuple[Finding, ...]:
     findings: list[Finding] = []
+    interleaved = interleaved_comms(program)
     sequences: dict[tuple[int, int], list[Statement]] = defaultdict(list)
     for s in program.statements:
         if s.operation.collective and s.stream is not None:
             sequences[(s.comm, s.stream)].append(s)
     for comm in program.comms:
+        if comm.index in interleaved:
+            continue
         rows = [sequences.get((comm.index, m), []) for m in comm.members]
         for k in range(max((len(r) for r in rows), default=0)):
             at_k = [r[k] for r in rows if k < len(r)]
@@ -50,7 +90,7 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
                     help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order",
                 ))
     for group in program.groups:
-        if group.kind is GroupKind.SENDRECV and group.complete:
+        if group.kind is GroupKind.SENDRECV and group.complete and group.comm not in interleaved:
             send, recv = (program.statements[m] for m in group.members)
             if _size(send) != _size(recv):
                 findings.append(Finding(

@@ -71,3 +71,67 @@ def test_broadcast_accesses_follow_the_root():
     root, other = (s for s in program.statements if s.comm is not None)
     assert [a.write for a in root.accesses] == [False]
     assert [a.write for a in other.accesses] == [True]
+
+
+# -- calls that two threads enqueue onto one stream meet in enqueue order --------------------
+
+CROSSED = """device d0
+device d1
+buffer x 256B on d0
+buffer y 256B on d1
+buffer z 256B on d0
+stream s0 on d0
+stream s1 on d1
+stream o on d0
+comm w = { s0, s1 }
+thread t0 {
+  s1: CALL1 1ms
+  s0: CALL0 1ms
+}
+thread t1 {
+  s0: CALL0 1ms
+  s1: CALL1 1ms
+}
+"""
+
+
+@pytest.mark.parametrize("call0,call1", [("allreduce w x", "allreduce w y"),
+                                         ("send w to s1 x", "recv w from s0 y")])
+def test_calls_of_two_threads_on_one_stream_meet_in_enqueue_order(call0, call1):
+    # whichever thread enqueues first on s0 and on s1, the heads of s0 and s1 meet: no execution
+    # deadlocks (matching by program order paired t0's two calls, and hung)
+    from checker.collectives import interleaved_comms
+    from checker.executor.explore import explore
+    from checker.executor.simulate import simulate
+
+    loaded = load_text(CROSSED.replace("CALL0", call0).replace("CALL1", call1))
+    program = loaded.program
+    assert interleaved_comms(program) == frozenset({0})
+    result = explore(program)
+    assert result.complete and not result.deadlocks and not result.races
+    report = check_loaded(loaded)
+    assert not [f for f in report.findings if f.kind is not FindingKind.UNKNOWN], report.findings
+    assert report.findings == ()
+    timed = simulate(program)
+    assert not timed.deadlocked and timed.makespan == 2_000_000
+
+
+def test_interleaved_calls_go_to_the_exhaustive_search_and_say_so_when_it_is_cut():
+    from checker.analyze import Options
+
+    loaded = load_text(CROSSED.replace("CALL0", "allreduce w x").replace("CALL1", "allreduce w y"))
+    report = check_loaded(loaded, Options(max_states=5))
+    (unknown,) = report.findings
+    assert unknown.kind is FindingKind.UNKNOWN and "exploration stopped at 5 states" in unknown.message
+    assert "two threads enqueue calls of comm `w` onto one stream" in unknown.help
+
+
+def test_interleaved_comms_leave_the_mismatch_check_to_the_run():
+    from checker.collectives import interleaved_comms
+
+    text = CROSSED.replace("CALL0", "allreduce w x").replace("CALL1", "send w to s0 y").replace(
+        "thread t1 {\n  s0: allreduce w x 1ms\n  s1: send w to s0 y 1ms", "thread t1 {\n  s0: allreduce w z 1ms\n  s1: allreduce w y 1ms")
+    loaded = load_text(text)
+    assert loaded.program is not None, loaded.diagnostics
+    assert interleaved_comms(loaded.program) == frozenset({0})
+    assert mismatches(loaded.program) == ()

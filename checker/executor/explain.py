@@ -43,8 +43,8 @@ def stuck(machine: "Machine", state) -> tuple[tuple[int, str], ...]:
                        f"{p.streams[m.stream_of[h]].name}")
             elif state.status[h] == RUNNING:
                 why = m.end_blocker(state, h) or "can still end"
-            elif m.group_of[h] is not None:
-                why = m.group_blocker(state, m.group_of[h]) or "can still start"
+            elif m.in_group[h] and m.group(state, h) is not None:
+                why = m.group_blocker(state, m.group(state, h)) or "can still start"
             else:
                 why = m.first_step_blocker(state, h) or "can still move"
             out.append((h, why))

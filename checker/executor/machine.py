@@ -27,9 +27,11 @@ The rest of the executor's machinery has a module each: `state.py` (State, Store
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
+from checker import collectives
 from checker.errors import IllegalStep
-from checker.ir import OPERATIONS, Op, Program, Statement, StreamMode, SyncKind
+from checker.ir import OPERATIONS, GroupKind, Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import Step, StepKind, holds_thread
 from checker.executor import explain
 from checker.executor.layout import Layout
@@ -55,6 +57,21 @@ PRECOMPUTE_CONFLICTS = 4000
 
 NEED_BEGUN, NEED_DONE = 1, 2
 """What a captured ordering dependency asks of an earlier task."""
+
+
+@dataclass(frozen=True, slots=True)
+class Met:
+    """The group a call of an interleaved comm met in, as far as the state shows it: the
+    same fields as `ir.Group` (`index` is negative, from its first member), and what it
+    still waits for when not `complete`."""
+
+    index: int
+    kind: GroupKind
+    comm: int
+    position: int
+    members: tuple[int, ...]
+    complete: bool
+    missing: str | None = None
 
 
 class _StepTable(dict):
@@ -215,9 +232,31 @@ class Machine:
             initially_dead |= life[i]
         self.initially_dead = initially_dead
         self.group_of = [None] * n
+        """The static group of each call of a comm whose calls meet by program order."""
+        interleaved = collectives.interleaved_comms(p)
+        classes: dict[tuple, list[int]] = {}
         for g in p.groups:
             for m in g.members:
-                self.group_of[m] = g
+                if g.comm in interleaved:
+                    classes.setdefault(collectives.call_class(statements[m]), []).append(m)
+                else:
+                    self.group_of[m] = g
+        keys = list(classes)
+        number = {key: c for c, key in enumerate(keys)}
+        self.class_calls = tuple(tuple(sorted(classes[key])) for key in keys)
+        """Each class of calls of an interleaved comm (`collectives.call_class`), in statement order."""
+        self.class_meets = tuple(tuple(number[k] for k in collectives.meeting_classes(p, key) if k in number)
+                                 + tuple(-1 for k in collectives.meeting_classes(p, key) if k not in number)
+                                 for key in keys)
+        """The classes whose k-th calls meet the k-th of each class (-1: a class with no calls)."""
+        call_class = [-1] * n
+        for c, calls in enumerate(self.class_calls):
+            for i in calls:
+                call_class[i] = c
+        self.call_class = tuple(call_class)
+        """Per statement, its class if it is a call of an interleaved comm (its group is known
+        only once the calls are enqueued: `group`), else -1."""
+        self.in_group = tuple(g is not None or c >= 0 for g, c in zip(self.group_of, call_class))
         self.batch = tuple(st.batch for st in statements)
 
     def _stream_relations(self) -> None:
@@ -285,6 +324,7 @@ class Machine:
         peers = [len(q) > 1 or bool(lp) for q, lp in zip(self.queue_peers, self.legacy_peers)]
         wslot = [-1] * self.n
         dslot = [-1] * self.n
+        pslot = [-1] * self.n
         slots = 0
         for i, s in enumerate(self.stream_of):
             if i in binds:
@@ -293,10 +333,15 @@ class Machine:
             if s is not None and peers[s]:
                 dslot[i] = slots
                 slots += 1
+            if self.call_class[i] >= 0:
+                pslot[i] = slots
+                slots += 1
         self.wslot = tuple(wslot)
         self.dslot = tuple(dslot)
+        self.pslot = tuple(pslot)
+        """A call of an interleaved comm: its position in its class, counted when it is enqueued."""
         self.slots = slots
-        self.captures = tuple(w >= 0 or d >= 0 for w, d in zip(wslot, dslot))
+        self.captures = tuple(w >= 0 or d >= 0 or q >= 0 for w, d, q in zip(wslot, dslot, pslot))
 
     def _conditions(self) -> None:
         """The flags and notifies statements wait for or change (-1 / (): none)."""
@@ -471,10 +516,39 @@ class Machine:
             return f"notify {self.program.notifies[n].name} not set"
         return None
 
+    def group(self, state, task: int):
+        """The group a call of a comm belongs to in `state` (None for other statements): its
+        static group, or for a call of an interleaved comm the calls enqueued at its position
+        of each meeting class (`Met`; known once it is enqueued)."""
+        c = self.call_class[task]
+        if c < 0:
+            return self.group_of[task]
+        if state.status[task] == NEW:
+            return None
+        k = state.bind[self.pslot[task]]
+        members: list[int] = []
+        missing = None
+        for other in self.class_meets[c]:
+            calls = self.class_calls[other] if other >= 0 else ()
+            if k >= len(calls):
+                missing = "its collective group has a member missing from the program"
+                continue
+            found = next((x for x in calls if state.status[x] != NEW and state.bind[self.pslot[x]] == k), None)
+            if found is None:
+                missing = missing or (f"its group waits for call {k + 1} of "
+                                      f"{self.program.streams[self.stream_of[calls[0]]].name} "
+                                      f"({self.describe(calls[0])}, ...) to be enqueued")
+            else:
+                members.append(found)
+        members.sort()
+        st = self.program.statements[task]
+        kind = GroupKind.SENDRECV if st.op in (Op.SEND, Op.RECV) else GroupKind.COLLECTIVE
+        return Met(-1 - members[0], kind, st.comm, k, tuple(members), missing is None, missing)
+
     def group_blocker(self, state, group) -> str | None:
         """Why a collective group cannot complete: a member is missing or has not started."""
         if not group.complete:
-            return "its collective group has a member missing from the program"
+            return getattr(group, "missing", None) or "its collective group has a member missing from the program"
         for m in group.members:
             if state.status[m] != RUNNING:
                 comm = self.program.comms[group.comm].name
@@ -486,7 +560,7 @@ class Machine:
         (its whole group's) needs every member started."""
         if state.status[task] != RUNNING:
             return "not running"
-        group = self.group_of[task]
+        group = self.group(state, task) if self.in_group[task] else None
         if group is not None:
             return self.group_blocker(state, group)
         return None
@@ -586,7 +660,7 @@ class Machine:
                     break  # only the head, or the batch at the head, can move
                 s = state.status[h]
                 if s == RUNNING:
-                    g = self.group_of[h]
+                    g = self.group(state, h) if self.in_group[h] else None
                     if g is None:
                         out.append(steps[_END][h])
                     elif g.index not in ended and self.group_blocker(state, g) is None:
@@ -621,8 +695,8 @@ class Machine:
         why = self.blocker(state, step)
         if why is not None:
             raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
-        if step.kind is _END and self.group_of[step.statement] is not None:
-            step = self.steps[_END][self.group_of[step.statement].members[0]]
+        if step.kind is _END and self.in_group[step.statement]:
+            step = self.steps[_END][self.group(state, step.statement).members[0]]
         return step
 
     def fire(self, state: State, step: Step) -> Transition:
@@ -639,6 +713,8 @@ class Machine:
         """
         i = step.statement
         kind = step.kind
+        if kind is _END and self.call_class[i] >= 0:  # members known from the state only
+            return self._met_end(view, i, track), (), ()
         if not track:  # (the simulator: every step once, nothing to keep)
             updates = self._fixed_updates(kind, i, False)
             if kind is _ISSUE and self.captures[i]:
@@ -722,6 +798,20 @@ class Machine:
             up.extend(self.signal[i])
         return tuple(up)
 
+    def _met_end(self, view, i: int, track: bool) -> tuple:
+        """The `end` of the group a call of an interleaved comm met in: every member completes."""
+        members = self.group(view, i).members
+        up: list[tuple] = []
+        for m in members:
+            up.append((U_DEQUEUE, self.stream_of[m], m))
+            up.append((U_STATUS, m, DONE))
+        if track:
+            ended = 0
+            for m in members:
+                ended |= 1 << m
+            up.append((U_RUNNING, 0, ended))
+        return tuple(up)
+
     def _captured(self, view, i: int) -> tuple:
         """What an issue binds, read from the state it is taken in: the record a wait binds
         to, the tasks a sync waits for, the earlier tasks rules 2 and 3 order a task after."""
@@ -736,6 +826,10 @@ class Machine:
         slot = self.dslot[i]
         if slot >= 0:
             out.append((U_BIND, slot, self._capture_deps(view.tails, st.stream)))
+        slot = self.pslot[i]
+        if slot >= 0:  # its position: the calls of its class enqueued before it
+            status = view.status
+            out.append((U_BIND, slot, sum(1 for x in self.class_calls[self.call_class[i]] if status[x] != NEW)))
         return tuple(out)
 
     def _start_access(self, i: int, running: int, dead: int, freed: int, status):

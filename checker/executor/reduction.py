@@ -74,7 +74,7 @@ class Reduction:
             if i in events:
                 safe_complete[i] = not p.events[st.event].flag or st.event not in reset_events
             if (machine.interval[i] and not machine.touch[i] and i not in frees
-                    and machine.group_of[i] is None):
+                    and not machine.in_group[i]):
                 safe_interval[i] = True
         self.safe = {
             StepKind.ISSUE: tuple(safe_issue),

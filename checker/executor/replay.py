@@ -166,9 +166,19 @@ def step_timing(machine: Machine, steps: tuple[Step, ...]) -> Timing:
     # a member with no start (or end) step of its own starts (ends) with the group's.
     own_start = {s.statement for s in steps if s.kind is StepKind.START}
     own_end = {s.statement for s in steps if s.kind is StepKind.END}
+    # Calls of an interleaved comm meet as they are enqueued: the state tells whose group ends.
+    state = machine.initial() if any(c >= 0 for c in machine.call_class) else None
     for k, step in enumerate(steps):
         i = step.statement
         kind = step.kind
+        met = None
+        if state is not None:
+            if kind is StepKind.END and machine.call_class[i] >= 0:
+                met = machine.group(state, i)
+            try:
+                state = machine.apply(state, step)
+            except IllegalStep:
+                state = None
         if kind is StepKind.START:
             opened[i] = k
             g = machine.group_of[i]
@@ -177,7 +187,7 @@ def step_timing(machine: Machine, steps: tuple[Step, ...]) -> Timing:
                     opened[member] = k
         elif kind is StepKind.END:
             add(Interval(i, Part.TASK, opened.pop(i, k), k + 1))
-            g = machine.group_of[i]
+            g = met or machine.group_of[i]
             for member in (g.members if g is not None else ()):
                 if member in opened and member not in own_end:
                     add(Interval(member, Part.TASK, opened.pop(member), k + 1))

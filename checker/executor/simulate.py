@@ -244,11 +244,11 @@ class _Simulator:
         ends together)."""
         ends, now = self.ends, self.now
         end_steps = self.end_steps
-        group_of = self.m.group_of
+        m, store = self.m, self.store
         while ends and ends[0][0] <= now:
             _, _, i = heapq.heappop(ends)
+            g = m.group(store, i) if m.in_group[i] else None
             self._fire(end_steps[i])
-            g = group_of[i]
             for x in (g.members if g is not None else (i,)):
                 self._end_task(x)
 
@@ -373,7 +373,7 @@ class _Simulator:
                 continue
             if first_step_blocker(store, h) is not None:
                 continue
-            if m.group_of[h] is not None:
+            if m.in_group[h]:
                 self._spin(h)
                 continue
             if not needs_engine[h]:
@@ -504,8 +504,8 @@ class _Simulator:
         to start gathers the group, which then waits for its units (`_start_group`)."""
         self.begin[h] = self.now
         self._fire(self.start_steps[h])
-        g = self.m.group_of[h]
-        if all(self.store.status[x] == RUNNING for x in g.members):
+        g = self.m.group(self.store, h)
+        if g.complete and all(self.store.status[x] == RUNNING for x in g.members):
             if not self._start_group(g):
                 self.gathered.append(g)
 
