@@ -22,8 +22,11 @@ BUFFER_SIZE = 4 * KIB
 
 
 @st.composite
-def specs(draw, max_statements: int = 11) -> str:
-    """One valid spec, as text."""
+def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
+    """One valid spec, as text. Unless `shared_comms`, each comm member stream gets its calls
+    from one thread only: calls that two threads enqueue onto one stream meet in enqueue order,
+    which only the executor follows (the solver matches calls by program order, and `check`
+    sends such programs to the exhaustive search), so the solver's cross-checks leave them out."""
     two_devices = draw(st.booleans())
     devices = ["d0", "d1"] if two_devices else ["d0"]
     lines: list[str] = []
@@ -95,9 +98,24 @@ def specs(draw, max_statements: int = 11) -> str:
             text += f" writes {access(loop_var)}"
         return text
 
+    current = [0]  # the thread being drawn
+    owner: dict[str, int] = {}  # comm member stream -> the one thread that calls on it
+
+    def callable_members() -> list[str]:
+        if shared_comms:
+            return comm_members
+        return [m for m in comm_members if owner.get(m, current[0]) == current[0]]
+
+    def claim(member: str) -> str:
+        owner.setdefault(member, current[0])
+        return member
+
     def collective(loop_var: str | None) -> str:
         """A collective of any kind on a comm member: in place or out of place, with a root."""
-        member = draw(st.sampled_from(comm_members))
+        allowed = callable_members()
+        if not allowed:
+            return f"{draw(st.sampled_from(stream_names))}: kernel k{rw(loop_var)}{duration()}"
+        member = claim(draw(st.sampled_from(allowed)))
         kind = draw(st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall",
                                      "broadcast", "reduce"]))
         root = f" root {draw(st.sampled_from(comm_members))}" if kind in ("broadcast", "reduce") else ""
@@ -154,7 +172,10 @@ def specs(draw, max_statements: int = 11) -> str:
         if kind == "await":
             return f"{stream}: await n"
         if kind in ("allreduce", "send", "recv"):
-            member = draw(st.sampled_from(comm_members))
+            allowed = callable_members()
+            if not allowed:
+                return f"{stream}: kernel k{rw(loop_var)}{duration()}"
+            member = claim(draw(st.sampled_from(allowed)))
             if kind == "allreduce" or len(comm_members) == 1:
                 return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
             other = comm_members[1] if member == comm_members[0] else comm_members[0]
@@ -189,6 +210,7 @@ def specs(draw, max_statements: int = 11) -> str:
     for thread in order:
         if used >= budget:
             break
+        current[0] = thread
         if budget - used >= 2 and draw(st.integers(0, 9)) == 0:
             inner = draw(st.integers(1, min(2, (budget - used) // 2)))
             body = [statement("i") for _ in range(inner)]
@@ -200,8 +222,10 @@ def specs(draw, max_statements: int = 11) -> str:
         if budget - used >= 2 and draw(st.integers(0, 3)) == 0:
             # A hand-off idiom: signal on one stream (or the host), then wait on another.
             first, second = draw(st.sampled_from(stream_names)), draw(st.sampled_from(stream_names))
-            if draw(st.integers(0, 3)) == 0:
+            if draw(st.integers(0, 3)) == 0 and callable_members() == comm_members:
                 # A group: its collectives are one fused launch, unordered on their stream.
+                for member in comm_members:
+                    claim(member)
                 bodies[thread] += ["group {", "  " + collective(None), "  " + draw(st.sampled_from([
                     collective(None), f"{comm_members[-1]}: send c to {comm_members[0]} a",
                     f"{comm_members[0]}: recv c from {comm_members[-1]} b"]))

@@ -16,6 +16,7 @@ from checker.executor.simulate import simulate
 from checker.frontend import load_file, load_text
 from checker.ir import NS_PER_MS, Op
 
+from strategies import specs
 from test_executor_strategies import programs as rich_programs
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -461,3 +462,17 @@ def test_thousands_of_streams_and_threads_cost_what_they_use(monkeypatch):
     sim = simulate(program)
     assert sim.makespan == 3000 * NS_PER_MS
     assert len(asked) <= 2 * 3000  # (was 9,000,000: every waiting task at each of 3,000 instants)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True))
+def test_comms_called_from_several_threads_simulate_to_a_legal_run(text):
+    """Calls of a comm that two threads enqueue onto one stream meet in enqueue order: the
+    simulated run replays step by step, and its deadlock is one the explorer finds too."""
+    for program in load_text(text).variants:
+        sim = simulate(program)
+        run = replay(program, sim.steps)
+        assert run.ok, (run.reason, text)
+        if sim.deadlocked:
+            exploration = explore(program, max_states=100_000)
+            assert exploration.deadlocks or not exploration.complete, text
