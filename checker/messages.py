@@ -176,9 +176,10 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
         return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "
                 "the latest record enqueued before it. Enqueue the record first (have the waiting thread "
                 "`await` a notify set after it), or use a flag event (`event E flag`)")
-    if bound.stream == other.stream and issued[bound.index] < other_at:
-        instead = (f", not to the one after it (line {after_other.span.line})" if after_other is not None
-                   and after_other.span.line != bound.span.line else "")
+    if bound.stream == other.stream and issued[bound.index] < other_at and after_other is not None:
+        # (with no record after `other`, the wait was never meant to cover it)
+        instead = (f", not to the one after it (line {after_other.span.line})"
+                   if after_other.span.line != bound.span.line else "")
         return (f"{waits} can bind to an older `{stream(bound)}: record {event}` (line {bound.span.line}), "
                 f"enqueued before `{program.describe(other)}` (line {other.span.line}){instead}: a wait binds to the latest record "
                 "enqueued before it. Make the wait come after the record that follows the first access "
