@@ -157,10 +157,13 @@ def read_config(path: Path) -> dict | None:
     toml = _toml()
     try:
         with open(path, "rb") as file:
-            data = toml.load(file)
+            raw = file.read()
+        data = toml.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except toml.TOMLDecodeError as exc:
+    except (toml.TOMLDecodeError, UnicodeDecodeError) as exc:
+        if b"streamproof" not in raw:
+            return None  # another tool's broken file: not ours to judge
         text = str(exc)
         at = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
         where = (int(at.group(1)), int(at.group(2)), 1) if at else None

@@ -343,3 +343,14 @@ def test_every_command_has_a_description_and_examples(run, capsys, command):
     assert "exit status" in out and "--quiet" in out and "--color" in out
     description = out.split("\n\n")[1]
     assert len(description.split()) >= 8, description
+
+
+def test_another_tools_broken_pyproject_is_skipped(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.streamproof]\ntimeout = 5\n')
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text('[tool.other\nname = "x"\n')
+    assert find_config(inner) == (tmp_path / "pyproject.toml", {"timeout": 5})
+    (inner / "pyproject.toml").write_text('[tool.streamproof\ntimeout = 5\n')  # ours, broken: an error
+    with pytest.raises(ValueError, match="not valid TOML"):
+        find_config(inner)
