@@ -7,7 +7,8 @@ send A->B with the k-th recv on B from A. When one thread enqueues all the calls
 what meets is fixed before anything runs (`Program.groups`, and the mismatch check here).
 When two threads enqueue calls of one class onto the same stream, position is enqueue order,
 which depends on the interleaving: such a comm is *interleaved* (`interleaved_comms`), the
-executor matches its calls as they are enqueued, and the mismatch check leaves it out.
+executor matches its calls as they are enqueued, and its mismatches are checked on the groups
+the exhaustive search forms (`met_mismatch`) instead of here.
 """
 
 from __future__ import annotations
@@ -64,6 +65,48 @@ def interleaved_comms(program: Program) -> frozenset[int]:
     return frozenset(out)
 
 
+def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) -> Finding | None:
+    """The calls at position k of a comm's member streams, if they disagree."""
+    kinds = {s.op for s in at_k}
+    matched = [s for s in at_k if not s.operation.pairwise]
+    sizes = {_size(s) for s in matched}
+    roots = {s.root for s in matched}
+    if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
+        return None
+    parts = "; ".join(f"`{program.streams[s.stream].name}` issues {_label(program, s)} (line {s.span.line})"
+                      for s in at_k)
+    return Finding(
+        FindingKind.COLLECTIVE_MISMATCH,
+        f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
+        tuple(s.index for s in at_k),
+        help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order",
+    )
+
+
+def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement) -> Finding | None:
+    if _size(send) == _size(recv):
+        return None
+    return Finding(
+        FindingKind.COLLECTIVE_MISMATCH,
+        f"send of {_size(send)} bytes (line {send.span.line}) meets a recv of {_size(recv)} bytes "
+        f"(line {recv.span.line}) on comm `{program.comms[comm].name}`",
+        (send.index, recv.index),
+        help="a send and its matching recv must move the same number of bytes",
+    )
+
+
+def met_mismatch(program: Program, members: tuple[int, ...], position: int) -> Finding | None:
+    """The calls that met in one group of an interleaved comm (found by a run), if they
+    disagree: the same check as `mismatches`, at the group the run formed."""
+    calls = [program.statements[m] for m in members]
+    if calls[0].op in (Op.SEND, Op.RECV):
+        if len(calls) != 2:
+            return None
+        send, recv = sorted(calls, key=lambda s: s.op is not Op.SEND)
+        return _pair_mismatch(program, calls[0].comm, send, recv)
+    return _calls_mismatch(program, calls[0].comm, position, calls)
+
+
 def mismatches(program: Program) -> tuple[Finding, ...]:
     findings: list[Finding] = []
     interleaved = interleaved_comms(program)
@@ -76,27 +119,12 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
             continue
         rows = [sequences.get((comm.index, m), []) for m in comm.members]
         for k in range(max((len(r) for r in rows), default=0)):
-            at_k = [r[k] for r in rows if k < len(r)]
-            kinds = {s.op for s in at_k}
-            matched = [s for s in at_k if not s.operation.pairwise]
-            sizes = {_size(s) for s in matched}
-            roots = {s.root for s in matched}
-            if matched and (len(kinds) > 1 or len(sizes) > 1 or len(roots) > 1):
-                parts = "; ".join(f"`{program.streams[s.stream].name}` issues {_label(program, s)} (line {s.span.line})" for s in at_k)
-                findings.append(Finding(
-                    FindingKind.COLLECTIVE_MISMATCH,
-                    f"collective mismatch at position {k} of comm `{comm.name}`: {parts}",
-                    tuple(s.index for s in at_k),
-                    help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order",
-                ))
+            found = _calls_mismatch(program, comm.index, k, [r[k] for r in rows if k < len(r)])
+            if found is not None:
+                findings.append(found)
     for group in program.groups:
         if group.kind is GroupKind.SENDRECV and group.complete and group.comm not in interleaved:
-            send, recv = (program.statements[m] for m in group.members)
-            if _size(send) != _size(recv):
-                findings.append(Finding(
-                    FindingKind.COLLECTIVE_MISMATCH,
-                    f"send of {_size(send)} bytes (line {send.span.line}) meets a recv of {_size(recv)} bytes (line {recv.span.line}) on comm `{program.comms[group.comm].name}`",
-                    (send.index, recv.index),
-                    help="a send and its matching recv must move the same number of bytes",
-                ))
+            found = _pair_mismatch(program, group.comm, *(program.statements[m] for m in group.members))
+            if found is not None:
+                findings.append(found)
     return tuple(findings)

@@ -135,3 +135,17 @@ def test_interleaved_comms_leave_the_mismatch_check_to_the_run():
     assert loaded.program is not None, loaded.diagnostics
     assert interleaved_comms(loaded.program) == frozenset({0})
     assert mismatches(loaded.program) == ()
+
+
+def test_a_mismatch_of_calls_that_meet_in_enqueue_order_is_found_by_the_run_that_forms_it():
+    text = CROSSED.replace("CALL0", "allreduce w x").replace("CALL1", "allreduce w y").replace(
+        "buffer y 256B on d1", "buffer y 512B on d1")
+    report = check_loaded(load_text(text))
+    found = [f for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
+    assert [f.message.split(":")[0] for f in found] == [
+        "collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`"]
+    assert all(f.witness is not None and f.witness.steps[-1].kind.value == "end" for f in found)
+    assert not [d for d in report.diagnostics if d.code.value == "SP402"]
+    # the same sizes meet without a mismatch, whichever calls meet
+    same = check_loaded(load_text(CROSSED.replace("CALL0", "allreduce w x").replace("CALL1", "allreduce w y")))
+    assert same.findings == ()

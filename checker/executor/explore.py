@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from checker import messages
+from checker import collectives, messages
 from checker.findings import Finding, Stuck
 from checker.ir import Op, Program
 from checker.executor.machine import ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State
-from checker.witness import Step, Witness
+from checker.witness import Step, StepKind, Witness
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +63,13 @@ class Exploration:
     seconds: float
     stopped: str = ""
     """Which limit stopped it: "states", "memory" or "time" ("" when complete)."""
+    mismatches: tuple[Finding, ...] = ()
+    """SP202 of the groups that calls of an interleaved comm formed (`collectives.met_mismatch`),
+    each with the run that formed it; the other comms' are decided from the text."""
 
     @property
     def clean(self) -> bool:
-        return self.complete and not (self.races or self.dead_uses or self.deadlocks)
+        return self.complete and not (self.races or self.dead_uses or self.deadlocks or self.mismatches)
 
     def race_pairs(self) -> tuple[tuple[int, int], ...]:
         return tuple((r.a, r.b) for r in self.races)
@@ -161,6 +164,7 @@ class _Explorer:
         races: dict[tuple[int, int], RaceFound] = {}
         uses: dict[tuple[int, str], DeadUseFound] = {}
         deadlocks: dict[frozenset, DeadlockFound] = {}
+        mismatched: dict[tuple[int, int], Finding] = {}
         path: list[Step] = []
         stack: list[tuple[State, tuple[Step, ...], int]] = []
         transitions = 0
@@ -201,6 +205,12 @@ class _Explorer:
                 continue
             stack[-1] = (state, steps, k + 1)
             step = steps[k]
+            if step.kind is StepKind.END and m.call_class[step.statement] >= 0:
+                met = m.group(state, step.statement)
+                if (met.comm, met.position) not in mismatched:  # one per position, as from the text
+                    found = collectives.met_mismatch(m.program, met.members, met.position)
+                    if found is not None:
+                        mismatched[(met.comm, met.position)] = replace(found, witness=witness(tuple(path) + (step,)))
             tr = fire(state, step)
             transitions += 1
             if deadline is not None and transitions % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
@@ -238,6 +248,7 @@ class _Explorer:
             complete=not stopped,
             seconds=time.perf_counter() - began,
             stopped=stopped,
+            mismatches=tuple(mismatched.values()),
         )
 
 
@@ -322,4 +333,5 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
             state = machine.apply(state, step)
         stuck = machine.stuck(state)
         out.append(messages.deadlock(program, tuple(Stuck(i, w) for i, w in stuck), Witness(steps)))
+    out.extend(result.mismatches)
     return tuple(out)

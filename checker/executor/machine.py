@@ -340,6 +340,16 @@ class Machine:
         self.dslot = tuple(dslot)
         self.pslot = tuple(pslot)
         """A call of an interleaved comm: its position in its class, counted when it is enqueued."""
+        last: list[int] = []
+        base: list[int] = []
+        for calls in self.class_calls:
+            last.append(slots)
+            base.append(slots + 1)
+            slots += 1 + len(calls)
+        self.class_last = tuple(last)
+        """Per class: the slot of the last position handed out (-1: none yet)."""
+        self.class_base = tuple(base)
+        """Per class: the first of its slots that hold the call at each position (-1: not yet)."""
         self.slots = slots
         self.captures = tuple(w >= 0 or d >= 0 or q >= 0 for w, d, q in zip(wslot, dslot, pslot))
 
@@ -533,8 +543,8 @@ class Machine:
             if k >= len(calls):
                 missing = "its collective group has a member missing from the program"
                 continue
-            found = next((x for x in calls if state.status[x] != NEW and state.bind[self.pslot[x]] == k), None)
-            if found is None:
+            found = state.bind[self.class_base[other] + k]
+            if found < 0:
                 missing = missing or (f"its group waits for call {k + 1} of "
                                       f"{self.program.streams[self.stream_of[calls[0]]].name} "
                                       f"({self.describe(calls[0])}, ...) to be enqueued")
@@ -828,8 +838,11 @@ class Machine:
             out.append((U_BIND, slot, self._capture_deps(view.tails, st.stream)))
         slot = self.pslot[i]
         if slot >= 0:  # its position: the calls of its class enqueued before it
-            status = view.status
-            out.append((U_BIND, slot, sum(1 for x in self.class_calls[self.call_class[i]] if status[x] != NEW)))
+            c = self.call_class[i]
+            k = view.bind[self.class_last[c]] + 1
+            out.append((U_BIND, slot, k))
+            out.append((U_BIND, self.class_last[c], k))
+            out.append((U_BIND, self.class_base[c] + k, i))
         return tuple(out)
 
     def _start_access(self, i: int, running: int, dead: int, freed: int, status):

@@ -232,7 +232,26 @@ def confirm(program: Program, finding: Finding) -> Confirmation:
         return _confirm_dead_use(machine, finding, run)
     if finding.kind is FindingKind.DEADLOCK:
         return _confirm_deadlock(machine, run)
+    if finding.kind is FindingKind.COLLECTIVE_MISMATCH and steps:
+        return _confirm_mismatch(machine, finding, steps)
     return Confirmation(False, f"a {finding.kind.value} finding has no execution to confirm")
+
+
+def _confirm_mismatch(machine: Machine, finding: Finding, steps) -> Confirmation:
+    """The witness of a mismatch in an interleaved comm ends with the `end` of the group its
+    calls formed, and those calls disagree."""
+    from checker.collectives import met_mismatch
+
+    last = steps[-1]
+    state = machine.initial()
+    for step in steps[:-1]:
+        state = machine.apply(state, step)
+    met = machine.group(state, last.statement) if last.kind is StepKind.END else None
+    if met is None or sorted(met.members) != sorted(finding.statements):
+        return Confirmation(False, "the witness does not end with the group of the mismatched calls")
+    if met_mismatch(machine.program, met.members, met.position) is None:
+        return Confirmation(False, "the calls that met in the witness agree")
+    return Confirmation(True, "the calls meet in the witness and disagree")
 
 
 def confirm_all(program: Program, findings: list[Finding]):
