@@ -79,9 +79,9 @@ def find(program: Program, options: Options,
         # Calls of an interleaved comm meet in the order they are enqueued, which only the
         # executor follows; the solver and the fast path match calls by program order.
         _tell(progress, "exhaustive")
-        findings += _explore(program, options, "" if options.exhaustive else (
+        findings += _explore(program, options, "" if not interleaved else (
             f"two threads enqueue calls of comm `{program.comms[min(interleaved)].name}` onto one stream, so "
-            "which calls meet depends on the interleaving, and only an exhaustive search follows that"))
+            "which calls meet depends on the interleaving, and only the exhaustive search follows that"))
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
         try:
@@ -137,12 +137,12 @@ def _explore(program: Program, options: Options, why: str = "") -> list[Finding]
         limit = {"states": f"at {options.max_states:,} states",
                  "memory": f"at {result.states:,} states, the most that fit in memory for a program this size",
                  "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
+        raise_limit = {"states": "raise --max-states", "time": "raise --budget",
+                       "memory": "make the spec smaller"}[result.stopped]
         if why:
-            help = f"{why}: give each member stream's calls to one thread, or make the spec smaller"
-        elif result.stopped == "memory":
-            help = "drop --exhaustive to use the solver"
+            help = f"{raise_limit}, or give each member stream's calls to one thread ({why})"
         else:
-            help = "raise --max-states or --budget, or drop --exhaustive to use the solver"
+            help = f"{raise_limit}, or drop --exhaustive to use the solver"
         findings.append(_unknown(f"exploration stopped {limit} before covering every interleaving", help))
     return findings
 

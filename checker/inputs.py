@@ -136,6 +136,9 @@ def locate_setting(path: Path, table: str, key: str | None = None) -> tuple[int,
         return None
     current = None
     for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("[["):  # an array of tables: none of ours
+            current = None
+            continue
         header = _HEADER.match(line)
         if header is not None:
             current = _table_name(header.group(1))

@@ -231,6 +231,9 @@ class Memory:
     owners: tuple[str, ...] = ()
     """For a caching-allocator block: the declared tensors that the allocator placed in it,
     in order (one block can serve several tensors one after another). Empty for a buffer."""
+    pool: int | None = None
+    """For a caching-allocator block: the stream whose pool holds it (where its tensors are
+    allocated, and where it is handed on at once after a free)."""
 
     @property
     def on_host(self) -> bool:

@@ -113,6 +113,7 @@ class _Block:
     buffer: str
     span: Span
     owners: list[str] = field(default_factory=list)
+    pool: int | None = None
 
 
 class _SizeUnknown(Exception):
@@ -1568,7 +1569,7 @@ class _Lowerer:
                     n = fresh[slot.tensor]
                     slot.block = len(blocks)
                     blocks.append(_Block(tensor.size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
-                                         tensor.decl, tensor.span))
+                                         tensor.decl, tensor.span, pool=slot.stream))
                 if tensor.decl not in blocks[slot.block].owners:
                     blocks[slot.block].owners.append(tensor.decl)
             elif event[0] == "free":
@@ -1579,8 +1580,8 @@ class _Lowerer:
                 slot.freed = True
                 pools.setdefault((slot.thread, slot.stream), []).append((slot.block, clock))
         base = len(self.memories)
-        memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners))
-                         for k, b in enumerate(blocks))
+        memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners),
+                                b.pool) for k, b in enumerate(blocks))
 
         def place(memory: int | None) -> int | None:
             if memory is None or memory >= 0:
@@ -1702,7 +1703,7 @@ class _Lowerer:
         for s in program.statements:
             if s.group is None or s.batch is not None or s.stream is None:
                 continue
-            key = (s.thread, program.groups[s.group].comm)
+            key = (s.thread, s.comm)
             member = first.setdefault(key, s.stream)
             if member != s.stream and member >= 0:
                 first[key] = -1  # once per thread and comm

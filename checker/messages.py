@@ -10,7 +10,6 @@ streams with an event, two threads with a notify).
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import islice
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Memory, Op, Program, Statement
@@ -33,7 +32,7 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     help = _race_help(program, a, b, witness)
     if len(memory.owners) > 1:
         name += f" (one caching-allocator block, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
-        help = _block_help(program, a, memory)
+        help = _block_help(program, a, b, memory)
     return Finding(
         FindingKind.RACE,
         f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",
@@ -41,22 +40,27 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     )
 
 
-def _block_help(program: Program, use: Statement, memory: Memory) -> str:
-    """A race on a reused caching-allocator block: name the tensor, the stream whose use was
-    not recorded, and the free after which the block went to the next owner."""
+def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) -> str:
+    """A race on a reused caching-allocator block: when one access is a use, on a stream
+    other than the block's own, of a tensor freed after it, name the free, that stream and the
+    `record_stream` it lacks."""
     general = ("the allocator hands a freed block to the next allocation on its stream at once: record "
                "every other stream's use before the free (`S: record_stream T`), or order that use "
                "before the free with an event")
-    written = next((x.written_as for x in use.accesses if x.memory == memory.index), "")
-    owner = next((o for o in memory.owners if written == o or written.startswith(o + "[")), None)
-    later = islice(program.statements, use.index + 1, use.index + 1 + 20 * STALE_SCAN)
-    free = next((s for s in later if s.op is Op.FREE and s.memory == memory.index and s.launch_only), None)
-    if owner is None or free is None or use.stream is None:
-        return general
-    stream = program.streams[use.stream].name
-    return (f"`free {owner}` (line {free.span.line}) hands its block to the next allocation on its stream at "
-            f"once, while `{stream}` may still use it: write `{stream}: record_stream {owner}` after that use "
-            "and before the free, or order the use before the free with an event")
+    for use in (a, b):
+        if use.stream is None or use.stream == memory.pool:
+            continue
+        written = next((x.written_as for x in use.accesses if x.memory == memory.index), "")
+        owner = next((o for o in memory.owners if written == o or written.startswith(o + "[")), None)
+        later = program.statements[use.index + 1:use.index + 1 + 20 * STALE_SCAN]
+        free = next((s for s in later if s.op is Op.FREE and s.memory == memory.index and s.launch_only), None)
+        if owner is not None and free is not None:
+            stream = program.streams[use.stream].name
+            return (f"`free {owner}` (line {free.span.line}) hands its block to the next allocation on its "
+                    f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
+                    f"{owner}` after that use and before the free, or order the use before the free with "
+                    "an event")
+    return general
 
 
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> list[tuple[int, Memory, int]]:
@@ -318,12 +322,9 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                 "or move one stream to another queue (declare the streams in another order)")
     statements = [program.statements[i] for i in dict.fromkeys(item.statement for item in stuck)]
     meets = [s for s in statements if s.group is not None]
-    per_stream: dict[int, int] = {}
-    for s in meets:
-        per_stream[s.stream] = per_stream.get(s.stream, 0) + 1
-    if meets and all(program.groups[s.group].complete for s in meets) and max(per_stream.values()) > 1:
+    if _crossed(program, meets):
         if any(s.op in (Op.SEND, Op.RECV) for s in meets):
-            return ("a send starts together with its matching recv, and each waits here for a partner "
+            return ("a send and its matching recv complete together, and here each waits for a partner "
                     "that its stream queues behind another send or recv: launch a rank's sends and recvs "
                     "together (`group { ... }`, as ncclGroupStart/End do), or reverse the order on one side "
                     "(even ranks send first, odd ranks receive first)")
@@ -352,6 +353,22 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                         f"after {_quoted(program, call)} on its thread, which is stuck too: set "
                         f"`{program.notifies[s.notify].name}` before that call{also}")
     return "every wait, await, sync and collective needs a partner that can still arrive"
+
+
+def _crossed(program: Program, meets: list[Statement]) -> bool:
+    """Two stuck groups whose members two streams hold in opposite orders: each group waits
+    for a member queued behind the other (a cycle, not a partner that never comes)."""
+    at: dict[int, dict[int, int]] = {}  # group -> stream -> its stuck member there
+    for s in meets:
+        if program.groups[s.group].complete:
+            at.setdefault(s.group, {})[s.stream] = s.index
+    groups = list(at)
+    for k, g in enumerate(groups):
+        for h in groups[k + 1:]:
+            common = [stream for stream in at[g] if stream in at[h]]
+            if len({at[g][stream] < at[h][stream] for stream in common}) > 1:
+                return True
+    return False
 
 
 def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:

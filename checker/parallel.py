@@ -188,7 +188,7 @@ def _on_cluster(sources, options, max_statements, address, on_file) -> list[File
     try:
         client = _Client(address, timeout="10s", set_as_default=False)
     except Exception as exc:  # unreachable, refused, or not an address at all
-        why = str(exc) if isinstance(exc, (OSError, TimeoutError)) else "no Dask scheduler answered there"
+        why = str(exc) if isinstance(exc, OSError) else "no Dask scheduler answered there"  # (timeouts too)
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {why}") from None
     try:
         futures = [client.submit(check_one, source, options, max_statements, pure=False) for source in sources]
