@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from checker.executor.explore import explore
 from checker.frontend import load_text
 
+from strategies import specs
 from test_executor_strategies import programs
 
 
@@ -32,3 +33,19 @@ def test_reduction_preserves_verdicts(text):
     assert reduced.complete
     assert reduced.states <= full.states
     assert verdict(reduced) == verdict(full), text
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True))
+def test_reduction_preserves_verdicts_when_calls_meet_in_enqueue_order(text):
+    """Comms called from several threads: which calls meet is captured at enqueue, so the
+    steps reduction may take alone must still leave every meeting reachable."""
+    loaded = load_text(text)
+    assert loaded.program is not None, (text, loaded.diagnostics)
+    for program in loaded.variants:
+        full = explore(program, max_states=60_000, reduce=False)
+        assume(full.complete)
+        reduced = explore(program, max_states=60_000, reduce=True)
+        assert reduced.complete
+        assert verdict(reduced) == verdict(full), text
+        assert len(reduced.mismatches) == len(full.mismatches), text  # one per comm position
