@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from checker import collectives
 from checker.errors import IllegalStep
-from checker.ir import OPERATIONS, GroupKind, Op, Program, Statement, StreamMode, SyncKind
+from checker.ir import OPERATIONS, Group, GroupKind, Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import Step, StepKind, holds_thread
 from checker.executor import explain
 from checker.executor.layout import Layout
@@ -60,17 +60,10 @@ NEED_BEGUN, NEED_DONE = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
-class Met:
-    """The group a call of an interleaved comm met in, as far as the state shows it: the
-    same fields as `ir.Group` (`index` is negative, from its first member), and what it
-    still waits for when not `complete`."""
+class Met(Group):
+    """The group a call of an interleaved comm met in, as far as the state shows it (`index`
+    is negative, from its first member), with what it still waits for when not `complete`."""
 
-    index: int
-    kind: GroupKind
-    comm: int
-    position: int
-    members: tuple[int, ...]
-    complete: bool
     missing: str | None = None
 
 
@@ -558,7 +551,8 @@ class Machine:
     def group_blocker(self, state, group) -> str | None:
         """Why a collective group cannot complete: a member is missing or has not started."""
         if not group.complete:
-            return getattr(group, "missing", None) or "its collective group has a member missing from the program"
+            missing = group.missing if isinstance(group, Met) else None
+            return missing or "its collective group has a member missing from the program"
         for m in group.members:
             if state.status[m] != RUNNING:
                 comm = self.program.comms[group.comm].name
@@ -790,15 +784,7 @@ class Machine:
             up.append((U_STATUS, i, RUNNING))
         elif kind is _END:
             g = self.group_of[i]
-            members = g.members if g is not None else (i,)
-            for m in members:  # a collective group completes together
-                up.append((U_DEQUEUE, self.stream_of[m], m))
-                up.append((U_STATUS, m, DONE))
-            if track:
-                ended = 0
-                for m in members:
-                    ended |= 1 << m
-                up.append((U_RUNNING, 0, ended))
+            up.extend(self._completed(g.members if g is not None else (i,), track))
             if self.kill[i]:
                 up.append((U_DEAD, self.kill[i], 0))
                 up.append((U_FREED, self.kill[i], 0))
@@ -808,19 +794,21 @@ class Machine:
             up.extend(self.signal[i])
         return tuple(up)
 
-    def _met_end(self, view, i: int, track: bool) -> tuple:
-        """The `end` of the group a call of an interleaved comm met in: every member completes."""
-        members = self.group(view, i).members
+    def _completed(self, members, track: bool) -> tuple:
+        """Tasks that end together (one task, or a collective group): each leaves its stream."""
         up: list[tuple] = []
+        ended = 0
         for m in members:
             up.append((U_DEQUEUE, self.stream_of[m], m))
             up.append((U_STATUS, m, DONE))
+            ended |= 1 << m
         if track:
-            ended = 0
-            for m in members:
-                ended |= 1 << m
             up.append((U_RUNNING, 0, ended))
         return tuple(up)
+
+    def _met_end(self, view, i: int, track: bool) -> tuple:
+        """The `end` of the group a call of an interleaved comm met in: every member completes."""
+        return self._completed(self.group(view, i).members, track)
 
     def _captured(self, view, i: int) -> tuple:
         """What an issue binds, read from the state it is taken in: the record a wait binds
