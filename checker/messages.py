@@ -185,7 +185,7 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
         instead = (f", not to the one after it (line {after_other.span.line})"
                    if after_other.span.line != bound.span.line else "")
         return (f"{waits} can bind to an older `{stream(bound)}: record {event}` (line {bound.span.line}), "
-                f"enqueued before `{program.describe(other)}` (line {other.span.line}){instead}: a wait binds to the latest record "
+                f"enqueued before {_quoted(program, other)}{instead}: a wait binds to the latest record "
                 "enqueued before it. Make the wait come after the record that follows the first access "
                 "(have the waiting thread `await` a notify set after it), or give each use its own event")
     if bound.stream != other.stream:
@@ -355,6 +355,10 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
     return "every wait, await, sync and collective needs a partner that can still arrive"
 
 
+CROSSED_GROUPS = 200
+"""Stuck groups `_crossed` compares pairwise (the first ones: the engines list the cycle first)."""
+
+
 def _crossed(program: Program, meets: list[Statement]) -> bool:
     """Two stuck groups whose members two streams hold in opposite orders: each group waits
     for a member queued behind the other (a cycle, not a partner that never comes)."""
@@ -362,7 +366,7 @@ def _crossed(program: Program, meets: list[Statement]) -> bool:
     for s in meets:
         if program.groups[s.group].complete:
             at.setdefault(s.group, {})[s.stream] = s.index
-    groups = list(at)
+    groups = list(at)[:CROSSED_GROUPS]
     for k, g in enumerate(groups):
         for h in groups[k + 1:]:
             common = [stream for stream in at[g] if stream in at[h]]
