@@ -170,6 +170,10 @@ def read_config(path: Path) -> dict | None:
         text = str(exc)
         at = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
         where = (int(at.group(1)), int(at.group(2)), 1) if at else None
+        if isinstance(exc, UnicodeDecodeError):  # the first byte that is not UTF-8
+            line_start = raw.rfind(b"\n", 0, exc.start) + 1
+            where = (raw.count(b"\n", 0, exc.start) + 1, len(raw[line_start:exc.start].decode("utf-8", "replace")) + 1, 1)
+            text = "a byte that is not UTF-8"
         raise ConfigError(path, f"not valid TOML: {text[:at.start()] if at else text}", where) from None
     tool = data.get("tool")
     section = tool.get("streamproof") if isinstance(tool, dict) else None

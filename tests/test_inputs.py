@@ -354,3 +354,12 @@ def test_another_tools_broken_pyproject_is_skipped(tmp_path):
     (inner / "pyproject.toml").write_text('[tool.streamproof\ntimeout = 5\n')  # ours, broken: an error
     with pytest.raises(ValueError, match="not valid TOML"):
         find_config(inner)
+
+
+def test_a_config_byte_that_is_not_utf8_is_located(run, tmp_path, monkeypatch):
+    project(tmp_path, "")
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.streamproof]\ntimeout = "\xff"\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run("check", "specs")
+    assert status == 2 and "Traceback" not in err
+    assert err.splitlines()[0].startswith(f"{tmp_path / 'pyproject.toml'}:2:12: error[SP005]: not valid TOML")
