@@ -493,12 +493,18 @@ class _Lowerer:
             members: list[int] = []
             written: dict[int, ast.Ref] = {}
             on_device: dict[int, int] = {}
+            skipped = False
             for ref in decl.members:
                 entity = self.entities.get(ref.name.text)
                 if entity is not None and entity.kind != "stream":
                     raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
                                           ref.span, "not a stream", help="a comm lists one stream per rank"))
-                for stream in self.resolve_all(ref, env, "stream"):
+                try:
+                    streams = self.resolve_all(ref, env, "stream")
+                except _Skip:  # a member whose declaration failed: the others are still checked
+                    skipped = True
+                    continue
+                for stream in streams:
                     self.comm_member_count += 1
                     if self.comm_member_count > MAX_COMM_MEMBERS:
                         raise SpecError(error(
@@ -524,6 +530,8 @@ class _Lowerer:
                     members.append(stream)
                     written[stream] = ref
                     on_device[device] = stream
+            if skipped:
+                raise _Skip
             name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
             self.comms.append(Comm(len(self.comms), name, tuple(members), decl.span))
             self.comm_members.append(frozenset(members))

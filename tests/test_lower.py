@@ -706,3 +706,9 @@ def test_sp054_one_thread_calling_two_ranks_outside_a_group():
     assert warnings(head + grouped) == []
     ranks = "thread r[2] {\n  s[r]: allreduce w x[r]\n  s[r]: send w to s[1 - r] x[r]\n}\n"
     assert [w.code for w in warnings(head + ranks)] == []
+
+
+def test_a_comm_with_a_broken_member_still_reports_its_other_members():
+    loaded = load_text("device d0\nstream s1 on d9\ncomm c = { s1, zz }\nthread t {\n  s1: kernel k\n}\n", "t.sched")
+    found = [(d.code, d.primary_span.line, d.primary_span.column) for d in loaded.diagnostics]
+    assert found == [(Code.SP010, 2, 14), (Code.SP010, 3, 16)]
