@@ -43,6 +43,7 @@ class Code(str, enum.Enum):
     SP052 = "SP052"
     SP053 = "SP053"
     SP054 = "SP054"
+    SP055 = "SP055"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -88,6 +89,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP052: "notify awaited but never notified",
     Code.SP053: "alloc or free of part of a buffer",
     Code.SP054: "one thread calls several ranks of a comm outside a group",
+    Code.SP055: "record_stream on the tensor's own allocation stream",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

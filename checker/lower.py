@@ -1531,7 +1531,7 @@ class _Lowerer:
         self.named_streams.add(stream)
         for tensor in region.memories:
             slot = -1 - self.tensor_use(tensor, node.tensor.span)
-            self.tensor_events.append(("record", self.current_thread, slot, stream))
+            self.tensor_events.append(("record", self.current_thread, slot, stream, node.span))
 
     def place_tensors(self) -> tuple[Memory, ...]:
         """Simulate the caching allocator, each thread in program order, and rewrite every
@@ -1557,6 +1557,14 @@ class _Lowerer:
                 slot = owner(event[2])
                 if event[3] != slot.stream:
                     slot.marked = True
+                else:
+                    tensor = self.tensors[slot.tensor].name
+                    stream = self.streams[slot.stream].name
+                    self.warnings.append(warning(
+                        Code.SP055, f"`record_stream` of `{tensor}` on `{stream}`, its own allocation stream, "
+                        "does nothing", event[4], "its allocation stream",
+                        help="record the tensor on each other stream that uses it: the allocator already "
+                             "orders its own stream"))
             elif event[0] == "free" and owner(event[2]).thread != event[1]:
                 owner(event[2]).marked = True
         blocks: list[_Block] = []

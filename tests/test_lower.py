@@ -1,5 +1,5 @@
 """Lowering: every statement's IR fields, unrolling and expressions, collective groups,
-and every name/range/kind error (SP010-SP024) and warning (SP050-SP054) with its span."""
+and every name/range/kind error (SP010-SP024) and warning (SP050-SP055) with its span."""
 
 from __future__ import annotations
 
@@ -712,3 +712,11 @@ def test_a_comm_with_a_broken_member_still_reports_its_other_members():
     loaded = load_text("device d0\nstream s1 on d9\ncomm c = { s1, zz }\nthread t {\n  s1: kernel k\n}\n", "t.sched")
     found = [(d.code, d.primary_span.line, d.primary_span.column) for d in loaded.diagnostics]
     assert found == [(Code.SP010, 2, 14), (Code.SP010, 3, 16)]
+
+
+def test_sp055_record_stream_on_the_allocation_stream_does_nothing():
+    head = "device g { compute 2 }\ntensor act 1MiB on g\nstream main on g\nstream side on g\n"
+    body = "thread t {\n  main: alloc act\n  side: kernel use reads act\n  RECORD\n  free act\n}\n"
+    found = warnings(head + body.replace("RECORD", "main: record_stream act"))
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP055, 8, 3)]
+    assert warnings(head + body.replace("RECORD", "side: record_stream act")) == []
