@@ -33,12 +33,14 @@ shows an execution that has one.
 EXIT_STATUS = """\
 exit status:
   0  every file is clean, or has exactly the findings its `expect` lines ask for
-  1  findings, an unmet expectation, an undecided (unknown) query, or (simulate,
-     optimize) a program that deadlocks
-  2  usage error, unreadable input, or an invalid spec (diagnostics say where)
+  1  findings, an unmet expectation, an undecided (unknown) query, (simulate,
+     optimize) a program that deadlocks, or optimize --emit with no spec to write
+  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
+     invalid configuration (SP005)
 
 inputs:
-  FILE is a .sched spec, a directory (every *.sched below it) or - (standard input).
+  FILE is a .sched spec, a directory (every *.sched below it) or - (standard input);
+  `replay` takes one spec file.
   [tool.streamproof] in the nearest pyproject.toml sets defaults for any option, e.g.
   `timeout = 30`, `jobs = 4`, `files = ["specs"]`; a [tool.streamproof.COMMAND] table
   sets them for one command.
