@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from checker.codes import Code
@@ -49,7 +49,11 @@ def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX
     except RecursionError:
         errors.append(error(Code.SP004, "spec is nested too deeply to analyse", None))
     if errors or parsed is None or parsed.spec is None:
-        return Loaded(path, text, None, tuple(sorted(errors, key=lambda d: d.sort_key())))
+        errors.sort(key=lambda d: d.sort_key())
+        if len(errors) >= MAX_ERRORS:  # say that there may be more
+            errors[-1] = replace(errors[-1], notes=errors[-1].notes + (
+                f"streamproof stops after {MAX_ERRORS} errors: fix these and check again",))
+        return Loaded(path, text, None, tuple(errors))
     return Loaded(path, text, lowered.program, lowered.warnings, lowered.variants)
 
 

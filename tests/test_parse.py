@@ -875,6 +875,8 @@ def test_error_cap(monkeypatch):
 
     assert len(found) == MAX_ERRORS
     assert [d.primary_span.line for d in found] == list(range(4, 4 + MAX_ERRORS))
+    assert found[-1].notes == (f"streamproof stops after {MAX_ERRORS} errors: fix these and check again",)
+    assert not any(d.notes for d in found[:-1])
 
 
 def test_large_file_with_errors_answers_quickly():
