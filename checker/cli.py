@@ -335,7 +335,7 @@ def _config_value(action: argparse.Action, key: str, value, problem):
         if not isinstance(value, bool):
             raise problem(f"`{key}` must be true or false")
         return value
-    wanted = "number" if action.type in (int, float, _positive, _positive_float) else "string"
+    wanted = "string" if action.type in (None, str, _address) else "number"  # (a duration may be either)
     if isinstance(value, (bool, list, dict)) or (wanted == "string" and not isinstance(value, str)):
         raise problem(f"`{key}` must be a {wanted}")
     converted = str(value)
