@@ -24,11 +24,11 @@ from checker import ast, fastparse
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import PRIORITY_HIGH, PRIORITY_LOW, Span  # noqa: F401  (re-exported)
+from checker.spec_text import MAX_DURATION_NS  # noqa: F401  (re-exported)
 
 MAX_SOURCE_CHARS = 32 * 1024 * 1024
 MAX_NESTING = 200
 MAX_LITERAL = 2**62
-from checker.spec_text import MAX_DURATION_NS  # noqa: E402,F401  (re-exported)
 
 SIZE_UNITS = {
     "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -938,9 +938,10 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         found = f"`{number.group().rstrip()}`"
     headline = message or f"unexpected {found}"
     if message in (_IF_FORM, _ELSE_FORM):  # what the parser expected next is no help here
-        return error(Code.SP002, headline, span, f"unexpected {found}",
-                     help="for example `if rank > 0 {`, and `} else if rank == 0 {` or `} else {` on one line")
-    return error(Code.SP002, headline, span, f"unexpected {found}", help=f"expected {expected}" if expected else "")
+        help = "for example `if rank > 0 {`, and `} else if rank == 0 {` or `} else {` on one line"
+    else:
+        help = f"expected {expected}" if expected else ""
+    return error(Code.SP002, headline, span, f"unexpected {found}", help=help)
 
 
 DECLARATION_WORDS = frozenset({"spec", "device", "buffer", "alias", "stream", "event", "notify", "comm", "tensor",

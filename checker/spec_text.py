@@ -19,7 +19,8 @@ SIZE = re.compile(r"\d+(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\Z")
 MAX_NAME = 64
 MAX_DURATION_NS = 10**15  # about 11.5 days: the longest duration the language accepts
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
+UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
+"""Runs of characters a name cannot hold."""
 
 
 def is_name(text: str) -> bool:
@@ -29,7 +30,7 @@ def is_name(text: str) -> bool:
 
 def safe_name(text: str, fallback: str = "op") -> str:
     """`text` turned into a valid name: other characters become `_`, never reserved, short."""
-    name = _UNSAFE.sub("_", text).strip("_")[:MAX_NAME].rstrip("_")
+    name = UNSAFE.sub("_", text).strip("_")[:MAX_NAME].rstrip("_")
     if not name:
         name = fallback
     if name[0].isdigit():

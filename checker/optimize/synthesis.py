@@ -50,12 +50,10 @@ class Synthesis:
 def flat(name: str) -> str:
     """An element of an array as a name of its own (`gpu[0]` -> `gpu_0`): the synthesized spec
     declares every element by itself, since its parts may sit on different devices."""
-    return _OTHER.sub("_", _INDEX.sub(r"_\1", name))
+    return spec_text.UNSAFE.sub("_", _INDEX.sub(r"_\1", name))  # (also `x.staged#1`, a staging copy)
 
 
 _INDEX = re.compile(r"\[(\d+)\]")
-_OTHER = re.compile(r"[^A-Za-z0-9_]+")
-"""What else a lowered name may hold (`x.staged#1`, the pinned staging copy of `runtime cuda`)."""
 
 
 def access_text(program: Program, access: Access) -> str:
