@@ -57,11 +57,13 @@ Expr = Number | Variable | BinaryOp | Negate
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """A reference to a declared stream, event, notify, comm or device: `s` or `s[i]`."""
+    """A reference to a declared stream, event, notify, comm or device: `s` or `s[i]`; or
+    `gpu0.default`, a device's default stream (`member` is the name after the dot)."""
 
     name: Name
     index: Expr | None
     span: Span
+    member: Name | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -460,7 +460,7 @@ class _Parser:
         if kind == "x":
             self.i = first + 1
             name, index, _ = self.indexed(first)
-            return Ref_(name, index, self.token_span(first))
+            return Ref_(name, index, self.token_span(first), None)
         if kind != "n":
             raise Unhandled
         text = self.values[first]
@@ -469,11 +469,11 @@ class _Parser:
         name = Name_(text, span)
         if kinds[first + 1] != "[":
             self.i = first + 1
-            return Ref_(name, None, span)
+            return Ref_(name, None, span, None)
         self.i = first + 2
         index, _, _ = self.expr()
         last = self.expect("]")
-        return Ref_(name, index, self.span(first, last))
+        return Ref_(name, index, self.span(first, last), None)
 
     def leaf(self, i: int):
         """The number or variable at token `i` (an integer, a size or a name)."""

@@ -205,6 +205,8 @@ class _Lowerer:
         self.comm_members: list[frozenset[int]] = []
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
+        self.default_streams: dict[int, int] = {}
+        """device -> its default stream, once something uses it (`default_stream`)."""
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
@@ -496,7 +498,7 @@ class _Lowerer:
             skipped = False
             for ref in decl.members:
                 entity = self.entities.get(ref.name.text)
-                if entity is not None and entity.kind != "stream":
+                if entity is not None and entity.kind != "stream" and ref.member is None:
                     raise SpecError(error(Code.SP021, f"comm member `{ref.name.text}` is {_kind_phrase(entity.kind)}, not a stream",
                                           ref.span, "not a stream", help="a comm lists one stream per rank"))
                 try:
@@ -618,6 +620,8 @@ class _Lowerer:
 
     def resolve(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> int:
         """A reference to one element of a declared stream/event/notify/comm/device."""
+        if ref.member is not None:
+            return self.default_stream_ref(ref, env, kinds)
         entity = self.lookup(ref.name, *kinds)
         if entity.array:
             if ref.index is None:
@@ -633,8 +637,27 @@ class _Lowerer:
                                   "cannot index this"))
         return entity.indices[0]
 
+    def default_stream_ref(self, ref: ast.Ref, env: dict[str, int], kinds: tuple[str, ...]) -> int:
+        """`DEVICE.default`: the device's default stream (`default_stream`), the stream work
+        goes to when a program names none (CUDA's stream 0, CANN's default stream)."""
+        member = ref.member
+        assert member is not None
+        device_ref = ast.Ref(ref.name, ref.index, ref.span)
+        if member.text != "default":
+            raise SpecError(error(Code.SP010, f"a device has no `{member.text}`", member.span, "unknown member",
+                                  help=f"`{self.text(ref.name.span)}.default` names the device's default stream"))
+        entity = self.lookup(ref.name, "device")
+        if kinds and "stream" not in kinds:
+            phrases = [_kind_phrase(k) for k in kinds]
+            wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+            raise SpecError(error(Code.SP012, f"`{self.text(ref.span)}` is a stream, not {wanted}", ref.span,
+                                  f"expected {wanted}", secondary=((entity.decl.name.span, "device declared here"),)))
+        return self.default_stream(self.resolve(device_ref, env, "device"))
+
     def resolve_all(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> tuple[int, ...]:
         """Like `resolve`, but a whole array (no index) stands for every element in order."""
+        if ref.member is not None:
+            return (self.resolve(ref, env, *kinds),)
         entity = self.lookup(ref.name, *kinds)
         if entity.array and ref.index is None:
             return entity.indices
@@ -877,12 +900,13 @@ class _Lowerer:
         self.cuda_sync_first = cuda_sync_first
         self.pageable_cuda = False
         self.budget = self.iterations = 0
-        declared = (list(self.memories), list(self.streams), list(self.events), dict(self.streams_on))
+        # Each variant starts from the declarations (a comm may already name a default stream).
+        declared = (list(self.memories), list(self.streams), list(self.events), dict(self.streams_on),
+                    dict(self.default_streams))
         self.threads = []
         self.statements = []
         self.batch: int | None = None
         self.next_batch = 0
-        self.default_streams: dict[int, int] = {}
         self.staged = 0
         self.items = 0
         self.wait_stream_events: dict[tuple[tuple[int, int], int], int] = {}
@@ -903,7 +927,7 @@ class _Lowerer:
                 tuple(self.buffer_spans),
             )
         finally:
-            self.memories, self.streams, self.events, self.streams_on = declared
+            self.memories, self.streams, self.events, self.streams_on, self.default_streams = declared
         before = len(self.warnings)
         self.usage_warnings(program)
         self.warned.append({(w.code, w.primary_span) for w in self.warnings[before:]})
@@ -1150,11 +1174,11 @@ class _Lowerer:
             self.stream_sets.append(index)
             return
         kinds = ("stream", "event") if isinstance(node, ast.Query) else ("stream", "event", "device")
-        entity = self.lookup(node.target.name, *kinds)
-        target = self.resolve(node.target, env, entity.kind)
-        if entity.kind == "event":
+        kind = "stream" if node.target.member is not None else self.lookup(node.target.name, *kinds).kind
+        target = self.resolve(node.target, env, kind)
+        if kind == "event":
             self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.EVENT, target=target, form=form, bindings=bindings)
-        elif entity.kind == "device":
+        elif kind == "device":
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
             self.stream_sets.append(index)
         else:
@@ -1191,9 +1215,13 @@ class _Lowerer:
             return
         for access in self.lifetimes(node.access, region):
             memory = self.memories[access.memory]
-            if free and memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA:
+            if memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA:
+                # CUDA programming guide, "Implicit Synchronization": a device memory allocation
+                # (cudaMalloc) or deallocation (cudaFree) keeps commands issued before and after it
+                # from running concurrently; both are modelled as synchronizing the device.
+                call = "cudaFree" if free else "cudaMalloc"
                 index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=memory.device,
-                                  form=f"free {access.written_as} (cudaFree synchronizes the device)",
+                                  form=f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes the device)",
                                   bindings=bindings)
                 self.stream_sets.append(index)
             self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,

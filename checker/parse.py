@@ -467,8 +467,8 @@ class _ToAst(Transformer_NonRecursive):
     def duration(self, meta, token):
         return ast.Duration(duration_ns(token), span_of(token))
 
-    def ref(self, meta, name, index=None):
-        return ast.Ref(_name(name), index, span_of(meta))
+    def ref(self, meta, name, index=None, member=None):
+        return ast.Ref(_name(name), index, span_of(meta), _name(member) if member is not None else None)
 
     def access(self, meta, name, *subscripts):
         return ast.AccessRef(_name(name), tuple(subscripts), span_of(meta))

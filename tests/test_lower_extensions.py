@@ -275,17 +275,49 @@ def test_sync_stream_sets():
     ]
 
 
-def test_cuda_free_synchronizes_the_device():
-    p = program(CUDA + "thread main {\n  s: free x\n  free x\n  free y\n  free page\n}\n")
+def test_cuda_free_and_malloc_synchronize_the_device():
+    p = program(CUDA + "thread main {\n  s: free x\n  free x\n  free y\n  free page\n"
+                "  alloc x\n  alloc y\n  s: alloc x\n}\n")
     rows = [(s.op, s.stream, s.sync, s.target, s.memory, s.form) for s in p.statements]
     assert rows == [
         (Op.FREE, 0, None, None, 2, ""),
         (Op.SYNC, None, SyncKind.DEVICE, 0, None, "free x (cudaFree synchronizes the device)"),
         (Op.FREE, None, None, None, 2, ""),
-        (Op.FREE, None, None, None, 3, ""),
-        (Op.FREE, None, None, None, 0, ""),
+        (Op.FREE, None, None, None, 3, ""),     # cann: no implicit synchronization
+        (Op.FREE, None, None, None, 0, ""),     # host memory
+        (Op.SYNC, None, SyncKind.DEVICE, 0, None, "alloc x (cudaMalloc synchronizes the device)"),
+        (Op.ALLOC, None, None, None, 2, ""),
+        (Op.ALLOC, None, None, None, 3, ""),
+        (Op.ALLOC, 0, None, None, 2, ""),       # cudaMallocAsync is stream-ordered
     ]
     assert p.statements[1].streams == (0, 1, 2)
+    assert p.statements[5].streams == (0, 1, 2)
+
+
+def test_default_stream_by_name():
+    p = program(CUDA + "device gs[2] { runtime cuda }\ncomm c = { gs[0].default, gs[1].default }\n"
+                "thread main {\n  g.default: kernel k\n  n.default: kernel k\n  sync n.default\n"
+                "  sync g.default\n  gs[1].default: allreduce c x\n  gs[0].default: allreduce c x\n}\n")
+    names = [p.streams[s.stream].name if s.stream is not None else None for s in p.statements]
+    # `g` declares a legacy stream (`null`): that is its default stream; `n` (cann) gets an
+    # implicit one that the legacy rules do not touch, as `memcpy` uses.
+    assert names == ["null", "n.default", None, None, "gs[1].default", "gs[0].default"]
+    sync_n, sync_g = p.statements[2:4]
+    assert (sync_n.sync, p.streams[sync_n.target].name, sync_n.streams) == (SyncKind.STREAM, "n.default", (sync_n.target,))
+    assert (sync_g.sync, sync_g.streams) == (SyncKind.STREAMS, (2, 0))   # the legacy marker covers `s`
+    n_default = next(s for s in p.streams if s.name == "n.default")
+    assert n_default.mode is StreamMode.NONBLOCKING
+    assert [p.streams[m].name for m in p.comms[0].members] == ["gs[0].default", "gs[1].default"]
+
+
+@pytest.mark.parametrize("statement, code, column, message", [
+    ("sync g.defaults", Code.SP010, 10, "a device has no `defaults`"),
+    ("sync s.default", Code.SP012, 8, "`s` is a stream, not a device"),
+    ("s: record g.default", Code.SP012, 13, "`g.default` is a stream, not an event"),
+    ("sync nowhere.default", Code.SP010, 8, "`nowhere` is not declared"),
+])
+def test_default_stream_errors(statement, code, column, message):
+    error_of(CUDA + f"event e\nthread main {{\n  {statement}\n}}\n", code, 14, column, message)
 
 
 # -- implicitly synchronizing calls ------------------------------------------------------------
