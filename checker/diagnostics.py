@@ -47,6 +47,8 @@ def error(code: Code, message: str, span: Span | None, label: str = "", help: st
     return Diagnostic(code, Severity.ERROR, message, annotations, help, notes)
 
 
-def warning(code: Code, message: str, span: Span | None, label: str = "", help: str = "") -> Diagnostic:
+def warning(code: Code, message: str, span: Span | None, label: str = "", help: str = "",
+            secondary: tuple[tuple[Span, str], ...] = ()) -> Diagnostic:
     annotations = () if span is None else (Annotation(span, label, True),)
+    annotations += tuple(Annotation(s, text, False) for s, text in secondary)
     return Diagnostic(code, Severity.WARNING, message, annotations, help)

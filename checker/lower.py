@@ -1545,10 +1545,35 @@ class _Lowerer:
 
     def free_tensor(self, node: ast.HostFree, tensor: int, bindings) -> None:
         memory = self.tensor_use(tensor, node.access.span)
-        self.tensor_events.append(("free", self.current_thread, -1 - memory))
+        self.tensor_events.append(("free", self.current_thread, -1 - memory, node.span))
         self.placed.append(len(self.statements))
         self.emit(node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
                   form=f"free {self.tensors[tensor].name}")
+
+    def shared_pool_warnings(self, freed_into: dict[int, list[tuple[int, Span, "_Slot"]]]) -> None:
+        """SP056: PyTorch's caching allocator is one per process, so an `alloc` on a stream may
+        take a block that another thread freed into that stream's pool, depending on which ran
+        first. The simulation keeps a pool per thread and stream (a fixed block per tensor),
+        so that reuse, and the races it brings, go unchecked: say so at the alloc."""
+        warned: set[int] = set()
+        for slot in self.slots:
+            if slot.kind != "alloc" or slot.stream is None or slot.thread in warned:
+                continue
+            others = [(thread, span, freed) for thread, span, freed in freed_into.get(slot.stream, ())
+                      if thread != slot.thread and self.tensors[freed.tensor].device == self.tensors[slot.tensor].device]
+            if not others:
+                continue
+            warned.add(slot.thread)
+            thread, span, freed = others[0]
+            stream = self.streams[slot.stream].name
+            self.warnings.append(warning(
+                Code.SP056, f"thread `{self.threads[slot.thread].name}` allocates `{self.tensors[slot.tensor].name}` "
+                f"from the pool of `{stream}`, into which thread `{self.threads[thread].name}` frees "
+                f"`{self.tensors[freed.tensor].name}`", slot.span, "may reuse that block",
+                secondary=((span, "freed here"),),
+                help="the caching allocator is shared by all threads, but streamproof hands out blocks per "
+                     "thread, so a reuse across threads is not checked: allocate and free these tensors on "
+                     "one thread, or give each thread its own stream to allocate on"))
 
     def record_stream(self, node: ast.RecordStreamTask, env, bindings) -> None:
         stream, _ = self.on_stream(node, env, bindings)
@@ -1598,6 +1623,7 @@ class _Lowerer:
         blocks: list[_Block] = []
         pools: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (thread, stream) -> [(block, freed at)]
         fresh: dict[int, int] = {}
+        freed_into: dict[int, list[tuple[int, Span, _Slot]]] = {}  # stream -> [(thread, free, slot)]
         order = sorted(range(len(self.tensor_events)), key=lambda i: (self.tensor_events[i][1], i))
         for clock, i in enumerate(order):
             event = self.tensor_events[i]
@@ -1623,6 +1649,8 @@ class _Lowerer:
                     continue
                 slot.freed = True
                 pools.setdefault((slot.thread, slot.stream), []).append((slot.block, clock))
+                freed_into.setdefault(slot.stream, []).append((slot.thread, event[3], slot))
+        self.shared_pool_warnings(freed_into)
         base = len(self.memories)
         memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners),
                                 b.pool) for k, b in enumerate(blocks))

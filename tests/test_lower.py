@@ -1,5 +1,5 @@
 """Lowering: every statement's IR fields, unrolling and expressions, collective groups,
-and every name/range/kind error (SP010-SP024) and warning (SP050-SP055) with its span."""
+and every name/range/kind error (SP010-SP024) and warning (SP050-SP056) with its span."""
 
 from __future__ import annotations
 
@@ -720,3 +720,18 @@ def test_sp055_record_stream_on_the_allocation_stream_does_nothing():
     found = warnings(head + body.replace("RECORD", "main: record_stream act"))
     assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP055, 8, 3)]
     assert warnings(head + body.replace("RECORD", "side: record_stream act")) == []
+
+
+def test_sp056_a_pool_that_two_threads_allocate_from_and_free_into():
+    head = "device g { compute 2 }\ntensor a 1MiB on g\ntensor b 1MiB on g\nstream main on g\nstream side on g\n"
+    loader = "thread loader {\n  main: alloc a\n  side: wait_stream main\n  side: kernel use reads a\n  FREE\n}\n"
+    trainer = "thread trainer {\n  STREAM: alloc b\n}\n"
+    found = warnings(head + loader.replace("FREE", "free a") + trainer.replace("STREAM", "main"))
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP056, 13, 3)]
+    assert found[0].message == "thread `trainer` allocates `b` from the pool of `main`, into which thread `loader` frees `a`"
+    assert [a.span.line for a in found[0].annotations] == [13, 10]
+    # another stream's pool, no free, or a free whose reuse record_stream defers: nothing to say
+    assert warnings(head + loader.replace("FREE", "free a") + trainer.replace("STREAM", "side")) == []
+    assert warnings(head + loader.replace("FREE", "") + trainer.replace("STREAM", "main")) == []
+    deferred = loader.replace("FREE", "side: record_stream a\n  free a")
+    assert warnings(head + deferred + trainer.replace("STREAM", "main")) == []
