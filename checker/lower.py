@@ -1287,9 +1287,12 @@ class _Lowerer:
                              self.copy_engine(device, kind), common, written,
                              sync=(stream,) + self.blocking_streams(stream))
             return
+        # CUDA, "API synchronization behavior": "For transfers from device memory to device
+        # memory, no host-side synchronization is performed": the call returns once enqueued.
+        returns_at_once = kind is CopyKind.D2D and self.devices[device].runtime is Runtime.CUDA
         self.emit(node, op=Op.COPY, stream=stream, device=device, accesses=self.touch((source, destination)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=self.copy_engine(device, kind),
-                  copy=kind, blocking=True, bindings=bindings,
+                  copy=kind, blocking=not returns_at_once, bindings=bindings,
                   form=f"memcpy {destination.written_as} <- {source.written_as}")
 
     def device_memory(self, access: Access, node, what: str) -> Memory:
@@ -1302,9 +1305,13 @@ class _Lowerer:
     def host_memset(self, node: ast.HostMemset, env, bindings) -> None:
         access = self.access(node.access, env, True)
         device = self.device_memory(access, node, "memset").device
+        # CUDA, "API synchronization behavior": "The synchronous memset functions are
+        # asynchronous with respect to the host except when the target is pinned host memory or
+        # a Unified Memory region" (device memory here): the call returns once enqueued.
+        cuda = self.devices[device].runtime is Runtime.CUDA
         self.emit(node, op=Op.MEMSET, stream=self.default_stream(device), device=device,
                   accesses=self.touch((access,)), duration=node.duration.nanoseconds if node.duration else 0,
-                  engine=Engine.COMPUTE, blocking=True, bindings=bindings, form=f"memset {access.written_as}")
+                  engine=Engine.COMPUTE, blocking=not cuda, bindings=bindings, form=f"memset {access.written_as}")
 
     # -- stream statements
 

@@ -347,6 +347,22 @@ def test_memcpy_runs_on_the_default_stream():
     assert p.statements[2].duration == 10**6 and rw(p, p.statements[2]) == [("page.staged#1", 0, MiB, False), ("x", 0, MiB, True)]
 
 
+def test_cuda_memcpy_device_to_device_and_memset_return_at_once():
+    # CUDA, "API synchronization behavior": no host-side synchronization device to device, and
+    # memsets of device memory are asynchronous with respect to the host; cann keeps blocking.
+    p = program(CUDA + "buffer x2 1MiB on g\nthread main {\n  memcpy x2 <- x\n  memset x\n  memcpy page <- x\n"
+                "  memcpy x <- pin\n  memcpy y <- y\n  memset y\n}\n")
+    rows = [(s.op, p.streams[s.stream].name, s.copy, s.blocking) for s in p.statements]
+    assert rows == [
+        (Op.COPY, "null", CopyKind.D2D, False),
+        (Op.MEMSET, "null", None, False),
+        (Op.COPY, "null", CopyKind.D2H, True),
+        (Op.COPY, "null", CopyKind.H2D, True),
+        (Op.COPY, "n.default", CopyKind.D2D, True),
+        (Op.MEMSET, "n.default", None, True),
+    ]
+
+
 def test_memcpy_between_host_buffers():
     error_of(CUDA + "thread main {\n  memcpy page <- pin\n}\n", Code.SP016, 13, 3, "two host buffers")
 
