@@ -466,3 +466,41 @@ def test_threads_sharing_a_stream_still_check_and_simulate():
 def test_an_execution_trace_given_as_the_trace_says_to_use_et(run, tmp_path):
     status, _, stderr = run("import", "kineto", ET, "-o", tmp_path / "x.sched")
     assert status == 2 and "--et" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def _query_trace(query_at: float) -> dict:
+    """A kernel of 1000 us on stream 20, a record after it, a cudaEventQuery of that record
+    at `query_at`, then a kernel on stream 7."""
+    return {"traceEvents": [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 1.0, 3, correlation=1),
+        _event("kernel", "fill", 0, 20, 5.0, 1000, stream=20, device=0, correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 10.0, 2, correlation=2),
+        _event("cuda_runtime", "cudaEventQuery", 1, 1, query_at, 2, correlation=3),
+        _event("cuda_sync", "Event Sync", 0, -1, query_at + 0.5, 1, cuda_sync_kind="Event Sync", stream=-1,
+               device=0, wait_on_stream=20, wait_on_cuda_event_record_corr_id=2, correlation=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, query_at + 10, 3, correlation=4),
+        _event("kernel", "reduce", 0, 7, max(query_at + 20, 1010.0), 20, stream=7, device=0, correlation=4),
+    ]}
+
+
+def test_an_event_query_that_found_the_work_running_orders_nothing():
+    # CUDA's cudaEventQuery returns cudaErrorNotReady at once while the recorded work runs;
+    # CUPTI still reports it as an Event Sync.
+    running = import_kineto(_query_trace(20.0))
+    assert statements(load(running).program, Op.SYNC) == []
+    assert "found the event not ready: it orders nothing" in running.text
+    done = import_kineto(_query_trace(1100.0))  # after the kernel ended: it returned success
+    (sync,) = statements(load(done).program, Op.SYNC)
+    assert sync.sync is SyncKind.EVENT
+
+
+def test_a_synchronous_device_to_device_copy_does_not_block_the_host():
+    # CUDA, "API synchronization behavior": no host-side synchronization from device to device.
+    def copy(name: str) -> dict:
+        return {"traceEvents": [
+            _event("cuda_runtime", "cudaMemcpy", 1, 1, 1.0, 3, correlation=1),
+            _event("gpu_memcpy", name, 0, 7, 5.0, 300, stream=7, device=0, correlation=1),
+        ]}
+    assert statements(load(import_kineto(copy("Memcpy DtoD (Device -> Device)"))).program, Op.SYNC) == []
+    (sync,) = statements(load(import_kineto(copy("Memcpy DtoH (Device -> Pinned)"))).program, Op.SYNC)
+    assert sync.sync is SyncKind.STREAM

@@ -45,6 +45,10 @@ RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEven
 WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
 STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"})
 EVENT_SYNC_CALLS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize"})
+EVENT_QUERY_CALLS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery"})
+"""Calls that return at once, done or not: CUPTI reports them as an `Event Sync`, but only a
+query that found the recorded work done orders anything (CUDA runtime API, `cudaEventQuery`:
+`cudaErrorNotReady` "if all captured work has not yet been completed")."""
 DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize",
                                "cudaThreadSynchronize"})
 FREE_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFree_v2", "cuMemFreeHost",
@@ -317,6 +321,8 @@ class _Builder:
         self.notes: list[str] = []
         self.assumptions: list[str] = []
         self.assumed = 0
+        self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
+        """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
         self.stream_keys: set[tuple[int, int]] = set()
         self.devices: set[int] = set()
         self.events: set[int] = set()
@@ -507,6 +513,10 @@ class _Builder:
             needed.add(sync.record)
             return [_Action("wait", stream=key, record=sync.record)]
         if kind == "Event Sync":
+            if call.name in EVENT_QUERY_CALLS and sync.record >= 0 and self._not_ready(sync.record, call):
+                return [_Action("note", note=f"{call.name} returned before the work its record (corr "
+                                             f"{sync.record}) follows had finished, so it found the event "
+                                             "not ready: it orders nothing")]
             if sync.record < 0:
                 return [_Action("note", note=f"{call.name}: the event was never recorded; nothing to wait for")]
             if sync.record not in self.t.call_by_corr:
@@ -525,6 +535,32 @@ class _Builder:
             self.devices.add(sync.device)
             return [_Action("sync_device", device=sync.device)]
         return [_Action("note", note=f"{call.name}: unknown cuda_sync kind {kind!r}; left out")]
+
+    def _not_ready(self, record: int, query: Call) -> bool:
+        """Whether the GPU work enqueued on the record's stream before the record was still
+        running when `query` returned (the trace's own timing), so the query saw it not done."""
+        t = self.t
+        recorded = t.call_by_corr.get(record)
+        where = t.record_streams.get(record)
+        if recorded is None or where is None:
+            return False
+        if self._stream_ends is None:
+            ends: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+            for op in t.gpu:
+                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
+                if launch is not None:
+                    ends[(op.device, op.stream)].append((launch.start, op.start + op.dur))
+            self._stream_ends = {}
+            for key, items in ends.items():
+                items.sort()
+                latest, running = [], 0
+                for _, end in items:
+                    running = max(running, end)
+                    latest.append(running)
+                self._stream_ends[key] = ([start for start, _ in items], latest)
+        starts, latest = self._stream_ends.get(where, ([], []))
+        k = bisect.bisect_left(starts, recorded.start)
+        return k > 0 and latest[k - 1] > query.end
 
     def _assume(self, text: str) -> None:
         self.assumed += 1
@@ -737,7 +773,9 @@ class _Builder:
             lines.append(f"{stream}: kernel {name}{rw_text(reads, writes)}{dur}")
             return False
         direction, src_kind, dst_kind = _memcpy_kind(gpu.name)
-        sync_api = call.name in SYNC_COPY_CALLS
+        # CUDA, "API synchronization behavior": "For transfers from device memory to device
+        # memory, no host-side synchronization is performed", even by cudaMemcpy.
+        sync_api = call.name in SYNC_COPY_CALLS and not (src_kind not in HOST_KINDS and dst_kind not in HOST_KINDS)
         if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
             lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
             if sync_api:
