@@ -504,3 +504,24 @@ def test_a_synchronous_device_to_device_copy_does_not_block_the_host():
     assert statements(load(import_kineto(copy("Memcpy DtoD (Device -> Device)"))).program, Op.SYNC) == []
     (sync,) = statements(load(import_kineto(copy("Memcpy DtoH (Device -> Pinned)"))).program, Op.SYNC)
     assert sync.sync is SyncKind.STREAM
+
+
+def test_without_cuda_sync_a_record_waited_on_by_its_own_stream_is_taken_as_another_stream_s():
+    # main.wait_stream(side) after work on both: the record is on `side`, though the thread's
+    # last launch was on `main` (a wait for a record on its own stream would order nothing).
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "prefetch", 0, 20, 3.0, 50, stream=20, device=0, correlation=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 4.0, 2, correlation=2),
+        _event("kernel", "compute", 0, 7, 7.0, 10, stream=7, device=0, correlation=2),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 8.0, 1, correlation=3),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 10.0, 1, correlation=4),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 12.0, 2, correlation=5),
+        _event("kernel", "use", 0, 7, 54.0, 10, stream=7, device=0, correlation=5),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.streams[wait.stream].name == "stream7"
+    assert program.streams[record_of(program, wait.event).stream].name == "stream20"
+    assert "assumed: records the stream of the thread's latest launch" in imported.text

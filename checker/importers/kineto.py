@@ -401,13 +401,28 @@ class _Builder:
         record_times = [r[0] for r in records]
         record_stream = dict(t.record_streams)
         inferred_record_stream: dict[int, tuple[int, int]] = {}
+        earlier_streams: dict[int, list[tuple[int, int]]] = {}
+        """Per inferred record: its thread's launch streams before it, the latest first."""
         for thread, calls in t.calls.items():
-            last = None
+            recent: list[tuple[int, int]] = []
             for call, stream in zip(calls, launched[thread]):
                 if stream is not None:
-                    last = stream
-                if call.name in RECORD_CALLS and call.correlation is not None and last is not None:
-                    inferred_record_stream[call.correlation] = last
+                    if stream in recent:
+                        recent.remove(stream)
+                    recent.insert(0, stream)
+                if call.name in RECORD_CALLS and call.correlation is not None and recent:
+                    inferred_record_stream[call.correlation] = recent[0]
+                    earlier_streams[call.correlation] = recent[:8]
+
+        def record_for_wait(corr: int, waiting: tuple[int, int]) -> None:
+            """A wait for a record on its own stream orders nothing, so programs wait for another
+            stream's record (`wait_stream`, `wait_event`): if the guess is the waiting stream,
+            take the latest other stream the recording thread launched onto."""
+            if corr in record_stream or inferred_record_stream.get(corr) != waiting:
+                return
+            other = next((st for st in earlier_streams.get(corr, ()) if st != waiting), None)
+            if other is not None:
+                inferred_record_stream[corr] = other
         needed: set[int] = set()
         if not t.has_cuda_sync:
             self.no_sync_note = True
@@ -455,6 +470,7 @@ class _Builder:
                         actions.append(_Action("note", note=f"{name}: no cudaEventRecord before it; a wait with no record does nothing"))
                     else:
                         needed.add(corr)
+                        record_for_wait(corr, target)
                         actions.append(_Action("wait", stream=target, record=corr,
                                                assumed=f"{name} waits on the stream of the next launch on this thread "
                                                        f"and binds to the latest cudaEventRecord before it (corr {corr})"))
@@ -484,12 +500,14 @@ class _Builder:
         # Records: exact ones on the stream cuda_sync names, inferred ones on the stream of the
         # recording thread's previous launch.
         self.record_stream: dict[int, tuple[int, int]] = {}
+        self.inferred_records: set[int] = set()
+        """Records whose stream is a guess (no `cuda_sync` or `cuda_event` entry names it)."""
         for corr in needed:
             where = record_stream.get(corr)
             if where is None:
                 where = inferred_record_stream.get(corr)
-                if where is not None and t.has_cuda_sync:
-                    self._assume(f"the record of corr {corr} is on the stream of its thread's previous launch")
+                if where is not None:
+                    self.inferred_records.add(corr)
             if where is not None:
                 self.record_stream[corr] = where
                 self.stream_keys.add(where)
@@ -725,7 +743,12 @@ class _Builder:
                     source_comment()
                     if action.kind == "record":
                         stream = self.stream_name(self.record_stream[action.record])
-                        lines.append(f"{stream}: record e{action.record}  # {call.name}")
+                        why = f"  # {call.name}"
+                        if action.record in self.inferred_records:
+                            guess = "records the stream of the thread's latest launch (other than the waiting stream's)"
+                            why += f"; assumed: {guess}"
+                            self._assume(f"the record of corr {action.record} {guess}")
+                        lines.append(f"{stream}: record e{action.record}{why}")
                         self.counts["record"] += 1
                     else:
                         stream = self.stream_name(action.stream)
