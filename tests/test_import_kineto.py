@@ -368,6 +368,10 @@ def test_cli_notes_missing_cuda_sync_events(run, tmp_path):
     (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "args": {"stream": 7}},'
      b' {"ph": "X", "cat": "kernel", "name": "k", "ts": 2e12, "dur": 1, "args": {"stream": 7}}]}',
      "looks corrupt"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0,'
+     b' "dur": 1, "args": {"correlation": 5}}, {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",'
+     b' "pid": 2, "tid": 2, "ts": 0, "dur": 1, "args": {"correlation": 5}}]}',
+     "correlation id 5 appears in two processes (pid 1 and pid 2)"),
 ])
 def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message):
     path = tmp_path / "trace.json"

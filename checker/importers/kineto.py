@@ -283,7 +283,14 @@ class _Trace:
                         corr if isinstance(corr, int) and corr >= 0 else None)
             self.calls[thread].append(call)
             if call.correlation is not None:
-                self.call_by_corr.setdefault(call.correlation, call)
+                first = self.call_by_corr.setdefault(call.correlation, call)
+                if first.thread[0] != thread[0]:
+                    # CUPTI numbers correlations per process: a trace that merges several
+                    # processes (ranks) cannot tell whose kernel a launch started.
+                    raise TraceError(
+                        f"correlation id {call.correlation} appears in two processes (pid {first.thread[0]} "
+                        f"and pid {thread[0]}): the trace merges several processes; import each "
+                        "process's (rank's) trace on its own")
         for calls in self.calls.values():
             calls.sort(key=lambda c: (c.start, -c.end))
         self.ops: dict[tuple, list[CpuOp]] = defaultdict(list)
