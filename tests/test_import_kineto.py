@@ -242,6 +242,21 @@ def test_chakra_layout_of_the_execution_trace():
     assert et.operator(9, "aten::mul") is None  # linked by rf_id and name
 
 
+def test_the_record_of_an_in_place_collective_writes_its_buffer():
+    # PyTorch's record_param_comms has no schema; its outputs are the collective's outputs,
+    # the same tensors as its inputs for an in-place allreduce.
+    def node(name: str) -> dict:
+        grad = [3, 7, 0, 16, 4, "cuda:0"]
+        return {"id": 5, "name": name, "ctrl_deps": 2,
+                "inputs": {"values": [[grad], 0], "shapes": [[[16]], []],
+                           "types": ["GenericList[Tensor(float)]", "Int"]},
+                "outputs": {"values": [[grad]], "shapes": [[[16]]], "types": ["GenericList[Tensor(float)]"]},
+                "attrs": [{"name": "rf_id", "type": "uint64", "value": 9}]}
+    for name, written in (("record_param_comms", True), ("my::opaque_op", False)):
+        et = read_execution_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [node(name)]})
+        assert [(a.storage, a.write) for a in et.operator(9, name).accesses] == [(7, written)]
+
+
 # ---------------------------------------------------------------- shapes of real traces
 
 

@@ -26,6 +26,11 @@ NO_DATA = frozenset({
 })
 """Operators whose schema says they mutate or produce a tensor but that touch no data."""
 
+WRITES_ITS_OUTPUTS = frozenset({"record_param_comms"})
+"""Operators without a schema whose outputs are written even when they are also inputs: the
+record PyTorch keeps around every collective (`RECORD_PARAM_COMMS_DATA`: inputs are the input
+tensors, outputs the output tensors), so an in-place allreduce writes its buffer."""
+
 
 @dataclass(frozen=True, slots=True)
 class TensorAccess:
@@ -210,7 +215,7 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
                 continue
         for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
                                               strides[i] if strides and i < len(strides) else None):
-            if parsed is None and tensor[0] in seen_inputs:
+            if parsed is None and tensor[0] in seen_inputs and name not in WRITES_ITS_OUTPUTS:
                 continue  # without a schema, an output that is an input is no new write
             add(tensor, shape, stride, True)
     return tuple(TensorAccess(s, d, a, b, w) for (s, d, a, b), w in found.items())
