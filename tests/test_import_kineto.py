@@ -544,3 +544,25 @@ def test_without_cuda_sync_a_record_waited_on_by_its_own_stream_is_taken_as_anot
     assert program.streams[wait.stream].name == "stream7"
     assert program.streams[record_of(program, wait.event).stream].name == "stream20"
     assert "assumed: records the stream of the thread's latest launch" in imported.text
+
+
+def test_a_wait_bound_to_another_thread_s_record_keeps_that_binding():
+    # The trace names the record (`wait_on_cuda_event_record_corr_id`); the threads' own
+    # synchronization is not in it, so the spec keeps the binding with a flag event.
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "produce", 0, 20, 3.0, 50, stream=20, device=0, correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 4.0, 1, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 2, 10.0, 1, correlation=3),
+        _event("cuda_sync", "Stream Wait Event", 0, -1, 10.5, 0, cuda_sync_kind="Stream Wait Event", stream=7,
+               device=0, wait_on_stream=20, wait_on_cuda_event_record_corr_id=2, correlation=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 12.0, 2, correlation=4),
+        _event("kernel", "consume", 0, 7, 54.0, 10, stream=7, device=0, correlation=4),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.events[wait.event].flag
+    assert program.threads[wait.thread].name != program.threads[record_of(program, wait.event).thread].name
+    report = check_loaded(load(imported), Options(timeout=10))
+    assert report.status.value == "clean"

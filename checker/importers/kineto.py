@@ -328,6 +328,8 @@ class _Builder:
         self.notes: list[str] = []
         self.assumptions: list[str] = []
         self.assumed = 0
+        self.cross_thread: set[int] = set()
+        """Records that a wait or event sync of another thread bound to (flag events)."""
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
         """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
         self.stream_keys: set[tuple[int, int]] = set()
@@ -523,6 +525,12 @@ class _Builder:
 
     def _exact(self, sync: SyncEvent, call: Call, needed: set[int]) -> list[_Action]:
         kind = sync.kind
+        recorded = self.t.call_by_corr.get(sync.record) if sync.record >= 0 else None
+        if kind in ("Stream Wait Event", "Event Sync") and recorded is not None and recorded.thread != call.thread:
+            # The trace names the record this wait bound to, issued by another thread; the
+            # spec keeps that binding whatever the interleaving (a flag event with this one
+            # record), since the threads' own synchronization is not in the trace.
+            self.cross_thread.add(sync.record)
         if kind == "Stream Wait Event":
             if sync.stream < 0:
                 return [_Action("note", note=f"{call.name}: Stream Wait Event without a stream; left out")]
@@ -1006,7 +1014,7 @@ class _Builder:
         for key in sorted(self.stream_keys):
             out.append(f"stream {self.stream_name(key)} on gpu{key[0]}")
         for corr in sorted(self.events):
-            out.append(f"event e{corr}")
+            out.append(f"event e{corr} flag" if corr in self.cross_thread else f"event e{corr}")
         for name, (count, place) in sorted(self.placeholders.items()):
             pinned = " pinned" if place.endswith("pinned") else ""
             where = place.split()[0]
