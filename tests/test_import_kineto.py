@@ -566,3 +566,22 @@ def test_a_wait_bound_to_another_thread_s_record_keeps_that_binding():
     assert program.threads[wait.thread].name != program.threads[record_of(program, wait.event).thread].name
     report = check_loaded(load(imported), Options(timeout=10))
     assert report.status.value == "clean"
+
+
+def test_a_cross_device_wait_records_on_the_device_that_ran_the_recorded_stream():
+    # cuda_sync names the waiting stream's device; stream 13 ran only on gpu0.
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "produce", 0, 13, 3.0, 50, stream=13, device=0, correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 4.0, 1, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 10.0, 1, correlation=3),
+        _event("cuda_sync", "Stream Wait Event", 1, -1, 10.5, 0, cuda_sync_kind="Stream Wait Event", stream=30,
+               device=1, wait_on_stream=13, wait_on_cuda_event_record_corr_id=2, correlation=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 12.0, 2, correlation=4),
+        _event("kernel", "consume", 1, 30, 54.0, 10, stream=30, device=1, correlation=4),
+    ]
+    program = load(import_kineto({"traceEvents": events})).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.streams[wait.stream].name == "stream30"
+    assert program.streams[record_of(program, wait.event).stream].name == "stream13"
+    assert sorted(s.name for s in program.streams) == ["stream13", "stream30"]

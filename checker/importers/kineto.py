@@ -194,6 +194,8 @@ class _Trace:
         raw_ops: list[tuple] = []
         self.syncs: dict[int, SyncEvent] = {}
         self.record_streams: dict[int, tuple[int, int]] = {}
+        waited_on: dict[int, tuple[int, int]] = {}
+        """Record -> (device of the waiting stream, recorded stream), from cuda_sync events."""
         self.thread_names: dict[tuple, str] = {}
         self.has_cuda_sync = False
         self.skipped = 0
@@ -250,7 +252,7 @@ class _Trace:
                 if corr >= 0:
                     self.syncs[corr] = sync
                 if sync.record >= 0 and sync.wait_on_stream >= 0:
-                    self.record_streams.setdefault(sync.record, (device, sync.wait_on_stream))
+                    waited_on.setdefault(sync.record, (device, sync.wait_on_stream))
                 continue
             elif cat == "cuda_event":
                 corr = _int(args.get("correlation"))
@@ -275,6 +277,16 @@ class _Trace:
         for ops in self.gpu_by_corr.values():
             if len(ops) > 1:
                 ops.sort(key=lambda g: g.start)
+        # A cuda_sync names the waiting stream's device; the recorded stream may be on another
+        # (a cross-device wait): take the one device whose work ran on that stream, if just one.
+        devices_of_stream: dict[int, set[int]] = defaultdict(set)
+        for op in self.gpu:
+            devices_of_stream[op.stream].add(op.device)
+        for record, (device, stream) in waited_on.items():
+            devices = devices_of_stream.get(stream, set())
+            if device not in devices and len(devices) == 1:
+                device = next(iter(devices))
+            self.record_streams.setdefault(record, (device, stream))
         self.calls: dict[tuple, list[Call]] = defaultdict(list)
         self.call_by_corr: dict[int, Call] = {}
         for thread, name, ts, dur, corr in raw_calls:
