@@ -200,6 +200,19 @@ def test_execution_trace_gives_reads_writes_and_byte_ranges():
     assert [accesses(s) for s in fills] == [[("s505", 0, 4096, True)]]
 
 
+def test_an_execution_trace_of_another_run_is_said_to_match_nothing():
+    data = trace()
+    for event in data["traceEvents"]:  # another run: other record function and external ids
+        for key in ("Record function id", "External id"):
+            if key in event.get("args", {}):
+                event["args"][key] += 100_000
+    imported = import_kineto(data, read_execution_trace(json.loads(ET.read_text())))
+    assert any("none of the" in note and "is in the Execution Trace" in note for note in imported.notes)
+    assert "0 of the" in imported.text
+    matched = import_kineto(trace(), read_execution_trace(json.loads(ET.read_text())))
+    assert not any("is in the Execution Trace" in note for note in matched.notes)
+
+
 def test_execution_trace_finds_the_race_a_missing_wait_leaves():
     data = trace()
     # drop stream 7's wait for the copy: the kernel may read the copy's bytes while it runs

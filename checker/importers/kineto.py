@@ -340,6 +340,9 @@ class _Builder:
         self.notes: list[str] = []
         self.assumptions: list[str] = []
         self.assumed = 0
+        self.et_linked: set[int] = set()
+        self.et_unlinked: set[int] = set()
+        """Operators looked up in the Execution Trace, found or not (by id)."""
         self.cross_thread: set[int] = set()
         """Records that a wait or event sync of another thread bound to (flag events)."""
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
@@ -657,6 +660,7 @@ class _Builder:
         found = et.operator(op.rf_id, op.name) if op.rf_id is not None else None
         if found is None and op.external_id is not None:
             found = et.operator(op.external_id, op.name)
+        (self.et_linked if found is not None else self.et_unlinked).add(id(op))
         return found
 
     def _storage(self, access, pinned: bool = False) -> str:
@@ -939,6 +943,9 @@ class _Builder:
         self._name_streams()
         names = self.thread_names(threads)
         bodies = [self.thread_text(thread, names[thread], plans.get(thread, ())) for thread in threads]
+        if self.et is not None and self.et_unlinked and not self.et_linked:
+            self.notes.append(f"none of the {len(self.et_unlinked):,} operators looked up is in the Execution "
+                              "Trace (is it from another run or iteration?): kernels access no memory")
         dropped = False
         for lines, index, storages in self._pageable_syncs:
             if not any(self.storages.get(key) for key in storages):
@@ -993,7 +1000,9 @@ class _Builder:
         else:
             out.append("The trace has no cuda_sync events: event bindings and synchronized streams are inferred.")
         if self.et is not None:
-            out.append("Reads and writes come from the Execution Trace: buffers are tensor storages (sN).")
+            linked, looked_up = len(self.et_linked), len(self.et_linked | self.et_unlinked)
+            out.append(f"Reads and writes come from the Execution Trace: buffers are tensor storages (sN); "
+                       f"{linked:,} of the {looked_up:,} operators looked up were found in it.")
         else:
             out.append("Without an Execution Trace kernels access no memory; copies use placeholder memory, "
                        "one element per copy, so they never conflict.")
