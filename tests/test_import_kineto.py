@@ -598,3 +598,18 @@ def test_a_cross_device_wait_records_on_the_device_that_ran_the_recorded_stream(
     assert program.streams[wait.stream].name == "stream30"
     assert program.streams[record_of(program, wait.event).stream].name == "stream13"
     assert sorted(s.name for s in program.streams) == ["stream13", "stream30"]
+
+
+def test_a_pageable_copy_that_returned_before_it_ended_stages_its_source():
+    # CUDA: cudaMemcpyAsync from pageable memory returns once the source is staged; the trace
+    # shows the call ending at 50 us while the copy ran until 100 us.
+    def copy(call_dur: float) -> dict:
+        return {"traceEvents": [
+            _event("cuda_runtime", "cudaMemcpyAsync", 1, 1, 0.0, call_dur, correlation=1),
+            _event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 10.0, 90, stream=7, device=0,
+                   correlation=1),
+        ]}
+    staged = import_kineto(copy(50)).text
+    assert "host stage reads pageable_mem[0]" in staged and "stream7: copy gpu0_mem[0] <- pinned_mem[0] 90us" in staged
+    blocked = import_kineto(copy(101)).text  # returned after the copy: as written
+    assert "host stage" not in blocked and "stream7: copy gpu0_mem[0] <- pageable_mem[0] 90us" in blocked

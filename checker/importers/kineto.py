@@ -836,6 +836,14 @@ class _Builder:
                 lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
             return sync_api
         src, dst, storages = self._copy_ends(gpu, src_kind, dst_kind, stack)
+        if src_kind == "Pageable" and dst_kind not in HOST_KINDS and not sync_api and call.end < gpu.start + gpu.dur:
+            # CUDA, "API synchronization behavior": from pageable memory the call returns once
+            # the source is staged, and the trace shows it returning before the copy ended:
+            # the thread reads the source, the stream copies from a pinned staging buffer.
+            staging = self._placeholder("Pinned", gpu.device)
+            lines.append(f"host stage reads {src}  # {call.name} staged the pageable source and returned")
+            lines.append(f"{stream}: copy {dst} <- {staging}{dur}")
+            return False
         lines.append(f"{stream}: copy {dst} <- {src}{dur}")
         pageable = "Pageable" in (src_kind, dst_kind)
         if sync_api or storages:
