@@ -613,3 +613,19 @@ def test_a_pageable_copy_that_returned_before_it_ended_stages_its_source():
     assert "host stage reads pageable_mem[0]" in staged and "stream7: copy gpu0_mem[0] <- pinned_mem[0] 90us" in staged
     blocked = import_kineto(copy(101)).text  # returned after the copy: as written
     assert "host stage" not in blocked and "stream7: copy gpu0_mem[0] <- pageable_mem[0] 90us" in blocked
+
+
+def test_work_launched_before_the_window_is_enqueued_before_later_launches_on_its_stream():
+    events = [
+        _event("kernel", "old", 0, 7, 50.0, 40, stream=7, device=0, correlation=999),  # no call in the trace
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "new", 0, 7, 90.0, 10, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaStreamSynchronize", 1, 1, 5.0, 96, correlation=2),
+        _event("cuda_sync", "Stream Sync", 0, 7, 5.5, 95, cuda_sync_kind="Stream Sync", stream=7, device=0,
+               correlation=2),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    order = [s.name if s.op is Op.KERNEL else s.op.value for s in program.statements if s.op is not Op.HOST]
+    assert order == ["old", "new", "sync"]
+    assert abs(compare(imported, program).ratio - 1) <= 0.05

@@ -62,6 +62,8 @@ SYNC_COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cuda
 
 MEMCPY_NAME = re.compile(r"Memcpy (\w+) \(([^)]*?) -> ([^)]*?)\)")
 HOST_KINDS = frozenset({"Pageable", "Pinned"})
+ORPHAN_CALL = "(launched outside the profiled calls)"
+"""The call written for GPU work that has no runtime call in the trace."""
 
 
 # ---------------------------------------------------------------- the trace, read
@@ -932,17 +934,25 @@ class _Builder:
         if orphans:
             fallback = threads[0] if threads else ("gpu", "gpu")
             extra: dict[tuple, list] = defaultdict(list)
+            # Work that ran on a stream before work launched in the trace was enqueued before
+            # that launch (work launched before the profiling window, most often).
+            launches: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+            for op in t.gpu:
+                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
+                if launch is not None:
+                    launches[(op.device, op.stream)].append((op.start, launch.start))
             for n, op in enumerate(orphans):
                 key = (op.device, op.stream)
                 owner = max(owners[key].items(), key=lambda kv: kv[1])[0] if owners.get(key) else fallback
                 corr = -(n + 1)
                 op.correlation = corr
                 t.gpu_by_corr[corr].append(op)
-                call = Call(owner, "(launched outside the profiled calls)", op.start, op.start, corr)
+                issue = min([op.start] + [called for ran, called in launches.get(key, ()) if ran > op.start])
+                call = Call(owner, ORPHAN_CALL, issue, issue, corr)
                 extra[owner].append((call, [_Action("launch")]))
             for owner, items in extra.items():
                 merged = list(plans.get(owner, ())) + items
-                merged.sort(key=lambda item: (item[0].start, -item[0].end))
+                merged.sort(key=lambda item: (item[0].start, item[0].name != ORPHAN_CALL, -item[0].end))
                 plans[owner] = merged
                 if owner not in threads:
                     threads.append(owner)
