@@ -400,6 +400,10 @@ def test_cli_notes_missing_cuda_sync_events(run, tmp_path):
      b' "dur": 1, "args": {"correlation": 5}}, {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",'
      b' "pid": 2, "tid": 2, "ts": 0, "dur": 1, "args": {"correlation": 5}}]}',
      "correlation id 5 appears in two processes (pid 1 and pid 2)"),
+    (b'{"traceEvents": [{"ph": "B", "cat": "kernel", "name": "k", "ts": 0}, {"ph": "E", "cat": "kernel", "ts": 1}]}',
+     "2 begin/end (B/E) event(s) are not read"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon", "dur": 1, "args": {"stream": 7}}]}',
+     "1 event(s) were unreadable"),
 ])
 def test_cli_bad_trace_is_one_line_and_status_2(run, tmp_path, content, message):
     path = tmp_path / "trace.json"
@@ -629,3 +633,15 @@ def test_work_launched_before_the_window_is_enqueued_before_later_launches_on_it
     order = [s.name if s.op is Op.KERNEL else s.op.value for s in program.statements if s.op is not Op.HOST]
     assert order == ["old", "new", "sync"]
     assert abs(compare(imported, program).ratio - 1) <= 0.05
+
+
+def test_quoted_timestamps_and_stream_lanes_named_in_the_thread_id():
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": "0.5", "dur": "2",
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": "3", "dur": 10,
+         "args": {"device": 0, "correlation": 1}},
+    ]
+    program = load(import_kineto({"traceEvents": events})).program
+    (kernel,) = statements(program, Op.KERNEL)
+    assert (program.streams[kernel.stream].name, kernel.duration) == ("stream7", 10_000)

@@ -24,6 +24,7 @@ Everything is linear in the number of events apart from per-thread sorts.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from checker.spec_text import (
 
 GPU_CATEGORIES = {"kernel": "kernel", "concurrent_kernel": "kernel", "gpu_memcpy": "memcpy",
                   "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
-CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
+CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "xpu_runtime", "xpu_driver"})
 OP_CATEGORIES = frozenset({"cpu_op", "operator", "user_annotation"})
 
 RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
@@ -152,7 +153,13 @@ def _number(value) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):  # some writers quote their timestamps
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -167,7 +174,9 @@ def _int(value, default: int = -1) -> int:
         try:
             return int(value)
         except ValueError:
-            return default
+            # a GPU lane named like "stream 7"
+            match = re.fullmatch(r"\s*stream\s+(\d+)\s*", value, re.IGNORECASE)
+            return int(match.group(1)) if match else default
     return default
 
 
@@ -201,6 +210,8 @@ class _Trace:
         self.thread_names: dict[tuple, str] = {}
         self.has_cuda_sync = False
         self.skipped = 0
+        self.unpaired = 0
+        """Begin/end (`B`/`E`) events: the profiler writes complete (`X`) events only."""
         self.total = len(events)
         origin = None
         for ev in events:
@@ -213,6 +224,8 @@ class _Trace:
                     self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(ev["args"].get("name", ""))
                 continue
             if ph != "X":
+                if ph in ("B", "E"):
+                    self.unpaired += 1
                 continue
             cat = ev.get("cat")
             if not isinstance(cat, str):
@@ -1141,8 +1154,13 @@ def import_kineto(trace, et: ExecutionTrace | None = None, *, source: str = "tra
     """
     parsed = _Trace(trace)
     if not parsed.gpu and not parsed.calls:
+        unread = []
+        if parsed.skipped:
+            unread.append(f"{parsed.skipped:,} event(s) were unreadable (no timestamp, stream or device)")
+        if parsed.unpaired:
+            unread.append(f"{parsed.unpaired:,} begin/end (B/E) event(s) are not read: only complete (X) events are")
         raise TraceError("the trace has no GPU activity and no runtime calls (is it a PyTorch "
-                         "profiler trace recorded with ProfilerActivity.CUDA?)")
+                         "profiler trace recorded with ProfilerActivity.CUDA?)" + "".join(f"; {u}" for u in unread))
     last = max([op.start + op.dur for op in parsed.gpu]
                + [call.end for calls in parsed.calls.values() for call in calls])
     if last > MAX_DURATION_NS:
