@@ -45,6 +45,7 @@ class Code(str, enum.Enum):
     SP054 = "SP054"
     SP055 = "SP055"
     SP056 = "SP056"
+    SP057 = "SP057"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -92,6 +93,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP054: "one thread calls several ranks of a comm outside a group",
     Code.SP055: "record_stream on the tensor's own allocation stream",
     Code.SP056: "a stream's allocator pool shared by threads",
+    Code.SP057: "a send or recv to its own stream",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

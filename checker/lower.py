@@ -1481,9 +1481,14 @@ class _Lowerer:
         peer = self.resolve(node.peer, env, "stream")
         self.member(comm_index, node.peer, peer)
         send = isinstance(node, ast.SendTask)
-        if peer == stream_index:
-            raise SpecError(error(Code.SP021, f"`{'send' if send else 'recv'}` names its own stream as the peer",
-                                  node.peer.span))
+        if peer == stream_index and self.batch is None:
+            # Meaningful (the pair can never meet outside a `group`: a deadlock the engines
+            # find), but rarely what was meant.
+            self.warnings.append(warning(
+                Code.SP057, f"`{'send' if send else 'recv'}` names its own stream as the peer", node.peer.span,
+                "its own stream",
+                help="a send and a recv on one stream meet only inside one `group { ... }` (ncclGroupStart/End); "
+                     "outside one, the second waits behind the first forever"))
         self.emit(node, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
                   accesses=self.touch((self.access(node.access, env, not send),)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)

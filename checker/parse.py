@@ -8,7 +8,7 @@ out of range.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 import gc
 import re
 import threading
@@ -133,8 +133,9 @@ def duration_ns(token: Token) -> int:
     except InvalidOperation:  # pragma: no cover - the lexer only passes decimals
         raise SpecError(error(Code.SP020, "not a duration", span)) from None
     if value != value.to_integral_value():
-        raise SpecError(error(Code.SP020, "duration finer than a nanosecond", span, "this duration",
-                              help="durations are kept in whole nanoseconds"))
+        # Kept in whole nanoseconds, rounded up: a task that takes time (`0.5ns`) still does,
+        # which decides whether it holds a hardware queue while it runs.
+        value = value.to_integral_value(rounding=ROUND_CEILING)
     if value > MAX_DURATION_NS:
         raise SpecError(error(Code.SP020, "duration too long", span, "this duration",
                               help="durations are limited to 10^6 s"))

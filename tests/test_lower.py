@@ -521,7 +521,6 @@ def test_sp021_comms():
     assert_error(thread("s: send c to s3 x", head=head), Code.SP021, 13, 16, 18, "`s3` is not a member")
     assert_error(thread("s: recv c from s3 x", head=head), Code.SP021, 13, 18, 20, "`s3` is not a member")
     assert_error(thread("s3: send c to s x", head=head), Code.SP021, 13, 3, 5)
-    assert_error(thread("s: send c to s x", head=head), Code.SP021, 13, 16, 17, "its own stream")
     assert_error(HEAD + "comm c = { s, x }\n", Code.SP021, 7, 15, 16, "comm member `x` is a buffer, not a stream")
 
 
@@ -735,3 +734,13 @@ def test_sp056_a_pool_that_two_threads_allocate_from_and_free_into():
     assert warnings(head + loader.replace("FREE", "") + trainer.replace("STREAM", "main")) == []
     deferred = loader.replace("FREE", "side: record_stream a\n  free a")
     assert warnings(head + deferred + trainer.replace("STREAM", "main")) == []
+
+
+def test_sp057_a_send_or_recv_to_its_own_stream():
+    head = HEAD + "device d2\nstream s2 on d2\ncomm c = { s, s2 }\n"
+    found = warnings(thread("s: send c to s x\n  s: recv c from s x\n  s2: kernel k", head=head))
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [
+        (Code.SP057, 11, 16), (Code.SP057, 12, 18)]
+    assert found[0].message == "`send` names its own stream as the peer"
+    grouped = thread("group {\n    s: send c to s x\n    s: recv c from s x\n  }\n  s2: kernel k", head=head)
+    assert warnings(grouped) == []

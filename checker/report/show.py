@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from checker.ir import Program
 from checker.report.frames import printable
+from checker.spec_text import duration_text
 
 
 def _ms(ns: int) -> str:
-    return f"{ns / 1e6:g}ms"
+    text = f"{ns / 1e6:g}"
+    return duration_text(ns) if "e" in text else f"{text}ms"  # `2ns`, not `2e-06ms`
 
 
 def _size(n: int) -> str:
