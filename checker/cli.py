@@ -228,7 +228,13 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError("must be positive")
+    if not value <= MAX_SECONDS:  # also infinity and NaN
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:,} seconds")
     return value
+
+
+MAX_SECONDS = 10**7
+"""The longest time limit accepted (about 115 days): solvers take limits in whole milliseconds."""
 
 
 def _limit_memory() -> None:
@@ -271,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_ERROR
+    except _OutputError as exc:
+        return _usage_error(args, str(exc))
     except Exception as exc:  # never show a user a traceback; STREAMPROOF_DEBUG=1 does
         if os.environ.get("STREAMPROOF_DEBUG"):
             raise
@@ -672,15 +680,28 @@ def command_show(args) -> int:
     return batch.finish()
 
 
+class _OutputError(Exception):
+    """An output file (`--trace`, `--svg`, `--emit`) that cannot be written: a usage error."""
+
+
 def _write(path: str, text: str) -> None:
-    Path(path).write_text(text)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+MAX_WITNESS_BYTES = 256 << 20
+"""The largest witness file `replay --witness` reads (a `check --format json` report)."""
 
 
 def _witness_from_file(path: str, spec_path: str, index: int):
     """The finding (a dict, or None for a bare witness) and witness in a `check --format json` file."""
     from checker.witness import Witness
 
-    data = json.loads(Path(path).read_text())
+    from checker.resources import read_at_most
+
+    data = json.loads(read_at_most(path, MAX_WITNESS_BYTES))
     if isinstance(data, dict) and "steps" in data:
         return None, Witness.from_json(data)
     files = data["files"]

@@ -36,3 +36,25 @@ def worker_context():
     if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class TooLarge(ValueError):
+    """A file longer than a reader accepts (`read_at_most`)."""
+
+
+def read_at_most(path: str, limit: int) -> bytes:
+    """A file's bytes, refusing one longer than `limit` (a device such as /dev/zero, or a
+    gzip file, has no size to check first), so no input can fill the memory."""
+    with open(path, "rb") as file:
+        data = file.read(limit + 1)
+        if len(data) > limit:
+            raise TooLarge(f"{path} is larger than {limit >> 20:,} MiB")
+        if data[:2] == b"\x1f\x8b":
+            import gzip
+
+            file.seek(0)
+            with gzip.GzipFile(fileobj=file) as unzipped:
+                data = unzipped.read(limit + 1)
+            if len(data) > limit:
+                raise TooLarge(f"{path} holds more than {limit >> 20:,} MiB once decompressed")
+    return data

@@ -13,6 +13,11 @@ import zlib
 from pathlib import Path
 
 from checker.parse import MAX_DURATION_NS
+from checker.resources import TooLarge, read_at_most
+
+MAX_TRACE_BYTES = 1 << 30
+"""The largest trace read, after decompression: importing takes about 7 bytes of memory and
+0.1-0.2 s per byte-megabyte of JSON, so 1 GiB costs some 7 GB and a few minutes."""
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -72,14 +77,13 @@ class InputError(Exception):
 def read_json(path: str):
     """The JSON document in a file, gzip-compressed or not."""
     try:
-        data = Path(path).read_bytes()
+        data = read_at_most(path, MAX_TRACE_BYTES)
+    except TooLarge as exc:
+        raise InputError(f"{exc}: import a shorter profiling window") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"{path}: not a readable gzip file ({exc})") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{path}: not a readable gzip file ({exc})") from None
     try:
         return json.loads(data)
     except UnicodeDecodeError:
