@@ -1,5 +1,6 @@
-"""Executor speed: simulating 100,000 tasks, exhaustive exploration of 1,000,000 states, and
-confirming the witnesses of many race findings.
+"""Executor speed: simulating 100,000 tasks, exhaustive exploration of 1,000,000 states,
+partial-order reduction on a DDP-like program, and confirming the witnesses of many race
+findings.
 
 Targets (issue: executor): simulate 100,000 tasks in under 5 s; explore 1,000,000 states in
 under 60 s. Printed as measured CPU seconds / target (below 1.0 meets it); wall seconds in
@@ -26,6 +27,7 @@ from checker.executor.replay import confirm, confirm_all  # noqa: E402
 from checker.executor.simulate import simulate  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
 from test_executor_simulate import _many_tasks  # noqa: E402  (the spec the simulation test runs)
+from test_executor_reduction import DDP  # noqa: E402  (two ranks x {main, hook}: an interleaved comm)
 
 # Four host threads, each on its own stream with its own buffer: no step disables another,
 # so the number of reachable states grows as the product of the threads' progress.
@@ -59,6 +61,11 @@ def main() -> None:
     result, cpu, wall = timed(lambda: explore(program, max_states=1_000_000, reduce=False))
     print(f"explore {result.states:,} states (complete: {result.complete}): {cpu:.2f} s [{wall:.2f}]"
           f"  target 60 s: ratio {cpu / 60:.2f}")
+    for iterations in (1, 2, 3):
+        program = load_text(DDP.replace("ITERATIONS", str(iterations)), f"ddp{iterations}.sched").program
+        result, cpu, wall = timed(lambda: explore(program))
+        print(f"explore ddp{iterations} (reduced): {result.states:,} states, complete: {result.complete}, "
+              f"{len(result.races)} races, {len(result.mismatches)} mismatches: {cpu:.2f} s [{wall:.2f}]")
     program = load_text(RACY, "racy.sched").program
     findings = [f for f in smt.analyze(program, workers=1) if f.witness is not None]
     single, one_cpu, one_wall = timed(lambda: [confirm(program, f) for f in findings])

@@ -2,8 +2,10 @@
 
 Random programs with every kind of statement (shared streams and events across threads,
 flag events with resets, notifies, syncs, pageable copies, alloc/free, hardware queues, the
-legacy stream) are explored with and without reduction; races, dead uses and the deadlock
-verdict must agree exactly.
+legacy stream, caching-allocator blocks, comms called from several threads) are explored with
+and without reduction (static singletons, stubborn sets, and forgetting spent captures:
+`reduction.py`, `stubborn.py`, `Machine.forget`); races, dead uses, every set of deadlocked
+statements and the positions of SP202 mismatches must agree exactly.
 """
 
 from __future__ import annotations
@@ -19,7 +21,19 @@ from test_executor_strategies import programs
 
 def verdict(result):
     return (set(result.race_pairs()), {(u.statement, u.kind) for u in result.dead_uses},
-            bool(result.deadlocks))
+            {frozenset(i for i, _ in d.stuck) for d in result.deadlocks},
+            {f.message.split(":")[0] for f in result.mismatches})  # "... at position k of comm `c`"
+
+
+def compare(program, max_states: int) -> None:
+    """Explore `program` both ways (every deadlock kept); skip it when the full search is
+    too big."""
+    full = explore(program, max_states=max_states, reduce=False, max_deadlocks=10_000)
+    assume(full.complete)
+    reduced = explore(program, max_states=max_states, reduce=True, max_deadlocks=10_000)
+    assert reduced.complete
+    assert reduced.states <= full.states
+    assert verdict(reduced) == verdict(full)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -27,12 +41,7 @@ def verdict(result):
 def test_reduction_preserves_verdicts(text):
     loaded = load_text(text)
     assert loaded.program is not None, (text, loaded.diagnostics)
-    full = explore(loaded.program, max_states=100_000, reduce=False)
-    assume(full.complete)
-    reduced = explore(loaded.program, max_states=100_000, reduce=True)
-    assert reduced.complete
-    assert reduced.states <= full.states
-    assert verdict(reduced) == verdict(full), text
+    compare(loaded.program, 100_000)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -43,9 +52,57 @@ def test_reduction_preserves_verdicts_when_calls_meet_in_enqueue_order(text):
     loaded = load_text(text)
     assert loaded.program is not None, (text, loaded.diagnostics)
     for program in loaded.variants:
-        full = explore(program, max_states=60_000, reduce=False)
-        assume(full.complete)
-        reduced = explore(program, max_states=60_000, reduce=True)
-        assert reduced.complete
-        assert verdict(reduced) == verdict(full), text
-        assert len(reduced.mismatches) == len(full.mismatches), text  # one per comm position
+        compare(program, 60_000)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=14))
+def test_reduction_preserves_verdicts_of_larger_specs(text):
+    """Every statement kind of the spec strategy (collectives, send/recv, groups, caching
+    allocator blocks, host memcpy and query), in programs a little longer than above."""
+    loaded = load_text(text)
+    assert loaded.program is not None, (text, loaded.diagnostics)
+    for program in loaded.variants:
+        compare(program, 60_000)
+
+
+DDP = """\
+device gpu[2] { compute 1 comm 1 }
+buffer grad[2] 4MiB on gpu
+buffer bufs[2] 1MiB on gpu
+buffer w[2] 4MiB on gpu
+stream compute[2] on gpu
+stream nccl[2] on gpu
+comm pg = { nccl }
+event computed[2]
+notify backward_done[2]
+thread main[2] {
+  for it in 0..ITERATIONS {
+    nccl[main]: allreduce pg bufs[main] 1ms
+    compute[main]: kernel fwd reads w[main] writes grad[main] 2ms
+    compute[main]: record computed[main]
+    notify backward_done[main]
+    await backward_done[main]
+  }
+}
+thread hook[2] {
+  for it in 0..ITERATIONS {
+    nccl[hook]: wait computed[hook]
+    nccl[hook]: allreduce pg grad[hook] 3ms
+  }
+}
+"""
+"""Two ranks, each with a main thread and an autograd hook thread calling one comm on one
+stream (an interleaved comm): the ranks share only their collectives' ends."""
+
+
+def test_stubborn_sets_explore_ranks_one_at_a_time():
+    """The DDP-like program (one iteration): the same findings as the full search (77,333
+    states) from a few hundred states; two iterations are in bench/bench_executor.py."""
+    program = load_text(DDP.replace("ITERATIONS", "1")).program
+    full = explore(program, reduce=False, max_deadlocks=10_000)
+    reduced = explore(program, max_deadlocks=10_000)
+    assert full.complete and reduced.complete
+    assert verdict(reduced) == verdict(full)
+    assert len(reduced.races) == 2 and len(reduced.mismatches) == 2
+    assert reduced.states < 1_000 < full.states

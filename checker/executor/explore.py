@@ -20,7 +20,10 @@ from dataclasses import dataclass, replace
 from checker import collectives, messages
 from checker.findings import Finding, Stuck
 from checker.ir import Op, Program
-from checker.executor.machine import ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State
+from checker.executor.machine import (
+    ENQUEUED_AFTER_FREE, PRECOMPUTE_CONFLICTS, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State,
+)
+from checker.executor.stubborn import StubbornSets
 from checker.witness import Step, StepKind, Witness
 
 
@@ -131,8 +134,11 @@ def explore(program: Program, max_states: int = 1_000_000, max_deadlocks: int = 
     bytes and `budget` seconds: past any of them the result is incomplete).
 
     With `reduce` (the default), a step that is invisible to every finding and independent
-    of all other threads and streams is taken alone (`Machine.reducible`); the verdicts are
-    the same, with far fewer states when threads or streams work independently.
+    of all other threads and streams is taken alone (`Machine.reducible`), otherwise the
+    enabled steps of a stubborn set (`stubborn.py`), and states that differ only in spent
+    captures are one (`Machine.forget`); the verdicts are the same (docs/semantics.md,
+    "Partial-order reduction"), with far fewer states when threads, streams or ranks work
+    independently. `reduce=False` is the plain search the tests compare it with.
     """
     # Millions of visited states are long-lived tuples without cycles: rescanning them in
     # the cyclic collector would dominate the run.
@@ -183,6 +189,11 @@ class _Explorer:
 
         reduce = self.reduce
         reducible = m.reducible
+        # Stubborn sets read the precomputed conflict masks, which very large programs skip
+        # (they could not be explored exhaustively anyway): those keep the static singletons.
+        stubborn = reduce and m.n <= PRECOMPUTE_CONFLICTS
+        choose = StubbornSets(m).choose if stubborn else None
+        forget = m.forget
 
         def push(state: State) -> None:
             steps = enabled(state)
@@ -191,6 +202,9 @@ class _Explorer:
                     if reducible(step):
                         steps = (step,)
                         break
+                else:
+                    if stubborn:
+                        steps = choose(state, steps)
             if not steps and not m.finished(state):
                 stuck = m.stuck(state)
                 key = frozenset(i for i, _ in stuck)
@@ -230,7 +244,8 @@ class _Explorer:
                         free = m.killer(state, i, kind) if kind != USE_BEFORE_ALLOC else None
                         uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free)
             nxt = tr.state
-            if nxt in visited:
+            key = forget(nxt) if reduce else nxt
+            if key in visited:
                 continue
             if len(visited) >= self.max_states:
                 stopped = stopped or "states"
@@ -238,7 +253,7 @@ class _Explorer:
             if held > self.memory:
                 stopped = "memory"
                 break
-            visited.add(nxt)
+            visited.add(key)
             held += state_bytes
             path.append(step)
             push(nxt)

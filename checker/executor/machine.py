@@ -67,6 +67,11 @@ class Met(Group):
     missing: str | None = None
 
 
+def _first(item) -> int:
+    """The task of a captured dependency (task, need) or of a sync's task."""
+    return item[0] if isinstance(item, tuple) else item
+
+
 class _StepTable(dict):
     """Step objects for one kind, made on first use and then shared (lookups stay in C)."""
 
@@ -345,6 +350,24 @@ class Machine:
         """Per class: the first of its slots that hold the call at each position (-1: not yet)."""
         self.slots = slots
         self.captures = tuple(w >= 0 or d >= 0 or q >= 0 for w, d, q in zip(wslot, dslot, pslot))
+        spent = []
+        waits = []
+        for i in range(self.n):
+            if wslot[i] >= 0:  # a wait reads its record until it completes, a sync until it returns
+                spent.append((wslot[i], i, DONE))
+                waits.append((wslot[i], i, self.stream_of[i] is not None))
+            if dslot[i] >= 0:  # rules 2 and 3 hold until the task's first step
+                spent.append((dslot[i], i, RUNNING))
+                waits.append((dslot[i], i, False))
+            if pslot[i] >= 0:  # a call's group is looked up until it completes
+                spent.append((pslot[i], i, DONE))
+        self.spent_slots = tuple(spent)
+        """(slot, statement, status from which no step reads the slot again)."""
+        self.waiting_slots = tuple(waits)
+        """(slot, statement, whether the slot holds one record rather than a tuple): what a
+        wait, sync or task waits for, in which a completed task is as good as none."""
+        self.call_slots = tuple(range(b, b + len(calls)) for b, calls in zip(base, self.class_calls))
+        """Per class of an interleaved comm: the slots holding the call at each position."""
 
     def _conditions(self) -> None:
         """The flags and notifies statements wait for or change (-1 / (): none)."""
@@ -434,6 +457,42 @@ class Machine:
 
     def initial(self) -> State:
         return self._init
+
+    def forget(self, state: State) -> State:
+        """`state` with the captured facts that no later step can read reset to their initial
+        value (-1): the record a completed wait was bound to, what a returned sync or a begun
+        task captured, the position of a completed call and which call held a position whose
+        group has completed (a group completes at once, and its positions are not given out
+        again); and completed tasks among what a wait, sync or task still waits for (done
+        is as good as not waited for). States that differ only there behave alike, so
+        exploration keeps one of them."""
+        bind = state.bind
+        status = state.status
+        fresh = None
+        for slot, owner, spent in self.spent_slots:
+            if status[owner] >= spent and bind[slot] != -1:
+                if fresh is None:
+                    fresh = list(bind)
+                fresh[slot] = -1
+        for slot, owner, single in self.waiting_slots:
+            held = bind[slot] if fresh is None else fresh[slot]
+            if single:
+                if held >= 0 and status[held] == DONE:
+                    if fresh is None:
+                        fresh = list(bind)
+                    fresh[slot] = -1
+            elif held != -1 and any(status[_first(x)] == DONE for x in held):
+                if fresh is None:
+                    fresh = list(bind)
+                fresh[slot] = tuple(x for x in held if status[_first(x)] != DONE)
+        for slots in self.call_slots:
+            for slot in slots:
+                call = bind[slot]
+                if call >= 0 and status[call] == DONE:
+                    if fresh is None:
+                        fresh = list(bind)
+                    fresh[slot] = -1
+        return state if fresh is None else state._replace(bind=tuple(fresh))
 
     def finished(self, state: State) -> bool:
         """Every thread past its last statement and every enqueued task completed."""

@@ -1,0 +1,365 @@
+"""Stubborn sets: per state, a subset of the enabled steps that exploration may take alone.
+
+The static singletons of `reduction.py` fire only when a step touches nothing shared. Two
+ranks of a DDP program (main and hook threads on each) share nothing but their collectives'
+`end`, yet each rank's steps touch its own buffers and events, so no step is a singleton and
+the explorer walks the product of the ranks' state spaces. A stubborn set is computed from the
+state instead (Valmari's closure): start from one enabled step, and repeatedly add
+
+* for an enabled step in the set: every step that *conflicts* with it (`conflicts`), and
+* for a disabled step in the set: a *necessary enabling set* (`necessary`): steps of which any
+  run that enables it must take one first.
+
+Two steps conflict when, both enabled, one could disable the other, their effects do not
+commute, or one changes what the other reports (a race, a dead use). The relation is static
+and read off which shared resources a step writes and reads (`_footprint`). Reads that can only
+become true and stay true (a task has been enqueued, begun, completed; the task ahead of it left
+the stream) are not conflicts: they are enabling conditions, which the necessary enabling sets
+cover.
+
+Why nothing is lost (the state graph is finite and acyclic: every step is progress):
+
+* deadlocks: a stubborn set built this way is a strong stubborn set, which keeps every reachable
+  state with no enabled step (Valmari 1991);
+* races, dead uses, SP202 mismatches are reported on a step, from the state it is taken in (its
+  *label*). The resources a label reads are part of the step's footprint, so a step outside the
+  set keeps its label while the set's steps fire; with the acyclic graph, every label some run
+  shows is shown by a reduced run (the proof is in `docs/semantics.md`, "Partial-order
+  reduction").
+"""
+
+from __future__ import annotations
+
+from checker.executor.machine import NEED_DONE, Machine
+from checker.executor.state import DONE, NEW, QUEUED, RUNNING, U_DEAD, U_FLAGS, U_NOTES, bits
+from checker.ir import Op, SyncKind
+from checker.witness import Step, StepKind
+
+_ISSUE, _RETURN, _START, _END, _COMPLETE = (
+    StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END, StepKind.COMPLETE)
+
+
+class StubbornSets:
+    """The steps to explore from a state: a stubborn set's enabled steps (`choose`)."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.steps = machine.steps
+        self._writers: dict[tuple, list[Step]] = {}
+        self._readers: dict[tuple, list[Step]] = {}
+        self._footprints: dict[Step, tuple[tuple, tuple]] = {}
+        for i in range(machine.n):
+            for kind in self._kinds(i):
+                step = self.steps[kind][i]
+                writes, reads = self._footprint(kind, i)
+                self._footprints[step] = (writes, reads)
+                for resource in writes:
+                    self._writers.setdefault(resource, []).append(step)
+                for resource in reads:
+                    self._readers.setdefault(resource, []).append(step)
+        self._conflicts: dict[Step, frozenset[Step]] = {}
+        m = machine
+        self.notify_setters = {}
+        """Per notify: the steps that set it (stream `complete` or host `issue` of a notify)."""
+        for i in m.of_op.get(Op.NOTIFY, ()):
+            note = m.program.statements[i].notify
+            kind = _ISSUE if m.stream_of[i] is None else _COMPLETE
+            self.notify_setters.setdefault(note, []).append((i, kind))
+        self.flag_setters = {}
+        """Per flag event: its records (whose `complete` sets it)."""
+        for i in m.of_op.get(Op.RECORD, ()):
+            e = m.records[i]
+            if m.flag_event[e]:
+                self.flag_setters.setdefault(e, []).append(i)
+
+    # ------------------------------------------------------------------ static conflicts
+
+    def _kinds(self, i: int) -> tuple[StepKind, ...]:
+        m = self.machine
+        kinds = [_ISSUE]
+        if m.holds[i]:
+            kinds.append(_RETURN)
+        if m.stream_of[i] is not None:
+            kinds.extend((_START, _END) if m.interval[i] else (_COMPLETE,))
+        return tuple(kinds)
+
+    def _footprint(self, kind: StepKind, i: int) -> tuple[tuple, tuple]:
+        """(resources the step writes, resources its effect, label or a falsifiable enabling
+        condition reads). Resources: ("tail", stream), ("last", event), ("class", class of an
+        interleaved comm), ("flag", event), ("note", notify), ("dead", segment), ("launch",
+        segment), ("issued", block alloc), ("running", statement)."""
+        m = self.machine
+        st = m.program.statements[i]
+        s = m.stream_of[i]
+        writes: list[tuple] = []
+        reads: list[tuple] = []
+
+        def segments(name: str, mask: int) -> list[tuple]:
+            out = []
+            g = 0
+            while mask:
+                if mask & 1:
+                    out.append((name, g))
+                mask >>= 1
+                g += 1
+            return out
+
+        def accesses() -> None:  # the label of a step that starts accesses
+            if m.touch[i]:
+                writes.append(("running", i))
+                reads.extend(("running", j) for j in bits(m.conflicts[i]) if not self._never_together(i, j))
+                reads.extend(segments("dead", m.touch[i]))
+
+        if kind is _ISSUE:
+            writes.extend(segments("launch", m.launch_life[i]))
+            reads.extend(segments("launch", m.launch_touch[i]))
+            for allocs in m.block_allocs[i]:
+                reads.extend(("issued", a) for a in allocs)
+            if st.op is Op.ALLOC and st.launch_only:
+                writes.append(("issued", i))
+            if s is not None:
+                writes.append(("tail", s))
+                if m.records[i] >= 0:
+                    writes.append(("last", m.records[i]))
+                if m.wslot[i] >= 0:
+                    reads.append(("last", st.event))
+                if m.dslot[i] >= 0:
+                    reads.extend(("tail", o) for o in m.queue_peers[s] if o != s)
+                    reads.extend(("tail", o) for o in m.legacy_peers[s])
+                c = m.call_class[i]
+                if c >= 0:
+                    writes.append(("class", c))
+                    reads.append(("class", c))
+            else:
+                if m.wslot[i] >= 0:  # a sync captures what it waits for
+                    if st.sync is SyncKind.EVENT:
+                        reads.append(("last", st.target))
+                    else:
+                        reads.extend(("tail", o) for o in m.sync_streams[i])
+                if m.issue_note[i] >= 0:
+                    reads.append(("note", m.issue_note[i]))
+                if m.host_access[i]:
+                    accesses()
+                if not m.holds[i]:  # host notify, await, alloc take effect now
+                    writes.extend(self._signal_resources(i, segments))
+        elif kind is _RETURN:
+            if s is None:
+                if m.host_access[i]:
+                    writes.append(("running", i))
+                writes.extend(segments("dead", m.kill[i]))
+                if m.sync_flag[i] >= 0:
+                    reads.append(("flag", m.sync_flag[i]))
+        elif kind is _START:
+            accesses()
+        elif kind is _END:  # (one member's part: a group's end is the union, `_step_conflicts`)
+            if m.touch[i]:
+                writes.append(("running", i))
+            writes.extend(segments("dead", m.kill[i]))
+        else:  # COMPLETE
+            writes.extend(self._signal_resources(i, segments))
+            if m.wait_flag[i] >= 0:
+                reads.append(("flag", m.wait_flag[i]))
+            if m.await_note[i] >= 0:
+                reads.append(("note", m.await_note[i]))
+        return tuple(writes), tuple(reads)
+
+    def _never_together(self, i: int, j: int) -> bool:
+        """Statements that can never run at the same time, so that one starting cannot see
+        the other running: two tasks of one stream outside a common batch (the later one
+        starts after the earlier one completed), two host statements of one thread."""
+        m = self.machine
+        s = m.stream_of[i]
+        if s is not None:
+            return s == m.stream_of[j] and (m.batch[i] is None or m.batch[i] != m.batch[j])
+        return m.stream_of[j] is None and m.thread_of[i] == m.thread_of[j]
+
+    def _signal_resources(self, i: int, segments) -> list[tuple]:
+        """What an instant statement's `signal` updates write (flags, notifies, liveness)."""
+        m = self.machine
+        out: list[tuple] = []
+        for code, on, off in m.signal[i]:
+            name = {U_FLAGS: "flag", U_NOTES: "note", U_DEAD: "dead"}[code]
+            out.extend(segments(name, on | off))
+        return out
+
+    def conflicts(self, step: Step) -> frozenset[Step]:
+        """Steps that conflict with `step` when both are enabled (static, cached)."""
+        found = self._conflicts.get(step)
+        if found is None:
+            writes, reads = self._footprints[step]
+            out: set[Step] = set()
+            for resource in writes:
+                out.update(self._writers.get(resource, ()))
+                out.update(self._readers.get(resource, ()))
+            for resource in reads:
+                out.update(self._writers.get(resource, ()))
+            out.discard(step)
+            found = self._conflicts[step] = frozenset(out)
+        return found
+
+    # ------------------------------------------------------------------ enabling
+
+    def _thread_step(self, state, t: int) -> tuple[Step, ...]:
+        """The step thread t takes next (its current statement's issue or return)."""
+        m = self.machine
+        v = state.threads[t]
+        stmts = m.thread_stmts[t]
+        k = v >> 1
+        if k >= len(stmts):
+            return ()
+        return (self.steps[_RETURN if v & 1 else _ISSUE][stmts[k]],)
+
+    def _completion(self, i: int) -> Step:
+        """The step that completes task i (its `end` or `complete`)."""
+        return self.steps[_END if self.machine.interval[i] else _COMPLETE][i]
+
+    def _first_step(self, i: int) -> Step:
+        return self.steps[_START if self.machine.interval[i] else _COMPLETE][i]
+
+    def necessary(self, state, step: Step) -> tuple[Step, ...]:
+        """A necessary enabling set of a step disabled in `state`: every run from `state` in
+        which the step becomes enabled takes one of these first (empty: it never will)."""
+        m = self.machine
+        i = step.statement
+        kind = step.kind
+        status = state.status
+        if kind is _ISSUE or kind is _RETURN:
+            t = m.thread_of[i]
+            v = state.threads[t]
+            k = m.position[i]
+            if (v >> 1) > k or (v >> 1 == k and kind is _ISSUE and v & 1):
+                return ()  # the thread is past it
+            if v >> 1 < k or (kind is _RETURN and not v & 1):
+                return self._thread_step(state, t)
+            if kind is _ISSUE:  # a host await whose notify is not set
+                return self._setters_of_note(state, m.issue_note[i])
+            if m.stream_of[i] is not None:  # a pageable copy waits for its task
+                return (self._completion(i),)
+            slot = m.wslot[i]
+            if slot >= 0:
+                for task in state.bind[slot]:
+                    if status[task] != DONE:
+                        return (self._completion(task),)
+                return ()
+            return self._setters_of_flag(state, m.sync_flag[i])
+        if kind is _END:
+            return self._end_necessary(state, i)
+        # START or COMPLETE: the task's first step
+        if status[i] == NEW:
+            return (self.steps[_ISSUE][i],)
+        if status[i] != QUEUED:
+            return ()
+        q = state.queues[m.stream_of[i]]
+        batch = m.batch[i]
+        for ahead in q:
+            if ahead == i:
+                break
+            if batch is None or m.batch[ahead] != batch:
+                return (self._completion(ahead),)
+        slot = m.dslot[i]
+        if slot >= 0:
+            for dep, need in state.bind[slot]:
+                if need == NEED_DONE:
+                    if status[dep] != DONE:
+                        return (self._completion(dep),)
+                elif not m.begun(state, dep):
+                    return (self._completion(dep) if m.begins_when_done[dep] else self._first_step(dep),)
+        e = m.wait_flag[i]
+        if e >= 0:
+            return self._setters_of_flag(state, e)
+        slot = m.wslot[i]
+        if slot >= 0:
+            record = state.bind[slot]
+            if record >= 0 and status[record] != DONE:
+                return (self.steps[_COMPLETE][record],)
+            return ()
+        return self._setters_of_note(state, m.await_note[i])
+
+    def _end_necessary(self, state, i: int) -> tuple[Step, ...]:
+        """What an `end` written with statement i needs first: the task started, and for a
+        group every member started (for an interleaved comm: every member enqueued)."""
+        m = self.machine
+        status = state.status
+        if status[i] == DONE:
+            return ()
+        if status[i] != RUNNING:
+            return (self._first_step(i),)
+        if not m.in_group[i]:
+            return ()  # (a running task's end is always enabled)
+        group = m.group(state, i)
+        if not group.complete:
+            if m.call_class[i] < 0:
+                return ()  # a member missing from the program: never
+            out = []
+            for other in m.class_meets[m.call_class[i]]:
+                if other < 0:
+                    return ()
+                out.extend(self.steps[_ISSUE][x] for x in m.class_calls[other] if status[x] == NEW)
+            return tuple(out)
+        for member in group.members:
+            if status[member] != RUNNING:
+                return (self._first_step(member),)
+        return (self.steps[_END][group.members[0]],)  # enabled, under its group's name
+
+    def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
+        status = state.status
+        return tuple(self.steps[kind][i] for i, kind in self.notify_setters.get(note, ())
+                     if status[i] != DONE)
+
+    def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
+        status = state.status
+        return tuple(self.steps[_COMPLETE][i] for i in self.flag_setters.get(event, ())
+                     if status[i] != DONE)
+
+    # ------------------------------------------------------------------ the set
+
+    def _step_conflicts(self, state, step: Step):
+        """Conflicts of an enabled step; for the `end` of a group, those of each member's end
+        (the members of a group met in enqueue order are read from the state)."""
+        m = self.machine
+        if step.kind is _END and m.in_group[step.statement]:
+            out: set[Step] = set()
+            for member in m.group(state, step.statement).members:
+                out |= self.conflicts(self.steps[_END][member])
+            return out
+        return self.conflicts(step)
+
+    def closure(self, state, seed: Step, enabled: frozenset[Step], limit: int) -> list[Step] | None:
+        """The enabled steps of the stubborn set grown from `seed`, or None once it has
+        `limit` of them (no better than what the caller has)."""
+        seen = {seed}
+        work = [seed]
+        found: list[Step] = []
+        while work:
+            step = work.pop()
+            if step in enabled:
+                found.append(step)
+                if len(found) >= limit:
+                    return None
+                more = self._step_conflicts(state, step)
+            else:
+                more = self.necessary(state, step)
+            for other in more:
+                if other not in seen:
+                    seen.add(other)
+                    work.append(other)
+        return found
+
+    def choose(self, state, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        """The enabled steps of the smallest stubborn set grown from one of `steps` (all
+        enabled in `state`), in the order of `steps`."""
+        enabled = frozenset(steps)
+        best = None
+        limit = len(steps)
+        for seed in steps:
+            found = self.closure(state, seed, enabled, limit)
+            if found is not None:
+                best = found
+                limit = len(found)
+                if limit == 1:
+                    break
+        if best is None:
+            return steps
+        keep = set(best)
+        return tuple(step for step in steps if step in keep)
+
