@@ -1391,7 +1391,9 @@ class _Lowerer:
     def memset(self, node: ast.MemsetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
         access = self.access(node.access, env, True)
-        self.device_memory(access, node, "memset")
+        memory = self.mem(access.memory)
+        if not (memory.on_host and memory.pinned):  # the device reaches pinned host memory too
+            self.device_memory(access, node, "memset")
         self.emit(node, op=Op.MEMSET, accesses=self.touch((access,)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMPUTE, **common)
 

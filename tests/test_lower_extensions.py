@@ -376,6 +376,8 @@ def test_memsets():
     assert (task.op, task.stream, task.blocking, task.engine, task.duration) == (Op.MEMSET, 0, False, Engine.COMPUTE, 10**6)
     assert rw(p, task) == [("x", 0, 1024, True)]
     error_of(CUDA + "thread main {\n  s: memset page\n}\n", Code.SP012, 13, 13, "`page` is host memory")
+    pinned = program(CUDA + "thread main {\n  s: memset pin 1us\n}\n").statements[0]  # reached through the device
+    assert (pinned.op, pinned.stream, pinned.blocking) == (Op.MEMSET, 0, False)
 
 
 def test_item_reads_into_fresh_host_memory():
