@@ -46,6 +46,7 @@ class Code(str, enum.Enum):
     SP055 = "SP055"
     SP056 = "SP056"
     SP057 = "SP057"
+    SP058 = "SP058"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -94,6 +95,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP055: "record_stream on the tensor's own allocation stream",
     Code.SP056: "a stream's allocator pool shared by threads",
     Code.SP057: "a send or recv to its own stream",
+    Code.SP058: "sync all in a thread that drives one rank",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

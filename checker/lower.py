@@ -1774,6 +1774,7 @@ class _Lowerer:
                     "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"),
                 ))
         self.rank_warnings(program)
+        self.sync_all_warnings(program)
         notified = {s.notify for s in program.statements if s.op is Op.NOTIFY}
         for s in program.statements:
             if s.op is Op.AWAIT and s.notify not in notified:
@@ -1801,6 +1802,34 @@ class _Lowerer:
                     help="NCCL and HCCL may block such a call until every rank has called (one thread driving "
                          "several ranks then hangs); streamproof takes each call as returning at once. Put the "
                          "calls of one position in `group { ... }` (ncclGroupStart/End)"))
+
+    def sync_all_warnings(self, program: Program) -> None:
+        """SP058: `sync all` in a thread that drives one rank of a comm, while other threads
+        drive the others. It waits for every device, the other ranks' too, which no process
+        can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize` wait for the caller's
+        device): the spec then orders ranks that the program does not, or hangs where it
+        does not."""
+        if not program.comms:
+            return
+        member_device: dict[int, int] = {}  # thread -> the one device of its comm calls
+        for s in program.statements:
+            if s.comm is not None and s.stream is not None:
+                device = program.streams[s.stream].device
+                member_device[s.thread] = device if member_device.get(s.thread, device) == device else -1
+        devices = {d for d in member_device.values() if d >= 0}
+        if len(devices) < 2:
+            return
+        warned: set[int] = set()
+        for s in program.statements:
+            if s.op is Op.SYNC and s.sync is SyncKind.ALL and member_device.get(s.thread, -1) >= 0 \
+                    and s.thread not in warned:
+                warned.add(s.thread)
+                device = program.devices[member_device[s.thread]].name
+                self.warnings.append(warning(
+                    Code.SP058, f"`sync all` in thread `{program.threads[s.thread].name}`, which drives the rank on "
+                    f"`{device}`, also waits for the other ranks' devices", s.span, "every device",
+                    help=f"a rank's process synchronizes its own device (`torch.cuda.synchronize()`): "
+                         f"write `sync {device}`"))
 
     LOWER = {
         ast.HostCall: host_call,

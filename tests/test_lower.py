@@ -744,3 +744,15 @@ def test_sp057_a_send_or_recv_to_its_own_stream():
     assert found[0].message == "`send` names its own stream as the peer"
     grouped = thread("group {\n    s: send c to s x\n    s: recv c from s x\n  }\n  s2: kernel k", head=head)
     assert warnings(grouped) == []
+
+
+def test_sp058_sync_all_in_a_thread_that_drives_one_rank():
+    head = "device gpu[2]\nbuffer x[2] 1MiB on gpu\nstream s[2] on gpu\ncomm world = { s }\n"
+    found = warnings(head + "thread rank[2] {\n  s[rank]: allreduce world x[rank]\n  sync all\n}\n")
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP058, 7, 3)]
+    assert found[0].message == ("`sync all` in thread `rank[0]`, which drives the rank on `gpu[0]`, also waits for "
+                                "the other ranks' devices")
+    own = head + "thread rank[2] {\n  s[rank]: allreduce world x[rank]\n  sync gpu[rank]\n}\n"
+    assert warnings(own) == []
+    one_thread = head + "thread t {\n  group {\n    s[0]: allreduce world x[0]\n    s[1]: allreduce world x[1]\n  }\n  sync all\n}\n"
+    assert warnings(one_thread) == []
