@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import zlib
 from pathlib import Path
 
 from checker import __version__
@@ -777,7 +778,7 @@ def command_replay(args) -> int:
     program = loaded.program
     try:
         finding, witness = _witness_from_file(args.witness, path, args.finding)
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         return _replay_error(args, path, f"not a witness file: {exc}")
     if finding is not None and finding.get("variant"):  # a finding of one `choose` branch combination
         program = next((v for v in loaded.variants if v.variant == finding["variant"]), None)

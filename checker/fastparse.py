@@ -353,7 +353,7 @@ class _Parser:
             # exactly, in integers: 3.25ms = 325 * 10^6 / 10^2 ns
             scaled, rest = divmod(int(whole + fraction) * unit, 10 ** len(fraction))
             if rest:
-                raise Unhandled  # finer than a nanosecond: SP020 from the lark path
+                raise Unhandled  # finer than a nanosecond: the lark path rounds it up
             value = scaled
         else:
             value = int(number) * unit

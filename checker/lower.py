@@ -643,10 +643,10 @@ class _Lowerer:
         member = ref.member
         assert member is not None
         device_ref = ast.Ref(ref.name, ref.index, ref.span)
+        entity = self.lookup(ref.name, "device")
         if member.text != "default":
             raise SpecError(error(Code.SP010, f"a device has no `{member.text}`", member.span, "unknown member",
                                   help=f"`{self.text(ref.name.span)}.default` names the device's default stream"))
-        entity = self.lookup(ref.name, "device")
         if kinds and "stream" not in kinds:
             phrases = [_kind_phrase(k) for k in kinds]
             wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
@@ -1574,7 +1574,7 @@ class _Lowerer:
             if slot.kind != "alloc" or slot.stream is None or slot.thread in warned:
                 continue
             others = [(thread, span, freed) for thread, span, freed in freed_into.get(slot.stream, ())
-                      if thread != slot.thread and self.tensors[freed.tensor].device == self.tensors[slot.tensor].device]
+                      if thread != slot.thread]
             if not others:
                 continue
             warned.add(slot.thread)

@@ -49,12 +49,12 @@ def read_at_most(path: str, limit: int) -> bytes:
         data = file.read(limit + 1)
         if len(data) > limit:
             raise TooLarge(f"{path} is larger than {limit >> 20:,} MiB")
-        if data[:2] == b"\x1f\x8b":
-            import gzip
+    if data[:2] == b"\x1f\x8b":  # (from memory: a pipe cannot seek back)
+        import gzip
+        import io
 
-            file.seek(0)
-            with gzip.GzipFile(fileobj=file) as unzipped:
-                data = unzipped.read(limit + 1)
-            if len(data) > limit:
-                raise TooLarge(f"{path} holds more than {limit >> 20:,} MiB once decompressed")
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
+            data = unzipped.read(limit + 1)
+        if len(data) > limit:
+            raise TooLarge(f"{path} holds more than {limit >> 20:,} MiB once decompressed")
     return data

@@ -106,3 +106,14 @@ def test_stubborn_sets_explore_ranks_one_at_a_time():
     assert verdict(reduced) == verdict(full)
     assert len(reduced.races) == 2 and len(reduced.mismatches) == 2
     assert reduced.states < 1_000 < full.states
+
+
+def test_a_sync_on_a_flag_that_a_reset_may_clear_is_not_taken_alone():
+    # `sync f` returning first and the reset clearing f later is one order; the reset first,
+    # then the sync stuck behind a cleared flag, is the deadlock the reduced search must keep.
+    program = load_text("device d0 { compute 2 }\nstream s0 on d0\nstream s1 on d0\nevent f flag\n"
+                        "thread th1 {\n  s0: reset f\n  sync f\n}\nthread th2 {\n  s1: record f\n}\n",
+                        "flag_sync.sched").program
+    full = explore(program, reduce=False, max_deadlocks=100)
+    reduced = explore(program, max_deadlocks=100)
+    assert len(full.deadlocks) == 1 and verdict(reduced) == verdict(full)

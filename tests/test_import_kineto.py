@@ -615,6 +615,10 @@ def test_a_pageable_copy_that_returned_before_it_ended_stages_its_source():
         ]}
     staged = import_kineto(copy(50)).text
     assert "host stage reads pageable_mem[0]" in staged and "stream7: copy gpu0_mem[0] <- pinned_mem[0] 90us" in staged
+    synchronous = copy(50)
+    synchronous["traceEvents"][0]["name"] = "cudaMemcpy"  # syncs the stream first, then stages
+    text = import_kineto(synchronous).text
+    assert text.index("sync stream7") < text.index("host stage reads pageable_mem[0]") < text.index("stream7: copy")
     blocked = import_kineto(copy(101)).text  # returned after the copy: as written
     assert "host stage" not in blocked and "stream7: copy gpu0_mem[0] <- pageable_mem[0] 90us" in blocked
 

@@ -24,6 +24,10 @@ from checker.executor.machine import (
     ENQUEUED_AFTER_FREE, PRECOMPUTE_CONFLICTS, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State,
 )
 from checker.executor.stubborn import StubbornSets
+
+MAX_STUBBORN_PAIRS = 200_000
+"""Conflicting pairs of accesses up to which exploration builds stubborn sets (two threads of
+2,000 kernels writing one buffer have 8 million: 54 s and 880 MB before the first state)."""
 from checker.witness import Step, StepKind, Witness
 
 
@@ -190,8 +194,11 @@ class _Explorer:
         reduce = self.reduce
         reducible = m.reducible
         # Stubborn sets read the precomputed conflict masks, which very large programs skip
-        # (they could not be explored exhaustively anyway): those keep the static singletons.
-        stubborn = reduce and m.n <= PRECOMPUTE_CONFLICTS
+        # (they could not be explored exhaustively anyway), and list every conflicting pair of
+        # accesses: past `MAX_STUBBORN_PAIRS` building them would cost more than it saves, and
+        # such programs keep the static singletons.
+        stubborn = (reduce and m.n <= PRECOMPUTE_CONFLICTS
+                    and sum(mask.bit_count() for mask in m.conflicts) <= MAX_STUBBORN_PAIRS)
         choose = StubbornSets(m).choose if stubborn else None
         forget = m.forget
 

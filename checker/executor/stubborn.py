@@ -95,14 +95,7 @@ class StubbornSets:
         reads: list[tuple] = []
 
         def segments(name: str, mask: int) -> list[tuple]:
-            out = []
-            g = 0
-            while mask:
-                if mask & 1:
-                    out.append((name, g))
-                mask >>= 1
-                g += 1
-            return out
+            return [(name, g) for g in bits(mask)]
 
         def accesses() -> None:  # the label of a step that starts accesses
             if m.touch[i]:

@@ -555,12 +555,6 @@ class _Builder:
 
     def _exact(self, sync: SyncEvent, call: Call, needed: set[int]) -> list[_Action]:
         kind = sync.kind
-        recorded = self.t.call_by_corr.get(sync.record) if sync.record >= 0 else None
-        if kind in ("Stream Wait Event", "Event Sync") and recorded is not None and recorded.thread != call.thread:
-            # The trace names the record this wait bound to, issued by another thread; the
-            # spec keeps that binding whatever the interleaving (a flag event with this one
-            # record), since the threads' own synchronization is not in the trace.
-            self.cross_thread.add(sync.record)
         if kind == "Stream Wait Event":
             if sync.stream < 0:
                 return [_Action("note", note=f"{call.name}: Stream Wait Event without a stream; left out")]
@@ -574,6 +568,7 @@ class _Builder:
                 return [_Action("note", note=f"{call.name} on {_stream_label(key)}: its record (corr "
                                              f"{sync.record}) is outside the trace; the wait is left out")]
             needed.add(sync.record)
+            self._bound(sync.record, call)
             return [_Action("wait", stream=key, record=sync.record)]
         if kind == "Event Sync":
             if call.name in EVENT_QUERY_CALLS and sync.record >= 0 and self._not_ready(sync.record, call):
@@ -586,6 +581,7 @@ class _Builder:
                 return [_Action("note", note=f"{call.name}: its record (corr {sync.record}) is outside the "
                                              "trace; left out")]
             needed.add(sync.record)
+            self._bound(sync.record, call)
             return [_Action("sync_event", record=sync.record)]
         if kind == "Stream Sync":
             if sync.stream < 0:
@@ -599,6 +595,23 @@ class _Builder:
             return [_Action("sync_device", device=sync.device)]
         return [_Action("note", note=f"{call.name}: unknown cuda_sync kind {kind!r}; left out")]
 
+    def _bound(self, record: int, call: Call) -> None:
+        """A wait or event sync the trace binds to `record`: when another thread made the
+        record, the spec keeps that binding whatever the interleaving (a flag event with this
+        one record), since the threads' own synchronization is not in the trace."""
+        if self.t.call_by_corr[record].thread != call.thread:
+            self.cross_thread.add(record)
+
+    def _launched(self) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
+        """Per stream, the GPU work whose launch call is in the trace: (start, end, call start)."""
+        t = self.t
+        out: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+        for op in t.gpu:
+            launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
+            if launch is not None:
+                out[(op.device, op.stream)].append((op.start, op.start + op.dur, launch.start))
+        return out
+
     def _not_ready(self, record: int, query: Call) -> bool:
         """Whether the GPU work enqueued on the record's stream before the record was still
         running when `query` returned (the trace's own timing), so the query saw it not done."""
@@ -608,19 +621,14 @@ class _Builder:
         if recorded is None or where is None:
             return False
         if self._stream_ends is None:
-            ends: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-            for op in t.gpu:
-                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
-                if launch is not None:
-                    ends[(op.device, op.stream)].append((launch.start, op.start + op.dur))
             self._stream_ends = {}
-            for key, items in ends.items():
-                items.sort()
+            for key, ops in self._launched().items():
+                ops = sorted((called, end) for _, end, called in ops)
                 latest, running = [], 0
-                for _, end in items:
+                for _, end in ops:
                     running = max(running, end)
                     latest.append(running)
-                self._stream_ends[key] = ([start for start, _ in items], latest)
+                self._stream_ends[key] = ([called for called, _ in ops], latest)
         starts, latest = self._stream_ends.get(where, ([], []))
         k = bisect.bisect_left(starts, recorded.start)
         return k > 0 and latest[k - 1] > query.end
@@ -844,18 +852,22 @@ class _Builder:
         direction, src_kind, dst_kind = _memcpy_kind(gpu.name)
         # CUDA, "API synchronization behavior": "For transfers from device memory to device
         # memory, no host-side synchronization is performed", even by cudaMemcpy.
-        sync_api = call.name in SYNC_COPY_CALLS and not (src_kind not in HOST_KINDS and dst_kind not in HOST_KINDS)
+        device_to_device = src_kind not in HOST_KINDS and dst_kind not in HOST_KINDS
+        sync_api = call.name in SYNC_COPY_CALLS and not device_to_device
         if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
             lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
             if sync_api:
                 lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
             return sync_api
         src, dst, storages = self._copy_ends(gpu, src_kind, dst_kind, stack)
-        if src_kind == "Pageable" and dst_kind not in HOST_KINDS and not sync_api and call.end < gpu.start + gpu.dur:
+        if src_kind == "Pageable" and dst_kind not in HOST_KINDS and call.end < gpu.start + gpu.dur:
             # CUDA, "API synchronization behavior": from pageable memory the call returns once
-            # the source is staged, and the trace shows it returning before the copy ended:
-            # the thread reads the source, the stream copies from a pinned staging buffer.
+            # the source is staged (the synchronous cudaMemcpy first syncs the stream), and the
+            # trace shows it returning before the copy ended: the thread reads the source, the
+            # stream copies from a pinned staging buffer.
             staging = self._placeholder("Pinned", gpu.device)
+            if sync_api:
+                lines.append(f"sync {stream}  # {call.name} synchronizes the stream before staging")
             lines.append(f"host stage reads {src}  # {call.name} staged the pageable source and returned")
             lines.append(f"{stream}: copy {dst} <- {staging}{dur}")
             return False
@@ -949,18 +961,25 @@ class _Builder:
             extra: dict[tuple, list] = defaultdict(list)
             # Work that ran on a stream before work launched in the trace was enqueued before
             # that launch (work launched before the profiling window, most often).
-            launches: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-            for op in t.gpu:
-                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
-                if launch is not None:
-                    launches[(op.device, op.stream)].append((op.start, launch.start))
+            # Per stream: the starts of launched work in order, with the earliest launch call
+            # among the work that started at or after each (suffix minima, for a bisection).
+            earliest: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+            for key, ops in self._launched().items():
+                ops.sort()
+                suffix, low = [], None
+                for _, _, called in reversed(ops):
+                    low = called if low is None else min(low, called)
+                    suffix.append(low)
+                earliest[key] = ([start for start, _, _ in ops], suffix[::-1])
             for n, op in enumerate(orphans):
                 key = (op.device, op.stream)
                 owner = max(owners[key].items(), key=lambda kv: kv[1])[0] if owners.get(key) else fallback
                 corr = -(n + 1)
                 op.correlation = corr
                 t.gpu_by_corr[corr].append(op)
-                issue = min([op.start] + [called for ran, called in launches.get(key, ()) if ran > op.start])
+                starts, suffix = earliest.get(key, ([], []))
+                later = bisect.bisect_right(starts, op.start)
+                issue = min(op.start, suffix[later]) if later < len(starts) else op.start
                 call = Call(owner, ORPHAN_CALL, issue, issue, corr)
                 extra[owner].append((call, [_Action("launch")]))
             for owner, items in extra.items():
