@@ -150,9 +150,12 @@ def test_a_shared_replay_keeps_a_bounded_number_of_states():
     try:
         for every, most in ((1, 64), (1, 3)):
             replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = every, most
-            trace = replay_module._Trace.spaced(len(steps))
+            pairs = {f.statements for f in findings if len(f.statements) == 2}
+            trace = replay_module._Trace.spaced(len(steps), pairs)
             replay_module._run(Machine(program), steps, trace=trace)
-            assert len(trace.running) == len(steps)
+            for a, b in pairs:  # where each pair first runs together, as a replay watching it alone
+                _, _, alone = replay_module._run(Machine(program), steps, watch=(1 << a) | (1 << b))
+                assert trace.together.get((a, b)) == alone
             assert len(trace.checkpoints) <= most
             assert len(trace.checkpoints) == -(-len(steps) // trace.every)  # one per `every` steps
     finally:

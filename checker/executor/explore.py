@@ -119,7 +119,9 @@ MEMORY_CAP = 1 << 30
 statements has states of kilobytes, so a state count alone does not bound memory."""
 
 CLOCK_EVERY = 4096
-"""Transitions between two looks at the clock."""
+"""Transitions between two looks at the clock, for a program of up to 64 statements; a larger
+program looks proportionally more often (a transition costs time in its number of threads and
+streams: 16,000 threads sharing a stream overran a 1 s budget by a minute)."""
 
 
 def _state_bytes(program: Program) -> int:
@@ -201,6 +203,7 @@ class _Explorer:
                     and sum(mask.bit_count() for mask in m.conflicts) <= MAX_STUBBORN_PAIRS)
         choose = StubbornSets(m).choose if stubborn else None
         forget = m.forget
+        clock_every = max(1, CLOCK_EVERY * 64 // max(64, m.n))
 
         def push(state: State) -> None:
             steps = enabled(state)
@@ -237,7 +240,7 @@ class _Explorer:
                         mismatched[(met.comm, met.position)] = replace(found, witness=witness(tuple(path) + (step,)))
             tr = fire(state, step)
             transitions += 1
-            if deadline is not None and transitions % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            if deadline is not None and transitions % clock_every == 0 and time.perf_counter() > deadline:
                 stopped = "time"
                 break
             if tr.races:

@@ -822,7 +822,7 @@ class Machine:
                 up.append((U_STATUS, i, QUEUED))
             elif self.holds[i]:  # a host function, host free or sync holds its thread
                 if track and self.host_access[i]:
-                    up.append((U_RUNNING, 1 << i, 0))
+                    up.append((U_RUNNING, i, True))
                 up.append((U_STATUS, i, RUNNING))
             else:  # host notify, await, alloc: done at once
                 up.extend(self.signal[i])
@@ -835,11 +835,11 @@ class Machine:
                     up.append((U_DEAD, self.kill[i], 0))
                     up.append((U_FREED, self.kill[i], 0))
                 if track:
-                    up.append((U_RUNNING, 0, 1 << i))
+                    up.append((U_RUNNING, i, False))
                 up.append((U_STATUS, i, DONE))
         elif kind is _START:
             if track:
-                up.append((U_RUNNING, 1 << i, 0))
+                up.append((U_RUNNING, i, True))
             up.append((U_STATUS, i, RUNNING))
         elif kind is _END:
             g = self.group_of[i]
@@ -856,13 +856,11 @@ class Machine:
     def _completed(self, members, track: bool) -> tuple:
         """Tasks that end together (one task, or a collective group): each leaves its stream."""
         up: list[tuple] = []
-        ended = 0
         for m in members:
             up.append((U_DEQUEUE, self.stream_of[m], m))
             up.append((U_STATUS, m, DONE))
-            ended |= 1 << m
-        if track:
-            up.append((U_RUNNING, 0, ended))
+            if track:
+                up.append((U_RUNNING, m, False))
         return tuple(up)
 
     def _met_end(self, view, i: int, track: bool) -> tuple:
