@@ -175,6 +175,12 @@ class _Simulator:
         self.now = 0
         self.clock = [0] * len(p.threads)
         self.live = list(range(len(p.threads)))
+        self.completions = 0
+        """Tasks completed so far: a thread blocked in a return (a sync, a pageable copy) can
+        only go on once a task completes (that also sets flags)..."""
+        self.tried_return = [-1] * len(p.threads)
+        """...so it is asked again only then (thousands of threads blocked in syncs made each
+        instant cost every thread)."""
         self.active: set[int] = set()
         """Streams that may have tasks queued (an enqueue adds its stream; an empty one leaves)."""
         self.wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
@@ -269,7 +275,10 @@ class _Simulator:
                 if not v & 1:
                     if clock[t] + launch_of[i] > now or not self._issue(t, i, k):
                         break
-                elif clock[t] > now or not self._return(t, i):
+                elif clock[t] > now or self.tried_return[t] == self.completions:
+                    break
+                elif not self._return(t, i):
+                    self.tried_return[t] = self.completions
                     break
         if finished:  # finished threads leave the list: an instant costs what is still running
             self.live = [t for t in self.live if store.threads[t] >> 1 < len(m.thread_stmts[t])]
@@ -431,6 +440,8 @@ class _Simulator:
     def _fire(self, step) -> None:
         self.trail.append(step)
         self._update(self._effects(self.store, step, False)[0])
+        if step.kind is StepKind.END or step.kind is StepKind.COMPLETE:
+            self.completions += 1
 
     def _pool(self, task: int) -> list[int]:
         """The free units of the engine pool `task` needs (a heap), made on first use."""
