@@ -192,7 +192,8 @@ class _Explorer:
         # Stubborn sets read the precomputed conflict masks, which very large programs skip
         # (they could not be explored exhaustively anyway): those keep the static singletons.
         stubborn = reduce and m.n <= PRECOMPUTE_CONFLICTS
-        choose = StubbornSets(m).choose if stubborn else None
+        sets = StubbornSets(m) if stubborn else None
+        choose = sets.choose if stubborn else None
         forget = m.forget
 
         def push(state: State) -> None:
@@ -238,6 +239,8 @@ class _Explorer:
                     key = (a, b) if a <= b else (b, a)
                     if key not in races:
                         races[key] = RaceFound(key[0], key[1], witness(tuple(path) + (step,)))
+                        if stubborn:
+                            sets.race_found(a, b)
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
