@@ -61,7 +61,7 @@ def main() -> None:
     result, cpu, wall = timed(lambda: explore(program, max_states=1_000_000, reduce=False))
     print(f"explore {result.states:,} states (complete: {result.complete}): {cpu:.2f} s [{wall:.2f}]"
           f"  target 60 s: ratio {cpu / 60:.2f}")
-    for iterations in (1, 2, 3):
+    for iterations in (1, 2, 3, 4):
         program = load_text(DDP.replace("ITERATIONS", str(iterations)), f"ddp{iterations}.sched").program
         result, cpu, wall = timed(lambda: explore(program))
         print(f"explore ddp{iterations} (reduced): {result.states:,} states, complete: {result.complete}, "

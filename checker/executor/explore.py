@@ -201,7 +201,8 @@ class _Explorer:
         # such programs keep the static singletons.
         stubborn = (reduce and m.n <= PRECOMPUTE_CONFLICTS
                     and sum(mask.bit_count() for mask in m.conflicts) <= MAX_STUBBORN_PAIRS)
-        choose = StubbornSets(m).choose if stubborn else None
+        sets = StubbornSets(m) if stubborn else None
+        choose = sets.choose if stubborn else None
         forget = m.forget
         clock_every = max(1, CLOCK_EVERY * 64 // max(64, m.n))
 
@@ -248,6 +249,8 @@ class _Explorer:
                     key = (a, b) if a <= b else (b, a)
                     if key not in races:
                         races[key] = RaceFound(key[0], key[1], witness(tuple(path) + (step,)))
+                        if stubborn:
+                            sets.race_found(a, b)
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
