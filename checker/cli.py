@@ -339,6 +339,8 @@ def _config_value(action: argparse.Action, key: str, value, problem):
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise problem(f"`{key}` must be a list of paths")
+        if any("\0" in v for v in values):
+            raise problem(f"`{key}`: a path cannot hold a NUL character")
         return values
     if action.nargs == 0:  # a switch
         if not isinstance(value, bool):
@@ -347,6 +349,8 @@ def _config_value(action: argparse.Action, key: str, value, problem):
     wanted = "string" if action.type in (None, str, _address) else "number"  # (a duration may be either)
     if isinstance(value, (bool, list, dict)) or (wanted == "string" and not isinstance(value, str)):
         raise problem(f"`{key}` must be a {wanted}")
+    if isinstance(value, str) and "\0" in value:
+        raise problem(f"`{key}` cannot hold a NUL character")
     converted = str(value)
     if action.type is not None:
         try:

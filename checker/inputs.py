@@ -128,16 +128,31 @@ def _table_name(text: str) -> str:
 
 def locate_setting(path: Path, table: str, key: str | None = None) -> tuple[int, int, int] | None:
     """Where `key` of `[table]` (or the table's header, without a key) is written in a TOML file:
-    (line, column, length of the value or header); None when it is written some other way
-    (an inline table, a dotted key)."""
+    (line, column, length of the value or header). A key may also be written as a table of its
+    own (`[table.key]`), and a table as a key of its parent (`key = { ... }`) or as an array of
+    tables (`[[table]]`). None when it is written some other way (a dotted key)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    found = _locate(lines, table, key)
+    if found is None and key is not None:
+        found = _locate(lines, f"{table}.{key}", None)
+    if found is None and key is None and "." in table:
+        parent, _, last = table.rpartition(".")
+        found = _locate(lines, parent, last)
+    return found
+
+
+def _locate(lines: list[str], table: str, key: str | None) -> tuple[int, int, int] | None:
     current = None
     for number, line in enumerate(lines, 1):
-        if line.lstrip().startswith("[["):  # an array of tables: none of ours
+        if line.lstrip().startswith("[["):  # an array of tables: ours only as a header
             current = None
+            name = line.strip()[2:].split("]]")[0]
+            if key is None and _table_name(name) == table:
+                start = line.index("[")
+                return number, start + 1, len(line.rstrip()) - start
             continue
         header = _HEADER.match(line)
         if header is not None:

@@ -649,3 +649,17 @@ def test_quoted_timestamps_and_stream_lanes_named_in_the_thread_id():
     program = load(import_kineto({"traceEvents": events})).program
     (kernel,) = statements(program, Op.KERNEL)
     assert (program.streams[kernel.stream].name, kernel.duration) == ("stream7", 10_000)
+
+
+def test_wrongly_typed_fields_of_a_corrupt_trace_are_read_as_far_as_they_go():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", {"odd": 1}, [1, 2], 0.0, 2, correlation=1),
+        _event("kernel", "k", 0, 7, 3.0, 10, stream=7, device=0, correlation=1),
+        _event("cpu_op", "aten::add_", {"odd": 1}, [1, 2], 0.0, 3, **{"Record function id": 9}),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    assert [s.name for s in statements(load(imported).program, Op.KERNEL)] == ["k"]
+    bad = {"id": 5, "name": "aten::add_", "inputs": 1.5, "input_types": True, "outputs": {"values": 3},
+           "attrs": [{"name": "rf_id", "type": "uint64", "value": 9}]}
+    et = read_execution_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [bad]})
+    assert et.operator(9, "aten::add_").accesses == ()

@@ -144,6 +144,11 @@ def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
     ('[tool.streamproof.shw]\nformat = "json"\n', "no command `shw`", "1:1"),
     ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`", "2:11"),
     ('[tool.streamproof\n', "not valid TOML", "1:18"),
+    ('[[tool.streamproof]]\ntimeout = 1\n', "must be a table", "1:1"),
+    ('[tool.streamproof.check]\n[tool.streamproof.check.deep]\na = 1\n', "`check` has no option `deep`", "2:1"),
+    ('[tool.streamproof]\ntimeout = { a = 1 }\n', "there is no command `timeout`", "2:11"),
+    ('[tool.streamproof]\nfiles = ["\\u0000"]\n', "a path cannot hold a NUL character", "2:9"),
+    ('[tool.streamproof]\ncluster = "a\\u0000"\n', "cannot hold a NUL character", "2:11"),
 ])
 def test_bad_config_is_a_diagnostic_at_the_setting(run, tmp_path, monkeypatch, text, problem, where):
     project(tmp_path, text)

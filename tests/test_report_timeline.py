@@ -205,3 +205,12 @@ def test_replay_text_from_its_json():
     lines = replay_text(program, steps, bad)
     assert lines[1].endswith("  <- illegal")
     assert lines[-1] == "illegal step 2: step 1 is not legal here: why"
+
+
+def test_gantt_svg_stays_wellformed_with_control_characters_in_names():
+    text = 'spec "t \x01 \x1b[31m"\ndevice d\nbuffer x 1MiB on d\nstream s on d\nthread main {\n  s: kernel k writes x 1ms\n}\n'
+    program = load_text(text, "odd\x02.sched").program
+    sim = simulate(program)
+    svg = gantt_svg(program, build(program, sim.timing))
+    xml.dom.minidom.parseString(svg)
+    assert "\x01" not in svg and "\N{REPLACEMENT CHARACTER}" in svg

@@ -89,7 +89,7 @@ def read_json(path: str):
     except UnicodeDecodeError:
         raise InputError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{path}: not JSON (nested too deeply)") from None
 

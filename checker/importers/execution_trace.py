@@ -230,14 +230,16 @@ def _attrs(node: dict) -> dict:
 
 
 def _io(node: dict, side: str):
-    """(values, types, shapes, strides) of `inputs` or `outputs` in either layout."""
+    """(values, types, shapes, strides) of `inputs` or `outputs` in either layout (a field
+    that is not a list, in a corrupt trace, as an empty one)."""
     item = node.get(side)
     if isinstance(item, dict):
-        return (item.get("values") or [], item.get("types") or [], item.get("shapes") or [],
-                item.get("strides") or [])
-    singular = side[:-1]
-    return (item or [], node.get(f"{singular}_types") or [], node.get(f"{singular}_shapes") or [],
-            node.get(f"{singular}_strides") or [])
+        parts = (item.get("values"), item.get("types"), item.get("shapes"), item.get("strides"))
+    else:
+        singular = side[:-1]
+        parts = (item, node.get(f"{singular}_types"), node.get(f"{singular}_shapes"),
+                 node.get(f"{singular}_strides"))
+    return tuple(part if isinstance(part, list) else [] for part in parts)
 
 
 def read_execution_trace(data) -> ExecutionTrace:
@@ -256,8 +258,11 @@ def read_execution_trace(data) -> ExecutionTrace:
         if not isinstance(name, str) or not isinstance(rf_id, int):
             continue
         op_schema = node.get("op_schema", attrs.get("op_schema")) or ""
-        accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
-                             _io(node, "inputs"), _io(node, "outputs"))
+        try:
+            accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
+                                 _io(node, "inputs"), _io(node, "outputs"))
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            accesses = ()  # a node whose tensors are malformed: its operator touches nothing known
         for a in accesses:
             key = (a.storage, a.device)
             if sizes.get(key, 0) < a.end:

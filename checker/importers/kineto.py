@@ -24,6 +24,7 @@ Everything is linear in the number of events apart from per-thread sorts.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import re
 from collections import defaultdict
@@ -163,6 +164,14 @@ def _number(value) -> float | None:
     return None
 
 
+def _ident(value):
+    """A process or thread id as a key: numbers and strings as they are, anything else (a
+    corrupt trace's list or object) as its text."""
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _int(value, default: int = -1) -> int:
     if isinstance(value, bool):
         return default
@@ -221,7 +230,7 @@ class _Trace:
             ph = ev.get("ph")
             if ph == "M":
                 if ev.get("name") == "thread_name" and isinstance(ev.get("args"), dict):
-                    self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(ev["args"].get("name", ""))
+                    self.thread_names[(_ident(ev.get("pid")), _ident(ev.get("tid")))] = str(ev["args"].get("name", ""))
                 continue
             if ph != "X":
                 if ph in ("B", "E"):
@@ -248,11 +257,11 @@ class _Trace:
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
                                 args.get("correlation")))
             elif cat in CALL_CATEGORIES:
-                raw_calls.append(((ev.get("pid"), ev.get("tid")), str(ev.get("name", "")), ts, dur,
+                raw_calls.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
                                   args.get("correlation")))
             elif cat in OP_CATEGORIES:
                 rf = args.get("Record function id")
-                raw_ops.append(((ev.get("pid"), ev.get("tid")), ts, dur, str(ev.get("name", "")),
+                raw_ops.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), ts, dur, str(ev.get("name", "")),
                                 rf if isinstance(rf, int) and rf > 0 else None,
                                 args.get("External id"), cat == "user_annotation"))
                 continue  # operators do not move the origin: they may start before any call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -28,6 +29,15 @@ def _window(text: str, marks: list[Mark]) -> tuple[str, int]:
     prefix = "..." if start else ""
     suffix = "..." if start + MAX_SHOWN < len(text) else ""
     return prefix + shown + suffix, start - len(prefix)
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` with every character XML 1.0 cannot hold (controls, lone surrogates) as U+FFFD:
+    a spec's title or names may hold them, and the SVG and JUnit files must stay well-formed."""
+    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
 def printable(line: str) -> str:

@@ -9,19 +9,17 @@ passes (exit status 0).
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from checker.codes import Code, Severity
 from checker.findings import FileReport, FindingKind, Status
 from checker.ir import ExpectKind
+from checker.report.frames import xml_text
 from checker.report.text import plain_report
 
 SUITE = "streamproof"
 NO_FINDINGS = "no findings"
 NO_OTHER_FINDINGS = "no unexpected findings"
-
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 _COVERS = {
     ExpectKind.NO_RACE: (FindingKind.RACE,),
@@ -31,14 +29,10 @@ _COVERS = {
 }
 
 
-def _xml(text: str) -> str:
-    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", text)
-
-
 def _classname(path: str) -> str:
     """`specs/a.sched` -> `specs.a` (CI servers show the part after the last dot as the class)."""
     stem = path[: -len(".sched")] if path.endswith(".sched") else path
-    return _xml(stem.replace("\\", "/").strip("/").replace(".", "_").replace("/", "."))
+    return xml_text(stem.replace("\\", "/").strip("/").replace(".", "_").replace("/", "."))
 
 
 def _expectation_text(report: FileReport, expectation) -> str:
@@ -98,15 +92,15 @@ def junit_xml(reports: list[FileReport], allow_unknown: bool = False) -> str:
         details = None
         for name, outcome, code, message, line in testcases(report, allow_unknown):
             counts["tests"] += 1
-            case = ET.SubElement(suite, "testcase", classname=_classname(report.path), name=_xml(name),
-                                 file=_xml(report.path))
+            case = ET.SubElement(suite, "testcase", classname=_classname(report.path), name=xml_text(name),
+                                 file=xml_text(report.path))
             if line is not None:
                 case.set("line", str(line))
             if outcome is not None:
                 counts[outcome] += 1
                 if details is None:
-                    details = _xml(plain_report(report))
-                element = ET.SubElement(case, outcome, message=_xml(f"{code}: {message}"), type=code or outcome)
+                    details = xml_text(plain_report(report))
+                element = ET.SubElement(case, outcome, message=xml_text(f"{code}: {message}"), type=code or outcome)
                 element.text = details
     for key, value in (("tests", counts["tests"]), ("failures", counts["failure"]),
                        ("errors", counts["error"]), ("skipped", 0)):

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _escape
 
 from checker.ir import Program
+from checker.report.frames import xml_text
 from checker.report.timeline import LaneKind, Timeline, loop_text, short_label
 from checker.timing import TimeUnit
+
+
+def escape(text: str) -> str:
+    """Text for the SVG: XML-escaped, with characters XML cannot hold replaced."""
+    return _escape(xml_text(text))
 
 COLOURS = {
     "compute": "#4c78a8",
