@@ -174,8 +174,8 @@ def _parser() -> argparse.ArgumentParser:
                                              "step by step with the executor, and confirm the finding.",
                                  epilog=_epilog("replay"), formatter_class=argparse.RawDescriptionHelpFormatter)
     common(replay)
-    replay.add_argument("--witness", required=True, metavar="FILE",
-                        help="the JSON that `check --format json` printed")
+    replay.add_argument("--witness", metavar="FILE",
+                        help="the JSON that `check --format json` printed (required; pyproject.toml may set it)")
     replay.add_argument("--finding", type=int, default=0, metavar="N", help="which finding (default 0, the first)")
     replay.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the replay")
     replay.add_argument("--svg", metavar="FILE", help="write a Gantt chart of the replay")
@@ -767,6 +767,8 @@ def _replay_error(args, path: str, message: str) -> int:
 def command_replay(args) -> int:
     from checker.executor.replay import confirm, replay
 
+    if args.witness is None:  # (not `required=`: that would ignore a default from pyproject.toml)
+        return _usage_error(args, "the following arguments are required: --witness")
     sources = _sources(args)
     if sources is None:
         return EXIT_ERROR

@@ -124,6 +124,18 @@ def test_config_sets_defaults_and_files(run, tmp_path, monkeypatch):
     assert status == 1 and "error[SP101]" in out
 
 
+def test_config_gives_the_options_a_command_needs(run, tmp_path, monkeypatch):
+    project(tmp_path, '[tool.streamproof.replay]\nwitness = "w.json"\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run("check", "--format", "json", "specs/racy.sched")
+    (tmp_path / "w.json").write_text(out)
+    status, out, _ = run("replay", "specs/racy.sched")  # --witness from pyproject.toml
+    assert status == 0 and "1. issue" in out
+    (tmp_path / "pyproject.toml").write_text("")
+    status, _, err = run("replay", "specs/racy.sched")
+    assert status == 2 and "the following arguments are required: --witness" in err
+
+
 def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
     project(tmp_path, '[tool.streamproof]\nallow-unknown = true\nquiet = true\n'
                       '[tool.streamproof.show]\nformat = "json"\n')

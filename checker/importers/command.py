@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
     parser.add_argument("--et", metavar="EXECUTION_TRACE",
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write the .sched spec")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="where to write the .sched spec (required; pyproject.toml may set it)")
     parser.add_argument("--compare", action="store_true",
                         help="simulate the spec and print its spans next to the trace's, per stream")
     parser.add_argument("--min-gap", type=_duration_ns, default=0, metavar="DURATION",
@@ -103,6 +104,8 @@ def run(args) -> int:
     from checker.importers.execution_trace import TraceError, read_execution_trace
     from checker.importers.kineto import import_kineto
 
+    if args.output is None:  # (not `required=`: that would ignore a default from pyproject.toml)
+        return _error("the following arguments are required: -o/--output")
     try:
         trace = read_json(args.trace)
         et = read_execution_trace(read_json(args.et)) if args.et else None
