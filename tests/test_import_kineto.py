@@ -563,20 +563,29 @@ def test_without_cuda_sync_a_record_waited_on_by_its_own_stream_is_taken_as_anot
     assert "assumed: records the stream of the thread's latest launch" in imported.text
 
 
+def _record_then_wait(recorded: int, recorded_device: int, waiting: int, waiting_device: int,
+                      waiting_thread: int = 1) -> list[dict]:
+    """Thread 1 launches `produce` on stream `recorded` and records it; `waiting_thread` has
+    stream `waiting` wait for that record (named by cuda_sync) and launches `consume` on it."""
+    return [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "produce", recorded_device, recorded, 3.0, 50, stream=recorded, device=recorded_device,
+               correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 4.0, 1, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, waiting_thread, 10.0, 1, correlation=3),
+        _event("cuda_sync", "Stream Wait Event", waiting_device, -1, 10.5, 0, cuda_sync_kind="Stream Wait Event",
+               stream=waiting, device=waiting_device, wait_on_stream=recorded, wait_on_cuda_event_record_corr_id=2,
+               correlation=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, waiting_thread, 12.0, 2, correlation=4),
+        _event("kernel", "consume", waiting_device, waiting, 54.0, 10, stream=waiting, device=waiting_device,
+               correlation=4),
+    ]
+
+
 def test_a_wait_bound_to_another_thread_s_record_keeps_that_binding():
     # The trace names the record (`wait_on_cuda_event_record_corr_id`); the threads' own
     # synchronization is not in it, so the spec keeps the binding with a flag event.
-    events = [
-        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
-        _event("kernel", "produce", 0, 20, 3.0, 50, stream=20, device=0, correlation=1),
-        _event("cuda_runtime", "cudaEventRecord", 1, 1, 4.0, 1, correlation=2),
-        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 2, 10.0, 1, correlation=3),
-        _event("cuda_sync", "Stream Wait Event", 0, -1, 10.5, 0, cuda_sync_kind="Stream Wait Event", stream=7,
-               device=0, wait_on_stream=20, wait_on_cuda_event_record_corr_id=2, correlation=3),
-        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 12.0, 2, correlation=4),
-        _event("kernel", "consume", 0, 7, 54.0, 10, stream=7, device=0, correlation=4),
-    ]
-    imported = import_kineto({"traceEvents": events})
+    imported = import_kineto({"traceEvents": _record_then_wait(20, 0, 7, 0, waiting_thread=2)})
     program = load(imported).program
     (wait,) = statements(program, Op.WAIT)
     assert program.events[wait.event].flag
@@ -587,17 +596,7 @@ def test_a_wait_bound_to_another_thread_s_record_keeps_that_binding():
 
 def test_a_cross_device_wait_records_on_the_device_that_ran_the_recorded_stream():
     # cuda_sync names the waiting stream's device; stream 13 ran only on gpu0.
-    events = [
-        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
-        _event("kernel", "produce", 0, 13, 3.0, 50, stream=13, device=0, correlation=1),
-        _event("cuda_runtime", "cudaEventRecord", 1, 1, 4.0, 1, correlation=2),
-        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 10.0, 1, correlation=3),
-        _event("cuda_sync", "Stream Wait Event", 1, -1, 10.5, 0, cuda_sync_kind="Stream Wait Event", stream=30,
-               device=1, wait_on_stream=13, wait_on_cuda_event_record_corr_id=2, correlation=3),
-        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 12.0, 2, correlation=4),
-        _event("kernel", "consume", 1, 30, 54.0, 10, stream=30, device=1, correlation=4),
-    ]
-    program = load(import_kineto({"traceEvents": events})).program
+    program = load(import_kineto({"traceEvents": _record_then_wait(13, 0, 30, 1)})).program
     (wait,) = statements(program, Op.WAIT)
     assert program.streams[wait.stream].name == "stream30"
     assert program.streams[record_of(program, wait.event).stream].name == "stream13"
