@@ -154,6 +154,12 @@ def _kind_phrase(kind: str) -> str:
     return {"alias": "an alias", "event": "an event", "thread": "a thread"}.get(kind, f"a {kind}")
 
 
+def _kinds_phrase(kinds: tuple[str, ...]) -> str:
+    """`a stream`, `a stream or an event`, `a stream, an event or a device`."""
+    phrases = [_kind_phrase(k) for k in kinds]
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+
+
 def _placeholder(slot: int) -> int:
     """The memory index that stands for a tensor slot until the allocator places it."""
     return -1 - slot
@@ -402,8 +408,7 @@ class _Lowerer:
         if entity.broken:
             raise _Skip
         if kinds and entity.kind not in kinds:
-            phrases = [_kind_phrase(k) for k in kinds]
-            wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+            wanted = _kinds_phrase(kinds)
             raise SpecError(error(Code.SP012, f"`{name.text}` is {_kind_phrase(entity.kind)}, not {wanted}",
                                   name.span, f"expected {wanted}",
                                   secondary=((entity.decl.name.span, "declared here"),)))
@@ -648,8 +653,7 @@ class _Lowerer:
             raise SpecError(error(Code.SP010, f"a device has no `{member.text}`", member.span, "unknown member",
                                   help=f"`{self.text(ref.name.span)}.default` names the device's default stream"))
         if kinds and "stream" not in kinds:
-            phrases = [_kind_phrase(k) for k in kinds]
-            wanted = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+            wanted = _kinds_phrase(kinds)
             raise SpecError(error(Code.SP012, f"`{self.text(ref.span)}` is a stream, not {wanted}", ref.span,
                                   f"expected {wanted}", secondary=((entity.decl.name.span, "device declared here"),)))
         return self.default_stream(self.resolve(device_ref, env, "device"))

@@ -369,6 +369,7 @@ class _Builder:
         """Operators looked up in the Execution Trace, found or not (by id)."""
         self.cross_thread: set[int] = set()
         """Records that a wait or event sync of another thread bound to (flag events)."""
+        self._launched_ops: dict[tuple[int, int], list[tuple[int, int, int]]] | None = None
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
         """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
         self.stream_keys: set[tuple[int, int]] = set()
@@ -612,14 +613,19 @@ class _Builder:
             self.cross_thread.add(record)
 
     def _launched(self) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
-        """Per stream, the GPU work whose launch call is in the trace: (start, end, call start)."""
-        t = self.t
-        out: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-        for op in t.gpu:
-            launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
-            if launch is not None:
-                out[(op.device, op.stream)].append((op.start, op.start + op.dur, launch.start))
-        return out
+        """Per stream, the GPU work whose launch call is in the trace: (start, end, call start),
+        sorted (read once, by `_not_ready` and by the placement of work without a call)."""
+        if self._launched_ops is None:
+            t = self.t
+            out: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+            for op in t.gpu:
+                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
+                if launch is not None:
+                    out[(op.device, op.stream)].append((op.start, op.start + op.dur, launch.start))
+            for ops in out.values():
+                ops.sort()
+            self._launched_ops = dict(out)
+        return self._launched_ops
 
     def _not_ready(self, record: int, query: Call) -> bool:
         """Whether the GPU work enqueued on the record's stream before the record was still
@@ -974,7 +980,6 @@ class _Builder:
             # among the work that started at or after each (suffix minima, for a bisection).
             earliest: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
             for key, ops in self._launched().items():
-                ops.sort()
                 suffix, low = [], None
                 for _, _, called in reversed(ops):
                     low = called if low is None else min(low, called)
