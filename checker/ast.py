@@ -547,6 +547,23 @@ Statement = (
 )
 
 
+def nested_statements(body):
+    """Every statement of a block and of the blocks inside it (`for`, `group`, `if`, `choose`),
+    in source order, for questions about what a program may do before it is unrolled."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, Choose):
+            blocks = statement.branches
+        elif isinstance(statement, If):
+            blocks = statement.bodies()
+        elif isinstance(statement, (For, Group)):
+            blocks = (statement.body,)
+        else:
+            continue
+        for block in blocks:
+            yield from nested_statements(block)
+
+
 @dataclass(frozen=True, slots=True)
 class SpecFile:
     declarations: tuple[Declaration, ...]

@@ -202,6 +202,7 @@ class _Lowerer:
         programs gets a usage warning only when every program has it (a stream one branch
         of a `choose` does not use is not unused)."""
         self.alias_regions: dict[str, _Region] = {}
+        self._stream_allocated: frozenset[int] | None = None
         self.resolving: list[str] = []
         self.origin_ids: dict = {}
         """Origin of each source statement (by node id; (id, part) for the further statements
@@ -810,27 +811,25 @@ class _Lowerer:
                  "fewer `choose`s, fewer branches, or fewer loop iterations around them keep it small"))
 
     def first_choose(self) -> ast.Choose | None:
-        def walk(body):
-            for statement in body:
-                if isinstance(statement, ast.Choose):
-                    return statement
-                inner = getattr(statement, "body", None)
-                if isinstance(inner, tuple):
-                    found = walk(inner)
-                    if found is not None:
-                        return found
-                if isinstance(statement, ast.If):
-                    for body in statement.bodies():
-                        found = walk(body)
-                        if found is not None:
-                            return found
-            return None
+        return next((statement for decl in self.thread_decls for statement in ast.nested_statements(decl.body)
+                     if isinstance(statement, ast.Choose)), None)
 
-        for decl in self.thread_decls:
-            found = walk(decl.body)
-            if found is not None:
-                return found
-        return None
+    def stream_allocated(self) -> frozenset[int]:
+        """Buffers that some stream `alloc` allocates (`cudaMallocAsync`), whatever the index."""
+        if self._stream_allocated is None:
+            found: set[int] = set()
+            for decl in self.thread_decls:
+                for statement in ast.nested_statements(decl.body):
+                    if isinstance(statement, ast.AllocTask):
+                        whole = ast.AccessRef(statement.access.name, (), statement.access.span)
+                        try:
+                            region = self.region(whole, {}, whole_arrays=True)
+                        except (SpecError, _Skip):
+                            continue  # reported where the statement is lowered
+                        if not region.tensor:
+                            found.update(region.memories)
+            self._stream_allocated = frozenset(found)
+        return self._stream_allocated
 
     def count_combinations(self) -> int:
         """How many combinations of branches the `choose`s of every thread make (capped)."""
@@ -1219,10 +1218,13 @@ class _Lowerer:
             return
         for access in self.lifetimes(node.access, region):
             memory = self.memories[access.memory]
-            if memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA:
+            if (memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA
+                    and not (free and access.memory in self.stream_allocated())):
                 # CUDA programming guide, "Implicit Synchronization": a device memory allocation
                 # (cudaMalloc) or deallocation (cudaFree) keeps commands issued before and after it
-                # from running concurrently; both are modelled as synchronizing the device.
+                # from running concurrently; both are modelled as synchronizing the device. Not
+                # the free of stream-ordered memory: cudaFree "will not perform any implicit
+                # synchronization when the pointer was allocated with cudaMallocAsync".
                 call = "cudaFree" if free else "cudaMalloc"
                 index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=memory.device,
                                   form=f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes the device)",

@@ -98,10 +98,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
     for task, other in ((a, b), (b, a)):
-        if "." in stream(task) and "." not in stream(other):  # an implicit default stream (`gpu0.default`)
-            return (f"{_where(program, task)} runs on the device's default stream, which a spec cannot name: "
-                    f"make the host wait for `{stream(other)}` before it (`sync {stream(other)}`); work its "
-                    "thread enqueues after it is already ordered, since the call blocks until done")
+        # A host `memcpy`/`memset`: its task runs on the device's default stream (`gpu0.default`).
+        if task.form.startswith(("memcpy", "memset")) and "." in stream(task) and "." not in stream(other):
+            blocks = (": work its thread enqueues after it is already ordered, since the call blocks until done"
+                      if task.blocking else "")
+            return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`): make the "
+                    f"host wait for `{stream(other)}` before the call (`sync {stream(other)}`){blocks}")
     for task in (b, a):
         stale = _stale_flag_wait(program, task)
         if stale is not None:

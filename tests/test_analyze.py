@@ -309,7 +309,23 @@ thread t {
 }
 """)
     (finding,) = report.findings
-    assert "default stream, which a spec cannot name" in finding.help and "`sync s`" in finding.help
+    assert "default stream (`gpu0.default`)" in finding.help and "`sync s`" in finding.help
+    assert "blocks until done" in finding.help  # (a device-to-host memcpy)
+
+
+def test_race_help_for_a_task_enqueued_on_the_default_stream_by_name_is_the_stream_one():
+    """`gpu0.default: free x` is a stream statement like any other (cudaFreeAsync(x, 0)): it
+    does not block, and the spec named its stream."""
+    report = check("""device gpu0 { compute 1 copy 1 runtime cuda }
+buffer x 4KiB on gpu0
+stream s on gpu0 nonblocking
+thread t {
+  s: kernel k writes x 1ms
+  gpu0.default: free x
+}
+""")
+    races = [f for f in report.findings if f.code == "SP101"]
+    assert races and all("blocks" not in f.help and "default stream" not in f.help for f in races)
 
 
 def test_race_help_names_a_wait_that_can_come_before_its_record():

@@ -34,7 +34,7 @@ def stuck(machine: "Machine", state) -> tuple[tuple[int, str], ...]:
         if i is None:
             continue
         kind = StepKind.RETURN if state.threads[t] & 1 else StepKind.ISSUE
-        why = m.blocker(state, m.steps[kind][i]) or "can still move"
+        why = str(m.blocker(state, m.steps[kind][i]) or "can still move")
         out.append((i, why))
     for q in state.queues:
         for k, h in enumerate(q):
@@ -42,11 +42,11 @@ def stuck(machine: "Machine", state) -> tuple[tuple[int, str], ...]:
                 why = (f"waiting for {m.describe(q[0])} ahead of it on "
                        f"{p.streams[m.stream_of[h]].name}")
             elif state.status[h] == RUNNING:
-                why = m.end_blocker(state, h) or "can still end"
+                why = str(m.end_blocker(state, h) or "can still end")
             elif m.in_group[h] and m.group(state, h) is not None:
-                why = m.group_blocker(state, m.group(state, h)) or "can still start"
+                why = str(m.group_blocker(state, m.group(state, h)) or "can still start")
             else:
-                why = m.first_step_blocker(state, h) or "can still move"
+                why = str(m.first_step_blocker(state, h) or "can still move")
             out.append((h, why))
     out.sort()
     return tuple(out)

@@ -67,6 +67,28 @@ class Met(Group):
     missing: str | None = None
 
 
+class Blocked:
+    """Why a step cannot happen, and what could change that: `needs` holds steps of which
+    every run that enables the step takes one first (empty: no run will). The stubborn sets
+    of exploration read `needs` (`stubborn.py`), so the rule that blocks a step and the steps
+    that could unblock it are written in one place. The words (`str`) are built only when
+    asked for: exploration asks for `needs` hundreds of thousands of times."""
+
+    __slots__ = ("needs", "_say")
+
+    def __init__(self, say, needs: tuple[Step, ...] = ()) -> None:
+        self.needs = needs
+        self._say = say
+        """The words, or a function of no arguments that returns them."""
+
+    def __str__(self) -> str:
+        say = self._say
+        return say if isinstance(say, str) else say()
+
+    def __repr__(self) -> str:
+        return f"Blocked({str(self)!r}, {self.needs!r})"
+
+
 def _first(item) -> int:
     """The task of a captured dependency (task, need) or of a sync's task."""
     return item[0] if isinstance(item, tuple) else item
@@ -116,6 +138,8 @@ class Machine:
         self._conflicts: tuple[int, ...] | None = None
         self._pair_cache: dict[tuple[int, int], bool] = {}
         self._described: dict[int, str] = {}
+        self._past = tuple(Blocked(f"thread {t.name} is already past it") for t in p.threads)
+        self._waiting_thread: dict[tuple[int, int], Blocked] = {}
         reduction = Reduction(self)
         self.reducible = reduction.reducible
         """`reducible(step)`: whether exploration may take `step` alone (`reduction.py`)."""
@@ -421,6 +445,19 @@ class Machine:
         self.signal = tuple(signal)
         """What an instant statement sets or clears when it takes effect (its `complete`, or
         the `issue` of a host statement)."""
+        note_setters: dict[int, list[tuple[int, StepKind]]] = {}
+        for i in of_op.get(Op.NOTIFY, ()):
+            kind = _ISSUE if statements[i].stream is None else _COMPLETE
+            note_setters.setdefault(statements[i].notify, []).append((i, kind))
+        flag_setters: dict[int, list[int]] = {}
+        for i in of_op.get(Op.RECORD, ()):
+            if flag[records[i]]:
+                flag_setters.setdefault(records[i], []).append(i)
+        self.note_setters = {note: tuple(found) for note, found in note_setters.items()}
+        """Per notify: the (statement, step kind) that set it: a stream notify's `complete`,
+        a host notify's `issue`."""
+        self.flag_setters = {e: tuple(found) for e, found in flag_setters.items()}
+        """Per flag event: its records (whose `complete` sets it)."""
 
     @property
     def conflicts(self) -> tuple[int, ...]:
@@ -514,7 +551,50 @@ class Machine:
         that takes no time once it completed (`Statement.begins_when_done`)."""
         return state.status[task] >= (DONE if self.begins_when_done[task] else RUNNING)
 
-    def deps_blocker(self, state, task: int) -> str | None:
+    def completion_step(self, task: int) -> Step:
+        """The step that completes a task: its `end`, or `complete` if it takes no time."""
+        return self.steps[_END if self.interval[task] else _COMPLETE][task]
+
+    def first_step(self, task: int) -> Step:
+        """A task's first step: its `start`, or `complete` if it takes no time."""
+        return self.steps[_START if self.interval[task] else _COMPLETE][task]
+
+    def _begin_step(self, task: int) -> Step:
+        """The step after which the task has `begun`."""
+        return self.completion_step(task) if self.begins_when_done[task] else self.first_step(task)
+
+    def _thread_step(self, state, thread: int) -> tuple[Step, ...]:
+        """The step thread `thread` takes next (its statement's issue or return), if any."""
+        v = state.threads[thread]
+        stmts = self.thread_stmts[thread]
+        if v >> 1 >= len(stmts):
+            return ()
+        return (self.steps[_RETURN if v & 1 else _ISSUE][stmts[v >> 1]],)
+
+    def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
+        status = state.status
+        return tuple(self.steps[kind][i] for i, kind in self.note_setters.get(note, ())
+                     if status[i] != DONE)
+
+    def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
+        status = state.status
+        return tuple(self.steps[_COMPLETE][i] for i in self.flag_setters.get(event, ())
+                     if status[i] != DONE)
+
+    def _not_reached(self, t: int, v: int) -> Blocked:
+        """Thread t, at `v` (`State.threads`), has not reached a statement: it must first
+        take its own next step. (Kept per position: exploration asks this most often.)"""
+        found = self._waiting_thread.get((t, v))
+        if found is None:
+            cur = self.thread_stmts[t][v >> 1]
+            found = self._waiting_thread[(t, v)] = Blocked(
+                lambda: f"thread {self.program.threads[t].name} has not reached it "
+                f"(it is at {self.describe(cur)})",
+                (self.steps[_RETURN if v & 1 else _ISSUE][cur],),
+            )
+        return found
+
+    def deps_blocker(self, state, task: int) -> Blocked | None:
         """Rules 2 and 3: the earlier tasks its hardware queue or the legacy stream orders it
         after (captured at its issue) have begun or completed."""
         slot = self.dslot[task]
@@ -523,37 +603,41 @@ class Machine:
         for dep, need in state.bind[slot]:
             if need == NEED_DONE:
                 if state.status[dep] != DONE:
-                    return f"waiting for {self.describe(dep)} to complete (legacy default stream)"
+                    return Blocked(lambda: f"waiting for {self.describe(dep)} to complete (legacy default stream)",
+                                   (self.completion_step(dep),))
             elif not self.begun(state, dep):
-                return f"waiting for {self.describe(dep)} to begin (same hardware queue)"
+                return Blocked(lambda: f"waiting for {self.describe(dep)} to begin (same hardware queue)",
+                               (self._begin_step(dep),))
         return None
 
-    def head_blocker(self, state, task: int) -> str | None:
+    def head_blocker(self, state, task: int) -> Blocked | None:
         """Rule 1: every task ahead of it on its stream has completed (tasks of its own
         batch excepted: one `group` is one fused launch)."""
         stream = self.stream_of[task]
         q = state.queues[stream]
         if not q or q[0] != task:
             if state.status[task] == NEW:
-                return f"{self.describe(task)} has not been enqueued"
+                return Blocked(lambda: f"{self.describe(task)} has not been enqueued",
+                               (self.steps[_ISSUE][task],))
             batch = self.batch[task]
             for ahead in q:
                 if ahead == task:
                     return None
                 if batch is None or self.batch[ahead] != batch:
-                    return (
-                        f"waiting for {self.describe(ahead)} ahead of it on "
-                        f"{self.program.streams[stream].name}"
+                    return Blocked(
+                        lambda: f"waiting for {self.describe(ahead)} ahead of it on "
+                        f"{self.program.streams[stream].name}",
+                        (self.completion_step(ahead),),
                     )
         return None
 
-    def first_step_blocker(self, state, task: int) -> str | None:
+    def first_step_blocker(self, state, task: int) -> Blocked | None:
         """Why the task cannot take its first step, `start` or `complete` (None: it can)."""
         status = state.status[task]
         if status == NEW:
-            return "not enqueued yet"
+            return Blocked("not enqueued yet", (self.steps[_ISSUE][task],))
         if status != QUEUED:
-            return "already begun"
+            return Blocked("already begun")
         why = self.head_blocker(state, task)
         if why:
             return why
@@ -565,17 +649,19 @@ class Machine:
         e = self.wait_flag[task]
         if e >= 0:
             if not state.flags >> e & 1:
-                return f"flag {self.program.events[e].name} not set"
+                return Blocked(lambda: f"flag {self.program.events[e].name} not set",
+                               self._setters_of_flag(state, e))
             return None
         slot = self.wslot[task]
         if slot >= 0:
             rec = state.bind[slot]
             if rec >= 0 and state.status[rec] != DONE:
-                return f"waiting for {self.describe(rec)}"
+                return Blocked(lambda: f"waiting for {self.describe(rec)}", (self.steps[_COMPLETE][rec],))
             return None
         n = self.await_note[task]
         if n >= 0 and not state.notes >> n & 1:
-            return f"notify {self.program.notifies[n].name} not set"
+            return Blocked(lambda: f"notify {self.program.notifies[n].name} not set",
+                           self._setters_of_note(state, n))
         return None
 
     def group(self, state, task: int):
@@ -607,89 +693,100 @@ class Machine:
         kind = GroupKind.SENDRECV if st.op in (Op.SEND, Op.RECV) else GroupKind.COLLECTIVE
         return Met(-1 - members[0], kind, st.comm, k, tuple(members), missing is None, missing)
 
-    def group_blocker(self, state, group) -> str | None:
+    def group_blocker(self, state, group) -> Blocked | None:
         """Why a collective group cannot complete: a member is missing or has not started."""
         if not group.complete:
-            missing = group.missing if isinstance(group, Met) else None
-            return missing or "its collective group has a member missing from the program"
+            missing = "its collective group has a member missing from the program"
+            if not isinstance(group, Met):  # never
+                return Blocked(missing)
+            # An interleaved comm's group meets once each meeting class has enqueued a call
+            # at its position: any of their calls still to be enqueued may complete it.
+            needs: list[Step] = []
+            for other in self.class_meets[self.call_class[group.members[0]]]:
+                if other < 0:
+                    return Blocked(group.missing or missing)
+                needs.extend(self.steps[_ISSUE][x] for x in self.class_calls[other]
+                             if state.status[x] == NEW)
+            return Blocked(group.missing or missing, tuple(needs))
         for m in group.members:
             if state.status[m] != RUNNING:
                 comm = self.program.comms[group.comm].name
-                return f"its {comm} group waits for {self.describe(m)} to start"
+                return Blocked(lambda: f"its {comm} group waits for {self.describe(m)} to start",
+                               (self.first_step(m),))
         return None
 
-    def end_blocker(self, state, task: int) -> str | None:
+    def end_blocker(self, state, task: int) -> Blocked | None:
         """`end` of a running task needs only that it has started; a collective's `end`
         (its whole group's) needs every member started."""
         if state.status[task] != RUNNING:
-            return "not running"
+            return Blocked("not running", () if state.status[task] == DONE else (self.first_step(task),))
         group = self.group(state, task) if self.in_group[task] else None
         if group is not None:
             return self.group_blocker(state, group)
         return None
 
-    def return_blocker(self, state, stmt: int) -> str | None:
+    def return_blocker(self, state, stmt: int) -> Blocked | None:
         """Why the thread holding `stmt` cannot take its `return` (None: it can): a pageable
         copy waits for its task, a sync for what it captured or for its flag."""
         if self.stream_of[stmt] is not None:  # pageable copy
             if state.status[stmt] != DONE:
-                return f"waiting for the copy {self.describe(stmt)} to complete"
+                return Blocked(lambda: f"waiting for the copy {self.describe(stmt)} to complete",
+                               (self.completion_step(stmt),))
             return None
         slot = self.wslot[stmt]
         if slot >= 0:
             for task in state.bind[slot]:
                 if state.status[task] != DONE:
-                    return f"waiting for {self.describe(task)}"
+                    return Blocked(lambda: f"waiting for {self.describe(task)}", (self.completion_step(task),))
             return None
         e = self.sync_flag[stmt]
         if e >= 0 and not state.flags >> e & 1:
-            return f"flag {self.program.events[e].name} not set"
+            return Blocked(lambda: f"flag {self.program.events[e].name} not set", self._setters_of_flag(state, e))
         return None
 
-    def blocker(self, state, step: Step) -> str | None:
-        """Why `step` cannot happen in `state`; None when it is legal."""
+    def blocker(self, state, step: Step) -> Blocked | None:
+        """Why `step` cannot happen in `state` (with the steps that could change that); None
+        when it is legal."""
         i = step.statement
         if not isinstance(i, int) or not 0 <= i < self.n:
-            return f"no statement #{i}"
+            return Blocked(lambda: f"no statement #{i}")
         kind = step.kind
         if kind is _ISSUE or kind is _RETURN:
             t = self.thread_of[i]
             v = state.threads[t]
-            cur = self.current(state, t)
-            if cur != i:
-                if state.status[i] != NEW or self.position[i] < v >> 1:
-                    return f"thread {self.program.threads[t].name} is already past it"
-                return (
-                    f"thread {self.program.threads[t].name} has not reached it "
-                    f"(it is at {self.describe(cur)})"
-                )
+            at = v >> 1
+            if self.position[i] != at:
+                if self.position[i] < at or state.status[i] != NEW:
+                    return self._past[t]
+                return self._not_reached(t, v)
             if kind is _ISSUE:
                 if v & 1:
-                    return "already issued"
+                    return Blocked("already issued")
                 n = self.issue_note[i]
                 if n >= 0 and not state.notes >> n & 1:
-                    return f"notify {self.program.notifies[n].name} not set"
+                    return Blocked(lambda: f"notify {self.program.notifies[n].name} not set",
+                                   self._setters_of_note(state, n))
                 return None
             if not v & 1:
                 if not self.holds[i]:
-                    return "this statement has no return step"
-                return "not issued yet"
+                    return Blocked("this statement has no return step")
+                return Blocked("not issued yet", (self.steps[_ISSUE][i],))
             return self.return_blocker(state, i)
         if self.stream_of[i] is None:
-            return f"a host statement has no {kind.value} step"
+            return Blocked(lambda: f"a host statement has no {kind.value} step")
         if kind is _END:
             if not self.interval[i]:
-                return "an instant task has no end step (it completes)"
+                return Blocked("an instant task has no end step (it completes)")
             return self.end_blocker(state, i)
         if kind is _START:
             if not self.interval[i]:
-                return "an instant task has no start step (it completes)"
+                return Blocked("an instant task has no start step (it completes)")
             return self.first_step_blocker(state, i)
         if kind is _COMPLETE:
             if self.interval[i]:
-                return "a running task has start and end steps, not complete"
+                return Blocked("a running task has start and end steps, not complete")
             return self.first_step_blocker(state, i)
-        return f"unknown step kind {kind!r}"
+        return Blocked(lambda: f"unknown step kind {kind!r}")
 
     # ------------------------------------------------------------------ enabled steps
 

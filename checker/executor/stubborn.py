@@ -35,10 +35,10 @@ Why nothing is lost (the state graph is finite and acyclic: every step is progre
 
 from __future__ import annotations
 
-from checker.executor.machine import NEED_DONE, Machine
-from checker.executor.state import DONE, NEW, QUEUED, RUNNING, U_DEAD, U_FLAGS, U_NOTES, bits
+from checker.executor.machine import Machine
+from checker.executor.state import U_DEAD, U_FLAGS, U_NOTES, bits
 from checker.ir import Op, SyncKind
-from checker.witness import Step, StepKind
+from checker.witness import Step, StepKind, task_steps, thread_steps
 
 _ISSUE, _RETURN, _START, _END, _COMPLETE = (
     StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END, StepKind.COMPLETE)
@@ -54,7 +54,8 @@ class StubbornSets:
         self._readers: dict[tuple, list[Step]] = {}
         self._footprints: dict[Step, tuple[tuple, tuple]] = {}
         for i in range(machine.n):
-            for kind in self._kinds(i):
+            st = machine.program.statements[i]
+            for kind in thread_steps(st) + task_steps(st):
                 step = self.steps[kind][i]
                 writes, reads = self._footprint(kind, i)
                 self._footprints[step] = (writes, reads)
@@ -90,29 +91,8 @@ class StubbornSets:
         """Per statement: bitmask of the statements a race with it has already been reported
         with (`race_found`). Such a pair need not be shown again, so its race label stops
         being a conflict (see `race_conflicts`)."""
-        self.notify_setters = {}
-        """Per notify: the steps that set it (stream `complete` or host `issue` of a notify)."""
-        for i in m.of_op.get(Op.NOTIFY, ()):
-            note = m.program.statements[i].notify
-            kind = _ISSUE if m.stream_of[i] is None else _COMPLETE
-            self.notify_setters.setdefault(note, []).append((i, kind))
-        self.flag_setters = {}
-        """Per flag event: its records (whose `complete` sets it)."""
-        for i in m.of_op.get(Op.RECORD, ()):
-            e = m.records[i]
-            if m.flag_event[e]:
-                self.flag_setters.setdefault(e, []).append(i)
 
     # ------------------------------------------------------------------ static conflicts
-
-    def _kinds(self, i: int) -> tuple[StepKind, ...]:
-        m = self.machine
-        kinds = [_ISSUE]
-        if m.holds[i]:
-            kinds.append(_RETURN)
-        if m.stream_of[i] is not None:
-            kinds.extend((_START, _END) if m.interval[i] else (_COMPLETE,))
-        return tuple(kinds)
 
     def _footprint(self, kind: StepKind, i: int) -> tuple[tuple, tuple]:
         """(resources the step writes, resources its effect, label or a falsifiable enabling
@@ -248,117 +228,20 @@ class StubbornSets:
 
     # ------------------------------------------------------------------ enabling
 
-    def _thread_step(self, state, t: int) -> tuple[Step, ...]:
-        """The step thread t takes next (its current statement's issue or return)."""
-        m = self.machine
-        v = state.threads[t]
-        stmts = m.thread_stmts[t]
-        k = v >> 1
-        if k >= len(stmts):
-            return ()
-        return (self.steps[_RETURN if v & 1 else _ISSUE][stmts[k]],)
-
-    def _completion(self, i: int) -> Step:
-        """The step that completes task i (its `end` or `complete`)."""
-        return self.steps[_END if self.machine.interval[i] else _COMPLETE][i]
-
-    def _first_step(self, i: int) -> Step:
-        return self.steps[_START if self.machine.interval[i] else _COMPLETE][i]
-
     def necessary(self, state, step: Step) -> tuple[Step, ...]:
         """A necessary enabling set of a step disabled in `state`: every run from `state` in
-        which the step becomes enabled takes one of these first (empty: it never will)."""
+        which the step becomes enabled takes one of these first (empty: it never will). The
+        machine's own blocker names them (`Blocked.needs`)."""
+        why = self.machine.blocker(state, step)
+        if why is not None:
+            return why.needs
+        # Legal, yet not among the enabled steps: the end of a met group is listed once,
+        # under its first member's name.
         m = self.machine
-        i = step.statement
-        kind = step.kind
-        status = state.status
-        if kind is _ISSUE or kind is _RETURN:
-            t = m.thread_of[i]
-            v = state.threads[t]
-            k = m.position[i]
-            if (v >> 1) > k or (v >> 1 == k and kind is _ISSUE and v & 1):
-                return ()  # the thread is past it
-            if v >> 1 < k or (kind is _RETURN and not v & 1):
-                return self._thread_step(state, t)
-            if kind is _ISSUE:  # a host await whose notify is not set
-                return self._setters_of_note(state, m.issue_note[i])
-            if m.stream_of[i] is not None:  # a pageable copy waits for its task
-                return (self._completion(i),)
-            slot = m.wslot[i]
-            if slot >= 0:
-                for task in state.bind[slot]:
-                    if status[task] != DONE:
-                        return (self._completion(task),)
-                return ()
-            return self._setters_of_flag(state, m.sync_flag[i])
-        if kind is _END:
-            return self._end_necessary(state, i)
-        # START or COMPLETE: the task's first step
-        if status[i] == NEW:
-            return (self.steps[_ISSUE][i],)
-        if status[i] != QUEUED:
-            return ()
-        q = state.queues[m.stream_of[i]]
-        batch = m.batch[i]
-        for ahead in q:
-            if ahead == i:
-                break
-            if batch is None or m.batch[ahead] != batch:
-                return (self._completion(ahead),)
-        slot = m.dslot[i]
-        if slot >= 0:
-            for dep, need in state.bind[slot]:
-                if need == NEED_DONE:
-                    if status[dep] != DONE:
-                        return (self._completion(dep),)
-                elif not m.begun(state, dep):
-                    return (self._completion(dep) if m.begins_when_done[dep] else self._first_step(dep),)
-        e = m.wait_flag[i]
-        if e >= 0:
-            return self._setters_of_flag(state, e)
-        slot = m.wslot[i]
-        if slot >= 0:
-            record = state.bind[slot]
-            if record >= 0 and status[record] != DONE:
-                return (self.steps[_COMPLETE][record],)
-            return ()
-        return self._setters_of_note(state, m.await_note[i])
-
-    def _end_necessary(self, state, i: int) -> tuple[Step, ...]:
-        """What an `end` written with statement i needs first: the task started, and for a
-        group every member started (for an interleaved comm: every member enqueued)."""
-        m = self.machine
-        status = state.status
-        if status[i] == DONE:
-            return ()
-        if status[i] != RUNNING:
-            return (self._first_step(i),)
-        if not m.in_group[i]:
-            return ()  # (a running task's end is always enabled)
-        group = m.group(state, i)
-        if not group.complete:
-            if m.call_class[i] < 0:
-                return ()  # a member missing from the program: never
-            out = []
-            for other in m.class_meets[m.call_class[i]]:
-                if other < 0:
-                    return ()
-                out.extend(self.steps[_ISSUE][x] for x in m.class_calls[other] if status[x] == NEW)
-            return tuple(out)
-        for member in group.members:
-            if status[member] != RUNNING:
-                return (self._first_step(member),)
-        return (self.steps[_END][group.members[0]],)  # enabled, under its group's name
-
-    def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
-        status = state.status
-        return tuple(self.steps[kind][i] for i, kind in self.notify_setters.get(note, ())
-                     if status[i] != DONE)
-
-    def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
-        status = state.status
-        return tuple(self.steps[_COMPLETE][i] for i in self.flag_setters.get(event, ())
-                     if status[i] != DONE)
+        group = m.group(state, step.statement) if step.kind is _END and m.in_group[step.statement] else None
+        if group is None:
+            raise AssertionError(f"{step} is legal but was not listed as enabled")
+        return (self.steps[_END][group.members[0]],)
 
     # ------------------------------------------------------------------ the set
 
