@@ -36,6 +36,8 @@ class Options:
     """Seconds all solver queries of one spec may take together."""
     exhaustive: bool = False
     max_states: int = 1_000_000
+    max_memory: int = 1 << 30
+    """Bytes the exhaustive search may hold in states (estimated per state)."""
     allow_unknown: bool = False
     workers: int = 1
     """Worker processes the SMT engine may use for independent questions of one spec; the
@@ -130,15 +132,17 @@ def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
 def _explore(program: Program, options: Options, why: str = "") -> list[Finding]:
     """Every interleaving, by the executor (`--exhaustive`, or `why` the solver cannot)."""
     from checker.executor.explore import explore
+    from checker.spec_text import size_text
 
-    result = explore(program, max_states=options.max_states, budget=options.budget)
+    result = explore(program, max_states=options.max_states, budget=options.budget, memory=options.max_memory)
     findings = list(result.findings(program))
     if not result.complete:
         limit = {"states": f"at {options.max_states:,} states",
-                 "memory": f"at {result.states:,} states, the most that fit in memory for a program this size",
+                 "memory": f"at {result.states:,} states, the most that fit in {size_text(options.max_memory)} "
+                           "(--max-memory) for a program this size",
                  "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
         raise_limit = {"states": "raise --max-states", "time": "raise --budget",
-                       "memory": "make the spec smaller"}[result.stopped]
+                       "memory": "raise --max-memory"}[result.stopped]
         if why:
             help = f"{raise_limit}, or give each member stream's calls to one thread ({why})"
         else:

@@ -481,13 +481,15 @@ class Program:
         return loaded.program
 
     def check(self, *, timeout: float = 10.0, budget: float = 300.0, exhaustive: bool = False,
-              max_states: int = 1_000_000, allow_unknown: bool = False) -> "CheckResult":
+              max_states: int = 1_000_000, max_memory: int = 1 << 30,
+              allow_unknown: bool = False) -> "CheckResult":
         """Races, use-after-free, deadlocks and the `expect` lines, over every execution."""
         from checker.analyze import Options, check_loaded
 
         self.program  # raise SpecInvalid on input errors rather than report them
         report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
-                                                   max_states=max_states, allow_unknown=allow_unknown))
+                                                   max_states=max_states, max_memory=max_memory,
+                                                   allow_unknown=allow_unknown))
         return CheckResult.of(report)
 
     def simulate(self):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -162,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="enumerate every interleaving with the executor instead of the solver (small specs)")
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
+    check.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                       help="memory the exhaustive search may hold in states (default 1GiB, at most 1TiB), "
+                            "estimated per state; reaching it reports unknown")
 
     show = commands.add_parser("show", help="print the lowered program: devices, streams, statements",
                                description="Print each spec as the checker sees it: devices, buffers, streams, "
@@ -236,6 +240,20 @@ def _positive_float(text: str) -> float:
 
 MAX_SECONDS = 10**7
 """The longest time limit accepted (about 115 days): solvers take limits in whole milliseconds."""
+
+
+def _memory_size(text: str) -> int:
+    """A memory size: `4GiB`, `512MB`, or plain bytes."""
+    from checker.parse import SIZE_UNITS
+
+    found = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    unit = found and (SIZE_UNITS.get(found.group(2)) if found.group(2) else 1)
+    if not unit:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (write e.g. 4GiB, 512MiB)")
+    value = int(found.group(1)) * unit
+    if not 2**20 <= value <= 2**40:
+        raise argparse.ArgumentTypeError("must be between 1MiB and 1TiB")
+    return value
 
 
 def _limit_memory() -> None:
@@ -615,7 +633,8 @@ def command_check(args) -> int:
         return EXIT_ERROR
     options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
                       exhaustive=args.exhaustive, max_states=args.max_states,
-                      allow_unknown=args.allow_unknown)
+                      allow_unknown=args.allow_unknown,
+                      **({} if args.max_memory is None else {"max_memory": args.max_memory}))
     console = _console()
     streaming = args.format == "text" and not args.output
     printer = _OrderedPrinter(console, args.quiet, args.allow_unknown) if streaming else None

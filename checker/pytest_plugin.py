@@ -36,6 +36,21 @@ def pytest_addoption(parser) -> None:
                     help="enumerate every interleaving instead of asking the solver (small specs)")
 
 
+def _size(value) -> int:
+    """A memory size as the command line reads it (`4GiB`, or bytes)."""
+    import argparse
+
+    from checker.cli import _memory_size
+
+    try:
+        return _memory_size(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_size.__name__ = "size"
+
+
 def _settings(config) -> dict:
     """Check options: the command line, then [tool.streamproof] of the project, then defaults."""
     settings = {}
@@ -48,7 +63,7 @@ def _settings(config) -> dict:
     own = table.get("check") if isinstance(table.get("check"), dict) else {}
     merged = {**{k: v for k, v in table.items() if not isinstance(v, dict)}, **own}
     kinds = {"timeout": float, "budget": float, "rlimit": int, "max-states": int, "max-statements": int,
-             "allow-unknown": bool, "exhaustive": bool}
+             "max-memory": _size, "allow-unknown": bool, "exhaustive": bool}
     for key, kind in kinds.items():
         value = merged.get(key, merged.get(key.replace("-", "_")))
         if value is None:
@@ -87,7 +102,7 @@ class SchedItem(pytest.Item):
         from checker.report.text import plain, plain_report, summary
 
         settings = _settings(self.config)
-        options = Options(**{k: settings[k] for k in ("timeout", "budget", "rlimit", "max_states",
+        options = Options(**{k: settings[k] for k in ("timeout", "budget", "rlimit", "max_states", "max_memory",
                                                           "allow_unknown", "exhaustive") if k in settings})
         report = check_one(Source(self._shown_path()), options, settings.get("max_statements"))
         if not report.passed:

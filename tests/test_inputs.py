@@ -380,3 +380,41 @@ def test_a_config_byte_that_is_not_utf8_is_located(run, tmp_path, monkeypatch):
     status, out, err = run("check", "specs")
     assert status == 2 and "Traceback" not in err
     assert err.splitlines()[0].startswith(f"{tmp_path / 'pyproject.toml'}:2:12: error[SP005]: not valid TOML")
+
+
+# -- --max-memory ---------------------------------------------------------------------------
+
+RING = """device gpu0
+buffer x[4] 1MiB on gpu0
+stream s[4] on gpu0
+notify n[4]
+thread t[4] {
+  for i in 0..5 {
+    s[t]: kernel k writes x[t] 1ms
+    notify n[(t + 1) % 4]
+    s[t]: notify n[t]
+    await n[t]
+  }
+}
+"""
+"""Four threads that pass notifies round a ring: far more states than 1 MiB holds."""
+
+
+def test_max_memory_bounds_the_exhaustive_search(run, tmp_path, monkeypatch):
+    spec = tmp_path / "ring.sched"
+    spec.write_text(RING)
+    status, out, _ = run("check", "--exhaustive", "--max-memory", "1MiB", "--format", "json", spec)
+    (finding,) = json.loads(out)["files"][0]["findings"]
+    assert status == 1 and finding["code"] == "SP301"
+    assert "fit in 1MiB (--max-memory)" in finding["message"] and "raise --max-memory" in finding["help"]
+    project(tmp_path, '[tool.streamproof.check]\nmax-memory = "1MiB"\nexhaustive = true\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run("check", "ring.sched")
+    assert status == 1 and "fit in 1MiB" in out
+
+
+@pytest.mark.parametrize("value", ["1000000B", "2TiB", "lots", "4 PiB", "-1"])
+def test_max_memory_out_of_range_is_a_usage_error(run, value):
+    with pytest.raises(SystemExit) as exit_:
+        run("check", "--exhaustive", "--max-memory", value, C01)
+    assert exit_.value.code == 2
