@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,15 @@ def _specs_under(directory: str) -> list[str]:
     return [path for _, path in sorted(found)]
 
 
+def _special(path: str) -> bool:
+    """A named pipe, device or socket (following links), not a file or a missing path."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def expand(names: Iterable[str], stdin=None) -> list[Source]:
     """Sources in command-line order; a directory contributes its specs in path order.
 
@@ -77,7 +87,11 @@ def expand(names: Iterable[str], stdin=None) -> list[Source]:
             if not specs:
                 sources.append(Source(name, problem=f"no {SUFFIX} files in directory {name}"))
             for path in specs:
-                add(path)
+                if _special(path):  # opening a named pipe would wait for a writer forever
+                    sources.append(Source(path, problem=f"{path} is not a regular file (a named pipe, "
+                                                        "device or socket in a directory is not read)"))
+                else:
+                    add(path)
         else:
             add(name)
     return sources

@@ -662,3 +662,15 @@ def test_wrongly_typed_fields_of_a_corrupt_trace_are_read_as_far_as_they_go():
            "attrs": [{"name": "rf_id", "type": "uint64", "value": 9}]}
     et = read_execution_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [bad]})
     assert et.operator(9, "aten::add_").accesses == ()
+
+
+def test_a_negative_device_id_is_skipped_not_written_as_a_name():
+    """A corrupt trace's `device: -1` on a cuda_sync or cuda_event entry would make `gpu-1`,
+    which no spec can declare: the entry is skipped and counted."""
+    data = trace()
+    for ev in data["traceEvents"]:
+        if ev.get("cat") in ("cuda_sync", "cuda_event") and isinstance(ev.get("args"), dict):
+            ev["args"]["device"] = -1
+    imported = import_kineto(data)
+    assert "gpu-" not in imported.text
+    load(imported)

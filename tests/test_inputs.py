@@ -418,3 +418,14 @@ def test_max_memory_out_of_range_is_a_usage_error(run, value):
     with pytest.raises(SystemExit) as exit_:
         run("check", "--exhaustive", "--max-memory", value, C01)
     assert exit_.value.code == 2
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_in_a_directory_is_reported_not_waited_on(run, tmp_path):
+    import os
+
+    (tmp_path / "a.sched").write_text(C01.read_text())
+    os.mkfifo(tmp_path / "pipe.sched")  # no writer: opening it would block forever
+    status, out, _ = run("check", "-j", "1", tmp_path)
+    assert status == 2
+    assert "error[SP101]" in out and "pipe.sched is not a regular file" in out

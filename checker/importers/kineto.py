@@ -270,6 +270,9 @@ class _Trace:
                 corr = _int(args.get("correlation"))
                 kind = str(args.get("cuda_sync_kind") or ev.get("name") or "")
                 device = _int(args.get("device"), _int(ev.get("pid"), 0))
+                if device < 0:  # (a corrupt id: device names are built from it)
+                    self.skipped += 1
+                    continue
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
                                  _int(args.get("wait_on_cuda_event_record_corr_id")))
@@ -281,8 +284,9 @@ class _Trace:
             elif cat == "cuda_event":
                 corr = _int(args.get("correlation"))
                 stream = _int(args.get("stream"))
-                if corr >= 0 and stream >= 0:
-                    self.record_streams[corr] = (_int(args.get("device"), _int(ev.get("pid"), 0)), stream)
+                device = _int(args.get("device"), _int(ev.get("pid"), 0))
+                if corr >= 0 and stream >= 0 and device >= 0:
+                    self.record_streams[corr] = (device, stream)
                 continue
             else:
                 continue
