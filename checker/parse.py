@@ -8,7 +8,7 @@ out of range.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 import gc
 import re
 import threading
@@ -121,7 +121,11 @@ def size_bytes(token: Token) -> int:
     return value
 
 
-def duration_ns(token: Token) -> int:
+def duration_ns(token: Token, rounding: str = ROUND_CEILING) -> int:
+    """A duration in whole nanoseconds. A finer one is rounded up (`rounding`): a task that
+    takes time (`0.5ns`) still does, which decides whether it holds a hardware queue while it
+    runs. A makespan bound is rounded down instead, since makespans are whole nanoseconds:
+    `makespan <= 1.5ns` holds exactly when `makespan <= 1ns` does."""
     text = str(token)
     number = text.rstrip("nsum")
     unit = text[len(number):]
@@ -133,9 +137,7 @@ def duration_ns(token: Token) -> int:
     except InvalidOperation:  # pragma: no cover - the lexer only passes decimals
         raise SpecError(error(Code.SP020, "not a duration", span)) from None
     if value != value.to_integral_value():
-        # Kept in whole nanoseconds, rounded up: a task that takes time (`0.5ns`) still does,
-        # which decides whether it holds a hardware queue while it runs.
-        value = value.to_integral_value(rounding=ROUND_CEILING)
+        value = value.to_integral_value(rounding=rounding)
     if value > MAX_DURATION_NS:
         raise SpecError(error(Code.SP020, "duration too long", span, "this duration",
                               help="durations are limited to 10^6 s"))
@@ -315,7 +317,7 @@ class _ToAst(Transformer_NonRecursive):
         return ("mismatch", None, None)
 
     def makespan(self, meta, limit):
-        return ("makespan", None, ast.Duration(duration_ns(limit), span_of(limit)))
+        return ("makespan", None, ast.Duration(duration_ns(limit, ROUND_FLOOR), span_of(limit)))
 
     # -- statements
     def for_stmt(self, meta, variable, low, high, body):

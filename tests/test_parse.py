@@ -374,6 +374,14 @@ def test_durations_finer_than_a_nanosecond_round_up():
     assert [duration_ns(Token(t)) for t in ("0.5ns", "1.25ns", "0.0000001ms", "2ns", "0.0ns")] == [1, 2, 1, 2, 0]
 
 
+def test_a_makespan_bound_finer_than_a_nanosecond_rounds_down():
+    """Makespans are whole nanoseconds, so `<= 1.5ns` holds exactly when `<= 1ns` does: a 2ns
+    task cannot meet it (rounded up, the bound would let it pass)."""
+    loaded = load_text("device d\nstream s on d\nthread t {\n  s: kernel k 2ns\n}\nexpect makespan <= 1.5ns\n")
+    (expectation,) = loaded.program.expectations
+    assert expectation.limit == 1
+
+
 def test_integer_literals_up_to_2_to_the_62():
     program = load_text(thread("let a = 1000000000000000000", "let b = 4611686018427387904",
                                "s: kernel k reads x[b - b:a / a]")).program
