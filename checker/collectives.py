@@ -65,6 +65,10 @@ def interleaved_comms(program: Program) -> frozenset[int]:
     return frozenset(out)
 
 
+_ADVISORY = (" (NCCL and HCCL need it; the spec language lets such calls meet, so this warning does not "
+             "fail `check` unless the spec says `expect no mismatch`)")
+
+
 def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) -> Finding | None:
     """The calls at position k of a comm's member streams, if they disagree."""
     kinds = {s.op for s in at_k}
@@ -79,7 +83,9 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
         FindingKind.COLLECTIVE_MISMATCH,
         f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
         tuple(s.index for s in at_k),
-        help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order",
+        help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order"
+             + (_ADVISORY if kinds == {Op.ALLREDUCE} else ""),
+        advisory=kinds == {Op.ALLREDUCE},  # the contract: "the k-th allreduce of every member stream forms one group"
     )
 
 
@@ -91,7 +97,8 @@ def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement
         f"send of {_size(send)} bytes (line {send.span.line}) meets a recv of {_size(recv)} bytes "
         f"(line {recv.span.line}) on comm `{program.comms[comm].name}`",
         (send.index, recv.index),
-        help="a send and its matching recv must move the same number of bytes",
+        help="a send and its matching recv must move the same number of bytes" + _ADVISORY,
+        advisory=True,  # the contract pairs the k-th send with the k-th recv, whatever they move
     )
 
 

@@ -54,6 +54,10 @@ class Finding:
     help: str = ""
     expected: bool = False
     """An `expect` line of the spec asks for exactly this finding."""
+    advisory: bool = False
+    """Reported as a warning, and not failing `check` on its own: a finding the language
+    contract does not count as a bug (calls of different sizes that it lets meet, SP202).
+    `expect mismatch` still covers it and `expect no mismatch` still fails on it."""
     detail: dict = field(default_factory=dict, compare=False, hash=False)
     """Extra facts for reporters (corrupted bytes of a replay, an unknown's reason)."""
     variant: int = 0

@@ -59,6 +59,7 @@ def finding_json(program: Program, finding: Finding) -> dict:
         "memory": finding.memory,
         "instances": finding.instances,
         "expected": finding.expected,
+        "advisory": finding.advisory,
         "locations": [s.span.to_json() for s in statements],
         "statements": list(finding.statements),
         "help": finding.help or None,

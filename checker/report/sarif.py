@@ -181,7 +181,7 @@ def _finding_result(report: FileReport, finding: Finding, uri: str) -> dict:
     result: dict = {
         "ruleId": finding.code.value,
         "ruleIndex": list(Code).index(finding.code),
-        "level": _level(finding.code),
+        "level": "warning" if finding.advisory else _level(finding.code),
         "message": {"text": message},
         "locations": [_location(uri, statements[0].span if statements else None,
                                 f"{labels[0]}: {program.describe(statements[0])}" if statements else "")],

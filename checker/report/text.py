@@ -88,7 +88,8 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
 
 def render_finding(report: FileReport, finding: Finding) -> list[str]:
     program: Program = report.program_of(finding)
-    severity = "note" if finding.expected else ("warning" if finding.kind is FindingKind.UNKNOWN else "error")
+    severity = ("note" if finding.expected else
+                "warning" if finding.kind is FindingKind.UNKNOWN or finding.advisory else "error")
     marks = _finding_marks(program, finding)
     where = _location(report.path, marks[0].span.line, marks[0].span.column) if marks else report.path
     tag = f"{severity}[{finding.code.value}]"
@@ -119,7 +120,7 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
 
 def failing(report: FileReport, finding: Finding, allow_unknown: bool = False) -> bool:
     """Whether a finding makes its file fail (not asked for by `expect`, not an allowed unknown)."""
-    return not finding.expected and not (finding.kind is FindingKind.UNKNOWN and allow_unknown)
+    return not finding.expected and not finding.advisory and not (finding.kind is FindingKind.UNKNOWN and allow_unknown)
 
 
 def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
