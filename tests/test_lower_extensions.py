@@ -276,19 +276,20 @@ def test_sync_stream_sets():
 
 
 def test_cuda_free_and_malloc_synchronize_the_device():
-    p = program(CUDA + "thread main {\n  s: free x\n  free x\n  free y\n  free page\n"
-                "  alloc x\n  alloc y\n  s: alloc x\n}\n")
+    p = program(CUDA.replace("buffer y", "buffer z 1MiB on g\nbuffer y") + "thread main {\n  s: free x\n  free x\n"
+                "  free y\n  free page\n  alloc x\n  alloc y\n  s: alloc z\n  free z\n}\n")
     rows = [(s.op, s.stream, s.sync, s.target, s.memory, s.form) for s in p.statements]
     assert rows == [
         (Op.FREE, 0, None, None, 2, ""),
         (Op.SYNC, None, SyncKind.DEVICE, 0, None, "free x (cudaFree synchronizes the device)"),
         (Op.FREE, None, None, None, 2, ""),
-        (Op.FREE, None, None, None, 3, ""),     # cann: no implicit synchronization
+        (Op.FREE, None, None, None, 4, ""),     # cann: no implicit synchronization
         (Op.FREE, None, None, None, 0, ""),     # host memory
         (Op.SYNC, None, SyncKind.DEVICE, 0, None, "alloc x (cudaMalloc synchronizes the device)"),
         (Op.ALLOC, None, None, None, 2, ""),
-        (Op.ALLOC, None, None, None, 3, ""),
-        (Op.ALLOC, 0, None, None, 2, ""),       # cudaMallocAsync is stream-ordered
+        (Op.ALLOC, None, None, None, 4, ""),
+        (Op.ALLOC, 0, None, None, 3, ""),       # cudaMallocAsync is stream-ordered
+        (Op.FREE, None, None, None, 3, ""),     # and cudaFree of its memory does not synchronize
     ]
     assert p.statements[1].streams == (0, 1, 2)
     assert p.statements[5].streams == (0, 1, 2)
