@@ -725,7 +725,10 @@ def _witness_from_file(path: str, spec_path: str, index: int):
 
     from checker.resources import read_at_most
 
-    data = json.loads(read_at_most(path, MAX_WITNESS_BYTES))
+    try:
+        data = json.loads(read_at_most(path, MAX_WITNESS_BYTES))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if isinstance(data, dict) and "steps" in data:
         return None, Witness.from_json(data)
     files = data["files"]

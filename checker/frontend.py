@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from checker.codes import Code
-from checker.resources import paused_gc
+from checker.resources import deep_recursion, paused_gc
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower
@@ -35,7 +35,7 @@ def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX
     errors: list[Diagnostic] = []
     parsed = None
     try:
-        with paused_gc():
+        with paused_gc(), deep_recursion():
             parsed = parse_recovering(text)
             errors += parsed.errors
             if parsed.spec is not None and len(errors) < MAX_ERRORS:

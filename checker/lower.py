@@ -846,12 +846,21 @@ class _Lowerer:
 
     def has_choose(self, body) -> bool:
         key = id(body)
-        if key not in self.choosy:
-            self.choosy[key] = any(
-                isinstance(s, ast.Choose)
-                or (isinstance(s, (ast.For, ast.Group)) and self.has_choose(s.body))
-                or (isinstance(s, ast.If) and any(self.has_choose(b) for b in s.bodies())) for s in body)
-        return self.choosy[key]
+        found = self.choosy.get(key)
+        if found is None:  # (plain loops: one frame per level of nesting, which may be 200 deep)
+            found = False
+            for s in body:
+                if isinstance(s, ast.Choose):
+                    found = True
+                elif isinstance(s, (ast.For, ast.Group)):
+                    found = self.has_choose(s.body)
+                elif isinstance(s, ast.If):
+                    for block in s.bodies():
+                        found = found or self.has_choose(block)
+                if found:
+                    break
+            self.choosy[key] = found
+        return found
 
     def count_block(self, body, env: dict[str, int]) -> int:
         if not self.has_choose(body):

@@ -23,6 +23,19 @@ def paused_gc():
             gc.enable()
 
 
+@contextmanager
+def deep_recursion(limit: int = 10_000):
+    """Room for the front end's recursive walks of a spec nested as deep as the parser allows
+    (200 brackets, a few frames per level): Python's default of 1,000 frames ran out at 199
+    nested `if`s or `choose`s. Python calls do not use the C stack since 3.11."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
 def worker_context():
     """How worker processes start: forked when this process runs no other thread (cheap:
     nothing to import again), else fresh interpreters (forking a threaded process can deadlock

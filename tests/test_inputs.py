@@ -259,6 +259,9 @@ def test_bad_witness_file_is_an_input_error(run, tmp_path):
     status, out, _ = run("replay", "--format", "json", C01, "--witness", witness)
     (file,) = envelope(out)
     assert status == 2 and file["diagnostics"][0]["code"] == "SP001"
+    witness.write_text("[" * 100_000 + "]" * 100_000)  # deeper than the JSON decoder recurses
+    status, out, err = run("replay", C01, "--witness", witness)
+    assert status == 2 and err == "" and "not a witness file: nested too deeply" in out
 
 
 def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_path):

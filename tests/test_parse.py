@@ -332,6 +332,19 @@ def test_deeply_nested_loops():
     assert_error(source, Code.SP004, 204, 15, message="nested too deeply")
 
 
+@pytest.mark.parametrize("opening", ["if 1 >= 0 {", "for i in 0..1 {", "if 0 < 1 { choose {"])
+def test_blocks_nested_as_deep_as_the_brackets_allow_are_analysed(opening):
+    """199 nested blocks (the thread's brace is the 200th bracket): the front end's walks of
+    them ran out of Python frames (an SP004 with no location), at 199 nested `if`s."""
+    depth = 199 // opening.count("{")
+    closing = "} or { s: kernel k2 } }" if "choose" in opening else "}"
+    source = HEAD + "thread t {\n" + (opening + "\n") * depth + "s: kernel k writes x\n" + (closing + "\n") * depth + "}\n"
+    if "choose" in opening:  # 2^99 branch combinations: refused, at the first `choose`
+        assert only_error(source).code is Code.SP026
+    else:
+        assert load_text(source).program is not None
+
+
 def test_megabytes_of_junk():
     junk = ("x = y; " * 200_000).encode()
     diagnostic = only_error(junk)
