@@ -183,3 +183,18 @@ def test_a_sync_on_a_flag_that_a_reset_may_clear_is_not_taken_alone():
     full = explore(program, reduce=False, max_deadlocks=100)
     reduced = explore(program, max_deadlocks=100)
     assert len(full.deadlocks) == 1 and verdict(reduced) == verdict(full)
+
+
+def test_a_stubborn_set_choice_stops_at_its_work_cap_and_stays_sound():
+    """200 threads enqueueing onto one stream: every seed's set holds every thread, and the
+    choice for one state visited 40,000 steps (50 ms, so `--budget` was read too late)."""
+    from checker.executor import stubborn
+
+    text = "device d\nstream s on d\n" + "".join(f"thread t{i} {{\n  s: kernel k 1us\n}}\n" for i in range(200))
+    machine = Machine(load_text(text).program)
+    sets = stubborn.StubbornSets(machine)
+    state = machine.initial()
+    steps = machine.enabled(state)
+    chosen = sets.choose(state, steps)
+    assert sets.spent <= stubborn.CHOOSE_WORK + 1
+    assert chosen == steps  # no smaller set was proved stubborn within the cap: all of them

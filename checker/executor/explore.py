@@ -204,7 +204,9 @@ class _Explorer:
         sets = StubbornSets(m) if stubborn else None
         choose = sets.choose if stubborn else None
         forget = m.forget
-        clock_every = max(1, CLOCK_EVERY * 64 // max(64, m.n))
+        # A transition may cost a stubborn-set choice of up to `CHOOSE_WORK` steps: then the
+        # clock is read at every one.
+        clock_every = 1 if stubborn else max(1, CLOCK_EVERY * 64 // max(64, m.n))
 
         def push(state: State) -> None:
             steps = enabled(state)

@@ -44,6 +44,12 @@ _ISSUE, _RETURN, _START, _END, _COMPLETE = (
     StepKind.ISSUE, StepKind.RETURN, StepKind.START, StepKind.END, StepKind.COMPLETE)
 
 
+CHOOSE_WORK = 20_000
+"""Steps a state's stubborn sets may visit, over all seeds: 200 threads enqueueing onto one
+stream made every seed's set hold every thread (40,000 steps, 50 ms a state). Past it, the
+smallest set found so far is taken, or every enabled step."""
+
+
 class StubbornSets:
     """The steps to explore from a state: a stubborn set's enabled steps (`choose`)."""
 
@@ -87,6 +93,8 @@ class StubbornSets:
             self._watched[start] = watched
             for j in watched:
                 self._watchers.setdefault(j, []).append(start)
+        self.spent = 0
+        """Steps visited by the closures of the state at hand (`CHOOSE_WORK`)."""
         self.found = [0] * machine.n
         """Per statement: bitmask of the statements a race with it has already been reported
         with (`race_found`). Such a pair need not be shown again, so its race label stops
@@ -261,11 +269,14 @@ class StubbornSets:
 
     def closure(self, state, seed: Step, enabled: frozenset[Step], limit: int) -> list[Step] | None:
         """The enabled steps of the stubborn set grown from `seed`, or None once it has
-        `limit` of them (no better than what the caller has)."""
+        `limit` of them (no better than what the caller has) or the state's work runs out."""
         seen = {seed}
         work = [seed]
         found: list[Step] = []
         while work:
+            self.spent += 1
+            if self.spent > CHOOSE_WORK:
+                return None
             step = work.pop()
             if step in enabled:
                 found.append(step)
@@ -286,7 +297,10 @@ class StubbornSets:
         enabled = frozenset(steps)
         best = None
         limit = len(steps)
+        self.spent = 0
         for seed in steps:
+            if self.spent > CHOOSE_WORK:
+                break  # (taking every enabled step is always sound)
             found = self.closure(state, seed, enabled, limit)
             if found is not None:
                 best = found
