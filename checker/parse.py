@@ -1149,6 +1149,28 @@ def decode(data: bytes) -> str:
 _BRACKET = re.compile(r"[(\[{)\]}]")
 
 
+MAX_TOKENS = 4_000_000
+"""Words and signs a spec may hold: each costs about 250 bytes until the spec is lowered, so
+32 MiB of `b, b, b, ...` took 4.9 GB. Only specs over `_COUNTED_FROM` bytes are counted."""
+_COUNTED_FROM = 2 * 1024 * 1024
+_WORD_OR_SIGN = re.compile(r"[A-Za-z0-9_.]+|[^\sA-Za-z0-9_.]")
+
+
+def _check_token_count(text: str) -> None:
+    if len(text) <= _COUNTED_FROM:
+        return
+    from collections import deque
+    from itertools import islice
+
+    found = _WORD_OR_SIGN.finditer(text)
+    deque(islice(found, MAX_TOKENS), maxlen=0)  # (consumed at C speed)
+    extra = next(found, None)
+    if extra is not None:
+        raise SpecError(error(Code.SP004, f"spec is too large (more than {MAX_TOKENS:,} words and signs)",
+                              _span_at(text, extra.start(), len(extra.group())), "this one is past the limit",
+                              help="split the spec, or write repeated work as a `for` loop"))
+
+
 def _check_nesting(text: str) -> None:
     depth = 0
     for match in _BRACKET.finditer(text):
@@ -1223,6 +1245,7 @@ def parse_recovering(text: str) -> Parsed:
                                    help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"),))
     try:
         _check_nesting(text)
+        _check_token_count(text)
     except SpecError as exc:
         return Parsed(None, (exc.diagnostic,))
     current = text if text.endswith("\n") else text + "\n"

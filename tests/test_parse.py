@@ -949,3 +949,18 @@ def test_comma_before_writes_points_at_the_comma():
     line = thread("s: kernel k reads x, writes y").splitlines()[found.primary_span.line - 1]
     assert line[found.primary_span.column - 1] == ","
     assert "drop the `,`" in found.help and "expected" not in found.help
+
+
+def test_a_spec_of_too_many_words_is_refused_where_it_passes_the_limit(monkeypatch):
+    """Each word costs memory until lowering (32 MiB of `b, b, ...` took 4.9 GB), so large
+    specs are counted first."""
+    import checker.parse as parse_module
+
+    monkeypatch.setattr(parse_module, "MAX_TOKENS", 1000)
+    monkeypatch.setattr(parse_module, "_COUNTED_FROM", 100)
+    source = thread("s: kernel k writes " + ", ".join(["x"] * 600))  # 1,199 words and signs in the line
+    diagnostic = only_error(source)
+    assert diagnostic.code is Code.SP004 and "more than 1,000 words and signs" in diagnostic.message
+    assert diagnostic.primary_span.line == 5
+    monkeypatch.setattr(parse_module, "MAX_TOKENS", 2000)
+    assert load_text(source).program is not None
