@@ -464,6 +464,23 @@ def test_thousands_of_streams_and_threads_cost_what_they_use(monkeypatch):
     assert len(asked) <= 2 * 3000  # (was 9,000,000: every waiting task at each of 3,000 instants)
 
 
+def test_threads_blocked_in_syncs_are_asked_again_only_when_what_they_wait_for_happens(monkeypatch):
+    # Each instant used to visit every live thread: 10,000 threads each syncing on its own
+    # kernel, all on one stream, took 36 s. A blocked thread is now parked on the steps its
+    # blocker names (`Blocked.needs`) and a thread whose clock is ahead on a timer.
+    from checker.executor.machine import Machine
+
+    asked = []
+    original = Machine.return_blocker
+    monkeypatch.setattr(Machine, "return_blocker", lambda self, store, i: asked.append(i) or original(self, store, i))
+    program = load_text("device d\nstream s on d\nthread t[1000] {\n  s: kernel k 1ms\n  sync s\n}\n").program
+    sim = simulate(program)
+    assert sim.makespan == 1000 * NS_PER_MS and not sim.deadlocked
+    # Each sync waits for the kernels enqueued before it: one ask, then one per kernel ahead
+    # that it was parked on, as long as the wake-ups stay in order.
+    assert len(asked) <= 3 * 1000  # (a pass over every blocked thread per completion: 500,000)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs(shared_comms=True))
 def test_comms_called_from_several_threads_simulate_to_a_legal_run(text):

@@ -174,13 +174,17 @@ class _Simulator:
         self.store.running = 0  # not tracked: the simulator does not look for races
         self.now = 0
         self.clock = [0] * len(p.threads)
-        self.live = list(range(len(p.threads)))
-        self.completions = 0
-        """Tasks completed so far: a thread blocked in a return (a sync, a pageable copy) can
-        only go on once a task completes (that also sets flags)..."""
-        self.tried_return = [-1] * len(p.threads)
-        """...so it is asked again only then (thousands of threads blocked in syncs made each
-        instant cost every thread)."""
+        # Threads are visited only when they may move (thousands of threads blocked in syncs
+        # made each instant cost every thread): `ready` ones, in index order; a thread whose
+        # clock is ahead sleeps in `timers` until then; a blocked one is parked on the steps
+        # its blocker names (`Blocked.needs`), one of which must happen before it can move.
+        self.ready: set[int] = set(range(len(p.threads)))
+        self.timers: list[tuple[int, int]] = []  # (time, thread): a heap
+        self.parked: dict = {}  # step -> threads that wait for it
+        self.round: list[int] | None = None  # the threads still to visit in this round (a heap)
+        self.in_round: set[int] = set()
+        self.blocked = None  # why the last `_issue` or `_return` could not happen
+        self.visiting = -1  # the thread being visited
         self.active: set[int] = set()
         """Streams that may have tasks queued (an enqueue adds its stream; an empty one leaves)."""
         self.wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
@@ -262,26 +266,52 @@ class _Simulator:
         """2. Threads, in index order, each as far as it can go at this instant."""
         m, store, clock, now = self.m, self.store, self.clock, self.now
         launch_of = self.launch_of
-        finished = False
-        for t in self.live:
+        timers, ready = self.timers, self.ready
+        while timers and timers[0][0] <= now:
+            ready.add(heapq.heappop(timers)[1])
+        self.round = sorted(ready)  # (a sorted list is a heap)
+        self.in_round = set(ready)
+        ready.clear()
+        while self.round:
+            t = self.visiting = heapq.heappop(self.round)
             stmts = m.thread_stmts[t]
             while True:
                 v = store.threads[t]
                 k = v >> 1
                 if k >= len(stmts):
-                    finished = True
-                    break
+                    break  # finished: not visited again
                 i = stmts[k]
                 if not v & 1:
-                    if clock[t] + launch_of[i] > now or not self._issue(t, i, k):
+                    due = clock[t] + launch_of[i]
+                    if due > now:
+                        heapq.heappush(timers, (due, t))
                         break
-                elif clock[t] > now or self.tried_return[t] == self.completions:
+                    if not self._issue(t, i, k):
+                        self._park(t, self.blocked)
+                        break
+                elif clock[t] > now:
+                    heapq.heappush(timers, (clock[t], t))
                     break
                 elif not self._return(t, i):
-                    self.tried_return[t] = self.completions
+                    self._park(t, self.blocked)
                     break
-        if finished:  # finished threads leave the list: an instant costs what is still running
-            self.live = [t for t in self.live if store.threads[t] >> 1 < len(m.thread_stmts[t])]
+        self.round = None
+        self.visiting = -1
+
+    def _park(self, t: int, blocked) -> None:
+        for step in blocked.needs:  # (none: it never moves again)
+            self.parked.setdefault(step, []).append(t)
+
+    def _wake(self, threads: list[int]) -> None:
+        """Threads whose blocker may have gone: later in index order, still in this round
+        (as a pass over every thread would reach them); otherwise in the next round."""
+        for t in threads:
+            if self.round is not None and t > self.visiting:
+                if t not in self.in_round:
+                    self.in_round.add(t)
+                    heapq.heappush(self.round, t)
+            else:
+                self.ready.add(t)
 
     def _issue(self, t: int, i: int, k: int) -> bool:
         """Thread t issues statement i (its k-th) if it may; False when it is blocked."""
@@ -290,8 +320,10 @@ class _Simulator:
         now = self.now
         # Issue is legal at the thread's statement unless it is a host await.
         n = m.issue_note[i]
-        if n >= 0 and m.blocker(self.store, step):
-            return False
+        if n >= 0:
+            self.blocked = m.blocker(self.store, step)
+            if self.blocked is not None:
+                return False
         tdone, finish, issued = self.tdone, self.finish, self.issued
         prevs = m.thread_stmts[t][k - 1] if k else -1
         self.tcause[i] = (tdone[prevs], prevs, "thread") if prevs >= 0 else None
@@ -325,7 +357,8 @@ class _Simulator:
     def _return(self, t: int, i: int) -> bool:
         """Thread t returns from statement i if it may; False when it is blocked."""
         m, store = self.m, self.store
-        if m.return_blocker(store, i) is not None:
+        self.blocked = m.return_blocker(store, i)
+        if self.blocked is not None:
             return False
         now = self.now
         finish = self.finish
@@ -417,22 +450,11 @@ class _Simulator:
     def _next_event_time(self) -> int | None:
         """5. When something can happen next: a task ends or a thread is free again (None:
         nothing ever can)."""
-        m, store = self.m, self.store
-        now = self.now
         upcoming = []
         if self.ends:
             upcoming.append(self.ends[0][0])
-        for t in self.live:
-            due = self.clock[t]
-            stmts = m.thread_stmts[t]
-            v = store.threads[t]
-            k = v >> 1
-            if k >= len(stmts):
-                continue
-            if not v & 1 and m.stream_of[stmts[k]] is not None:
-                due += self.launch_of[stmts[k]]
-            if due > now:
-                upcoming.append(due)
+        if self.timers:
+            upcoming.append(self.timers[0][0])  # (every timer is due after now: run_threads took the rest)
         return min(upcoming) if upcoming else None
 
     # ------------------------------------------------------------------ steps and bookkeeping
@@ -440,8 +462,9 @@ class _Simulator:
     def _fire(self, step) -> None:
         self.trail.append(step)
         self._update(self._effects(self.store, step, False)[0])
-        if step.kind is StepKind.END or step.kind is StepKind.COMPLETE:
-            self.completions += 1
+        waiting = self.parked.pop(step, None)
+        if waiting:
+            self._wake(waiting)
 
     def _pool(self, task: int) -> list[int]:
         """The free units of the engine pool `task` needs (a heap), made on first use."""
