@@ -127,6 +127,40 @@ thread t {
         assert [d.code.value for d in report.diagnostics] == ["SP401"]
 
 
+RACING_FLAG = """device d0 { compute 2 }
+stream s0 on d0
+stream s1 on d0
+stream s2 on d0
+buffer x 256B on d0
+event f flag
+thread a {
+  s0: record f
+}
+thread b {
+  s1: reset f
+}
+thread c {
+  s2: wait f
+  s2: kernel k writes x 1us
+  s2: kernel k2 1us
+}
+expect deadlock
+"""
+"""Three threads race to set, clear and wait for a flag: the greedy simulation deadlocks, and
+the optimizer has no exact model of the race, yet some execution finishes in 2us. No
+execution finishes sooner: thread c's two kernels run one after the other on its stream
+(while the engines' load alone, 2us of work on 2 units, bounds it by 1us only)."""
+
+
+@pytest.mark.parametrize("limit, passes", [("2us", True), ("1999ns", False)])
+def test_makespan_of_a_program_with_races_is_decided_by_other_runs_and_own_chains(limit, passes):
+    report = check(RACING_FLAG + f"expect makespan <= {limit}\n")
+    assert report.passed is passes
+    assert not [f for f in report.findings if f.code.value == "SP301"]  # decided, not unknown
+    if not passes:
+        assert any("proven lower bound" in d.message for d in report.diagnostics if d.code.value == "SP401")
+
+
 def test_exit_statuses(run, tmp_path):
     clean = tmp_path / "clean.sched"
     clean.write_text(RACY.replace("s2: kernel b writes x", "s2: kernel b writes y"))

@@ -493,3 +493,20 @@ def test_comms_called_from_several_threads_simulate_to_a_legal_run(text):
         if sim.deadlocked:
             exploration = explore(program, max_states=100_000)
             assert exploration.deadlocks or not exploration.complete, text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True), st.integers(0, 1000))
+def test_shuffled_simulations_are_legal_runs_the_explorer_agrees_with(text, seed):
+    """Threads and stream heads taken in a random order at each instant: still an execution
+    (it replays step by step), and one that finishes only if the greedy order's program
+    can finish at all (a deadlock it reaches is one the explorer finds)."""
+    for program in load_text(text).variants:
+        sim = simulate(program, shuffle=seed)
+        run = replay(program, sim.steps)
+        assert run.ok, (run.reason, text)
+        assert run.finished is not sim.deadlocked
+        if sim.deadlocked:
+            found = explore(program, max_states=100_000)
+            if found.complete:
+                assert found.deadlocks, text

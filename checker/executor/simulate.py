@@ -124,14 +124,18 @@ class Simulation:
         }
 
 
-def simulate(program: Program) -> Simulation:
-    """Simulate `program` in time; never hangs (a deadlock ends the run and is reported)."""
+def simulate(program: Program, shuffle: int | None = None) -> Simulation:
+    """Simulate `program` in time; never hangs (a deadlock ends the run and is reported).
+
+    At each instant the threads move in index order and the stream heads are taken in index
+    order. With `shuffle` (a seed), both orders are random permutations instead: another legal
+    execution, where threads race for a stream, an event or a flag."""
     # The run allocates many small long-lived objects; the cyclic collector would rescan them
     # over and over (quadratic time) and there are no cycles to find.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Simulator(program).run()
+        return _Simulator(program, shuffle).run()
     finally:
         if enabled:
             gc.enable()
@@ -143,9 +147,23 @@ class _Simulator:
     start (`_start_stream_heads`) and engine units are handed out (`_hand_out_units`) until a
     round changes nothing; then time jumps (`_next_event_time`)."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, shuffle: int | None = None) -> None:
         p = self.p = program
         m = self.m = Machine(program)
+        order = list(range(len(p.threads)))
+        self.stream_rank = list(range(len(p.streams)))
+        """Per stream: its place in the order stream heads are taken in at an instant."""
+        if shuffle is not None:
+            import random
+
+            chance = random.Random(shuffle)
+            chance.shuffle(order)
+            chance.shuffle(self.stream_rank)
+        self.rank = [0] * len(order)
+        """Per thread: its place in the order threads move in at an instant."""
+        for place, t in enumerate(order):
+            self.rank[t] = place
+        self.order = order
         n = len(p.statements)
         engine_names = {e: e.value for e in Engine}
         # Per statement: what the run needs to know of it.
@@ -184,7 +202,7 @@ class _Simulator:
         self.round: list[int] | None = None  # the threads still to visit in this round (a heap)
         self.in_round: set[int] = set()
         self.blocked = None  # why the last `_issue` or `_return` could not happen
-        self.visiting = -1  # the thread being visited
+        self.visiting = -1  # the place (in `order`) of the thread being visited
         self.active: set[int] = set()
         """Streams that may have tasks queued (an enqueue adds its stream; an empty one leaves)."""
         self.wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
@@ -263,17 +281,20 @@ class _Simulator:
                 self._end_task(x)
 
     def _run_threads(self) -> None:
-        """2. Threads, in index order, each as far as it can go at this instant."""
+        """2. Threads, in order (by index, or `thread_order`), each as far as it can go at this
+        instant."""
         m, store, clock, now = self.m, self.store, self.clock, self.now
         launch_of = self.launch_of
         timers, ready = self.timers, self.ready
         while timers and timers[0][0] <= now:
             ready.add(heapq.heappop(timers)[1])
-        self.round = sorted(ready)  # (a sorted list is a heap)
+        rank = self.rank
+        self.round = sorted(rank[t] for t in ready)  # places in the order (a sorted list is a heap)
         self.in_round = set(ready)
         ready.clear()
         while self.round:
-            t = self.visiting = heapq.heappop(self.round)
+            self.visiting = heapq.heappop(self.round)
+            t = self.order[self.visiting]
             stmts = m.thread_stmts[t]
             while True:
                 v = store.threads[t]
@@ -303,13 +324,13 @@ class _Simulator:
             self.parked.setdefault(step, []).append(t)
 
     def _wake(self, threads: list[int]) -> None:
-        """Threads whose blocker may have gone: later in index order, still in this round
+        """Threads whose blocker may have gone: later in the order, still in this round
         (as a pass over every thread would reach them); otherwise in the next round."""
         for t in threads:
-            if self.round is not None and t > self.visiting:
+            if self.round is not None and self.rank[t] > self.visiting:
                 if t not in self.in_round:
                     self.in_round.add(t)
-                    heapq.heappush(self.round, t)
+                    heapq.heappush(self.round, self.rank[t])
             else:
                 self.ready.add(t)
 
@@ -391,7 +412,7 @@ class _Simulator:
         waiting, wanting = self.waiting, self.wanting
         heads = []
         empty = []
-        for stream in sorted(self.active):
+        for stream in sorted(self.active, key=self.stream_rank.__getitem__):
             q = store.queues[stream]
             if not q:
                 empty.append(stream)
@@ -461,10 +482,21 @@ class _Simulator:
 
     def _fire(self, step) -> None:
         self.trail.append(step)
+        m = self.m
+        # A group's one `end` is written as its first member's: it ends every member.
+        ended = (m.group(self.store, step.statement).members
+                 if step.kind is StepKind.END and m.in_group[step.statement] else None)
         self._update(self._effects(self.store, step, False)[0])
-        waiting = self.parked.pop(step, None)
-        if waiting:
-            self._wake(waiting)
+        parked = self.parked
+        if ended is None:
+            waiting = parked.pop(step, None)
+            if waiting:
+                self._wake(waiting)
+        else:
+            for member in ended:
+                waiting = parked.pop(self.end_steps[member], None)
+                if waiting:
+                    self._wake(waiting)
 
     def _pool(self, task: int) -> list[int]:
         """The free units of the engine pool `task` needs (a heap), made on first use."""

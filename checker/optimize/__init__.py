@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from checker.ir import NS_PER_MS, ExpectKind, Expectation, Program
+from checker.ir import NS_PER_MS, ExpectKind, Expectation, Op, Program, SyncKind
 from checker.optimize import core
 from checker.optimize.model import (
     TimedModel, Unsupported, bound_model, program_model,
@@ -211,7 +211,40 @@ def _loose_lower(program: Program) -> int:
             st = program.statements[i]
             total += launch_of(program, st) + (st.duration if st.stream is None else 0)
         host = max(host, total)
-    return max(load, host)
+    return max(load, host, _own_chains(program))
+
+
+def _own_chains(program: Program) -> int:
+    """The longest chain of orders that every execution keeps, whatever the threads race for:
+    each thread's program order with its launch costs and host durations, a task after its
+    enqueue and running its duration, the task a thread enqueued earlier on the same stream
+    first (stream order holds whoever enqueues in between), and a sync or a blocking copy
+    after the thread's own tasks it waits for. A lower bound for programs the exact model
+    cannot take (a makespan counts only executions that finish)."""
+    from checker.optimize.model import launch_of
+
+    statements = program.statements
+    longest = 0
+    for thread in program.threads:
+        clock = 0
+        tail: dict[int, int] = {}  # stream -> when this thread's latest task on it is done
+        for i in thread.statements:
+            st = statements[i]
+            if st.stream is not None:
+                launch = launch_of(program, st)
+                first = clock + launch
+                if st.batch is None:  # (tasks of one `group` are not ordered among themselves)
+                    first = max(first, tail.get(st.stream, 0))
+                done = first + (st.duration if st.running else 0)
+                tail[st.stream] = max(tail.get(st.stream, 0), done)
+                longest = max(longest, done)
+                clock = max(clock + launch, done) if st.blocking else clock + launch
+            elif st.sync is not None and st.sync is not SyncKind.EVENT:
+                clock = max([clock] + [tail.get(stream, 0) for stream in st.streams])
+            elif st.op in (Op.HOST, Op.FREE):
+                clock += st.duration
+            longest = max(longest, clock)
+    return longest
 
 
 @dataclass(frozen=True, slots=True)
