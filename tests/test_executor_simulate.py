@@ -449,15 +449,21 @@ thread b {
     assert not sim.deadlocked and sim.makespan == NS_PER_MS
 
 
+def _count_calls(monkeypatch, blocker: str) -> list[int]:
+    """The statements a `Machine` blocker is asked about, in order, from now on."""
+    from checker.executor.machine import Machine
+
+    asked: list[int] = []
+    original = getattr(Machine, blocker)
+    monkeypatch.setattr(Machine, blocker, lambda self, store, i: asked.append(i) or original(self, store, i))
+    return asked
+
+
 def test_thousands_of_streams_and_threads_cost_what_they_use(monkeypatch):
     # Per-stream relations were built by scanning every stream for each; every instant of a
     # run read every thread, finished or not, and asked again of every task waiting for an
     # engine unit whether it may start. A task is now asked once it heads its stream.
-    from checker.executor.machine import Machine
-
-    asked = []
-    original = Machine.first_step_blocker
-    monkeypatch.setattr(Machine, "first_step_blocker", lambda self, store, h: asked.append(h) or original(self, store, h))
+    asked = _count_calls(monkeypatch, "first_step_blocker")
     program = load_text("device d\nstream s[20000] on d\nthread t[3000] {\n  s[t]: kernel k 1ms\n}\n").program
     sim = simulate(program)
     assert sim.makespan == 3000 * NS_PER_MS
@@ -468,11 +474,7 @@ def test_threads_blocked_in_syncs_are_asked_again_only_when_what_they_wait_for_h
     # Each instant used to visit every live thread: 10,000 threads each syncing on its own
     # kernel, all on one stream, took 36 s. A blocked thread is now parked on the steps its
     # blocker names (`Blocked.needs`) and a thread whose clock is ahead on a timer.
-    from checker.executor.machine import Machine
-
-    asked = []
-    original = Machine.return_blocker
-    monkeypatch.setattr(Machine, "return_blocker", lambda self, store, i: asked.append(i) or original(self, store, i))
+    asked = _count_calls(monkeypatch, "return_blocker")
     program = load_text("device d\nstream s on d\nthread t[1000] {\n  s: kernel k 1ms\n  sync s\n}\n").program
     sim = simulate(program)
     assert sim.makespan == 1000 * NS_PER_MS and not sim.deadlocked
