@@ -202,7 +202,8 @@ class _Lowerer:
         programs gets a usage warning only when every program has it (a stream one branch
         of a `choose` does not use is not unused)."""
         self.alias_regions: dict[str, _Region] = {}
-        self._stream_allocated: frozenset[int] | None = None
+        self._allocated_by: dict[bool, set[int]] | None = None
+        """Memories some stream `alloc` (True) or host `alloc` (False) names, by buffer."""
         self.resolving: list[str] = []
         self.origin_ids: dict = {}
         """Origin of each source statement (by node id; (id, part) for the further statements
@@ -814,22 +815,27 @@ class _Lowerer:
         return next((statement for decl in self.thread_decls for statement in ast.nested_statements(decl.body)
                      if isinstance(statement, ast.Choose)), None)
 
-    def stream_allocated(self) -> frozenset[int]:
-        """Buffers that some stream `alloc` allocates (`cudaMallocAsync`), whatever the index."""
-        if self._stream_allocated is None:
-            found: set[int] = set()
+    def freed_without_sync(self, memory: int) -> bool:
+        """Whether a host `free` of `memory` here is `cudaFree` of `cudaMallocAsync` memory,
+        which does not synchronize: its latest `alloc` lowered so far is a stream one, or,
+        with none yet, some stream `alloc` names its buffer and no host `alloc` does."""
+        latest = self.latest_alloc_on_stream.get(memory)
+        if latest is not None:
+            return latest
+        if self._allocated_by is None:
+            found: dict[bool, set[int]] = {True: set(), False: set()}
             for decl in self.thread_decls:
                 for statement in ast.nested_statements(decl.body):
-                    if isinstance(statement, ast.AllocTask):
+                    if isinstance(statement, (ast.AllocTask, ast.HostAlloc)):
                         whole = ast.AccessRef(statement.access.name, (), statement.access.span)
                         try:
                             region = self.region(whole, {}, whole_arrays=True)
                         except (SpecError, _Skip):
                             continue  # reported where the statement is lowered
                         if not region.tensor:
-                            found.update(region.memories)
-            self._stream_allocated = frozenset(found)
-        return self._stream_allocated
+                            found[isinstance(statement, ast.AllocTask)].update(region.memories)
+            self._allocated_by = found
+        return memory in self._allocated_by[True] and memory not in self._allocated_by[False]
 
     def count_combinations(self) -> int:
         """How many combinations of branches the `choose`s of every thread make (capped)."""
@@ -926,6 +932,8 @@ class _Lowerer:
         self.tensor_events: list[tuple] = []
         self.placed: list[int] = []
         self.stream_sets: list[int] = []
+        self.latest_alloc_on_stream: dict[int, bool] = {}
+        """Per memory: whether the latest `alloc` of it lowered so far was a stream one."""
         try:
             for decl in self.thread_decls:
                 self.thread(decl)
@@ -1227,8 +1235,10 @@ class _Lowerer:
             return
         for access in self.lifetimes(node.access, region):
             memory = self.memories[access.memory]
+            if not free:
+                self.latest_alloc_on_stream[access.memory] = False
             if (memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA
-                    and not (free and access.memory in self.stream_allocated())):
+                    and not (free and self.freed_without_sync(access.memory))):
                 # CUDA programming guide, "Implicit Synchronization": a device memory allocation
                 # (cudaMalloc) or deallocation (cudaFree) keeps commands issued before and after it
                 # from running concurrently; both are modelled as synchronizing the device. Not
@@ -1523,6 +1533,8 @@ class _Lowerer:
                 self.alloc_tensor(node, element, stream_index, bindings)
             return
         for access in self.lifetimes(node.access, region):
+            if not free:
+                self.latest_alloc_on_stream[access.memory] = True
             self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=access.memory,
                       accesses=(access,) if free else (), **common)
 

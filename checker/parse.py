@@ -1153,7 +1153,7 @@ MAX_TOKENS = 4_000_000
 """Words and signs a spec may hold: each costs about 250 bytes until the spec is lowered, so
 32 MiB of `b, b, b, ...` took 4.9 GB. Only specs over `_COUNTED_FROM` bytes are counted."""
 _COUNTED_FROM = 2 * 1024 * 1024
-_WORD_OR_SIGN = re.compile(r"[A-Za-z0-9_.]+|[^\sA-Za-z0-9_.]")
+_WORD_OR_SIGN = re.compile(r"#[^\n]*|[A-Za-z0-9_.]+|[^\s#A-Za-z0-9_.]")  # (a comment counts once)
 
 
 def _check_token_count(text: str) -> None:

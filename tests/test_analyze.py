@@ -161,6 +161,11 @@ def test_makespan_of_a_program_with_races_is_decided_by_other_runs_and_own_chain
         assert any("proven lower bound" in d.message for d in report.diagnostics if d.code.value == "SP401")
 
 
+def test_a_race_free_run_of_no_time_meets_a_makespan_bound():
+    untimed = RACING_FLAG.replace(" 1us", "")  # every execution that finishes takes 0 ns
+    assert check(untimed + "expect makespan <= 1us\n").passed
+
+
 def test_exit_statuses(run, tmp_path):
     clean = tmp_path / "clean.sched"
     clean.write_text(RACY.replace("s2: kernel b writes x", "s2: kernel b writes y"))

@@ -295,6 +295,17 @@ def test_cuda_free_and_malloc_synchronize_the_device():
     assert p.statements[5].streams == (0, 1, 2)
 
 
+def test_whether_a_cuda_free_synchronizes_follows_the_allocation_it_frees():
+    """cudaFree synchronizes for cudaMalloc memory, not for cudaMallocAsync memory: decided by
+    the latest `alloc` of that memory before the free, element by element."""
+    p = program(CUDA + "buffer z[2] 1MiB on g\nthread main {\n  s: alloc z[0]\n  alloc z[1]\n  free z[1]\n"
+                "  free z[0]\n  alloc x\n  free x\n  s: alloc x\n  free x\n}\n")
+    frees = [(s.memory, p.statements[s.index - 1].op is Op.SYNC) for s in p.statements
+             if s.op is Op.FREE]
+    z0, z1, x = (next(m.index for m in p.memories if m.name == name) for name in ("z[0]", "z[1]", "x"))
+    assert frees == [(z1, True), (z0, False), (x, True), (x, False)]
+
+
 def test_default_stream_by_name():
     p = program(CUDA + "device gs[2] { runtime cuda }\ncomm c = { gs[0].default, gs[1].default }\n"
                 "thread main {\n  g.default: kernel k\n  n.default: kernel k\n  sync n.default\n"

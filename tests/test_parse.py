@@ -964,3 +964,6 @@ def test_a_spec_of_too_many_words_is_refused_where_it_passes_the_limit(monkeypat
     assert diagnostic.primary_span.line == 5
     monkeypatch.setattr(parse_module, "MAX_TOKENS", 2000)
     assert load_text(source).program is not None
+    monkeypatch.setattr(parse_module, "MAX_TOKENS", 1000)
+    commented = thread("s: kernel k writes x") + ("# " + "a " * 600 + "\n") * 5  # a comment counts once
+    assert load_text(commented).program is not None
