@@ -193,7 +193,7 @@ class _Simulator:
         self.now = 0
         self.clock = [0] * len(p.threads)
         # Threads are visited only when they may move (thousands of threads blocked in syncs
-        # made each instant cost every thread): `ready` ones, in index order; a thread whose
+        # made each instant cost every thread): `ready` ones, in `order`; a thread whose
         # clock is ahead sleeps in `timers` until then; a blocked one is parked on the steps
         # its blocker names (`Blocked.needs`), one of which must happen before it can move.
         self.ready: set[int] = set(range(len(p.threads)))
@@ -281,7 +281,7 @@ class _Simulator:
                 self._end_task(x)
 
     def _run_threads(self) -> None:
-        """2. Threads, in order (by index, or `thread_order`), each as far as it can go at this
+        """2. Threads, in order (by index, or shuffled), each as far as it can go at this
         instant."""
         m, store, clock, now = self.m, self.store, self.clock, self.now
         launch_of = self.launch_of
@@ -320,6 +320,8 @@ class _Simulator:
         self.visiting = -1
 
     def _park(self, t: int, blocked) -> None:
+        """Thread t waits until one of the steps that could unblock it happens (an entry left
+        behind once another woke it only costs a spurious visit)."""
         for step in blocked.needs:  # (none: it never moves again)
             self.parked.setdefault(step, []).append(t)
 
