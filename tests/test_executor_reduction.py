@@ -198,3 +198,16 @@ def test_a_stubborn_set_choice_stops_at_its_work_cap_and_stays_sound():
     chosen = sets.choose(state, steps)
     assert sets.spent <= stubborn.CHOOSE_WORK + 1
     assert chosen == steps  # no smaller set was proved stubborn within the cap: all of them
+
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_stubborn_sets_cut_short_by_the_work_cap_still_find_everything(text):
+    """With a cap of a few steps, most choices stop part way and keep the smallest set
+    completed so far (or every enabled step): the verdicts must not change."""
+    from unittest import mock
+
+    loaded = load_text(text)
+    with mock.patch("checker.executor.stubborn.CHOOSE_WORK", 4):
+        compare(loaded.program, 100_000)
