@@ -295,8 +295,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
                                      "not met", help=_unmet_help(expectation.kind)))
     findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]
-    failing = [f for f in findings if not f.expected and not f.advisory
-               and not (f.kind is FindingKind.UNKNOWN and options.allow_unknown)]
+    failing = [f for f in findings if f.fails(options.allow_unknown)]
     has_error = any(d.severity is Severity.ERROR for d in diagnostics)
     internal_error = any(d.code is Code.SP402 for d in diagnostics)
     if internal_error:

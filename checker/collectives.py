@@ -77,6 +77,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
     roots = {s.root for s in matched}
     if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
         return None
+    advisory = kinds == {Op.ALLREDUCE}  # the contract: "the k-th allreduce of every member stream forms one group"
     parts = "; ".join(f"`{program.streams[s.stream].name}` issues {_label(program, s)} (line {s.span.line})"
                       for s in at_k)
     return Finding(
@@ -84,8 +85,8 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
         f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
         tuple(s.index for s in at_k),
         help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order"
-             + (_ADVISORY if kinds == {Op.ALLREDUCE} else ""),
-        advisory=kinds == {Op.ALLREDUCE},  # the contract: "the k-th allreduce of every member stream forms one group"
+             + (_ADVISORY if advisory else ""),
+        advisory=advisory,
     )
 
 

@@ -44,10 +44,10 @@ def shortest_shuffled_run(program: Program, seconds: float, tries: int = 200) ->
     bound meets it."""
     import time
 
-    deadline = time.monotonic() + seconds
-    best = None
     if len(program.statements) > SHUFFLED_UP_TO:
         return None
+    deadline = time.monotonic() + seconds
+    best = None
     for seed in range(tries):
         if time.monotonic() > deadline:
             break

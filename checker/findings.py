@@ -68,6 +68,11 @@ class Finding:
     def code(self) -> Code:
         return CODE_OF[self.kind]
 
+    def fails(self, allow_unknown: bool = False) -> bool:
+        """Whether this finding makes its file fail: not asked for by `expect`, not advisory,
+        and not an unknown that `--allow-unknown` lets pass."""
+        return not self.expected and not self.advisory and not (self.kind is FindingKind.UNKNOWN and allow_unknown)
+
 
 class Status(str, enum.Enum):
     CLEAN = "clean"

@@ -24,11 +24,12 @@ from checker.executor.machine import (
     ENQUEUED_AFTER_FREE, PRECOMPUTE_CONFLICTS, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State,
 )
 from checker.executor.stubborn import StubbornSets
+from checker.witness import Step, StepKind, Witness
+
 
 MAX_STUBBORN_PAIRS = 200_000
 """Conflicting pairs of accesses up to which exploration builds stubborn sets (two threads of
 2,000 kernels writing one buffer have 8 million: 54 s and 880 MB before the first state)."""
-from checker.witness import Step, StepKind, Witness
 
 
 @dataclass(frozen=True, slots=True)

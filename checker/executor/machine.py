@@ -563,14 +563,6 @@ class Machine:
         """The step after which the task has `begun`."""
         return self.completion_step(task) if self.begins_when_done[task] else self.first_step(task)
 
-    def _thread_step(self, state, thread: int) -> tuple[Step, ...]:
-        """The step thread `thread` takes next (its statement's issue or return), if any."""
-        v = state.threads[thread]
-        stmts = self.thread_stmts[thread]
-        if v >> 1 >= len(stmts):
-            return ()
-        return (self.steps[_RETURN if v & 1 else _ISSUE][stmts[v >> 1]],)
-
     def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
         status = state.status
         return tuple(self.steps[kind][i] for i, kind in self.note_setters.get(note, ())

@@ -69,8 +69,7 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
                       diagnostic.message if diagnostic else None, expectation.span.line))
         covered.update(_COVERS.get(expectation.kind, ()))
     others = [f for f in report.findings
-              if not f.expected and not f.advisory and f.kind not in covered
-              and not (f.kind is FindingKind.UNKNOWN and allow_unknown)]
+              if f.fails(allow_unknown) and f.kind not in covered]
     errors = [d for d in report.diagnostics if d.severity is Severity.ERROR and d.code is not Code.SP401]
     name = NO_OTHER_FINDINGS if program.expectations else NO_FINDINGS
     if errors:

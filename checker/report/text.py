@@ -120,7 +120,7 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
 
 def failing(report: FileReport, finding: Finding, allow_unknown: bool = False) -> bool:
     """Whether a finding makes its file fail (not asked for by `expect`, not an allowed unknown)."""
-    return not finding.expected and not finding.advisory and not (finding.kind is FindingKind.UNKNOWN and allow_unknown)
+    return finding.fails(allow_unknown)
 
 
 def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
