@@ -362,19 +362,18 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         statement = program.statements[step.statement]
         if step.kind is StepKind.END and statement.group is not None:
-            # A group's shared end: every member that started is stuck on the others.
-            group = program.groups[statement.group]
-            comm = program.comms[group.comm].name
-            if not group.complete:
-                reason = f"its collective group {group.position} on comm `{comm}` is missing a member"
-            else:
-                absent = [program.statements[m] for m in group.members
-                          if graph.node(StepKind.START, m) not in happened]
-                reason = (f"its collective group on comm `{comm}` waits for "
-                          + ", ".join(describe(m) for m in absent) + " to start")
-            for m in group.members:
-                if graph.node(StepKind.START, m) in happened:
-                    stuck.setdefault(m, reason)
+            # A member's end: if it started, it is stuck on the others.
+            if graph.node(StepKind.START, statement.index) in happened:
+                group = program.groups[statement.group]
+                comm = program.comms[group.comm].name
+                if not group.complete:
+                    reason = f"its collective group {group.position} on comm `{comm}` is missing a member"
+                else:
+                    absent = [program.statements[m] for m in group.members
+                              if graph.node(StepKind.START, m) not in happened]
+                    reason = (f"its collective group on comm `{comm}` waits for "
+                              + ", ".join(describe(m) for m in absent) + " to start")
+                stuck.setdefault(statement.index, reason)
             continue
         # Report only the frontier: nodes all of whose missing predecessors are on other statements.
         if step.statement in stuck or any(graph.steps[p].statement == step.statement for p in missing):

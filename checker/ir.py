@@ -388,7 +388,7 @@ class GroupKind(str, enum.Enum):
 class Group:
     """Tasks that meet: the k-th collective of each member of a comm, or the k-th send from
     A to B with the k-th recv on B from A. Each member starts on its own when its stream
-    reaches it; the group completes together, once every member has started."""
+    reaches it; each member completes on its own, once every member has started."""
 
     index: int
     kind: GroupKind

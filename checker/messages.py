@@ -326,7 +326,7 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
     meets = [s for s in statements if s.group is not None]
     if _crossed(program, meets):
         if any(s.op in (Op.SEND, Op.RECV) for s in meets):
-            return ("a send and its matching recv complete together, and here each waits for a partner "
+            return ("a send and its matching recv complete only once both have started, and here each waits for a partner "
                     "that its stream queues behind another send or recv: launch a rank's sends and recvs "
                     "together (`group { ... }`, as ncclGroupStart/End do), or reverse the order on one side "
                     "(even ranks send first, odd ranks receive first)")

@@ -12,9 +12,10 @@ The SMT encoding and the executor do not use it: they are the two independent
 implementations of the semantics that check each other (and this order against both).
 
 Steps are dense integer nodes. A collective group's members each start on their own (their
-own `start` step) and the group completes in one shared `end` step, written as the `end` of
-its first member. With `joint_starts` (the optimizer's view) the members also share one
-`start`: starting together is always a legal, and never a slower, way to run them.
+own `start` step) and each ends on its own (its own `end`), once every member has started and
+its own duration has passed. With `joint_starts` (the optimizer's view) the members share one
+`start`, written as the first member's: starting together is always a legal, and never a
+slower, way to run them.
 Every node also lies on one or more *chains* (a thread's steps, a stream's task steps),
 each totally ordered, for the vector clocks.
 """
@@ -59,7 +60,7 @@ class PartialOrder:
 
     program: Program
     steps: tuple[Step, ...]
-    """Node -> the step it is (a shared step is written with the group's first member)."""
+    """Node -> the step it is (a joint start is written with the group's first member)."""
     node_of: dict
     """`key(kind, statement)` -> node, for every statement's steps (shared steps included)."""
     edges: tuple[tuple[int, int, int, EdgeKind], ...]
@@ -68,7 +69,7 @@ class PartialOrder:
     """Node -> the chains it lies on."""
     chain_count: int
     never: frozenset[int]
-    """Nodes that can never happen: the completion of a collective group missing a member."""
+    """Nodes that can never happen: the ends of a collective group missing a member."""
     joint_starts: bool
 
     def node(self, kind: StepKind, statement: int) -> int:
@@ -81,8 +82,8 @@ class PartialOrder:
         return self.node(task_steps(statement)[0], statement.index)
 
     def completion(self, statement: Statement) -> int:
-        """The step at which a task has completed (a collective: its group's end), or the
-        last thread step of a host statement."""
+        """The step at which a task has completed, or the last thread step of a host
+        statement."""
         if statement.stream is None:
             return self.node(thread_steps(statement)[-1], statement.index)
         return self.node(task_steps(statement)[-1], statement.index)
@@ -146,20 +147,22 @@ class _Builder:
                 chain_count += 1
             else:
                 task_chain[s.index] = s.stream
-        shared: dict[tuple[int, StepKind], int] = {}
+        shared: dict[int, int] = {}
         for s in program.statements:
             for kind in thread_steps(s):
                 self.add(Step(kind, s.index), (thread_chain[s.thread],))
             group = program.groups[s.group] if s.group is not None else None
             for kind in task_steps(s):
-                if group is None or (kind is StepKind.START and not self.joint):
-                    self.add(Step(kind, s.index), (task_chain[s.index],))
+                if group is None or kind is StepKind.END or not self.joint:
+                    node = self.add(Step(kind, s.index), (task_chain[s.index],))
+                    if group is not None and not group.complete and kind is StepKind.END:
+                        self.never.add(node)
                     continue
-                node = shared.get((group.index, kind))
-                if node is None:
+                node = shared.get(group.index)
+                if node is None:  # the joint start
                     chains = tuple(dict.fromkeys(task_chain[m] for m in group.members))
-                    node = shared[(group.index, kind)] = self.add(Step(kind, group.members[0]), chains)
-                    if not group.complete and (kind is StepKind.END or self.joint):
+                    node = shared[group.index] = self.add(Step(kind, group.members[0]), chains)
+                    if not group.complete:
                         self.never.add(node)
                 self.share(kind, s.index, node)
         return chain_count
@@ -279,15 +282,12 @@ class _Builder:
                 self.edge(self.done(statements[p]), ret, EdgeKind.SYNC)
 
     def groups(self) -> None:
-        """A group completes once every member has started, after the longest member runs."""
+        """Each member of a group ends once every member has started, its own duration after
+        the last start (with joint starts: its duration after the one start)."""
         program = self.program
         for group in program.groups:
-            members = [program.statements[m] for m in group.members]
-            end = self.node_of[key(StepKind.END, group.members[0])]
-            if self.joint:
-                start = self.node_of[key(StepKind.START, group.members[0])]
-                self.edge(start, end, EdgeKind.RUN, max(m.duration for m in members))
-            else:
-                longest = max(m.duration for m in members)
-                for m in members:
-                    self.edge(self.node_of[key(StepKind.START, m.index)], end, EdgeKind.RUN, longest)
+            starts = dict.fromkeys(self.node_of[key(StepKind.START, m)] for m in group.members)
+            for m in group.members:
+                end = self.node_of[key(StepKind.END, m)]
+                for start in starts:
+                    self.edge(start, end, EdgeKind.RUN, program.statements[m].duration)

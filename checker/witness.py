@@ -8,8 +8,8 @@ Every statement contributes a fixed set of steps:
 
 * a task with a running interval (`Operation.interval` in `checker.ir.OPERATIONS`: kernel,
   memset, copy, callback, collectives, send, recv, free on a stream): `start` and `end`.
-  Each member of a collective group starts on its own; the group's `end` completes every
-  member at once and is written with the group's first member.
+  Each member of a collective group starts on its own, and ends on its own once every member
+  has started.
 * a task that takes no time (record, wait, reset, notify, await, alloc on a stream): `complete`.
 * every host-thread statement: `issue` (the thread executes it: enqueue a task, start a host
   function, call sync, notify, await, alloc, start a host free).

@@ -498,11 +498,10 @@ class Machine:
     def forget(self, state: State) -> State:
         """`state` with the captured facts that no later step can read reset to their initial
         value (-1): the record a completed wait was bound to, what a returned sync or a begun
-        task captured, the position of a completed call and which call held a position whose
-        group has completed (a group completes at once, and its positions are not given out
-        again); and completed tasks among what a wait, sync or task still waits for (done
-        is as good as not waited for). States that differ only there behave alike, so
-        exploration keeps one of them."""
+        task captured, the position of a completed call and which calls held a position whose
+        members have all completed (positions are not given out again); and completed tasks
+        among what a wait, sync or task still waits for (done is as good as not waited for).
+        States that differ only there behave alike, so exploration keeps one of them."""
         bind = state.bind
         status = state.status
         fresh = None
@@ -522,14 +521,25 @@ class Machine:
                 if fresh is None:
                     fresh = list(bind)
                 fresh[slot] = tuple(x for x in held if status[_first(x)] != DONE)
-        for slots in self.call_slots:
-            for slot in slots:
+        for c, slots in enumerate(self.call_slots):
+            for k, slot in enumerate(slots):
                 call = bind[slot]
-                if call >= 0 and status[call] == DONE:
+                if call >= 0 and status[call] == DONE and self._position_done(bind, status, c, k):
                     if fresh is None:
                         fresh = list(bind)
                     fresh[slot] = -1
         return state if fresh is None else state._replace(bind=tuple(fresh))
+
+    def _position_done(self, bind, status, c: int, k: int) -> bool:
+        """Whether every call at position k of the classes meeting class c has completed (a
+        running member still reads the others' slots to know its group)."""
+        for other in self.class_meets[c]:
+            if other < 0 or k >= len(self.class_calls[other]):
+                return False
+            call = bind[self.class_base[other] + k]
+            if call < 0 or status[call] != DONE:
+                return False
+        return True
 
     def finished(self, state: State) -> bool:
         """Every thread past its last statement and every enqueued task completed."""
@@ -686,7 +696,8 @@ class Machine:
         return Met(-1 - members[0], kind, st.comm, k, tuple(members), missing is None, missing)
 
     def group_blocker(self, state, group) -> Blocked | None:
-        """Why a collective group cannot complete: a member is missing or has not started."""
+        """Why the members of a collective group cannot end: a member is missing or has not
+        started."""
         if not group.complete:
             missing = "its collective group has a member missing from the program"
             if not isinstance(group, Met):  # never
@@ -701,15 +712,15 @@ class Machine:
                              if state.status[x] == NEW)
             return Blocked(group.missing or missing, tuple(needs))
         for m in group.members:
-            if state.status[m] != RUNNING:
+            if state.status[m] < RUNNING:
                 comm = self.program.comms[group.comm].name
                 return Blocked(lambda: f"its {comm} group waits for {self.describe(m)} to start",
                                (self.first_step(m),))
         return None
 
     def end_blocker(self, state, task: int) -> Blocked | None:
-        """`end` of a running task needs only that it has started; a collective's `end`
-        (its whole group's) needs every member started."""
+        """`end` of a running task needs only that it has started; a collective member's
+        `end` needs every member of its group started."""
         if state.status[task] != RUNNING:
             return Blocked("not running", () if state.status[task] == DONE else (self.first_step(task),))
         group = self.group(state, task) if self.in_group[task] else None
@@ -802,7 +813,7 @@ class Machine:
                     continue
                 out.append(steps[_ISSUE][i])
         batch = self.batch
-        ended: set[int] = set()
+        met: dict[int, bool] = {}  # group index -> whether its members may end
         for q in state.queues:
             if not q:
                 continue
@@ -815,9 +826,12 @@ class Machine:
                     g = self.group(state, h) if self.in_group[h] else None
                     if g is None:
                         out.append(steps[_END][h])
-                    elif g.index not in ended and self.group_blocker(state, g) is None:
-                        ended.add(g.index)
-                        out.append(steps[_END][g.members[0]])
+                    else:
+                        free = met.get(g.index)
+                        if free is None:
+                            free = met[g.index] = self.group_blocker(state, g) is None
+                        if free:
+                            out.append(steps[_END][h])
                 elif self.interval[h]:
                     if self.first_step_blocker(state, h) is None:
                         out.append(steps[_START][h])
@@ -843,12 +857,10 @@ class Machine:
         return races, uses
 
     def _checked(self, state, step: Step) -> Step:
-        """`step` if legal (a collective's `end` as its group's), else IllegalStep."""
+        """`step` if legal, else IllegalStep."""
         why = self.blocker(state, step)
         if why is not None:
             raise IllegalStep(f"{step.kind.value} {self.describe_index(step.statement)}: {why}")
-        if step.kind is _END and self.in_group[step.statement]:
-            step = self.steps[_END][self.group(state, step.statement).members[0]]
         return step
 
     def fire(self, state: State, step: Step) -> Transition:
@@ -865,8 +877,6 @@ class Machine:
         """
         i = step.statement
         kind = step.kind
-        if kind is _END and self.call_class[i] >= 0:  # members known from the state only
-            return self._met_end(view, i, track), (), ()
         if not track:  # (the simulator: every step once, nothing to keep)
             updates = self._fixed_updates(kind, i, False)
             if kind is _ISSUE and self.captures[i]:
@@ -931,8 +941,10 @@ class Machine:
                 up.append((U_RUNNING, i, True))
             up.append((U_STATUS, i, RUNNING))
         elif kind is _END:
-            g = self.group_of[i]
-            up.extend(self._completed(g.members if g is not None else (i,), track))
+            up.append((U_DEQUEUE, s, i))
+            up.append((U_STATUS, i, DONE))
+            if track:
+                up.append((U_RUNNING, i, False))
             if self.kill[i]:
                 up.append((U_DEAD, self.kill[i], 0))
                 up.append((U_FREED, self.kill[i], 0))
@@ -941,20 +953,6 @@ class Machine:
             up.append((U_STATUS, i, DONE))
             up.extend(self.signal[i])
         return tuple(up)
-
-    def _completed(self, members, track: bool) -> tuple:
-        """Tasks that end together (one task, or a collective group): each leaves its stream."""
-        up: list[tuple] = []
-        for m in members:
-            up.append((U_DEQUEUE, self.stream_of[m], m))
-            up.append((U_STATUS, m, DONE))
-            if track:
-                up.append((U_RUNNING, m, False))
-        return tuple(up)
-
-    def _met_end(self, view, i: int, track: bool) -> tuple:
-        """The `end` of the group a call of an interleaved comm met in: every member completes."""
-        return self._completed(self.group(view, i).members, track)
 
     def _captured(self, view, i: int) -> tuple:
         """What an issue binds, read from the state it is taken in: the record a wait binds

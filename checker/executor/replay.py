@@ -178,35 +178,13 @@ def step_timing(machine: Machine, steps: tuple[Step, ...]) -> Timing:
     add = intervals.append
     holds = machine.holds
     tasks = [st.stream is not None for st in machine.program.statements]
-    # A collective's members may start and end with one step written for the whole group:
-    # a member with no start (or end) step of its own starts (ends) with the group's.
-    own_start = {s.statement for s in steps if s.kind is StepKind.START}
-    own_end = {s.statement for s in steps if s.kind is StepKind.END}
-    # Calls of an interleaved comm meet as they are enqueued: the state tells whose group ends.
-    state = machine.initial() if any(c >= 0 for c in machine.call_class) else None
     for k, step in enumerate(steps):
         i = step.statement
         kind = step.kind
-        met = None
-        if state is not None:
-            if kind is StepKind.END and machine.call_class[i] >= 0:
-                met = machine.group(state, i)
-            try:
-                state = machine.apply(state, step)
-            except IllegalStep:
-                state = None
         if kind is StepKind.START:
             opened[i] = k
-            g = machine.group_of[i]
-            for member in (g.members if g is not None else ()):
-                if member not in own_start:
-                    opened[member] = k
         elif kind is StepKind.END:
             add(Interval(i, Part.TASK, opened.pop(i, k), k + 1))
-            g = met or machine.group_of[i]
-            for member in (g.members if g is not None else ()):
-                if member in opened and member not in own_end:
-                    add(Interval(member, Part.TASK, opened.pop(member), k + 1))
         elif kind is StepKind.COMPLETE:
             add(Interval(i, Part.TASK, k, k))
         elif kind is StepKind.ISSUE and not tasks[i]:
@@ -367,14 +345,9 @@ def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay) -> Confir
 
 def _first_start(machine: Machine, steps, i: int) -> int | None:
     """Index of the step that starts statement i's accesses."""
-    g = machine.group_of[i]
-    members = set(g.members) if g is not None else {i}
-    st = machine.program.statements[i]
+    want = StepKind.ISSUE if machine.program.statements[i].stream is None else StepKind.START
     for k, step in enumerate(steps):
-        if st.stream is None:
-            if step.statement == i and step.kind is StepKind.ISSUE:
-                return k
-        elif step.kind is StepKind.START and step.statement in members:
+        if step.statement == i and step.kind is want:
             return k
     return None
 

@@ -11,9 +11,9 @@ The simulator fires the machine's own steps (`Machine.blocker` decides legality,
   or duration take none;
 * a collective member starts (its buffers are in use, as `check` sees it) when its stream
   reaches it, and waits there for its peers without an engine; once every member has started,
-  the group takes one unit on each member's device at once, when all are free, and ends the
-  longest member's duration later (the contract: a group's members "all start together", and a
-  task holds its engine while it runs). Holding units while spinning would hang two groups
+  the group takes one unit on each member's device at once, when all are free, and each member
+  ends its own duration later, releasing its unit (the contract: a group's members "all start
+  together", and a task holds its engine while it runs). Holding units while spinning would hang two groups
   that each hold one device's last unit, a hang `check` rightly does not report;
 * at one instant, finished tasks release first, then threads step in index order, then
   stream heads, repeatedly until nothing more can happen; then time jumps to the next event.
@@ -268,17 +268,13 @@ class _Simulator:
     # ------------------------------------------------------------------ phases
 
     def _end_due_tasks(self) -> None:
-        """1. Tasks that end by now complete and release their units (a collective's group
-        ends together)."""
+        """1. Tasks that end by now complete and release their units."""
         ends, now = self.ends, self.now
         end_steps = self.end_steps
-        m, store = self.m, self.store
         while ends and ends[0][0] <= now:
             _, _, i = heapq.heappop(ends)
-            g = m.group(store, i) if m.in_group[i] else None
             self._fire(end_steps[i])
-            for x in (g.members if g is not None else (i,)):
-                self._end_task(x)
+            self._end_task(i)
 
     def _run_threads(self) -> None:
         """2. Threads, in order (by index, or shuffled), each as far as it can go at this
@@ -484,21 +480,10 @@ class _Simulator:
 
     def _fire(self, step) -> None:
         self.trail.append(step)
-        m = self.m
-        # A group's one `end` is written as its first member's: it ends every member.
-        ended = (m.group(self.store, step.statement).members
-                 if step.kind is StepKind.END and m.in_group[step.statement] else None)
         self._update(self._effects(self.store, step, False)[0])
-        parked = self.parked
-        if ended is None:
-            waiting = parked.pop(step, None)
-            if waiting:
-                self._wake(waiting)
-        else:
-            for member in ended:
-                waiting = parked.pop(self.end_steps[member], None)
-                if waiting:
-                    self._wake(waiting)
+        waiting = self.parked.pop(step, None)
+        if waiting:
+            self._wake(waiting)
 
     def _pool(self, task: int) -> list[int]:
         """The free units of the engine pool `task` needs (a heap), made on first use."""
@@ -579,7 +564,7 @@ class _Simulator:
 
     def _start_group(self, g) -> bool:
         """Start a gathered group if one unit of each engine its members need is free (False:
-        not yet); it ends the longest member's duration later."""
+        not yet); each member ends its own duration later."""
         m, now, needs_engine = self.m, self.now, self.needs_engine
         need: dict[tuple[int, str], int] = {}
         for x in g.members:
@@ -594,13 +579,12 @@ class _Simulator:
             self._begin_task(x, unit, self.ekey[x] if unit is not None else None)
             if preds:
                 self.cause[x] = max(self.cause[x] or (-1, -1, ""), max(preds))
-        longest = max(m.duration[x] for x in g.members)
-        if longest == 0:
-            self._fire(self.end_steps[g.members[0]])
-            for x in g.members:
+        for x in g.members:
+            if m.duration[x] == 0:
+                self._fire(self.end_steps[x])
                 self._end_task(x)
-        else:
-            heapq.heappush(self.ends, (now + longest, min(self.seq[x] for x in g.members), g.members[0]))
+            else:
+                heapq.heappush(self.ends, (now + m.duration[x], self.seq[x], x))
         return True
 
     # ------------------------------------------------------------------ results

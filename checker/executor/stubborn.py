@@ -1,9 +1,9 @@
 """Stubborn sets: per state, a subset of the enabled steps that exploration may take alone.
 
 The static singletons of `reduction.py` fire only when a step touches nothing shared. Two
-ranks of a DDP program (main and hook threads on each) share nothing but their collectives'
-`end`, yet each rank's steps touch its own buffers and events, so no step is a singleton and
-the explorer walks the product of the ranks' state spaces. A stubborn set is computed from the
+ranks of a DDP program (main and hook threads on each) share nothing but their collectives
+(a member ends once every member has started), yet each rank's steps touch its own buffers
+and events, so no step is a singleton and the explorer walks the product of the ranks' state spaces. A stubborn set is computed from the
 state instead (Valmari's closure): start from one enabled step, and repeatedly add
 
 * for an enabled step in the set: every step that *conflicts* with it (`conflicts`), and
@@ -161,7 +161,7 @@ class StubbornSets:
                     reads.append(("flag", m.sync_flag[i]))
         elif kind is _START:
             accesses()
-        elif kind is _END:  # (one member's part: a group's end is the union, `_step_conflicts`)
+        elif kind is _END:
             writes.extend(segments("dead", m.kill[i]))
         else:  # COMPLETE
             writes.extend(self._signal_resources(i, segments))
@@ -241,29 +241,14 @@ class StubbornSets:
         which the step becomes enabled takes one of these first (empty: it never will). The
         machine's own blocker names them (`Blocked.needs`)."""
         why = self.machine.blocker(state, step)
-        if why is not None:
-            return why.needs
-        # Legal, yet not among the enabled steps: the end of a met group is listed once,
-        # under its first member's name.
-        m = self.machine
-        group = m.group(state, step.statement) if step.kind is _END and m.in_group[step.statement] else None
-        if group is None:
+        if why is None:
             raise AssertionError(f"{step} is legal but was not listed as enabled")
-        return (self.steps[_END][group.members[0]],)
+        return why.needs
 
     # ------------------------------------------------------------------ the set
 
-    def _step_conflicts(self, state, step: Step):
-        """Conflicts of an enabled step; for the `end` of a group, those of each member's end
-        (the members of a group met in enqueue order are read from the state)."""
-        m = self.machine
-        if step.kind is _END and m.in_group[step.statement]:
-            out: set[Step] = set()
-            for member in m.group(state, step.statement).members:
-                end = self.steps[_END][member]
-                out |= self.conflicts(end)
-                out.update(self.race_conflicts(end))
-            return out
+    def _step_conflicts(self, step: Step):
+        """Conflicts of an enabled step: static ones and race labels not yet reported."""
         more = self.race_conflicts(step)
         return self.conflicts(step).union(more) if more else self.conflicts(step)
 
@@ -282,7 +267,7 @@ class StubbornSets:
                 found.append(step)
                 if len(found) >= limit:
                     return None
-                more = self._step_conflicts(state, step)
+                more = self._step_conflicts(step)
             else:
                 more = self.necessary(state, step)
             for other in more:

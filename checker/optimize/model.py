@@ -141,17 +141,18 @@ class _Builder:
         return self.resources[key].index
 
     def add_tasks(self, statements: list[Statement]) -> None:
-        """Task steps for the given stream statements; collective members share a start and
-        an end (the group completes together, after its longest member)."""
-        group_nodes: dict[int, tuple[int, int]] = {}
+        """Task steps for the given stream statements; collective members share a start, and
+        each ends its own duration after it."""
+        group_start: dict[int, int] = {}
         for st in statements:
             if not is_running(st):
                 self.first[st.index] = self.completion[st.index] = self.node(StepKind.COMPLETE, st.index)
                 continue
             if st.group is not None:
-                if st.group not in group_nodes:
-                    group_nodes[st.group] = self.group_nodes(st.group)
-                self.first[st.index], self.completion[st.index] = group_nodes[st.group]
+                if st.group not in group_start:
+                    group_start[st.group] = self.group_start(st.group)
+                start = self.first[st.index] = group_start[st.group]
+                self.completion[st.index] = self.node(StepKind.END, st.index, anchor=start, offset=st.duration)
                 continue
             uses = self.uses(st, st.duration)
             start = self.node(StepKind.START, st.index, uses=uses)
@@ -162,15 +163,13 @@ class _Builder:
         r = self.resource(statement)
         return ((r, duration),) if r is not None and duration > 0 else ()
 
-    def group_nodes(self, group_index: int) -> tuple[int, int]:
-        """The shared start and end nodes of a collective group."""
+    def group_start(self, group_index: int) -> int:
+        """The shared start node of a collective group: each member holds its engine for
+        its own duration from there."""
         group = self.program.groups[group_index]
-        members = [self.program.statements[m] for m in group.members]
-        longest = max(m.duration for m in members)
-        uses = tuple(u for m in members for u in self.uses(m, longest))
-        start = self.node(StepKind.START, group.members[0], uses=uses, members=group.members)
-        end = self.node(StepKind.END, group.members[0], anchor=start, offset=longest)
-        return start, end
+        uses = tuple(u for m in group.members for u in self.uses(self.program.statements[m],
+                                                                  self.program.statements[m].duration))
+        return self.node(StepKind.START, group.members[0], uses=uses, members=group.members)
 
     def add_thread(self, statements: list[Statement]) -> None:
         """Issue/return steps of one thread's kept statements, chained in program order."""
@@ -242,9 +241,8 @@ def program_model(program: Program) -> TimedModel | Unsupported:
         st = program.statements[step.statement]
         if step.kind is StepKind.START and st.group is not None:
             group = program.groups[st.group]
-            longest = max(program.statements[m].duration for m in group.members)
             b.nodes.append(Node(node, step.kind, step.statement, members=group.members, uses=tuple(
-                u for m in group.members for u in b.uses(program.statements[m], longest))))
+                u for m in group.members for u in b.uses(program.statements[m], program.statements[m].duration))))
         elif step.kind is StepKind.START:
             b.nodes.append(Node(node, step.kind, step.statement, uses=b.uses(st, st.duration)))
         else:

@@ -163,10 +163,6 @@ class _Synthesizer:
         for u, v, _ in model.edges:
             owners = owner_of_completion.get(u, ())
             node_v = model.nodes[v]
-            if len(owners) > 1:
-                # a collective group's end: the member on v's own thread carries the order
-                own = [a for a in owners if p.statements[a].thread == p.statements[node_v.statement].thread]
-                owners = own[:1] or owners
             for a in owners:
                 sa = p.statements[a]
                 if sa.stream is None:

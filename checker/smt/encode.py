@@ -3,8 +3,8 @@
 Every step of the program (see `checker.witness` and `docs/semantics.md`) gets one integer
 time variable. With S steps and a horizon H = S, a step happens iff its time is below H.
 The execution order is (time, step index) lexicographically, so every "x before y" is one
-`<` or `<=` atom and the order is total without a `Distinct` constraint. A collective group
-completes in one shared `end` step.
+`<` or `<=` atom and the order is total without a `Distinct` constraint. A collective
+member's `end` needs every member of its group started.
 
 For every step s, `Encoding.condition(s, now)` states when s is enabled, as a formula over
 the steps ordered before `now` (a step, or HORIZON: the end of the prefix). The base

@@ -1,8 +1,7 @@
 """The steps of a program, the chains they lie on, and the lookups every rule needs: no Z3.
 
 Steps are the ones of `checker/witness.py`, numbered densely (the SMT encoding gives each one
-an integer time). A collective group completes in one shared `end` step, written with its
-first member.
+an integer time). Each member of a collective group has its own `start` and `end`.
 
 *Chains* are sequences of steps that every execution takes in their order (docs/encoding.md,
 "Pruning"):
@@ -10,8 +9,7 @@ first member.
 * one per host thread: its `issue` and `return` steps in program order;
 * per thread and stream, the steps of the tasks that thread enqueues on that stream, in
   program order. Tasks of one `group` batch are not ordered among themselves, so the k-th
-  task of every batch run sits on sub-chain k (tasks outside batches on sub-chain 0). A
-  group's shared `end` lies on the chain of every member.
+  task of every batch run sits on sub-chain k (tasks outside batches on sub-chain 0).
 
 Every step lies on at least one chain, so the must-happen-before relation (`order.py`) is
 kept as one vector clock per step: for each chain, the latest step of the chain known to
@@ -43,10 +41,9 @@ class Layout:
                 self.previous[index] = previous
                 previous = index
 
-        # Steps (the group `end` is shared by the members and written with the first one).
+        # Steps.
         self.steps: list[Step] = []
         self.step_id: dict[tuple[StepKind, int], int] = {}
-        group_step: dict[int, int] = {}
         for statement in statements:
             kinds = [StepKind.ISSUE]
             if holds_thread(statement):
@@ -54,19 +51,19 @@ class Layout:
             if statement.is_task:
                 kinds += [StepKind.START, StepKind.END] if statement.running else [StepKind.COMPLETE]
             for kind in kinds:
-                if kind is StepKind.END and statement.group is not None:
-                    group = program.groups[statement.group]
-                    if statement.group not in group_step:
-                        group_step[statement.group] = len(self.steps)
-                        self.steps.append(Step(StepKind.END, group.members[0]))
-                    self.step_id[(kind, statement.index)] = group_step[statement.group]
-                    continue
                 self.step_id[(kind, statement.index)] = len(self.steps)
                 self.steps.append(Step(kind, statement.index))
-        self.group_members: dict[int, tuple[int, ...]] = {
-            group_step[g]: program.groups[g].members for g in group_step}
-        self.never: frozenset[int] = frozenset(
-            group_step[g] for g in group_step if not program.groups[g].complete)
+        self.group_members: dict[int, tuple[int, ...]] = {}
+        """A collective member's `end` step -> the members of its group (each must start first)."""
+        never = []
+        for group in program.groups:
+            for m in group.members:
+                end = self.step_id.get((StepKind.END, m))
+                if end is not None:
+                    self.group_members[end] = group.members
+                    if not group.complete:
+                        never.append(end)
+        self.never: frozenset[int] = frozenset(never)
 
         # Per thread and stream: the tasks in program order; batch runs give sub-chains.
         self.runs: dict[tuple[int, int], list[Statement]] = {}

@@ -118,9 +118,8 @@ def _put_back(mapped: list[int], left_out: frozenset[int], whole: Encoding) -> l
         if kind is StepKind.ISSUE and statement.is_task:
             enqueue(index)
         elif kind in (StepKind.END, StepKind.COMPLETE):
-            for member in layout.group_members.get(step, (index,)):
-                done.add(member)
-                run_ready(statements[member].stream)
+            done.add(index)
+            run_ready(statement.stream)
     # Left-out statements after a thread's last kept one: issued at the end, once that one
     # has finished (a sync that never returned holds them back, as it holds the thread).
     taken = set(out)
