@@ -47,6 +47,7 @@ class Code(str, enum.Enum):
     SP056 = "SP056"
     SP057 = "SP057"
     SP058 = "SP058"
+    SP059 = "SP059"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -83,7 +84,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP022: "keyword used as a name",
     Code.SP023: "alias cycle",
     Code.SP024: "invalid device declaration",
-    Code.SP025: "two comm members on one device",
+    Code.SP025: "two comm members on one device (retired: now the warning SP059)",
     Code.SP026: "too many branch combinations",
     Code.SP027: "tensor used outside its allocation",
     Code.SP028: "tensor allocation depends on the thread interleaving",
@@ -96,6 +97,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP056: "a stream's allocator pool shared by threads",
     Code.SP057: "a send or recv to its own stream",
     Code.SP058: "sync all in a thread that drives one rank",
+    Code.SP059: "two comm members on one device",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -34,6 +34,22 @@ def _label(program: Program, s: Statement) -> str:
     return f"{s.op.value} of {_size(s)} bytes{root}"
 
 
+def unit_holders(program: Program, members) -> tuple[int, ...]:
+    """The members of a group that hold an engine unit while the group runs: every member
+    that takes time on an engine, except that members on one device (which SP059 warns of)
+    share its units when they are fewer: the longest ones hold them."""
+    by_pool: dict[tuple, list[Statement]] = defaultdict(list)
+    for m in members:
+        s = program.statements[m]
+        if s.engine is not None and s.device is not None and s.duration > 0:
+            by_pool[(s.device, s.engine)].append(s)
+    holders: list[int] = []
+    for (device, engine), found in by_pool.items():
+        found.sort(key=lambda s: (-s.duration, s.index))
+        holders.extend(s.index for s in found[:program.devices[device].count(engine)])
+    return tuple(sorted(holders))
+
+
 def call_class(statement: Statement) -> tuple | None:
     """The class a comm call takes its position in (None for other statements): a member
     stream's collectives, its sends to one peer, or its recvs from one."""

@@ -502,6 +502,7 @@ class _Lowerer:
             members: list[int] = []
             written: dict[int, ast.Ref] = {}
             on_device: dict[int, int] = {}
+            warned_device = False
             skipped = False
             for ref in decl.members:
                 entity = self.entities.get(ref.name.text)
@@ -526,19 +527,22 @@ class _Lowerer:
                     if stream in written:
                         raise SpecError(error(Code.SP011, f"stream `{name}` is in comm `{comm_name}` twice", ref.span))
                     device = self.streams[stream].device
-                    if device in on_device:
+                    if device in on_device and not warned_device:
+                        # The contract allows it; the runtimes do not. Checked as written.
+                        warned_device = True
                         other = on_device[device]
-                        raise SpecError(error(
-                            Code.SP025,
+                        self.warnings.append(warning(
+                            Code.SP059,
                             f"comm `{comm_name}` has two members on device `{self.devices[device].name}`: "
                             f"`{self.streams[other].name}` and `{name}`",
                             ref.span, "second member on this device",
                             secondary=((written[other].span, "first member on this device"),),
-                            help="a communicator has one rank per device (NCCL and HCCL refuse two): "
-                                 "put each member stream on its own device"))
+                            help="NCCL and HCCL run one rank per device and refuse a second one: put each "
+                                 "member stream on its own device. It is checked as written; in time, the "
+                                 "members on one device share its comm units when they are fewer"))
                     members.append(stream)
                     written[stream] = ref
-                    on_device[device] = stream
+                    on_device.setdefault(device, stream)
             if skipped:
                 raise _Skip
             name = decl.name.text if count is None else f"{decl.name.text}[{i}]"

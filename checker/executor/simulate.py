@@ -29,6 +29,7 @@ from itertools import islice
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from checker import collectives
 from checker.ir import NS_PER_MS, Engine, Op, Program
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.witness import StepKind
@@ -565,17 +566,16 @@ class _Simulator:
     def _start_group(self, g) -> bool:
         """Start a gathered group if one unit of each engine its members need is free (False:
         not yet); each member ends its own duration later."""
-        m, now, needs_engine = self.m, self.now, self.needs_engine
+        m, now = self.m, self.now
+        holders = collectives.unit_holders(self.p, g.members)
         need: dict[tuple[int, str], int] = {}
-        for x in g.members:
-            if needs_engine[x]:
-                key = self.ekey[x]
-                need[key] = need.get(key, 0) + 1
-        if any(len(self._pool(x)) < need[self.ekey[x]] for x in g.members if needs_engine[x]):
+        for x in holders:
+            need[self.ekey[x]] = need.get(self.ekey[x], 0) + 1
+        if any(len(self._pool(x)) < need[self.ekey[x]] for x in holders):
             return False
         preds = [p for x in g.members for p in self._task_preds(x)]
         for x in g.members:
-            unit = heapq.heappop(self.free_units[self.ekey[x]]) if needs_engine[x] else None
+            unit = heapq.heappop(self.free_units[self.ekey[x]]) if x in holders else None
             self._begin_task(x, unit, self.ekey[x] if unit is not None else None)
             if preds:
                 self.cause[x] = max(self.cause[x] or (-1, -1, ""), max(preds))

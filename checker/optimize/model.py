@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checker import collectives
 from checker import order as partial_order
 from checker.determinism import nondeterminism
 from checker.ir import Engine, Op, Program, Statement
@@ -167,9 +168,13 @@ class _Builder:
         """The shared start node of a collective group: each member holds its engine for
         its own duration from there."""
         group = self.program.groups[group_index]
-        uses = tuple(u for m in group.members for u in self.uses(self.program.statements[m],
-                                                                  self.program.statements[m].duration))
-        return self.node(StepKind.START, group.members[0], uses=uses, members=group.members)
+        return self.node(StepKind.START, group.members[0], uses=self.group_uses(group), members=group.members)
+
+    def group_uses(self, group) -> tuple[tuple[int, int], ...]:
+        """The engine units a group's start takes: each holder's for its own duration."""
+        statements = self.program.statements
+        return tuple(u for m in collectives.unit_holders(self.program, group.members)
+                     for u in self.uses(statements[m], statements[m].duration))
 
     def add_thread(self, statements: list[Statement]) -> None:
         """Issue/return steps of one thread's kept statements, chained in program order."""
@@ -241,8 +246,7 @@ def program_model(program: Program) -> TimedModel | Unsupported:
         st = program.statements[step.statement]
         if step.kind is StepKind.START and st.group is not None:
             group = program.groups[st.group]
-            b.nodes.append(Node(node, step.kind, step.statement, members=group.members, uses=tuple(
-                u for m in group.members for u in b.uses(program.statements[m], program.statements[m].duration))))
+            b.nodes.append(Node(node, step.kind, step.statement, members=group.members, uses=b.group_uses(group)))
         elif step.kind is StepKind.START:
             b.nodes.append(Node(node, step.kind, step.statement, uses=b.uses(st, st.duration)))
         else:
