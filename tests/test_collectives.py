@@ -116,6 +116,45 @@ def test_calls_of_two_threads_on_one_stream_meet_in_enqueue_order(call0, call1):
     assert not timed.deadlocked and timed.makespan == 2_000_000
 
 
+INTERLEAVED_ENDS = """device gpu0
+device gpu1
+buffer a0 1MiB on gpu0
+buffer b0 1MiB on gpu0
+buffer a1 1MiB on gpu1
+buffer b1 1MiB on gpu1
+stream c0 on gpu0
+stream c1 on gpu1
+comm world = { c0, c1 }
+thread main0 {
+  c0: allreduce world a0 1ms
+  c0: kernel peek reads a1 1ms
+}
+thread hook0 {
+  c0: allreduce world b0 1ms
+}
+thread rank1 {
+  c1: allreduce world a1 3ms
+  c1: allreduce world b1 3ms
+}
+"""
+
+
+def test_members_of_calls_that_meet_in_enqueue_order_end_on_their_own():
+    # main0's call may meet rank1's first one (on a1); it ends on its own, so the kernel behind
+    # it may read a1 while rank1's member still writes it. Each position is kept until every
+    # call at it has ended: no run hangs with a member that forgot its group.
+    from checker.executor.explore import explore
+
+    program = load_text(INTERLEAVED_ENDS).program
+    result = explore(program)
+    assert result.complete and not result.deadlocks
+    lines = {tuple(sorted(program.statements[i].span.line for i in (r.a, r.b))) for r in result.races}
+    assert lines == {(12, 18)}
+    report = check_loaded(load_text(INTERLEAVED_ENDS))
+    (race,) = report.findings
+    assert race.kind is FindingKind.RACE and race.buffer == "a1"
+
+
 def test_interleaved_calls_go_to_the_exhaustive_search_and_say_so_when_it_is_cut():
     from checker.analyze import Options
 

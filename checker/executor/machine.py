@@ -498,10 +498,12 @@ class Machine:
     def forget(self, state: State) -> State:
         """`state` with the captured facts that no later step can read reset to their initial
         value (-1): the record a completed wait was bound to, what a returned sync or a begun
-        task captured, the position of a completed call and which calls held a position whose
-        members have all completed (positions are not given out again); and completed tasks
-        among what a wait, sync or task still waits for (done is as good as not waited for).
-        States that differ only there behave alike, so exploration keeps one of them."""
+        task captured, the position of a completed call and which completed call held a
+        position (positions are not given out again, and a member still running only needs
+        its peers started, which a completed one is, whichever call it was); and completed
+        tasks among what a wait, sync or task still waits for (done is as good as not waited
+        for). States that differ only there behave alike, so exploration keeps one of them
+        (it only compares the forgotten state: the run goes on from the full one)."""
         bind = state.bind
         status = state.status
         fresh = None
@@ -521,25 +523,14 @@ class Machine:
                 if fresh is None:
                     fresh = list(bind)
                 fresh[slot] = tuple(x for x in held if status[_first(x)] != DONE)
-        for c, slots in enumerate(self.call_slots):
-            for k, slot in enumerate(slots):
+        for slots in self.call_slots:
+            for slot in slots:
                 call = bind[slot]
-                if call >= 0 and status[call] == DONE and self._position_done(bind, status, c, k):
+                if call >= 0 and status[call] == DONE:
                     if fresh is None:
                         fresh = list(bind)
                     fresh[slot] = -1
         return state if fresh is None else state._replace(bind=tuple(fresh))
-
-    def _position_done(self, bind, status, c: int, k: int) -> bool:
-        """Whether every call at position k of the classes meeting class c has completed (a
-        running member still reads the others' slots to know its group)."""
-        for other in self.class_meets[c]:
-            if other < 0 or k >= len(self.class_calls[other]):
-                return False
-            call = bind[self.class_base[other] + k]
-            if call < 0 or status[call] != DONE:
-                return False
-        return True
 
     def finished(self, state: State) -> bool:
         """Every thread past its last statement and every enqueued task completed."""
