@@ -192,6 +192,7 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
         owners = {m.name: set(m.owners) | {m.buffer} for m in program.memories}
         matched = [i for i, f in enumerate(findings)
                    if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
+                                            or expectation.buffer == f.memory
                                             or expectation.buffer in owners.get(f.memory, ()))]
         return bool(matched), matched
     positive = {ExpectKind.DEADLOCK: FindingKind.DEADLOCK, ExpectKind.MISMATCH: FindingKind.COLLECTIVE_MISMATCH}

@@ -222,7 +222,8 @@ class ThreadDecl:
 class ExpectDecl:
     kind: str
     """One of ir.ExpectKind's values."""
-    buffer: Name | None
+    buffer: Ref | None
+    """`x`, or an element of a buffer array, `x[1]`."""
     limit: Duration | None
     span: Span
 

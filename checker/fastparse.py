@@ -762,7 +762,7 @@ class _Parser:
             kind = "use-after-free"
             if self.at_keyword("on"):
                 self.i += 1
-                buffer = self.name()
+                buffer = self.ref()
         elif word == "no":
             j = self.i
             self.i += 1
@@ -776,7 +776,7 @@ class _Parser:
             kind = "race"
             if self.at_keyword("on"):
                 self.i += 1
-                buffer = self.name()
+                buffer = self.ref()
         elif word in ("deadlock", "mismatch"):
             kind = word
         elif word == "makespan":

@@ -1741,10 +1741,14 @@ class _Lowerer:
     def expectation(self, decl: ast.ExpectDecl) -> Expectation:
         kind = ExpectKind(decl.kind)
         buffer = None
-        if decl.buffer is not None:
-            entity = self.lookup(decl.buffer, *self.memory_kinds())
-            buffer = (self.alias_regions[decl.buffer.text].buffer if entity.kind == "alias"
-                      else decl.buffer.text)
+        ref = decl.buffer
+        if ref is not None:
+            entity = self.lookup(ref.name, *self.memory_kinds())
+            if ref.index is not None or ref.member is not None:  # one element of a buffer array
+                buffer = self.memories[self.resolve(ref, {}, "buffer")].name
+            else:
+                buffer = (self.alias_regions[ref.name.text].buffer if entity.kind == "alias"
+                          else ref.name.text)
         limit = decl.limit.nanoseconds if decl.limit else None
         return Expectation(kind, decl.span, buffer, limit)
 

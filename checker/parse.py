@@ -296,7 +296,7 @@ class _ToAst(Transformer_NonRecursive):
         return ("no race", None, None)
 
     def race(self, meta, buffer=None):
-        return ("race", _name(buffer) if buffer else None, None)
+        return ("race", buffer, None)
 
     def no_deadlock(self, meta):
         return ("no deadlock", None, None)
@@ -308,7 +308,7 @@ class _ToAst(Transformer_NonRecursive):
         return ("no use-after-free", None, None)
 
     def uaf(self, meta, _token, buffer=None):
-        return ("use-after-free", _name(buffer) if buffer else None, None)
+        return ("use-after-free", buffer, None)
 
     def no_mismatch(self, meta):
         return ("no mismatch", None, None)
@@ -1146,7 +1146,8 @@ def decode(data: bytes) -> str:
     return text
 
 
-_BRACKET = re.compile(r"[(\[{)\]}]")
+_BRACKET = re.compile(r'#[^\n]*|"[^"\n]*"|[(\[{)\]}]')
+"""Brackets, and the comments and strings whose brackets do not count."""
 
 
 MAX_TOKENS = 4_000_000
@@ -1174,6 +1175,8 @@ def _check_token_count(text: str) -> None:
 def _check_nesting(text: str) -> None:
     depth = 0
     for match in _BRACKET.finditer(text):
+        if len(match.group()) > 1 or match.group() in '#"':
+            continue  # a comment or a string
         if match.group() in "([{":
             depth += 1
             if depth > MAX_NESTING:

@@ -150,6 +150,35 @@ def test_members_on_one_device_share_its_comm_unit_in_time():
     assert result.optimal_program and result.program == 4_000_000
 
 
+# -- expectations on one element of a buffer array --------------------------------------------
+
+ARRAY_RACE = """device d
+buffer x[2] 1MiB on d
+stream a on d
+stream b on d
+thread t {
+  a: kernel k writes x[1]
+  b: kernel j writes x[1]
+}
+expect race on ELEMENT
+"""
+
+
+@pytest.mark.parametrize("element, met", [("x[1]", True), ("x[0]", False), ("x", True)])
+def test_expect_race_on_an_element_of_a_buffer_array(element, met):
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    report = check_loaded(loaded(ARRAY_RACE.replace("ELEMENT", element)))
+    assert [f.kind for f in report.findings] == [FindingKind.RACE]
+    unmet = [d for d in report.diagnostics if d.code is Code.SP401]
+    assert (not unmet) is met, report.diagnostics
+
+
+def test_expect_race_on_an_element_out_of_range():
+    error_of(ARRAY_RACE.replace("ELEMENT", "x[2]"), Code.SP013, 9, 18, "out of range")
+
+
 # -- group ------------------------------------------------------------------------------------
 
 

@@ -220,7 +220,7 @@ def test_every_declaration_parses_to_its_node():
     assert n.count.value == 4
     assert [m.name.text for m in c.members] == ["s", "u"]
     assert isinstance(main, ast.ThreadDecl) and main.body == ()
-    assert [(x.kind, x.buffer.text if x.buffer else None) for x in expects] == [
+    assert [(x.kind, x.buffer.name.text if x.buffer else None) for x in expects] == [
         ("no race", None), ("race", None), ("race", "x"), ("no deadlock", None), ("deadlock", None),
         ("no use-after-free", None), ("use-after-free", None), ("use-after-free", "a"), ("makespan", None),
         ("no mismatch", None), ("mismatch", None)]
@@ -319,6 +319,14 @@ def test_nesting_limit():
     assert_error(thread("let v = " + "(" * 200 + "1" + ")" * 200), Code.SP004, 5, 11 + 199)
     deep = thread("let v = " + "(" * 199 + "1" + ")" * 199)
     assert load_text(deep).program is not None
+
+
+def test_brackets_in_comments_and_titles_do_not_nest():
+    # a comment runs to the end of its line and a title is text: their brackets are no syntax
+    source = 'spec "' + "[" * 250 + '"\n' + "# see (figure\n" * 250 + "device d  # " + "(" * 250 + "\n"
+    loaded = load_text(source)
+    assert loaded.program is not None, loaded.diagnostics
+    assert load_text("device d\n" + "(" * (MAX_NESTING + 1) + "  # ))))\n").program is None
 
 
 def test_expression_depth_limit():
