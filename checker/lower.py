@@ -16,7 +16,7 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 from checker import ast
 from checker.codes import Code
@@ -1136,6 +1136,8 @@ class _Lowerer:
                 raise SpecError(error(Code.SP018, f"this loop runs {trips:,} times, past the limit of {self.max_statements:,} lowered statements",
                                       statement.span, "unrolls too far",
                                       help="shrink the loop, or raise the limit with --max-statements N"))
+            if not trips:
+                self.check_names(statement.body)
             for value in range(low, high):
                 self.iterations += 1
                 if self.iterations > ITERATIONS_PER_STATEMENT * self.max_statements:
@@ -1163,6 +1165,19 @@ class _Lowerer:
         else:
             self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
             self.statement(statement, env)
+
+    def check_names(self, body) -> None:
+        """Every name a block refers to is declared, though the block never runs (a loop of
+        no iterations): an undeclared name is an error wherever it is written."""
+        work = list(reversed(body))  # (a stack: the first name in the source is looked up first)
+        while work:
+            node = work.pop()
+            if isinstance(node, (ast.Ref, ast.AccessRef)):
+                self.lookup(node.name)
+            elif isinstance(node, tuple):
+                work.extend(reversed(node))
+            elif is_dataclass(node) and not isinstance(node, (ast.Name, ast.Span)):
+                work.extend(reversed([getattr(node, f.name) for f in fields(node)]))
 
     def origin(self, statement, part: int = 0) -> int:
         key = id(statement) if part == 0 else (id(statement), part)

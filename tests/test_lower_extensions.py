@@ -821,3 +821,12 @@ def test_a_condition_names_only_defined_variables_even_where_unread():
              Code.SP010, 5, 17, "`typo`")
     error_of("device d\nstream s on d\nthread t {\n  if 1 == 1 {\n  } else if typo > 0 {\n  }\n}\n",
              Code.SP010, 5, 13, "`typo`")
+
+
+def test_a_loop_that_never_runs_still_names_declared_things_only():
+    # The contract: any reference to an undeclared name is an error, run or not.
+    source = ("device d\nstream s on d\nbuffer x 1MiB on d\nthread t {\n  for i in 0..0 {\n"
+              "    s: kernel k writes x[0:i]\n    nosuch: kernel k writes x\n  }\n}\n")
+    error_of(source, Code.SP010, 7, 5, "`nosuch` is not declared")
+    # indices are not evaluated: the loop binds no value
+    assert program(source.replace("    nosuch: kernel k writes x\n", "")).statements == ()
