@@ -309,6 +309,72 @@ thread t[2] {
     assert optimize(loaded.program, timeout=20).program == result.bound == 2 * MS
 
 
+SYNTH_COLLECTIVES = {
+    # the kernel after the long member waits for it, not only for the short one
+    "long member": """device gpu0 { compute 1 comm 1 launch 0us }
+device gpu1 { compute 1 comm 1 launch 0us }
+buffer x0 1MiB on gpu0
+buffer x1 1MiB on gpu1
+buffer y 1MiB on gpu1
+stream c0 on gpu0
+stream c1 on gpu1
+stream k0 on gpu0
+stream k1 on gpu1
+comm world = { c0, c1 }
+event e0
+event e1
+thread main {
+  group {
+    c0: allreduce world x0 1ms
+    c1: allreduce world x1 4ms
+  }
+  c0: record e0
+  k0: wait e0
+  k0: kernel m reads x0 writes y 1ms
+  k0: record e1
+  c1: record e0
+  k1: wait e1
+  k1: wait e0
+  k1: kernel k reads x1, y 1ms
+}
+""",
+    # the member whose buffer the kernel writes waits for it (each member starts on its own)
+    "touched member": """device gpu0 { compute 1 comm 1 launch 0us }
+device gpu1 { compute 1 comm 1 launch 0us }
+buffer x0 1MiB on gpu0
+buffer x1 1MiB on gpu1
+stream c0 on gpu0
+stream c1 on gpu1
+stream k1 on gpu1
+comm world = { c0, c1 }
+event e
+thread main {
+  k1: kernel a writes x1 3ms
+  k1: record e
+  c1: wait e
+  group {
+    c0: allreduce world x0 1ms
+    c1: allreduce world x1 1ms
+  }
+}
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNTH_COLLECTIVES))
+def test_synthesis_orders_each_collective_member_by_itself(name):
+    from checker import hb
+    from checker.optimize import emit
+
+    program = load(SYNTH_COLLECTIVES[name])
+    assert not hb.analyze(program)[0]
+    result = optimize(program, timeout=20)
+    loaded = load_text(emit(program, result))
+    assert loaded.program is not None, loaded.diagnostics
+    assert not hb.analyze(loaded.program)[0], [f.message for f in hb.analyze(loaded.program)[0]]
+    assert optimize(loaded.program, timeout=20).program == result.bound
+
+
 BENCH = __import__("pathlib").Path(__file__).resolve().parent.parent / "bench" / "data"
 
 

@@ -172,9 +172,13 @@ class _Synthesizer:
                 targets = [b for b in by_node.get(v, ())
                            if p.statements[b].stream is not None and b != a]
                 if len(targets) > 1:
-                    # a collective's start: the member on a's own thread carries the order
-                    own = [b for b in targets if p.statements[b].thread == sa.thread]
-                    targets = own[:1] or targets[:1]
+                    # a collective's start: each member starts on its own stream, so the
+                    # order goes to the members whose buffers a touches; else to the member
+                    # on a's own stream, or on its thread
+                    touching = [b for b in targets if _conflict(p, sa, p.statements[b])]
+                    own = ([b for b in targets if p.statements[b].stream == sa.stream]
+                           or [b for b in targets if p.statements[b].thread == sa.thread])
+                    targets = touching or own[:1] or targets[:1]
                 for b in targets:
                     deps.add((a, b))
         # Lanes: per (thread, device), in program order.
@@ -225,13 +229,24 @@ class _Synthesizer:
         p = self.program
         succ: dict[object, set[object]] = {}
 
-        def task(i: int):
-            """A collective's members start together: one node for the whole group."""
+        def member(i: int) -> bool:
             st = p.statements[i]
-            return ("group", st.group) if st.operation.collective and st.group is not None else ("task", i)
+            return st.operation.collective and st.group is not None
+
+        def start(i: int):
+            """A collective's members start together: one start for the whole group."""
+            return ("group", p.statements[i].group) if member(i) else ("task", i)
+
+        def done(i: int):
+            """Each member ends on its own."""
+            return ("done", i) if member(i) else ("task", i)
 
         def edge(a, b):
             succ.setdefault(a, set()).add(b)
+
+        for i, st in enumerate(p.statements):
+            if member(i):
+                edge(start(i), done(i))
 
         last_on_lane: dict[str, int] = {}
         for thread in p.threads:
@@ -245,16 +260,16 @@ class _Synthesizer:
                     edge(previous, node)
                 previous = node
                 if st.stream is not None:
-                    edge(node, task(i))
+                    edge(node, start(i))
                     lane = lane_of[i]
                     if lane in last_on_lane:
-                        edge(task(last_on_lane[lane]), task(i))
+                        edge(done(last_on_lane[lane]), start(i))
                     last_on_lane[lane] = i
                 if st.blocking or st.op is Op.SYNC:
                     # the thread moves on at the return: after the pageable copy, or the sync
                     edge(node, ("return", i))
                     if st.blocking:
-                        edge(task(i), ("return", i))
+                        edge(done(i), ("return", i))
                     previous = ("return", i)
 
         def reaches(a, b, skip=None) -> bool:
@@ -273,13 +288,13 @@ class _Synthesizer:
 
         structural = {(x, y) for x, ys in succ.items() for y in ys}
         for a, b in deps:
-            edge(task(a), task(b))
+            edge(done(a), start(b))
         needed = set()
         for a, b in sorted(deps, key=lambda d: (d[1], d[0])):
-            if (task(a), task(b)) in structural or task(a) == task(b):
+            if (done(a), start(b)) in structural or start(a) == start(b):
                 continue  # lane order already runs them in this order
-            if reaches(task(a), task(b), skip=(task(a), task(b))):
-                succ[task(a)].discard(task(b))
+            if reaches(done(a), start(b), skip=(done(a), start(b))):
+                succ[done(a)].discard(start(b))
             else:
                 needed.add((a, b))
         for a, b in needed:
@@ -295,16 +310,16 @@ class _Synthesizer:
                 waits = sorted(sync_waits.get(i, ()))
                 chosen = []
                 for t in waits:
-                    if reaches(task(t), ("issue", i)):
+                    if reaches(done(t), ("issue", i)):
                         continue  # an earlier sync of this thread already waited for it
-                    if any(o != t and reaches(task(t), task(o)) for o in waits):
+                    if any(o != t and reaches(done(t), done(o)) for o in waits):
                         continue  # a later task it waits for implies this one
                     chosen.append(t)
                 for t in chosen:
                     if p.statements[t].thread != st.thread:
                         raise EmitError("a sync the bound keeps waits for another thread's task; "
                                         "events shared by threads would make the order depend on timing")
-                    edge(task(t), ("return", i))
+                    edge(done(t), ("return", i))
                 sync_targets[i] = chosen
         return needed, sync_targets
 
@@ -389,3 +404,8 @@ class _Synthesizer:
         else:  # longer than a spec may write: the expectation is left out
             out.append(f"# minimum makespan {bound / 1e9:g} s, past the longest duration a spec may write")
         return Synthesis("\n".join(out) + "\n", sum(lane_count.values()), len(event_of), waits, syncs)
+
+
+def _conflict(program: Program, a: Statement, b: Statement) -> bool:
+    """Whether two statements touch the same bytes, one of them writing."""
+    return any(x.conflicts(y) for x in a.accesses for y in b.accesses)
