@@ -830,3 +830,17 @@ def test_a_loop_that_never_runs_still_names_declared_things_only():
     error_of(source, Code.SP010, 7, 5, "`nosuch` is not declared")
     # indices are not evaluated: the loop binds no value
     assert program(source.replace("    nosuch: kernel k writes x\n", "")).statements == ()
+
+
+def test_a_lower_bound_counts_the_shared_comm_unit_once():
+    # Without an exact model (threads share an event) the bound adds up engine work; the two
+    # members on gpu0 share its one comm unit, so they count as the longer one (3ms), and the
+    # bound may not pass the true minimum, 4ms (the short kernel first, the copy after it).
+    from pathlib import Path
+
+    from checker.frontend import load_file
+    from checker.optimize import optimize
+
+    p = load_file(Path(__file__).parent / "fixtures" / "sp059_shared_unit_lower_bound.sched").program
+    result = optimize(p, timeout=10)
+    assert not result.optimal_program and result.lower <= 4_000_000

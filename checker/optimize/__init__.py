@@ -197,10 +197,20 @@ def _unsupported(program: Program, why: Unsupported, simulated: int | None,
 
 def _loose_lower(program: Program) -> int:
     """max(busiest engine's work / its count, busiest host thread's own time): needs no order."""
+    from checker import collectives
     from checker.optimize.model import is_running, launch_of
 
+    # Members of one group on one device (SP059) share its units: only the holders count,
+    # and only where the groups are known before anything runs.
+    sharing = {c.index for c in program.comms
+               if len({program.streams[m].device for m in c.members}) < len(c.members)}
+    interleaved = collectives.interleaved_comms(program)
     work: dict[tuple[int, object], int] = {}
-    for st in program.statements:
+    counted = [st for st in program.statements if st.comm not in sharing or st.group is None]
+    for group in program.groups:
+        if group.comm in sharing and group.comm not in interleaved:
+            counted += [program.statements[m] for m in collectives.unit_holders(program, group.members)]
+    for st in counted:
         if is_running(st) and st.engine is not None and st.device is not None:
             work[(st.device, st.engine)] = work.get((st.device, st.engine), 0) + st.duration
     load = max((-(-w // max(1, program.devices[d].count(e))) for (d, e), w in work.items()), default=0)
