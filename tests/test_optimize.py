@@ -409,3 +409,40 @@ def test_interleaving_dependent_programs_fall_back_honestly(seed):
     if result.program is not None:
         assert result.program == result.simulated
         assert result.program >= result.lower
+
+
+def test_a_member_on_a_shared_hardware_queue_begins_at_its_own_start():
+    # Under `queues 1` the kernel on s0 may begin once c0's member has begun, which it does on
+    # its own, before c1's member (which waits for the kernel) arrives. A joint start would
+    # make that a cycle: the optimizer has no exact model here, and says so, not "deadlock".
+    from checker.analyze import check_loaded
+
+    text = """device gpu0 { compute 1 comm 1 launch 0us queues 1 }
+device gpu1 { compute 1 comm 1 launch 0us }
+buffer x0 1MiB on gpu0
+buffer x1 1MiB on gpu1
+buffer y 1MiB on gpu0
+event e
+stream c0 on gpu0
+stream s0 on gpu0
+stream c1 on gpu1
+comm world = { c0, c1 }
+thread main {
+  group {
+    c0: allreduce world x0 1ms
+  }
+  s0: kernel k writes y 1ms
+  s0: record e
+  c1: wait e
+  group {
+    c1: allreduce world x1 1ms
+  }
+}
+expect no deadlock
+expect makespan <= 2ms
+"""
+    result = optimize(load(text), timeout=10)
+    assert not result.deadlock and result.simulated == 2 * MS
+    assert any("hardware queue" in note for note in result.notes)
+    report = check_loaded(load_text(text))
+    assert report.findings == () and not [d for d in report.diagnostics if d.code.value == "SP401"]

@@ -240,6 +240,11 @@ def program_model(program: Program) -> TimedModel | Unsupported:
     for group in program.groups:
         if not group.complete:
             return Unsupported("a collective misses a member and never completes: it deadlocks", deadlock=True)
+    queued = _queued_members(program)
+    if queued:
+        return Unsupported(f"collective member `{queued}` shares a hardware queue with another stream: "
+                           "each member begins on its own there, which the joint start of the timed "
+                           "model does not express")
     order = partial_order.build(program, joint_starts=True)
     b = _Builder(program)
     for node, step in enumerate(order.steps):
@@ -265,6 +270,22 @@ def program_model(program: Program) -> TimedModel | Unsupported:
         if problem:
             return Unsupported(problem, deadlock=True)
     return model
+
+
+def _queued_members(program: Program) -> str | None:
+    """A collective member on a stream that shares a hardware queue (rule 10), if any: there
+    the tasks queued behind it may begin once it has begun, at its own start, before its
+    peers arrive (a joint start would put them after every member's arrival)."""
+    sharing: dict[tuple[int, int], int] = {}
+    for s in program.streams:
+        if s.queue is not None and program.devices[s.device].queues:
+            sharing[(s.device, s.queue)] = sharing.get((s.device, s.queue), 0) + 1
+    for st in program.statements:
+        if st.group is not None and st.stream is not None:
+            stream = program.streams[st.stream]
+            if stream.queue is not None and sharing.get((stream.device, stream.queue), 0) > 1:
+                return program.describe(st)
+    return None
 
 
 def _overdemand(model: TimedModel) -> str | None:
