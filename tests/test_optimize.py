@@ -358,6 +358,36 @@ thread main {
   }
 }
 """,
+    # a wait before one member orders only that member: c1's, which writes x1, needs its own
+    "other member": """device gpu0 { compute 1 comm 1 launch 0us }
+device gpu1 { compute 1 comm 1 launch 0us }
+device gpu2 { compute 1 comm 1 launch 0us }
+buffer p0 1MiB on gpu0
+buffer q0 1MiB on gpu0
+buffer x1 1MiB on gpu1
+buffer s2 1MiB on gpu2
+stream k0 on gpu0
+stream c0 on gpu0
+stream c1 on gpu1
+stream c2 on gpu2
+comm v = { c0, c2 }
+comm w = { c0, c1 }
+event e
+thread main {
+  k0: kernel a writes p0, x1 3ms
+  k0: record e
+  c0: wait e
+  c1: wait e
+  group {
+    c0: allreduce v p0 1ms
+    c2: allreduce v s2 1ms
+  }
+  group {
+    c0: allreduce w q0 1ms
+    c1: allreduce w x1 1ms
+  }
+}
+""",
 }
 
 

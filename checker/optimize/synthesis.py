@@ -234,19 +234,23 @@ class _Synthesizer:
             return st.operation.collective and st.group is not None
 
         def start(i: int):
-            """A collective's members start together: one start for the whole group."""
-            return ("group", p.statements[i].group) if member(i) else ("task", i)
+            """Each member starts on its own (when its stream reaches it) ..."""
+            return ("start", i) if member(i) else ("task", i)
 
         def done(i: int):
-            """Each member ends on its own."""
+            """... and ends once every member of its group has started."""
             return ("done", i) if member(i) else ("task", i)
 
         def edge(a, b):
             succ.setdefault(a, set()).add(b)
 
-        for i, st in enumerate(p.statements):
-            if member(i):
-                edge(start(i), done(i))
+        for group in p.groups:
+            for m in group.members:
+                for other in group.members:
+                    edge(start(m), done(other))
+
+        def same_group(a: int, b: int) -> bool:
+            return member(a) and member(b) and p.statements[a].group == p.statements[b].group
 
         last_on_lane: dict[str, int] = {}
         for thread in p.threads:
@@ -291,7 +295,7 @@ class _Synthesizer:
             edge(done(a), start(b))
         needed = set()
         for a, b in sorted(deps, key=lambda d: (d[1], d[0])):
-            if (done(a), start(b)) in structural or start(a) == start(b):
+            if (done(a), start(b)) in structural or a == b or same_group(a, b):
                 continue  # lane order already runs them in this order
             if reaches(done(a), start(b), skip=(done(a), start(b))):
                 succ[done(a)].discard(start(b))
