@@ -197,6 +197,8 @@ class _Lowerer:
         self.threads: list[Thread] = []
         self.statements: list[Statement] = []
         self.warnings: list[Diagnostic] = []
+        self.names_checked: set[int] = set()
+        """Blocks `check_names` has walked (by id: the syntax tree lives as long as this)."""
         self.warned: list[set] = []
         """Per program lowered: the (code, span) of its usage warnings. A spec with several
         programs gets a usage warning only when every program has it (a stream one branch
@@ -497,12 +499,12 @@ class _Lowerer:
     def comm(self, decl: ast.CommDecl) -> None:
         count = self.array_count(decl.count, "comm")
         first = len(self.comms)
+        warned_device = False  # (once per declaration, not per element of a comm array)
         for i in range(count or 1):
             env = {} if count is None else {decl.name.text: i}
             members: list[int] = []
             written: dict[int, ast.Ref] = {}
             on_device: dict[int, int] = {}
-            warned_device = False
             skipped = False
             for ref in decl.members:
                 entity = self.entities.get(ref.name.text)
@@ -1161,14 +1163,22 @@ class _Lowerer:
         elif isinstance(statement, ast.Choose):
             self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
         elif isinstance(statement, ast.If):
-            self.block(self.taken(statement, env), env, loops)
+            taken = self.taken(statement, env)
+            for body in statement.bodies():
+                if body is not taken:
+                    self.check_names(body)
+            self.block(taken, env, loops)
         else:
             self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
             self.statement(statement, env)
 
     def check_names(self, body) -> None:
         """Every name a block refers to is declared, though the block never runs (a loop of
-        no iterations): an undeclared name is an error wherever it is written."""
+        no iterations, a branch not taken): an undeclared name is an error wherever it is
+        written. (Once per block: a branch inside a loop is not walked again.)"""
+        if id(body) in self.names_checked:
+            return
+        self.names_checked.add(id(body))
         work = list(reversed(body))  # (a stack: the first name in the source is looked up first)
         while work:
             node = work.pop()
@@ -1759,8 +1769,9 @@ class _Lowerer:
         ref = decl.buffer
         if ref is not None:
             entity = self.lookup(ref.name, *self.memory_kinds())
-            if ref.index is not None or ref.member is not None:  # one element of a buffer array
-                buffer = self.memories[self.resolve(ref, {}, "buffer")].name
+            if ref.index is not None or ref.member is not None:  # one element of an array
+                self.resolve(ref, {}, "buffer", "tensor")  # (an element that exists)
+                buffer = f"{ref.name.text}[{self.evaluate(ref.index, {})}]"
             else:
                 buffer = (self.alias_regions[ref.name.text].buffer if entity.kind == "alias"
                           else ref.name.text)

@@ -844,3 +844,33 @@ def test_a_lower_bound_counts_the_shared_comm_unit_once():
     p = load_file(Path(__file__).parent / "fixtures" / "sp059_shared_unit_lower_bound.sched").program
     result = optimize(p, timeout=10)
     assert not result.optimal_program and result.lower <= 4_000_000
+
+
+def test_a_branch_not_taken_still_names_declared_things_only():
+    # the same answer whether the loop around it runs or not
+    for trips in ("0..0", "0..2"):
+        source = (f"device d\nstream s on d\nthread t {{\n  for i in {trips} {{\n    if i > 5 {{\n"
+                  "      nosuch: kernel k\n    }\n  }\n}\n")
+        error_of(source, Code.SP010, 6, 7, "`nosuch` is not declared")
+
+
+def test_expect_race_on_an_element_of_a_tensor_array():
+    from checker.analyze import check_loaded
+
+    source = ("device gpu0\ntensor t[2] 1MiB on gpu0\nstream s[2] on gpu0\nthread th {\n"
+              "  s[0]: alloc t[1]\n  s[0]: kernel a writes t[1] 1ms\n  s[1]: kernel b writes t[1] 1ms\n}\n"
+              "expect race on t[1]\n")
+    report = check_loaded(loaded(source))
+    assert len(report.findings) == 1 and not [d for d in report.diagnostics if d.code is Code.SP401]
+
+
+def test_a_member_sharing_the_comm_unit_is_drawn_on_no_unit_of_its_own():
+    from checker.optimize import optimize
+
+    source = ("device gpu0 { compute 1 comm 1 launch 0us }\nbuffer x 1MiB on gpu0\nbuffer y 1MiB on gpu0\n"
+              "stream a on gpu0\nstream b on gpu0\ncomm w = { a, b }\nthread t0 {\n  group {\n"
+              "    a: allreduce w x 1ms\n    b: allreduce w y 3ms\n  }\n}\n")
+    p = program(source)
+    timing = optimize(p, timeout=10).program_schedule.timing(p)
+    units = {(iv.statement, iv.unit) for iv in timing.intervals if iv.part.value == "task"}
+    assert units == {(0, None), (1, 0)}

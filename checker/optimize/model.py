@@ -1,8 +1,10 @@
 """Timed models: a program (or its overlap relaxation) as a graph of step-time constraints.
 
 A `TimedModel` has one node per step of the execution (`issue`, `return`, `start`, `end`,
-`complete`; a collective group's members share one `start` and one `end` node: starting
-together is always legal and never slower than spinning) and edges `(u, v, w)` meaning
+`complete`; a collective group's members share one `start` node, starting together being
+always legal and never slower than spinning, and each member has its own `end`, its own
+duration after it; a member on a stream that shares a hardware queue has no exact model, since
+its queue-mates may begin at its own start) and edges `(u, v, w)` meaning
 `t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
 The exact model reads the program's partial order (`checker/order.py`), built once for the
 fast path and for it; the optimizer adds the times.

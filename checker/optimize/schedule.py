@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checker import collectives
 from checker.ir import NS_PER_MS, Engine, Program
 from checker.optimize import core
 from checker.optimize.model import TimedModel, launch_of
@@ -51,9 +52,14 @@ class Schedule:
         of an engine at once than it has units). A bound schedule has no stream order."""
         free_at: dict[tuple[int, Engine], list[int]] = {}
         unit_of: dict[int, int] = {}
+        riders = {m for g in program.groups for m in g.members} - {
+            m for g in program.groups for m in collectives.unit_holders(program, g.members)}
+        """Members of a group on one device that share its units and hold none (SP059)."""
         for slot in sorted(self.slots, key=lambda s: (s.start, s.end)):
             st = program.statements[slot.statement]
             if st.stream is None or st.engine is None or st.duration <= 0 or st.device is None:
+                continue
+            if slot.statement in riders:
                 continue
             ends = free_at.setdefault((st.device, st.engine),
                                       [0] * program.devices[st.device].count(st.engine))
