@@ -13,9 +13,12 @@ implementations of the semantics that check each other (and this order against b
 
 Steps are dense integer nodes. A collective group's members each start on their own (their
 own `start` step) and each ends on its own (its own `end`), once every member has started and
-its own duration has passed. With `joint_starts` (the optimizer's view) the members share one
-`start`, written as the first member's: starting together is always a legal, and never a
-slower, way to run them.
+its own duration has passed. With `joint_starts` (the optimizer's view) a group also gets a
+*joint start* node after every member's own start (when the group runs, written as the first
+member's `start`, and in `joint` rather than `node_of`), and each member's end comes its own
+duration after it: starting together as soon as all have arrived is always a legal, and never
+a slower, way to run them. A member's own start stays its first step: under `queues N` the
+tasks behind it in its hardware queue may begin from there, before its peers arrive.
 Every node also lies on one or more *chains* (a thread's steps, a stream's task steps),
 each totally ordered, for the vector clocks.
 """
@@ -52,6 +55,7 @@ class EdgeKind(str, enum.Enum):
     BINDING = "event binding"
     SYNC = "sync"
     RETURN = "blocking call"
+    GROUP = "collective group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,8 @@ class PartialOrder:
     never: frozenset[int]
     """Nodes that can never happen: the ends of a collective group missing a member."""
     joint_starts: bool
+    joint: dict
+    """Group index -> its joint start node (with `joint_starts` only)."""
 
     def node(self, kind: StepKind, statement: int) -> int:
         return self.node_of[statement * 5 + _KIND_CODE[kind]]
@@ -110,6 +116,7 @@ class _Builder:
         self.node_of: dict[int, int] = {}
         self.edges: list[tuple[int, int, int, EdgeKind]] = []
         self.never: set[int] = set()
+        self.joint_of: dict[int, int] = {}
         # Per stream: the tasks the next task waits for (the last one, or every member of
         # the batch at the end of the stream), and the batch being filled with what it
         # waits for.
@@ -129,8 +136,12 @@ class _Builder:
         self.node_of[step_key(step)] = node
         return node
 
-    def share(self, kind: StepKind, statement: int, node: int) -> None:
-        self.node_of[key(kind, statement)] = node
+    def add_unnamed(self, step: Step, chains: tuple[int, ...]) -> int:
+        """A node no `node_of` key names (a joint start, written as its first member's)."""
+        node = len(self.steps)
+        self.steps.append(step)
+        self.chains.append(chains)
+        return node
 
     def nodes(self) -> int:
         program = self.program
@@ -147,24 +158,19 @@ class _Builder:
                 chain_count += 1
             else:
                 task_chain[s.index] = s.stream
-        shared: dict[int, int] = {}
         for s in program.statements:
             for kind in thread_steps(s):
                 self.add(Step(kind, s.index), (thread_chain[s.thread],))
             group = program.groups[s.group] if s.group is not None else None
             for kind in task_steps(s):
-                if group is None or kind is StepKind.END or not self.joint:
-                    node = self.add(Step(kind, s.index), (task_chain[s.index],))
-                    if group is not None and not group.complete and kind is StepKind.END:
-                        self.never.add(node)
-                    continue
-                node = shared.get(group.index)
-                if node is None:  # the joint start
-                    chains = tuple(dict.fromkeys(task_chain[m] for m in group.members))
-                    node = shared[group.index] = self.add(Step(kind, group.members[0]), chains)
-                    if not group.complete:
-                        self.never.add(node)
-                self.share(kind, s.index, node)
+                node = self.add(Step(kind, s.index), (task_chain[s.index],))
+                if group is not None and not group.complete and kind is StepKind.END:
+                    self.never.add(node)
+            if group is not None and self.joint and group.index not in self.joint_of:
+                chains = tuple(dict.fromkeys(task_chain[m] for m in group.members))
+                node = self.joint_of[group.index] = self.add_unnamed(Step(StepKind.START, group.members[0]), chains)
+                if not group.complete:
+                    self.never.add(node)
         return chain_count
 
     # -- edges --------------------------------------------------------------------------
@@ -209,7 +215,8 @@ class _Builder:
                     self.sync(s, last_record)
         self.groups()
         return PartialOrder(program, tuple(self.steps), self.node_of, tuple(self.edges),
-                            tuple(self.chains), chain_count, frozenset(self.never), self.joint)
+                            tuple(self.chains), chain_count, frozenset(self.never), self.joint,
+                            dict(self.joint_of))
 
     def stream_predecessors(self, s: Statement) -> list[int]:
         """Tasks on s's stream that s waits for: every earlier task but its batch-mates."""
@@ -283,10 +290,16 @@ class _Builder:
 
     def groups(self) -> None:
         """Each member of a group ends once every member has started, its own duration after
-        the last start (with joint starts: its duration after the one start)."""
+        the last start (with joint starts: its duration after the joint start, which comes
+        once every member has started)."""
         program = self.program
         for group in program.groups:
-            starts = dict.fromkeys(self.node_of[key(StepKind.START, m)] for m in group.members)
+            starts = [self.node_of[key(StepKind.START, m)] for m in group.members]
+            joint = self.joint_of.get(group.index)
+            if joint is not None:
+                for start in starts:
+                    self.edge(start, joint, EdgeKind.GROUP)
+                starts = [joint]
             for m in group.members:
                 end = self.node_of[key(StepKind.END, m)]
                 for start in starts:

@@ -517,8 +517,10 @@ def test_shuffled_simulations_are_legal_runs_the_explorer_agrees_with(text, seed
 @st.composite
 def uncontended_collective_programs(draw):
     """One thread over two ranks, with collectives and send/recv pairs whose members take
-    different times, and plenty of engine units: times follow the orders alone."""
-    lines = ["device d0 { compute 16 comm 16 }", "device d1 { compute 16 comm 16 }",
+    different times, and plenty of engine units: times follow the orders alone (and, under
+    `queues N`, the hardware queues: a member begins at its own start)."""
+    queues = draw(st.sampled_from(["", " queues 1", " queues 2"]))
+    lines = [f"device d0 {{ compute 16 comm 16{queues} }}", "device d1 { compute 16 comm 16 }",
              "buffer x0 1MiB on d0", "buffer x1 1MiB on d1", "event e[2]",
              "stream a0 on d0", "stream a1 on d0", "stream b0 on d1", "stream b1 on d1",
              "comm w = { a0, b0 }", "comm v = { a1, b1 }", "thread main {"]

@@ -1,10 +1,9 @@
 """Timed models: a program (or its overlap relaxation) as a graph of step-time constraints.
 
 A `TimedModel` has one node per step of the execution (`issue`, `return`, `start`, `end`,
-`complete`; a collective group's members share one `start` node, starting together being
-always legal and never slower than spinning, and each member has its own `end`, its own
-duration after it; a member on a stream that shares a hardware queue has no exact model, since
-its queue-mates may begin at its own start) and edges `(u, v, w)` meaning
+`complete`; a collective member's own `start` is when it arrives, on no engine, and its group
+then runs from one joint `start` node, starting together being always legal and never slower
+than spinning, each member holding its engine and ending its own duration after it) and edges `(u, v, w)` meaning
 `t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
 The exact model reads the program's partial order (`checker/order.py`), built once for the
 fast path and for it; the optimizer adds the times.
@@ -242,21 +241,17 @@ def program_model(program: Program) -> TimedModel | Unsupported:
     for group in program.groups:
         if not group.complete:
             return Unsupported("a collective misses a member and never completes: it deadlocks", deadlock=True)
-    queued = _queued_members(program)
-    if queued:
-        return Unsupported(f"collective member `{queued}` shares a hardware queue with another stream: "
-                           "each member begins on its own there, which the joint start of the timed "
-                           "model does not express")
     order = partial_order.build(program, joint_starts=True)
+    joint = {node: g for g, node in order.joint.items()}
     b = _Builder(program)
     for node, step in enumerate(order.steps):
         st = program.statements[step.statement]
-        if step.kind is StepKind.START and st.group is not None:
-            group = program.groups[st.group]
+        if node in joint:  # the group runs: each member holds its engine from here
+            group = program.groups[joint[node]]
             b.nodes.append(Node(node, step.kind, step.statement, members=group.members, uses=b.group_uses(group)))
-        elif step.kind is StepKind.START:
+        elif step.kind is StepKind.START and st.group is None:
             b.nodes.append(Node(node, step.kind, step.statement, uses=b.uses(st, st.duration)))
-        else:
+        else:  # (a member's own start: it arrives and waits for its peers, on no engine)
             b.nodes.append(Node(node, step.kind, step.statement))
     for before, after, delay, kind in order.edges:
         if kind is partial_order.EdgeKind.RUN:  # an end is pinned to its start
@@ -264,7 +259,7 @@ def program_model(program: Program) -> TimedModel | Unsupported:
         else:
             b.edge(before, after, delay)
     for st in program.statements:
-        b.first[st.index] = order.first(st)
+        b.first[st.index] = order.first(st) if st.group is None else order.joint[st.group]
         b.completion[st.index] = order.completion(st)
     model = b.finish(False, [st.index for st in program.statements])
     if isinstance(model, TimedModel):
@@ -272,22 +267,6 @@ def program_model(program: Program) -> TimedModel | Unsupported:
         if problem:
             return Unsupported(problem, deadlock=True)
     return model
-
-
-def _queued_members(program: Program) -> str | None:
-    """A collective member on a stream that shares a hardware queue (rule 10), if any: there
-    the tasks queued behind it may begin once it has begun, at its own start, before its
-    peers arrive (a joint start would put them after every member's arrival)."""
-    sharing: dict[tuple[int, int], int] = {}
-    for s in program.streams:
-        if s.queue is not None and program.devices[s.device].queues:
-            sharing[(s.device, s.queue)] = sharing.get((s.device, s.queue), 0) + 1
-    for st in program.statements:
-        if st.group is not None and st.stream is not None:
-            stream = program.streams[st.stream]
-            if stream.queue is not None and sharing.get((stream.device, stream.queue), 0) > 1:
-                return program.describe(st)
-    return None
 
 
 def _overdemand(model: TimedModel) -> str | None:

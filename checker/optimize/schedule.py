@@ -120,10 +120,13 @@ def build(model: TimedModel, times, kind: str) -> Schedule:
         released = by_step.get((StepKind.RETURN, index), issue + launch_of(program, st))
         slots.append(Slot(index, times[first[index]], times[completion[index]], issue, released))
     steps = []
+    arrivals = {n.statement for n in model.nodes if n.kind is StepKind.START and not n.members}
     for v in core.step_order(model, times):
         node = model.nodes[v]
-        if node.kind is StepKind.START and node.members:  # each member starts on its own
-            steps.extend(Step(StepKind.START, member) for member in node.members)
+        if node.kind is StepKind.START and node.members:
+            # a group's joint start: each member's own start is a node of its own (the exact
+            # model), or starts with it (the relaxation)
+            steps.extend(Step(StepKind.START, m) for m in node.members if m not in arrivals)
         else:
             steps.append(Step(node.kind, node.statement))
     return Schedule(kind, max(times, default=0), tuple(slots), tuple(steps))
