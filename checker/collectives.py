@@ -119,6 +119,18 @@ def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement
     )
 
 
+def met_position(program: Program, group) -> tuple:
+    """Which position a group of an interleaved comm formed at: the comm's k-th collective
+    call, or the k-th send from A to B with its recv (the two count apart)."""
+    calls = [program.statements[m] for m in group.members]
+    sends = [s for s in calls if s.op in (Op.SEND, Op.RECV)]
+    if not sends:
+        return ("call", group.comm, group.position)
+    s = sends[0]
+    direction = (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream)
+    return ("pair", group.comm, direction, group.position)
+
+
 def met_mismatch(program: Program, members: tuple[int, ...], position: int) -> Finding | None:
     """The calls that met in one group of an interleaved comm (found by a run), if they
     disagree: the same check as `mismatches`, at the group the run formed."""

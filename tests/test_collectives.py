@@ -188,3 +188,34 @@ def test_a_mismatch_of_calls_that_meet_in_enqueue_order_is_found_by_the_run_that
     # the same sizes meet without a mismatch, whichever calls meet
     same = check_loaded(load_text(CROSSED.replace("CALL0", "allreduce w x").replace("CALL1", "allreduce w y")))
     assert same.findings == ()
+
+
+def test_a_pair_and_a_collective_at_the_same_position_are_two_mismatches():
+    # Calls that meet in enqueue order: the first collective position of comm w and the first
+    # send from c0 to c1 count apart, so both mismatches are reported.
+    text = """device d0
+device d1
+buffer x 256B on d0
+buffer y 256B on d0
+buffer a 128B on d1
+buffer b 128B on d1
+stream c0 on d0
+stream c1 on d1
+comm w = { c0, c1 }
+thread t0 {
+  c0: allreduce w x
+}
+thread hook {
+  c0: allreduce w x
+  c0: send w to c1 y
+}
+thread t1 {
+  c1: allreduce w a
+  c1: allreduce w a
+  c1: recv w from c0 b
+}
+"""
+    report = check_loaded(load_text(text))
+    found = sorted(f.message.split(":")[0] for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH)
+    assert found == ["collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`",
+                     "send of 256 bytes (line 15) meets a recv of 128 bytes (line 20) on comm `w`"]

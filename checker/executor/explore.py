@@ -179,7 +179,7 @@ class _Explorer:
         races: dict[tuple[int, int], RaceFound] = {}
         uses: dict[tuple[int, str], DeadUseFound] = {}
         deadlocks: dict[frozenset, DeadlockFound] = {}
-        mismatched: dict[tuple[int, int], Finding] = {}
+        mismatched: dict[tuple, Finding] = {}
         meets_by_enqueue = bool(m.class_calls)  # an interleaved comm: groups form as calls are enqueued
         path: list[Step] = []
         stack: list[tuple[State, tuple[Step, ...], int]] = []
@@ -238,10 +238,11 @@ class _Explorer:
             step = steps[k]
             if meets_by_enqueue and step.kind is StepKind.END and m.call_class[step.statement] >= 0:
                 met = m.group(state, step.statement)
-                if (met.comm, met.position) not in mismatched:  # one per position, as from the text
+                where = collectives.met_position(m.program, met)
+                if where not in mismatched:  # one per position, as from the text
                     found = collectives.met_mismatch(m.program, met.members, met.position)
                     if found is not None:
-                        mismatched[(met.comm, met.position)] = replace(found, witness=witness(tuple(path) + (step,)))
+                        mismatched[where] = replace(found, witness=witness(tuple(path) + (step,)))
             tr = fire(state, step)
             transitions += 1
             if deadline is not None and transitions % clock_every == 0 and time.perf_counter() > deadline:
