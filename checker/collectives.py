@@ -147,8 +147,8 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
     findings: list[Finding] = []
     interleaved = interleaved_comms(program)
     sequences: dict[tuple[int, int], list[Statement]] = defaultdict(list)
-    for s in program.statements:
-        if s.operation.collective and s.stream is not None:
+    for s in program.statements:  # (sends and recvs pair apart: checked below, per pair)
+        if s.operation.collective and not s.operation.pairwise and s.stream is not None:
             sequences[(s.comm, s.stream)].append(s)
     for comm in program.comms:
         if comm.index in interleaved:

@@ -45,7 +45,6 @@ def test_matching_calls_are_no_mismatch(rank0, rank1):
     ("c0: allreduce world a0", "c1: allreduce world b1", ("1048576 bytes", "2097152 bytes")),
     ("c0: broadcast world root c0 a0", "c1: broadcast world root c1 a1", ("rooted at `c0`", "rooted at `c1`")),
     ("c0: reduce world root c0 a0", "c1: allreduce world a1", ("reduce", "allreduce")),
-    ("c0: send world to c1 a0", "c1: allreduce world a1", ("send", "allreduce")),
 ])
 def test_disagreeing_calls_are_sp202(rank0, rank1, words):
     program, found = _mismatches(rank0, rank1)
@@ -219,3 +218,56 @@ thread t1 {
     found = sorted(f.message.split(":")[0] for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH)
     assert found == ["collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`",
                      "send of 256 bytes (line 15) meets a recv of 128 bytes (line 20) on comm `w`"]
+
+
+def test_sends_and_recvs_pair_apart_from_the_collectives():
+    # A send and its recv take no collective position: rank 0 sends to rank 1, then all three
+    # ranks allreduce, and nothing disagrees. A send whose peer issues an allreduce instead of a
+    # recv is no mismatch either: the send never meets a recv, and the program hangs.
+    three = """device d0
+device d1
+device d2
+buffer g0 256B on d0
+buffer g1 256B on d1
+buffer g2 256B on d2
+buffer o0 256B on d0
+buffer o1 256B on d1
+stream c0 on d0
+stream c1 on d1
+stream c2 on d2
+comm w = { c0, c1, c2 }
+thread t0 {
+  c0: send w to c1 o0
+  c0: allreduce w g0
+}
+thread t1 {
+  c1: recv w from c0 o1
+  c1: allreduce w g1
+}
+thread t2 {
+  c2: allreduce w g2
+}
+"""
+    loaded = load_text(three)
+    assert mismatches(loaded.program) == ()
+    assert check_loaded(loaded).findings == ()
+    program, found = _mismatches("c0: send world to c1 a0", "c1: allreduce world a1")
+    assert found == ()
+    kinds = [f.kind for f in check_loaded(load_text(HEADER + "thread r0 {\n  c0: send world to c1 a0\n}\n"
+                                                    "thread r1 {\n  c1: allreduce world a1\n}\n")).findings]
+    assert kinds == [FindingKind.DEADLOCK]
+
+
+@pytest.mark.parametrize("first, second", [("t1", "hook"), ("hook", "t1")])
+def test_a_kind_mismatch_some_run_forms_outweighs_a_size_mismatch_another_forms(first, second):
+    # c0's call meets either c1's allreduce (sizes differ: a warning) or its reducescatter
+    # (kinds differ: an error), as the threads interleave; whichever the search meets first,
+    # the error is what is reported.
+    threads = {"t1": "thread t1 {\n  c1: allreduce w g1\n}\n",
+               "hook": "thread hook {\n  c1: reducescatter w g1[0:128]\n}\n"}
+    text = ("device d0\ndevice d1\nstream c0 on d0\nstream c1 on d1\nbuffer g0 256B on d0\n"
+            "buffer g1 256B on d1\ncomm w = { c0, c1 }\nthread t0 {\n  c0: allreduce w g0[0:128]\n}\n"
+            + threads[first] + threads[second])
+    report = check_loaded(load_text(text))
+    found = [f for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
+    assert any(not f.advisory and "reducescatter" in f.message for f in found), [f.message for f in found]

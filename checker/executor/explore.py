@@ -239,9 +239,11 @@ class _Explorer:
             if meets_by_enqueue and step.kind is StepKind.END and m.call_class[step.statement] >= 0:
                 met = m.group(state, step.statement)
                 where = collectives.met_position(m.program, met)
-                if where not in mismatched:  # one per position, as from the text
+                known = mismatched.get(where)
+                if known is None or known.advisory:  # one per position, as from the text: an
+                    # error (kinds or roots differ) rather than a warning (sizes) where runs differ
                     found = collectives.met_mismatch(m.program, met.members, met.position)
-                    if found is not None:
+                    if found is not None and (known is None or not found.advisory):
                         mismatched[where] = replace(found, witness=witness(tuple(path) + (step,)))
             tr = fire(state, step)
             transitions += 1
