@@ -261,6 +261,11 @@ class Access:
         )
 
 
+def accesses_conflict(a, b) -> bool:
+    """Whether some access of `a` conflicts with some access of `b`."""
+    return any(x.conflicts(y) for x in a for y in b)
+
+
 @dataclass(frozen=True, slots=True)
 class Stream:
     index: int

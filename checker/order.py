@@ -66,7 +66,7 @@ class PartialOrder:
     steps: tuple[Step, ...]
     """Node -> the step it is (a joint start is written with the group's first member)."""
     node_of: dict
-    """`key(kind, statement)` -> node, for every statement's steps (shared steps included)."""
+    """`key(kind, statement)` -> node, for every statement's steps (joint starts are in `joint`)."""
     edges: tuple[tuple[int, int, int, EdgeKind], ...]
     """`after` may happen only once `before` has, and at least `delay` ns later."""
     chains: tuple[tuple[int, ...], ...]
@@ -130,9 +130,7 @@ class _Builder:
     # -- nodes --------------------------------------------------------------------------
 
     def add(self, step: Step, chains: tuple[int, ...]) -> int:
-        node = len(self.steps)
-        self.steps.append(step)
-        self.chains.append(chains)
+        node = self.add_unnamed(step, chains)
         self.node_of[step_key(step)] = node
         return node
 

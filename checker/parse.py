@@ -1175,7 +1175,7 @@ def _check_token_count(text: str) -> None:
 def _check_nesting(text: str) -> None:
     depth = 0
     for match in _BRACKET.finditer(text):
-        if len(match.group()) > 1 or match.group() in '#"':
+        if match.group()[0] in '#"':
             continue  # a comment or a string
         if match.group() in "([{":
             depth += 1

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 from checker import collectives
 from checker.errors import IllegalStep
-from checker.ir import OPERATIONS, Group, GroupKind, Op, Program, Statement, StreamMode, SyncKind
+from checker.ir import (
+    OPERATIONS, Group, GroupKind, Op, Program, Statement, StreamMode, SyncKind, accesses_conflict,
+)
 from checker.witness import Step, StepKind, holds_thread
 from checker.executor import explain
 from checker.executor.layout import Layout
@@ -489,7 +491,7 @@ class Machine:
         if hit is None:
             a = self.program.statements[i].accesses
             b = self.program.statements[j].accesses
-            hit = self._pair_cache[key] = any(x.conflicts(y) for x in a for y in b)
+            hit = self._pair_cache[key] = accesses_conflict(a, b)
         return hit
 
     def initial(self) -> State:

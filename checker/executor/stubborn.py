@@ -3,8 +3,9 @@
 The static singletons of `reduction.py` fire only when a step touches nothing shared. Two
 ranks of a DDP program (main and hook threads on each) share nothing but their collectives
 (a member ends once every member has started), yet each rank's steps touch its own buffers
-and events, so no step is a singleton and the explorer walks the product of the ranks' state spaces. A stubborn set is computed from the
-state instead (Valmari's closure): start from one enabled step, and repeatedly add
+and events, so no step is a singleton and the explorer walks the product of the ranks' state
+spaces. A stubborn set is computed from the state instead (Valmari's closure): start from one
+enabled step, and repeatedly add
 
 * for an enabled step in the set: every step that *conflicts* with it (`conflicts`), and
 * for a disabled step in the set: a *necessary enabling set* (`necessary`): steps of which any

@@ -3,10 +3,10 @@
 A `TimedModel` has one node per step of the execution (`issue`, `return`, `start`, `end`,
 `complete`; a collective member's own `start` is when it arrives, on no engine, and its group
 then runs from one joint `start` node, starting together being always legal and never slower
-than spinning, each member holding its engine and ending its own duration after it) and edges `(u, v, w)` meaning
-`t(v) >= t(u) + w`. An `end` node is pinned to its `start`: `t(end) = t(start) + d`.
-The exact model reads the program's partial order (`checker/order.py`), built once for the
-fast path and for it; the optimizer adds the times.
+than spinning, each member holding its engine and ending its own duration after it) and edges
+`(u, v, w)` meaning `t(v) >= t(u) + w`. An `end` node is pinned to its `start`:
+`t(end) = t(start) + d`. The exact model reads the program's partial order
+(`checker/order.py`), built once for the fast path and for it; the optimizer adds the times.
 Running tasks of positive duration occupy one unit of an engine (a `Resource`) while they run.
 The makespan is the latest node time.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from checker import collectives
 from checker import order as partial_order
 from checker.determinism import nondeterminism
-from checker.ir import Engine, Op, Program, Statement
+from checker.ir import Engine, Op, Program, Statement, accesses_conflict
 from checker.witness import StepKind, holds_thread
 
 def _synchronizes(statement: Statement) -> bool:
@@ -350,7 +350,7 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
         for c, acc_c in accessing[i + 1:]:
             if a.thread == c.thread and a.stream is None and c.stream is None:
                 continue  # already in thread order
-            if not any(x.conflicts(y) for x in acc_a for y in acc_c):
+            if not accesses_conflict(acc_a, acc_c):
                 continue
             if hb.before(a.index, c.index):
                 b.edge(b.completion[a.index], b.first[c.index])

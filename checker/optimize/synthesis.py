@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from checker.ir import (
     NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Statement, StreamMode,
+    accesses_conflict,
 )
 from checker import spec_text
 from checker.optimize.model import TimedModel
@@ -175,7 +176,7 @@ class _Synthesizer:
                     # a collective's start: each member starts on its own stream, so the
                     # order goes to the members whose buffers a touches; else to the member
                     # on a's own stream, or on its thread
-                    touching = [b for b in targets if _conflict(p, sa, p.statements[b])]
+                    touching = [b for b in targets if accesses_conflict(sa.accesses, p.statements[b].accesses)]
                     own = ([b for b in targets if p.statements[b].stream == sa.stream]
                            or [b for b in targets if p.statements[b].thread == sa.thread])
                     targets = touching or own[:1] or targets[:1]
@@ -409,7 +410,3 @@ class _Synthesizer:
             out.append(f"# minimum makespan {bound / 1e9:g} s, past the longest duration a spec may write")
         return Synthesis("\n".join(out) + "\n", sum(lane_count.values()), len(event_of), waits, syncs)
 
-
-def _conflict(program: Program, a: Statement, b: Statement) -> bool:
-    """Whether two statements touch the same bytes, one of them writing."""
-    return any(x.conflicts(y) for x in a.accesses for y in b.accesses)
