@@ -275,7 +275,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     """memory -> (free, node at which it makes the memory dead)"""
     launch_allocs: dict[int, list[int]] = defaultdict(list)
     launch_frees: dict[int, list[tuple[Statement, int]]] = defaultdict(list)
-    """memory -> issue nodes of every alloc / free (launch order)"""
+    """memory -> issue nodes of every alloc / launch-ordered free (launch order)"""
     for s in program.statements:
         if s.op is Op.ALLOC:
             launch_allocs[s.memory].append(graph.node(StepKind.ISSUE, s.index))
@@ -283,7 +283,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 allocs[s.memory].append(graph.completion(s) if s.stream is not None
                                         else graph.node(StepKind.ISSUE, s.index))
         elif s.op is Op.FREE:
-            launch_frees[s.memory].append((s, graph.node(StepKind.ISSUE, s.index)))
+            if s.launch_ordered:
+                launch_frees[s.memory].append((s, graph.node(StepKind.ISSUE, s.index)))
             if not s.launch_only:
                 frees[s.memory].append((s, graph.node_of[_step_key(_access_steps(s)[1])]))
     reported: set[tuple[int, FindingKind]] = set()
@@ -301,7 +302,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     for s in program.statements:
         for access in s.accesses:
             memory = access.memory
-            if memory not in allocs and memory not in launch_frees and memory not in launch_allocs:
+            if memory not in allocs and memory not in frees and memory not in launch_frees and memory not in launch_allocs:
                 continue
             mem = program.memories[memory]
             start = graph.node_of[_step_key(_access_steps(s)[0])]
@@ -374,6 +375,11 @@ def _deadlock(order: HappensBefore) -> Finding | None:
                     reason = (f"its collective group on comm `{comm}` waits for "
                               + ", ".join(describe(m) for m in absent) + " to start")
                 stuck.setdefault(statement.index, reason)
+            continue
+        if node in graph.never and step.kind is StepKind.START:  # (a member that starts with its group)
+            group = program.groups[statement.group]
+            stuck.setdefault(statement.index, f"its collective group {group.position} on comm "
+                             f"`{program.comms[group.comm].name}` is missing a member")
             continue
         # Report only the frontier: nodes all of whose missing predecessors are on other statements.
         if step.statement in stuck or any(graph.steps[p].statement == step.statement for p in missing):

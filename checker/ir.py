@@ -357,6 +357,14 @@ class Statement:
     launch_only: bool = False
     """alloc/free of a caching-allocator tensor: only the launch order counts (work enqueued
     after the free uses freed memory); it is not an access and frees nothing at run time."""
+    launch_ordered: bool = False
+    """free: work enqueued after it uses freed memory whenever it runs, besides what runs
+    after it (a tensor's free, and under `runtime cuda` a stream free: `cudaFreeAsync`).
+    Other frees count by run order alone, as the contract says."""
+    spins: bool = False
+    """A collective or send/recv member that starts on its own when its stream reaches it
+    and spins there until its peers come (NCCL, under `runtime cuda`). Other members start
+    with their group, once every member can (the contract's rule 8)."""
     form: str = ""
     """How the user wrote it when lowering rewrote it (`wait_stream s1`, `query e`,
     `memcpy`, `item`), for messages; empty when the statement is what was written."""
@@ -378,9 +386,8 @@ class Statement:
     def begins_when_done(self) -> bool:
         """Rule 10 (hardware queues): a task "begins" by starting, "or complete if it takes no
         time". So a running task of duration 0 has begun only once it completed. Not a
-        collective or send/recv member: those spin from their own start until the peers come
-        (docs/semantics.md), and waiting for their completion would deadlock a queue they share."""
-        return self.running and self.duration == 0 and self.group is None
+        member that spins (`spins`): it has begun from its own start until the peers come."""
+        return self.running and self.duration == 0 and not self.spins
 
 
 class GroupKind(str, enum.Enum):
@@ -392,8 +399,9 @@ class GroupKind(str, enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Group:
     """Tasks that meet: the k-th collective of each member of a comm, or the k-th send from
-    A to B with the k-th recv on B from A. Each member starts on its own when its stream
-    reaches it; each member completes on its own, once every member has started."""
+    A to B with the k-th recv on B from A. The members start together once every one can
+    (a member that `spins` starts on its own when its stream reaches it); each member
+    completes on its own, once every member has started."""
 
     index: int
     kind: GroupKind

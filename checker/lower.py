@@ -1195,8 +1195,18 @@ class _Lowerer:
 
     def emit(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
-        if self.batch is not None and OPERATIONS[fields["op"]].collective:
+        operation = OPERATIONS[fields["op"]]
+        if self.batch is not None and operation.collective:
             fields["batch"] = self.batch
+        stream = fields.get("stream")
+        if stream is not None and self.devices[self.streams[stream].device].runtime is Runtime.CUDA:
+            # NCCL's members spin on their own streams; cudaFreeAsync counts by launch order.
+            if operation.collective:
+                fields["spins"] = True
+            elif fields["op"] is Op.FREE:
+                fields["launch_ordered"] = True
+        if fields.get("launch_only") and fields["op"] is Op.FREE:
+            fields["launch_ordered"] = True
         self.statements.append(Statement(index=index, thread=self.current_thread, span=statement.span,
                                          origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)

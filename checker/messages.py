@@ -127,9 +127,10 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
     help = (f"order them with an event: `record E` on `{stream(a)}` after the first, "
             f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
-    if (a.group is None) != (b.group is None):
+    member = a if a.group is not None else b
+    if (a.group is None) != (b.group is None) and member.spins:
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
-                 "its peers, so its buffer is in use from then on, whenever the peers arrive")
+                 "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
 
 

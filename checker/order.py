@@ -287,10 +287,30 @@ class _Builder:
                 self.edge(self.done(statements[p]), ret, EdgeKind.SYNC)
 
     def groups(self) -> None:
-        """Each member of a group ends once every member has started, its own duration after
-        the last start (with joint starts: its duration after the joint start, which comes
-        once every member has started)."""
+        """Rule 8: members that do not spin start together, once every one of them can: each
+        member's start waits for what every other one's waits for. Each member ends once
+        every member has started, its own duration after the last start (with joint starts:
+        its duration after the joint start, which comes once every member has started)."""
         program = self.program
+        gated = {m for group in program.groups for m in group.members if not program.statements[m].spins}
+        if gated:
+            firsts = {self.node_of[key(StepKind.START, m)]: m for group in program.groups for m in group.members}
+            needs: dict[int, list[tuple[int, int, EdgeKind]]] = {}
+            for before, after, delay, kind in self.edges:
+                if after in firsts:
+                    needs.setdefault(firsts[after], []).append((before, delay, kind))
+            for group in program.groups:
+                if not group.complete:
+                    self.never.update(self.node_of[key(StepKind.START, m)] for m in group.members if m in gated)
+                    continue
+                for m in group.members:
+                    if m not in gated:
+                        continue
+                    start = self.node_of[key(StepKind.START, m)]
+                    for other in group.members:
+                        if other != m:
+                            for before, delay, kind in needs.get(other, ()):
+                                self.edge(before, start, kind, delay)
         for group in program.groups:
             starts = [self.node_of[key(StepKind.START, m)] for m in group.members]
             joint = self.joint_of.get(group.index)

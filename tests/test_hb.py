@@ -235,9 +235,10 @@ def test_agrees_with_the_explorer_on_single_thread_specs(text):
 def test_launch_order_use_after_free_of_work_that_never_starts():
     """Work enqueued after a free uses freed memory whenever it runs, and only then: here the
     second allreduce and the second free queue behind an allreduce whose peer never comes, so
-    they never start and use nothing (docs/semantics.md). The fast path agrees with exploration."""
-    text = """device d0 { compute 2 comm 1 }
-device d1 { compute 2 comm 1 }
+    they never start and use nothing (docs/semantics.md; launch order counts under `runtime
+    cuda`). The fast path agrees with exploration."""
+    text = """device d0 { compute 2 comm 1 runtime cuda }
+device d1 { compute 2 comm 1 runtime cuda }
 stream s0 on d0
 stream s1 on d1
 buffer a 4096B on d0

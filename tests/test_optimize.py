@@ -442,13 +442,14 @@ def test_interleaving_dependent_programs_fall_back_honestly(seed):
 
 
 def test_a_member_on_a_shared_hardware_queue_begins_at_its_own_start():
-    # Under `queues 1` the kernel on s0 may begin once c0's member has begun, which it does on
-    # its own, before c1's member (which waits for the kernel) arrives. Were that begin the
-    # group's joint start, the timed model would be a cycle (a false "deadlock").
+    # Under `runtime cuda` and `queues 1` the kernel on s0 may begin once c0's member has
+    # begun, which it does on its own (it spins), before c1's member (which waits for the
+    # kernel) arrives. Were that begin the group's joint start, the timed model would be a
+    # cycle (a false "deadlock"). Under the contract's rule 8 it is that cycle: a deadlock.
     from checker.analyze import check_loaded
 
-    text = """device gpu0 { compute 1 comm 1 launch 0us queues 1 }
-device gpu1 { compute 1 comm 1 launch 0us }
+    text = """device gpu0 { compute 1 comm 1 launch 0us queues 1 runtime cuda }
+device gpu1 { compute 1 comm 1 launch 0us runtime cuda }
 buffer x0 1MiB on gpu0
 buffer x1 1MiB on gpu1
 buffer y 1MiB on gpu0
@@ -476,3 +477,6 @@ expect makespan <= 2ms
     assert result.optimal_program and result.program == 2 * MS
     report = check_loaded(load_text(text))
     assert report.findings == () and not [d for d in report.diagnostics if d.code.value == "SP401"]
+    contract = text.replace(" runtime cuda", "")
+    assert optimize(load(contract), timeout=10).deadlock
+    assert [f.kind.value for f in check_loaded(load_text(contract)).findings] == ["deadlock"]

@@ -208,11 +208,13 @@ class Machine:
         """Segments the statement's accesses touch."""
         life = [0] * n
         launch_life = [0] * n
+        launch_memories = {st.memory for st in statements if st.op is Op.FREE and st.launch_ordered}
         for st, row in zip(statements, rows):
             if not row.lifetime or st.memory is None:
                 continue
             whole = lay.mask(st.memory, 0, p.memories[st.memory].size)
-            launch_life[st.index] = whole
+            if st.launch_ordered or (st.op is Op.ALLOC and st.memory in launch_memories):
+                launch_life[st.index] = whole
             if not st.launch_only:
                 lm = 0
                 for a in st.accesses:
@@ -222,18 +224,20 @@ class Machine:
         self.life = tuple(life)
         """alloc/free: the segments it makes live or dead when it takes effect."""
         self.launch_life = tuple(launch_life)
-        """alloc/free: the segments whose launch-order liveness the statement changes."""
-        launch_only = 0
+        """alloc/free of memory that a launch-ordered free frees (`Statement.launch_ordered`):
+        the segments whose launch-order liveness the statement changes."""
+        launch_only = launch_ordered = 0
         for st in statements:
+            launch_ordered |= launch_life[st.index]
             if st.launch_only:
                 launch_only |= launch_life[st.index]
         self.begins_when_done = tuple(st.begins_when_done for st in statements)
-        self.launch_touch = tuple(m if st.is_task else m & launch_only
+        self.launch_touch = tuple(m & (launch_ordered if st.is_task else launch_only)
                                   for st, m in zip(statements, self.touch))
         """Segments whose launch-order death makes the statement a dead use when it is issued:
-        every segment it touches for work enqueued on a stream; for a host statement, which
-        runs when issued, only those of caching-allocator blocks (whose frees count by launch
-        order alone): other memory it uses after a free only by run order."""
+        for work enqueued on a stream, those a launch-ordered free frees; for a host statement,
+        which runs when issued, only those of caching-allocator blocks (whose frees count by
+        launch order alone): other memory it uses after a free only by run order."""
         block_allocs: dict[int, list[int]] = {}
         for st in statements:
             if st.launch_only and st.op is Op.ALLOC:
@@ -281,6 +285,8 @@ class Machine:
         """Per statement, its class if it is a call of an interleaved comm (its group is known
         only once the calls are enqueued: `group`), else -1."""
         self.in_group = tuple(g is not None or c >= 0 for g, c in zip(self.group_of, call_class))
+        self.gated = tuple(g and not st.spins for g, st in zip(self.in_group, statements))
+        """A member that starts with its group (rule 8), not on its own (`Statement.spins`)."""
         self.batch = tuple(st.batch for st in statements)
 
     def _stream_relations(self) -> None:
@@ -627,7 +633,34 @@ class Machine:
         return None
 
     def first_step_blocker(self, state, task: int) -> Blocked | None:
-        """Why the task cannot take its first step, `start` or `complete` (None: it can)."""
+        """Why the task cannot take its first step, `start` or `complete` (None: it can): its
+        own conditions, and for a member that does not spin, every member of its group can
+        start or has started (rule 8: they start together)."""
+        why = self.own_blocker(state, task)
+        if why is None and self.gated[task]:
+            return self.peers_blocker(state, task)
+        return why
+
+    def peers_blocker(self, state, task: int) -> Blocked | None:
+        """Rule 8: why the group of a member that does not spin cannot start yet (a member is
+        missing, or cannot take its first step by its own conditions)."""
+        group = self.group(state, task)
+        if group is None:
+            return None
+        if not group.complete:
+            return self.group_blocker(state, group)
+        for m in group.members:
+            if m == task or state.status[m] >= RUNNING:
+                continue
+            why = self.own_blocker(state, m)
+            if why is not None:
+                comm = self.program.comms[group.comm].name
+                return Blocked(lambda: f"its {comm} group starts together, and {self.describe(m)} "
+                               f"cannot start yet ({why})", why.needs)
+        return None
+
+    def own_blocker(self, state, task: int) -> Blocked | None:
+        """Why the task cannot take its first step by its own conditions (rules 1-5, 10, 11)."""
         status = state.status[task]
         if status == NEW:
             return Blocked("not enqueued yet", (self.steps[_ISSUE][task],))

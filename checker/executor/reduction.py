@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from checker.ir import OPERATIONS, Op, StreamMode, SyncKind
+from checker.ir import Op, StreamMode, SyncKind
 from checker.witness import Step, StepKind
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ class Reduction:
                 event_users[st.target].add(st.thread)
             for s in machine.sync_streams[i]:
                 syncers[s].add(st.thread)
-        freed = {p.statements[i].memory for i in machine.frees}
         frees = set(machine.frees)
         events = set(of_op.get(Op.RECORD, ())) | set(of_op.get(Op.WAIT, ()))
         syncs = set(of_op.get(Op.SYNC, ()))
@@ -68,8 +67,8 @@ class Reduction:
             safe_return[i] = st.blocking
             # An issue that changes or tests launch-order liveness is visible (it can show a
             # use of memory enqueued after its free), so it is never taken alone.
-            launch_visible = (OPERATIONS[st.op].lifetime or any(a.memory in freed for a in st.accesses)
-                              or bool(machine.block_allocs[i]))  # (or before a block's alloc)
+            launch_visible = bool(machine.launch_life[i] or machine.launch_touch[i]
+                                  or machine.block_allocs[i])  # (or before a block's alloc)
             if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
                     and (st.event is None or event_users[st.event] == {t}) and not launch_visible):
                 safe_issue[i] = True

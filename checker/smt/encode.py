@@ -553,8 +553,9 @@ class Encoding:
         )
 
     def launch_lifetimes(self, memory: int) -> tuple[list[Statement], list[Statement]]:
-        """Every alloc and every free of a memory (launch order counts them all)."""
-        return self.layout.allocs.get(memory, []), self.layout.frees.get(memory, [])
+        """Every alloc and every launch-ordered free of a memory (`Statement.launch_ordered`)."""
+        return (self.layout.allocs.get(memory, []),
+                [free for free in self.layout.frees.get(memory, []) if free.launch_ordered])
 
     def enqueued_after_free(self, statement: Statement):
         """Launch order: work enqueued on a stream after a free of its memory. A host

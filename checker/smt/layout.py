@@ -63,6 +63,8 @@ class Layout:
                     self.group_members[end] = group.members
                     if not group.complete:
                         never.append(end)
+                        if not program.statements[m].spins:  # it starts with its group: never
+                            never.append(self.step_id[(StepKind.START, m)])
         self.never: frozenset[int] = frozenset(never)
 
         # Per thread and stream: the tasks in program order; batch runs give sub-chains.

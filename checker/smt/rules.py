@@ -260,7 +260,13 @@ class Rules:
                 items.append(Need(f"{self.describe(s)} to complete (pageable copy)", layout.completion(s)))
             return items
         if kind is StepKind.START:
-            return self.task_items(s)
+            items = self.task_items(s)
+            if s.group is not None and not s.spins:
+                # Rule 8: the members start together, once every one of them can.
+                for m in self.program.groups[s.group].members:
+                    if m != s.index:
+                        items += self.task_items(self.program.statements[m])
+            return items
         if kind is StepKind.END:
             members = layout.group_members.get(step, (s.index,))
             return [Need(f"{self.describe(self.program.statements[m])} to start",
