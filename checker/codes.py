@@ -48,6 +48,7 @@ class Code(str, enum.Enum):
     SP057 = "SP057"
     SP058 = "SP058"
     SP059 = "SP059"
+    SP060 = "SP060"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -98,6 +99,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP057: "a send or recv to its own stream",
     Code.SP058: "sync all in a thread that drives one rank",
     Code.SP059: "two comm members on one device",
+    Code.SP060: "two legacy streams on one device",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

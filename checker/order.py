@@ -192,7 +192,10 @@ class _Builder:
         program = self.program
         chain_count = self.nodes()
         last_record: dict[int, Statement] = {}
-        legacy_of = {s.device: s.index for s in program.streams if s.mode is StreamMode.LEGACY}
+        legacy_of: dict[int, list[int]] = {}
+        for stream in program.streams:
+            if stream.mode is StreamMode.LEGACY:
+                legacy_of.setdefault(stream.device, []).append(stream.index)
         for thread in program.threads:
             previous: tuple[int, int] | None = None
             for i in thread.statements:
@@ -257,12 +260,12 @@ class _Builder:
             self.queue_begun[queue] = begun + [s.index] if s.batch is not None else [s.index]
         # Rule 11: the legacy default stream and the blocking streams of its device.
         legacy = legacy_of.get(stream.device)
-        if legacy is not None and stream.mode is not StreamMode.NONBLOCKING:
+        if legacy and stream.mode is not StreamMode.NONBLOCKING:
             if stream.mode is StreamMode.LEGACY:
                 others = [o.index for o in program.streams
                           if o.device == stream.device and o.mode is StreamMode.BLOCKING]
             else:
-                others = [legacy]
+                others = legacy
             for other in others:
                 for p in self.frontier.get(other, ()):
                     self.edge(self.done(statements[p]), first, EdgeKind.LEGACY)

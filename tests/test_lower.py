@@ -381,6 +381,16 @@ def test_sp010_stream_on_unknown_device():
     assert_error("stream s on gpu9\n", Code.SP010, 1, 13, 17, "`gpu9` is not declared")
 
 
+@pytest.mark.parametrize("extra,line", [("stream l1 on d legacy\nstream l2 on d legacy\n", 8),
+                                        ("stream l[2] on d legacy\n", 7)])
+def test_two_legacy_streams_on_one_device_are_a_warning(extra, line):
+    # The contract allows it (rule 11 leaves the legacy streams unordered with each other).
+    loaded = load_text(HEAD + extra, "two.sched")
+    assert loaded.program is not None
+    warnings = [d for d in loaded.diagnostics if d.code is Code.SP060]
+    assert len(warnings) == 1 and warnings[0].annotations[0].span.line == line
+
+
 def test_sp010_comm_member_unknown():
     assert_error(HEAD + "comm c = { s, zz }\n", Code.SP010, 7, 15, 17)
 
@@ -393,8 +403,6 @@ def test_sp010_comm_member_unknown():
     ("device s\n", 1, 8, "`d` is declared twice"),
     ('spec "a"\nspec "b"\n', 8, 1, "two titles"),
     ("thread t {\n}\nthread t {\n}\n", 9, 8, "thread `t` is declared twice"),
-    ("stream l1 on d legacy\nstream l2 on d legacy\n", 8, 1, "already has a legacy stream"),
-    ("stream l[2] on d legacy\n", 7, 1, "one legacy default stream"),
     ("comm c = { s, s }\n", 7, 15, "in comm `c` twice"),
 ])
 def test_sp011_duplicates(extra, line, column, message):
