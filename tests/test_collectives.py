@@ -4,11 +4,13 @@ members must call the same collective with the same size and the same root."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
 
 from checker.analyze import check_loaded
 from checker.collectives import mismatches
 from checker.findings import FindingKind
 from checker.frontend import load_text
+from strategies import specs
 
 HEADER = """device d0 { compute 1 comm 1 }
 device d1 { compute 1 comm 1 }
@@ -271,3 +273,36 @@ def test_a_kind_mismatch_some_run_forms_outweighs_a_size_mismatch_another_forms(
     report = check_loaded(load_text(text))
     found = [f for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
     assert any(not f.advisory and "reducescatter" in f.message for f in found), [f.message for f in found]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True))
+def test_the_contracts_executions_are_some_of_the_spinning_ones(text):
+    # Rule 8 (members start together) and run-order frees only take executions away from
+    # spinning members and launch-order frees (`runtime cuda`): every step a started-together
+    # group takes is also legal for members that may start alone. So the contract's races and
+    # dead uses are a subset of the runtime's (deadlocks may differ: a group held back can
+    # hang where spinning members would not), for the explorer and the solver alike.
+    from dataclasses import replace
+
+    from checker.collectives import interleaved_comms
+    from checker.executor.explore import explore
+    from checker.executor.state import USE_BEFORE_ALLOC
+    from checker.ir import Op
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    program = load_text(text, "<random>").program
+    assume(program is not None and program.groups)
+    spinning = replace(program, statements=tuple(
+        replace(s, spins=s.operation.collective, launch_ordered=s.launch_ordered or (s.op is Op.FREE and s.is_task))
+        for s in program.statements))
+    contract, runtime = explore(program, max_states=100_000), explore(spinning, max_states=100_000)
+    assume(contract.complete and runtime.complete)
+    assert set(contract.race_pairs()) <= set(runtime.race_pairs())
+    after_free = lambda e: {u.statement for u in e.dead_uses if u.kind != USE_BEFORE_ALLOC}  # noqa: E731
+    assert after_free(contract) <= after_free(runtime)
+    if not interleaved_comms(program):
+        analysis = Analysis(program, Budget(timeout=60.0))
+        analysis.run()
+        assert analysis.racing == set(contract.race_pairs())
