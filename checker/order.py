@@ -313,6 +313,8 @@ class _Builder:
                     for other in group.members:
                         if other != m:
                             for before, delay, kind in needs.get(other, ()):
+                                if before == start:  # a peer waits for this member to begin: a cycle
+                                    self.never.add(start)
                                 self.edge(before, start, kind, delay)
         for group in program.groups:
             starts = [self.node_of[key(StepKind.START, m)] for m in group.members]
