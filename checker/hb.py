@@ -312,13 +312,19 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 # Before alloc: no alloc completion is forced before the access starts.
                 if memory in allocs and not any(order.before(graph.steps[g], start_step) for g in live_allocs):
                     report(messages.use_before_alloc(program, s, mem, 1, order.prefix([start], last=start)), s)
+                end = graph.node_of[_step_key(_access_steps(s)[1])]
                 for free, free_end in frees.get(memory, ()):
                     if free.index == s.index or free_end not in order.clocks:
                         continue
-                    if order.before(start_step, graph.steps[free_end]) or forced_between(free_end, start, live_allocs):
-                        continue
-                    report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                        [start, free_end], last=start, early=free_end)), s)
+                    free_step = graph.steps[free_end]
+                    if not (order.before(start_step, free_step) or forced_between(free_end, start, live_allocs)):
+                        report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
+                            [start, free_end], last=start, early=free_end)), s)
+                    elif not order.before(free_step, start_step) and (
+                            end not in order.clocks or not order.before(graph.steps[end], free_step)):
+                        # the free can take effect while the access runs
+                        report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
+                            [start, free_end], last=free_end), while_running=True), s)
             # Launch order: work enqueued after a free uses freed memory, whenever it runs
             # (and even if it never starts). A host statement is not enqueued work.
             issue = graph.node(StepKind.ISSUE, s.index)

@@ -256,9 +256,15 @@ def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
 
 
 def use_after_free(program: Program, use: Statement, free: Statement | None, memory: Memory,
-                   instances: int, witness: Witness | None, launch_order: bool = False) -> Finding:
+                   instances: int, witness: Witness | None, launch_order: bool = False,
+                   while_running: bool = False) -> Finding:
     """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
-    if launch_order and free is not None and free.stream is None and not free.launch_only:
+    if while_running and free is not None:
+        message = (f"{_where(program, use)} can still be running on `{memory.name}` when "
+                   f"{_where(program, free)} frees it")
+        help = ("make the free wait for every use to complete (record an event after the use and "
+                "wait on it before the free)")
+    elif launch_order and free is not None and free.stream is None and not free.launch_only:
         message = f"{_where(program, use)} is enqueued after {_where(program, free)} began freeing `{memory.name}`"
         help = ("a host free may return at any time after it is called: make every use complete before "
                 "the free is called (sync the streams that use it), and enqueue none after it")

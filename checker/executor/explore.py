@@ -260,7 +260,12 @@ class _Explorer:
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
-                        free = m.killer(state, i, kind) if kind != USE_BEFORE_ALLOC else None
+                        if kind == USE_BEFORE_ALLOC:
+                            free = None
+                        elif step.kind in (StepKind.END, StepKind.RETURN) and m.kill_watch[step.statement] >> i & 1:
+                            free = step.statement  # the free took effect while i ran
+                        else:
+                            free = m.killer(state, i, kind)
                         uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free)
             nxt = tr.state
             key = forget(nxt) if reduce else nxt
@@ -352,8 +357,12 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         if kind_name in (USE_AFTER_FREE, ENQUEUED_AFTER_FREE):
             free = st[u.free] if u.free is not None else None
             memory = program.memories[free.memory] if free is not None else program.memories[s.accesses[0].memory]
+            last = witness.steps[-1] if witness.steps else None
+            running = (free is not None and last is not None and last.statement == free.index
+                       and last.kind in (StepKind.END, StepKind.RETURN))  # found as the free took effect
             out.append(messages.use_after_free(program, s, free, memory, len(group), witness,
-                                               launch_order=kind_name == ENQUEUED_AFTER_FREE))
+                                               launch_order=kind_name == ENQUEUED_AFTER_FREE,
+                                               while_running=running))
         else:
             managed = {x.memory for x in st if x.op is Op.ALLOC and not x.launch_only}
             memory = next((program.memories[a.memory] for a in s.accesses if a.memory in managed),

@@ -26,6 +26,8 @@ The rest of the executor's machinery has a module each: `state.py` (State, Store
 
 from __future__ import annotations
 
+import functools
+import operator
 import weakref
 from dataclasses import dataclass
 
@@ -255,6 +257,16 @@ class Machine:
             kill[i] = life[i]
         self.kill = tuple(kill)
         """A free: the segments it makes dead when it takes effect (its `end` or `return`)."""
+        killed = functools.reduce(operator.or_, kill, 0)
+        users: dict[int, int] = {}  # segment something frees -> statements touching it
+        for j, m in enumerate(self.touch):
+            for g in bits(m & killed):
+                users[g] = users.get(g, 0) | 1 << j
+        self.kill_watch = tuple(
+            functools.reduce(operator.or_, (users.get(g, 0) for g in bits(kill[i])), 0) & ~(1 << i) if kill[i] else 0
+            for i in range(n))
+        """A free: the statements whose accesses touch what it kills. One of them still running
+        when the free takes effect runs after the free: a use after free."""
         initially_dead = 0
         for i in self.allocs:
             initially_dead |= life[i]
@@ -914,6 +926,8 @@ class Machine:
         races = uses = ()
         if kind is _START or (kind is _ISSUE and self.host_access[i]):
             races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
+        elif (kind is _END or kind is _RETURN) and view.running & self.kill_watch[i]:
+            uses = tuple((j, USE_AFTER_FREE) for j in bits(view.running & self.kill_watch[i]))
         if kind is _ISSUE and view.launch_dead & self.launch_touch[i]:
             # launch order: a use after free whenever it runs (a host statement runs now)
             if self.stream_of[i] is None:

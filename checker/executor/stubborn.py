@@ -106,9 +106,10 @@ class StubbornSets:
     def _footprint(self, kind: StepKind, i: int) -> tuple[tuple, tuple]:
         """(resources the step writes, resources its effect, label or a falsifiable enabling
         condition reads). Resources: ("tail", stream), ("last", event), ("class", class of an
-        interleaved comm), ("flag", event), ("note", notify), ("dead", segment), ("launch",
-        segment), ("issued", block alloc). What runs, read by a race label, is apart:
-        `race_conflicts`."""
+        interleaved comm), ("flag", event), ("note", notify), ("dead", segment), ("running",
+        segment: a free's effect reports the accesses to it still running, which their ends
+        change), ("launch", segment), ("issued", block alloc). What runs, read by a race label,
+        is apart: `race_conflicts`."""
         m = self.machine
         st = m.program.statements[i]
         s = m.stream_of[i]
@@ -158,12 +159,17 @@ class StubbornSets:
         elif kind is _RETURN:
             if s is None:
                 writes.extend(segments("dead", m.kill[i]))
+                writes.extend(segments("running", m.kill[i]))
                 if m.sync_flag[i] >= 0:
                     reads.append(("flag", m.sync_flag[i]))
+                if m.host_access[i]:
+                    reads.extend(segments("running", m.touch[i]))
         elif kind is _START:
             accesses()
         elif kind is _END:
             writes.extend(segments("dead", m.kill[i]))
+            writes.extend(segments("running", m.kill[i]))
+            reads.extend(segments("running", m.touch[i]))
         else:  # COMPLETE
             writes.extend(self._signal_resources(i, segments))
             if m.wait_flag[i] >= 0:

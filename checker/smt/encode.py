@@ -542,15 +542,31 @@ class Encoding:
                     self.precedes(sa, eb), self.precedes(sb, ea))
 
     def use_after_free(self, statement: Statement):
-        """Run order: some byte is dead by a free when the access starts. Launch order: the
-        statement is enqueued after a free of its memory with no alloc enqueued between."""
+        """Run order: some byte is dead by a free when the access starts, or a free of bytes
+        it touches takes effect while it runs. Launch order: the statement is enqueued after
+        a free of its memory with no alloc enqueued between."""
         first = self.first_step(statement)
         return _or(
             _and(self.happened(first), _or(*[
                 self.dead_after_free(g, first) for g in self.touched_segments(statement)
             ])),
+            self.freed_while_running(statement),
             self.enqueued_after_free(statement),
         )
+
+    def freed_while_running(self, statement: Statement):
+        """A free of bytes the statement touches takes effect after it started and before it
+        ended (or it never ends): the access runs on after the free."""
+        first, last = self.first_step(statement), self.last_step(statement)
+        frees = dict.fromkeys(f for g in self.touched_segments(statement) for f in g.frees if f != statement.index)
+        cases = []
+        for f in frees:
+            step = self.lifetime_step(f)
+            if self.order.prec(step, first) or self.order.prec(last, step):
+                continue
+            cases.append(_and(self.happened(first), self.happened(step),
+                              self.precedes(first, step), self.precedes(step, last)))
+        return _or(*cases)
 
     def launch_lifetimes(self, memory: int) -> tuple[list[Statement], list[Statement]]:
         """Every alloc and every launch-ordered free of a memory (`Statement.launch_ordered`)."""

@@ -967,6 +967,16 @@ class Analysis:
                     best = (at, program.statements[f], program.memories[g.memory])
         if best is not None:
             return messages.use_after_free(program, statement, best[1], best[2], 1, verdict.witness)
+        # Run order: a free that took effect while the access ran (the witness ends there).
+        last = position.get(encoding.last_step(statement))
+        for g in encoding.touched_segments(statement):
+            for f in g.frees:
+                at = position.get(encoding._lifetime_step(f))
+                if (f != statement.index and first is not None and at is not None and first < at
+                        and (last is None or at < last)):
+                    shown = self.session.cut(verdict, (encoding._lifetime_step(f),)).witness
+                    return messages.use_after_free(program, statement, program.statements[f],
+                                                   program.memories[g.memory], 1, shown, while_running=True)
         # Launch order: the latest free enqueued before the statement was.
         for memory in memories:
             frees = encoding.launch_lifetimes(memory.index)[1]
