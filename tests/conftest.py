@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from checker.cli import main
+from checker.executor.replay import confirm
+from checker.findings import FindingKind
 
 HERE = Path(__file__).parent
 
@@ -49,3 +51,24 @@ def verdict_of(file_json: dict) -> dict:
     }
     assert file_json["verdict"] == verdict
     return verdict
+
+
+def findings_verdict(programs_and_findings) -> dict:
+    """The conformance verdict of findings over every variant of a spec; every witness must
+    replay."""
+    races, buffers, dead, deadlock = set(), set(), set(), False
+    for program, findings in programs_and_findings:
+        line = lambda i: program.statements[i].span.line  # noqa: E731
+        for f in findings:
+            assert f.kind is not FindingKind.UNKNOWN, f.message
+            if f.kind is FindingKind.RACE:
+                races.add(tuple(sorted((line(f.statements[0]), line(f.statements[1])))))
+                buffers.add(f.buffer)
+            elif f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
+                dead.add(line(f.statements[0]))
+            elif f.kind is FindingKind.DEADLOCK:
+                deadlock = True
+            if f.witness is not None:
+                assert confirm(program, f).ok, (f.message, confirm(program, f).reason)
+    return {"races": [list(r) for r in sorted(races)], "race_buffers": sorted(buffers),
+            "uaf_lines": sorted(dead), "deadlock": deadlock}

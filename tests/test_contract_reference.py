@@ -17,9 +17,8 @@ import os
 import pytest
 
 from checker.analyze import check_loaded
-from checker.findings import FindingKind
 from checker.frontend import load_text
-from conftest import CONFORMANCE, expected_of
+from conftest import CONFORMANCE, expected_of, findings_verdict
 from contract_reference.generate import gen_spec
 from contract_reference.reference import check_text
 
@@ -31,21 +30,7 @@ CAP = 150_000
 def pipeline_verdict(text: str) -> dict:
     loaded = load_text(text, "<generated>")
     assert loaded.program is not None, loaded.diagnostics
-    report = check_loaded(loaded)
-    program = loaded.program
-    races, buffers, dead, deadlock = set(), set(), set(), False
-    line = lambda i: program.statements[i].span.line  # noqa: E731
-    for f in report.findings:
-        assert f.kind is not FindingKind.UNKNOWN, f.message
-        if f.kind is FindingKind.RACE:
-            races.add(tuple(sorted((line(f.statements[0]), line(f.statements[1])))))
-            buffers.add(f.buffer)
-        elif f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
-            dead.add(line(f.statements[0]))
-        elif f.kind is FindingKind.DEADLOCK:
-            deadlock = True
-    return {"races": [list(r) for r in sorted(races)], "race_buffers": sorted(buffers),
-            "uaf_lines": sorted(dead), "deadlock": deadlock}
+    return findings_verdict([(loaded.program, check_loaded(loaded).findings)])
 
 
 @pytest.mark.parametrize("index", range(SPECS))

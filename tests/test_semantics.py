@@ -18,33 +18,11 @@ import pytest
 from checker import hb, smt
 from checker.determinism import nondeterminism
 from checker.executor.explore import explore
-from checker.executor.replay import confirm
-from checker.findings import FindingKind
 from checker.frontend import load_file
-from conftest import expected_of, verdict_of
+from conftest import expected_of, findings_verdict as verdict, verdict_of
 
 SEMANTICS = Path(__file__).parent / "semantics"
 SPECS = sorted(SEMANTICS.glob("s*.sched"))
-
-
-def verdict(programs_and_findings) -> dict:
-    """The conformance verdict of findings over every variant of a spec."""
-    races, buffers, dead, deadlock = set(), set(), set(), False
-    for program, findings in programs_and_findings:
-        line = lambda i: program.statements[i].span.line  # noqa: E731
-        for f in findings:
-            assert f.kind is not FindingKind.UNKNOWN, f.message
-            if f.kind is FindingKind.RACE:
-                races.add(tuple(sorted((line(f.statements[0]), line(f.statements[1])))))
-                buffers.add(f.buffer)
-            elif f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
-                dead.add(line(f.statements[0]))
-            elif f.kind is FindingKind.DEADLOCK:
-                deadlock = True
-            if f.witness is not None:
-                assert confirm(program, f).ok, (f.message, confirm(program, f).reason)
-    return {"races": [list(r) for r in sorted(races)], "race_buffers": sorted(buffers),
-            "uaf_lines": sorted(dead), "deadlock": deadlock}
 
 
 def _variants(spec: Path):
