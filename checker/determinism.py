@@ -35,14 +35,12 @@ def nondeterminism(program: Program) -> str | None:
             continue
         if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
             return f"threads share event `{program.events[st.target].name}`"
-        if st.sync is SyncKind.STREAM and owner_stream.get(st.target, st.thread) != st.thread:
-            return f"threads share stream `{program.streams[st.target].name}` (one syncs it)"
-        if st.sync in (SyncKind.DEVICE, SyncKind.ALL):
-            for stream in program.streams:
-                if st.sync is SyncKind.DEVICE and stream.device != st.target:
-                    continue
-                if owner_stream.get(stream.index, st.thread) != st.thread:
-                    return f"threads share stream `{stream.name}` (one syncs its device)"
+        if st.sync is SyncKind.EVENT:
+            continue
+        for stream in program.synced_streams(st):  # a stream, a device's, all, or a set
+            if owner_stream.get(stream, st.thread) != st.thread:
+                how = "it" if st.sync is SyncKind.STREAM else "its device" if st.sync is SyncKind.DEVICE else "it with others"
+                return f"threads share stream `{program.streams[stream].name}` (one syncs {how})"
     for device in program.devices:
         used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
         if device.queues is not None:

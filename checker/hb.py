@@ -384,8 +384,11 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         if node in graph.never and step.kind is StepKind.START:  # (a member that starts with its group)
             group = program.groups[statement.group]
-            stuck.setdefault(statement.index, f"its collective group {group.position} on comm "
-                             f"`{program.comms[group.comm].name}` is missing a member")
+            comm = program.comms[group.comm].name
+            stuck.setdefault(statement.index, (
+                f"its collective group {group.position} on comm `{comm}` is missing a member" if not group.complete
+                else f"its collective group on comm `{comm}` starts together, and a member waits in a "
+                     "hardware queue for another member to begin"))
             continue
         # Report only the frontier: nodes all of whose missing predecessors are on other statements.
         if step.statement in stuck or any(graph.steps[p].statement == step.statement for p in missing):

@@ -958,13 +958,17 @@ class Analysis:
             return messages.use_before_alloc(program, statement, memory, 1, verdict.witness)
         first = position.get(encoding.first_step(statement))
         issue = position[encoding.step(StepKind.ISSUE, statement.index)]
-        # Run order: the latest free whose effect came before the access started.
+        # Run order: a segment whose latest alloc or free before the access started is a free.
         best = None
         for g in encoding.touched_segments(statement):
-            for f in g.frees:
+            latest = None
+            for f in g.frees + g.allocs:
                 at = position.get(encoding._lifetime_step(f))
-                if first is not None and at is not None and at < first and (best is None or at > best[0]):
-                    best = (at, program.statements[f], program.memories[g.memory])
+                if first is not None and at is not None and at < first and (latest is None or at > latest[0]):
+                    latest = (at, f)
+            if (latest is not None and latest[1] in g.frees and latest[1] != statement.index
+                    and (best is None or latest[0] > best[0])):
+                best = (latest[0], program.statements[latest[1]], program.memories[g.memory])
         if best is not None:
             return messages.use_after_free(program, statement, best[1], best[2], 1, verdict.witness)
         # Run order: a free that took effect while the access ran (the witness ends there).
