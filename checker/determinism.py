@@ -39,7 +39,7 @@ def nondeterminism(program: Program) -> str | None:
             continue
         for stream in program.synced_streams(st):  # a stream, a device's, all, or a set
             if owner_stream.get(stream, st.thread) != st.thread:
-                how = "it" if st.sync is SyncKind.STREAM else "its device" if st.sync is SyncKind.DEVICE else "it with others"
+                how = {SyncKind.STREAM: "it", SyncKind.DEVICE: "its device"}.get(st.sync, "it with others")
                 return f"threads share stream `{program.streams[stream].name}` (one syncs {how})"
     for device in program.devices:
         used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]

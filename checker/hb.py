@@ -302,7 +302,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     for s in program.statements:
         for access in s.accesses:
             memory = access.memory
-            if memory not in allocs and memory not in frees and memory not in launch_frees and memory not in launch_allocs:
+            if not any(memory in table for table in (allocs, frees, launch_frees, launch_allocs)):
                 continue
             mem = program.memories[memory]
             start = graph.node_of[_step_key(_access_steps(s)[0])]

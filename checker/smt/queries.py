@@ -880,7 +880,8 @@ class Analysis:
             if not statement.operation.accesses or not statement.accesses:
                 continue
             segments = encoding.touched_segments(statement)
-            launch_frees = any(free.launch_ordered for a in statement.accesses for free in layout.frees.get(a.memory, ()))
+            launch_frees = any(free.launch_ordered for a in statement.accesses
+                               for free in layout.frees.get(a.memory, ()))
             if launch_frees or any(g.frees for g in segments):
                 asks.append((statement, FindingKind.USE_AFTER_FREE, "after it was freed"))
             if any(g.allocs for g in segments) or encoding.block_allocs(statement):
