@@ -38,20 +38,20 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
         extra += draw(st.sampled_from(["", "", " runtime cuda"]))
         lines.append(f"device {device} {{ compute 2 copy 2 comm 1{extra} }}")
 
-    # Streams: 2-4, at most one legacy stream per device.
+    # Streams: 2-4, now and then two legacy streams on one device (SP060).
     n_streams = draw(st.integers(2, 4))
     streams: list[tuple[str, str]] = []
     legacy_taken: set[str] = set()
     for k in range(n_streams):
         # The comm's two members (s0, s1) sit on different devices when there are two, as
-        # NCCL and HCCL require; with one device the comm has s0 alone.
+        # NCCL and HCCL require; with one device the comm has s0 alone, or now and then both
+        # on that device (SP059).
         device = devices[k] if two_devices and k < 2 else draw(st.sampled_from(devices))
         mode = draw(st.sampled_from(["", "", "", "legacy", "nonblocking"]))
         if mode == "legacy":
-            if device in legacy_taken:
+            if device in legacy_taken and not draw(st.booleans()):
                 mode = ""
-            else:
-                legacy_taken.add(device)
+            legacy_taken.add(device)
         name = f"s{k}"
         streams.append((name, device))
         lines.append(f"stream {name} on {device}{' ' + mode if mode else ''}")
@@ -67,7 +67,8 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
     lines.append("event e")
     lines.append("event f flag")
     lines.append("notify n")
-    comm_members = stream_names[:2] if two_devices else stream_names[:1]
+    shared_device = not two_devices and draw(st.integers(0, 3)) == 0
+    comm_members = stream_names[:2] if two_devices or shared_device else stream_names[:1]
     lines.append(f"comm c = {{ {', '.join(comm_members)} }}")
 
     # `a` is drawn most often, so that accesses conflict and orderings matter.
