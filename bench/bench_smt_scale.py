@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
        python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
-       python bench/bench_smt_scale.py --scaling     (the training loop at 1, 10, 100, 1000 iterations)
+       python bench/bench_smt_scale.py --scaling     (the training loop and the ranks' loop at 1, 10, 100, 1000 iterations)
 
 Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
 
@@ -131,6 +131,32 @@ def random_loops(seed: int, threads: int = 4, iterations: int = 10, body: int = 
     return "\n".join(lines) + "\n"
 
 
+def ranks_loop(iterations: int = 10) -> str:
+    """Two ranks, each a host thread driving its own device: a loader copy, a forward-backward
+    kernel and an allreduce per iteration, double-buffered inputs. The allreduce waits for the
+    kernel through an event the next iteration records again, so each iteration's allreduce
+    races with the kernels of every later one (n(n-1)/2 instance pairs per rank), and both
+    threads end with `sync all`, whose meaning depends on how far the other thread got: the
+    program is nondeterministic and goes to the solver's pipeline, where every pair is
+    answered from concrete runs and the executions they predict."""
+    lines = ['spec "two ranks"']
+    for r in range(2):
+        lines += [f"device gpu{r} {{ compute 1 copy 1 comm 1 }}", f"buffer act{r}[2] 4MiB on gpu{r}",
+                  f"buffer grad{r} 4MiB on gpu{r}", f"buffer host{r}[2] 4MiB on host pinned",
+                  f"stream load{r} on gpu{r}", f"stream comp{r} on gpu{r}", f"stream nccl{r} on gpu{r}",
+                  f"event loaded{r}[2]", f"event done{r}[2]", f"event posted{r}"]
+    lines.append("comm world = { nccl0, nccl1 }")
+    for r in range(2):
+        lines += [f"thread rank{r} {{", f"  for i in 0..{iterations} {{", "    let b = i % 2",
+                  f"    load{r}: wait done{r}[b]", f"    load{r}: copy act{r}[b] <- host{r}[b] 1ms",
+                  f"    load{r}: record loaded{r}[b]", f"    comp{r}: wait loaded{r}[b]",
+                  f"    comp{r}: kernel forward_backward reads act{r}[b] writes grad{r} 3ms",
+                  f"    comp{r}: record done{r}[b]", f"    comp{r}: record posted{r}",
+                  f"    nccl{r}: wait posted{r}", f"    nccl{r}: allreduce world grad{r} 2ms",
+                  "  }", "  sync all", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -152,20 +178,24 @@ CASES = {
 
 
 SCALING = (1, 10, 100, 1000)
-"""Iterations of the training loop (`training_loop(n)`) measured by `--scaling`."""
+"""Iterations of the training loop (`training_loop(n)`) and of the ranks' loop (`ranks_loop(n)`)
+measured by `--scaling`."""
 
 
 def scaling(timeout: float, budget: float, workers: int) -> None:
-    """The training loop at each of SCALING iterations: CPU seconds, and the ratio to n times
-    the cost of one iteration (far below 1: the cost grows much slower than the loop)."""
-    one = None
-    for n in SCALING:
-        r = run_case(f"train-iter{n}", training_loop(n), 0.0, timeout, budget, workers)
-        one = r["cpu"] if one is None else one
-        decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
-        print(f"train-iter{n}: {r['statements']} statements, {r['steps']} steps | findings "
-              f"{r['findings'] or 'none'}, {decided} | cpu: setup {r['setup']:.2f}s, total {r['cpu']:.2f}s "
-              f"[{r['wall']:.2f}s wall] | cpu / ({n} x one iteration) = {r['cpu'] / (n * one):.3f}", flush=True)
+    """Each loop at each of SCALING iterations: CPU seconds, and the ratio to n times the cost
+    of one iteration (below 1: the cost grows slower than the loop; the ranks' loop reports
+    a number of racing instance pairs that grows with n * n)."""
+    for name, make in (("train", training_loop), ("ranks", ranks_loop)):
+        one = None
+        for n in SCALING:
+            r = run_case(f"{name}-iter{n}", make(n), 0.0, timeout, budget, workers)
+            one = r["cpu"] if one is None else one
+            decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
+            print(f"{name}-iter{n}: {r['statements']} statements, {r['steps']} steps | findings "
+                  f"{r['findings'] or 'none'} ({r['instances']} instance pairs), {decided} | cpu: setup "
+                  f"{r['setup']:.2f}s, total {r['cpu']:.2f}s [{r['wall']:.2f}s wall] | "
+                  f"cpu / ({n} x one iteration) = {r['cpu'] / (n * one):.3f}", flush=True)
 
 
 def cpu_seconds() -> float:
@@ -185,6 +215,7 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
     findings = smt.analyze(program, timeout=timeout, total=budget, workers=workers)
     cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
     unknown = sum(f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
+    instances = sum(f.instances for f in findings if f.kind is FindingKind.RACE)
     # Questions left undecided: each unknown finding names one; "N were not asked" names N.
     undecided = sum(int(f.message.split()[0]) if (f.detail or {}).get("query") == "remaining questions"
                     else f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
@@ -193,7 +224,7 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
         kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     record = stats.snapshot()
     return {"name": name, "statements": len(program.statements), "cpu": cpu, "wall": wall,
-            "target": target, "unknown": unknown, "undecided": undecided, "findings": kinds, **record}
+            "target": target, "unknown": unknown, "instances": instances, "undecided": undecided, "findings": kinds, **record}
 
 
 def main() -> None:

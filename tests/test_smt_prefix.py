@@ -111,8 +111,8 @@ def test_races_found_in_shorter_programs_are_races(text: str) -> None:
         analysis._settle_prefix(list(pending), pending)
     assert analysis.stats.get("prefix_rejected", 0) == 0, text
     statements = program.statements
-    for (a, b), (_, witness) in analysis.parts.races.items():
-        replays(program, witness)
+    for a, b in analysis.parts.races:
+        replays(program, analysis.parts.witness((a, b)))
         verdict = analysis.session.ask(analysis.encoding.race(statements[a], statements[b]))
         assert type(verdict).__name__ == "Sat", text
     for a, b in set(asked) - set(pending) - set(analysis.parts.races):

@@ -36,7 +36,7 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.witness import StepKind
+from checker.witness import StepKind, Witness
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
@@ -75,6 +75,9 @@ PREFIX_DEEP = 30
 """Questions about shorter programs keeping more than this many extra statements get the
 budget's whole timeout (`--timeout`, 10 s by default) instead of PREFIX_TIMEOUT: they are
 the last ones asked about a pair, and some take 10-13 s (bench/README.md)."""
+ANCHORED = 3
+"""Predicted pairs that share a statement before they get an execution of their own
+(`Analysis._predict_anchored`)."""
 FOLLOW = True
 """Each model the solver finds for a race question is followed by runs aimed at every pair
 still pending (`Analysis._follow`). On rand3x100-3 the runs following Z3's model of one race
@@ -99,7 +102,10 @@ class Parts:
     """Answers of one session, before grouping (plain data: workers send them back)."""
 
     races: dict = field(default_factory=dict)
-    """(a, b) statement pair -> (memory, witness) for every racing pair found."""
+    """(a, b) statement pair -> (memory, witness, length) for every racing pair found: the
+    witness's first `length` steps show the race. Every pair that one execution shows shares
+    its witness: a loop's races number in the square of its iterations, and a prefix of its
+    own for each took gigabytes at 300 iterations."""
     race_unknowns: list = field(default_factory=list)
     dead: dict = field(default_factory=dict)
     """(statement, FindingKind) -> the finding of that dead use (instances 1)."""
@@ -109,6 +115,11 @@ class Parts:
     not_asked: int = 0
     """Questions skipped because the total budget ran out (reported as one unknown)."""
     stats: dict = field(default_factory=dict)
+
+    def witness(self, pair: tuple[int, int]) -> Witness:
+        """The execution that shows the race of `pair`, up to its two starts."""
+        _, witness, length = self.races[pair]
+        return Witness(witness.steps[:length]) if length < len(witness.steps) else witness
 
     def merge(self, other: "Parts") -> None:
         self.races.update(other.races)
@@ -131,8 +142,7 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     for instances in groups.values():
         pairs = [(statements[i], statements[j]) for i, j in instances]
         for k, memory, count in messages.race_buffers(program, pairs):
-            _, witness = parts.races[instances[k]]
-            findings.append(messages.race(program, *pairs[k], memory, count, witness))
+            findings.append(messages.race(program, *pairs[k], memory, count, parts.witness(instances[k])))
     findings += parts.dead_unknowns
     grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
     for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
@@ -368,27 +378,32 @@ class Analysis:
 
     def _harvest(self, sat: Sat, pending: dict, witnesses: bool = True) -> dict:
         """Every pending candidate that also races in `sat`'s execution, with its witness
-        (None without `witnesses`): one model usually shows many races, and each needs no
-        query of its own."""
+        and how much of it shows the race (`Parts.races`; None without `witnesses`): one
+        model usually shows many races, and each needs no query of its own."""
         encoding = self.encoding
         first, last = self._first_last()
         position = {step: k for k, step in enumerate(sat.order)}
         never = len(sat.order)
         found = {}
+        whole = None
         for pair, (a, b, memory) in pending.items():
             sa, sb = position.get(first[a.index]), position.get(first[b.index])
             if sa is None or sb is None:
                 continue
             if (sa < position.get(last[b.index], never)
                     and sb < position.get(last[a.index], never)):
-                found[pair] = (memory, encoding.witness(sat.order[: max(sa, sb) + 1]) if witnesses else None)
+                if witnesses and whole is None:
+                    whole = encoding.witness(sat.order)
+                found[pair] = (memory, whole, max(sa, sb) + 1) if witnesses else None
         return found
 
     def _predict(self, order: list[int], pending: dict) -> None:
         """Races the run `order` predicts (`Runner.needs`): pending pairs whose two starts
-        rely on neither's end. Predicted pairs are packed into few executions (the steps
-        their starts rely on, in run order, with no packed pair's end among them), each
-        checked against the encoding (`Session.admits`) before its answers are taken."""
+        rely on neither's end. Predicted pairs are packed into few executions, each checked
+        against the encoding (`Session.admits`) before its answers are taken: first one per
+        statement that many predicted pairs share (`_predict_anchored`), then the rest packed
+        into subsequences of the run (the steps their starts rely on, in run order, with no
+        packed pair's end among them)."""
         if not pending:
             return
         first, last = self._first_last()
@@ -398,15 +413,19 @@ class Analysis:
             sa, sb = first[a], first[b]
             if sa not in needs or sb not in needs:
                 continue
-            mask = needs[sa] | needs[sb]
             ends = (1 << last[a]) | (1 << last[b])
-            if not mask & ends:
-                predicted.append((mask, ends))
-        while predicted and not self._spent():
+            if not (needs[sa] & ends or needs[sb] & ends):
+                predicted.append((a, b))
+        if len(predicted) >= ANCHORED:
+            self._predict_anchored(order, needs, predicted, pending)
+        masks = [(needs[first[a]] | needs[first[b]], (1 << last[a]) | (1 << last[b]), (a, b))
+                 for a, b in predicted if (a, b) in pending]
+        while masks and not self._spent():
             packed, closed, rest = 0, 0, []
-            for mask, ends in predicted:
+            for item in masks:
+                mask, ends, _ = item
                 if (packed | mask) & (closed | ends):
-                    rest.append((mask, ends))
+                    rest.append(item)
                 else:
                     packed, closed = packed | mask, closed | ends
             execution = [step for step in order if packed >> step & 1]
@@ -415,7 +434,46 @@ class Analysis:
                 return
             self.stats["predicted"] = self.stats.get("predicted", 0) + 1
             self._take(self._harvest(verdict, pending), pending)
-            predicted = rest
+            masks = [item for item in rest if item[2] in pending]
+
+    def _predict_anchored(self, order: list[int], needs: dict[int, int],
+                          predicted: list[tuple[int, int]], pending: dict) -> None:
+        """One execution per statement x that at least ANCHORED predicted pairs share, most
+        shared first: what x's start relies on, then x's start, then what the partners'
+        starts rely on, each part in run order, and x's end never. Every pair (x, y) runs at
+        once there: y starts before x ends (it never does), and x starts before y ends
+        (y's end is none of what x's start relies on, or the pair would not be predicted).
+        Subsequences of the run cannot do this where the partners follow one another
+        (the kernels of a loop, each against the collective of one iteration): each
+        partner's start relies on the previous partner's end, so no two such pairs share
+        one, and a loop of n iterations took one execution per pair, n * n / 2 in all.
+        Moving x's part first may change what the run's steps mean (a wait's binding), so
+        each execution is checked like the others; a refused one leaves its pairs to the
+        packing that follows. Only x's own pairs are read off each execution: reading every
+        pending pair off each of them would cost the square of the pairs."""
+        first = self._first_last()[0]
+        shared: dict[int, list[tuple[int, int]]] = {}
+        for pair in predicted:
+            shared.setdefault(pair[0], []).append(pair)
+            shared.setdefault(pair[1], []).append(pair)
+        for x in sorted(shared, key=lambda x: (-len(shared[x]), x)):
+            if self._spent():
+                return
+            pairs = [pair for pair in shared[x] if pair in pending]
+            if len(pairs) < ANCHORED:
+                continue
+            front = needs[first[x]]
+            union = 0
+            for a, b in pairs:
+                union |= needs[first[b if a == x else a]]
+            rest = union & ~front
+            execution = ([step for step in order if front >> step & 1]
+                         + [step for step in order if rest >> step & 1])
+            verdict = self.admits(execution)
+            if verdict is None:
+                continue
+            self.stats["predicted"] = self.stats.get("predicted", 0) + 1
+            self._take(self._harvest(verdict, {pair: pending[pair] for pair in pairs}), pending)
 
     def _follow(self, order: list[int], pending: dict) -> None:
         """Runs that follow the execution `order`, which the solver found (`Runner.run`'s
@@ -860,7 +918,7 @@ class Analysis:
         )
         if isinstance(verdict, Sat):
             found = self._harvest(verdict, pending)
-            found[pair] = (memory, verdict.witness)
+            found[pair] = (memory, verdict.witness, len(verdict.witness.steps))
             self._read_model(found, list(verdict.order), pending)
             return
         if isinstance(verdict, Unknown) and self._probing:
