@@ -411,7 +411,9 @@ class Rules:
     def set_state(self, setters: dict, clearers: dict, now: int, label: str) -> SetState:
         """The latest setter/clearer step before `now` is a setter, over the setters that can be
         that one (not after now, not followed by a clearer that precedes now for sure), each
-        with the clearers that can fall between it and now."""
+        with the clearers that can fall between it and now: per chain of clearers, up to the
+        first that surely follows the setter (a loop's frees and allocs on one stream: one
+        clearer per setter, not every later one)."""
         oracle = self.oracle
         last_cleared = []
         for items in clearers.values():
@@ -435,6 +437,10 @@ class Rules:
                     for _, c in citems[lo:hi]:
                         if c != now and c != s:
                             between.append((c, oracle.prec(c, now)))
+                            if oracle.prec(s, c):
+                                # A later clearer of this chain before now means this
+                                # one was too, and it surely follows s: it says all.
+                                break
                 terms.append((s, oracle.prec(s, now), tuple(between)))
                 self._grow(1 + len(between), now)
         return SetState(label, tuple(terms))
