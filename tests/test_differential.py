@@ -103,6 +103,103 @@ def test_smt_agrees_with_explorer(text: str) -> None:
         pytest.fail(f"backends disagree (saved as {path}):\n" + "\n".join(problems) + "\n" + text)
 
 
+LOOPS = {
+    # each iteration's kernel on b0 reads a buffer that a0 frees and allocates again
+    "freeing": """\
+device gpu0 { compute 2 copy 1 }
+device gpu1 { compute 2 copy 1 }
+buffer tmp0 4MiB on gpu0
+buffer tmp1 4MiB on gpu1
+stream a0 on gpu0
+stream b0 on gpu0
+stream a1 on gpu1
+event e0
+thread r0 {
+  for i in 0..3 {
+    a0: alloc tmp0
+    a0: kernel produce writes tmp0 1ms
+    a0: record e0
+    b0: wait e0
+    b0: kernel consume reads tmp0 1ms
+    a0: free tmp0
+  }
+  sync all
+}
+thread r1 {
+  for i in 0..2 {
+    a1: alloc tmp1
+    a1: kernel produce writes tmp1 1ms
+    a1: free tmp1
+  }
+  sync all
+}
+""",
+    # each iteration's allreduce against the kernels of later iterations (one shared event)
+    "ranks": """\
+device gpu0 { compute 1 comm 1 }
+device gpu1 { compute 1 comm 1 }
+buffer grad0 4MiB on gpu0
+buffer grad1 4MiB on gpu1
+stream comp0 on gpu0
+stream nccl0 on gpu0
+stream comp1 on gpu1
+stream nccl1 on gpu1
+event g0
+event g1
+comm world = { nccl0, nccl1 }
+thread rank0 {
+  for i in 0..3 {
+    comp0: kernel step writes grad0 3ms
+    comp0: record g0
+    nccl0: wait g0
+    nccl0: allreduce world grad0 2ms
+  }
+  sync all
+}
+thread rank1 {
+  for i in 0..3 {
+    comp1: kernel step writes grad1 3ms
+    comp1: record g1
+    nccl1: wait g1
+    nccl1: allreduce world grad1 2ms
+  }
+  sync all
+}
+""",
+    # notifies set on one stream and cleared on another, some lost
+    "handshake": """\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s on d
+stream t on d
+notify go
+thread producer {
+  for i in 0..3 {
+    s: kernel fill writes x 1ms
+    s: notify go
+  }
+}
+thread consumer {
+  for i in 0..2 {
+    t: await go
+    t: kernel use reads x 1ms
+  }
+  sync t
+}
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_loops_agree_with_explorer(name: str) -> None:
+    """Loops whose instances share events, notifies, frees and allocs: many predicted pairs
+    share a statement (one execution each, its start moved first) and each setter of a set
+    state has several later clearers on one chain (only the first is listed)."""
+    text = LOOPS[name]
+    assert explore(load_text(text, name).program, max_states=MAX_STATES).complete
+    assert compare(text) == []
+
+
 @pytest.mark.parametrize(
     "path", sorted(REGRESSIONS.glob("*.sched")) if REGRESSIONS.exists() else [],
     ids=lambda p: p.stem,

@@ -541,6 +541,38 @@ def test_a_loop_of_races_is_predicted_with_one_execution_per_shared_statement() 
         replays(program, analysis.parts.witness(pair))
 
 
+def test_a_set_state_lists_only_the_first_clearer_that_must_follow_each_setter() -> None:
+    """The frees and allocs of a loop on one stream: a kernel of another stream may start
+    after any later iteration's free, but of the allocs after a free only the first matters
+    (a later one done means it was done too), so each free comes with one clearer."""
+    n = 5
+    program = load_text(f"""\
+device d {{ compute 2 }}
+buffer tmp 1MiB on d
+stream a on d
+stream b on d
+event e
+thread main {{
+  for i in 0..{n} {{
+    a: alloc tmp
+    a: kernel produce writes tmp 1ms
+    a: record e
+    b: wait e
+    b: kernel consume reads tmp 1ms
+    a: free tmp
+  }}
+}}
+""").program
+    encoding = encode.Encoding(program)
+    first_consume = next(s for s in program.statements if s.op.value == "kernel" and s.stream == 1)
+    segment, = encoding.touched_segments(first_consume)
+    state = encoding.rules.lifetime_state([encoding.lifetime_step(i) for i in segment.frees],
+                                          [encoding.lifetime_step(i) for i in segment.allocs],
+                                          encoding.first_step(first_consume))
+    assert len(state.terms) == n
+    assert [len(clearers) for _, _, clearers in state.terms] == [1] * (n - 1) + [0]
+
+
 def test_a_deadlock_on_a_step_that_never_happens_is_explained_with_linear_binding() -> None:
     """The stuck waits' conditions are read after the base was built; a wait the order
     proves impossible still had its binding integers defined with the base."""
