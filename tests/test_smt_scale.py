@@ -573,6 +573,43 @@ thread main {{
     assert [len(clearers) for _, _, clearers in state.terms] == [1] * (n - 1) + [0]
 
 
+def test_a_race_with_a_free_answers_the_use_after_free_it_implies() -> None:
+    """Each iteration's kernel on b races with the free on a; the free may then take effect
+    while the kernel still runs, so the kernel's use after free is answered from the race's
+    execution (with the free's effect after it), and the finding replays in the executor."""
+    from checker.executor.replay import confirm
+    from checker.findings import FindingKind
+
+    program = load_text("""\
+device d { compute 2 }
+buffer tmp 1MiB on d
+stream a on d
+stream b on d
+event e
+thread main {
+  for i in 0..4 {
+    a: alloc tmp
+    a: kernel produce writes tmp 1ms
+    a: record e
+    b: wait e
+    b: kernel consume reads tmp 1ms
+    a: free tmp
+  }
+}
+""").program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    analysis.harvest_races(analysis.race_candidates())
+    consumes = [s.index for s in program.statements if s.op.value == "kernel" and s.stream == 1]
+    assert len(consumes) == 4
+    pending = {(s.index, kind): (s, kind, when) for s, kind, when in analysis.lifetime_questions()}
+    analysis._dead_from_races(pending)
+    for index in consumes:
+        assert (index, FindingKind.USE_AFTER_FREE) not in pending
+        finding = analysis.parts.dead[(index, FindingKind.USE_AFTER_FREE)]
+        assert "can still be running" in finding.message
+        assert confirm(program, finding).ok
+
+
 def test_a_deadlock_on_a_step_that_never_happens_is_explained_with_linear_binding() -> None:
     """The stuck waits' conditions are read after the base was built; a wait the order
     proves impossible still had its binding integers defined with the base."""
