@@ -610,6 +610,41 @@ thread main {
         assert confirm(program, finding).ok
 
 
+def test_repairs_stop_after_pairs_that_answered_nothing() -> None:
+    """Repaired runs for a pair that never races answer nothing and count as fruitless; once
+    FRUITLESS pairs in a row were, a session repairs no more, and a racing pair is left to
+    the solver; an answered pair resets the count."""
+    from checker.smt import queries
+
+    program = load_text("""\
+device d { compute 2 }
+buffer x 1MiB on d
+stream s[2] on d
+event e
+thread a {
+  s[0]: kernel k1 writes x 1ms
+  s[0]: record e
+  s[1]: wait e
+  s[1]: kernel k2 writes x 1ms
+}
+thread b {
+  s[1]: kernel k3 writes x 1ms
+}
+""").program
+    k1, _, _, k2, k3 = program.statements
+    analysis = Analysis(program, Budget(timeout=60.0))
+    ordered = {(k1.index, k2.index): (k1, k2, 0)}
+    analysis._repair(k1.index, k2.index, ordered)
+    assert ordered and analysis._fruitless == 1
+    racing = {(k1.index, k3.index): (k1, k3, 0)}
+    analysis._fruitless = queries.FRUITLESS
+    analysis._repair(k1.index, k3.index, racing)
+    assert racing
+    analysis._fruitless = queries.FRUITLESS - 1
+    analysis._repair(k1.index, k3.index, racing)
+    assert not racing and analysis._fruitless == 0
+
+
 def test_a_deadlock_on_a_step_that_never_happens_is_explained_with_linear_binding() -> None:
     """The stuck waits' conditions are read after the base was built; a wait the order
     proves impossible still had its binding integers defined with the base."""
