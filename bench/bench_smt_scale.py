@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
        python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
-       python bench/bench_smt_scale.py --scaling     (the training loop and the ranks' loop at 1, 10, 100, 1000 iterations)
+       python bench/bench_smt_scale.py --scaling     (four loops at 1 to 1,000 iterations)
 
 Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
 
@@ -157,6 +157,43 @@ def ranks_loop(iterations: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def freeing_loop(iterations: int = 10) -> str:
+    """Two threads, each driving its own device; on the first, every iteration allocates a
+    buffer, writes it, hands it to a kernel of another stream through an event and frees it
+    with no wait for that kernel: each kernel races with the frees of its own and every later
+    iteration and can still be running when its iteration's free takes effect (a use after
+    free per iteration). `sync all` at the end makes the program nondeterministic."""
+    lines = ['spec "freeing loop"']
+    for r in range(2):
+        lines += [f"device gpu{r} {{ compute 2 copy 1 }}", f"buffer tmp{r} 4MiB on gpu{r}",
+                  f"stream a{r} on gpu{r}"]
+    lines += ["buffer out0 4MiB on gpu0", "stream b0 on gpu0", "event e0"]
+    lines += ["thread r0 {", f"  for i in 0..{iterations} {{", "    a0: alloc tmp0",
+              "    a0: kernel produce writes tmp0 1ms", "    a0: record e0", "    b0: wait e0",
+              "    b0: kernel consume reads tmp0 writes out0 1ms", "    a0: free tmp0", "  }",
+              "  sync all", "}"]
+    lines += ["thread r1 {", f"  for i in 0..{iterations} {{", "    a1: alloc tmp1",
+              "    a1: kernel produce writes tmp1 1ms", "    a1: free tmp1", "  }", "  sync all", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def handshake_loop(iterations: int = 10) -> str:
+    """A producer and a consumer thread hand two slots back and forth with notifies; the
+    consumer gives a slot back as soon as it has enqueued its kernel (not once the kernel has
+    run), so the producer's next fill races with it, and a slot given back twice before the
+    producer takes it loses a notify (a deadlock)."""
+    lines = ['spec "handshake loop"', "device d { compute 2 copy 1 }", "buffer x[2] 1MiB on d",
+             "buffer y 1MiB on d", "buffer h 1MiB on host pinned", "stream s on d", "stream t on d",
+             "stream c on d", "notify ready[2]", "notify slot[2]", "event done"]
+    lines += ["thread producer {", "  notify slot[0]", "  notify slot[1]", f"  for i in 0..{iterations} {{",
+              "    let b = i % 2", "    await slot[b]", "    s: kernel fill writes x[b] 1ms",
+              "    s: notify ready[b]", "  }", "}"]
+    lines += ["thread consumer {", f"  for i in 0..{iterations} {{", "    let b = i % 2",
+              "    t: await ready[b]", "    t: kernel use reads x[b] writes y 1ms", "    t: record done",
+              "    c: wait done", "    c: copy h <- y 1ms", "    notify slot[b]", "  }", "  sync c", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -177,20 +214,24 @@ CASES = {
 }
 
 
-SCALING = (1, 10, 100, 1000)
-"""Iterations of the training loop (`training_loop(n)`) and of the ranks' loop (`ranks_loop(n)`)
-measured by `--scaling`."""
+SCALING = {"train": (1, 10, 100, 1000), "ranks": (1, 10, 100, 1000), "freeing": (1, 10, 100, 300),
+           "handshake": (1, 10, 60, 100)}
+"""Iterations of each loop measured by `--scaling` (`training_loop`, `ranks_loop`,
+`freeing_loop`, `handshake_loop`)."""
 
 
 def scaling(timeout: float, budget: float, workers: int) -> None:
-    """Each loop at each of SCALING iterations: CPU seconds, and the ratio to n times the cost
-    of one iteration (below 1: the cost grows slower than the loop). One iteration of the
-    ranks' loop has no race and takes no measurable time, so its cost per iteration is read
-    at 10 iterations; its racing instance pairs grow with n * n, and so does its cost."""
-    for name, make, base in (("train", training_loop, 1), ("ranks", ranks_loop, 10)):
+    """Each loop at each of its SCALING iterations: CPU seconds, and the ratio to n times the
+    cost of one iteration (below 1: the cost grows slower than the loop). Only the training
+    loop's single iteration takes measurable time; the others' cost per iteration is read at
+    10 iterations. Their racing instance pairs grow with n * n, and so does their cost."""
+    makers = {"train": training_loop, "ranks": ranks_loop, "freeing": freeing_loop,
+              "handshake": handshake_loop}
+    for name, sizes in SCALING.items():
+        base = 1 if name == "train" else 10
         one = None
-        for n in SCALING:
-            r = run_case(f"{name}-iter{n}", make(n), 0.0, timeout, budget, workers)
+        for n in sizes:
+            r = run_case(f"{name}-iter{n}", makers[name](n), 0.0, timeout, budget, workers)
             one = r["cpu"] / n if n == base else one
             decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
             ratio = f"{r['cpu'] / (n * one):.3f}" if one else "-"
@@ -237,7 +278,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--emit", help="print the spec of one case and stop")
     parser.add_argument("--scaling", action="store_true",
-                        help="measure the training loop at 1, 10, 100 and 1000 iterations and stop")
+                        help="measure four loops (training, ranks, freeing, handshake) at growing iterations and stop")
     args = parser.parse_args()
     if args.emit:
         print(CASES[args.emit][0](), end="")
