@@ -195,9 +195,9 @@ class Analysis:
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
+        """Questions asked of the solver (either session), and their wall seconds."""
         self._fruitless = 0
         """Pairs repaired one after another without a question answered (`_repair`)."""
-        """Questions asked of the solver (either session), and their wall seconds."""
         self._probing = False
         """Set by `races(probe=True)`: questions get PROBE_TIMEOUT and stop once the solver
         is slow."""
