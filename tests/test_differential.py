@@ -24,6 +24,7 @@ from checker.frontend import load_text
 from checker.smt.queries import Analysis
 from checker.smt.solve import Budget
 from strategies import specs
+from test_smt_scale import FREEING_LOOP, RANK_LOOP
 
 REGRESSIONS = Path(__file__).parent / "regressions"
 EXAMPLES = int(os.environ.get("STREAMPROOF_DIFF_EXAMPLES", "300"))
@@ -104,68 +105,10 @@ def test_smt_agrees_with_explorer(text: str) -> None:
 
 
 LOOPS = {
-    # each iteration's kernel on b0 reads a buffer that a0 frees and allocates again
-    "freeing": """\
-device gpu0 { compute 2 copy 1 }
-device gpu1 { compute 2 copy 1 }
-buffer tmp0 4MiB on gpu0
-buffer tmp1 4MiB on gpu1
-stream a0 on gpu0
-stream b0 on gpu0
-stream a1 on gpu1
-event e0
-thread r0 {
-  for i in 0..3 {
-    a0: alloc tmp0
-    a0: kernel produce writes tmp0 1ms
-    a0: record e0
-    b0: wait e0
-    b0: kernel consume reads tmp0 1ms
-    a0: free tmp0
-  }
-  sync all
-}
-thread r1 {
-  for i in 0..2 {
-    a1: alloc tmp1
-    a1: kernel produce writes tmp1 1ms
-    a1: free tmp1
-  }
-  sync all
-}
-""",
+    # each iteration's kernel on b reads a buffer that a frees and allocates again
+    "freeing": FREEING_LOOP.replace("..N", "..3"),
     # each iteration's allreduce against the kernels of later iterations (one shared event)
-    "ranks": """\
-device gpu0 { compute 1 comm 1 }
-device gpu1 { compute 1 comm 1 }
-buffer grad0 4MiB on gpu0
-buffer grad1 4MiB on gpu1
-stream comp0 on gpu0
-stream nccl0 on gpu0
-stream comp1 on gpu1
-stream nccl1 on gpu1
-event g0
-event g1
-comm world = { nccl0, nccl1 }
-thread rank0 {
-  for i in 0..3 {
-    comp0: kernel step writes grad0 3ms
-    comp0: record g0
-    nccl0: wait g0
-    nccl0: allreduce world grad0 2ms
-  }
-  sync all
-}
-thread rank1 {
-  for i in 0..3 {
-    comp1: kernel step writes grad1 3ms
-    comp1: record g1
-    nccl1: wait g1
-    nccl1: allreduce world grad1 2ms
-  }
-  sync all
-}
-""",
+    "ranks": RANK_LOOP.replace("..N", "..3"),
     # notifies set on one stream and cleared on another, some lost
     "handshake": """\
 device d { compute 2 }

@@ -541,28 +541,31 @@ def test_a_loop_of_races_is_predicted_with_one_execution_per_shared_statement() 
         replays(program, analysis.parts.witness(pair))
 
 
-def test_a_set_state_lists_only_the_first_clearer_that_must_follow_each_setter() -> None:
-    """The frees and allocs of a loop on one stream: a kernel of another stream may start
-    after any later iteration's free, but of the allocs after a free only the first matters
-    (a later one done means it was done too), so each free comes with one clearer."""
-    n = 5
-    program = load_text(f"""\
-device d {{ compute 2 }}
+FREEING_LOOP = """\
+device d { compute 2 }
 buffer tmp 1MiB on d
 stream a on d
 stream b on d
 event e
-thread main {{
-  for i in 0..{n} {{
+thread main {
+  for i in 0..N {
     a: alloc tmp
     a: kernel produce writes tmp 1ms
     a: record e
     b: wait e
     b: kernel consume reads tmp 1ms
     a: free tmp
-  }}
-}}
-""").program
+  }
+}
+"""
+
+
+def test_a_set_state_lists_only_the_first_clearer_that_must_follow_each_setter() -> None:
+    """The frees and allocs of a loop on one stream: a kernel of another stream may start
+    after any later iteration's free, but of the allocs after a free only the first matters
+    (a later one done means it was done too), so each free comes with one clearer."""
+    n = 5
+    program = load_text(FREEING_LOOP.replace("..N", f"..{n}")).program
     encoding = encode.Encoding(program)
     first_consume = next(s for s in program.statements if s.op.value == "kernel" and s.stream == 1)
     segment, = encoding.touched_segments(first_consume)
@@ -580,23 +583,7 @@ def test_a_race_with_a_free_answers_the_use_after_free_it_implies() -> None:
     from checker.executor.replay import confirm
     from checker.findings import FindingKind
 
-    program = load_text("""\
-device d { compute 2 }
-buffer tmp 1MiB on d
-stream a on d
-stream b on d
-event e
-thread main {
-  for i in 0..4 {
-    a: alloc tmp
-    a: kernel produce writes tmp 1ms
-    a: record e
-    b: wait e
-    b: kernel consume reads tmp 1ms
-    a: free tmp
-  }
-}
-""").program
+    program = load_text(FREEING_LOOP.replace("..N", "..4")).program
     analysis = Analysis(program, Budget(timeout=60.0))
     analysis.harvest_races(analysis.race_candidates())
     consumes = [s.index for s in program.statements if s.op.value == "kernel" and s.stream == 1]
