@@ -1011,6 +1011,8 @@ class Analysis:
                         or not any(f in g.frees for g in encoding.touched_segments(statements[x]))):
                     continue
                 order = [encoding.step(step.kind, step.statement) for step in self.parts.witness((a, b)).steps]
+                if encoding.last_step(statements[x]) in order:
+                    continue  # x took one step only: done before f's effect could come
                 verdict = self.admits(order + [encoding.lifetime_step(f)])
                 if verdict is not None:
                     self.parts.dead[key] = self._dead_use(FindingKind.USE_AFTER_FREE, statements[x], verdict)
