@@ -554,13 +554,16 @@ class Encoding:
             self.enqueued_after_free(statement),
         )
 
+    def frees_touching(self, statement: Statement) -> dict[int, None]:
+        """The other frees of bytes the statement touches (statement indices, in order)."""
+        return dict.fromkeys(f for g in self.touched_segments(statement) for f in g.frees if f != statement.index)
+
     def freed_while_running(self, statement: Statement):
         """A free of bytes the statement touches takes effect after it started and before it
         ended (or it never ends): the access runs on after the free."""
         first, last = self.first_step(statement), self.last_step(statement)
-        frees = dict.fromkeys(f for g in self.touched_segments(statement) for f in g.frees if f != statement.index)
         cases = []
-        for f in frees:
+        for f in self.frees_touching(statement):
             step = self.lifetime_step(f)
             if self.order.prec(step, first) or self.order.prec(last, step):
                 continue

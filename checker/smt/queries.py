@@ -26,7 +26,7 @@ from itertools import accumulate
 
 from checker import messages
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Op, Program, Statement, StreamMode
+from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
@@ -1000,15 +1000,18 @@ class Analysis:
         encoding (`admits`) like any run, and answers x's question without a query: in a
         loop that frees a buffer each iteration under another stream's kernel, the solver
         took 0.5-10 s for each of the questions the runs left, at 300 iterations."""
-        wanted = {s.index for s, kind, _ in pending.values() if kind is FindingKind.USE_AFTER_FREE}
-        if not wanted:
+        if not any(kind is FindingKind.USE_AFTER_FREE for _, kind in pending):
             return
         encoding, statements = self.encoding, self.program.statements
+        frees: dict[int, dict[int, None]] = {}  # x -> the frees of its bytes
         for a, b in list(self.parts.races):
             for x, f in ((a, b), (b, a)):
                 key = (x, FindingKind.USE_AFTER_FREE)
-                if (x not in wanted or key not in pending or statements[f].op is not Op.FREE
-                        or not any(f in g.frees for g in encoding.touched_segments(statements[x]))):
+                if key not in pending:
+                    continue
+                if x not in frees:
+                    frees[x] = encoding.frees_touching(statements[x])
+                if f not in frees[x]:
                     continue
                 order = [encoding.step(step.kind, step.statement) for step in self.parts.witness((a, b)).steps]
                 if encoding.last_step(statements[x]) in order:
