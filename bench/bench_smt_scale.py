@@ -214,24 +214,26 @@ CASES = {
 }
 
 
-SCALING = {"train": (1, 10, 100, 1000), "ranks": (1, 10, 100, 1000), "freeing": (1, 10, 100, 300),
-           "handshake": (1, 10, 60, 100)}
-"""Iterations of each loop measured by `--scaling` (`training_loop`, `ranks_loop`,
-`freeing_loop`, `handshake_loop`)."""
+SCALING = {
+    "train": (training_loop, 1, (1, 10, 100, 1000)),
+    "ranks": (ranks_loop, 10, (1, 10, 100, 1000)),
+    "freeing": (freeing_loop, 10, (1, 10, 100, 300)),
+    "handshake": (handshake_loop, 10, (1, 10, 60, 100)),
+}
+"""The loops `--scaling` measures: name -> (spec of n iterations, the iterations whose cost
+per iteration is "one iteration", the iterations measured). Only the training loop's single
+iteration takes measurable time; the others' is read at 10 iterations."""
 
 
 def scaling(timeout: float, budget: float, workers: int) -> None:
     """Each loop at each of its SCALING iterations: CPU seconds, and the ratio to n times the
-    cost of one iteration (below 1: the cost grows slower than the loop). Only the training
-    loop's single iteration takes measurable time; the others' cost per iteration is read at
-    10 iterations. Their racing instance pairs grow with n * n, and so does their cost."""
-    makers = {"train": training_loop, "ranks": ranks_loop, "freeing": freeing_loop,
-              "handshake": handshake_loop}
-    for name, sizes in SCALING.items():
-        base = 1 if name == "train" else 10
+    cost of one iteration (below 1: the cost grows slower than the loop). The loops other
+    than the training loop have racing instance pairs that grow with n * n, and so does their
+    cost."""
+    for name, (make, base, sizes) in SCALING.items():
         one = None
         for n in sizes:
-            r = run_case(f"{name}-iter{n}", makers[name](n), 0.0, timeout, budget, workers)
+            r = run_case(f"{name}-iter{n}", make(n), 0.0, timeout, budget, workers)
             one = r["cpu"] / n if n == base else one
             decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
             ratio = f"{r['cpu'] / (n * one):.3f}" if one else "-"
