@@ -63,6 +63,9 @@ class Finding:
     variant: int = 0
     """Which program of the spec (`FileReport.variants`: one per combination of `choose`
     branches) the statement indices and the witness refer to."""
+    undecided: int = 0
+    """A race's further instance pairs that were left undecided (the solver's budget ran
+    out): `instances` is then a lower bound. The finding itself stands."""
 
     @property
     def code(self) -> Code:

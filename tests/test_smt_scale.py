@@ -830,3 +830,90 @@ def test_a_relaxed_question_that_only_adds_implications_goes_to_the_full_session
     analysis.races()
     assert analysis.stats["relaxed_rounds"] <= 10  # RELAXED_STALL is 8
     assert not analysis.parts.race_unknowns and len(analysis.racing) == 36
+
+
+HANDSHAKE_LOOP = """\
+device d { compute 2 copy 1 }
+buffer x[2] 1MiB on d
+buffer y 1MiB on d
+buffer h 1MiB on host pinned
+stream s on d
+stream t on d
+stream c on d
+notify ready[2]
+notify slot[2]
+event done
+thread producer {
+  notify slot[0]
+  notify slot[1]
+  for i in 0..N {
+    let b = i % 2
+    await slot[b]
+    s: kernel fill writes x[b] 1ms
+    s: notify ready[b]
+  }
+}
+thread consumer {
+  for i in 0..N {
+    let b = i % 2
+    t: await ready[b]
+    t: kernel use reads x[b] writes y 1ms
+    t: record done
+    c: wait done
+    c: copy h <- y 1ms
+    notify slot[b]
+  }
+  sync c
+}
+"""
+
+
+def test_race_questions_that_only_count_instances_are_not_unknowns() -> None:
+    """A producer and a consumer hand slots back and forth; each iteration's kernels race
+    with later ones. With no time left for the questions that only count instances (their
+    statements race in another instance already), the findings are the same, each counts its
+    undecided instance pairs instead of an SP301, and found + undecided is the full count."""
+    from checker import smt
+    from checker.findings import FindingKind
+
+    program = load_text(HANDSHAKE_LOOP.replace("..N", "..40")).program
+    full = smt.analyze(program, timeout=60.0, total=300.0)
+    with mock.patch.object(smt, "COUNTING", 0.0):
+        counted = smt.analyze(program, timeout=60.0, total=300.0)
+    key = lambda f: (f.kind, f.message)  # noqa: E731
+    assert sorted(map(key, full)) == sorted(map(key, counted))
+    assert not any(f.kind is FindingKind.UNKNOWN for f in full + counted)
+    races = {f.message: f for f in full if f.kind is FindingKind.RACE}
+    assert len(races) == 2 and all(f.undecided == 0 for f in full)
+    undecided = 0
+    for f in counted:
+        if f.kind is FindingKind.RACE:
+            assert f.instances + f.undecided == races[f.message].instances
+            undecided += f.undecided
+    assert undecided > 0
+
+
+def test_an_undecided_race_question_is_unknown_unless_its_statements_race_already() -> None:
+    """`assemble`: an unasked question about the instance of a racing pair of statements is
+    counted on that finding; one about statements not known to race is an SP301."""
+    from checker.findings import FindingKind
+    from checker.smt.queries import Parts, assemble
+    from checker.witness import Witness
+
+    program = load_text(HANDSHAKE_LOOP.replace("..N", "..6")).program
+    statements = program.statements
+    fills = [s.index for s in statements if s.name == "fill"]
+    uses = [s.index for s in statements if s.name == "use"]
+    parts = Parts()
+    parts.races[(fills[2], uses[0])] = (statements[fills[2]].accesses[0].memory, Witness(()), 0)
+    parts.races_not_asked += [(fills[4], uses[2]), (fills[4], uses[0])]
+    parts.not_asked = 3  # and one lifetime question
+    findings = assemble(program, parts, 60.0)
+    (race,) = [f for f in findings if f.kind is FindingKind.RACE]
+    assert race.instances == 1 and race.undecided == 2
+    (unknown,) = [f for f in findings if f.kind is FindingKind.UNKNOWN]
+    assert unknown.message.startswith("1 solver question(s) were not asked")
+    parts.races_not_asked.append((uses[0], uses[1]))  # a write and a write of y: no finding yet
+    parts.not_asked += 1
+    (unknown,) = [f for f in assemble(program, parts, 60.0) if f.kind is FindingKind.UNKNOWN]
+    assert unknown.message.startswith("2 solver question(s) were not asked")

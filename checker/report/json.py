@@ -58,6 +58,7 @@ def finding_json(program: Program, finding: Finding) -> dict:
         "buffer": finding.buffer,
         "memory": finding.memory,
         "instances": finding.instances,
+        "undecided_instances": finding.undecided,
         "expected": finding.expected,
         "advisory": finding.advisory,
         "locations": [s.span.to_json() for s in statements],

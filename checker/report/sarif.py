@@ -174,7 +174,10 @@ def _finding_result(report: FileReport, finding: Finding, uri: str) -> dict:
     statements = [program.statements[i] for i in finding.statements if 0 <= i < len(program.statements)]
     labels = _finding_labels(finding)
     message = finding.message
-    if finding.instances > 1:
+    if finding.undecided:
+        message += (f" (at least {finding.instances} instance(s) across loop iterations; "
+                    f"{finding.undecided} more left undecided)")
+    elif finding.instances > 1:
         message += f" ({finding.instances} instances across loop iterations)"
     if finding.help:
         message += f". Help: {finding.help}"

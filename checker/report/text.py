@@ -99,6 +99,9 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
     if finding.instances > 1 and finding.kind is FindingKind.UNKNOWN:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} undecided questions like this one "
                    "(loop instances of the same statements), reported once")
+    elif finding.undecided:
+        out.append(f"  = {_style('note', 'help')}: at least {finding.instances} instance(s) of this pair across loop "
+                   f"iterations; {finding.undecided} more instance pair(s) were left undecided by the solver's budget")
     elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair across loop iterations")
     for item in finding.stuck[:STUCK_SHOWN]:

@@ -84,6 +84,20 @@ def _tell(progress, asked: int, decided: int, total: int | None, current: str) -
     progress(Progress("solver", asked, decided, total, current))
 
 
+COUNTING = 0.1
+"""The share of the total budget (`--budget`) that race questions which only count instances
+(`Analysis.deciding`) may take once every other question is answered. A loop's races number
+in the square of its iterations: a 100-iteration producer-consumer handshake whose two race
+findings were known within seconds spent 80 s more counting their instance pairs."""
+
+
+def _counting_deadline(deadline: float | None, budget: Budget) -> float | None:
+    if budget.total is None:
+        return deadline
+    cap = time.time() + COUNTING * budget.total
+    return cap if deadline is None else min(deadline, cap)
+
+
 def _class_key(race) -> tuple:
     """Race questions sorted by class (the pair of source statements), then by instance."""
     a, b, _ = race
@@ -101,7 +115,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        races = first.harvest_races(first.race_candidates())
+        races, counting = first.deciding(first.harvest_races(first.race_candidates(), aim_counting=False))
         lifetimes = first.harvest_lifetimes(first.lifetime_questions())
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():
@@ -112,6 +126,13 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
             first.lifetimes(lifetimes, runs=False)
             if taken is not None:
                 first.deadlock(taken, runs=False)
+            counting = [race for race in counting if (race[0].index, race[1].index) not in first.parts.races]
+            if counting:
+                # They race like their statements' other instances: runs first, repaired
+                # where the aimed one misses, then the solver.
+                first.narrow(_counting_deadline(deadline, budget))
+                first.races(first.repair_all(counting) if queries.EAGERNESS else counting, runs=False, repair=False)
+            counting = []
         else:
             split_up = True
             races.sort(key=_class_key)
@@ -131,31 +152,40 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
     if split_up:
         merged = Parts()
         merged.merge(parts)
-        if repairing:
-            repairs = split(races, [], None, kind="repairs")
-            repaired: list[int] = []
 
-            def repaired_one(k: int) -> None:
-                repaired.append(k)
-                _tell(progress, len(repairs), len(repaired), len(repairs),
-                      f"{len(repaired)} of {len(repairs)} sets of repaired runs")
+        def settle(races: list, lifetimes: list, taken, deadline: float | None, repairing: bool) -> None:
+            """Repaired runs (`repairing`: the solver is slow), then the solver, for the questions."""
+            if repairing:
+                repairs = split(races, [], None, kind="repairs")
+                repaired: list[int] = []
 
-            _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
-            for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one, book):
+                def repaired_one(k: int) -> None:
+                    repaired.append(k)
+                    _tell(progress, len(repairs), len(repaired), len(repairs),
+                          f"{len(repaired)} of {len(repairs)} sets of repaired runs")
+
+                _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
+                for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one, book):
+                    merged.merge(result)
+                    stats.add(result.stats)
+                # Each job watched the others' pairs: what is left is what no job answered.
+                races = [race for race in races if race[:2] not in merged.races]
+            jobs = split(races, lifetimes, taken, slow=repairing)
+            finished = []
+
+            def done(k: int) -> None:
+                finished.append(k)
+                _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} question sets")
+
+            _tell(progress, len(jobs), 0, len(jobs), f"{len(jobs)} question sets")
+            for result in answer_all(program, order, jobs, budget, deadline, workers, done, book):
                 merged.merge(result)
                 stats.add(result.stats)
-            # Each job watched the others' pairs: what is left is what no job answered.
-            races = [race for race in races if race[:2] not in merged.races]
-        jobs = split(races, lifetimes, taken, slow=repairing)
-        finished = []
 
-        def done(k: int) -> None:
-            finished.append(k)
-            _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} question sets")
-
-        _tell(progress, len(jobs), 0, len(jobs), f"{len(jobs)} question sets")
-        for result in answer_all(program, order, jobs, budget, deadline, workers, done, book):
-            merged.merge(result)
-            stats.add(result.stats)
+        settle(races, lifetimes, taken, deadline, repairing)
+        counting = [(a.index, b.index, m) for a, b, m in sorted(counting, key=_class_key)
+                    if (a.index, b.index) not in merged.races]
+        if counting:
+            settle(counting, [], None, _counting_deadline(deadline, budget), bool(queries.EAGERNESS))
         parts = merged
     return assemble(program, parts, budget.total)

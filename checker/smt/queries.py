@@ -118,6 +118,9 @@ class Parts:
     """The deadlock finding, or the unknown about it."""
     not_asked: int = 0
     """Questions skipped because the total budget ran out (reported as one unknown)."""
+    races_not_asked: list = field(default_factory=list)
+    """The race questions among them, as (a, b) statement pairs: one whose source statements
+    race on its buffers in some other loop instance only counts instances (`assemble`)."""
     stats: dict = field(default_factory=dict)
 
     def witness(self, pair: tuple[int, int]) -> Witness:
@@ -132,21 +135,56 @@ class Parts:
         self.dead_unknowns += other.dead_unknowns
         self.deadlock += other.deadlock
         self.not_asked += other.not_asked
+        self.races_not_asked += other.races_not_asked
+
+
+def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
+    """(pair of source statements, buffer) of every race finding the racing instance pairs
+    `races` make (`assemble` groups them so)."""
+    statements = program.statements
+    return {(tuple(sorted((statements[a].origin, statements[b].origin))), memory.buffer)
+            for a, b in races
+            for _, memory, _ in messages.race_buffers(program, [(statements[a], statements[b])])}
+
+
+def counts_only(program: Program, racing: set, a: Statement, b: Statement) -> list | None:
+    """The findings' keys (as `racing_buffers`) an undecided race question (a, b) would add an
+    instance to, when its source statements already race on each of its buffers: whatever its
+    answer, the findings are the same. None when it could make a finding of its own."""
+    key = tuple(sorted((a.origin, b.origin)))
+    keys = [(key, memory.buffer) for _, memory, _ in messages.race_buffers(program, [(a, b)])]
+    return keys if keys and all(k in racing for k in keys) else None
 
 
 def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Finding, ...]:
     """The findings of merged answers: races grouped per pair of source statements, dead
-    uses per source statement, then the deadlock, then one unknown for unasked questions."""
-    findings: list[Finding] = list(parts.race_unknowns)
+    uses per source statement, then the deadlock, then one unknown for unasked questions.
+
+    A race question left undecided (unknown, or not asked) whose source statements race on
+    each of its buffers in another loop instance changes no finding, only how many instances
+    one has: it is counted on that finding (`Finding.undecided`), not reported unknown."""
+    statements = program.statements
     groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for pair in sorted(parts.races):
-        a, b = (program.statements[i] for i in pair)
+        a, b = (statements[i] for i in pair)
         groups.setdefault(tuple(sorted((a.origin, b.origin))), []).append(pair)
-    statements = program.statements
-    for instances in groups.values():
+    racing = racing_buffers(program, parts.races)
+    undecided: dict[tuple[tuple[int, int], str], int] = {}
+
+    def counted(pair: tuple[int, ...]) -> bool:
+        """Whether an undecided pair only counts instances, and if so, counts it."""
+        keys = counts_only(program, racing, statements[pair[0]], statements[pair[1]])
+        for key in keys or ():
+            undecided[key] = undecided.get(key, 0) + 1
+        return keys is not None
+
+    findings: list[Finding] = [f for f in parts.race_unknowns if not counted(f.statements)]
+    not_asked = parts.not_asked - sum(counted(pair) for pair in parts.races_not_asked)
+    for key, instances in groups.items():
         pairs = [(statements[i], statements[j]) for i, j in instances]
         for k, memory, count in messages.race_buffers(program, pairs):
-            findings.append(messages.race(program, *pairs[k], memory, count, parts.witness(instances[k])))
+            finding = messages.race(program, *pairs[k], memory, count, parts.witness(instances[k]))
+            findings.append(replace(finding, undecided=undecided.get((key, memory.buffer), 0)))
     findings += parts.dead_unknowns
     grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
     for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
@@ -158,9 +196,9 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
             grouped[group] = (parts.dead[(index, kind)], 1)
     findings += [replace(finding, instances=count) for finding, count in grouped.values()]
     findings += parts.deadlock
-    if parts.not_asked:
+    if not_asked:
         findings.append(messages.unknown(
-            f"{parts.not_asked} solver question(s) were not asked: the total budget of "
+            f"{not_asked} solver question(s) were not asked: the total budget of "
             f"{total:g} s per spec ran out",
             "raise --budget, or check a smaller unrolling of the spec",
             detail={"query": "remaining questions", "reason": OUT_OF_TIME},
@@ -233,12 +271,24 @@ class Analysis:
         """Every (statement, USE_AFTER_FREE | USE_BEFORE_ALLOC) found."""
         return set(self.parts.dead)
 
+    def deciding(self, races: list) -> tuple[list, list]:
+        """The race questions (a, b, memory) split in two: those that can change the findings,
+        and those whose source statements race on each of their buffers in an instance found
+        already (`counts_only`): they only count instances, and wait for the others."""
+        racing = racing_buffers(self.program, self.parts.races)
+        deciding, counting = [], []
+        for race in races:
+            (counting if counts_only(self.program, racing, race[0], race[1]) else deciding).append(race)
+        return deciding, counting
+
     def _line(self, statement: Statement) -> str:
         return f"{self.program.describe(statement)} (line {statement.span.line})"
 
     def _unknown(self, into: list, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
         if verdict.reason == OUT_OF_TIME:
             self.parts.not_asked += 1
+            if into is self.parts.race_unknowns:
+                self.parts.races_not_asked.append(statements)
             return
         into.append(messages.unknown(
             f"the solver could not decide {query} ({verdict.reason})",
@@ -519,9 +569,11 @@ class Analysis:
         position = self.encoding.layout.position
         return sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair))
 
-    def harvest_races(self, candidates: list) -> list:
+    def harvest_races(self, candidates: list, aim_counting: bool = True) -> list:
         """The race questions (a, b, memory) that no concrete run answers; the others are
-        answered from the runs."""
+        answered from the runs. Without `aim_counting`, the pairs that only count instances
+        (`deciding`) get no aimed runs here: they wait for the questions that can change the
+        findings (`smt._analyze`)."""
         began = time.process_time()
         self.stats["candidates"] += len(candidates)
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
@@ -532,7 +584,11 @@ class Analysis:
                 self._take(self._harvest(verdict, pending), pending)
                 self._predict(list(verdict.order), pending)
             if EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
-                self._aimed_runs(pending)
+                aims = list(pending)
+                if not aim_counting:
+                    racing = racing_buffers(self.program, self.parts.races)
+                    aims = [pair for pair in aims if counts_only(self.program, racing, *pending[pair][:2]) is None]
+                self._aimed_runs(pending, aims)
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
 
@@ -543,8 +599,8 @@ class Analysis:
         self.parts.races.update(found)
         self.stats["run_answers"] += len(found)
 
-    def _aimed_runs(self, pending: dict) -> None:
-        """Runs aimed at each pair still pending, deepest first (`Runner.run`'s `target`):
+    def _aimed_runs(self, pending: dict, aims: list) -> None:
+        """Runs aimed at each pair of `aims` still pending, deepest first (`Runner.run`'s `target`):
         the first moves the two statements' prerequisites first and holds their ends open;
         for pairs still pending, a second holds their starts back instead (what they wait
         for may need other work to pass first). The races a run predicts (`_predict`, which
@@ -553,7 +609,7 @@ class Analysis:
         runner = self.runner()
         first, last = self._first_last()
         count = len(self.program.statements)
-        aims = self._deepest_first(pending)
+        aims = self._deepest_first({pair: pending[pair] for pair in aims})
         for late in (False, True):
             for a, b in aims:
                 if (a, b) not in pending:
@@ -565,6 +621,14 @@ class Analysis:
                 order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])))
                 self.stats["runs"] += 1
                 self._predict(order, pending)
+
+    def narrow(self, deadline: float | None) -> None:
+        """Asks nothing past `deadline` from now on (sooner than the budget's, for the
+        questions that only count instances: `smt._analyze`)."""
+        self._deadline = deadline
+        for session in (self._session, self._relaxed):
+            if session is not None:
+                session.deadline = deadline
 
     def _spent(self) -> bool:
         """Whether the total budget's deadline has passed."""
