@@ -238,7 +238,8 @@ def scaling(timeout: float, budget: float, workers: int) -> None:
             decided = "decided" if r["unknown"] == 0 else f"{r['unknown']} UNDECIDED"
             ratio = f"{r['cpu'] / (n * one):.3f}" if one else "-"
             print(f"{name}-iter{n}: {r['statements']} statements, {r['steps']} steps | findings "
-                  f"{r['findings'] or 'none'} ({r['instances']} instance pairs), {decided} | cpu: setup "
+                  f"{r['findings'] or 'none'} ({r['instances']} instance pairs"
+                  f"{', ' + str(r['uncounted']) + ' more uncounted' if r['uncounted'] else ''}), {decided} | cpu: setup "
                   f"{r['setup']:.2f}s, total {r['cpu']:.2f}s [{r['wall']:.2f}s wall] | "
                   f"cpu / ({n} x one iteration) = {ratio}", flush=True)
 
@@ -261,6 +262,8 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
     cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
     unknown = sum(f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
     instances = sum(f.instances for f in findings if f.kind is FindingKind.RACE)
+    # Instance pairs of races found that the budget left uncounted (not unknowns).
+    uncounted = sum(f.undecided for f in findings if f.kind is FindingKind.RACE)
     # Questions left undecided: each unknown finding names one; "N were not asked" names N.
     undecided = sum(int(f.message.split()[0]) if (f.detail or {}).get("query") == "remaining questions"
                     else f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
@@ -269,7 +272,7 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
         kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     record = stats.snapshot()
     return {"name": name, "statements": len(program.statements), "cpu": cpu, "wall": wall,
-            "target": target, "unknown": unknown, "instances": instances, "undecided": undecided, "findings": kinds, **record}
+            "target": target, "unknown": unknown, "instances": instances, "uncounted": uncounted, "undecided": undecided, "findings": kinds, **record}
 
 
 def main() -> None:
