@@ -127,6 +127,31 @@ thread t {
         assert [d.code.value for d in report.diagnostics] == ["SP401"]
 
 
+PRIORITIES = """device d0 { compute 1 copy 1 }
+buffer a 1MiB on d0
+buffer b 1MiB on d0
+buffer ah 1MiB on host pinned
+stream lo on d0 priority low
+stream hi on d0 priority high
+thread main {
+  lo: kernel L writes a 5ms
+  lo: copy ah <- a 5ms
+  hi: kernel H writes b 5ms
+}
+"""
+"""L and H both want the one compute unit at 0: H has it first (rule 12), so L's copy ends at
+15 ms. Running L first would end everything at 10 ms, which no runtime does."""
+
+
+@pytest.mark.parametrize("limit, passes", [("15ms", True), ("14.9ms", False), ("10ms", False)])
+def test_a_makespan_bound_is_met_by_the_run_that_gives_contended_engines_to_priority(limit, passes):
+    report = check(PRIORITIES + f"expect makespan <= {limit}\n")
+    assert report.passed is passes
+    if not passes:
+        (diagnostic,) = report.diagnostics
+        assert diagnostic.code.value == "SP401" and "makespan 15 ms exceeds" in diagnostic.message
+
+
 RACING_FLAG = """device d0 { compute 2 }
 stream s0 on d0
 stream s1 on d0
