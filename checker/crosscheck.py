@@ -1,13 +1,14 @@
 """Where two backends meet, here rather than in either (backends never import each other):
-an optimizer schedule replayed step by step by the executor, and the optimizer told the
-executor's simulated makespan of the program as written."""
+an optimizer schedule replayed step by step by the executor, the optimizer told the
+executor's simulated makespan of the program as written, and a synthesized spec's makespan
+bound set to what the executor's run of it reaches."""
 
 from __future__ import annotations
 
 from checker.executor.replay import replay
 from checker.executor.simulate import Simulation, simulate
 from checker.ir import Program
-from checker.optimize import OptimizeResult, optimize
+from checker.optimize import OptimizeResult, emit, optimize
 from checker.optimize.schedule import Schedule
 
 
@@ -58,3 +59,27 @@ def shortest_shuffled_run(program: Program, seconds: float, tries: int = 200) ->
         if checked.ok and checked.finished:
             best = int(run.makespan)
     return best
+
+
+def emit_as_run(program: Program, result: OptimizeResult) -> str:
+    """`emit`'s spec, its `expect makespan` bound the makespan of the spec run in time
+    (`simulate`: contended engines to the higher priority, no engine left idle for a task
+    about to become ready), where that exceeds the minimum its lanes allow: `check` holds the
+    bound to that run. Raises what `emit` raises."""
+    import re
+
+    from checker.frontend import load_text
+    from checker.spec_text import duration_text
+
+    text = emit(program, result)
+    loaded = load_text(text, "<emitted>")
+    if loaded.program is None:
+        return text
+    run = simulate(loaded.program)
+    bound = result.bound
+    if run.deadlocked or bound is None or run.makespan <= bound:
+        return text
+    ran = duration_text(int(run.makespan))
+    text = re.sub(r"^expect makespan <= \S+$", f"expect makespan <= {ran}", text, count=1, flags=re.M)
+    return text.replace('spec "', f"# Run in time (`simulate`), it takes {run.makespan / 1e6:g} ms: a runtime holds "
+                                   "no engine back for the order the minimum needs.\n" + 'spec "', 1)
