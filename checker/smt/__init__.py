@@ -88,7 +88,7 @@ COUNTING = 0.1
 """The share of the total budget (`--budget`) that race questions which only count instances
 (`Analysis.deciding`) may take once every other question is answered. A loop's races number
 in the square of its iterations: a 100-iteration producer-consumer handshake whose two race
-findings were known within seconds spent 80 s more counting their instance pairs."""
+findings were known within seconds took 88 s, most of it counting their instance pairs."""
 
 
 def _counting_deadline(deadline: float | None, budget: Budget) -> float | None:
