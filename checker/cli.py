@@ -741,6 +741,21 @@ def _witness_from_file(path: str, spec_path: str, index: int):
     return finding, Witness.from_json(finding["witness"])
 
 
+def _found_elsewhere(program, finding: dict) -> bool:
+    """Whether a finding of a witness file names statements whose lines differ from this
+    spec's: a report of another spec, whose steps would fail to replay for no reason the
+    user can see."""
+    statements, locations = finding.get("statements"), finding.get("locations")
+    if not isinstance(statements, list) or not isinstance(locations, list) or len(statements) != len(locations):
+        return False
+    for index, at in zip(statements, locations):
+        if not isinstance(index, int) or not isinstance(at, dict) or not 0 <= index < len(program.statements):
+            return True
+        if at.get("line") != program.statements[index].span.line:
+            return True
+    return False
+
+
 def _finding_from_json(program, finding: dict, witness):
     from checker.findings import Finding, FindingKind
 
@@ -817,6 +832,10 @@ def command_replay(args) -> int:
         if not 0 <= step.statement < len(program.statements):
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "
                                              f"the spec does not have ({len(program.statements)} statements)")
+    if finding is not None and _found_elsewhere(program, finding):
+        return _replay_error(args, path, "the finding is of another spec: its statements are on lines "
+                                         f"{', '.join(str(at.get('line')) for at in finding['locations'])} there; "
+                                         "replay it against the spec that `check` reported it for")
     console = _console()
     diagnostics = _warnings(loaded, args, console)
     run = replay(program, witness)

@@ -277,6 +277,8 @@ def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_pa
     assert "writer first: (that order cannot be reached from this execution)" in out
     status, out, err = run("replay", SPECS, "--witness", witness)
     assert status == 2 and out == "" and "is a directory" in err
+    status, out, _ = run("replay", SPECS / "bug_free_in_flight.sched", "--witness", witness)
+    assert status == 2 and "the finding is of another spec: its statements are on lines 31, 32 there" in out
 
 
 def test_warnings_are_in_every_commands_json(run, tmp_path):
