@@ -142,9 +142,17 @@ def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
     """(pair of source statements, buffer) of every race finding the racing instance pairs
     `races` make (`assemble` groups them so)."""
     statements = program.statements
-    return {(tuple(sorted((statements[a].origin, statements[b].origin))), memory.buffer)
-            for a, b in races
-            for _, memory, _ in messages.race_buffers(program, [(statements[a], statements[b])])}
+    found: set[tuple[tuple[int, int], str]] = set()
+    seen: set[tuple] = set()
+    for a, b in races:
+        sa, sb = statements[a], statements[b]
+        shape = (sa.origin, sb.origin, sa.accesses, sb.accesses)  # loop instances mostly repeat it
+        if shape in seen:
+            continue
+        seen.add(shape)
+        key = tuple(sorted((sa.origin, sb.origin)))
+        found.update((key, memory.buffer) for _, memory, _ in messages.race_buffers(program, [(sa, sb)]))
+    return found
 
 
 def counts_only(program: Program, racing: set, a: Statement, b: Statement) -> list | None:
