@@ -87,7 +87,7 @@ def find(program: Program, options: Options,
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
         try:
-            found, complete = hb.analyze(program)
+            found, complete = hb.analyze(program, seconds=options.budget)
         except hb.TooWide as wide:
             found, complete = (), True
             findings.append(_unknown(
@@ -96,7 +96,9 @@ def find(program: Program, options: Options,
                 "use fewer streams (or threads), or split the spec"))
         findings += found
         if not complete:
-            findings.append(_unknown("too many unordered accesses to enumerate every race",
+            findings.append(_unknown("too many unordered accesses to enumerate every race (the races "
+                                     f"reported are some; at most {hb.RACE_SCAN_BUDGET:,} access pairs are read, "
+                                     f"within the {options.budget:g} s budget)",
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:
         _tell(progress, "solver")

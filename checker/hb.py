@@ -16,6 +16,8 @@ with a witness: a topological prefix of the order.
 
 from __future__ import annotations
 
+import time
+
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -171,7 +173,8 @@ def _build(program: Program) -> HappensBefore:
 # -- findings ------------------------------------------------------------------------------
 
 
-def analyze(program: Program, budget: int = RACE_SCAN_BUDGET) -> tuple[tuple[Finding, ...], bool]:
+def analyze(program: Program, budget: int = RACE_SCAN_BUDGET,
+            seconds: float | None = None) -> tuple[tuple[Finding, ...], bool]:
     """Races, use-after-free and deadlock of a deterministic program.
 
     Returns the findings and whether the analysis was complete (a huge number of unordered
@@ -179,7 +182,7 @@ def analyze(program: Program, budget: int = RACE_SCAN_BUDGET) -> tuple[tuple[Fin
     """
     order = build(program)
     findings: list[Finding] = []
-    complete = _races(order, findings, budget)
+    complete = _races(order, findings, budget, None if seconds is None else time.monotonic() + seconds)
     _lifetimes(order, findings)
     deadlock = _deadlock(order)
     if deadlock is not None:
@@ -193,7 +196,7 @@ def _access_steps(s: Statement) -> tuple[Step, Step]:
     return Step(StepKind.START, s.index), Step(StepKind.END, s.index)
 
 
-def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
+def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline: float | None = None) -> bool:
     program = order.program
     graph = order.graph
     index_in_order = {node: i for i, node in enumerate(order.order)}
@@ -231,6 +234,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
                 group[buffer] = [1, other, s, access.memory]
 
     for _, s, start_node, end_node in accessors:
+        if not complete:
+            break  # the budget is spent: what is found so far is reported, with an unknown
         clock = order.clocks[start_node]
         counted: set[tuple[int, str]] = set()
         """(earlier statement, buffer) pairs that race with s, counted once each."""
@@ -247,9 +252,13 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int) -> bool:
                             break
                         scanned += 1
                         conflict(other, other_access, s, access, counted)
-                    if scanned > budget:
+                    if scanned > budget or (deadline is not None and time.monotonic() > deadline):
                         complete = False
                         break
+                if not complete:
+                    break
+            if not complete:
+                break
         if end_node not in order.position:
             for access in s.accesses:
                 forever[(access.memory, access.write)].append((s, access))

@@ -140,6 +140,23 @@ thread r0 {
     assert any(f.kind is FindingKind.DEADLOCK for f in findings)
 
 
+def test_the_race_scan_stops_at_its_budget_of_pairs_and_of_seconds():
+    """A loop whose every iteration races with every other: a spent scan (pairs read, or
+    wall seconds: `check --budget`) stops the whole scan, and says it is incomplete."""
+    program = program_of(HEADER + """thread t {
+  for i in 0..40 {
+    s1: kernel a writes x
+    s2: kernel b writes x
+  }
+}""")
+    findings, complete = hb.analyze(program)
+    assert complete and [f.instances for f in findings if f.kind is FindingKind.RACE] == [1600]
+    for limits in ({"budget": 100}, {"seconds": 0.0}):
+        findings, complete = hb.analyze(program, **limits)
+        assert not complete, limits
+        assert sum(f.instances for f in findings if f.kind is FindingKind.RACE) <= 100 + 40, limits  # + one chain
+
+
 def _verdict_hb(program):
     findings, complete = hb.analyze(program)
     assert complete
