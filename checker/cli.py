@@ -738,6 +738,10 @@ def _witness_from_file(path: str, spec_path: str, index: int):
     if not 0 <= index < len(findings):
         raise IndexError(f"the file has {len(findings)} finding(s) with a witness; --finding {index} is out of range")
     finding = findings[index]
+    from checker.findings import FindingKind
+
+    if finding.get("kind") not in {kind.value for kind in FindingKind}:
+        raise ValueError(f"its finding's kind {str(finding.get('kind'))[:40]!r} is none that `check` reports")
     return finding, Witness.from_json(finding["witness"])
 
 

@@ -674,3 +674,24 @@ def test_a_negative_device_id_is_skipped_not_written_as_a_name():
     imported = import_kineto(data)
     assert "gpu-" not in imported.text
     load(imported)
+
+
+def test_corrupt_numbers_and_names_in_a_trace_make_a_spec_that_loads(run, tmp_path):
+    """A cpu_op lasting 1e308 us is corrupt and read as having no duration; a lone surrogate
+    and a NUL in names reach the spec's comments replaced; an integer of 5,000 digits is an
+    input error. None is an internal error, and each written spec passes `check` as one."""
+    data = trace()
+    ops = [ev for ev in data["traceEvents"] if str(ev.get("cat", "")).lower() in ("cpu_op", "user_annotation")]
+    assert ops
+    ops[0]["dur"] = 1e308
+    for ev in ops[1:]:
+        ev["name"] = "op\ud800\0name"
+    source = tmp_path / "corrupt.json"
+    source.write_text(json.dumps(data))
+    out = tmp_path / "out.sched"
+    status, _, stderr = run("import", "kineto", source, "-o", out)
+    assert status == 0, stderr
+    assert "\0" not in out.read_text() and load_text(out.read_text(), "out.sched").program is not None
+    source.write_text('{"traceEvents": [{"ts": ' + "9" * 5000 + "}]}")
+    status, _, stderr = run("import", "kineto", source, "-o", out)
+    assert status == 2 and "thousands of digits" in stderr

@@ -279,6 +279,11 @@ def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_pa
     assert status == 2 and out == "" and "is a directory" in err
     status, out, _ = run("replay", SPECS / "bug_free_in_flight.sched", "--witness", witness)
     assert status == 2 and "the finding is of another spec: its statements are on lines 31, 32 there" in out
+    report = json.loads(found)
+    report["files"][0]["findings"][0]["kind"] = "zzz"
+    witness.write_text(json.dumps(report))
+    status, out, _ = run("replay", SPECS / "bug_missing_wait.sched", "--witness", witness)
+    assert status == 2 and "not a witness file: its finding's kind 'zzz' is none" in out
 
 
 def test_warnings_are_in_every_commands_json(run, tmp_path):

@@ -93,6 +93,8 @@ def read_json(path: str):
         raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{path}: not JSON (nested too deeply)") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise InputError(f"{path}: not a trace: it holds a number of thousands of digits") from None
 
 
 def _error(message: str) -> int:
@@ -118,8 +120,11 @@ def run(args) -> int:
     except TraceError as exc:
         return _error(f"{args.trace}: {exc}")
     del trace, et
+    # Names from the trace reach comments as they are: a lone surrogate cannot be written as
+    # UTF-8 and a NUL makes the spec binary to `check` (SP001).
+    text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
     try:
-        Path(args.output).write_text(imported.text)
+        Path(args.output).write_text(text, encoding="utf-8")
     except OSError as exc:
         return _error(f"cannot write {args.output}: {exc.strerror or exc}")
     for note in imported.notes:
@@ -136,7 +141,7 @@ def run(args) -> int:
         from checker.frontend import load_text
         from checker.importers.compare import compare
 
-        loaded = load_text(imported.text, args.output, max_statements=10_000_000)
+        loaded = load_text(text, args.output, max_statements=10_000_000)
         if loaded.program is None:
             first = loaded.diagnostics[0]
             span = first.primary_span

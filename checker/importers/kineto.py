@@ -150,18 +150,27 @@ class Imported:
         return max(0, self.gpu_last - self.gpu_first)
 
 
+MAX_MICROSECONDS = 1e18
+"""A timestamp or duration beyond this (about 31,000 years; timestamps since 1970 are near
+2e15) is corrupt: read as missing, it cannot overflow the nanoseconds computed from it."""
+
+
 def _number(value) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str):  # some writers quote their timestamps
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float
+            return None
+    elif isinstance(value, str):  # some writers quote their timestamps
         try:
             number = float(value)
         except ValueError:
             return None
-        return number if math.isfinite(number) else None
-    return None
+    else:
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_MICROSECONDS else None
 
 
 def _ident(value):
