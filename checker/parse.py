@@ -130,8 +130,11 @@ def duration_ns(token: Token, rounding: str = ROUND_CEILING) -> int:
     number = text.rstrip("nsum")
     unit = text[len(number):]
     span = span_of(token)
-    if len(number) > 24:
+    whole = number.partition(".")[0].lstrip("0")
+    if len(whole) > 24:
         raise SpecError(error(Code.SP020, "duration too long", span, "this duration"))
+    if len(number) > 1000:  # (digits after the point only refine what rounds to whole ns)
+        raise SpecError(error(Code.SP020, "a duration of more than 1,000 digits", span, "this duration"))
     try:
         value = Decimal(number) * DURATION_UNITS[unit]
     except InvalidOperation:  # pragma: no cover - the lexer only passes decimals

@@ -375,7 +375,8 @@ def test_too_large(monkeypatch):
     ("buffer b 9999999999999999999B on host\n", 1, 10, "number too large"),
     ("buffer b 99999999TiB on host\n", 1, 10, "size too large"),
     (thread("s: kernel k 2000000s"), 5, 15, "duration too long"),
-    (thread("s: kernel k 1.0000000000000000000000001s"), 5, 15, "duration"),
+    (thread("s: kernel k 1" + "0" * 25 + ".5s"), 5, 15, "duration too long"),
+    (thread("s: kernel k 1." + "0" * 1000 + "1s"), 5, 15, "more than 1,000 digits"),
     ("device d { compute 99999999999999999999 }\n", 1, 20, "number too large"),
     (thread("let v = 99999999999999999999"), 5, 11, "number too large"),
     ("stream s on d priority -99999999999999999999\n", 1, 24, "number too large"),
@@ -393,6 +394,9 @@ def test_durations_finer_than_a_nanosecond_round_up():
         line = column = end_line = end_column = start_pos = end_pos = 1
 
     assert [duration_ns(Token(t)) for t in ("0.5ns", "1.25ns", "0.0000001ms", "2ns", "0.0ns")] == [1, 2, 1, 2, 0]
+    # many digits after the point are no long duration (the integer part is what is capped)
+    assert [duration_ns(Token(t)) for t in ("0.0000000000000000000000001ns", "0.1" + "0" * 30 + "ms",
+                                            "0" * 30 + "3us")] == [1, 100_000, 3_000]
 
 
 def test_a_makespan_bound_finer_than_a_nanosecond_rounds_down():
