@@ -485,12 +485,15 @@ def _input_error(loaded, args, console=None) -> dict:
 def _warnings(loaded, args, console) -> list[dict]:
     """Print (text, unless --quiet) the warnings of a loaded spec; their JSON objects."""
     from checker.report.json import diagnostic_json
-    from checker.report.text import render_diagnostic
+    from checker.report.text import left_out, render_diagnostic, shown_diagnostics
 
     if args.format == "text" and not args.quiet:
-        for diagnostic in loaded.diagnostics:
+        shown, left = shown_diagnostics(loaded.diagnostics)
+        for diagnostic in shown:
             for line in render_diagnostic(loaded.path, loaded.source, diagnostic):
                 console.print(line)
+        for line in left_out(loaded.path, left):
+            console.print(line)
     return [diagnostic_json(d) for d in loaded.diagnostics]
 
 

@@ -309,3 +309,16 @@ def test_show_prints_a_title_s_control_characters_as_spaces(run, tmp_path):
     status, out, _ = run("show", spec)
     assert status == 0
     assert out.splitlines()[0].endswith(": a [31mred x")
+
+
+def test_warnings_of_one_code_past_twenty_are_counted_not_framed(run, tmp_path):
+    """A spec declaring 50 streams and using one: 49 SP051 warnings, 20 framed and one line
+    for the rest; JSON still lists every one."""
+    spec = tmp_path / "unused.sched"
+    spec.write_text("device d\n" + "".join(f"stream s{i} on d\n" for i in range(50))
+                    + "thread t {\n  s0: kernel k\n}\n")
+    status, out, _ = run("check", spec)
+    assert status == 0 and out.count("warning[SP051]") == 21
+    assert "warning[SP051]: ... and 29 more like these" in out
+    status, out, _ = run("check", "--format", "json", spec)
+    assert [d["code"] for d in json.loads(out)["files"][0]["diagnostics"]].count("SP051") == 49

@@ -126,15 +126,43 @@ def failing(report: FileReport, finding: Finding, allow_unknown: bool = False) -
     return finding.fails(allow_unknown)
 
 
+WARNINGS_SHOWN = 20
+"""Warnings of one code framed per file; the rest are counted in one line (JSON lists all):
+a spec that declares 10,000 streams and uses one printed 10,000 frames."""
+
+
+def shown_diagnostics(diagnostics) -> tuple[list, dict[str, int]]:
+    """The diagnostics to frame, in source order (every error; the first WARNINGS_SHOWN
+    warnings of each code), and how many warnings of each code are left out."""
+    shown, left, seen = [], {}, {}
+    for diagnostic in sorted(diagnostics, key=lambda d: d.sort_key()):
+        code = diagnostic.code.value
+        if diagnostic.severity is Severity.WARNING:
+            seen[code] = seen.get(code, 0) + 1
+            if seen[code] > WARNINGS_SHOWN:
+                left[code] = left.get(code, 0) + 1
+                continue
+        shown.append(diagnostic)
+    return shown, left
+
+
+def left_out(path: str, left: dict[str, int]) -> list[str]:
+    return [f"{escape(path)}: {_style(f'warning[{code}]', 'warning')}: ... and {count:,} more like these "
+            "(`--format json` lists every one)" for code, count in sorted(left.items())]
+
+
 def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
     """Diagnostics and findings of one file in source order. `quiet` keeps only what makes the
     file fail: errors and failing findings (no warnings, no expected findings)."""
     out: list[str] = []
     items: list[tuple[tuple, list[str]]] = []
-    for diagnostic in report.diagnostics:
+    shown, left = shown_diagnostics(report.diagnostics)
+    for diagnostic in shown:
         if quiet and diagnostic.severity is not Severity.ERROR:
             continue
         items.append((diagnostic.sort_key(), render_diagnostic(report.path, report.source, diagnostic)))
+    if left and not quiet:
+        items.append(((float("inf"),), left_out(report.path, left)))
     for finding in report.findings:
         if quiet and not failing(report, finding, allow_unknown):
             continue
