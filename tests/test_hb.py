@@ -55,13 +55,18 @@ def test_nondeterminism_classification(body, reason):
         assert found is not None and reason in found
 
 
-def test_loop_race_is_reported_once_with_instance_count():
-    program = program_of(HEADER + """thread t {
-  for i in 0..4 {
+def race_loop(iterations: int, second: str):
+    """Each iteration: a on s1 writes x, b on s2 `second`s it (lines 9 and 10)."""
+    return program_of(HEADER + f"""thread t {{
+  for i in 0..{iterations} {{
     s1: kernel a writes x
-    s2: kernel b reads x
-  }
-}""")
+    s2: kernel b {second} x
+  }}
+}}""")
+
+
+def test_loop_race_is_reported_once_with_instance_count():
+    program = race_loop(4, "reads")
     findings, complete = hb.analyze(program)
     races = [f for f in findings if f.kind is FindingKind.RACE]
     assert complete
@@ -143,12 +148,7 @@ thread r0 {
 def test_the_race_scan_stops_at_its_budget_of_pairs_and_of_seconds():
     """A loop whose every iteration races with every other: a spent scan (pairs read, or
     wall seconds: `check --budget`) stops the whole scan, and says it is incomplete."""
-    program = program_of(HEADER + """thread t {
-  for i in 0..40 {
-    s1: kernel a writes x
-    s2: kernel b writes x
-  }
-}""")
+    program = race_loop(40, "writes")
     findings, complete = hb.analyze(program)
     assert complete and [f.instances for f in findings if f.kind is FindingKind.RACE] == [1600]
     for limits in ({"budget": 100}, {"seconds": 0.0}):
