@@ -250,7 +250,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
         if verdict.status != "violated" and not searched:
             # Other runs than the first: threads and stream heads in random orders.
             found = shortest_shuffled_run(program, seconds=min(max(options.timeout, 1.0), 10.0))
-            shortest = found if shortest is None or (found is not None and found < shortest) else shortest
+            shortest = min((m for m in (shortest, found) if m is not None), default=None)
             searched = True
             if shortest is not None and shortest <= limit:
                 continue

@@ -17,7 +17,6 @@ with a witness: a topological prefix of the order.
 from __future__ import annotations
 
 import time
-
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -233,15 +232,14 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
             else:
                 group[buffer] = [1, other, s, access.memory]
 
-    for _, s, start_node, end_node in accessors:
-        if not complete:
-            break  # the budget is spent: what is found so far is reported, with an unknown
-        clock = order.clocks[start_node]
+    def scan(s: Statement, clock) -> bool:
+        """Counts the races of s with every earlier access it is not ordered after; False once
+        the budget (pairs read, or the deadline) is spent: the whole scan stops there."""
+        nonlocal scanned
         counted: set[tuple[int, str]] = set()
         """(earlier statement, buffer) pairs that race with s, counted once each."""
         for access in s.accesses:
-            kinds = (True, False) if access.write else (True,)
-            for write in kinds:
+            for write in ((True, False) if access.write else (True,)):
                 for other, other_access in forever[(access.memory, write)]:
                     conflict(other, other_access, s, access, counted)
                 for chain, entries in history[(access.memory, write)].items():
@@ -253,12 +251,13 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
                         scanned += 1
                         conflict(other, other_access, s, access, counted)
                     if scanned > budget or (deadline is not None and time.monotonic() > deadline):
-                        complete = False
-                        break
-                if not complete:
-                    break
-            if not complete:
-                break
+                        return False
+        return True
+
+    for _, s, start_node, end_node in accessors:
+        if not scan(s, order.clocks[start_node]):
+            complete = False  # what is found so far is reported, with an unknown
+            break
         if end_node not in order.position:
             for access in s.accesses:
                 forever[(access.memory, access.write)].append((s, access))
