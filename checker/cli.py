@@ -13,6 +13,7 @@ for every command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -99,6 +100,22 @@ class _Settings:
     """Output settings of the running command (set by `main`)."""
 
     color = "auto"
+    document = sys.stdout
+    """Where an output named `-` goes: standard output, while the report goes to standard error."""
+
+
+OUTPUT_FLAGS = (("-o", "output"), ("--trace", "trace"), ("--svg", "svg"), ("--emit", "emit"))
+"""Options that name an output file; `-` names standard output."""
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a finished output (trace, chart, spec, report) to a file, or to standard output
+    for `-`. Raises OSError."""
+    if path == "-":
+        _Settings.document.write(text)
+        _Settings.document.flush()
+    else:
+        Path(path).write_text(text, encoding="utf-8")
 
 
 def _plain_output() -> bool:
@@ -285,9 +302,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     _Settings.color = getattr(args, "color", "auto")
+    standard = [flag for flag, name in OUTPUT_FLAGS if getattr(args, name, None) == "-"]
+    if len(standard) > 1:
+        return _usage_error(args, f"{' and '.join(standard)} {'both' if len(standard) == 2 else 'all'} name standard output (-): "
+                                  "at most one output can go there")
     _limit_memory()
     try:
-        return COMMANDS[args.command](args)
+        if not standard or (args.command == "check" and standard == ["-o"]):
+            return COMMANDS[args.command](args)
+        # The one output named `-` has standard output to itself; the report goes to standard error.
+        _Settings.document = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("streamproof: interrupted", file=sys.stderr)
         return 130
@@ -537,7 +563,7 @@ def _display_console():
 def _document(args, text: str) -> int:
     """Write a finished document to --output or standard output."""
     output = getattr(args, "output", None)
-    if not output:
+    if not output or output == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return EXIT_CLEAN
     try:
@@ -626,7 +652,6 @@ def _check_status(reports) -> int:
 
 
 def command_check(args) -> int:
-    import contextlib
 
     from checker.analyze import Options
     from checker.parallel import ClusterError, check_all, default_jobs
@@ -714,7 +739,7 @@ class _OutputError(Exception):
 
 def _write(path: str, text: str) -> None:
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_output(path, text)
     except OSError as exc:
         raise _OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -965,7 +990,6 @@ class _OptimizeDisplay:
 
 
 def command_optimize(args) -> int:
-    import contextlib
 
     from checker.crosscheck import emit_as_run, simulated_makespan
     from checker.optimize import optimize

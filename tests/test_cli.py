@@ -388,6 +388,23 @@ def test_an_output_file_that_cannot_be_written_is_a_usage_error(run, tmp_path, c
     assert status == 2 and f"streamproof {command[0]}: error: cannot write {tmp_path}: Is a directory" in err
 
 
+def test_one_output_may_be_standard_output_and_the_report_moves_to_standard_error(run):
+    spec = CONFORMANCE.parent.parent / "specs" / "copy_compute_sync.sched"
+    status, out, err = run("simulate", "--svg", "-", spec)
+    assert status == 0 and out.startswith("<svg") and "simulated makespan" in err and "makespan" not in out
+    status, out, err = run("simulate", "--format", "json", "--trace", "-", spec)
+    assert status == 0 and "traceEvents" in json.loads(out) and json.loads(err)["files"][0]["makespan"] > 0
+    status, out, err = run("optimize", "--timeout", "2", "--emit", "-", spec)
+    assert status == 0 and "thread " in out and "best execution (program)" in err
+    status, out, _ = run("check", "--format", "json", "-o", "-", spec)
+    assert status == 0 and json.loads(out)["files"][0]["verdict"]["races"] == []
+    trace = CONFORMANCE.parent / "fixtures" / "traces" / "two_streams.json"
+    status, out, err = run("import", trace, "-o", "-")
+    assert status == 0 and "thread " in out and err.startswith("wrote -:")
+    status, out, err = run("simulate", "--trace", "-", "--svg", "-", spec)
+    assert status == 2 and out == "" and "--trace and --svg both name standard output" in err
+
+
 def test_inputs_past_their_size_limit_are_refused(run, tmp_path, monkeypatch):
     from checker import cli
     from checker.importers import command

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--et", metavar="EXECUTION_TRACE",
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator")
     parser.add_argument("-o", "--output", metavar="OUT",
-                        help="where to write the .sched spec (required; pyproject.toml may set it)")
+                        help="where to write the .sched spec, - for standard output (required; pyproject.toml may set it)")
     parser.add_argument("--compare", action="store_true",
                         help="simulate the spec and print its spans next to the trace's, per stream")
     parser.add_argument("--min-gap", type=_duration_ns, default=0, metavar="DURATION",
@@ -123,8 +123,10 @@ def run(args) -> int:
     # Names from the trace reach comments as they are: a lone surrogate cannot be written as
     # UTF-8 and a NUL makes the spec binary to `check` (SP001).
     text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
+    from checker.cli import write_output
+
     try:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(args.output, text)
     except OSError as exc:
         return _error(f"cannot write {args.output}: {exc.strerror or exc}")
     for note in imported.notes:
