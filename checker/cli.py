@@ -149,8 +149,9 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("file", metavar="FILE", help="a .sched spec, or - for standard input")
         sub.add_argument("--format", choices=formats, default="text",
                          help=f"output format: {', '.join(formats)} (default text)")
-        sub.add_argument("--max-statements", type=_positive, default=1_000_000, metavar="N",
-                         help="refuse specs that unroll past N statements (default 1,000,000)")
+        sub.add_argument("--max-statements", type=_statement_limit, default=1_000_000, metavar="N",
+                         help="refuse specs that unroll past N statements (default 1,000,000, "
+                              f"at most {MAX_STATEMENTS:,})")
         sub.add_argument("-q", "--quiet", action="store_true",
                          help="print only what fails (findings, errors), nothing on success; no progress display")
         sub.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -253,6 +254,18 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError("must be positive")
     if not value <= MAX_SECONDS:  # also infinity and NaN
         raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:,} seconds")
+    return value
+
+
+MAX_STATEMENTS = 20_000_000
+"""The highest `--max-statements`: lowering takes about 1 KB and 25 us per statement, so a
+spec this large already takes gigabytes and minutes before any analysis."""
+
+
+def _statement_limit(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_STATEMENTS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_STATEMENTS:,}")
     return value
 
 

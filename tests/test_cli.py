@@ -374,8 +374,9 @@ def test_a_program_with_no_task_has_makespan_zero(run, tmp_path, text, command):
         assert "0.000 ms" in out
 
 
-@pytest.mark.parametrize("argument", ["--timeout=inf", "--budget=1e308", "--budget=nan"])
-def test_time_limits_must_be_finite(run, argument):
+@pytest.mark.parametrize("argument", ["--timeout=inf", "--budget=1e308", "--budget=nan",
+                                      "--max-statements=20000001"])
+def test_limits_must_be_finite(run, argument):
     with pytest.raises(SystemExit) as stopped:
         run("check", argument, CONFORMANCE.parent.parent / "specs" / "copy_compute_sync.sched")
     assert stopped.value.code == 2
