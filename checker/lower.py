@@ -145,6 +145,13 @@ def _variables(node):
 
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
             ">": operator.gt, ">=": operator.ge}
+def _chain_text(names: list[str]) -> str:
+    """`a -> b -> a`, with the middle of a long chain left out."""
+    if len(names) > 12:
+        names = names[:5] + [f"... ({len(names) - 10:,} more)"] + names[-5:]
+    return " -> ".join(names)
+
+
 _MEMORY_KINDS = ("buffer", "alias", "tensor")
 _BUFFER_KINDS = ("buffer", "alias")
 """Errors after which lowering stops: nothing after them would be meaningful (or quick)."""
@@ -682,9 +689,25 @@ class _Lowerer:
     def alias_region(self, name: str, span: Span) -> _Region:
         if name in self.alias_regions:
             return self.alias_regions[name]
+        if not self.resolving:
+            # Resolve a chain of aliases of aliases from its far end, so that each alias below
+            # finds the next one resolved: a chain thousands deep is no deeper a recursion.
+            chain, again = self._alias_chain(name)
+            if again is not None:
+                raise SpecError(error(Code.SP023, f"alias `{again}` refers to itself",
+                                      self.entities[chain[-1]].decl.target.name.span,
+                                      help=_chain_text(chain + [again])))
+            for referrer, link in reversed(list(zip(chain, chain[1:]))):
+                if link not in self.alias_regions:
+                    self._resolve_alias(link, self.entities[referrer].decl.target.name.span)
+        return self._resolve_alias(name, span)
+
+    def _resolve_alias(self, name: str, span: Span) -> _Region:
+        if name in self.alias_regions:
+            return self.alias_regions[name]
         if name in self.resolving:
             raise SpecError(error(Code.SP023, f"alias `{name}` refers to itself", span,
-                                  help=" -> ".join(self.resolving + [name])))
+                                  help=_chain_text(self.resolving + [name])))
         if self.entities[name].broken:
             raise _Skip
         self.resolving.append(name)
@@ -693,6 +716,21 @@ class _Lowerer:
         self.resolving.pop()
         self.alias_regions[name] = region
         return region
+
+    def _alias_chain(self, name: str) -> tuple[list[str], str | None]:
+        """`name`, the alias it names, the alias that one names, ... up to one resolved or not
+        an alias; and the alias named again if the chain runs into a cycle."""
+        chain: list[str] = []
+        seen: set[str] = set()
+        while True:
+            entity = self.entities.get(name)
+            if entity is None or entity.kind != "alias" or entity.broken or name in self.alias_regions:
+                return chain, None
+            if name in seen:
+                return chain, name
+            seen.add(name)
+            chain.append(name)
+            name = entity.decl.target.name.text
 
     def memory_kinds(self) -> tuple[str, ...]:
         """What an access may name (tensors only once the spec declares one, so that messages

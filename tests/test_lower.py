@@ -549,6 +549,17 @@ def test_sp023_alias_cycles():
     diagnostic = assert_error(HEAD + "alias a = b\nalias b = a\n", Code.SP023, 8, 11, 12, "refers to itself")
     assert diagnostic.help == "a -> b -> a"
     assert_error(HEAD + "alias a = a[0:1KiB]\n", Code.SP023, 7, 11, 12)
+    cycle = "".join(f"alias a{i} = a{(i + 1) % 5000}\n" for i in range(5000))
+    diagnostic = assert_error(HEAD + cycle, Code.SP023, 5006, 15, 17, "`a0` refers to itself")
+    assert diagnostic.help == "a0 -> a1 -> a2 -> a3 -> a4 -> ... (4,991 more) -> a4996 -> a4997 -> a4998 -> a4999 -> a0"
+
+
+def test_aliases_of_aliases_may_chain_thousands_deep():
+    """Each alias names the next, declared after it: resolved from the far end, no deep recursion."""
+    chain = "".join(f"alias a{i} = a{i + 1}\n" for i in range(5000)) + "alias a5000 = x[1KiB:2KiB]\n"
+    lowered = program(HEAD + chain + "thread main {\n  s: kernel k writes a0[0:16B]\n}\n")
+    (access,) = lowered.statements[0].accesses
+    assert lowered.memories[access.memory].name == "x" and (access.start, access.end) == (1024, 1040)
 
 
 @pytest.mark.parametrize("items,column,message", [
