@@ -175,17 +175,37 @@ class _Profile:
         return chosen
 
     def next_change(self, t: int) -> int:
-        """The first interval end after t (where more units may become free)."""
+        """The first interval end after t (where more units may become free). A unit's
+        intervals do not overlap, so their ends are sorted as their starts are: only the one
+        holding t, or else the first after it, can end first."""
         best = None
         for unit in self.units:
-            for s, e in unit:
-                if e > t and (best is None or e < best):
-                    best = e
+            i = bisect.bisect_right(unit, (t, float("inf")))
+            if i > 0 and unit[i - 1][1] > t:
+                end = unit[i - 1][1]
+            elif i < len(unit):
+                end = unit[i][1]
+            else:
+                continue
+            if best is None or end < best:
+                best = end
         return t + 1 if best is None else best
 
     def take(self, units: list[int], t: int, durations: list[int]) -> None:
+        """Mark the units busy; an interval that touches its neighbours merges with them, so
+        that work packed back to back is one interval to step over, not hundreds."""
         for k, d in zip(units, sorted(durations, reverse=True)):
-            bisect.insort(self.units[k], (t, t + d))
+            if d <= 0:
+                continue
+            unit = self.units[k]
+            start, end = t, t + d
+            i = bisect.bisect_left(unit, (start, end))
+            if i < len(unit) and unit[i][0] == end:
+                end = unit.pop(i)[1]
+            if i > 0 and unit[i - 1][1] == start:
+                i -= 1
+                start = unit.pop(i)[0]
+            unit.insert(i, (start, end))
 
 
 def serial_schedule(model: TimedModel, g: Graph, priority: list[float]) -> list[int]:
