@@ -205,7 +205,9 @@ class _Simulator:
         self.blocked = None  # why the last `_issue` or `_return` could not happen
         self.visiting = -1  # the place (in `order`) of the thread being visited
         self.active: set[int] = set()
-        """Streams that may have tasks queued (an enqueue adds its stream; an empty one leaves)."""
+        """Streams whose head may have something to do: an enqueue or an end adds its stream;
+        one leaves when it is empty or its heads are running or queued for a unit (20,000
+        streams whose heads waited for two units made each instant cost every stream)."""
         self.wanting: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
         """Per engine pool, a heap of (priority, enqueue order, task) of tasks ready for a unit."""
         self.waiting: set[int] = set()
@@ -410,20 +412,25 @@ class _Simulator:
         needs_engine, ekey, prio, seq = self.needs_engine, self.ekey, self.prio, self.seq
         waiting, wanting = self.waiting, self.wanting
         heads = []
-        empty = []
+        idle = []
         for stream in sorted(self.active, key=self.stream_rank.__getitem__):
             q = store.queues[stream]
             if not q:
-                empty.append(stream)
-            else:  # the head, or every task of the batch at the head
-                b = batch[q[0]]
-                heads.append(q[0])
-                if b is not None:
-                    for h in islice(q, 1, None):
-                        if batch[h] != b:
-                            break
-                        heads.append(h)
-        self.active.difference_update(empty)
+                idle.append(stream)
+                continue
+            first = len(heads)  # the head, or every task of the batch at the head
+            b = batch[q[0]]
+            heads.append(q[0])
+            if b is not None:
+                for h in islice(q, 1, None):
+                    if batch[h] != b:
+                        break
+                    heads.append(h)
+            if all(status[h] != QUEUED or h in waiting for h in islice(heads, first, None)):
+                # Running, or queued for a unit: nothing to do here until one of them ends.
+                del heads[first:]
+                idle.append(stream)
+        self.active.difference_update(idle)
         for h in heads:
             if status[h] != QUEUED or h in waiting:
                 continue
@@ -533,6 +540,8 @@ class _Simulator:
     def _end_task(self, i: int) -> None:
         now = self.now
         self.finish[i] = now
+        if self.m.stream_of[i] is not None:
+            self.active.add(self.m.stream_of[i])  # (its stream has a new head, or none)
         self.device_busy += now - self.begin[i]
         if self.unit_of[i] is not None:
             key, unit = self.unit_of[i]
