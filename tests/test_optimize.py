@@ -480,3 +480,20 @@ expect makespan <= 2ms
     contract = text.replace(" runtime cuda", "")
     assert optimize(load(contract), timeout=10).deadlock
     assert [f.kind.value for f in check_loaded(load_text(contract)).findings] == ["deadlock"]
+
+
+@pytest.mark.parametrize("loose", [True, False])
+def test_past_the_model_limit_a_run_that_meets_the_loose_bound_is_optimal(monkeypatch, loose):
+    """Too large for an exact model: the simulated run is optimal exactly when it meets the
+    lower bound that needs no model (here the sync chains the kernels: 20 us either way)."""
+    import checker.optimize as optimize_package
+
+    monkeypatch.setattr(optimize_package, "MAX_STATEMENTS", 1)
+    if not loose:  # a weaker bound: the same run is no longer proven optimal
+        monkeypatch.setattr(optimize_package, "_loose_lower", lambda program: 10_000)
+    result = optimize(load("device npu { compute 2 }\nstream s0 on npu\nstream s1 on npu\n"
+                           "thread main {\n  s0: kernel a 10us\n  sync s0\n  s1: kernel b 10us\n}\n"))
+    assert "no exact model" in result.notes[0] and result.program == 20_000
+    assert result.lower == (20_000 if loose else 10_000)
+    assert result.optimal_program is result.optimal_bound is loose
+    assert ("not proven optimal" in result.notes[0]) is not loose

@@ -185,13 +185,16 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
 
 def _unsupported(program: Program, why: Unsupported, simulated: int | None,
                  notes: list[str]) -> OptimizeResult:
-    notes.append(why.reason if why.deadlock else
-                 f"no exact model: {why.reason}; `program` and `bound` are the simulated makespan "
-                 "and are not proven optimal")
     value = None if why.deadlock else simulated
     lower = 0 if why.deadlock else _loose_lower(program)
+    # The loose bound needs no model: where the run meets it, both minimums are that run.
+    met = value is not None and lower >= value
+    notes.append(why.reason if why.deadlock else
+                 f"no exact model: {why.reason}; `program` and `bound` are the simulated makespan, "
+                 + ("optimal: it meets the lower bound of the busiest engine or host thread" if met
+                    else "not proven optimal"))
     report = Report(simulated, value, value, lower, (), None, tuple(notes))
-    return OptimizeResult(program.path, simulated, value, value, lower, False, False, lower, lower,
+    return OptimizeResult(program.path, simulated, value, value, lower, met, met, lower, lower,
                           None, None, report, tuple(notes), deadlock=why.deadlock, ir=program)
 
 
