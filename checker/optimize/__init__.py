@@ -186,20 +186,26 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
 def _unsupported(program: Program, why: Unsupported, simulated: int | None,
                  notes: list[str]) -> OptimizeResult:
     value = None if why.deadlock else simulated
-    lower = 0 if why.deadlock else _loose_lower(program)
-    # The loose bound needs no model: where the run meets it, both minimums are that run.
-    met = value is not None and lower >= value
+    work, chains = (0, 0) if why.deadlock else _loose_lower(program)
+    # Bounds that need no model: where the run meets one, that minimum is the run.
+    program_met = value is not None and chains >= value
+    bound_met = value is not None and work >= value
     notes.append(why.reason if why.deadlock else
                  f"no exact model: {why.reason}; `program` and `bound` are the simulated makespan, "
-                 + ("optimal: it meets the lower bound of the busiest engine or host thread" if met
+                 + ("optimal: it meets the busiest engine's work or host thread's time" if bound_met
+                    else "optimal for the program (it meets the longest chain of orders every execution "
+                         "keeps) but not proven for the bound" if program_met
                     else "not proven optimal"))
-    report = Report(simulated, value, value, lower, (), None, tuple(notes))
-    return OptimizeResult(program.path, simulated, value, value, lower, met, met, lower, lower,
+    report = Report(simulated, value, value, work, (), None, tuple(notes))
+    return OptimizeResult(program.path, simulated, value, value, work, program_met, bound_met, chains, work,
                           None, None, report, tuple(notes), deadlock=why.deadlock, ir=program)
 
 
-def _loose_lower(program: Program) -> int:
-    """max(busiest engine's work / its count, busiest host thread's own time): needs no order."""
+def _loose_lower(program: Program) -> tuple[int, int]:
+    """Lower bounds that need no model: of the overlap bound, max(busiest engine's work / its
+    count, busiest host thread's own time on what the relaxation keeps); of the program, also
+    the longest chain of orders every execution keeps (the relaxation drops stream order and
+    synchronization, so that chain does not bound it)."""
     from checker import collectives
     from checker.optimize.model import is_running, launch_of
 
@@ -222,9 +228,11 @@ def _loose_lower(program: Program) -> int:
         total = 0
         for i in thread.statements:
             st = program.statements[i]
-            total += launch_of(program, st) + (st.duration if st.stream is None else 0)
+            if not st.operation.synchronizes:
+                total += launch_of(program, st) + (st.duration if st.stream is None else 0)
         host = max(host, total)
-    return max(load, host, _own_chains(program))
+    work = max(load, host)
+    return work, max(work, _own_chains(program))
 
 
 def _own_chains(program: Program) -> int:
