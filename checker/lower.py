@@ -830,10 +830,14 @@ class _Lowerer:
             self.too_many(combinations)
         programs: list[Program] = []
         prefix: list[int] = []
+        lowered = 0
         while True:
             program = self.run(prefix, cuda_sync_first=False)
             if self.errors:
                 return (program,)  # the other variants would repeat the same errors
+            lowered += len(program.statements) * (2 if self.pageable_cuda else 1)
+            if lowered > self.max_statements and combinations > 1:
+                self.too_large_together(combinations)
             decisions = self.decisions
             labels = [label for _, _, label in decisions]
             if self.pageable_cuda:
@@ -858,6 +862,17 @@ class _Lowerer:
             first.span if first is not None else None, "the first `choose`" if first is not None else "",
             help="every combination of `choose` branches is checked as its own program; "
                  "fewer `choose`s, fewer branches, or fewer loop iterations around them keep it small"))
+
+    def too_large_together(self, combinations: int) -> None:
+        """Each program is within the limit, but all of them together are not: every one is
+        checked, so together they are the work."""
+        first = self.first_choose()
+        raise SpecError(error(
+            Code.SP018, f"its {combinations:,} programs (branch combinations) together unroll past the "
+                        f"limit of {self.max_statements:,} lowered statements",
+            first.span if first is not None else None, "the first `choose`" if first is not None else "",
+            help="every combination of `choose` branches is its own program; fewer combinations or "
+                 "fewer loop iterations keep it small, or raise the limit with --max-statements N"))
 
     def first_choose(self) -> ast.Choose | None:
         return next((statement for decl in self.thread_decls for statement in ast.nested_statements(decl.body)

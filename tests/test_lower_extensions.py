@@ -250,6 +250,18 @@ def test_huge_number_of_combinations_is_refused_quickly():
              Code.SP026, 6, 5, "more than 1,000,000 branch combinations")
 
 
+def test_combinations_are_limited_together():
+    """Each of the 4 programs has 302 statements: within a limit of 1,000 alone, not together (1,208)."""
+    source = CHOICE + ("thread t {\n  choose { s: kernel a } or { s: kernel b }\n"
+                       "  choose { s: kernel c } or { s: kernel d }\n"
+                       "  for i in 0..300 {\n    s: kernel k writes x\n  }\n}\n")
+    assert len(loaded(source, max_statements=1_300).variants) == 4
+    result = load_text(source, "t.sched", max_statements=1_000)
+    (diagnostic,) = result.diagnostics
+    assert diagnostic.code is Code.SP018 and (diagnostic.primary_span.line, diagnostic.primary_span.column) == (5, 3)
+    assert "its 4 programs (branch combinations) together unroll past the limit of 1,000" in diagnostic.message
+
+
 def test_variants_reach_the_frontend():
     result = load_text(CHOICE + "thread t {\n  choose { } or { }\n}\n")
     assert len(result.variants) == 2 and result.variants[0] is result.program
