@@ -218,7 +218,8 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
     proven lower bound over every execution can rule it out."""
     from checker.crosscheck import optimize_as_written, shortest_shuffled_run
     from checker.executor.simulate import simulate
-    from checker.optimize import _exact_ms, check_makespan
+    from checker.messages import exact_ms
+    from checker.optimize import check_makespan
 
     expectations = [e for e in program.expectations if e.kind is ExpectKind.MAKESPAN and e.limit is not None]
     diagnostics: list[Diagnostic] = []
@@ -237,7 +238,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             if ran is None:
                 not_met(expectation, "the program deadlocks: it has no makespan")
             elif ran > expectation.limit:
-                not_met(expectation, f"makespan {_exact_ms(ran)} ms exceeds {_exact_ms(expectation.limit)} ms "
+                not_met(expectation, f"makespan {exact_ms(ran)} ms exceeds {exact_ms(expectation.limit)} ms "
                                      "(tasks start as soon as they may; a contended engine goes to the higher priority)")
         return diagnostics, findings
     result = optimize_as_written(program, timeout=max(options.timeout, 1.0))
@@ -258,7 +259,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             not_met(verdict.expectation, verdict.message)
         else:
             findings.append(_unknown(f"could not decide `expect makespan`: no run found that ends by "
-                                     f"{_exact_ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec"))
+                                     f"{exact_ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec"))
     return diagnostics, findings
 
 

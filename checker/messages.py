@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Memory, Op, Program, Statement
+from checker.ir import NS_PER_MS, Memory, Op, Program, Statement
 from checker.witness import StepKind, Witness
 
 
@@ -387,3 +387,10 @@ def _crossed(program: Program, meets: list[Statement]) -> bool:
 def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:
     """A question left undecided: never reported as safe."""
     return Finding(FindingKind.UNKNOWN, message, statements, help=help, detail=detail or {})
+
+
+def exact_ms(ns: int) -> str:
+    """Nanoseconds as milliseconds, every digit kept (`4.999999`, `5`): a verdict must not round
+    a limit and a makespan that differ by 1 ns to the same number."""
+    whole, part = divmod(ns, NS_PER_MS)
+    return f"{whole}.{part:06d}".rstrip("0").rstrip(".") if part else str(whole)

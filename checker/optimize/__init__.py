@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from checker.ir import NS_PER_MS, ExpectKind, Expectation, Op, Program, SyncKind
+from checker.messages import exact_ms
 from checker.optimize import core
 from checker.optimize.model import (
     TimedModel, Unsupported, bound_model, program_model,
@@ -277,29 +278,22 @@ class MakespanVerdict:
     message: str
 
 
-def _exact_ms(ns: int) -> str:
-    """Nanoseconds as milliseconds, every digit kept (`4.999999`, `5`): a verdict must not round
-    a limit and a makespan that differ by 1 ns to the same number."""
-    whole, part = divmod(ns, NS_PER_MS)
-    return f"{whole}.{part:06d}".rstrip("0").rstrip(".") if part else str(whole)
-
-
 def check_makespan(program: Program, result: OptimizeResult) -> tuple[MakespanVerdict, ...]:
     """Verdicts of the spec's `expect makespan <= D` lines (fails when the optimum exceeds D)."""
     out = []
     for exp in program.expectations:
         if exp.kind is not ExpectKind.MAKESPAN or exp.limit is None:
             continue
-        limit = _exact_ms(exp.limit)
+        limit = exact_ms(exp.limit)
         if result.deadlock:
             out.append(MakespanVerdict(exp, "violated", "the program can deadlock: it has no makespan"))
         elif result.program is not None and result.program <= exp.limit:
             out.append(MakespanVerdict(exp, "met",
-                                       f"minimum makespan {_exact_ms(result.program)} ms <= {limit} ms"))
+                                       f"minimum makespan {exact_ms(result.program)} ms <= {limit} ms"))
         elif result.optimal_program or result.proven_lower_program > exp.limit:
             best = result.program if result.optimal_program else result.proven_lower_program
             out.append(MakespanVerdict(exp, "violated",
-                                       f"minimum makespan {_exact_ms(best)} ms exceeds {limit} ms"
+                                       f"minimum makespan {exact_ms(best)} ms exceeds {limit} ms"
                                        + ("" if result.optimal_program else " (proven lower bound)")))
         else:
             out.append(MakespanVerdict(exp, "unknown",
