@@ -198,7 +198,9 @@ def _parser() -> argparse.ArgumentParser:
     common(replay)
     replay.add_argument("--witness", metavar="FILE",
                         help="the JSON that `check --format json` printed (required; pyproject.toml may set it)")
-    replay.add_argument("--finding", type=int, default=0, metavar="N", help="which finding (default 0, the first)")
+    replay.add_argument("--finding", type=int, default=None, metavar="N",
+                        help="which finding: its place in the report's `findings` list, from 0 "
+                             "(default: the first that has a witness)")
     replay.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the replay")
     replay.add_argument("--svg", metavar="FILE", help="write a Gantt chart of the replay")
 
@@ -761,8 +763,13 @@ MAX_WITNESS_BYTES = 256 << 20
 """The largest witness file `replay --witness` reads (a `check --format json` report)."""
 
 
-def _witness_from_file(path: str, spec_path: str, index: int):
-    """The finding (a dict, or None for a bare witness) and witness in a `check --format json` file."""
+class _NoSuchFinding(LookupError):
+    """`--finding N` names no finding of the file that has a witness."""
+
+
+def _witness_from_file(path: str, spec_path: str, index: int | None):
+    """The finding (a dict, or None for a bare witness) and witness in a `check --format json`
+    file: `findings[index]` of the spec's entry, or the first finding with a witness."""
     from checker.witness import Witness
 
     from checker.resources import read_at_most
@@ -775,10 +782,20 @@ def _witness_from_file(path: str, spec_path: str, index: int):
         return None, Witness.from_json(data)
     files = data["files"]
     chosen = next((f for f in files if f.get("path") == spec_path), files[0])
-    findings = [f for f in chosen["findings"] if f.get("witness")]
+    findings = chosen["findings"]
+    replayable = [k for k, f in enumerate(findings) if isinstance(f, dict) and f.get("witness")]
+    if index is None:
+        if not replayable:
+            raise _NoSuchFinding(f"none of its {len(findings)} finding(s) has a witness to replay")
+        index = replayable[0]
     if not 0 <= index < len(findings):
-        raise IndexError(f"the file has {len(findings)} finding(s) with a witness; --finding {index} is out of range")
+        raise _NoSuchFinding(f"the file has {len(findings)} finding(s), 0 to {len(findings) - 1}: "
+                         f"--finding {index} is out of range")
     finding = findings[index]
+    if index not in replayable:
+        others = ", ".join(map(str, replayable[:10])) or "none"
+        raise _NoSuchFinding(f"finding {index} ({str(finding.get('code', '?'))[:10]}) has no witness to replay; "
+                         f"those with one: {others}")
     from checker.findings import FindingKind
 
     if finding.get("kind") not in {kind.value for kind in FindingKind}:
@@ -867,6 +884,8 @@ def command_replay(args) -> int:
     program = loaded.program
     try:
         finding, witness = _witness_from_file(args.witness, path, args.finding)
+    except _NoSuchFinding as exc:
+        return _replay_error(args, path, str(exc))
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         return _replay_error(args, path, f"not a witness file: {exc}")
     if finding is not None and finding.get("variant"):  # a finding of one `choose` branch combination

@@ -286,6 +286,41 @@ def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_pa
     assert status == 2 and "not a witness file: its finding's kind 'zzz' is none" in out
 
 
+MISMATCH_THEN_RACE = """device d0 { compute 2 }
+device d1
+buffer a0 1KiB on d0
+buffer a1 2KiB on d1
+stream c0 on d0
+stream k0 on d0
+stream c1 on d1
+comm w = { c0, c1 }
+thread r0 {
+  c0: allreduce w a0
+  k0: kernel k writes a0
+}
+thread r1 {
+  c1: allreduce w a1
+}
+"""
+
+
+def test_replay_finding_counts_the_reports_findings(run, tmp_path):
+    """`--finding N` is the place in the report's `findings` list, witness or not."""
+    spec, witness = tmp_path / "m.sched", tmp_path / "m.json"
+    spec.write_text(MISMATCH_THEN_RACE)
+    run("check", "--format", "json", spec, "-o", witness)
+    findings = json.loads(witness.read_text())["files"][0]["findings"]
+    assert [(f["code"], bool(f.get("witness"))) for f in findings] == [("SP202", False), ("SP101", True)]
+    for chosen in ((), ("--finding", "1")):  # by default the first with a witness
+        status, out, _ = run("replay", "--format", "json", spec, "--witness", witness, *chosen)
+        (file,) = envelope(out)
+        assert status == 0 and file["finding"]["code"] == "SP101" and file["reproduced"]
+    status, out, _ = run("replay", spec, "--witness", witness, "--finding", "0")
+    assert status == 2 and "finding 0 (SP202) has no witness to replay; those with one: 1" in out
+    status, out, _ = run("replay", spec, "--witness", witness, "--finding", "2")
+    assert status == 2 and "the file has 2 finding(s), 0 to 1: --finding 2 is out of range" in out
+
+
 def test_warnings_are_in_every_commands_json(run, tmp_path):
     spec = tmp_path / "w.sched"
     spec.write_text(WARNED)
