@@ -127,7 +127,7 @@ def test_size_units(text, value):
 
 @pytest.mark.parametrize("text,value", [
     ("7ns", 7), ("10us", 10_000), ("3.5ms", 3_500_000), ("2s", 2_000_000_000), ("0.5us", 500),
-    ("0ms", 0), ("1.25s", 1_250_000_000),
+    ("0ms", 0), ("1.25s", 1_250_000_000), (".5ms", 500_000), ("5.ms", 5_000_000), ("007.50us", 7_500),
 ])
 def test_duration_units(text, value):
     loaded = load_text(thread(f"s: kernel k {text}"))
