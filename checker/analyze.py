@@ -210,12 +210,48 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
     return True, []
 
 
+MAX_TIME_SCALE = 10**6
+"""The finest time `expect makespan` is checked at exactly: a millionth of a nanosecond."""
+MAX_SCALED_TIME = 10**15
+"""The longest duration at that resolution (the optimizer's solvers take 64-bit integers)."""
+
+
+def in_exact_time(program: Program) -> tuple[Program, int] | None:
+    """The program with every time in 1/scale ns, where durations or bounds finer than a
+    nanosecond (`1.5ns`) are rounded in whole ones (durations up, bounds down: two `1.5ns`
+    kernels would miss a `3ns` bound), and the scale (1: nothing is rounded). None where the
+    scale or the scaled times would be too large."""
+    from math import lcm
+
+    rounded = ([value for _, value in program.exact_durations] + [value for _, value in program.exact_launches]
+               + [e.exact_limit for e in program.expectations if e.exact_limit is not None])
+    if not rounded:
+        return program, 1
+    scale = lcm(*(value.denominator for value in rounded))
+    if scale > MAX_TIME_SCALE:
+        return None
+    durations = {index: value * scale for index, value in program.exact_durations}
+    launches = {index: value * scale for index, value in program.exact_launches}
+    statements = tuple(replace(st, duration=int(durations.get(st.index, st.duration * scale)))
+                       for st in program.statements)
+    devices = tuple(replace(d, launch=int(launches.get(d.index, d.launch * scale))) for d in program.devices)
+    expectations = tuple(replace(e, limit=int(e.exact_limit * scale if e.exact_limit is not None else e.limit * scale))
+                         if e.kind is ExpectKind.MAKESPAN and e.limit is not None else e
+                         for e in program.expectations)
+    if sum(st.duration for st in statements) + max((d.launch for d in devices), default=0) * len(statements) \
+            > MAX_SCALED_TIME:
+        return None
+    return replace(program, statements=statements, devices=devices, expectations=expectations), scale
+
+
 def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnostic], list[Finding]]:
     """`expect makespan <= D`: the program run in time must end by D. Its tasks start as soon
     as they may, and an engine that several want goes to the higher priority (the contract's
     rule 12), as `simulate` runs it. Where threads race (a shared stream, a flag, a notify),
     the program has several such runs: one that ends by D meets the bound, and the optimizer's
     proven lower bound over every execution can rule it out."""
+    from fractions import Fraction
+
     from checker.crosscheck import optimize_as_written, shortest_shuffled_run
     from checker.executor.simulate import simulate
     from checker.messages import exact_ms
@@ -226,6 +262,20 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
     findings: list[Finding] = []
     if not expectations:
         return diagnostics, findings
+    timed = in_exact_time(program)
+    if timed is None:
+        for expectation in expectations:
+            findings.append(_unknown(
+                "could not decide `expect makespan`: its durations or bound are finer than a millionth "
+                "of a nanosecond, or too long at the resolution they are written in",
+                "write durations in whole nanoseconds"))
+        return diagnostics, findings
+    program, scale = timed  # every time below is in 1/scale ns
+    expectations = [e for e in program.expectations if e.kind is ExpectKind.MAKESPAN and e.limit is not None]
+
+    def ms(time: int) -> str:
+        return exact_ms(Fraction(time, scale))
+
     run = simulate(program)
     ran = None if run.deadlocked else int(run.makespan)
 
@@ -238,13 +288,13 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             if ran is None:
                 not_met(expectation, "the program deadlocks: it has no makespan")
             elif ran > expectation.limit:
-                not_met(expectation, f"makespan {exact_ms(ran)} ms exceeds {exact_ms(expectation.limit)} ms "
+                not_met(expectation, f"makespan {ms(ran)} ms exceeds {ms(expectation.limit)} ms "
                                      "(tasks start as soon as they may; a contended engine goes to the higher priority)")
         return diagnostics, findings
     result = optimize_as_written(program, timeout=max(options.timeout, 1.0))
     shortest: int | None = ran
     searched = False
-    for verdict in check_makespan(program, result):
+    for verdict in check_makespan(program, result, scale):
         limit = verdict.expectation.limit
         if shortest is not None and shortest <= limit:
             continue  # met: a run ends by the bound
@@ -259,7 +309,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             not_met(verdict.expectation, verdict.message)
         else:
             findings.append(_unknown(f"could not decide `expect makespan`: no run found that ends by "
-                                     f"{exact_ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec"))
+                                     f"{ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec"))
     return diagnostics, findings
 
 

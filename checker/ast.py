@@ -8,6 +8,7 @@ dispatches on the class.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from checker.ir import Span
 
@@ -92,6 +93,8 @@ class AccessRef:
 class Duration:
     nanoseconds: int
     span: Span
+    exact: Fraction | None = None
+    """The value in ns where `nanoseconds` rounds it (`1.5ns`): kept for `expect makespan`."""
 
 
 # Declarations ----------------------------------------------------------------------------

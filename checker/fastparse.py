@@ -359,7 +359,7 @@ class _Parser:
             value = int(number) * unit
         if value > _LIMITS.max_duration:
             raise Unhandled
-        return Duration_(value, span)
+        return Duration_(value, span, None)
 
     def optional_duration(self) -> ast.Duration | None:
         return self.duration() if self.kinds[self.i] == "d" else None

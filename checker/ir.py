@@ -28,6 +28,7 @@ vocabulary that witnesses are written in is `checker/witness.py`.
 from __future__ import annotations
 
 import enum
+from fractions import Fraction
 from dataclasses import dataclass, field
 
 NS_PER_MS = 1_000_000
@@ -433,7 +434,9 @@ class Expectation:
     buffer: str | None = None
     """`expect race on BUFFER`: the declared buffer name."""
     limit: int | None = None
-    """`expect makespan <= D`: D in ns."""
+    """`expect makespan <= D`: D in ns (rounded down)."""
+    exact_limit: Fraction | None = None
+    """D where whole nanoseconds round it (`<= 1.5ns`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +459,10 @@ class Program:
     variant: str = ""
     """Which branch of every `choose` (and which runtime behaviour, where a runtime leaves
     it open) this program is; empty when the spec has a single program."""
+    exact_durations: tuple[tuple[int, Fraction], ...] = ()
+    """(statement, duration in ns) where the statement's whole nanoseconds round it up."""
+    exact_launches: tuple[tuple[int, Fraction], ...] = ()
+    """(device, launch time in ns) likewise."""
 
     @property
     def tasks(self) -> tuple[Statement, ...]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from fractions import Fraction
 
 from checker import ast
 from checker.codes import Code
@@ -195,6 +196,7 @@ class _Lowerer:
         limit, so that loops with little or nothing in them cannot run unbounded either."""
         self.entities: dict[str, _Entity] = {}
         self.devices: list[Device] = []
+        self.exact_launches: list[tuple[int, Fraction]] = []
         self.memories: list[Memory] = []
         self.streams: list[Stream] = []
         self.events: list[Event] = []
@@ -348,6 +350,7 @@ class _Lowerer:
     def device(self, decl: ast.DeviceDecl) -> None:
         engines: dict[Engine, int] = {}
         launch, launch_given = 0, False
+        exact_launch = None
         queues = None
         runtime = None
         for item in decl.items:
@@ -363,6 +366,7 @@ class _Lowerer:
                 if launch_given:
                     raise SpecError(error(Code.SP024, "`launch` is given twice", item.span))
                 launch, launch_given = item.duration.nanoseconds, True
+                exact_launch = item.duration.exact
             elif isinstance(item, ast.RuntimeItem):
                 if runtime is not None:
                     raise SpecError(error(Code.SP024, "`runtime` is given twice", item.span))
@@ -383,6 +387,8 @@ class _Lowerer:
         declared = tuple(engines.items()) if engines else DEFAULT_ENGINES
         self.declare(decl.name, "device", decl, range(first, first + len(names)), count is not None)
         for offset, name in enumerate(names):
+            if exact_launch is not None:
+                self.exact_launches.append((first + offset, exact_launch))
             self.devices.append(Device(first + offset, name, declared, launch, queues, decl.span,
                                        runtime or Runtime.CANN))
 
@@ -995,6 +1001,7 @@ class _Lowerer:
         self.tensor_events: list[tuple] = []
         self.placed: list[int] = []
         self.stream_sets: list[int] = []
+        self.exact_durations: list[tuple[int, Fraction]] = []
         self.latest_alloc_on_stream: dict[int, bool] = {}
         """Per memory: whether the latest `alloc` of it lowered so far was a stream one."""
         try:
@@ -1007,7 +1014,8 @@ class _Lowerer:
                 self.path, self.source, self.title, tuple(self.devices), tuple(self.memories) + blocks,
                 tuple(self.streams), tuple(self.events), tuple(self.notifies), tuple(self.comms),
                 tuple(self.threads), tuple(self.statements), groups, self.expectations,
-                tuple(self.buffer_spans),
+                tuple(self.buffer_spans), exact_durations=tuple(self.exact_durations),
+                exact_launches=tuple(self.exact_launches),
             )
         finally:
             self.memories, self.streams, self.events, self.streams_on, self.default_streams = declared
@@ -1252,6 +1260,10 @@ class _Lowerer:
 
     def emit(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
+        duration = getattr(statement, "duration", None)
+        if isinstance(duration, ast.Duration) and duration.exact is not None and \
+                fields.get("duration") == duration.nanoseconds:
+            self.exact_durations.append((index, duration.exact))
         operation = OPERATIONS[fields["op"]]
         if self.batch is not None and operation.collective:
             fields["batch"] = self.batch
@@ -1843,7 +1855,7 @@ class _Lowerer:
                 buffer = (self.alias_regions[ref.name.text].buffer if entity.kind == "alias"
                           else ref.name.text)
         limit = decl.limit.nanoseconds if decl.limit else None
-        return Expectation(kind, decl.span, buffer, limit)
+        return Expectation(kind, decl.span, buffer, limit, decl.limit.exact if decl.limit else None)
 
     def groups(self) -> tuple[Group, ...]:
         """Match collectives by position: the k-th collective call (of any kind) of each member

@@ -10,6 +10,7 @@ streams with an event, two threads with a notify).
 from __future__ import annotations
 
 from bisect import bisect_left
+from fractions import Fraction
 
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import NS_PER_MS, Memory, Op, Program, Statement
@@ -389,8 +390,13 @@ def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: d
     return Finding(FindingKind.UNKNOWN, message, statements, help=help, detail=detail or {})
 
 
-def exact_ms(ns: int) -> str:
-    """Nanoseconds as milliseconds, every digit kept (`4.999999`, `5`): a verdict must not round
-    a limit and a makespan that differ by 1 ns to the same number."""
-    whole, part = divmod(ns, NS_PER_MS)
-    return f"{whole}.{part:06d}".rstrip("0").rstrip(".") if part else str(whole)
+def exact_ms(ns: int | Fraction) -> str:
+    """Nanoseconds as milliseconds, every digit kept (`4.999999`, `5`; `0.0000015` for 1.5 ns):
+    a verdict must not round a limit and a makespan that differ by 1 ns to the same number."""
+    value = Fraction(ns) / NS_PER_MS
+    whole, rest = divmod(value.numerator, value.denominator)
+    digits = []
+    while rest and len(digits) < 40:  # (durations are decimals: their digits end)
+        digit, rest = divmod(rest * 10, value.denominator)
+        digits.append(str(digit))
+    return f"{whole}.{''.join(digits)}" if digits else str(whole)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+from fractions import Fraction
 import gc
 import re
 import threading
@@ -121,6 +122,15 @@ def size_bytes(token: Token) -> int:
     return value
 
 
+def duration_node(token: Token, rounding: str = ROUND_CEILING) -> ast.Duration:
+    """The duration of a token, with its exact value where whole nanoseconds round it."""
+    nanoseconds = duration_ns(token, rounding)
+    text = str(token)
+    number = text.rstrip("nsum")
+    exact = Fraction(Decimal(number)) * DURATION_UNITS[text[len(number):]]
+    return ast.Duration(nanoseconds, span_of(token), None if exact == nanoseconds else exact)
+
+
 def duration_ns(token: Token, rounding: str = ROUND_CEILING) -> int:
     """A duration in whole nanoseconds. A finer one is rounded up (`rounding`): a task that
     takes time (`0.5ns`) still does, which decides whether it holds a hardware queue while it
@@ -176,7 +186,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.EngineItem(str(engine), _int_literal(count), span_of(meta))
 
     def launch(self, meta, duration):
-        return ast.LaunchItem(ast.Duration(duration_ns(duration), span_of(duration)), span_of(meta))
+        return ast.LaunchItem(duration_node(duration), span_of(meta))
 
     def queues(self, meta, count):
         return ast.QueuesItem(_int_literal(count), span_of(meta))
@@ -320,7 +330,7 @@ class _ToAst(Transformer_NonRecursive):
         return ("mismatch", None, None)
 
     def makespan(self, meta, limit):
-        return ("makespan", None, ast.Duration(duration_ns(limit, ROUND_FLOOR), span_of(limit)))
+        return ("makespan", None, duration_node(limit, ROUND_FLOOR))
 
     # -- statements
     def for_stmt(self, meta, variable, low, high, body):
@@ -471,7 +481,7 @@ class _ToAst(Transformer_NonRecursive):
         return _Marker("writes", tuple(accesses), span_of(meta))
 
     def duration(self, meta, token):
-        return ast.Duration(duration_ns(token), span_of(token))
+        return duration_node(token)
 
     def ref(self, meta, name, index=None, member=None):
         return ast.Ref(_name(name), index, span_of(meta), _name(member) if member is not None else None)

@@ -191,6 +191,37 @@ def test_a_race_free_run_of_no_time_meets_a_makespan_bound():
     assert check(untimed + "expect makespan <= 1us\n").passed
 
 
+@pytest.mark.parametrize("body, limit, passes", [
+    ("s: kernel k 1.5ns", "1.75ns", True),  # the launch (0.25 ns), then the kernel
+    ("s: kernel k 1.5ns\n  s: kernel k2 1.5ns", "3.25ns", True),  # in whole ns it was 1 + 2 + 2
+    ("s: kernel k 1.5ns\n  s: kernel k2 1.5001ns", "3.25ns", False),
+    ("s: kernel k 1.5ns\n  s: kernel k2 1.5ns", "3.2499ns", False),
+])
+def test_makespan_bounds_are_checked_at_the_resolution_the_spec_writes(body, limit, passes):
+    report = check(f"device d {{ launch 0.25ns }}\nstream s on d\nthread t {{\n  {body}\n}}\n"
+                   f"expect makespan <= {limit}\n")
+    assert report.passed is passes
+    if passes:
+        assert not report.diagnostics and not report.findings
+    else:  # the makespan in exact digits: launch 0.25 ns, then the two kernels
+        (diagnostic,) = report.diagnostics
+        assert diagnostic.code.value == "SP401" and "makespan 0.0000032" in diagnostic.message
+
+
+@pytest.mark.parametrize("limit, passes", [("3ns", True), ("2.9999ns", False)])
+def test_makespan_of_racing_threads_at_a_resolution_finer_than_a_nanosecond(limit, passes):
+    report = check(RACING_FLAG.replace(" 1us", " 1.5ns") + f"expect makespan <= {limit}\n")
+    assert report.passed is passes
+    assert not [f for f in report.findings if f.code.value == "SP301"]
+
+
+def test_a_resolution_too_fine_for_an_exact_makespan_is_unknown():
+    report = check("device d\nstream s on d\nthread t {\n  s: kernel k 1.0000000001ns\n}\n"
+                   "expect makespan <= 3ns\n")
+    (unknown,) = report.findings
+    assert unknown.code.value == "SP301" and "finer than a millionth of a nanosecond" in unknown.message
+
+
 def test_exit_statuses(run, tmp_path):
     clean = tmp_path / "clean.sched"
     clean.write_text(RACY.replace("s2: kernel b writes x", "s2: kernel b writes y"))

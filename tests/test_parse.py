@@ -399,12 +399,18 @@ def test_durations_finer_than_a_nanosecond_round_up():
                                             "0" * 30 + "3us")] == [1, 100_000, 3_000]
 
 
-def test_a_makespan_bound_finer_than_a_nanosecond_rounds_down():
-    """Makespans are whole nanoseconds, so `<= 1.5ns` holds exactly when `<= 1ns` does: a 2ns
-    task cannot meet it (rounded up, the bound would let it pass)."""
-    loaded = load_text("device d\nstream s on d\nthread t {\n  s: kernel k 2ns\n}\nexpect makespan <= 1.5ns\n")
+def test_times_finer_than_a_nanosecond_keep_their_exact_value():
+    """Whole nanoseconds round a duration up and a makespan bound down; the exact values stay
+    with them, for checking `expect makespan` at the resolution the spec writes."""
+    from fractions import Fraction
+
+    loaded = load_text("device d { launch 0.25ns }\nstream s on d\nthread t {\n  s: kernel k 2ns\n"
+                       "  s: kernel k2 .0015us\n}\nexpect makespan <= 1.5ns\n")
     (expectation,) = loaded.program.expectations
-    assert expectation.limit == 1
+    assert (expectation.limit, expectation.exact_limit) == (1, Fraction(3, 2))
+    assert [s.duration for s in loaded.program.statements] == [2, 2]
+    assert loaded.program.exact_durations == ((1, Fraction(3, 2)),)
+    assert loaded.program.exact_launches == ((0, Fraction(1, 4)),)
 
 
 def test_integer_literals_up_to_2_to_the_62():

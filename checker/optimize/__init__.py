@@ -278,22 +278,28 @@ class MakespanVerdict:
     message: str
 
 
-def check_makespan(program: Program, result: OptimizeResult) -> tuple[MakespanVerdict, ...]:
-    """Verdicts of the spec's `expect makespan <= D` lines (fails when the optimum exceeds D)."""
+def check_makespan(program: Program, result: OptimizeResult, scale: int = 1) -> tuple[MakespanVerdict, ...]:
+    """Verdicts of the spec's `expect makespan <= D` lines (fails when the optimum exceeds D);
+    the program's times are in 1/scale ns (`analyze.in_exact_time`)."""
+    from fractions import Fraction
+
+    def ms(time: int) -> str:
+        return exact_ms(Fraction(time, scale))
+
     out = []
     for exp in program.expectations:
         if exp.kind is not ExpectKind.MAKESPAN or exp.limit is None:
             continue
-        limit = exact_ms(exp.limit)
+        limit = ms(exp.limit)
         if result.deadlock:
             out.append(MakespanVerdict(exp, "violated", "the program can deadlock: it has no makespan"))
         elif result.program is not None and result.program <= exp.limit:
             out.append(MakespanVerdict(exp, "met",
-                                       f"minimum makespan {exact_ms(result.program)} ms <= {limit} ms"))
+                                       f"minimum makespan {ms(result.program)} ms <= {limit} ms"))
         elif result.optimal_program or result.proven_lower_program > exp.limit:
             best = result.program if result.optimal_program else result.proven_lower_program
             out.append(MakespanVerdict(exp, "violated",
-                                       f"minimum makespan {exact_ms(best)} ms exceeds {limit} ms"
+                                       f"minimum makespan {ms(best)} ms exceeds {limit} ms"
                                        + ("" if result.optimal_program else " (proven lower bound)")))
         else:
             out.append(MakespanVerdict(exp, "unknown",
