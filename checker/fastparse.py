@@ -409,7 +409,7 @@ class _Parser:
             operand, _, last = self.unary()
             node = Negate_(operand, self.span(i, last))
             depth = 1 + self.depths.get(id(operand), 0)
-            if depth > _max_nesting():
+            if depth > _LIMITS.max_operators:
                 raise Unhandled
             self.depths[id(node)] = depth
             return node, i, last
@@ -432,7 +432,7 @@ class _Parser:
     def binary(self, node, left, right):
         depths = self.depths
         depth = 1 + max(depths.get(id(left), 0), depths.get(id(right), 0))
-        if depth > _max_nesting():
+        if depth > _LIMITS.max_operators:
             raise Unhandled
         depths[id(node)] = depth
         return node
@@ -994,8 +994,8 @@ class _Limits:
         values = {
             "size_units": parse.SIZE_UNITS, "duration_units": parse.DURATION_UNITS,
             "max_literal": parse.MAX_LITERAL, "max_duration": parse.MAX_DURATION_NS,
-            "max_nesting": parse.MAX_NESTING, "priority_high": parse.PRIORITY_HIGH,
-            "priority_low": parse.PRIORITY_LOW,
+            "max_nesting": parse.MAX_NESTING, "max_operators": parse.MAX_OPERATORS_DEEP,
+            "priority_high": parse.PRIORITY_HIGH, "priority_low": parse.PRIORITY_LOW,
         }
         for key, value in values.items():
             setattr(self, key, value)

@@ -29,6 +29,9 @@ from checker.spec_text import MAX_DURATION_NS  # noqa: F401  (re-exported)
 
 MAX_SOURCE_CHARS = 32 * 1024 * 1024
 MAX_NESTING = 200
+MAX_OPERATORS_DEEP = 2_000
+"""How deep operators may nest in one expression (a sum of 2,000 terms, `- - ... 1`):
+evaluating it is a recursion, as deep as that."""
 MAX_LITERAL = 2**62
 
 SIZE_UNITS = {
@@ -502,9 +505,9 @@ class _ToAst(Transformer_NonRecursive):
         if depths is None:
             depths = self._depths = {}
         depth = 1 + max(depths.get(id(o), 0) for o in operands)
-        if depth > MAX_NESTING:
+        if depth > MAX_OPERATORS_DEEP:
             raise SpecError(error(Code.SP004, "expression nested too deeply", node.span, "this expression",
-                                  help=f"an expression may nest at most {MAX_NESTING} operators deep"))
+                                  help=f"an expression may nest at most {MAX_OPERATORS_DEEP:,} operators deep"))
         depths[id(node)] = depth
         return node
 

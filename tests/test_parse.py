@@ -10,7 +10,7 @@ from checker.codes import Code, Severity
 from checker.diagnostics import SpecError
 from checker.frontend import load_bytes, load_text
 from checker.parse import (
-    MAX_NESTING, PRIORITY_HIGH, PRIORITY_LOW, SYNTAX_EXAMPLES, _example_table, parse,
+    MAX_NESTING, MAX_OPERATORS_DEEP, PRIORITY_HIGH, PRIORITY_LOW, SYNTAX_EXAMPLES, _example_table, parse,
 )
 
 HEAD = "device d { compute 1 }\nstream s on d\nbuffer x 1MiB on d\n"
@@ -329,10 +329,18 @@ def test_brackets_in_comments_and_titles_do_not_nest():
     assert load_text("device d\n" + "(" * (MAX_NESTING + 1) + "  # ))))\n").program is None
 
 
-def test_expression_depth_limit():
-    assert only_error(thread("let v = " + "-" * 300 + "1")).code is Code.SP004
-    assert_error(thread("let v = " + "+".join(["1"] * 300)), Code.SP004, 5, 11, message="nested too deeply")
-    assert load_text(thread("let v = " + "+".join(["1"] * 150))).program is not None
+@pytest.mark.parametrize("slower_parser", [False, True])
+def test_expression_depth_limit(slower_parser):
+    """A sum of 2,001 terms nests 2,000 operators deep: the most allowed, by either parser (a
+    duration finer than a nanosecond is left to lark's)."""
+    tail = ("s: kernel k 0.5ns",) if slower_parser else ()
+    deep = MAX_OPERATORS_DEEP
+    assert only_error(thread("let v = " + "-" * (deep + 1) + "1", *tail)).code is Code.SP004
+    assert_error(thread("let v = " + "+".join(["1"] * (deep + 2)), *tail), Code.SP004, 5, 11,
+                 message="nested too deeply")
+    loaded = load_text(thread("let v = " + "+".join(["1"] * (deep + 1)), "let w = " + "-" * deep + "7",
+                              "s: kernel q writes x[0:v + w]", *tail))
+    assert loaded.program is not None and loaded.program.statements[0].accesses[0].end == deep + 1 + 7
 
 
 def test_deeply_nested_loops():
