@@ -96,9 +96,11 @@ def test_tricky_forms(text):
 
 
 def test_deep_expressions_go_to_lark():
-    assert agree("thread t {\n  let v = " + "-" * 250 + "1\n}\n") == "lark"
-    assert agree("thread t {\n  let v = " + "+".join(["1"] * 250) + "\n}\n") == "lark"
-    assert agree("thread t {\n  let v = " + "+".join(["1"] * 150) + "\n}\n") == "fast"
+    from checker.parse import MAX_OPERATORS_DEEP as deep
+
+    assert agree("thread t {\n  let v = " + "-" * (deep + 1) + "1\n}\n") == "lark"
+    assert agree("thread t {\n  let v = " + "+".join(["1"] * (deep + 2)) + "\n}\n") == "lark"
+    assert agree("thread t {\n  let v = " + "+".join(["1"] * (deep + 1)) + "\n}\n") == "fast"
 
 
 def test_parse_uses_the_fast_parser_and_keeps_lark_diagnostics():
