@@ -565,7 +565,10 @@ class _Batch:
 
 
 def _display_console():
-    """Where a progress display may draw: a terminal (standard output, else standard error)."""
+    """Where a progress display may draw: a terminal (standard output, else standard error);
+    none under --color never or NO_COLOR, since it draws with cursor escape codes."""
+    if _plain_output():
+        return None
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream.isatty():

@@ -132,3 +132,18 @@ def test_no_progress_on_a_pipe(run, capsys):
 def test_optimize_draws_progress_on_a_terminal(run, terminal):
     status, out, _ = run("optimize", SPECS / "copy_compute_sync.sched")
     assert status == 0 and "optimizing" in terminal.getvalue() and "optimizing" not in out
+
+
+@pytest.mark.parametrize("plain", [("--color", "never"), "NO_COLOR"])
+def test_no_progress_without_escape_codes(run, monkeypatch, plain):
+    """The display draws with cursor codes: none where the user asked for no escape codes."""
+    screen = Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    if plain == "NO_COLOR":
+        monkeypatch.setenv("NO_COLOR", "1")
+        plain = ()
+    run("check", "-j", "1", *plain, SPECS / "copy_compute_sync.sched")
+    assert "\x1b" not in screen.getvalue()
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    run("check", "-j", "1", SPECS / "copy_compute_sync.sched")  # the same terminal, asked for nothing
+    assert "checking" in screen.getvalue()
