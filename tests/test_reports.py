@@ -120,10 +120,28 @@ def test_sarif_for_an_unreadable_file_and_a_syntax_error(run, tmp_path):
     assert status == 2
     log = valid_sarif(json.loads(out))
     (unreadable,) = results_of(log, "SP001")
-    assert "region" not in unreadable["locations"][0]["physicalLocation"]
+    assert unreadable["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}  # the whole file
     (syntax,) = results_of(log, "SP002")
     assert syntax["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
     assert log["runs"][0]["invocations"][0]["exitCode"] == 2
+    # outside the working directory: an absolute URI, with no base to resolve it against
+    for artifact in [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in log["runs"][0]["results"]]:
+        assert artifact["uri"].startswith("file:///") and "uriBaseId" not in artifact
+
+
+def test_sarif_places_every_result_on_a_line(run, tmp_path, monkeypatch):
+    """An unknown answer about no statement (here the solver may do next to nothing) is on line 1:
+    code scanning places every result on a line of a file under the checkout."""
+    monkeypatch.chdir(CONFORMANCE)
+    status, out, _ = run("check", "--format", "sarif", "--budget", "0.001", "--rlimit", "1",
+                         "c19_two_threads_rerecord.sched")
+    log = valid_sarif(json.loads(out))
+    assert status == 1 and results_of(log, "SP301")
+    for result in log["runs"][0]["results"]:
+        physical = result["locations"][0]["physicalLocation"]
+        assert physical["region"]["startLine"] >= 1
+        assert physical["artifactLocation"] == {"uri": "c19_two_threads_rerecord.sched", "uriBaseId": "%SRCROOT%",
+                                                "index": 0}
 
 
 def test_github_workflow_of_the_docs(run, monkeypatch, tmp_path):

@@ -113,10 +113,17 @@ def _region(span: Span) -> dict:
     return region
 
 
+def _artifact(uri: str) -> dict:
+    """A relative URI is relative to the checkout (%SRCROOT%); an absolute one (a file outside
+    it) stands alone, as SARIF 3.4.4 requires."""
+    return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": "%SRCROOT%"}
+
+
 def _location(uri: str, span: Span | None, message: str = "", identifier: int | None = None) -> dict:
-    physical: dict = {"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"}}
-    if span is not None:
-        physical["region"] = _region(span)
+    """Where a result is; one about the whole file (an unknown answer with no statement) is on
+    its first line, since code scanning places every result on a line."""
+    physical: dict = {"artifactLocation": _artifact(uri),
+                      "region": _region(span) if span is not None else {"startLine": 1}}
     location: dict = {"physicalLocation": physical}
     if identifier is not None:
         location["id"] = identifier
@@ -282,7 +289,7 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
             "tool": {"driver": {"name": "streamproof", "version": __version__, "semanticVersion": __version__,
                                 "rules": rules()}},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri().rstrip("/") + "/"}},
-            "artifacts": [{"location": {"uri": uri, "uriBaseId": "%SRCROOT%"}, "sourceLanguage": "sched",
+            "artifacts": [{"location": _artifact(uri), "sourceLanguage": "sched",
                            "roles": ["analysisTarget"]} for uri in artifacts],
             "invocations": [invocation],
             "columnKind": "unicodeCodePoints",
