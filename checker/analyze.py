@@ -21,7 +21,7 @@ from checker import collectives, hb
 from checker.determinism import nondeterminism
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic, error
-from checker.findings import FileReport, Finding, FindingKind, Status
+from checker.findings import QUESTION_OF, FileReport, Finding, FindingKind, Status, unknown_concerns
 from checker.frontend import Loaded
 from checker.ir import ExpectKind, Program
 
@@ -68,8 +68,8 @@ def _tell(progress: ProgressCallback | None, *args, **kwargs) -> None:
         progress(Progress(*args, **kwargs))
 
 
-def _unknown(message: str, help: str = "") -> Finding:
-    return Finding(FindingKind.UNKNOWN, message, (), help=help)
+def _unknown(message: str, help: str = "", **about) -> Finding:
+    return Finding(FindingKind.UNKNOWN, message, (), help=help, detail=about)
 
 
 def find(program: Program, options: Options,
@@ -268,7 +268,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             findings.append(_unknown(
                 "could not decide `expect makespan`: its durations or bound are finer than a millionth "
                 "of a nanosecond, or too long at the resolution they are written in",
-                "write durations in whole nanoseconds"))
+                "write durations in whole nanoseconds", about="makespan", line=expectation.span.line))
         return diagnostics, findings
     program, scale = timed  # every time below is in 1/scale ns
     expectations = [e for e in program.expectations if e.kind is ExpectKind.MAKESPAN and e.limit is not None]
@@ -309,7 +309,8 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             not_met(verdict.expectation, verdict.message)
         else:
             findings.append(_unknown(f"could not decide `expect makespan`: no run found that ends by "
-                                     f"{ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec"))
+                                     f"{ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec",
+                                     about="makespan", line=verdict.expectation.span.line))
     return diagnostics, findings
 
 
@@ -364,12 +365,22 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             makespan_diagnostics, makespan_findings = _makespan_checks(variant, options)
             diagnostics += [d for d in makespan_diagnostics if d not in diagnostics]
             findings += makespan_findings
-    for expectation in program.expectations:
+    undecided: list[int] = []
+    for number, expectation in enumerate(program.expectations):
+        about = QUESTION_OF.get(expectation.kind)
+        open_question = about is not None and any(
+            unknown_concerns(f, about, expectation.span.line) for f in findings)
         if expectation.kind is ExpectKind.MAKESPAN:
+            if open_question:
+                undecided.append(number)
             continue
         met, matched = _expectation_met(program, expectation, findings)
         expected.update(matched)
-        if not met:
+        positive = expectation.kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE, ExpectKind.DEADLOCK,
+                                        ExpectKind.MISMATCH)
+        if open_question and (met if not positive else not met):
+            undecided.append(number)  # shown neither way: what is not found may be in what is unknown
+        elif not met:
             what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
                                      "not met", help=_unmet_help(expectation.kind)))
@@ -387,7 +398,8 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
         status = Status.CLEAN
     passed = not failing and not has_error
     return FileReport(loaded.path, status, tuple(findings), tuple(diagnostics), passed, loaded.source, program,
-                      variants if len(variants) > 1 else ())
+                      variants if len(variants) > 1 else (), tuple(undecided))
+
 
 
 def _unmet_help(kind: ExpectKind) -> str:

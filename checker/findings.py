@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from checker.codes import Code
 from checker.diagnostics import Diagnostic
+from checker.ir import ExpectKind
 from checker.witness import Witness
 
 
@@ -59,7 +60,9 @@ class Finding:
     contract does not count as a bug (calls of different sizes that it lets meet, SP202).
     `expect mismatch` still covers it and `expect no mismatch` still fails on it."""
     detail: dict = field(default_factory=dict, compare=False, hash=False)
-    """Extra facts for reporters (corrupted bytes of a replay, an unknown's reason)."""
+    """Extra facts for reporters (corrupted bytes of a replay, an unknown's reason; for an
+    unknown about one kind of question, `about`: race, use-after-free, deadlock or makespan,
+    with the `line` of the makespan expectation)."""
     variant: int = 0
     """Which program of the spec (`FileReport.variants`: one per combination of `choose`
     branches) the statement indices and the witness refer to."""
@@ -75,6 +78,29 @@ class Finding:
         """Whether this finding makes its file fail: not asked for by `expect`, not advisory,
         and not an unknown that `--allow-unknown` lets pass."""
         return not self.expected and not self.advisory and not (self.kind is FindingKind.UNKNOWN and allow_unknown)
+
+
+def unknown_concerns(finding: Finding, about: str, line: int | None = None) -> bool:
+    """Whether an unknown finding may hide an answer about `about` (race, use-after-free,
+    deadlock, makespan); an unknown about every question (a budget spent, a search stopped)
+    concerns all but makespans, which the simulation decides on its own."""
+    if finding.kind is not FindingKind.UNKNOWN:
+        return False
+    concerns = finding.detail.get("about")
+    if concerns is None:
+        return about != "makespan"
+    return concerns == about and (about != "makespan" or finding.detail.get("line") == line)
+
+
+QUESTION_OF = {
+    ExpectKind.RACE: "race", ExpectKind.NO_RACE: "race",
+    ExpectKind.USE_AFTER_FREE: "use-after-free", ExpectKind.NO_USE_AFTER_FREE: "use-after-free",
+    ExpectKind.DEADLOCK: "deadlock", ExpectKind.NO_DEADLOCK: "deadlock",
+    ExpectKind.MISMATCH: "mismatch", ExpectKind.NO_MISMATCH: "mismatch",
+    ExpectKind.MAKESPAN: "makespan",
+}
+"""The question each kind of `expect` line rests on; an unknown answer about it (or about
+every question) leaves the line undecided (`unknown_concerns`)."""
 
 
 class Status(str, enum.Enum):
@@ -98,6 +124,9 @@ class FileReport:
     variants: tuple = ()
     """Every program of the spec when it has several (`choose`, runtime behaviours left open);
     empty when it has one."""
+    undecided: tuple[int, ...] = ()
+    """The `expect` lines (indices into the program's expectations) that unknown answers
+    leave open: neither met nor shown unmet."""
 
     def program_of(self, finding: Finding):
         """The program a finding's statements and witness refer to."""

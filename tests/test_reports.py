@@ -217,6 +217,32 @@ def test_junit_unmet_expectation_and_invalid_spec(run, tmp_path):
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "1")
 
 
+UNDECIDED = CONFORMANCE / "c19_two_threads_rerecord.sched"
+"""Threads racing to re-record an event: with no solver time at all, its questions stay open."""
+
+
+@pytest.mark.parametrize("allow_unknown", [False, True])
+def test_junit_expectations_left_open_by_unknowns_never_pass(run, tmp_path, allow_unknown):
+    spec = tmp_path / "open.sched"
+    spec.write_text(UNDECIDED.read_text() + "expect no race\nexpect race\nexpect no deadlock\n")
+    flags = ["--budget", "0.001", "--rlimit", "1"] + (["--allow-unknown"] if allow_unknown else [])
+    status, out, _ = run("check", "--format", "junit", *flags, spec)
+    suite = ET.fromstring(out).find("testsuite")
+    outcome = "skipped" if allow_unknown else "error"
+    for case in suite.findall("testcase"):
+        if case.get("name").startswith("expect"):  # none shown either way
+            element = case.find(outcome)
+            assert element is not None and element.get("type") == "SP301", case.get("name")
+            assert element.get("message").startswith("SP301: undecided: ")
+    assert int(suite.get("skipped" if allow_unknown else "errors")) == 3
+    assert status == (0 if allow_unknown else 1)
+    _, out, _ = run("check", "--format", "json", *flags, spec)
+    (file,) = json.loads(out)["files"]
+    first = len(UNDECIDED.read_text().splitlines()) + 1
+    assert file["undecided_expectations"] == [first, first + 1, first + 2]
+    assert not [d for d in file["diagnostics"] if d["code"] == "SP401"]  # `expect race` is not "not met"
+
+
 def test_junit_testcases_pass_exactly_when_the_file_passes(run, monkeypatch):
     monkeypatch.chdir(ROOT)
     status, out, _ = run("check", "--format", "json", "specs", "tests/conformance")

@@ -114,4 +114,5 @@ def report_json(report: FileReport) -> dict:
         "verdict": verdict_json(report),
         "findings": [finding_json(report.program_of(f), f) for f in report.findings],
         "diagnostics": [diagnostic_json(d) for d in report.diagnostics],
+        "undecided_expectations": [report.program.expectations[k].span.line for k in report.undecided],
     }

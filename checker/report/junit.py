@@ -3,8 +3,9 @@
 One `<testsuite>` per run. Each file gives one `<testcase>` per `expect` line, plus one for
 everything no expectation covers: "no findings" for a file without `expect` lines, "no
 unexpected findings" otherwise. A file that cannot be loaded is one testcase with an
-`<error>`. Failures carry the file's text report. Every testcase passes exactly when the file
-passes (exit status 0).
+`<error>`. Failures carry the file's text report. An `expect` line that unknown answers leave
+open is an `<error>` (under --allow-unknown, `<skipped>`). Every testcase passes or is skipped
+exactly when the file passes (exit status 0).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from checker.codes import Code, Severity
-from checker.findings import FileReport, FindingKind, Status
+from checker.findings import QUESTION_OF, FileReport, FindingKind, Status, unknown_concerns
 from checker.ir import ExpectKind
 from checker.report.frames import xml_text
 from checker.report.text import plain_report
@@ -49,7 +50,8 @@ Case = tuple[str, "str | None", "str | None", "str | None", "int | None"]
 
 def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
     """(name, outcome, code, message, line) per testcase of one file; outcome None (passed),
-    `failure` or `error`."""
+    `failure`, `error`, or `skipped` (an `expect` line unknown answers leave open, under
+    --allow-unknown; otherwise that is an error)."""
     if report.program is None:
         first = report.diagnostics[0] if report.diagnostics else None
         return [(NO_FINDINGS, "error", first.code.value if first else Code.SP001.value,
@@ -59,12 +61,19 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
     names: dict[str, int] = {}
     unmet = {d.primary_span: d for d in report.diagnostics if d.code is Code.SP401 and d.primary_span}
     covered: set[FindingKind] = set()
-    for expectation in program.expectations:
+    for number, expectation in enumerate(program.expectations):
         name = _expectation_text(report, expectation)
         names[name] = names.get(name, 0) + 1
         if names[name] > 1:
             name = f"{name} (line {expectation.span.line})"
         diagnostic = unmet.get(expectation.span)
+        if diagnostic is None and number in report.undecided:
+            unknown = next((f for f in report.findings if unknown_concerns(
+                f, QUESTION_OF[expectation.kind], expectation.span.line)), None)
+            cases.append((name, "skipped" if allow_unknown else "error", Code.SP301.value,
+                          "undecided: " + (unknown.message if unknown else "an answer it rests on is unknown"),
+                          expectation.span.line))
+            continue
         cases.append((name, "failure" if diagnostic else None, Code.SP401.value if diagnostic else None,
                       diagnostic.message if diagnostic else None, expectation.span.line))
         covered.update(_COVERS.get(expectation.kind, ()))
@@ -87,7 +96,7 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
 def junit_xml(reports: list[FileReport], allow_unknown: bool = False) -> str:
     """The JUnit XML document of a `check` run."""
     suite = ET.Element("testsuite", name=SUITE)
-    counts = {"tests": 0, "failure": 0, "error": 0}
+    counts = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
     for report in reports:
         details = None
         for name, outcome, code, message, line in testcases(report, allow_unknown):
@@ -103,7 +112,7 @@ def junit_xml(reports: list[FileReport], allow_unknown: bool = False) -> str:
                 element = ET.SubElement(case, outcome, message=xml_text(f"{code}: {message}"), type=code or outcome)
                 element.text = details
     for key, value in (("tests", counts["tests"]), ("failures", counts["failure"]),
-                       ("errors", counts["error"]), ("skipped", 0)):
+                       ("errors", counts["error"]), ("skipped", counts["skipped"])):
         suite.set(key, str(value))
     root = ET.Element("testsuites", name=SUITE, tests=suite.get("tests"), failures=suite.get("failures"),
                       errors=suite.get("errors"))

@@ -298,10 +298,12 @@ class Analysis:
             if into is self.parts.race_unknowns:
                 self.parts.races_not_asked.append(statements)
             return
+        about = ("race" if into is self.parts.race_unknowns else
+                 "use-after-free" if into is self.parts.dead_unknowns else "deadlock")
         into.append(messages.unknown(
             f"the solver could not decide {query} ({verdict.reason})",
             "raise the solver budget (timeout / rlimit) or make the spec smaller",
-            statements, {"query": query, "reason": verdict.reason},
+            statements, {"query": query, "reason": verdict.reason, "about": about},
         ))
 
     def ask(self, query, cut: tuple[int, ...] = (), relaxed: bool = False):
