@@ -422,12 +422,14 @@ def _config_value(action: argparse.Action, key: str, value, problem):
     return converted
 
 
-def _apply_config(parser: argparse.ArgumentParser) -> None:
-    """Option defaults from the nearest pyproject.toml with a [tool.streamproof] table: its keys
-    apply to every command that has the option, a [tool.streamproof.COMMAND] table to one."""
+def _apply_config(parser: argparse.ArgumentParser, start: Path | None = None) -> None:
+    """Option defaults from the nearest pyproject.toml with a [tool.streamproof] table (from
+    `start`, default the working directory, upwards): its keys apply to every command that has
+    the option and takes the value (`format = "sarif"` is `check`'s alone), a
+    [tool.streamproof.COMMAND] table to one."""
     from checker.inputs import ConfigError, find_config, locate_setting
 
-    path, table = find_config()
+    path, table = find_config(start)
     if not table:
         return
 
@@ -444,6 +446,8 @@ def _apply_config(parser: argparse.ArgumentParser) -> None:
     for key in shared:
         if key.replace("-", "_") not in dests or key in ("file", "help"):
             raise problem("tool.streamproof", key, f"unknown option `{key}`")
+    taken: set[str] = set()  # shared keys some command takes
+    refused: dict[str, ConfigError] = {}
     for name, sub in commands.items():
         actions = {a.dest: a for a in sub._actions if a.dest not in ("help", "file")}
         own = table.get(name, {}) if isinstance(table.get(name), dict) else {}
@@ -455,12 +459,32 @@ def _apply_config(parser: argparse.ArgumentParser) -> None:
                 if key in own:
                     raise problem(table_name, key, f"`{name}` has no option `{key}`")
                 continue
-            converted = _config_value(action, key, value, lambda text: problem(table_name, key, text))
+            try:
+                converted = _config_value(action, key, value, lambda text: problem(table_name, key, text))
+            except ConfigError as exc:
+                if key in own:
+                    raise
+                refused.setdefault(key, exc)  # another command may take it
+                continue
+            taken.add(key)
             if action.dest == "files":
                 converted = [v if os.path.isabs(v) or v == "-" else os.path.relpath(path.parent / v)
                              for v in converted]
             defaults[action.dest] = converted
         sub.set_defaults(**defaults)
+    for key, exc in refused.items():
+        if key not in taken:
+            raise exc
+
+
+def check_defaults(start: Path) -> dict:
+    """`check`'s option values when none is given: the configuration found from `start`
+    upwards, checked as the command line checks it (raises `inputs.ConfigError`)."""
+    parser = _parser()
+    _apply_config(parser, start)
+    check = _subparsers(parser)["check"]
+    return {action.dest: check.get_default(action.dest) for action in check._actions
+            if action.dest not in ("help", "files")}
 
 
 # -- inputs and output ----------------------------------------------------------------------

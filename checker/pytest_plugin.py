@@ -7,8 +7,9 @@ text report of `streamproof check`.
 
 Options: `--sched-timeout`, `--sched-budget`, `--sched-allow-unknown`, `--sched-exhaustive`,
 and `--no-sched` to collect nothing. `[tool.streamproof]` in pyproject.toml sets their
-defaults (`timeout`, `budget`, `allow-unknown`, `exhaustive`, `max-statements`), as it does
-for the command line. A project whose test tree holds specs that are meant to fail keeps
+defaults and those of `check`'s other limits (`rlimit`, `max-states`, `max-memory`,
+`max-statements`), read and checked by the command line's own reader: a setting it refuses
+stops pytest as a usage error (SP005). A project whose test tree holds specs that are meant to fail keeps
 them out with `collect_ignore_glob = ["*.sched"]` in its conftest.py.
 Registered as the `streamproof` plugin (entry point `pytest11`); `-p no:streamproof` turns it off.
 """
@@ -22,13 +23,23 @@ import pytest
 SUFFIX = ".sched"
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite time limit, as the command line takes one."""
+    from checker.cli import _positive_float
+
+    return _positive_float(text)
+
+
+_seconds.__name__ = "seconds"
+
+
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("streamproof", "streamproof: .sched specs as tests")
     group.addoption("--no-sched", action="store_true", default=False,
                     help="do not collect .sched specs as tests")
-    group.addoption("--sched-timeout", type=float, default=None, metavar="SECONDS",
+    group.addoption("--sched-timeout", type=_seconds, default=None, metavar="SECONDS",
                     help="solver time per query (default 10, or `timeout` in [tool.streamproof])")
-    group.addoption("--sched-budget", type=float, default=None, metavar="SECONDS",
+    group.addoption("--sched-budget", type=_seconds, default=None, metavar="SECONDS",
                     help="solver time for all queries of one spec (default 300)")
     group.addoption("--sched-allow-unknown", action="store_true", default=None,
                     help="pass specs whose only findings are unknown answers")
@@ -36,47 +47,44 @@ def pytest_addoption(parser) -> None:
                     help="enumerate every interleaving instead of asking the solver (small specs)")
 
 
-def _size(value) -> int:
-    """A memory size as the command line reads it (`4GiB`, or bytes)."""
-    import argparse
-
-    from checker.cli import _memory_size
-
-    try:
-        return _memory_size(str(value))
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(str(exc)) from None
-
-
-_size.__name__ = "size"
+OPTIONS = ("timeout", "budget", "rlimit", "max_states", "max_memory", "allow_unknown", "exhaustive")
+"""`check`'s options that the tests take, besides `max_statements`."""
 
 
 def _settings(config) -> dict:
-    """Check options: the command line, then [tool.streamproof] of the project, then defaults."""
-    settings = {}
-    try:
-        from checker.inputs import find_config
+    """Check options: the command line, then [tool.streamproof] of the project (read and
+    checked as `streamproof check` reads it), then `check`'s defaults."""
+    from checker.cli import check_defaults
+    from checker.inputs import ConfigError
 
-        _, table = find_config(Path(str(config.rootpath)))
-    except (ValueError, OSError):
-        table = {}
-    own = table.get("check") if isinstance(table.get("check"), dict) else {}
-    merged = {**{k: v for k, v in table.items() if not isinstance(v, dict)}, **own}
-    kinds = {"timeout": float, "budget": float, "rlimit": int, "max-states": int, "max-statements": int,
-             "max-memory": _size, "allow-unknown": bool, "exhaustive": bool}
-    for key, kind in kinds.items():
-        value = merged.get(key, merged.get(key.replace("-", "_")))
-        if value is None:
-            continue
-        try:
-            settings[key.replace("-", "_")] = kind(value)
-        except (TypeError, ValueError):
-            raise pytest.UsageError(f"[tool.streamproof] {key}: not a valid {kind.__name__}: {value!r}") from None
+    try:
+        defaults = check_defaults(Path(str(config.rootpath)))
+    except ConfigError as exc:
+        where = f":{exc.where[0]}:{exc.where[1]}" if exc.where else ""
+        raise pytest.UsageError(f"{exc.path}{where}: error[SP005]: {exc.message}") from None
+    except ValueError as exc:  # (not TOML at all)
+        raise pytest.UsageError(f"error[SP005]: {exc}") from None
+    settings = {key: defaults[key] for key in OPTIONS + ("max_statements",) if defaults.get(key) is not None}
     for key in ("timeout", "budget", "allow_unknown", "exhaustive"):
         value = config.getoption(f"--sched-{key.replace('_', '-')}")
         if value is not None:
             settings[key] = value
     return settings
+
+
+def pytest_configure(config) -> None:
+    """A project's [tool.streamproof] is read once, before anything runs: a bad setting stops
+    pytest as a usage error. (Without one, nothing is read until a spec runs.)"""
+    from checker.inputs import find_config
+
+    if config.getoption("--no-sched", default=False):
+        return
+    try:
+        _, table = find_config(Path(str(config.rootpath)))
+    except ValueError as exc:  # (not TOML at all)
+        raise pytest.UsageError(f"error[SP005]: {exc}") from None
+    if table:
+        config._streamproof_settings = _settings(config)
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -101,9 +109,10 @@ class SchedItem(pytest.Item):
         from checker.parallel import check_one
         from checker.report.text import plain, plain_report, summary
 
-        settings = _settings(self.config)
-        options = Options(**{k: settings[k] for k in ("timeout", "budget", "rlimit", "max_states", "max_memory",
-                                                          "allow_unknown", "exhaustive") if k in settings})
+        if not hasattr(self.config, "_streamproof_settings"):
+            self.config._streamproof_settings = _settings(self.config)
+        settings = self.config._streamproof_settings
+        options = Options(**{k: settings[k] for k in OPTIONS if k in settings})
         report = check_one(Source(self._shown_path()), options, settings.get("max_statements"))
         if not report.passed:
             raise SchedFailure(f"{plain(summary([report]))}\n\n{plain_report(report)}")

@@ -147,6 +147,17 @@ def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
     assert status == 0 and out == ""  # quiet: nothing on success
 
 
+def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path, monkeypatch):
+    """`format = "sarif"` at the top is `check`'s: `show` and `simulate` keep their own default."""
+    project(tmp_path, '[tool.streamproof]\nformat = "sarif"\n')
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run("check", "specs/racy.sched")
+    assert status == 1 and json.loads(out)["version"] == "2.1.0"
+    for command in ("show", "simulate"):
+        status, out, err = run(command, "specs/racy.sched")
+        assert status == 0 and err == "" and out.startswith("specs/racy.sched"), command
+
+
 @pytest.mark.parametrize("text,problem,where", [
     ('[tool.streamproof]\ntimeout = "soon"\n', "not a number", "2:11"),
     ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`", "2:18"),

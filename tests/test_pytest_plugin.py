@@ -96,6 +96,34 @@ def test_options_and_pyproject_defaults(project):
     assert result.ret != 0 and "timeout" in (result.stdout.str() + result.stderr.str())
 
 
+@pytest.mark.parametrize("setting, message", [
+    ('allow-unknown = "false"', "`allow-unknown` must be true or false"),
+    ("budgett = 5", "unknown option `budgett`"),
+    ('timeout = "soon"', "`timeout`: not a number: 'soon'"),
+])
+def test_pyproject_settings_are_checked_as_the_command_line_checks_them(project, setting, message):
+    """The plugin reads [tool.streamproof] with the command line's own reader: a setting the
+    command line refuses stops pytest with the same words, never a test that passes for it."""
+    project.makefile(".sched", racy=RACY)
+    project.makepyprojecttoml("[tool.pytest.ini_options]\naddopts = \"-p no:hypothesispytest\"\n"
+                              f"[tool.streamproof]\n{setting}\n")
+    result = project.runpytest()
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "pyproject.toml:4:" in output and "error[SP005]" in output and message in output
+    assert "Traceback" not in output
+
+
+def test_the_plugin_takes_check_settings_and_refuses_bad_limits(project):
+    project.makefile(".sched", racy=RACY)
+    project.makepyprojecttoml("[tool.pytest.ini_options]\naddopts = \"-p no:hypothesispytest\"\n"
+                              "[tool.streamproof]\nformat = \"sarif\"\n[tool.streamproof.check]\n"
+                              "budget = 30\n")
+    project.runpytest().assert_outcomes(failed=1)  # (`format` is check's; the race fails the test)
+    result = project.runpytest("--sched-timeout", "-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "must be positive" in result.stderr.str()
+
+
 def test_this_projects_own_tests_do_not_collect_its_specs(pytester):
     """tests/conftest.py keeps the deliberately broken specs of tests/ out of collection."""
     from conftest import HERE
