@@ -660,7 +660,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     ] + [_THREAD + f"s: {op} {access} 3\n}}" for access in _ACCESSES
          for op in ("kernel k reads", "kernel k writes", "copy a <-", "allreduce c", "send c to s", "recv c from s")],
     "a size needs a unit (`B`, `KiB`, `MiB`, `GiB`, `TiB`, `KB`, `MB`, `GB`, `TB`)": [
-        "buffer x 4 on host\n", "buffer x[2] 4 on host\n", "buffer x 4.5MiB on host\n",
+        "buffer x 4 on host\n", "buffer x[2] 4 on host\n",
     ],
     "a buffer is declared `buffer NAME[N]? SIZE on (host | DEVICE) [pinned]`": [
         "buffer x 4MiB\n", "buffer x on host\n", "buffer x 4MiB host\n", "buffer x 4MiB on\n",
@@ -1059,9 +1059,11 @@ def _unit_problem(text: str, token: Token, message: str | None):
     """`2 ms` (a space before the unit) and `4mb` (a unit that does not exist) say what is wrong."""
     if token.type in ("INT", "SIGNED_INT", "DURATION", "SIZE"):
         start = token.start_pos
-    elif token.type == "NAME":
-        # `4mb` or `4 KiB` inside an expression: a number, then the unit read as a name
-        before = re.search(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?[ \t]*$", text[max(0, token.start_pos - 40):token.start_pos])
+    elif token.type == "NAME" or str(token) == ".":
+        # `4mb` or `4 KiB` inside an expression: a number, then the unit read as a name; or
+        # `1.5KiB` there: a number, then the point
+        pattern = r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?[ \t]*$" if token.type == "NAME" else r"(?<![A-Za-z0-9_.])\d+$"
+        before = re.search(pattern, text[max(0, token.start_pos - 40):token.start_pos])
         if before is None:
             return None
         start = token.start_pos - len(before.group())
@@ -1076,6 +1078,8 @@ def _unit_problem(text: str, token: Token, message: str | None):
                      "negative duration", help="durations are 0 or more: `0ns`, `3.5ms`")
     family = ("size" if message and "a size" in message else "duration" if message and "a duration" in message
               else None)
+    if letters in SIZE_UNITS and not gap and "." in number:
+        return _decimal_size(text, start, match.end() - start, number, letters)
     if letters in SIZE_UNITS or letters in DURATION_UNITS:
         if not gap:
             return None
@@ -1100,6 +1104,20 @@ def _unit_problem(text: str, token: Token, message: str | None):
     help_text = _UNITS_TEXT[family] + (f": write {' or '.join(f'`{number}{u}`' for u in fixes)}" if fixes else "")
     return error(Code.SP002, f"`{letters}` is not a unit" + (" of size" if family == "size" else " of time"),
                  _span_at(text, match.start(3), len(letters)), "unknown unit", help=help_text)
+
+
+def _decimal_size(text: str, start: int, length: int, number: str, unit: str) -> Diagnostic:
+    """`1.5MiB`: sizes are whole numbers; the help writes it in the largest unit of its kind
+    that makes it whole (`1536KiB`)."""
+    exact = Decimal(number) * SIZE_UNITS[unit]
+    help = "sizes are whole numbers of a unit"
+    if exact == exact.to_integral_value():
+        binary = unit == "B" or unit.endswith("iB")
+        units = [u for u in SIZE_UNITS if u == "B" or u.endswith("iB") == binary]
+        fit = max((u for u in units if int(exact) % SIZE_UNITS[u] == 0), key=SIZE_UNITS.__getitem__)
+        help += f": write `{int(exact) // SIZE_UNITS[fit]}{fit}`"
+    return error(Code.SP002, f"a size cannot have a decimal point: `{number}{unit}`", _span_at(text, start, length),
+                 "not a whole number", help=help)
 
 
 def _unclosed_brace(text: str) -> int | None:

@@ -329,6 +329,15 @@ def test_brackets_in_comments_and_titles_do_not_nest():
     assert load_text("device d\n" + "(" * (MAX_NESTING + 1) + "  # ))))\n").program is None
 
 
+@pytest.mark.parametrize("size, fix", [("1.5MiB", "1536KiB"), ("2.5KB", "2500B"), ("0.75GiB", "768MiB"),
+                                       ("0.3B", None)])
+def test_a_decimal_size_says_how_to_write_it_whole(size, fix):
+    (diagnostic,) = errors_of(f"device d\nbuffer x {size} on d\n")
+    assert diagnostic.message == f"a size cannot have a decimal point: `{size}`"
+    assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (2, 10)
+    assert diagnostic.help.endswith(f"write `{fix}`" if fix else "whole numbers of a unit")
+
+
 @pytest.mark.parametrize("slower_parser", [False, True])
 def test_expression_depth_limit(slower_parser):
     """A sum of 2,001 terms nests 2,000 operators deep: the most allowed, by either parser (a
@@ -504,6 +513,7 @@ CONTEXTS = [
     ("s: kernel k reads x 3", "a duration needs a unit"),
     ("s: kernel k writes x[0:1KiB] 3", "a duration needs a unit"),
     ("s: kernel k 3 ms", "no space between a number and its unit: write `3ms`"),
+    ("s: kernel k reads x[0:1.5KiB]", "a size cannot have a decimal point: `1.5KiB`"),
     ("s: kernel k -3ms", "a duration cannot be negative"),
     ("host h reads x -1us", "a duration cannot be negative"),
     ("if 1 < 2 {", "missing `}`"),
