@@ -308,6 +308,18 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
         (again if line in lines else first).append(item)
         lines.add(line)
     stuck = tuple(first + again + [item for item in stuck if " ahead of it on " in item.waits_for])
+    # One source statement can be lowered to parts (`free` under `runtime cuda`: a device
+    # sync, then the free): a later part stuck behind an earlier one is one statement stuck.
+    seen_parts: set = set()
+    whole = []
+    for item in stuck:
+        statement = program.statements[item.statement]
+        key = (statement.thread, statement.span.start, statement.bindings)
+        if key in seen_parts and item.statement not in {kept.statement for kept in whole}:
+            continue
+        seen_parts.add(key)
+        whole.append(item)
+    stuck = tuple(whole)
     # A statement can be stuck twice over (a blocking copy: its task and its thread).
     statements = tuple(dict.fromkeys(item.statement for item in stuck))
     all_lines = list(dict.fromkeys(program.statements[i].span.line for i in statements))

@@ -600,3 +600,27 @@ thread t {
     assert helps == ["`free act` (line 12) hands its block to the next allocation on its stream at once, while "
                      "`d2h` may still use it: write `d2h: record_stream act` after that use and before the free, "
                      "or order the use before the free with an event"]
+
+
+def test_a_statement_lowered_to_parts_is_one_statement_stuck():
+    """Under `runtime cuda` a host `free` is a device sync, then the free: stuck behind the
+    first rank's allreduce, it is one statement that never completes, not two, the second
+    waiting for the first."""
+    report = check("""device gpu[2] { compute 1 comm 1 runtime cuda }
+buffer g[2] 4MiB on gpu
+buffer tmp 1MiB on gpu[0]
+stream s[2] on gpu
+comm world = { s }
+thread main {
+  alloc tmp
+  s[0]: allreduce world g[0] 1ms
+  free tmp
+  s[1]: allreduce world g[1] 1ms
+  sync all
+}
+expect deadlock
+""")
+    (deadlock,) = [f for f in report.findings if f.code.value == "SP201"]
+    assert deadlock.message == "deadlock: 4 statements can never complete (lines 9, 10, 8, 11)"
+    assert len(deadlock.stuck) == 4
+    assert not any("waits for free tmp (cudaFree" in item.waits_for for item in deadlock.stuck)
