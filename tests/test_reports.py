@@ -109,8 +109,10 @@ def test_sarif_deadlock_lists_the_stuck_statements(run):
     status, out, _ = run("check", "--format", "sarif", CONFORMANCE / "c16_single_hw_queue_deadlock.sched")
     log = valid_sarif(json.loads(out))
     (deadlock,) = results_of(log, "SP201")
-    assert deadlock["relatedLocations"] and all("stuck" in loc["message"]["text"]
+    assert deadlock["relatedLocations"] and all("stuck: " in loc["message"]["text"]
                                                 for loc in deadlock["relatedLocations"])
+    lines = [loc["physicalLocation"]["region"]["startLine"] for loc in deadlock["relatedLocations"]]
+    assert len(lines) == len(set(lines))  # each stuck statement once
 
 
 def test_sarif_for_an_unreadable_file_and_a_syntax_error(run, tmp_path):

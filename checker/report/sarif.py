@@ -197,7 +197,8 @@ def _finding_result(report: FileReport, finding: Finding, uri: str) -> dict:
                                 f"{labels[0]}: {program.describe(statements[0])}" if statements else "")],
     }
     related, seen = [], set()
-    for position, statement in enumerate(statements[1:], start=1):
+    # A deadlock's statements are its stuck ones: they are listed once, with what each waits for.
+    for position, statement in enumerate(statements[1:] if not finding.stuck else [], start=1):
         key = (statement.span.start, statement.span.end, labels[position])
         if key in seen:
             continue
