@@ -321,10 +321,18 @@ class Thread:
         return None
 
 
+def _limit(name: str, value) -> None:
+    """A time or size limit is a positive, finite number, as the command line requires."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+
+
 class Program:
     """A program under construction; `to_sched()` is its text, `program` what it lowers to."""
 
     def __init__(self, title: str | None = None, *, path: str = "<api>") -> None:
+        if title is not None and title_text(title) != title:
+            raise ValueError(f"a spec title is one line without double quotes: {title!r}")
         self.title = title
         self.path = path
         self._declarations: list[str] = []
@@ -486,6 +494,9 @@ class Program:
         """Races, use-after-free, deadlocks and the `expect` lines, over every execution."""
         from checker.analyze import Options, check_loaded
 
+        for name, value in (("timeout", timeout), ("budget", budget), ("max_states", max_states),
+                            ("max_memory", max_memory)):
+            _limit(name, value)
         self.program  # raise SpecInvalid on input errors rather than report them
         report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
                                                    max_states=max_states, max_memory=max_memory,
@@ -502,6 +513,7 @@ class Program:
         """Simulated and minimum makespan, and the overlap bound (`checker.optimize.OptimizeResult`)."""
         from checker.crosscheck import optimize_as_written
 
+        _limit("timeout", timeout)
         return optimize_as_written(self.program, timeout=timeout)
 
 

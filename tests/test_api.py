@@ -197,6 +197,11 @@ def test_expect_lines_decide_passed():
     (lambda p, g: p.buffer("arr", 64, on=g, count=2)[0:8], ValueError),  # index the element first
     (lambda p, g: p.buffer("one", 64, on=g)[0], ValueError),  # not an array
     (lambda p, g: p.stream("s", g, count=2)[2], IndexError),
+    (lambda p, g: sp.Program('say "hi"'), ValueError),     # a title is one line, no double quote
+    (lambda p, g: sp.Program("two\nlines"), ValueError),
+    (lambda p, g: p.check(timeout=0), ValueError),          # limits are positive, as on the command line
+    (lambda p, g: p.check(budget=float("inf")), ValueError),
+    (lambda p, g: p.optimize(timeout=-1), ValueError),
 ])
 def test_the_builder_refuses_what_the_language_would(call, error):
     p = sp.Program()
