@@ -135,7 +135,7 @@ def test_sarif_places_every_result_on_a_line(run, tmp_path, monkeypatch):
     """An unknown answer about no statement (here the solver may do next to nothing) is on line 1:
     code scanning places every result on a line of a file under the checkout."""
     monkeypatch.chdir(CONFORMANCE)
-    status, out, _ = run("check", "--format", "sarif", "--budget", "0.001", "--rlimit", "1",
+    status, out, _ = run("check", "--format", "sarif", "--budget", "1e-9", "--rlimit", "1",
                          "c19_two_threads_rerecord.sched")
     log = valid_sarif(json.loads(out))
     assert status == 1 and results_of(log, "SP301")
@@ -227,7 +227,7 @@ UNDECIDED = CONFORMANCE / "c19_two_threads_rerecord.sched"
 def test_junit_expectations_left_open_by_unknowns_never_pass(run, tmp_path, allow_unknown):
     spec = tmp_path / "open.sched"
     spec.write_text(UNDECIDED.read_text() + "expect no race\nexpect race\nexpect no deadlock\n")
-    flags = ["--budget", "0.001", "--rlimit", "1"] + (["--allow-unknown"] if allow_unknown else [])
+    flags = ["--budget", "1e-9", "--rlimit", "1"] + (["--allow-unknown"] if allow_unknown else [])
     status, out, _ = run("check", "--format", "junit", *flags, spec)
     suite = ET.fromstring(out).find("testsuite")
     outcome = "skipped" if allow_unknown else "error"
