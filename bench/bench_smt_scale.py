@@ -194,6 +194,19 @@ def handshake_loop(iterations: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shared_records(threads: int = 3, iterations: int = 10) -> str:
+    """Threads that each write a slot on one shared stream, record one shared snapshot event
+    after it, and wait for the event on a stream of their own before reading the slot: each
+    thread's read follows its own write whichever record its wait binds to, and races with
+    the other threads' writes of the slot."""
+    lines = ["device d { compute 4 copy 1 }", f"buffer x[{iterations}] 4KiB on d", "stream s on d",
+             f"stream t[{threads}] on d", "event e"]
+    for t in range(threads):
+        lines += [f"thread worker{t} {{", f"  for j in 0..{iterations} {{", f"    s: kernel w{t} writes x[j]",
+                  "    s: record e", f"    t[{t}]: wait e", f"    t[{t}]: kernel r{t} reads x[j]", "  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -204,6 +217,7 @@ CASES = {
     "loop4x10-train-bug": (lambda: training_loop(10, bug="consumed"), "loop4x10", 30.0),
     **{f"loop4x10-random{seed}": ((lambda seed=seed: random_loops(seed)), "loop4x10", 30.0)
        for seed in range(3)},
+    "loop4x10-shared-records": (lambda: shared_records(4, 10), "loop4x10", 30.0),
     **{f"rand3x100-{seed}": ((lambda seed=seed: make_spec(seed, 3, 100, signals=True)), "rand3x100", 60.0)
        for seed in range(7)},
     "train10k": (train10k, "train10k", 300.0),

@@ -121,6 +121,67 @@ def test_must_order_prunes_same_thread_stream_order_and_syncs() -> None:
     assert pairs == {(3, 4)}
 
 
+SHARED_RECORDS = """\
+device d {{ compute 4 }}
+buffer x[2] 4KiB on d
+stream s on d
+stream t[3] on d
+stream other on d
+event e
+thread a {{
+  for j in 0..2 {{
+    s: kernel wa writes x[j]
+    s: record e
+    t[0]: wait e
+    t[0]: kernel ra reads x[j]
+  }}
+}}
+thread b {{
+  for j in 0..2 {{
+    s: kernel wb writes x[j]
+    {stream}: record e
+    t[1]: wait e
+    t[1]: kernel rb reads x[j]
+  }}
+}}
+"""
+
+
+def _verdict_pairs(text: str) -> set[tuple[int, int]]:
+    from checker.executor.explore import explore
+
+    loaded = load_text(text).program
+    lines = lambda pair: tuple(sorted(loaded.statements[i].span.line for i in pair))  # noqa: E731
+    found = {lines(f.statements) for f in analyze(loaded) if f.kind is FindingKind.RACE}
+    exploration = explore(loaded, max_states=500_000)
+    assert exploration.complete
+    assert found == {lines(pair) for pair in exploration.race_pairs()}
+    return found
+
+
+def test_a_wait_whose_every_candidate_record_follows_its_own_on_one_stream_waits_for_its_own() -> None:
+    """Each thread records `e` on the shared stream after its write and waits for `e` before
+    reading: whichever record the wait binds to, it is its own or one enqueued after it on the
+    same stream, so the read follows the thread's own write in every execution. The must order
+    knows it (no question left for the solver), and the races are the explorer's."""
+    text = SHARED_RECORDS.format(stream="s")
+    analysis = Analysis(load_text(text).program, Budget())
+    statements = analysis.program.statements
+    pairs = {tuple(sorted((statements[a.index].name, statements[b.index].name)))
+             for a, b, _ in analysis.race_candidates()}
+    assert ("ra", "wa") not in pairs and ("rb", "wb") not in pairs
+    assert ("ra", "wb") in pairs and ("rb", "wa") in pairs  # another thread's write may come later
+    assert _verdict_pairs(text) == {(9, 20), (12, 17)}  # wa-rb, wb-ra
+
+
+def test_a_candidate_record_on_another_stream_leaves_the_wait_open() -> None:
+    """With thread b's record on a stream of its own, thread a's wait may bind to it, and it
+    can complete before a's write: then a's read races with a's own write, which the solver
+    and the explorer both find."""
+    text = SHARED_RECORDS.format(stream="other")
+    assert (9, 12) in _verdict_pairs(text)
+
+
 def test_tiny_rlimit_makes_the_deadlock_query_unknown() -> None:
     p = program("thread a {\n  s1: await go\n}\nthread b {\n  s2: await go\n}\n"
                 "thread c {\n  s2: notify go\n}\n")

@@ -340,11 +340,24 @@ class Rules:
         if len(kept) == 1 and kept[0][1]:
             r = kept[0][0]
             return [Need(f"{self.describe(r)} to complete", layout.completion(r))]
+        needs = [Need(f"{self.describe(r)} to complete", layout.completion(r))
+                 for r, fixed in kept if fixed and self._behind_on_its_stream(r, kept)]
         if self.edges_only:
-            return []
+            return needs
         kept.sort(key=lambda item: item[0].index)
         self._grow(len(kept), w_issue)
-        return [Bind(w.index, tuple((r.index, fixed) for r, fixed in kept))]
+        return needs + [Bind(w.index, tuple((r.index, fixed) for r, fixed in kept))]
+
+    @staticmethod
+    def _behind_on_its_stream(r: Statement, kept: list) -> bool:
+        """Whether a record `r` surely enqueued before the wait is waited for whichever
+        candidate the wait binds to: the bound record is `r` or one enqueued after it (the
+        latest before the wait), and when every other candidate is on `r`'s stream, one
+        enqueued after `r` completes after it (rule 1). Threads that each record the event
+        after their own work on one shared stream, and wait for it on streams of their own,
+        are ordered that way: with the binding left open, the solver took 6-9 s to prove each
+        of them no race (3 threads x 7 iterations; 274 s at 10)."""
+        return r.batch is None and all(o.stream == r.stream and o.batch is None for o, _ in kept)
 
     # --- flags, notifies, lifetimes: the latest setter or clearer -------------------------------
 
