@@ -7,7 +7,9 @@ returns, end after start) and what the order itself proves (docs/encoding.md, "P
 
 * a task another thread enqueued before x in every execution is waited for like one of x's
   own thread (stream order, hardware queues, legacy stream, syncs);
-* a snapshot wait whose latest earlier record is the same in every execution waits for it;
+* a snapshot wait whose latest earlier record is the same in every execution waits for it,
+  and so does one whose every other candidate record is on the stream of a record surely
+  enqueued before it (`Rules._behind_on_its_stream`);
 * an await that follows c other awaits of its notify needs c + 1 notifies before it; on a
   chain of notifies, that is a fixed one (and the first record, for a flag wait);
 * a step with an impossible condition, on a cycle of edges, or after such a step, never
