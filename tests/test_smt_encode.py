@@ -182,6 +182,50 @@ def test_a_candidate_record_on_another_stream_leaves_the_wait_open() -> None:
     assert (9, 12) in _verdict_pairs(text)
 
 
+PING_PONG = """\
+device d {{ compute 2 }}
+buffer x 1MiB on d
+stream sp on d
+stream sc on d
+event full flag
+event empty flag
+thread prod {{
+  sp: record empty
+  for j in 0..3 {{
+    sp: wait empty
+    {reset_empty}
+    sp: kernel produce writes x 1ms
+    sp: record full
+  }}
+}}
+thread cons {{
+  for j in 0..3 {{
+    sc: wait full
+    sc: reset full
+    sc: kernel consume reads x 1ms
+    sc: record empty
+  }}
+}}
+"""
+
+
+def test_a_flag_waited_for_and_reset_on_one_stream_needs_a_record_per_round() -> None:
+    """Two flags handed back and forth as semaphores (wait, reset, work, record the other's):
+    the j-th wait of each side needs the other side's j-th record, so the must order alone
+    orders every produce before the consume of its round and after the one before: no race
+    question is left, and the explorer finds none either."""
+    text = PING_PONG.format(reset_empty="sp: reset empty")
+    assert Analysis(load_text(text).program, Budget()).race_candidates() == []
+    assert _verdict_pairs(text) == set()
+
+
+def test_a_flag_never_reset_counts_no_rounds() -> None:
+    """Without the producer's reset, `empty` stays set after the first record: the producer
+    runs ahead and overwrites x while the consumer reads it, which both engines find."""
+    text = PING_PONG.format(reset_empty="")
+    assert _verdict_pairs(text) == {(12, 20)}
+
+
 def test_tiny_rlimit_makes_the_deadlock_query_unknown() -> None:
     p = program("thread a {\n  s1: await go\n}\nthread b {\n  s2: await go\n}\n"
                 "thread c {\n  s2: notify go\n}\n")

@@ -11,7 +11,8 @@ returns, end after start) and what the order itself proves (docs/encoding.md, "P
   and so does one whose every other candidate record is on the stream of a record surely
   enqueued before it (`Rules._behind_on_its_stream`);
 * an await that follows c other awaits of its notify needs c + 1 notifies before it; on a
-  chain of notifies, that is a fixed one (and the first record, for a flag wait);
+  chain of notifies, that is a fixed one (and the first record, for a flag wait; a flag wait
+  after c rounds of a wait and a reset of its flag on its own chain needs c + 1 records);
 * a step with an impossible condition, on a cycle of edges, or after such a step, never
   happens.
 

@@ -376,7 +376,37 @@ class Rules:
             "flag", event, lambda: [layout.completion(r) for r in layout.records.get(event, ())],
             lambda: [layout.completion(r) for r in layout.resets.get(event, ())])
         label = f"flag event {self.program.events[event].name} to be set"
-        return self.counting(setters, 0, step, label) + [self.set_state(setters, clearers, step, label)]
+        cleared = self._consumed(event, step, clearers)
+        return self.counting(setters, cleared, step, label) + [self.set_state(setters, clearers, step, label)]
+
+    def _consumed(self, event: int, step: int, clearers: dict) -> int:
+        """How many times a flag was set and cleared again before `step` for sure: on the
+        step's own chain, each `reset` of the flag that follows a `wait` for it (after the
+        previous such reset). The wait needed a record completed after that previous reset,
+        and the reset cleared it, so each such pair used a record of its own, completed after
+        the last: the step needs one more (`counting`). A flag used as a semaphore (wait,
+        reset, work, record the other side's flag) is ordered that way, iteration by
+        iteration, as notifies are (a producer and a consumer handing two flags back and
+        forth 15 times took 75 s, the solver proving every later iteration no race)."""
+        chain, here = self.layout.primary(step)
+        resets = [index for index, _ in clearers.get(chain, ()) if index < here]
+        if not resets:
+            return 0
+        readers = [index for index, _ in self._flag_readers(event).get(chain, ()) if index < here]
+        count, waited = 0, False
+        for index, kind in sorted([(r, 0) for r in readers] + [(c, 1) for c in resets]):
+            if kind == 0:
+                waited = True
+            elif waited:
+                count, waited = count + 1, False
+        return count
+
+    def _flag_readers(self, event: int) -> dict:
+        """The completions of the stream `wait`s of one flag event, per chain (`_grouped`)."""
+        layout = self.layout
+        return self._grouped("flag readers", event, lambda: [
+            layout.completion(s) for s in self.program.statements
+            if s.op is Op.WAIT and s.stream is not None and s.event == event], lambda: [])[0]
 
     def notify_items(self, x: Statement, step: int) -> list:
         layout = self.layout
