@@ -207,6 +207,38 @@ def shared_records(threads: int = 3, iterations: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def flag_ping_pong(iterations: int = 15) -> str:
+    """A producer and a consumer handing two flag events back and forth as semaphores (wait,
+    reset, work, record the other side's flag): every round is ordered, no race."""
+    return f"""device d {{ compute 2 }}
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream sp on d
+stream sc on d
+event full flag
+event empty flag
+thread prod {{
+  sp: record empty
+  for j in 0..{iterations} {{
+    sp: wait empty
+    sp: reset empty
+    sp: kernel produce writes x 1ms
+    sp: record full
+  }}
+  sync sp
+}}
+thread cons {{
+  for j in 0..{iterations} {{
+    sc: wait full
+    sc: reset full
+    sc: kernel consume reads x writes y 1ms
+    sc: record empty
+  }}
+  sync sc
+}}
+"""
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -218,6 +250,7 @@ CASES = {
     **{f"loop4x10-random{seed}": ((lambda seed=seed: random_loops(seed)), "loop4x10", 30.0)
        for seed in range(3)},
     "loop4x10-shared-records": (lambda: shared_records(4, 10), "loop4x10", 30.0),
+    "loop4x10-flag-ping-pong": (lambda: flag_ping_pong(15), "loop4x10", 30.0),
     **{f"rand3x100-{seed}": ((lambda seed=seed: make_spec(seed, 3, 100, signals=True)), "rand3x100", 60.0)
        for seed in range(7)},
     "train10k": (train10k, "train10k", 300.0),
