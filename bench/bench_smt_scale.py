@@ -26,6 +26,10 @@ the communication thread with a snapshot event and a host notify, and waits for 
 gradients with a stream notify before the optimizer step; a flag event marks the weights
 initialized. `--bug` variants drop one hand-off to show races being found.
 
+Each spec is decided as `check` decides it: the exhaustive search first (`--explore-first`,
+default 20,000 states or 3 s, as `check`), the SMT engine when the search does not finish;
+`--explore-first 0` measures the SMT engine alone.
+
 For every spec it prints: statements, steps, the must-happen-before rounds, the race
 candidates left for Z3, the questions asked (sat / unsat / unknown), CPU seconds per phase
 (order + encoding, races, lifetimes, deadlock), the slowest query, and the total in CPU and
@@ -239,6 +243,21 @@ thread cons {{
 """
 
 
+def two_producers(iterations: int = 10) -> str:
+    """Two producer threads share one notify to the consumer and one back: one producer can
+    take both acknowledgements of a round, and the other then waits forever (a lost notify).
+    Few interleavings, many race candidates that the solver proves absent one at a time."""
+    lines = ["device d { compute 3 }", "buffer a 1MiB on d", "buffer b 1MiB on d", "buffer c 1MiB on d",
+             "stream sa on d", "stream sb on d", "stream sc on d", "notify ready", "notify ack"]
+    for name, buffer, stream in (("pa", "a", "sa"), ("pb", "b", "sb")):
+        lines += [f"thread {name} {{", f"  for j in 0..{iterations} {{", f"    {stream}: kernel w{buffer} writes {buffer} 1ms",
+                  f"    {stream}: notify ready", f"    {stream}: await ack", "  }", f"  sync {stream}", "}"]
+    lines += ["thread consumer {", f"  for j in 0..{iterations} {{", "    sc: await ready", "    sc: await ready",
+              "    sc: kernel use reads a, b writes c 1ms", "    sc: notify ack", "    sc: notify ack", "  }",
+              "  sync sc", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -251,6 +270,7 @@ CASES = {
        for seed in range(3)},
     "loop4x10-shared-records": (lambda: shared_records(4, 10), "loop4x10", 30.0),
     "loop4x10-flag-ping-pong": (lambda: flag_ping_pong(15), "loop4x10", 30.0),
+    "loop4x10-two-producers": (lambda: two_producers(10), "loop4x10", 30.0),
     **{f"rand3x100-{seed}": ((lambda seed=seed: make_spec(seed, 3, 100, signals=True)), "rand3x100", 60.0)
        for seed in range(7)},
     "train10k": (train10k, "train10k", 300.0),
@@ -298,14 +318,23 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_case(name: str, text: str, target: float, timeout: float, budget: float, workers: int) -> dict:
+def run_case(name: str, text: str, target: float, timeout: float, budget: float, workers: int,
+             explore_first: int = 0) -> dict:
+    """One spec as `check` decides it: the exhaustive search first when `explore_first` > 0
+    (`checker.analyze.search_first`), then the SMT engine if the search does not finish."""
     from checker import smt
+    from checker.analyze import Options, search_first
     from checker.smt import stats
 
     program = load_text(text, name).program
     stats.reset()
     cpu, wall = cpu_seconds(), time.perf_counter()
-    findings = smt.analyze(program, timeout=timeout, total=budget, workers=workers)
+    searched = search_first(program, Options(budget=budget, explore_first=explore_first))
+    search = cpu_seconds() - cpu
+    if searched is not None:
+        findings = searched
+    else:
+        findings = smt.analyze(program, timeout=timeout, total=budget, workers=workers)
     cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
     unknown = sum(f.instances for f in findings if f.kind is FindingKind.UNKNOWN)
     instances = sum(f.instances for f in findings if f.kind is FindingKind.RACE)
@@ -319,6 +348,7 @@ def run_case(name: str, text: str, target: float, timeout: float, budget: float,
         kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     record = stats.snapshot()
     return {"name": name, "statements": len(program.statements), "cpu": cpu, "wall": wall,
+            "engine": "search" if searched is not None else "solver", "search": search,
             "target": target, "unknown": unknown, "instances": instances, "uncounted": uncounted, "undecided": undecided, "findings": kinds, **record}
 
 
@@ -329,6 +359,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--emit", help="print the spec of one case and stop")
+    parser.add_argument("--explore-first", type=int, default=20_000, metavar="N",
+                        help="states of the exhaustive search before the solver, as `check --explore-first` "
+                             "(default 20,000, as `check`; 0: the solver alone)")
     parser.add_argument("--scaling", action="store_true",
                         help="measure four loops (training, ranks, freeing, handshake) at growing iterations and stop")
     args = parser.parse_args()
@@ -343,16 +376,22 @@ def main() -> None:
     worst: dict[str, tuple[float, str]] = {}
     for name in chosen:
         make, group, target = CASES[name]
-        r = run_case(name, make(), target, args.timeout, args.budget, args.workers)
+        r = run_case(name, make(), target, args.timeout, args.budget, args.workers, args.explore_first)
         decided = "decided" if r["unknown"] == 0 else f"{r['undecided']} questions UNDECIDED"
-        print(f"{name}: {r['statements']} statements, {r['steps']} steps, order {r['rounds']} rounds | "
-              f"{r['candidates']} race candidates, asked {r['sat']} sat + {r['unsat']} unsat + "
-              f"{r['unknowns']} unknown, slowest {r['slowest']:.2f}s | "
-              f"cpu: setup {r['setup']:.2f}s, races {r['races']:.2f}s, lifetimes {r['lifetimes']:.2f}s, "
-              f"deadlock {r['deadlock']:.2f}s ({r['deadlock_how']}) | findings {r['findings'] or 'none'}, {decided} | "
-              f"total {r['cpu']:.2f}s cpu [{r['wall']:.2f}s wall] -> ratio {r['cpu'] / target:.3f} "
-              f"(wall {r['wall'] / target:.3f})",
-              flush=True)
+        if r["engine"] == "search":
+            print(f"{name}: {r['statements']} statements | decided by the exhaustive search | findings "
+                  f"{r['findings'] or 'none'} | total {r['cpu']:.2f}s cpu [{r['wall']:.2f}s wall] -> ratio "
+                  f"{r['cpu'] / target:.3f} (wall {r['wall'] / target:.3f})", flush=True)
+        else:
+            print(f"{name}: {r['statements']} statements, {r['steps']} steps, order {r['rounds']} rounds | "
+                  f"{r['candidates']} race candidates, asked {r['sat']} sat + {r['unsat']} unsat + "
+                  f"{r['unknowns']} unknown, slowest {r['slowest']:.2f}s | "
+                  f"cpu: search {r['search']:.2f}s, setup {r['setup']:.2f}s, races {r['races']:.2f}s, "
+                  f"lifetimes {r['lifetimes']:.2f}s, deadlock {r['deadlock']:.2f}s ({r['deadlock_how']}) | "
+                  f"findings {r['findings'] or 'none'}, {decided} | "
+                  f"total {r['cpu']:.2f}s cpu [{r['wall']:.2f}s wall] -> ratio {r['cpu'] / target:.3f} "
+                  f"(wall {r['wall'] / target:.3f})",
+                  flush=True)
         ratio = r["cpu"] / target if r["unknown"] == 0 else float("inf")
         wall = r["wall"] / target if r["unknown"] == 0 else float("inf")
         if ratio > worst.get(group, (-1.0, "", 0.0))[0]:

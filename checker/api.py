@@ -490,17 +490,19 @@ class Program:
 
     def check(self, *, timeout: float = 10.0, budget: float = 300.0, exhaustive: bool = False,
               max_states: int = 1_000_000, max_memory: int = 1 << 30,
-              allow_unknown: bool = False) -> "CheckResult":
+              allow_unknown: bool = False, explore_first: int = 20_000) -> "CheckResult":
         """Races, use-after-free, deadlocks and the `expect` lines, over every execution."""
         from checker.analyze import Options, check_loaded
 
         for name, value in (("timeout", timeout), ("budget", budget), ("max_states", max_states),
                             ("max_memory", max_memory)):
             _limit(name, value)
+        if isinstance(explore_first, bool) or not isinstance(explore_first, int) or explore_first < 0:
+            raise ValueError(f"explore_first must be a whole number of states, 0 or more, not {explore_first!r}")
         self.program  # raise SpecInvalid on input errors rather than report them
         report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
                                                    max_states=max_states, max_memory=max_memory,
-                                                   allow_unknown=allow_unknown))
+                                                   allow_unknown=allow_unknown, explore_first=explore_first))
         return CheckResult.of(report)
 
     def simulate(self):

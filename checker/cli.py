@@ -181,6 +181,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="enumerate every interleaving with the executor instead of the solver (small specs)")
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
+    check.add_argument("--explore-first", type=_count, default=20_000, metavar="N",
+                       help="without --exhaustive, let the exhaustive search try first: if it covers every "
+                            "interleaving within N states (default 20,000) and 3 s it decides the spec, else "
+                            "the solver does; 0 for the solver alone")
     check.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
                        help="memory the exhaustive search may hold in states (default 1GiB, at most 1TiB), "
                             "estimated per state; reaching it reports unknown")
@@ -262,6 +266,17 @@ def _positive_float(text: str) -> float:
 MAX_STATEMENTS = 20_000_000
 """The highest `--max-statements`: lowering takes about 1 KB and 25 us per statement, so a
 spec this large already takes gigabytes and minutes before any analysis."""
+
+
+def _count(text: str) -> int:
+    """A whole number from 0 up to the state cap's range."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= 10**12:
+        raise argparse.ArgumentTypeError("must be from 0 to 1,000,000,000,000")
+    return value
 
 
 def _statement_limit(text: str) -> int:
@@ -704,6 +719,7 @@ def command_check(args) -> int:
         return EXIT_ERROR
     options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
                       exhaustive=args.exhaustive, max_states=args.max_states,
+                      explore_first=args.explore_first,
                       allow_unknown=args.allow_unknown,
                       **({} if args.max_memory is None else {"max_memory": args.max_memory}))
     console = _console()

@@ -8,7 +8,7 @@ text report of `streamproof check`.
 Options: `--sched-timeout`, `--sched-budget`, `--sched-allow-unknown`, `--sched-exhaustive`,
 and `--no-sched` to collect nothing. `[tool.streamproof]` in pyproject.toml sets their
 defaults and those of `check`'s other limits (`rlimit`, `max-states`, `max-memory`,
-`max-statements`), read and checked by the command line's own reader: a setting it refuses
+`explore-first`, `max-statements`), read and checked by the command line's own reader: a setting it refuses
 stops pytest as a usage error (SP005). A project whose test tree holds specs that are meant to fail keeps
 them out with `collect_ignore_glob = ["*.sched"]` in its conftest.py.
 Registered as the `streamproof` plugin (entry point `pytest11`); `-p no:streamproof` turns it off.
@@ -47,7 +47,8 @@ def pytest_addoption(parser) -> None:
                     help="enumerate every interleaving instead of asking the solver (small specs)")
 
 
-OPTIONS = ("timeout", "budget", "rlimit", "max_states", "max_memory", "allow_unknown", "exhaustive")
+OPTIONS = ("timeout", "budget", "rlimit", "max_states", "max_memory", "allow_unknown", "exhaustive",
+           "explore_first")
 """`check`'s options that the tests take, besides `max_statements`."""
 
 

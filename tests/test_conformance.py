@@ -12,9 +12,11 @@ VALID = sorted(CONFORMANCE.glob("c*.sched"))
 INVALID = sorted(CONFORMANCE.glob("e*.sched"))
 
 
+@pytest.mark.parametrize("engines", [(), ("--explore-first", "0")], ids=["default", "solver"])
 @pytest.mark.parametrize("spec", VALID, ids=lambda p: p.stem)
-def test_valid_spec_verdict(run, spec):
-    status, out, _ = run("check", "--format", "json", spec)
+def test_valid_spec_verdict(run, spec, engines):
+    """By default (the exhaustive search first, then the solver) and by the solver alone."""
+    status, out, _ = run("check", *engines, "--format", "json", spec)
     result = json.loads(out)["files"][0]
     assert result["status"] != "error", result["diagnostics"]
     assert not any(f["kind"] == "unknown" for f in result["findings"]), result["findings"]
