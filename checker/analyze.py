@@ -1,11 +1,11 @@
 """Checking one program: pick the engine that can decide it, confirm witnesses, apply `expect`.
 
 * deterministic programs go to the happens-before fast path (`hb`),
-* everything else to the executor's exhaustive explorer when it is asked (`--exhaustive`) or
-  when the program's interleavings are few: a search that covers them all within
-  `Options.explore_first` states decides the program outright (a lost notify between two
-  producers took the solver 52 s at 10 rounds and the search under a second); otherwise to
-  the SMT engine (`smt`),
+* everything else to the SMT engine (`smt`), or to the executor's exhaustive explorer when
+  asked (`--exhaustive`); when the solver's concrete runs leave many questions for Z3, the
+  explorer is tried first (`search_first`): a search that covers every interleaving within
+  `Options.explore_first` states decides the program (a lost notify between two producers,
+  10 rounds: Z3 took 52 s proving race candidates absent, the search 0.3 s),
 * every witness is replayed by the executor before it is reported; a witness that does not
   replay is an internal error, never a finding,
 * an unknown answer is a finding of its own (SP301), never clean; unknowns about the same
@@ -46,9 +46,9 @@ class Options:
     """Worker processes the SMT engine may use for independent questions of one spec; the
     findings do not depend on it."""
     explore_first: int = 20_000
-    """States the exhaustive search may visit before the solver is asked (0: the solver
-    only). A search that finishes within them (and `EXPLORE_FIRST_SECONDS`) decides the
-    program; one that does not is dropped."""
+    """States the exhaustive search may visit when the solver's runs leave many questions for
+    Z3 (0: never). A search that finishes within them (and `EXPLORE_FIRST_SECONDS`) decides
+    the program; one that does not is dropped and Z3 goes on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +108,8 @@ def find(program: Program, options: Options,
                                      f"within the {options.budget:g} s budget)",
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:
-        explored = search_first(program, options, progress)
-        if explored is None:
-            _tell(progress, "solver")
-            explored = _solve(program, options, progress)
-        findings += explored
+        _tell(progress, "solver")
+        findings += _solve(program, options, progress)
     return _confirmed(program, fold_unknowns(program, findings), progress)
 
 
@@ -164,30 +161,32 @@ def _explore(program: Program, options: Options, why: str = "") -> list[Finding]
 
 
 EXPLORE_FIRST_SECONDS = 3.0
-"""The most the search before the solver may take (or a tenth of `--budget`, if less). States
+"""The most the search before Z3 may take (or a tenth of `--budget`, if less). States
 cost 0.1 ms in most programs, but over 1 ms where many accesses conflict (three threads of
 100 random statements: 20,000 states took 7-26 s), and those the search would not finish."""
 
 EXPLORE_FIRST_MEMORY = 256 << 20
 
 
-def search_first(program: Program, options: Options,
-                   progress: ProgressCallback | None = None) -> list[Finding] | None:
+def search_first(program: Program, options: Options, progress: ProgressCallback | None = None,
+                 seconds: float | None = None) -> list[Finding] | None:
     """The exhaustive search's findings when it covers every interleaving within
-    `options.explore_first` states, else None (nothing it saw is kept: the solver decides).
+    `options.explore_first` states and `seconds` (default `EXPLORE_FIRST_SECONDS`), else None
+    (nothing it saw is kept: Z3 decides).
 
     Both engines implement the same semantics (tests/test_differential.py holds them to the
     same findings), so which one decides changes only the witnesses (and, for a search that
     ends near its time limit, can depend on the machine's speed). The search is cheap
     where the solver is slow: few interleavings but many race candidates, each of which the
-    solver must prove absent on its own."""
+    solver must prove absent on its own (`smt.SHORTCUT_FROM` says when it is asked)."""
     from checker.executor.explore import explore
 
     states = min(options.explore_first, options.max_states)
     if states <= 0:
         return None
     _tell(progress, "exhaustive", current=f"every interleaving, if they take at most {states:,} states")
-    result = explore(program, max_states=states, budget=min(EXPLORE_FIRST_SECONDS, options.budget / 10),
+    seconds = EXPLORE_FIRST_SECONDS if seconds is None else seconds
+    result = explore(program, max_states=states, budget=min(seconds, options.budget / 10),
                      memory=min(options.max_memory, EXPLORE_FIRST_MEMORY))
     return list(result.findings(program)) if result.complete else None
 
@@ -195,8 +194,12 @@ def search_first(program: Program, options: Options,
 def _solve(program: Program, options: Options, progress: ProgressCallback | None = None) -> list[Finding]:
     from checker import smt
 
+    def shortcut(seconds: float | None) -> list[Finding] | None:
+        return search_first(program, options, progress, seconds)
+
     return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
-                            workers=options.workers, progress=progress))
+                            workers=options.workers, progress=progress,
+                            shortcut=shortcut if options.explore_first > 0 else None))
 
 
 def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None):

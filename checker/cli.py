@@ -182,9 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
     check.add_argument("--explore-first", type=_count, default=20_000, metavar="N",
-                       help="without --exhaustive, let the exhaustive search try first: if it covers every "
-                            "interleaving within N states (default 20,000) and 3 s it decides the spec, else "
-                            "the solver does; 0 for the solver alone")
+                       help="when the solver's runs leave many questions for Z3, let the exhaustive search "
+                            "try first: if it covers every interleaving within N states (default 20,000) and "
+                            "3 s it decides the spec, else Z3 does; 0 for the solver alone")
     check.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
                        help="memory the exhaustive search may hold in states (default 1GiB, at most 1TiB), "
                             "estimated per state; reaching it reports unknown")

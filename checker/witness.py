@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from checker.ir import Op, Statement
 
@@ -33,8 +34,10 @@ class StepKind(str, enum.Enum):
     COMPLETE = "complete"
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
+    """One atomic step of one statement. A named tuple rather than a dataclass: the
+    exhaustive search hashes millions of them, and a tuple's hash is computed in C."""
+
     kind: StepKind
     statement: int
 

@@ -281,10 +281,10 @@ def test_unknown_is_never_clean(monkeypatch):
 
     monkeypatch.setattr(smt, "analyze", lambda program, timeout, rlimit=None, total=None, **options: (Finding(FindingKind.UNKNOWN, "timed out", ()),))
     text = RACY.replace("thread t {", "event g flag\nthread t {\n  s1: record g")
-    report = check(text, explore_first=0)
+    report = check(text)
     assert report.status is Status.UNKNOWN
     assert not report.passed
-    assert check(text, allow_unknown=True, explore_first=0).passed
+    assert check(text, allow_unknown=True).passed
 
 
 COMMS = """device d0 { comm 1 }
@@ -574,7 +574,7 @@ thread r1 {
   s1: send w to s0 y[0]
   s1: recv w from s0 y[1]
 }
-""", explore_first=0)
+""")
     (finding,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
     lines = [report.program.statements[item.statement].span.line for item in finding.stuck]
     assert set(lines[:5]) == {12, 16, 17, 20, 21}
@@ -666,37 +666,45 @@ of a round and the other then waits forever (the solver proves every race candid
 by one, 52 s at 10 rounds; the search sees few interleavings)."""
 
 
-def _solver_told(monkeypatch) -> list:
-    import checker.smt as smt
+def _searches(monkeypatch) -> list:
+    """The outcome of each exhaustive search `check` starts (True: it covered everything)."""
+    import checker.analyze as analyze
 
-    asked = []
-    real = smt.analyze
+    outcomes = []
+    real = analyze.search_first
 
-    def analyze(program, *args, **kwargs):
-        asked.append(program)
-        return real(program, *args, **kwargs)
+    def search_first(program, options, progress=None, seconds=None):
+        found = real(program, options, progress, seconds)
+        outcomes.append(found is not None)
+        return found
 
-    monkeypatch.setattr(smt, "analyze", analyze)
-    return asked
+    monkeypatch.setattr(analyze, "search_first", search_first)
+    return outcomes
 
 
-def test_the_search_first_decides_a_program_with_few_interleavings(monkeypatch):
-    asked = _solver_told(monkeypatch)
-    text = TWO_PRODUCERS.replace("ROUNDS", "3")
+def test_the_search_decides_when_many_questions_are_left_for_z3(monkeypatch):
+    searches = _searches(monkeypatch)
+    text = TWO_PRODUCERS.replace("ROUNDS", "5")
     searched = check(text)
-    assert asked == []
+    assert searches == [True]
     solved = check(text, explore_first=0)
-    assert len(asked) == 1
+    assert searches == [True]
     # the same findings (a deadlock's stuck set is that of the execution each engine found)
     summary = lambda report: sorted((f.kind.value, f.instances) for f in report.findings)
     assert summary(searched) == summary(solved)
     assert {f.kind for f in searched.findings} == {FindingKind.DEADLOCK}
 
 
-def test_a_search_that_does_not_finish_leaves_the_program_to_the_solver(monkeypatch):
-    asked = _solver_told(monkeypatch)
-    text = TWO_PRODUCERS.replace("ROUNDS", "3")
-    report = check(text, explore_first=50)
-    assert len(asked) == 1
+def test_few_questions_left_are_z3s_alone(monkeypatch):
+    searches = _searches(monkeypatch)
+    report = check(TWO_PRODUCERS.replace("ROUNDS", "2"))
+    assert searches == []
+    assert {f.kind for f in report.findings} == {FindingKind.DEADLOCK}
+
+
+def test_a_search_that_does_not_finish_leaves_the_program_to_z3(monkeypatch):
+    searches = _searches(monkeypatch)
+    report = check(TWO_PRODUCERS.replace("ROUNDS", "5"), explore_first=50)
+    assert searches == [False]
     assert {f.kind for f in report.findings} == {FindingKind.DEADLOCK}
     assert report.status is Status.FINDINGS

@@ -60,12 +60,12 @@ def test_one_spec_hands_the_jobs_to_the_solver(monkeypatch):
     """One spec with -j N lets the solver answer its questions in N workers."""
     seen = {}
 
-    def analyze(program, timeout, rlimit=None, total=None, workers=1, progress=None):
+    def analyze(program, timeout, rlimit=None, total=None, workers=1, progress=None, shortcut=None):
         seen["workers"] = workers
         return ()
 
     monkeypatch.setattr(smt, "analyze", analyze)
-    (report,) = check_all(expand([str(CONFORMANCE / "c12_notify_handshake.sched")]), Options(explore_first=0), jobs=3)
+    (report,) = check_all(expand([str(CONFORMANCE / "c12_notify_handshake.sched")]), Options(), jobs=3)
     assert seen == {"workers": 3} and report.passed
 
 

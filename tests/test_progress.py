@@ -37,10 +37,7 @@ def test_analysis_reports_its_engine_and_each_witness_replayed():
 
 
 def test_solver_and_makespan_phases():
-    # the exhaustive search tries first, and decides this spec at once; without it, the solver
-    first = {p.phase for p in phases(CONFORMANCE / "c12_notify_handshake.sched")}
-    assert "exhaustive" in first and "solver" not in first
-    assert phases(CONFORMANCE / "c12_notify_handshake.sched", Options(explore_first=0))[0].phase == "solver"
+    assert phases(CONFORMANCE / "c12_notify_handshake.sched")[0].phase == "solver"
     assert "makespan" in {p.phase for p in phases(SPECS / "copy_compute_sync.sched")}
     assert phases(CONFORMANCE / "c01_two_writers_race.sched", Options(exhaustive=True))[0].phase == "exhaustive"
 
@@ -95,11 +92,11 @@ def test_check_prints_one_folded_unknown(run, tmp_path, monkeypatch):
                              pair, detail={"reason": "timeout"}) for pair in pairs)
 
     monkeypatch.setattr(smt, "analyze", undecided)
-    status, out, _ = run("check", "--explore-first", "0", spec)
+    status, out, _ = run("check", spec)
     assert status == 1
     assert out.count("warning[SP301]") == 1
     assert "4 undecided questions like this one" in out
-    status, out, _ = run("check", "--explore-first", "0", "--format", "json", spec)
+    status, out, _ = run("check", "--format", "json", spec)
     (unknown,) = json.loads(out)["files"][0]["findings"]
     assert unknown["code"] == "SP301" and unknown["instances"] == 4
 

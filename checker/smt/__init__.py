@@ -11,6 +11,7 @@ leaves this package.
 from __future__ import annotations
 
 import time
+from typing import Callable, Sequence
 
 import z3
 
@@ -33,7 +34,8 @@ the interleaving, and the answer would be an unknown after a long wait anyway.""
 
 
 def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
-            total: float | None = None, workers: int = 1, progress=None) -> tuple[Finding, ...]:
+            total: float | None = None, workers: int = 1, progress=None,
+            shortcut: Callable[[float | None], Sequence[Finding] | None] | None = None) -> tuple[Finding, ...]:
     """Every race, use-after-free / use-before-alloc and deadlock of `program`.
 
     `timeout` (seconds) and `rlimit` (Z3 resource units, None for none) bound each query.
@@ -44,6 +46,10 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
     seconds of all queries together; questions left when it runs out become one unknown.
     `workers` > 1 answers independent questions in that many worker processes; the
     findings are the same as with one. `progress` hears how many jobs are done.
+    `shortcut`, when given, is called (at most once) when the concrete runs leave
+    `SHORTCUT_FROM` questions or more for Z3, with the seconds it may take (None: its own
+    limit): findings it returns are the answer for the whole program (the caller's
+    exhaustive search that covered every interleaving), None lets Z3 go on.
     """
     if len(program.statements) > MAX_STATEMENTS:
         return (Finding(
@@ -56,7 +62,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             detail={"query": "all", "reason": "too large"},
         ),)
     try:
-        return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress)
+        return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress, shortcut)
     except TooLarge as error:
         return (Finding(
             FindingKind.UNKNOWN,
@@ -104,7 +110,37 @@ def _class_key(race) -> tuple:
     return (sorted((a.origin, b.origin)), a.index, b.index)
 
 
-def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[Finding, ...]:
+SHORTCUT_FROM = 16
+"""Questions left for Z3 after the concrete runs from which `analyze` asks its `shortcut`
+first. Fewer take Z3 seconds at most; more are often race candidates that Z3 must prove
+absent one at a time (two producers sharing one notify, 10 rounds: 80 of them, 52 s), or
+instance pairs of races found that runs and Z3 must count one at a time (`COUNTING`: two
+producers recording one event, 15 rounds, 142 pairs in 9 s)."""
+
+SHORTCUT_COUNTING_SECONDS = 1.0
+"""What the shortcut may take before counting instance pairs: most programs with that many
+racing pairs have too many interleavings for a search (racing accesses leave the partial-order
+reduction little to reduce), and counting takes a few seconds."""
+
+
+class _Shortcut:
+    """The caller's `shortcut`, asked at most once, when enough questions are left."""
+
+    def __init__(self, call, progress) -> None:
+        self.call = call
+        self.progress = progress
+
+    def __call__(self, left: int, what: str, seconds: float | None = None) -> tuple[Finding, ...] | None:
+        if self.call is None or left < SHORTCUT_FROM:
+            return None
+        call, self.call = self.call, None
+        _tell(self.progress, 0, 0, None, f"{left} {what} left: the exhaustive search first")
+        decided = call(seconds)
+        return None if decided is None else tuple(decided)
+
+
+def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None) -> tuple[Finding, ...]:
+    shortcut = _Shortcut(shortcut, progress)
     deadline = None if budget.total is None else time.time() + budget.total
     stats.reset()
     began = time.process_time()
@@ -120,6 +156,9 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():
             taken = None
+        decided = shortcut(len(races) + len(lifetimes) + (taken is not None), "questions")
+        if decided is not None:
+            return decided
         if len(races) + len(lifetimes) <= INLINE:
             _tell(progress, 1, 0, 1, f"{len(races) + len(lifetimes)} questions")
             first.races(races, runs=False)
@@ -130,6 +169,9 @@ def _analyze(program: Program, budget: Budget, workers: int, progress) -> tuple[
             if counting:
                 # They race like their statements' other instances: runs first, repaired
                 # where the aimed one misses, then the solver.
+                decided = shortcut(len(counting), "instance pairs to count", SHORTCUT_COUNTING_SECONDS)
+                if decided is not None:
+                    return decided
                 first.narrow(_counting_deadline(deadline, budget))
                 first.races(first.repair_all(counting) if queries.EAGERNESS else counting, runs=False, repair=False)
             counting = []
