@@ -259,24 +259,31 @@ class StubbornSets:
         more = self.race_conflicts(step)
         return self.conflicts(step).union(more) if more else self.conflicts(step)
 
-    def closure(self, state, seed: Step, enabled: frozenset[Step], limit: int) -> list[Step] | None:
+    def closure(self, state, seed: Step, enabled: frozenset[Step], limit: int,
+                successors: dict | None = None) -> list[Step] | None:
         """The enabled steps of the stubborn set grown from `seed`, or None once it has
-        `limit` of them (no better than what the caller has) or the state's work runs out."""
+        `limit` of them (no better than what the caller has) or the state's work runs out.
+        `successors` keeps each step's conflicts or enabling set for the other seeds of the
+        same state."""
         seen = {seed}
         work = [seed]
         found: list[Step] = []
+        if successors is None:
+            successors = {}
         while work:
             self.spent += 1
             if self.spent > CHOOSE_WORK:
                 return None
             step = work.pop()
-            if step in enabled:
+            is_enabled = step in enabled
+            if is_enabled:
                 found.append(step)
                 if len(found) >= limit:
                     return None
-                more = self._step_conflicts(step)
-            else:
-                more = self.necessary(state, step)
+            more = successors.get(step)
+            if more is None:
+                more = successors[step] = (self._step_conflicts(step) if is_enabled
+                                           else self.necessary(state, step))
             for other in more:
                 if other not in seen:
                     seen.add(other)
@@ -290,10 +297,11 @@ class StubbornSets:
         best = None
         limit = len(steps)
         self.spent = 0
+        successors: dict = {}
         for seed in steps:
             if self.spent > CHOOSE_WORK:
                 break  # (taking every enabled step is always sound)
-            found = self.closure(state, seed, enabled, limit)
+            found = self.closure(state, seed, enabled, limit, successors)
             if found is not None:
                 best = found
                 limit = len(found)
