@@ -708,3 +708,69 @@ def test_a_search_that_does_not_finish_leaves_the_program_to_z3(monkeypatch):
     assert searches == [False]
     assert {f.kind for f in report.findings} == {FindingKind.DEADLOCK}
     assert report.status is Status.FINDINGS
+
+
+ONE_EVENT_TWO_STREAMS = """device d { compute 3 copy 1 }
+buffer a 1MiB on d
+buffer b 1MiB on d
+buffer c 1MiB on d
+stream s1 on d
+stream s2 on d
+stream s3 on d
+event ev
+notify pa
+notify pb
+notify ca
+notify cb
+thread producer_a {
+  for j in 0..8 {
+    s1: kernel wa writes a 1ms
+    s1: record ev
+    notify pa
+    await ca
+  }
+}
+thread producer_b {
+  for j in 0..8 {
+    s2: kernel wb writes b 1ms
+    s2: record ev
+    notify pb
+    await cb
+  }
+}
+thread consumer {
+  for j in 0..8 {
+    await pa
+    await pb
+    s3: wait ev
+    s3: kernel use reads a, b writes c 1ms
+    sync s3
+    notify ca
+    notify cb
+  }
+}
+"""
+"""The consumer's wait binds to whichever producer recorded last, so its kernel races with the
+other producer's next write: the runs find both races at once, and leave their instance pairs
+to count (16 or more: the search is asked, with `SHORTCUT_COUNTING_SECONDS`)."""
+
+
+def test_the_search_counts_instance_pairs_left_after_the_races_are_found(monkeypatch):
+    from checker import smt
+
+    calls = []
+    import checker.analyze as analyze
+    real = analyze.search_first
+
+    def search_first(program, options, progress=None, seconds=None):
+        found = real(program, options, progress, seconds)
+        calls.append((seconds, found is not None))
+        return found
+
+    monkeypatch.setattr(analyze, "search_first", search_first)
+    searched = check(ONE_EVENT_TWO_STREAMS)
+    assert calls == [(smt.SHORTCUT_COUNTING_SECONDS, True)]
+    solved = check(ONE_EVENT_TWO_STREAMS, explore_first=0)
+    summary = lambda report: sorted((f.message, f.instances) for f in report.findings)
+    assert summary(searched) == summary(solved)
+    assert [f.kind for f in searched.findings] == [FindingKind.RACE, FindingKind.RACE]
