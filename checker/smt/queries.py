@@ -99,6 +99,13 @@ RELAXED_STALL = 8
 """A relaxed question repeated this many times without answering a pair (each round only
 adds implications back) is left to the full session: on two threads of the double-buffered
 example, 47 such rounds proved 36 pairs no race in 17 s, the full session in 2.5 s."""
+MAX_RACE_CANDIDATES = 20_000
+"""Pairs of accesses the solver is asked about, at most (the pairs the must order leaves
+open; three threads of 100 random statements leave 3,000-5,000). Two threads of 3,000 kernels
+writing one buffer, kept in step only at the end, leave 2.25 million: listing them took 7 GB
+and 15 minutes before the first question."""
+MAX_PAIRS_READ = 20 * MAX_RACE_CANDIDATES
+"""Pairs read in the windows while listing, at most (most can be dropped as exclusive)."""
 
 
 @dataclass
@@ -121,6 +128,8 @@ class Parts:
     races_not_asked: list = field(default_factory=list)
     """The race questions among them, as (a, b) statement pairs: one whose source statements
     race on its buffers in some other loop instance only counts instances (`assemble`)."""
+    unlisted: bool = False
+    """More pairs might race than `MAX_RACE_CANDIDATES`: only that many were asked about."""
     stats: dict = field(default_factory=dict)
 
     def witness(self, pair: tuple[int, int]) -> Witness:
@@ -136,6 +145,7 @@ class Parts:
         self.deadlock += other.deadlock
         self.not_asked += other.not_asked
         self.races_not_asked += other.races_not_asked
+        self.unlisted = self.unlisted or other.unlisted
 
 
 def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
@@ -204,6 +214,14 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
             grouped[group] = (parts.dead[(index, kind)], 1)
     findings += [replace(finding, instances=count) for finding, count in grouped.values()]
     findings += parts.deadlock
+    if parts.unlisted:
+        findings.append(messages.unknown(
+            f"more than {MAX_RACE_CANDIDATES:,} pairs of accesses may run at the same time; the "
+            f"solver asked about the first {MAX_RACE_CANDIDATES:,} only, so other races may be missing",
+            "order the threads more (most of these pairs race: the races reported show how), "
+            "or check a shorter unrolling of the loops",
+            detail={"query": "all", "reason": "too large"},
+        ))
     if not_asked:
         findings.append(messages.unknown(
             f"{not_asked} solver question(s) were not asked: the total budget of "
@@ -373,9 +391,28 @@ class Analysis:
 
         Pairs are formed per shared memory. The statements touching a memory are walked per
         chain (`layout.py`): along a chain, the ones that end before a starts form a prefix and
-        the ones that start after a ends a suffix, so only the window between is paired."""
+        the ones that start after a ends a suffix, so only the window between is paired.
+        Past `MAX_RACE_CANDIDATES` pairs (or `MAX_PAIRS_READ` read) the rest are not listed,
+        and `Parts.unlisted` says so (one unknown: never a clean answer)."""
         encoding, order, layout = self.encoding, self.order, self.encoding.layout
-        pairs: set[tuple[int, int]] = set()
+        statements = self.program.statements
+        seen: set[tuple[int, int]] = set()
+        kept: list[tuple[int, int, int]] = []
+
+        def listed(a: Statement, b: Statement) -> None:
+            key = (a.index, b.index)
+            if key in seen:
+                return
+            seen.add(key)
+            memory = next((x.memory for x in a.accesses for y in b.accesses if x.conflicts(y)), None)
+            if memory is None or self._exclusive(a, b):
+                return
+            if order.prec(encoding.last_step(a), encoding.first_step(b)):
+                return
+            if order.prec(encoding.last_step(b), encoding.first_step(a)):
+                return
+            kept.append((a.index, b.index, memory))
+
         for memory, sharing in layout.accessing.items():
             if len(sharing) < 2 or not any(x.write for s in sharing for x in s.accesses
                                            if x.memory == memory):
@@ -392,29 +429,20 @@ class Analysis:
                 walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
             for a in sharing:
                 first_a, last_a = layout.first_step(a), layout.last_step(a)
-                for chain, lasts, statements in walks:
+                for chain, lasts, on_chain in walks:
                     p = bisect_right(lasts, order.frontier(first_a, chain))
-                    q = bisect_left(range(len(statements)), True, lo=p,
-                                    key=lambda k: order.prec(last_a, layout.first_step(statements[k])))
-                    for b in statements[p:q]:
+                    q = bisect_left(range(len(on_chain)), True, lo=p,
+                                    key=lambda k: order.prec(last_a, layout.first_step(on_chain[k])))
+                    for b in on_chain[p:q]:
                         if b.index > a.index:
-                            pairs.add((a.index, b.index))
-        result = []
-        statements = self.program.statements
-        for key in sorted(pairs):
-            a, b = statements[key[0]], statements[key[1]]
-            memory = next((x.memory for x in a.accesses for y in b.accesses
-                           if x.conflicts(y)), None)
-            if memory is None:
-                continue
-            if order.prec(encoding.last_step(a), encoding.first_step(b)):
-                continue
-            if order.prec(encoding.last_step(b), encoding.first_step(a)):
-                continue
-            if self._exclusive(a, b):
-                continue
-            result.append((a, b, memory))
-        return result
+                            listed(a, b)
+                    if len(kept) > MAX_RACE_CANDIDATES or len(seen) > MAX_PAIRS_READ:
+                        self.parts.unlisted = True
+                        kept.sort()
+                        del kept[MAX_RACE_CANDIDATES:]
+                        return [(statements[i], statements[j], m) for i, j, m in kept]
+        kept.sort()
+        return [(statements[i], statements[j], m) for i, j, m in kept]
 
     def _exclusive(self, a: Statement, b: Statement) -> bool:
         """Two tasks that never run at once whatever their order: whichever was enqueued later
