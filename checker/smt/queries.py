@@ -1070,8 +1070,12 @@ class Analysis:
         return self.encoding.use_before_alloc(statement)
 
     def _dead_harvest(self, verdict: Sat, pending: dict, queries: dict) -> None:
-        """Every pending dead-use question whose formula holds in `verdict`'s model."""
+        """Every pending dead-use question whose formula holds in `verdict`'s model (as many
+        as the budget allows: each formula is built first, in time linear in the frees and
+        allocs of the memory)."""
         for key, (s, k, _) in list(pending.items()):
+            if self._spent():
+                return
             formula = queries.get(key)
             if formula is None:
                 formula = queries[key] = self._lifetime_query(s, k)
@@ -1088,6 +1092,8 @@ class Analysis:
             before = len(self.parts.dead)
             self._dead_from_races(pending)
             for run, _ in self.runs():
+                if self._spent():
+                    break  # what is left is reported unasked
                 verdict = self.modelled(run)
                 if verdict is not None:
                     self._dead_harvest(verdict, pending, queries)
@@ -1136,9 +1142,9 @@ class Analysis:
             key, (statement, kind, when) = next(iter(pending.items()))
             del pending[key]
             query = queries.pop(key, None)
-            if query is None:
+            if query is None and not self._spent():
                 query = self._lifetime_query(statement, kind)
-            verdict = self.ask(query, cut=self._dead_cut(statement))
+            verdict = self.ask(query, cut=self._dead_cut(statement)) if query is not None else Unknown(OUT_OF_TIME)
             if isinstance(verdict, Unknown):
                 self._unknown(self.parts.dead_unknowns, f"whether {self._line(statement)} can run {when}",
                               (statement.index,), verdict)
