@@ -123,9 +123,10 @@ that race leave the search's partial-order reduction little to reduce (three thr
 random statements, 2,700-3,600 racing pairs: 20,000 states in 7-26 s, far from all)."""
 
 SHORTCUT_COUNTING_SECONDS = 1.0
-"""What the shortcut may take before counting instance pairs: most programs with that many
-racing pairs have too many interleavings for a search (racing accesses leave the partial-order
-reduction little to reduce), and counting takes a few seconds."""
+"""What the shortcut may take when only instance pairs of races already found are left to
+count: the findings are known by then, only their counts are at stake, and the runs and Z3
+count them within a few seconds in most programs (the search would rarely finish: racing
+accesses leave its reduction little to reduce)."""
 
 
 class _Shortcut:

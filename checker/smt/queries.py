@@ -101,9 +101,9 @@ adds implications back) is left to the full session: on two threads of the doubl
 example, 47 such rounds proved 36 pairs no race in 17 s, the full session in 2.5 s."""
 MAX_RACE_CANDIDATES = 20_000
 """Pairs of accesses the solver is asked about, at most (the pairs the must order leaves
-open; three threads of 100 random statements leave 3,000-5,000). Two threads of 3,000 kernels
-writing one buffer, kept in step only at the end, leave 2.25 million: listing them took 7 GB
-and 15 minutes before the first question."""
+open; three threads of 100 random statements leave 3,000-5,000). Two threads whose 1,500
+kernels each write one buffer, kept in step only at their end, leave 2.25 million: listing
+them took 7 GB and 15 minutes before the first question."""
 MAX_PAIRS_READ = 20 * MAX_RACE_CANDIDATES
 """Pairs read in the windows while listing, at most (most can be dropped as exclusive)."""
 
