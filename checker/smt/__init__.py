@@ -112,7 +112,8 @@ def _class_key(race) -> tuple:
 
 SHORTCUT_FROM = 16
 """Questions left for Z3 after the concrete runs from which `analyze` asks its `shortcut`
-first. Fewer take Z3 seconds at most; more are often race candidates that Z3 must prove
+first (after the random runs already, when none of them shows a race: then the aimed runs
+are unlikely to answer the candidates either). Fewer take Z3 seconds at most; more are often race candidates that Z3 must prove
 absent one at a time (two producers sharing one notify, 10 rounds: 80 of them, 52 s), or
 instance pairs of races found that runs and Z3 must count one at a time (`COUNTING`: two
 producers recording one event, 15 rounds, 142 pairs in 9 s)."""
@@ -158,7 +159,14 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        races, counting = first.deciding(first.harvest_races(first.race_candidates(), aim_counting=False))
+        races = first.harvest_races(first.race_candidates(), aim=False)
+        if not first.parts.races:
+            # No random run shows a race: the candidates are likely no races, which only Z3
+            # proves, one at a time, after aimed runs that cannot answer them either.
+            decided = shortcut(len(races), "race candidates, no race seen,", 0)
+            if decided is not None:
+                return decided
+        races, counting = first.deciding(first.aim_at_races(races, aim_counting=False))
         lifetimes = first.harvest_lifetimes(first.lifetime_questions())
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():

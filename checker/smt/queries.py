@@ -607,11 +607,11 @@ class Analysis:
         position = self.encoding.layout.position
         return sorted(pending, key=lambda pair: (-position[pair[0]] - position[pair[1]], pair))
 
-    def harvest_races(self, candidates: list, aim_counting: bool = True) -> list:
+    def harvest_races(self, candidates: list, aim_counting: bool = True, aim: bool = True) -> list:
         """The race questions (a, b, memory) that no concrete run answers; the others are
         answered from the runs. Without `aim_counting`, the pairs that only count instances
         (`deciding`) get no aimed runs here: they wait for the questions that can change the
-        findings (`smt._analyze`)."""
+        findings (`smt._analyze`). Without `aim`, none does (only the random runs are read)."""
         began = time.process_time()
         self.stats["candidates"] += len(candidates)
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
@@ -621,14 +621,28 @@ class Analysis:
                     break  # what is left is reported unasked
                 self._take(self._harvest(verdict, pending), pending)
                 self._predict(list(verdict.order), pending)
-            if EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
-                aims = list(pending)
-                if not aim_counting:
-                    racing = racing_buffers(self.program, self.parts.races)
-                    aims = [pair for pair in aims if counts_only(self.program, racing, *pending[pair][:2]) is None]
-                self._aimed_runs(pending, aims)
+            if aim:
+                self._aim(pending, aim_counting)
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
+
+    def aim_at_races(self, questions: list, aim_counting: bool = True) -> list:
+        """The aimed runs of `harvest_races` for the questions its random runs left (it was
+        called without `aim`): the race questions that no run answers."""
+        began = time.process_time()
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in questions}
+        self._aim(pending, aim_counting)
+        self.stats["races"] += time.process_time() - began
+        return list(pending.values())
+
+    def _aim(self, pending: dict, aim_counting: bool) -> None:
+        if not pending or not EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
+            return
+        aims = list(pending)
+        if not aim_counting:
+            racing = racing_buffers(self.program, self.parts.races)
+            aims = [pair for pair in aims if counts_only(self.program, racing, *pending[pair][:2]) is None]
+        self._aimed_runs(pending, aims)
 
     def _take(self, found: dict, pending: dict) -> None:
         """Records races a run showed and strikes them from `pending`."""
