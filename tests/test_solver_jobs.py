@@ -114,7 +114,8 @@ def repaired_analysis(program, workers: int, seen: list | None = None):
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
             mock.patch.object(jobs, "REPAIR_CHUNK", 1), \
             mock.patch.object(jobs, "REPAIR_JOBS", jobs.MAX_JOBS), mock.patch.object(smt, "answer_all", spy), \
-            mock.patch.object(Analysis, "harvest_races", lambda self, candidates, aim_counting=True: list(candidates)), \
+            mock.patch.object(Analysis, "harvest_races", lambda self, candidates, **_: list(candidates)), \
+            mock.patch.object(Analysis, "aim_at_races", lambda self, questions, **_: list(questions)), \
             mock.patch.object(Analysis, "solver_slow", lambda self: True), \
             mock.patch("checker.smt.queries.PROBE_ASKS", 1), \
             mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
