@@ -142,7 +142,7 @@ class _Shortcut:
         if self.call is None or left < SHORTCUT_FROM or racing > SHORTCUT_MAX_RACING:
             return None
         call, self.call = self.call, None
-        _tell(self.progress, 0, 0, None, f"{left} {what} left: the exhaustive search first")
+        _tell(self.progress, 0, 0, None, f"{left:,} {what}: the exhaustive search first")
         decided = call(seconds)
         return None if decided is None else tuple(decided)
 
@@ -163,7 +163,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
             # proves, one at a time, after aimed runs that cannot answer them either.
-            decided = shortcut(len(races), "race candidates, no race seen,", 0)
+            decided = shortcut(len(races), "race candidates and no race in the runs", 0)
             if decided is not None:
                 return decided
         races, counting = first.deciding(first.aim_at_races(races, aim_counting=False))
@@ -171,7 +171,8 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():
             taken = None
-        decided = shortcut(len(races) + len(lifetimes) + (taken is not None), "questions", len(first.parts.races))
+        decided = shortcut(len(races) + len(lifetimes) + (taken is not None), "questions left",
+                           len(first.parts.races))
         if decided is not None:
             return decided
         if len(races) + len(lifetimes) <= INLINE:
@@ -184,7 +185,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             if counting:
                 # They race like their statements' other instances: runs first, repaired
                 # where the aimed one misses, then the solver.
-                decided = shortcut(len(counting), "instance pairs to count", len(first.parts.races),
+                decided = shortcut(len(counting), "instance pairs left to count", len(first.parts.races),
                                    SHORTCUT_COUNTING_SECONDS)
                 if decided is not None:
                     return decided
