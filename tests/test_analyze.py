@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -628,46 +630,19 @@ expect deadlock
 
 # -- the exhaustive search first --------------------------------------------------------------
 
-TWO_PRODUCERS = """device d { compute 3 }
-buffer a 1MiB on d
-buffer b 1MiB on d
-buffer c 1MiB on d
-stream sa on d
-stream sb on d
-stream sc on d
-notify ready
-notify ack
-thread pa {
-  for j in 0..ROUNDS {
-    sa: kernel wa writes a 1ms
-    sa: notify ready
-    sa: await ack
-  }
-}
-thread pb {
-  for j in 0..ROUNDS {
-    sb: kernel wb writes b 1ms
-    sb: notify ready
-    sb: await ack
-  }
-}
-thread consumer {
-  for j in 0..ROUNDS {
-    sc: await ready
-    sc: await ready
-    sc: kernel use reads a, b writes c 1ms
-    sc: notify ack
-    sc: notify ack
-  }
-}
-"""
-"""Two producers share one notify and one acknowledgement: one producer can take both acks
-of a round and the other then waits forever (the solver proves every race candidate absent one
-by one, 52 s at 10 rounds; the search sees few interleavings)."""
+def two_producers(rounds: int) -> str:
+    """Two producers share one notify and one acknowledgement: one producer can take both acks
+    of a round and the other then waits forever (the solver proves every race candidate absent
+    one by one, 52 s at 10 rounds; the search sees few interleavings). The benchmark's spec."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_smt_scale import two_producers
+
+    return two_producers(rounds)
 
 
 def _searches(monkeypatch) -> list:
-    """The outcome of each exhaustive search `check` starts (True: it covered everything)."""
+    """Each exhaustive search `check` starts: (the seconds it was given, None for its own
+    limit; whether it covered everything)."""
     import checker.analyze as analyze
 
     outcomes = []
@@ -675,7 +650,7 @@ def _searches(monkeypatch) -> list:
 
     def search_first(program, options, progress=None, seconds=None):
         found = real(program, options, progress, seconds)
-        outcomes.append(found is not None)
+        outcomes.append((seconds, found is not None))
         return found
 
     monkeypatch.setattr(analyze, "search_first", search_first)
@@ -684,11 +659,11 @@ def _searches(monkeypatch) -> list:
 
 def test_the_search_decides_when_many_questions_are_left_for_z3(monkeypatch):
     searches = _searches(monkeypatch)
-    text = TWO_PRODUCERS.replace("ROUNDS", "5")
+    text = two_producers(5)
     searched = check(text)
-    assert searches == [True]
+    assert searches == [(None, True)]
     solved = check(text, explore_first=0)
-    assert searches == [True]
+    assert searches == [(None, True)]
     # the same findings (a deadlock's stuck set is that of the execution each engine found)
     summary = lambda report: sorted((f.kind.value, f.instances) for f in report.findings)
     assert summary(searched) == summary(solved)
@@ -697,15 +672,15 @@ def test_the_search_decides_when_many_questions_are_left_for_z3(monkeypatch):
 
 def test_few_questions_left_are_z3s_alone(monkeypatch):
     searches = _searches(monkeypatch)
-    report = check(TWO_PRODUCERS.replace("ROUNDS", "2"))
+    report = check(two_producers(2))
     assert searches == []
     assert {f.kind for f in report.findings} == {FindingKind.DEADLOCK}
 
 
 def test_a_search_that_does_not_finish_leaves_the_program_to_z3(monkeypatch):
     searches = _searches(monkeypatch)
-    report = check(TWO_PRODUCERS.replace("ROUNDS", "5"), explore_first=50)
-    assert searches == [False]
+    report = check(two_producers(5), explore_first=50)
+    assert searches == [(None, False)]
     assert {f.kind for f in report.findings} == {FindingKind.DEADLOCK}
     assert report.status is Status.FINDINGS
 
@@ -758,18 +733,9 @@ to count (16 or more: the search is asked, with `SHORTCUT_COUNTING_SECONDS`)."""
 def test_the_search_counts_instance_pairs_left_after_the_races_are_found(monkeypatch):
     from checker import smt
 
-    calls = []
-    import checker.analyze as analyze
-    real = analyze.search_first
-
-    def search_first(program, options, progress=None, seconds=None):
-        found = real(program, options, progress, seconds)
-        calls.append((seconds, found is not None))
-        return found
-
-    monkeypatch.setattr(analyze, "search_first", search_first)
+    searches = _searches(monkeypatch)
     searched = check(ONE_EVENT_TWO_STREAMS)
-    assert calls == [(smt.SHORTCUT_COUNTING_SECONDS, True)]
+    assert searches == [(smt.SHORTCUT_COUNTING_SECONDS, True)]
     solved = check(ONE_EVENT_TWO_STREAMS, explore_first=0)
     summary = lambda report: sorted((f.message, f.instances) for f in report.findings)
     assert summary(searched) == summary(solved)

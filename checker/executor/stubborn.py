@@ -260,7 +260,7 @@ class StubbornSets:
         return self.conflicts(step).union(more) if more else self.conflicts(step)
 
     def closure(self, state, seed: Step, enabled: frozenset[Step], limit: int,
-                successors: dict | None = None) -> list[Step] | None:
+                successors: dict) -> list[Step] | None:
         """The enabled steps of the stubborn set grown from `seed`, or None once it has
         `limit` of them (no better than what the caller has) or the state's work runs out.
         `successors` keeps each step's conflicts or enabling set for the other seeds of the
@@ -268,8 +268,6 @@ class StubbornSets:
         seen = {seed}
         work = [seed]
         found: list[Step] = []
-        if successors is None:
-            successors = {}
         while work:
             self.spent += 1
             if self.spent > CHOOSE_WORK:
