@@ -733,6 +733,9 @@ to count (16 or more: the search is asked, with `SHORTCUT_COUNTING_SECONDS`)."""
 def test_the_search_counts_instance_pairs_left_after_the_races_are_found(monkeypatch):
     from checker import smt
 
+    # The runs that give one thread priority show every instance pair at once; without
+    # them the random and aimed runs leave the pairs to count.
+    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
     searches = _searches(monkeypatch)
     searched = check(ONE_EVENT_TWO_STREAMS)
     assert searches == [(smt.SHORTCUT_COUNTING_SECONDS, True)]
@@ -740,3 +743,46 @@ def test_the_search_counts_instance_pairs_left_after_the_races_are_found(monkeyp
     summary = lambda report: sorted((f.message, f.instances) for f in report.findings)
     assert summary(searched) == summary(solved)
     assert [f.kind for f in searched.findings] == [FindingKind.RACE, FindingKind.RACE]
+
+
+def test_runs_that_give_a_thread_priority_count_every_instance_pair(monkeypatch):
+    """The consumer's kernel races with whichever producer did not record last; random runs
+    interleave the three threads and show some instance pairs, and the counting budget
+    ends before the solver has counted the rest. A run that lets one thread go as far as it
+    can before the others shows them all: the counts are exact and no question is asked."""
+    from checker import smt
+    from checker.smt import stats
+
+    program = load_text(ONE_EVENT_TWO_STREAMS.replace("0..8", "0..15")).program
+
+    def counts() -> tuple[list, dict]:
+        findings = smt.analyze(program, timeout=10.0, total=30.0)
+        return sorted((f.message, f.instances) for f in findings), stats.snapshot()
+
+    with_priority, asked = counts()
+    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
+    without, asked_without = counts()
+    assert [instances for _, instances in with_priority] == [15 * 16 // 2] * 2
+    assert asked["sat"] + asked["unsat"] + asked["unknowns"] == 0
+    assert asked_without["sat"] + asked_without["unsat"] + asked_without["unknowns"] > 0
+    assert [message for message, _ in without] == [message for message, _ in with_priority]
+
+
+def test_a_prioritized_run_takes_the_first_thread_as_far_as_it_goes():
+    from checker.smt.encode import Encoding
+    from checker.smt.runs import Runner, thread_orders
+
+    assert thread_orders(1) == []
+    assert sorted(thread_orders(3)) == sorted(__import__("itertools").permutations(range(3)))
+    assert thread_orders(8) == [tuple((first + k) % 8 for k in range(8)) for first in range(6)]
+    program = load_text(ONE_EVENT_TWO_STREAMS).program
+    runner = Runner(Encoding(program))
+    statements, steps = program.statements, runner.layout.steps
+    for threads in thread_orders(3):
+        order, _ = runner.prioritized(threads)
+        owners = [statements[steps[step].statement].thread for step in order]
+        # The first thread moves until it waits for another (its first `await`; the
+        # consumer's is its first statement), and only then do the others.
+        first_other = next(k for k, owner in enumerate(owners) if owner != threads[0])
+        blocked = [step for step in runner.thread_chains[threads[0]] if step not in order[:first_other]]
+        assert blocked and statements[steps[blocked[0]].statement].op.name == "AWAIT"

@@ -34,7 +34,7 @@ from checker.smt.prefix import cuts_for, prefix, transparent
 from checker.smt.progress import guaranteed_steps
 from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
-from checker.smt.runs import Runner
+from checker.smt.runs import Runner, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
 
@@ -343,12 +343,16 @@ class Analysis:
     def runs(self) -> list[tuple[Sat, bool]]:
         """Concrete runs of the program (`runs.py`), each checked against the encoding
         (`Session.admits`): (the execution, whether it got stuck). Answers read off them need
-        no query. Their verdicts carry no model until `modelled` asks for one."""
+        no query. Their verdicts carry no model until `modelled` asks for one. The random
+        runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
+        priority (`Runner.prioritized`), which reach further where threads share streams."""
         if self._runs is None:
             runner = self.runner()
             self._runs = []
-            for seed, eager in enumerate(EAGERNESS):
-                order, stuck = runner.run(seed, eager)
+            made = [runner.run(seed, eager) for seed, eager in enumerate(EAGERNESS)]
+            if EAGERNESS:
+                made += [runner.prioritized(threads) for threads in thread_orders(len(self.program.threads))]
+            for order, stuck in made:
                 verdict = self.admits(order)
                 self.stats["runs"] += 1
                 if verdict is not None:
