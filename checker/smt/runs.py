@@ -337,8 +337,8 @@ class Runner:
         runs, 246 in the six orders of the threads)."""
         priority = {thread: k for k, thread in enumerate(threads)}
         statements, steps = self.program.statements, self.layout.steps
-        count = len(threads)
-        ranked = sorted(range(len(steps)), key=lambda i: (priority.get(statements[steps[i].statement].thread, count), i))
+        owner = [priority.get(statements[step.statement].thread, len(threads)) for step in steps]
+        ranked = sorted(range(len(steps)), key=lambda i: (owner[i], i))
         return self.run(0, 0.0, guide={step: k for k, step in enumerate(ranked)})
 
     def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
@@ -399,9 +399,9 @@ class Runner:
 
 
 def thread_orders(threads: int) -> list[tuple[int, ...]]:
-    """Priorities of `threads` threads for `Runner.prioritized`: every order when there are at
-    most `PRIORITY_ORDERS`, else each thread first once (the others after it in turn), at
-    most `PRIORITY_ORDERS`."""
+    """Priorities of `threads` threads for `Runner.prioritized`, at most `PRIORITY_ORDERS`:
+    every order of the threads where that many cover them all (up to three threads), else
+    each thread first once, the others after it in turn."""
     most = PRIORITY_ORDERS
     if threads < 2 or most < 1:
         return []
