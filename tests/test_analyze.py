@@ -747,9 +747,9 @@ def test_the_search_counts_instance_pairs_left_after_the_races_are_found(monkeyp
 
 def test_runs_that_give_a_thread_priority_count_every_instance_pair(monkeypatch):
     """The consumer's kernel races with whichever producer did not record last; random runs
-    interleave the three threads and show some instance pairs, and the counting budget
-    ends before the solver has counted the rest. A run that lets one thread go as far as it
-    can before the others shows them all: the counts are exact and no question is asked."""
+    interleave the three threads and leave some instance pairs to the solver (whose counting
+    budget may end first). A run that lets one thread go as far as it can before the others
+    shows them all: the counts are exact and no question is asked."""
     from checker import smt
     from checker.smt import stats
 
@@ -769,11 +769,13 @@ def test_runs_that_give_a_thread_priority_count_every_instance_pair(monkeypatch)
 
 
 def test_a_prioritized_run_takes_the_first_thread_as_far_as_it_goes():
+    from itertools import permutations
+
     from checker.smt.encode import Encoding
     from checker.smt.runs import Runner, thread_orders
 
     assert thread_orders(1) == []
-    assert sorted(thread_orders(3)) == sorted(__import__("itertools").permutations(range(3)))
+    assert sorted(thread_orders(3)) == sorted(permutations(range(3)))
     assert thread_orders(8) == [tuple((first + k) % 8 for k in range(8)) for first in range(6)]
     program = load_text(ONE_EVENT_TWO_STREAMS).program
     runner = Runner(Encoding(program))
