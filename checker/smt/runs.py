@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from itertools import permutations
+from math import factorial
 from typing import NamedTuple
 
 from checker.smt.encode import Encoding
@@ -405,9 +406,8 @@ def thread_orders(threads: int) -> list[tuple[int, ...]]:
     most = PRIORITY_ORDERS
     if threads < 2 or most < 1:
         return []
-    every = list(permutations(range(threads))) if threads <= 3 else []
-    if every and len(every) <= most:
-        return every
+    if threads <= most and factorial(threads) <= most:
+        return list(permutations(range(threads)))
     return [tuple((first + k) % threads for k in range(threads)) for first in range(min(threads, most))]
 
 
