@@ -788,3 +788,107 @@ def test_a_prioritized_run_takes_the_first_thread_as_far_as_it_goes():
         first_other = next(k for k, owner in enumerate(owners) if owner != threads[0])
         blocked = [step for step in runner.thread_chains[threads[0]] if step not in order[:first_other]]
         assert blocked and statements[steps[blocked[0]].statement].op.name == "AWAIT"
+
+
+LOST_NOTIFY_LOCK = """device d { compute 2 copy 1 }
+buffer x 1MiB on d
+stream s1 on d
+stream s2 on d
+notify go
+thread consumer {
+  s1: await go
+  s1: await go
+  sync s1
+  s1: kernel k1 writes x 1ms
+  s2: kernel k2 writes x 1ms
+}
+thread producer_a {
+  notify go
+}
+thread producer_b {
+  notify go
+}
+"""
+"""The consumer gets past its sync only when its first await takes one producer's notify
+before the other producer's is lost on the flag still set; then its two kernels race."""
+
+
+@pytest.mark.parametrize("eagerness", [0.05, 0.3, 0.6])
+def test_covering_runs_reach_what_the_first_runs_did_not(monkeypatch, eagerness):
+    """With one random run, which loses a notify and never passes the sync, the race past it
+    is left to the solver; covering runs (a prefix of that run, then on at random) get past
+    it, show the race, and no question is asked."""
+    from checker import smt
+    from checker.smt import stats
+
+    program = load_text(LOST_NOTIFY_LOCK).program
+    monkeypatch.setattr("checker.smt.queries.EAGERNESS", (eagerness,))
+    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
+    monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 1)
+
+    def check() -> tuple[list, dict]:
+        findings = smt.analyze(program, timeout=10.0, total=30.0)
+        return sorted(f.kind.value for f in findings), stats.snapshot()
+
+    covered, asked = check()
+    monkeypatch.setattr("checker.smt.queries.COVER", False)
+    uncovered, asked_uncovered = check()
+    assert covered == uncovered == ["deadlock", "race"]
+    assert asked["sat"] + asked["unsat"] + asked["unknowns"] == 0
+    assert asked_uncovered["sat"] == 1
+
+
+def test_covering_runs_stop_when_nothing_new_is_reached(monkeypatch):
+    """Steps no execution takes (the kernels behind an await with one notify for two awaits),
+    when not known to be impossible (none is said to be here), are searched for until
+    STALE_ATTEMPTS attempts in a row took nothing new; each run kept took a new step and is
+    an execution."""
+    from checker.smt import runs
+    from checker.smt.queries import Analysis
+    from checker.smt.runs import covering_runs
+    from checker.smt.solve import Budget
+
+    text = LOST_NOTIFY_LOCK.replace("thread producer_b {\n  notify go\n}\n", "")
+    program = load_text(text).program
+    monkeypatch.setattr(runs, "STALE_ATTEMPTS", 25)
+    analysis = Analysis(program, Budget(timeout=10.0))
+    runner = analysis.runner()
+    attempts = []
+    run = runner.run
+    monkeypatch.setattr(runner, "run", lambda *args, **kwargs: attempts.append(1) or run(*args, **kwargs))
+    first, _ = run(0, 0.05)
+    kept = covering_runs(runner, [first[:1]], frozenset())
+    covered = set(first[:1])
+    for order, _ in kept:
+        assert not covered.issuperset(order)
+        covered.update(order)
+        assert analysis.admits(order) is not None
+    kernels = [analysis.encoding.first_step(s) for s in program.statements if s.op.name == "KERNEL"]
+    assert kernels and covered.isdisjoint(kernels)
+    assert covered.issuperset(first)
+    assert len(kept) + 25 <= len(attempts) <= 26 * (len(kept) + 1)
+
+
+def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkeypatch):
+    """`_lead_in`: the prefix is the start of a run that began both kernels, cut before the
+    first of them; the aimed runs of pairs with a step only covering runs took use it."""
+    import random
+
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    program = load_text(LOST_NOTIFY_LOCK).program
+    monkeypatch.setattr("checker.smt.queries.EAGERNESS", (0.05,))
+    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
+    monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 1)
+    analysis = Analysis(program, Budget(timeout=10.0))
+    k1, k2 = [s for s in program.statements if s.op.name == "KERNEL"]
+    analysis.harvest_races(analysis.race_candidates(), aim=False)
+    first = analysis._first_last()[0]
+    assert {first[k1.index], first[k2.index]} <= analysis._rare
+    orders = [list(verdict.order) for verdict, _ in analysis.runs()]
+    for seed in range(8):
+        prefix = analysis._lead_in(k1.index, k2.index, random.Random(seed))
+        assert any(order[:len(prefix)] == prefix and first[k1.index] in order and first[k2.index] in order
+                   for order in orders)
+        assert first[k1.index] not in prefix and first[k2.index] not in prefix

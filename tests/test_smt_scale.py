@@ -420,6 +420,9 @@ def test_a_run_may_take_exactly_the_pending_steps_whose_rules_hold(text: str, rn
             runner.run(seed, 0.0, target, guide={step: k for k, step in enumerate(shuffled)})
             if len(order) > 1:
                 runner.run(seed, 0.3, after={order[0]: {order[-1]}})
+            cut = rng.randrange(len(order) + 1)
+            resumed, _ = runner.run(seed + 1, 0.05, prefix=order[:cut], stick=rng.choice((None, 0.0, 0.3)))
+            assert resumed[:cut] == order[:cut]
 
 def test_what_a_step_relied_on_keeps_the_bound_record() -> None:
     """The wait is bound to a record whose enqueue thread b also relies on (through the

@@ -34,12 +34,20 @@ from checker.smt.prefix import cuts_for, prefix, transparent
 from checker.smt.progress import guaranteed_steps
 from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
-from checker.smt.runs import Runner, thread_orders
+from checker.smt.runs import Runner, covering_runs, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.witness import StepKind, Witness
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
+COVER = True
+"""After the random and prioritized runs, runs that take the steps none of them took
+(`runs.covering_runs`), where enough questions wait on those steps (`Analysis._cover`)."""
+COVER_WORTH = 100
+"""Pending race pairs with a statement no run began, from which covering runs are made."""
+LEAD_IN = 0.3
+"""How far back before the pair a run aimed with a lead-in starts on its own (`_lead_in`), as
+a share of the lead-in's length, on average."""
 AIMED_EAGERNESS = 0.1
 """The same, for runs aimed at one pair (their own ends are held anyway)."""
 REPAIRS = 40
@@ -256,6 +264,11 @@ class Analysis:
             "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0,
             "slowest": 0.0, "relaxed_rounds": 0, "relaxed_added": 0, "deadlock_how": "not asked"}
         self._runs: list[tuple[Sat, bool]] | None = None
+        self._rare: set[int] = set()
+        """Steps that only covering runs took (`_cover`)."""
+        self._leads: list[tuple[list[int], dict[int, int]]] = []
+        """The runs (with each step's place in them) that a run aimed at a pair with a rare
+        step may start from (`_lead_in`): every run, covering runs last (`_cover`)."""
         self._runner: Runner | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
@@ -625,10 +638,43 @@ class Analysis:
                     break  # what is left is reported unasked
                 self._take(self._harvest(verdict, pending), pending)
                 self._predict(list(verdict.order), pending)
+            self._cover(pending)
             if aim:
                 self._aim(pending, aim_counting)
         self.stats["races"] += time.process_time() - began
         return list(pending.values())
+
+    def _cover(self, pending: dict) -> None:
+        """Covering runs (`runs.covering_runs`), when at least COVER_WORTH pending pairs have
+        a statement that no run began: they join the runs (read for races here, and later for
+        dead uses and deadlocks), and runs aimed at a pair with a statement only they began
+        start from them (`_lead_in`). Where fewer pairs wait on such statements, those are
+        likely never reached (a loop's last iteration behind a deadlock) and the solver
+        settles them sooner than runs would search for them."""
+        if not COVER or not EAGERNESS or self._spent():
+            return
+        runs = self.runs()
+        began: set[int] = set()
+        for verdict, _ in runs:
+            began.update(verdict.order)
+        first = self._first_last()[0]
+        waiting = sum(1 for a, b in pending if first[a] not in began or first[b] not in began)
+        if waiting < COVER_WORTH:
+            return
+        for order, stuck in covering_runs(self.runner(), [list(verdict.order) for verdict, _ in runs],
+                                          self.order.impossible):
+            if self._spent():
+                break
+            verdict = self.admits(order)
+            self.stats["runs"] += 1
+            if verdict is None:
+                continue
+            runs.append((verdict, stuck))
+            self._rare.update(step for step in order if step not in began)
+            self._take(self._harvest(verdict, pending), pending)
+            self._predict(order, pending)
+        self._leads = [(list(verdict.order), {step: k for k, step in enumerate(verdict.order)})
+                       for verdict, _ in runs]
 
     def aim_at_races(self, questions: list, aim_counting: bool = True) -> list:
         """The aimed runs of `harvest_races` for the questions its random runs left (it was
@@ -674,9 +720,32 @@ class Analysis:
                     return  # what is left goes to the solver, which reports it unasked
                 held = (first[a], first[b]) if late else (last[a], last[b])
                 seed = (a * count + b) * 2 + late
-                order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])))
+                prefix = self._lead_in(a, b, random.Random(seed)) if self._rare_pair(a, b) else ()
+                order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])),
+                                      prefix=prefix)
                 self.stats["runs"] += 1
                 self._predict(order, pending)
+
+    def _rare_pair(self, a: int, b: int) -> bool:
+        """Whether statement a or b began only in covering runs (`_cover`)."""
+        first = self._first_last()[0]
+        return first[a] in self._rare or first[b] in self._rare
+
+    def _lead_in(self, a: int, b: int, rng: random.Random) -> list[int]:
+        """A prefix for a run aimed at the pair (a, b), one of which only covering runs began
+        (`_cover`): the start of the last run kept (the covering runs come last) that began
+        both statements (else either), cut a little before the first of them (LEAD_IN of the
+        way back, on average). A run aimed at the pair from the start does not get there."""
+        first = self._first_last()[0]
+        wanted = (first[a], first[b])
+        both = [lead for lead in self._leads if all(step in lead[1] for step in wanted)]
+        either = both or [lead for lead in self._leads if any(step in lead[1] for step in wanted)]
+        if not either:
+            return []
+        order, place = either[-1]
+        cut = min(place.get(step, len(order)) for step in wanted)
+        back = int(rng.expovariate(1 / max(1.0, LEAD_IN * cut)))
+        return order[:max(0, cut - back)]
 
     def narrow(self, deadline: float | None) -> None:
         """Asks nothing past `deadline` from now on (sooner than the budget's, for the

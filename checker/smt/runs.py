@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from itertools import permutations
 from math import factorial
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from checker.smt.encode import Encoding
 from checker.smt.rules import Bind, Need, NeedIf, SetState
@@ -52,6 +52,16 @@ is stuck with it."""
 PRIORITY_ORDERS = 6
 """Runs that give the threads a fixed priority (`thread_orders`, `Runner.prioritized`), at
 most: every order of up to three threads, else each thread first once."""
+
+STICKINESS = (None, 0.02, 0.1, 0.3)
+"""`covering_runs`: how likely an attempt switches threads at each statement it enqueues (None:
+it chooses among every thread's statements, as the random runs do)."""
+EAGER_CHOICES = (0.05, 0.3)
+"""`covering_runs`: the eagerness of an attempt (`Runner.run`'s `eager`), drawn from these."""
+STALE_ATTEMPTS = 1500
+"""`covering_runs` stops after this many attempts in a row that took no new step."""
+COVERING_WORK = 1_500_000
+"""`covering_runs` stops after its attempts took this many steps in all (a few seconds)."""
 
 CLOSING = (StepKind.END, StepKind.RETURN)
 """Steps that end an access interval: a run takes them late, so that intervals overlap."""
@@ -328,6 +338,22 @@ class Runner:
             return rng.choice(opening)
         return rng.choice(closing)
 
+    def _stick(self, rng: random.Random, ready: list[int], eager: float, current: int) -> int:
+        """The next step of a run that sticks to thread `current` (`run`'s `stick`): as often
+        as not a step of a task already enqueued (intervals held open as `_choose` holds
+        them), else a statement of `current`, or of any thread when `current` cannot move."""
+        steps, statements = self.layout.steps, self.program.statements
+        issues = [y for y in ready if steps[y].kind is StepKind.ISSUE]
+        if not issues or (len(issues) < len(ready) and rng.random() < 0.5):
+            others = [y for y in ready if steps[y].kind is not StepKind.ISSUE]
+            opening = [y for y in others if steps[y].kind not in CLOSING]
+            closing = [y for y in others if steps[y].kind in CLOSING]
+            if opening and (not closing or rng.random() >= eager):
+                return rng.choice(opening)
+            return rng.choice(closing)
+        own = [y for y in issues if statements[steps[y].statement].thread == current]
+        return rng.choice(own or issues)
+
     def prioritized(self, threads: tuple[int, ...]) -> tuple[list[int], bool]:
         """A run that always takes a step of the first thread of `threads` that can move
         (its own steps and its tasks' steps, in program order), else of the next: threads
@@ -344,7 +370,8 @@ class Runner:
 
     def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
             after: dict[int, set[int]] | None = None,
-            guide: dict[int, int] | None = None) -> tuple[list[int], bool]:
+            guide: dict[int, int] | None = None, prefix: Sequence[int] = (),
+            stick: float | None = None) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
@@ -355,8 +382,13 @@ class Runner:
         `guide`: step -> rank; the run takes, of the steps that may be taken (the last
         steps still held until every first step has happened), the one ranked first
         (steps without a rank last), and nothing at random: it follows an order that need
-        not be an execution (a relaxed model) as closely as the rules let it."""
+        not be an execution (a relaxed model) as closely as the rules let it.
+        `prefix`: steps of an earlier run to take first, in its order (`covering_runs`).
+        `stick`: how likely the run switches to another thread at each step it enqueues;
+        until it does, it enqueues only the current thread's statements while that thread
+        can move (a thread that runs on alone gets past what random interleavings block)."""
         rng = random.Random(seed)
+        current = rng.randrange(len(self.thread_chains)) if stick is not None else 0
         held = frozenset(last for _, last in target)
         starts = [first for first, _ in target]
         layout = self.layout
@@ -372,10 +404,16 @@ class Runner:
             ready = frontier.ready(position)
             if not ready:
                 break
-            if guide is not None:
+            if len(order) < len(prefix) and prefix[len(order)] in ready:
+                step = prefix[len(order)]
+            elif guide is not None:
                 if any(t not in position for t in starts):
                     ready = [y for y in ready if y not in held] or ready
                 step = min(ready, key=lambda y: (guide.get(y, len(steps)), y))
+            elif stick is not None:
+                if rng.random() < stick:
+                    current = rng.randrange(len(self.thread_chains))
+                step = self._stick(rng, ready, eager, current)
             else:
                 step = self._choose(rng, ready, position, held, starts, eager, after, frontier)
             position[step] = len(order)
@@ -397,6 +435,46 @@ class Runner:
                 if end not in position:
                     frontier.add(end, (1, end))
         return order, len(order) < len(steps)
+
+
+def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset[int]) -> list[tuple[list[int], bool]]:
+    """Runs that take steps no run of `orders` took, found as a fuzzer finds new coverage:
+    each attempt replays a random prefix of a run kept so far (`Runner.run`'s `prefix`) and
+    goes on at random from there, sticking to one thread or not (`STICKINESS`); an attempt
+    that takes a step no kept run took is kept. A statement that only a rare interleaving
+    reaches (three threads whose awaits on shared streams take each other's notifies: about
+    one random run in a thousand gets one thread past its sync) is reached in steps, each
+    kept run a little further than the last. Stops once every step but the `impossible` ones
+    was taken, after `STALE_ATTEMPTS` attempts in a row kept nothing, or after
+    `COVERING_WORK` steps taken in all (prefixes included); the seeds are fixed, so the runs depend on the
+    program alone."""
+    covered: set[int] = set()
+    corpus: list[list[int]] = []
+    for order in orders:
+        if not covered.issuperset(order):
+            covered.update(order)
+            corpus.append(order)
+    wanted = len(runner.layout.steps) - len(impossible)
+    if not corpus:
+        return []
+    rng = random.Random(0)
+    kept: list[tuple[list[int], bool]] = []
+    stale = work = attempt = 0
+    while len(covered) < wanted and stale < STALE_ATTEMPTS and work < COVERING_WORK:
+        parent = rng.choice(corpus)
+        prefix = parent[:rng.randrange(len(parent))]
+        attempt += 1
+        order, stuck = runner.run(attempt, rng.choice(EAGER_CHOICES), prefix=prefix,
+                                  stick=rng.choice(STICKINESS))
+        work += len(order)
+        if covered.issuperset(order):
+            stale += 1
+            continue
+        stale = 0
+        covered.update(order)
+        corpus.append(order)
+        kept.append((order, stuck))
+    return kept
 
 
 def thread_orders(threads: int) -> list[tuple[int, ...]]:
