@@ -391,7 +391,8 @@ class Runner:
         steps still held until every first step has happened), the one ranked first
         (steps without a rank last), and nothing at random: it follows an order that need
         not be an execution (a relaxed model) as closely as the rules let it.
-        `prefix`: steps of an earlier run to take first, in its order (`covering_runs`).
+        `prefix`: steps of an earlier run to take first, in its order, each where it may be
+        taken (`covering_runs`, `Analysis._lead_in`).
         `stick`: how likely the run switches to another thread at each step it enqueues;
         until it does, it enqueues only the current thread's statements while that thread
         can move (a thread that runs on alone gets past what random interleavings block)."""
