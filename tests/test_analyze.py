@@ -817,7 +817,8 @@ before the other producer's is lost on the flag still set; then its two kernels 
 def test_covering_runs_reach_what_the_first_runs_did_not(monkeypatch, eagerness):
     """With one random run, which loses a notify and never passes the sync, the race past it
     is left to the solver; covering runs (a prefix of that run, then on at random) get past
-    it, show the race, and no question is asked."""
+    it, show the race, and no question is asked. They are made only where COVER_WORTH open
+    pairs wait on statements no run began (here one pair)."""
     from checker import smt
     from checker.smt import stats
 
@@ -831,11 +832,13 @@ def test_covering_runs_reach_what_the_first_runs_did_not(monkeypatch, eagerness)
         return sorted(f.kind.value for f in findings), stats.snapshot()
 
     covered, asked = check()
+    monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 2)  # one pair waits: too few
+    ungated, asked_ungated = check()
     monkeypatch.setattr("checker.smt.queries.COVER", False)
     uncovered, asked_uncovered = check()
-    assert covered == uncovered == ["deadlock", "race"]
+    assert covered == ungated == uncovered == ["deadlock", "race"]
     assert asked["sat"] + asked["unsat"] + asked["unknowns"] == 0
-    assert asked_uncovered["sat"] == 1
+    assert asked_ungated["sat"] == asked_uncovered["sat"] == 1
 
 
 def test_covering_runs_stop_when_nothing_new_is_reached(monkeypatch):
