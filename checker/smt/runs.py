@@ -340,6 +340,12 @@ class Runner:
             ready = [y for y in ready if y not in held] or ready
             ready = ([y for y in ready if self._leads_to(y, waiting)]
                      or [y for y in ready if steps[y].kind is not StepKind.ISSUE] or ready)
+        return self._open_or_close(rng, ready, eager)
+
+    def _open_or_close(self, rng: random.Random, ready: list[int], eager: float) -> int:
+        """One of `ready` at random, a step that ends an interval only with probability
+        `eager` while another could move: intervals are held open so that they overlap."""
+        steps = self.layout.steps
         opening = [y for y in ready if steps[y].kind not in CLOSING]
         closing = [y for y in ready if steps[y].kind in CLOSING]
         if opening and (not closing or rng.random() >= eager):
@@ -353,12 +359,7 @@ class Runner:
         steps, statements = self.layout.steps, self.program.statements
         issues = [y for y in ready if steps[y].kind is StepKind.ISSUE]
         if not issues or (len(issues) < len(ready) and rng.random() < 0.5):
-            others = [y for y in ready if steps[y].kind is not StepKind.ISSUE]
-            opening = [y for y in others if steps[y].kind not in CLOSING]
-            closing = [y for y in others if steps[y].kind in CLOSING]
-            if opening and (not closing or rng.random() >= eager):
-                return rng.choice(opening)
-            return rng.choice(closing)
+            return self._open_or_close(rng, [y for y in ready if steps[y].kind is not StepKind.ISSUE], eager)
         own = [y for y in issues if statements[steps[y].statement].thread == current]
         return rng.choice(own or issues)
 
@@ -453,13 +454,13 @@ def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset
     """Runs that take steps no run of `orders` took, found as a fuzzer finds new coverage:
     each attempt replays a random prefix of a run kept so far, most often one of the newest
     (`NEWEST`), and goes on at random from there (`Runner.run`'s `prefix`), sticking to one
-    thread or not (`STICKINESS`); an attempt that takes a step no kept run took is kept. A statement that only a rare interleaving
-    reaches (three threads whose awaits on shared streams take each other's notifies: about
-    one random run in a thousand gets one thread past its sync) is reached in steps, each
-    kept run a little further than the last. Stops once every step but the `impossible` ones
-    was taken, after `STALE_ATTEMPTS` attempts in a row kept nothing, or after
-    `COVERING_WORK` steps taken in all (prefixes included); the seeds are fixed, so the runs depend on the
-    program alone."""
+    thread or not (`STICKINESS`); an attempt that takes a step no kept run took is kept. A
+    statement that only a rare interleaving reaches (three threads whose awaits on shared
+    streams take each other's notifies: about one random run in a thousand gets one thread
+    past its sync) is reached in steps, each kept run a little further than the last. Stops
+    once every step but the `impossible` ones was taken, after `STALE_ATTEMPTS` attempts in a
+    row kept nothing, or after `COVERING_WORK` steps taken in all (prefixes included); the
+    seeds are fixed, so the runs depend on the program alone."""
     covered: set[int] = set()
     corpus: list[list[int]] = []
     for order in orders:
