@@ -430,35 +430,40 @@ class Analysis:
                 return
             kept.append((a.index, b.index, memory))
 
-        for memory, sharing in layout.accessing.items():
-            if len(sharing) < 2 or not any(x.write for s in sharing for x in s.accesses
-                                           if x.memory == memory):
-                continue
-            on: dict[int, list[tuple[int, int, Statement]]] = {}
-            for s in sharing:
-                chain = self._chain(s)
-                on.setdefault(chain, []).append(
-                    (layout.index_on(layout.first_step(s), chain),
-                     layout.index_on(layout.last_step(s), chain), s))
-            walks = []
-            for chain, items in on.items():
-                items.sort(key=lambda item: item[0])
-                walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
-            for a in sharing:
-                first_a, last_a = layout.first_step(a), layout.last_step(a)
-                for chain, lasts, on_chain in walks:
-                    p = bisect_right(lasts, order.frontier(first_a, chain))
-                    q = bisect_left(range(len(on_chain)), True, lo=p,
-                                    key=lambda k: order.prec(last_a, layout.first_step(on_chain[k])))
-                    for b in on_chain[p:q]:
-                        if b.index > a.index:
-                            listed(a, b)
-                    if len(kept) > MAX_RACE_CANDIDATES or len(seen) > MAX_PAIRS_READ:
-                        self.parts.unlisted = True
-                        kept.sort()
-                        del kept[MAX_RACE_CANDIDATES:]
-                        return [(statements[i], statements[j], m) for i, j, m in kept]
+        def walk() -> bool:
+            """Lists the pairs; True if it stopped at a cap."""
+            for memory, sharing in layout.accessing.items():
+                if len(sharing) < 2 or not any(x.write for s in sharing for x in s.accesses
+                                               if x.memory == memory):
+                    continue
+                on: dict[int, list[tuple[int, int, Statement]]] = {}
+                for s in sharing:
+                    chain = self._chain(s)
+                    on.setdefault(chain, []).append(
+                        (layout.index_on(layout.first_step(s), chain),
+                         layout.index_on(layout.last_step(s), chain), s))
+                walks = []
+                for chain, items in on.items():
+                    items.sort(key=lambda item: item[0])
+                    walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
+                for a in sharing:
+                    first_a, last_a = layout.first_step(a), layout.last_step(a)
+                    for chain, lasts, on_chain in walks:
+                        p = bisect_right(lasts, order.frontier(first_a, chain))
+                        q = bisect_left(range(len(on_chain)), True, lo=p,
+                                        key=lambda k: order.prec(last_a, layout.first_step(on_chain[k])))
+                        for b in on_chain[p:q]:
+                            if b.index > a.index:
+                                listed(a, b)
+                        if len(kept) > MAX_RACE_CANDIDATES or len(seen) > MAX_PAIRS_READ:
+                            return True
+            return False
+
+        capped = walk()
         kept.sort()
+        if capped:
+            self.parts.unlisted = True
+            del kept[MAX_RACE_CANDIDATES:]
         return [(statements[i], statements[j], m) for i, j, m in kept]
 
     def _exclusive(self, a: Statement, b: Statement) -> bool:
