@@ -895,3 +895,31 @@ def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkey
         assert any(order[:len(prefix)] == prefix and first[k1.index] in order and first[k2.index] in order
                    for order in orders)
         assert first[k1.index] not in prefix and first[k2.index] not in prefix
+
+
+def test_an_aims_job_leads_in_as_the_first_session_does(monkeypatch):
+    """`Analysis.leads` carries the covering runs to an `aims` job (`jobs.py`): a fresh
+    session given them (`aim_all`) starts its runs aimed at a rare pair from the same
+    prefixes, and answers the pair as the first session's aimed runs do."""
+    import random
+
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    program = load_text(LOST_NOTIFY_LOCK).program
+    monkeypatch.setattr("checker.smt.queries.EAGERNESS", (0.05,))
+    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
+    monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 1)
+    analysis = Analysis(program, Budget(timeout=10.0))
+    k1, k2 = [s for s in program.statements if s.op.name == "KERNEL"]
+    candidates = analysis.race_candidates()
+    pair = [race for race in candidates if {race[0].index, race[1].index} == {k1.index, k2.index}]
+    analysis.harvest_races(candidates, aim=False)
+    job = Analysis(program, Budget(timeout=10.0), analysis.order)
+    assert job.aim_all(pair, [], *analysis.leads()) == []
+    assert (k1.index, k2.index) in job.racing
+    for seed in range(8):
+        assert job._lead_in(k1.index, k2.index, random.Random(seed)) == \
+            analysis._lead_in(k1.index, k2.index, random.Random(seed))
+    without = Analysis(program, Budget(timeout=10.0), analysis.order)
+    assert without.aim_all(pair, []) == pair, "aimed from the start, a run reaches the pair"

@@ -182,3 +182,54 @@ def test_repairs_jobs_watch_each_others_pairs() -> None:
     for job in split_up:
         assert set(job.questions) | set(job.watch) == set(races)
         assert not set(job.questions) & set(job.watch)
+
+
+def aimed_analysis(program, workers: int, seen: list | None = None):
+    """`smt.analyze` with the runs aimed at every pair the random runs leave made in `aims`
+    jobs (`AIM_SPLIT` 0); `seen` collects the jobs."""
+    def spy(program, order, questions, *args, **kwargs):
+        if seen is not None:
+            seen.extend(questions)
+        return jobs.answer_all(program, order, questions, *args, **kwargs)
+
+    with mock.patch.object(smt, "AIM_SPLIT", 0), mock.patch.object(smt, "answer_all", spy), \
+            mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
+        return smt.analyze(program, timeout=60.0, workers=workers)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_aims_jobs_answer_as_one_session_does(text: str) -> None:
+    """Races shown by runs aimed in `aims` jobs, and what they leave to the solver, give the
+    verdicts of one session; every witness replays."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    seen: list = []
+    split = aimed_analysis(program, workers=1, seen=seen)
+    assert verdicts(program, split) == verdicts(program, smt.analyze(program, timeout=60.0)), text
+    for finding in split:
+        if finding.witness is not None:
+            assert confirm(program, finding).ok, (finding.message, text)
+    aims = [job for job in seen if job.kind == "aims"]
+    assert not aims or len(aims) == jobs.AIM_JOBS
+
+
+def test_aims_jobs_run_in_worker_processes() -> None:
+    program = load_text(TWO_WRITERS).program
+    seen: list = []
+    split = aimed_analysis(program, workers=2, seen=seen)
+    assert [job.kind for job in seen].count("aims") == jobs.AIM_JOBS
+    assert split == aimed_analysis(program, workers=1)
+    assert verdicts(program, split) == verdicts(program, smt.analyze(program))
+
+
+def test_aims_jobs_share_the_pairs_and_watch_the_rest() -> None:
+    aims = [(k, k + 1, 0) for k in range(0, 30, 2)]
+    counting = [(100, 101, 0)]
+    split_up = jobs.split_aims(aims, counting, ((1, 2, 3),), frozenset({2}))
+    assert len(split_up) == jobs.AIM_JOBS
+    assert sorted(q for job in split_up for q in job.questions) == sorted(aims)
+    for job in split_up:
+        assert set(job.questions) | set(job.watch) == set(aims) | set(counting)
+        assert not set(job.questions) & set(job.watch)
+        assert job.leads == ((1, 2, 3),) and job.rare == frozenset({2})

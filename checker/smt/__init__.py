@@ -18,7 +18,7 @@ import z3
 from checker.findings import Finding, FindingKind
 from checker.ir import Program
 from checker.smt import queries, stats
-from checker.smt.jobs import INLINE, answer_all, fresh_context, split
+from checker.smt.jobs import AIM_SPLIT, INLINE, answer_all, fresh_context, split, split_aims
 from checker.smt.layout import Layout
 from checker.smt.order import compute
 from checker.smt.queries import Analysis, Parts, assemble
@@ -130,6 +130,26 @@ count them within a few seconds in most programs (the search would rarely finish
 accesses leave its reduction little to reduce)."""
 
 
+def _aimed(first: Analysis, races: list, budget: Budget, deadline: float | None, workers: int,
+           progress) -> list:
+    """The race questions left after runs aimed at them (`Analysis.aim_at_races`, pairs that
+    only count instances get none yet): in the first session, or in `aims` jobs where
+    `AIM_SPLIT` pairs or more get them (the split depends on the questions alone)."""
+    aims = first.aims(races, aim_counting=False)
+    if len(aims) < AIM_SPLIT or not queries.EAGERNESS:
+        return first.aim_at_races(races, aim_counting=False)
+    questions = {(a.index, b.index): (a.index, b.index, m) for a, b, m in races}
+    aimed = set(aims)
+    jobs = split_aims([questions[pair] for pair in aims],
+                      [race for pair, race in questions.items() if pair not in aimed], *first.leads())
+    _tell(progress, len(jobs), 0, len(jobs), f"runs aimed at {len(aims):,} pairs")
+    program = first.program
+    for result in answer_all(program, first.order, jobs, budget, deadline, workers, None, first.fact_book()):
+        first.parts.merge(result)
+        stats.add(result.stats)
+    return [race for race in races if (race[0].index, race[1].index) not in first.parts.races]
+
+
 class _Shortcut:
     """The caller's `shortcut`, asked at most once, when enough questions are left."""
 
@@ -166,7 +186,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             decided = shortcut(len(races), "race candidates and no race in the runs", 0)
             if decided is not None:
                 return decided
-        races, counting = first.deciding(first.aim_at_races(races, aim_counting=False))
+        races, counting = first.deciding(_aimed(first, races, budget, deadline, workers, progress))
         lifetimes = first.harvest_lifetimes(first.lifetime_questions())
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():

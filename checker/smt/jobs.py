@@ -41,6 +41,13 @@ REPAIR_CHUNK = 25
 """Repair questions per `repairs` job (about), when split: repaired runs take about 0.1 s
 per pair, so a second worker pays off from a few dozen pairs."""
 
+AIM_SPLIT = 200
+"""Pairs to aim runs at (`Analysis.aims`) from which the aimed runs are split into `aims`
+jobs, so that both workers run them: on rand3x100 seeds 1 and 5 (888 and 1,710 pairs) two
+halves took 5.2 / 3.9 s and 6.5 / 6.5 s against 8.1 and 12.2 s in one session, and left 180
+and 658 questions against 184 and 660. Fewer pairs take a second or two in one session."""
+AIM_JOBS = 2
+
 SLOW_JOBS = 2
 """At least this many `races` jobs where the solver was found slow: each asks shorter
 programs about its pairs, which takes seconds per pair, and two workers share them. Each
@@ -52,7 +59,7 @@ against 2 / 11): a model answers only the pairs of its own job."""
 @dataclass(frozen=True, slots=True)
 class Job:
     kind: str
-    """`races`, `repairs`, `lifetimes` or `deadlock`."""
+    """`races`, `repairs`, `aims`, `lifetimes` or `deadlock`."""
     questions: tuple
     """races and repairs: (a, b, memory) statement indices; lifetimes: (statement, kind
     value, wording); deadlock: the guaranteed steps to assert."""
@@ -60,8 +67,12 @@ class Job:
     """The first session found the solver slow on this program: a `races` job asks shorter
     programs first (`Analysis.races`'s `shorter`)."""
     watch: tuple = ()
-    """repairs: the other jobs' questions. The job's runs answer them too where they show or
-    predict their races, but repair no runs for them."""
+    """repairs and aims: the other jobs' questions. The job's runs answer them too where they
+    show or predict their races, but are not aimed at them."""
+    leads: tuple = ()
+    """aims: the first session's runs that aimed runs lead in from (`Analysis.leads`)."""
+    rare: frozenset = frozenset()
+    """aims: the steps only the first session's covering runs took (`Analysis.leads`)."""
 
 
 @contextlib.contextmanager
@@ -115,6 +126,19 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
     return jobs
 
 
+def split_aims(aims: list, watch: list, leads: tuple, rare: frozenset) -> list[Job]:
+    """`AIM_JOBS` jobs of aimed runs for the race questions `aims` (deepest first, as
+    `Analysis.aims` lists them; each job takes every k-th), each watching the others' pairs
+    and `watch` (the questions that get no aimed runs: they only count instances)."""
+    jobs = []
+    for k in range(AIM_JOBS):
+        own = tuple(aims[k::AIM_JOBS])
+        mine = set(own)
+        others = tuple(race for race in aims if race not in mine) + tuple(watch)
+        jobs.append(Job("aims", own, watch=others, leads=leads, rare=rare))
+    return jobs
+
+
 def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None,
            book: FactBook | None = None) -> Parts:
     """Answers one job on a session of its own (its questions are the ones the concrete
@@ -132,6 +156,10 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
             # have answered this job's pairs.
             analysis.repair_all([(statements[a], statements[b], m) for a, b, m in job.questions],
                                 [(statements[a], statements[b], m) for a, b, m in job.watch])
+        elif job.kind == "aims":
+            analysis.aim_all([(statements[a], statements[b], m) for a, b, m in job.questions],
+                             [(statements[a], statements[b], m) for a, b, m in job.watch],
+                             job.leads, job.rare)
         elif job.kind == "lifetimes":
             analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions],
                                runs=False)

@@ -693,11 +693,37 @@ class Analysis:
     def _aim(self, pending: dict, aim_counting: bool) -> None:
         if not pending or not EAGERNESS:  # no concrete runs at all: none aimed either (tests ask every question)
             return
-        aims = list(pending)
+        self._aimed_runs(pending, self.aims(list(pending.values()), aim_counting))
+
+    def aims(self, questions: list, aim_counting: bool) -> list[tuple[int, int]]:
+        """The pairs of `questions` that get aimed runs, deepest first: all of them, or
+        without `aim_counting` those that can change the findings (`deciding`)."""
+        pairs = {(a.index, b.index): (a, b, m) for a, b, m in questions}
         if not aim_counting:
             racing = racing_buffers(self.program, self.parts.races)
-            aims = [pair for pair in aims if counts_only(self.program, racing, *pending[pair][:2]) is None]
-        self._aimed_runs(pending, aims)
+            pairs = {pair: race for pair, race in pairs.items()
+                     if counts_only(self.program, racing, *race[:2]) is None}
+        return self._deepest_first(pairs)
+
+    def leads(self) -> tuple[tuple[tuple[int, ...], ...], frozenset[int]]:
+        """What runs aimed in a job of their own (`aim_all`) lead in from: the runs kept
+        (covering runs last) and the steps only covering runs took (`_cover`)."""
+        return tuple(tuple(order) for order, _ in self._leads), frozenset(self._rare)
+
+    def aim_all(self, candidates: list, watch: list = (), leads: tuple = (), rare: frozenset = frozenset()) -> list:
+        """Aimed runs (`_aimed_runs`) for every race question of `candidates`, as an `aims`
+        job (`jobs.py`) does: `leads` and `rare` are the first session's (`leads`). The
+        races the runs show or predict among `watch` (the other jobs' questions, which get
+        no runs here) are answered too; the questions left."""
+        began = time.process_time()
+        self._leads = [(list(order), {step: k for k, step in enumerate(order)}) for order in leads]
+        self._rare = set(rare)
+        pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
+        own = list(pending)
+        pending.update({(a.index, b.index): (a, b, m) for a, b, m in watch})
+        self._aimed_runs(pending, own)
+        self.stats["races"] += time.process_time() - began
+        return [pending[pair] for pair in own if pair in pending]
 
     def _take(self, found: dict, pending: dict) -> None:
         """Records races a run showed and strikes them from `pending`."""
