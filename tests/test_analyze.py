@@ -872,6 +872,32 @@ def test_covering_runs_stop_when_nothing_new_is_reached(monkeypatch):
     assert len(kept) + 25 <= len(attempts) <= 26 * (len(kept) + 1)
 
 
+def test_covering_runs_stop_once_the_steps_taken_are_enough(monkeypatch):
+    """`enough` is asked after each run kept: once it says yes, no attempt follows, however
+    many steps are left (`Analysis._cover` stops once fewer than COVER_WORTH open pairs wait
+    on a step no run took: on rand3x100-1 the 700 attempts after that cost 5 s)."""
+    from checker.smt.queries import Analysis
+    from checker.smt.runs import covering_runs
+    from checker.smt.solve import Budget
+
+    program = load_text(LOST_NOTIFY_LOCK).program
+    analysis = Analysis(program, Budget(timeout=10.0))
+    runner = analysis.runner()
+    first, _ = runner.run(0, 0.05)
+    start = first[:1]
+    everything = covering_runs(runner, [start], frozenset())
+    assert len(everything) >= 2
+    asked: list[int] = []
+
+    def enough(covered: set[int]) -> bool:
+        asked.append(len(covered))
+        return len(asked) == 2
+
+    stopped = covering_runs(runner, [start], frozenset(), enough)
+    assert stopped == everything[:2]
+    assert asked == sorted(asked) and asked[0] > len(start)
+
+
 def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkeypatch):
     """`_lead_in`: the prefix is the start of a run that began both kernels, cut before the
     first of them; the aimed runs of pairs with a step only covering runs took use it."""

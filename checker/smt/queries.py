@@ -663,11 +663,14 @@ class Analysis:
         for verdict, _ in runs:
             began.update(verdict.order)
         first = self._first_last()[0]
-        waiting = sum(1 for a, b in pending if first[a] not in began or first[b] not in began)
-        if waiting < COVER_WORTH:
+
+        def enough(taken: set[int]) -> bool:
+            return sum(1 for a, b in pending if first[a] not in taken or first[b] not in taken) < COVER_WORTH
+
+        if enough(began):
             return
         for order, stuck in covering_runs(self.runner(), [list(verdict.order) for verdict, _ in runs],
-                                          self.order.impossible):
+                                          self.order.impossible, enough):
             if self._spent():
                 break
             verdict = self.admits(order)

@@ -450,7 +450,8 @@ class Runner:
         return order, len(order) < len(steps)
 
 
-def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset[int]) -> list[tuple[list[int], bool]]:
+def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset[int],
+                  enough=None) -> list[tuple[list[int], bool]]:
     """Runs that take steps no run of `orders` took, found as a fuzzer finds new coverage:
     each attempt replays a random prefix of a run kept so far, most often one of the newest
     (`NEWEST`), and goes on at random from there (`Runner.run`'s `prefix`), sticking to one
@@ -458,9 +459,10 @@ def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset
     statement that only a rare interleaving reaches (three threads whose awaits on shared
     streams take each other's notifies: about one random run in a thousand gets one thread
     past its sync) is reached in steps, each kept run a little further than the last. Stops
-    once every step but the `impossible` ones was taken, after `STALE_ATTEMPTS` attempts in a
-    row kept nothing, or after `COVERING_WORK` steps taken in all (prefixes included); the
-    seeds are fixed, so the runs depend on the program alone."""
+    once every step but the `impossible` ones was taken, once `enough(covered)` says the steps
+    taken so far are enough (when given), after `STALE_ATTEMPTS` attempts in a row kept
+    nothing, or after `COVERING_WORK` steps taken in all (prefixes included); the seeds are
+    fixed, so the runs depend on the program alone."""
     covered: set[int] = set()
     corpus: list[list[int]] = []
     for order in orders:
@@ -487,6 +489,8 @@ def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset
         covered.update(order)
         corpus.append(order)
         kept.append((order, stuck))
+        if enough is not None and enough(covered):
+            break
     return kept
 
 
