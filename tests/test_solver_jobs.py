@@ -184,7 +184,7 @@ def test_repairs_jobs_watch_each_others_pairs() -> None:
         assert not set(job.questions) & set(job.watch)
 
 
-def aimed_analysis(program, workers: int, seen: list | None = None):
+def aimed_analysis(program, workers: int, seen: list | None = None, progress=None):
     """`smt.analyze` with the runs aimed at every pair the random runs leave made in `aims`
     jobs (`AIM_SPLIT` 0); `seen` collects the jobs."""
     def spy(program, order, questions, *args, **kwargs):
@@ -194,7 +194,7 @@ def aimed_analysis(program, workers: int, seen: list | None = None):
 
     with mock.patch.object(smt, "AIM_SPLIT", 0), mock.patch.object(smt, "answer_all", spy), \
             mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
-        return smt.analyze(program, timeout=60.0, workers=workers)
+        return smt.analyze(program, timeout=60.0, workers=workers, progress=progress)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
@@ -217,8 +217,11 @@ def test_aims_jobs_answer_as_one_session_does(text: str) -> None:
 def test_aims_jobs_run_in_worker_processes() -> None:
     program = load_text(TWO_WRITERS).program
     seen: list = []
-    split = aimed_analysis(program, workers=2, seen=seen)
+    heard: list = []
+    split = aimed_analysis(program, workers=2, seen=seen, progress=heard.append)
     assert [job.kind for job in seen].count("aims") == jobs.AIM_JOBS
+    sets = [(p.decided, p.total) for p in heard if "aimed runs" in p.current]
+    assert sets[-1] == (jobs.AIM_JOBS, jobs.AIM_JOBS)
     assert split == aimed_analysis(program, workers=1)
     assert verdicts(program, split) == verdicts(program, smt.analyze(program))
 

@@ -143,8 +143,13 @@ def _aimed(first: Analysis, races: list, budget: Budget, deadline: float | None,
     jobs = split_aims([questions[pair] for pair in aims],
                       [race for pair, race in questions.items() if pair not in aimed], *first.leads())
     _tell(progress, len(jobs), 0, len(jobs), f"runs aimed at {len(aims):,} pairs")
-    program = first.program
-    for result in answer_all(program, first.order, jobs, budget, deadline, workers, None, first.fact_book()):
+    finished: list[int] = []
+
+    def done(k: int) -> None:
+        finished.append(k)
+        _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} sets of aimed runs")
+
+    for result in answer_all(first.program, first.order, jobs, budget, deadline, workers, done, first.fact_book()):
         first.parts.merge(result)
         stats.add(result.stats)
     return [race for race in races if (race[0].index, race[1].index) not in first.parts.races]
