@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -874,7 +875,7 @@ def test_covering_runs_stop_when_nothing_new_is_reached(monkeypatch):
 
 def test_covering_runs_stop_once_the_steps_taken_are_enough(monkeypatch):
     """`enough` is asked after each run kept: once it says yes, no attempt follows, however
-    many steps are left (`Analysis._cover` stops once fewer than COVER_WORTH open pairs wait
+    many steps are left; past the deadline none is made (`Analysis._cover` stops once fewer than COVER_WORTH open pairs wait
     on a step no run took: on rand3x100-1 the 700 attempts after that cost 5 s)."""
     from checker.smt.queries import Analysis
     from checker.smt.runs import covering_runs
@@ -896,6 +897,7 @@ def test_covering_runs_stop_once_the_steps_taken_are_enough(monkeypatch):
     stopped = covering_runs(runner, [start], frozenset(), enough)
     assert stopped == everything[:2]
     assert asked == sorted(asked) and asked[0] > len(start)
+    assert covering_runs(runner, [start], frozenset(), deadline=time.time() - 1) == []
 
 
 def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkeypatch):

@@ -670,7 +670,7 @@ class Analysis:
         if enough(began):
             return
         for order, stuck in covering_runs(self.runner(), [list(verdict.order) for verdict, _ in runs],
-                                          self.order.impossible, enough):
+                                          self.order.impossible, enough, self._deadline):
             if self._spent():
                 break
             verdict = self.admits(order)

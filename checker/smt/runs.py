@@ -23,6 +23,7 @@ run that missed a race is repaired that way (`Analysis._repair`).
 from __future__ import annotations
 
 import random
+import time
 from itertools import permutations
 from math import factorial
 from typing import NamedTuple, Sequence
@@ -451,7 +452,7 @@ class Runner:
 
 
 def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset[int],
-                  enough=None) -> list[tuple[list[int], bool]]:
+                  enough=None, deadline: float | None = None) -> list[tuple[list[int], bool]]:
     """Runs that take steps no run of `orders` took, found as a fuzzer finds new coverage:
     each attempt replays a random prefix of a run kept so far, most often one of the newest
     (`NEWEST`), and goes on at random from there (`Runner.run`'s `prefix`), sticking to one
@@ -461,8 +462,9 @@ def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset
     past its sync) is reached in steps, each kept run a little further than the last. Stops
     once every step but the `impossible` ones was taken, once `enough(covered)` says the steps
     taken so far are enough (when given), after `STALE_ATTEMPTS` attempts in a row kept
-    nothing, or after `COVERING_WORK` steps taken in all (prefixes included); the seeds are
-    fixed, so the runs depend on the program alone."""
+    nothing, after `COVERING_WORK` steps taken in all (prefixes included), or at `deadline`
+    (`time.time()`, the total budget's); the seeds are fixed, so the runs depend on the
+    program alone (and the budget)."""
     covered: set[int] = set()
     corpus: list[list[int]] = []
     for order in orders:
@@ -476,6 +478,8 @@ def covering_runs(runner: Runner, orders: list[list[int]], impossible: frozenset
     kept: list[tuple[list[int], bool]] = []
     stale = work = attempt = 0
     while len(covered) < wanted and stale < STALE_ATTEMPTS and work < COVERING_WORK:
+        if deadline is not None and time.time() > deadline:
+            break
         parent = corpus[-1 - min(len(corpus) - 1, int(rng.expovariate(NEWEST)))]
         prefix = parent[:rng.randrange(len(parent))]
         attempt += 1
