@@ -185,14 +185,17 @@ def test_repairs_jobs_watch_each_others_pairs() -> None:
 
 
 def aimed_analysis(program, workers: int, seen: list | None = None, progress=None):
-    """`smt.analyze` with the runs aimed at every pair the random runs leave made in `aims`
-    jobs (`AIM_SPLIT` 0); `seen` collects the jobs."""
+    """`smt.analyze` with one random run and no prioritized ones (so that pairs are left to
+    aim at), and the runs aimed at them made in `aims` jobs (`AIM_SPLIT` 1); `seen`
+    collects the jobs."""
     def spy(program, order, questions, *args, **kwargs):
         if seen is not None:
             seen.extend(questions)
         return jobs.answer_all(program, order, questions, *args, **kwargs)
 
-    with mock.patch.object(smt, "AIM_SPLIT", 0), mock.patch.object(smt, "answer_all", spy), \
+    with mock.patch.object(smt, "AIM_SPLIT", 1), mock.patch.object(smt, "answer_all", spy), \
+            mock.patch("checker.smt.queries.EAGERNESS", (0.05,)), \
+            mock.patch("checker.smt.runs.PRIORITY_ORDERS", 0), \
             mock.patch.dict(os.environ, {"STREAMPROOF_START_METHOD": "fork"}):
         return smt.analyze(program, timeout=60.0, workers=workers, progress=progress)
 
@@ -215,15 +218,22 @@ def test_aims_jobs_answer_as_one_session_does(text: str) -> None:
 
 
 def test_aims_jobs_run_in_worker_processes() -> None:
-    program = load_text(TWO_WRITERS).program
+    """A lost notify under a lock: the one random run leaves the kernels' pair, which an
+    `aims` job in a worker process aims runs at (they lead in from covering runs only where
+    there are any: `test_analyze.test_an_aims_job_leads_in_as_the_first_session_does`)."""
+    from test_analyze import LOST_NOTIFY_LOCK
+
+    program = load_text(LOST_NOTIFY_LOCK).program
     seen: list = []
     heard: list = []
     split = aimed_analysis(program, workers=2, seen=seen, progress=heard.append)
-    assert [job.kind for job in seen].count("aims") == jobs.AIM_JOBS
+    aims = [job for job in seen if job.kind == "aims"]
+    assert len(aims) == jobs.AIM_JOBS and sum(len(job.questions) for job in aims) == 1
     sets = [(p.decided, p.total) for p in heard if "aimed runs" in p.current]
     assert sets[-1] == (jobs.AIM_JOBS, jobs.AIM_JOBS)
     assert split == aimed_analysis(program, workers=1)
     assert verdicts(program, split) == verdicts(program, smt.analyze(program))
+    assert {f.kind.value for f in split} == {"race", "deadlock"}
 
 
 def test_aims_jobs_share_the_pairs_and_watch_the_rest() -> None:

@@ -136,7 +136,7 @@ def _aimed(first: Analysis, races: list, budget: Budget, deadline: float | None,
     only count instances get none yet): in the first session, or in `aims` jobs where
     `AIM_SPLIT` pairs or more get them (the split depends on the questions alone)."""
     aims = first.aims(races, aim_counting=False)
-    if len(aims) < AIM_SPLIT or not queries.EAGERNESS:
+    if not aims or len(aims) < AIM_SPLIT or not queries.EAGERNESS:
         return first.aim_at_races(races, aim_counting=False)
     questions = {(a.index, b.index): (a.index, b.index, m) for a, b, m in races}
     aimed = set(aims)
