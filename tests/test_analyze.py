@@ -900,11 +900,9 @@ def test_covering_runs_stop_once_the_steps_taken_are_enough(monkeypatch):
     assert covering_runs(runner, [start], frozenset(), deadline=time.time() - 1) == []
 
 
-def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkeypatch):
-    """`_lead_in`: the prefix is the start of a run that began both kernels, cut before the
-    first of them; the aimed runs of pairs with a step only covering runs took use it."""
-    import random
-
+def covered_lock(monkeypatch):
+    """LOST_NOTIFY_LOCK with one random run, no prioritized ones and covering runs made for
+    one waiting pair: (program, its analysis, the two kernels)."""
     from checker.smt.queries import Analysis
     from checker.smt.solve import Budget
 
@@ -912,8 +910,16 @@ def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkey
     monkeypatch.setattr("checker.smt.queries.EAGERNESS", (0.05,))
     monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
     monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 1)
-    analysis = Analysis(program, Budget(timeout=10.0))
     k1, k2 = [s for s in program.statements if s.op.name == "KERNEL"]
+    return program, Analysis(program, Budget(timeout=10.0)), k1, k2
+
+
+def test_a_run_aimed_at_a_pair_only_covering_runs_reached_starts_from_one(monkeypatch):
+    """`_lead_in`: the prefix is the start of a run that began both kernels, cut before the
+    first of them; the aimed runs of pairs with a step only covering runs took use it."""
+    import random
+
+    _, analysis, k1, k2 = covered_lock(monkeypatch)
     analysis.harvest_races(analysis.race_candidates(), aim=False)
     first = analysis._first_last()[0]
     assert {first[k1.index], first[k2.index]} <= analysis._rare
@@ -934,12 +940,7 @@ def test_an_aims_job_leads_in_as_the_first_session_does(monkeypatch):
     from checker.smt.queries import Analysis
     from checker.smt.solve import Budget
 
-    program = load_text(LOST_NOTIFY_LOCK).program
-    monkeypatch.setattr("checker.smt.queries.EAGERNESS", (0.05,))
-    monkeypatch.setattr("checker.smt.runs.PRIORITY_ORDERS", 0)
-    monkeypatch.setattr("checker.smt.queries.COVER_WORTH", 1)
-    analysis = Analysis(program, Budget(timeout=10.0))
-    k1, k2 = [s for s in program.statements if s.op.name == "KERNEL"]
+    program, analysis, k1, k2 = covered_lock(monkeypatch)
     candidates = analysis.race_candidates()
     pair = [race for race in candidates if {race[0].index, race[1].index} == {k1.index, k2.index}]
     analysis.harvest_races(candidates, aim=False)

@@ -34,14 +34,28 @@ def verdicts(program, findings) -> list[tuple]:
     return sorted((f.kind.value, lines(f), f.instances) for f in findings)
 
 
-def split_analysis(program, workers: int, seen: list | None = None):
-    """`smt.analyze` with every question but the first class's a job; `seen` collects the
-    jobs."""
+def spying(seen: list | None):
+    """`jobs.answer_all`, also collecting the jobs it is given into `seen`."""
     def spy(program, order, questions, *args, **kwargs):
         if seen is not None:
             seen.extend(questions)
         return jobs.answer_all(program, order, questions, *args, **kwargs)
 
+    return spy
+
+
+def assert_one_session_verdicts(program, split, text: str) -> None:
+    """`split` says what one session's findings say, and every witness in it replays."""
+    assert verdicts(program, split) == verdicts(program, smt.analyze(program, timeout=60.0)), text
+    for finding in split:
+        if finding.witness is not None:
+            assert confirm(program, finding).ok, (finding.message, text)
+
+
+def split_analysis(program, workers: int, seen: list | None = None):
+    """`smt.analyze` with every question but the first class's a job; `seen` collects the
+    jobs."""
+    spy = spying(seen)
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
             mock.patch.object(smt, "answer_all", spy), mock.patch("checker.smt.queries.EAGERNESS", ()), \
             mock.patch("checker.smt.queries.PROBE_ASKS", 1), \
@@ -84,12 +98,7 @@ def test_a_split_program_gets_the_same_findings_in_worker_processes() -> None:
 def test_jobs_answer_as_one_session_does(text: str) -> None:
     program = load_text(text, "<random>").program
     assume(program is not None)
-    whole = smt.analyze(program, timeout=60.0)
-    split = split_analysis(program, workers=1)
-    assert verdicts(program, split) == verdicts(program, whole), text
-    for finding in split:
-        if finding.witness is not None:
-            assert confirm(program, finding).ok, (finding.message, text)
+    assert_one_session_verdicts(program, split_analysis(program, workers=1), text)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -106,11 +115,7 @@ def repaired_analysis(program, workers: int, seen: list | None = None):
     first; `seen` collects the jobs."""
     from checker.smt.queries import Analysis
 
-    def spy(program, order, questions, *args, **kwargs):
-        if seen is not None:
-            seen.extend(questions)
-        return jobs.answer_all(program, order, questions, *args, **kwargs)
-
+    spy = spying(seen)
     with mock.patch.object(smt, "INLINE", 0), mock.patch.object(jobs, "CHUNK", 1), \
             mock.patch.object(jobs, "REPAIR_CHUNK", 1), \
             mock.patch.object(jobs, "REPAIR_JOBS", jobs.MAX_JOBS), mock.patch.object(smt, "answer_all", spy), \
@@ -130,11 +135,7 @@ def test_repair_jobs_answer_as_one_session_does(text: str) -> None:
     program = load_text(text, "<random>").program
     assume(program is not None)
     seen: list = []
-    split = repaired_analysis(program, workers=1, seen=seen)
-    assert verdicts(program, split) == verdicts(program, smt.analyze(program, timeout=60.0)), text
-    for finding in split:
-        if finding.witness is not None:
-            assert confirm(program, finding).ok, (finding.message, text)
+    assert_one_session_verdicts(program, repaired_analysis(program, workers=1, seen=seen), text)
     repairs = [job for job in seen if job.kind == "repairs"]
     asked = {question for job in seen if job.kind == "races" for question in job.questions}
     assert asked <= {question for job in repairs for question in job.questions}
@@ -188,11 +189,7 @@ def aimed_analysis(program, workers: int, seen: list | None = None, progress=Non
     """`smt.analyze` with one random run and no prioritized ones (so that pairs are left to
     aim at), and the runs aimed at them made in `aims` jobs (`AIM_SPLIT` 1); `seen`
     collects the jobs."""
-    def spy(program, order, questions, *args, **kwargs):
-        if seen is not None:
-            seen.extend(questions)
-        return jobs.answer_all(program, order, questions, *args, **kwargs)
-
+    spy = spying(seen)
     with mock.patch.object(smt, "AIM_SPLIT", 1), mock.patch.object(smt, "answer_all", spy), \
             mock.patch("checker.smt.queries.EAGERNESS", (0.05,)), \
             mock.patch("checker.smt.runs.PRIORITY_ORDERS", 0), \
@@ -208,11 +205,7 @@ def test_aims_jobs_answer_as_one_session_does(text: str) -> None:
     program = load_text(text, "<random>").program
     assume(program is not None)
     seen: list = []
-    split = aimed_analysis(program, workers=1, seen=seen)
-    assert verdicts(program, split) == verdicts(program, smt.analyze(program, timeout=60.0)), text
-    for finding in split:
-        if finding.witness is not None:
-            assert confirm(program, finding).ok, (finding.message, text)
+    assert_one_session_verdicts(program, aimed_analysis(program, workers=1, seen=seen), text)
     aims = [job for job in seen if job.kind == "aims"]
     assert not aims or len(aims) == jobs.AIM_JOBS
 
