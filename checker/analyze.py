@@ -110,7 +110,7 @@ def find(program: Program, options: Options,
     else:
         _tell(progress, "solver")
         findings += _solve(program, options, progress)
-    return _confirmed(program, fold_unknowns(program, findings), progress)
+    return _confirmed(program, fold_unknowns(program, findings), progress, options.workers)
 
 
 def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
@@ -202,13 +202,14 @@ def _solve(program: Program, options: Options, progress: ProgressCallback | None
                             shortcut=shortcut if options.explore_first > 0 else None))
 
 
-def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None):
+def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None,
+               workers: int = 1):
     from checker.executor.replay import confirm_all
 
     kept: list[Finding] = []
     internal: list[Diagnostic] = []
     witnessed = [f for f in findings if f.witness is not None]
-    confirmations = confirm_all(program, witnessed)
+    confirmations = confirm_all(program, witnessed, workers)
     replayed = 0
     for finding in findings:
         if finding.witness is None:

@@ -243,3 +243,39 @@ thread main {
   s[1]: kernel e writes x 1ms
 }
 """
+
+
+def test_worker_processes_confirm_exactly_what_one_process_does(monkeypatch):
+    """`confirm_all` with two workers (every finding split into chunks, from one finding on)
+    gives each finding the confirmation one process gives it, in the findings' order; forged
+    races cut short of their second start share replays with real ones and are refused the
+    same way in a worker."""
+    program = load_text(RACY, "racy").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    forged = [replace(f, witness=Witness(f.witness.steps[:-1])) for f in findings
+              if f.kind is FindingKind.RACE and len(f.witness.steps) > 1]
+    everything = findings + forged
+    alone = [(c.ok, c.reason, c.detail) for c in confirm_all(program, everything)]
+    monkeypatch.setattr(replay_module, "CONFIRM_SPLIT", 1)
+    for method in ("fork", "spawn"):
+        monkeypatch.setenv("STREAMPROOF_START_METHOD", method)
+        split = [(c.ok, c.reason, c.detail) for c in confirm_all(program, everything, workers=2)]
+        assert split == alone, method
+    assert any(ok for ok, _, _ in alone) and not all(ok for ok, _, _ in alone)
+
+
+def test_confirmation_chunks_keep_each_shared_replay_whole():
+    """Every finding is in exactly one chunk, each chunk in finding order, and the findings
+    that share one replay (`_longest_witnesses`) in the same chunk."""
+    program = load_text(RACY, "racy").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    findings += [replace(f, witness=Witness(f.witness.steps[:-1])) for f in findings
+                 if f.kind is FindingKind.RACE and len(f.witness.steps) > 1]
+    owners = _longest_witnesses(program, findings)
+    assert owners
+    for count in (1, 2, 3, 8):
+        chunks = replay_module._chunks(program, findings, count)
+        assert sorted(k for chunk in chunks for k in chunk) == list(range(len(findings)))
+        assert all(chunk == sorted(chunk) for chunk in chunks) and len(chunks) <= count
+        chunk_of = {k: c for c, chunk in enumerate(chunks) for k in chunk}
+        assert all(chunk_of[k] == chunk_of[owner] for k, owner in owners.items())

@@ -368,3 +368,29 @@ def test_warnings_of_one_code_past_twenty_are_counted_not_framed(run, tmp_path):
     assert "warning[SP051]: ... and 29 more like these" in out
     status, out, _ = run("check", "--format", "json", spec)
     assert [d["code"] for d in json.loads(out)["files"][0]["diagnostics"]].count("SP051") == 49
+
+
+def test_findings_past_the_framed_ones_are_one_line_each(run, tmp_path, monkeypatch):
+    """With room for two framed findings, a spec with six races frames the first two in
+    source order and gives the other four one line each (location, code, message) after a
+    note that counts them; JSON still gives every one with its witness, and `--quiet`
+    shortens the same way."""
+    from checker.report import text as text_report
+
+    monkeypatch.setattr(text_report, "FINDINGS_FRAMED", 2)
+    spec = tmp_path / "racy.sched"
+    spec.write_text("device d { compute 4 }\nbuffer x 1KiB on d\nstream s[4] on d\nthread t {\n"
+                    + "".join(f"  s[{i}]: kernel k{i} writes x 1ms\n" for i in range(4)) + "}\n")
+    status, out, _ = run("check", "--format", "json", spec)
+    findings = json.loads(out)["files"][0]["findings"]
+    assert status == 1 and len(findings) == 6 and all(f["witness"] for f in findings)
+    for flags in ((), ("--quiet",)):
+        status, out, _ = run("check", *flags, spec)
+        assert status == 1
+        assert out.count("error[SP101]") == 6
+        assert out.count("= witness:") == 2 and out.count("= help:") == 2
+        assert "note: 4 more findings, one line each (the first 2 are shown whole" in out
+        one_line = [line for line in out.splitlines() if "error[SP101]" in line][2:]
+        assert all(re.match(rf"{re.escape(str(spec))}:\d+:3: error\[SP101\]: race on `x`", line) for line in one_line)
+        lines = [int(line.split(":")[1]) for line in out.splitlines() if "error[SP101]" in line]
+        assert lines == sorted(lines)

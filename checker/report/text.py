@@ -86,7 +86,8 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
     return out
 
 
-def render_finding(report: FileReport, finding: Finding) -> list[str]:
+def render_finding(report: FileReport, finding: Finding, frames: bool = True) -> list[str]:
+    """A finding's block of lines; without `frames`, its first line alone."""
     program: Program = report.program_of(finding)
     severity = ("note" if finding.expected else
                 "warning" if finding.kind is FindingKind.UNKNOWN or finding.advisory else "error")
@@ -95,6 +96,8 @@ def render_finding(report: FileReport, finding: Finding) -> list[str]:
     tag = f"{severity}[{finding.code.value}]"
     suffix = " (expected)" if finding.expected else ""
     out = [f"{escape(where)}: {_style(tag, severity)}: {_style(finding.message + suffix, 'help')}"]
+    if not frames:
+        return out
     out += frame(report.source, marks, _style)
     if finding.instances > 1 and finding.kind is FindingKind.UNKNOWN:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} undecided questions like this one "
@@ -151,25 +154,56 @@ def left_out(path: str, left: dict[str, int]) -> list[str]:
             "(`--format json` lists every one)" for code, count in sorted(left.items())]
 
 
+FINDINGS_FRAMED = 50
+"""Findings of one file shown whole (code frame, replayed bytes, witness, help), in source
+order; each one after them is one line (location, code, message), and JSON and SARIF list
+every one whole. Three threads of 100 random statements have 3,000-3,600 races: framed,
+that was 80,000 lines, which took longer to print (15 s) than the confirmation of every
+witness (bench/README.md)."""
+
+
+def _finding_line(report: FileReport, finding: Finding) -> str:
+    """One finding in one line: where, its code and its message (`FINDINGS_FRAMED`)."""
+    return render_finding(report, finding, frames=False)[0]
+
+
 def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
     """Diagnostics and findings of one file in source order. `quiet` keeps only what makes the
-    file fail: errors and failing findings (no warnings, no expected findings)."""
+    file fail: errors and failing findings (no warnings, no expected findings). Past
+    `FINDINGS_FRAMED` findings, each is one line."""
     out: list[str] = []
-    items: list[tuple[tuple, list[str]]] = []
+    items: list[tuple[tuple, Diagnostic | Finding | list[str]]] = []
     shown, left = shown_diagnostics(report.diagnostics)
     for diagnostic in shown:
         if quiet and diagnostic.severity is not Severity.ERROR:
             continue
-        items.append((diagnostic.sort_key(), render_diagnostic(report.path, report.source, diagnostic)))
+        items.append((diagnostic.sort_key(), diagnostic))
     if left and not quiet:
         items.append(((float("inf"),), left_out(report.path, left)))
     for finding in report.findings:
         if quiet and not failing(report, finding, allow_unknown):
             continue
         first = report.program_of(finding).statements[finding.statements[0]].span.start if finding.statements else -1
-        items.append(((first, False, finding.code.value), render_finding(report, finding)))
-    for _, lines in sorted(items, key=lambda item: item[0]):
-        out.extend(lines)
+        items.append(((first, False, finding.code.value), finding))
+    framed = 0
+    concise: list[str] = []
+    for _, item in sorted(items, key=lambda item: item[0]):
+        if isinstance(item, Diagnostic):
+            out.extend(render_diagnostic(report.path, report.source, item))
+        elif isinstance(item, Finding) and framed >= FINDINGS_FRAMED:
+            concise.append(_finding_line(report, item))
+            continue
+        elif isinstance(item, Finding):
+            framed += 1
+            out.extend(render_finding(report, item))
+        else:
+            out.extend(item)
+        out.append("")
+    if concise:
+        out.append(f"{escape(report.path)}: {_style('note', 'note')}: {len(concise):,} more finding"
+                   f"{'s' * (len(concise) != 1)}, one line each (the first {FINDINGS_FRAMED} are shown whole; "
+                   "`--format json` gives every one with its witness):")
+        out.extend(concise)
         out.append("")
     return out
 
