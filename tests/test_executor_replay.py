@@ -152,7 +152,7 @@ def test_a_shared_replay_keeps_a_bounded_number_of_states():
             replay_module.CHECKPOINT_EVERY, replay_module.MAX_CHECKPOINTS = every, most
             pairs = {f.statements for f in findings if len(f.statements) == 2}
             trace = replay_module._Trace.spaced(len(steps), pairs)
-            replay_module._run(Machine(program), steps, trace=trace)
+            assert replay_module._traced(Machine(program), steps, trace)
             for a, b in pairs:  # where each pair first runs together, as a replay watching it alone
                 _, _, alone = replay_module._run(Machine(program), steps, watch=(1 << a) | (1 << b))
                 assert trace.together.get((a, b)) == alone
@@ -279,3 +279,31 @@ def test_confirmation_chunks_keep_each_shared_replay_whole():
         assert all(chunk == sorted(chunk) for chunk in chunks) and len(chunks) <= count
         chunk_of = {k: c for c, chunk in enumerate(chunks) for k in chunk}
         assert all(chunk_of[k] == chunk_of[owner] for k, owner in owners.items())
+
+
+def test_a_replay_that_starts_from_another_confirms_what_a_whole_replay_does(monkeypatch):
+    """Two witnesses that differ only in their last step (two steps enabled there): the
+    second replay starts from the first's checkpoint, and the races whose witnesses are
+    prefixes of it ran together before that point. Each confirmation, with a checkpoint
+    after every step, must be `confirm`'s, whichever of the two holds those races."""
+    program = load_text(RACY, "racy").program
+    findings = [f for f in Analysis(program, Budget(timeout=60.0)).run() if f.witness is not None]
+    longest = max((f for f in findings if f.kind is FindingKind.RACE), key=lambda f: len(f.witness.steps))
+    machine = Machine(program)
+    steps, state = list(longest.witness.steps), machine.initial()
+    for step in steps[:-1]:
+        state = machine.apply(state, step)
+    enabled = machine.enabled(state)
+    assert len(enabled) >= 2, "the spec must leave a choice before the longest witness's last step"
+    racing = [f for f in findings if f.kind is FindingKind.RACE and len(f.witness.steps) < len(steps) - 1]
+    assert racing
+    monkeypatch.setattr(replay_module, "CHECKPOINT_EVERY", 1)
+    for x, y in ((enabled[0], enabled[1]), (enabled[1], enabled[0])):
+        ends = [replace(longest, witness=Witness(tuple(steps[:-1]) + (last,))) for last in (x, y)]
+        everything = racing + ends
+        owners = replay_module._longest_witnesses(program, everything, alone=True)
+        ends_at = {len(racing), len(racing) + 1}
+        assert {owners[k] for k in ends_at} == ends_at and any(owners[k] in ends_at for k in range(len(racing)))
+        shared = [(c.ok, c.reason, c.detail) for c in confirm_all(program, everything)]
+        assert shared == [(c.ok, c.reason, c.detail) for c in (confirm(program, f) for f in everything)]
+        assert all(ok for ok, _, _ in shared[:len(racing)])
