@@ -11,11 +11,13 @@ import os
 from unittest import mock
 
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from checker import smt
 from checker.executor.replay import confirm
 from checker.frontend import load_text
-from checker.smt import jobs
+from checker.smt import jobs, queries
+from checker.smt.solve import Budget
 from strategies import specs
 
 
@@ -239,3 +241,33 @@ def test_aims_jobs_share_the_pairs_and_watch_the_rest() -> None:
         assert set(job.questions) | set(job.watch) == set(aims) | set(counting)
         assert not set(job.questions) & set(job.watch)
         assert job.leads == ((1, 2, 3),) and job.rare == frozenset({2})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=queries.PROBE_TIMEOUT), min_size=1, max_size=6))
+def test_a_probe_ends_early_only_when_the_solver_is_slow_whatever_the_rest_take(seconds):
+    """The probe (`races(probe=True)`) stops once `_probe_over` says so. Ending before
+    PROBE_ASKS questions must give the verdict (`solver_slow`) that asking PROBE_ASKS
+    questions would have given, however long the rest would have taken (none, or up to
+    PROBE_TIMEOUT each); and after PROBE_ASKS questions it ends exactly when the solver
+    is slow."""
+    program = load_text("device d\nstream s on d\nthread t {\n  s: kernel k\n}\n", "one").program
+    analysis = queries.Analysis(program, Budget(timeout=10.0))
+    analysis._probing = True
+    count, total = 0, 0.0
+    for spent in seconds:
+        count, total = count + 1, total + spent
+        analysis._asked = (count, total)
+        over = analysis._probe_over()
+        slow = total / count > queries.REPAIR_WORTH
+        if count >= queries.PROBE_ASKS:
+            assert over == slow
+        elif over:
+            assert slow
+            for rest in (0.0, queries.PROBE_TIMEOUT):  # the other questions, as fast or as slow as can be
+                extra = queries.PROBE_ASKS - count
+                assert (total + extra * rest) / queries.PROBE_ASKS > queries.REPAIR_WORTH
+        if over:
+            break
+    analysis._probing = False
+    assert not analysis._probe_over()

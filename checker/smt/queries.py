@@ -945,8 +945,14 @@ class Analysis:
 
     def _probe_over(self) -> bool:
         """While probing (`races(probe=True)`), whether the solver has shown itself slow
-        over PROBE_ASKS questions."""
-        return self._probing and self._asked[0] >= PROBE_ASKS and self.solver_slow()
+        over PROBE_ASKS questions, or has taken so long already (over REPAIR_WORTH seconds
+        per question for PROBE_ASKS questions) that it will have whatever the others take:
+        asking them would only keep the other cores idle longer (rand3x100 seeds 0 and 2:
+        the first question ran out of its PROBE_TIMEOUT, and the second took 2 s more)."""
+        count, seconds = self._asked
+        if count < PROBE_ASKS:
+            return self._probing and seconds > REPAIR_WORTH * PROBE_ASKS
+        return self._probing and self.solver_slow()
 
     def _classes(self, pending: dict) -> dict:
         """The pending pairs per pair of source statements (the loop instances of one
