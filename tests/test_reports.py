@@ -394,3 +394,41 @@ def test_findings_past_the_framed_ones_are_one_line_each(run, tmp_path, monkeypa
         assert all(re.match(rf"{re.escape(str(spec))}:\d+:3: error\[SP101\]: race on `x`", line) for line in one_line)
         lines = [int(line.split(":")[1]) for line in out.splitlines() if "error[SP101]" in line]
         assert lines == sorted(lines)
+
+
+def test_sarif_flows_past_the_log_s_budget_keep_their_last_steps(run, tmp_path, monkeypatch):
+    """Once the results before have used up MAX_FLOW_TOTAL thread-flow locations, each later
+    result's flow keeps its last SHORT_FLOW_STEPS steps (a log must stay under code
+    scanning's 10 MB); every result is still there, and the log is still valid."""
+    from checker.report import sarif as sarif_report
+
+    spec = tmp_path / "racy.sched"
+    spec.write_text("device d { compute 4 }\nbuffer x 1KiB on d\nstream s[4] on d\nthread t {\n"
+                    + "".join(f"  s[{i}]: kernel k{i} writes x 1ms\n" for i in range(4)) + "}\n")
+    _, out, _ = run("check", "--format", "sarif", spec)
+    whole = [len(r["codeFlows"][0]["threadFlows"][0]["locations"]) for r in results_of(valid_sarif(json.loads(out)), "SP101")]
+    assert len(whole) == 6 and min(whole) >= 3
+    monkeypatch.setattr(sarif_report, "MAX_FLOW_TOTAL", whole[0] + 1)
+    monkeypatch.setattr(sarif_report, "SHORT_FLOW_STEPS", 2)
+    _, out, _ = run("check", "--format", "sarif", spec)
+    results = results_of(valid_sarif(json.loads(out)), "SP101")
+    flows = [r["codeFlows"][0]["threadFlows"][0]["locations"] for r in results]
+    assert [len(flow) for flow in flows] == whole[:2] + [2] * 4
+    for flow, steps in zip(flows[2:], whole[2:]):  # the last steps, numbered as in the whole witness
+        assert [location["executionOrder"] for location in flow] == [steps - 1, steps]
+
+
+def test_sarif_results_past_the_limit_are_counted_not_listed(run, tmp_path, monkeypatch):
+    """Past MAX_RESULTS results a log lists the first ones and says in a notification of the
+    invocation how many it left out; the log stays valid."""
+    from checker.report import sarif as sarif_report
+
+    monkeypatch.setattr(sarif_report, "MAX_RESULTS", 4)
+    spec = tmp_path / "racy.sched"
+    spec.write_text("device d { compute 4 }\nbuffer x 1KiB on d\nstream s[4] on d\nthread t {\n"
+                    + "".join(f"  s[{i}]: kernel k{i} writes x 1ms\n" for i in range(4)) + "}\n")
+    status, out, _ = run("check", "--format", "sarif", spec)
+    log = valid_sarif(json.loads(out))
+    assert status == 1 and len(log["runs"][0]["results"]) == 4
+    (note,) = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert note["message"]["text"].startswith("2 more results were left out")
