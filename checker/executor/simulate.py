@@ -287,6 +287,8 @@ class _Simulator:
         timers, ready = self.timers, self.ready
         while timers and timers[0][0] <= now:
             ready.add(heapq.heappop(timers)[1])
+        if not ready:
+            return  # (the round that ends an instant mostly finds nothing to do)
         rank = self.rank
         self.round = sorted(rank[t] for t in ready)  # places in the order (a sorted list is a heap)
         self.in_round = set(ready)
@@ -411,6 +413,8 @@ class _Simulator:
         first_step_blocker = m.first_step_blocker
         needs_engine, ekey, prio, seq = self.needs_engine, self.ekey, self.prio, self.seq
         waiting, wanting = self.waiting, self.wanting
+        if not self.active:
+            return
         heads = []
         idle = []
         for stream in sorted(self.active, key=self.stream_rank.__getitem__):
@@ -461,6 +465,8 @@ class _Simulator:
         earliest enqueued first), then to the waiting tasks: lower priority value first, then
         enqueue order."""
         start_steps = self.start_steps
+        if not self.gathered and not self.waiting:
+            return  # (every task that wants a unit is waiting for one)
         if self.gathered:
             self.gathered.sort(key=lambda g: min((self.prio[x], self.seq[x]) for x in g.members))
             self.gathered = [g for g in self.gathered if not self._start_group(g)]
