@@ -246,10 +246,10 @@ def _confirm_mismatch(machine: Machine, finding: Finding, steps) -> Confirmation
 CONFIRM_SPLIT = 400
 """Witnessed findings from which `confirm_all` confirms them in worker processes, when it
 is given more than one: three threads of 100 random statements have 3,000-3,600 races, whose
-confirmation took 13 s in one process (bench/README.md)."""
+confirmation takes 4.6 s in one process and 3.0-3.5 s in two (bench/README.md)."""
 CHUNKS_PER_WORKER = 4
-"""Chunks per worker: the groups that share a replay differ in cost, and a worker that
-finishes early takes the next chunk."""
+"""Chunks per worker: the runs of replays differ in cost (how many steps each shares with the
+one before), and a worker that finishes early takes the next chunk."""
 
 
 def confirm_all(program: Program, findings: list[Finding], workers: int = 1):
@@ -258,7 +258,8 @@ def confirm_all(program: Program, findings: list[Finding], workers: int = 1):
     replay answers for each prefix: a prefix of a legal run is legal, the running statements
     after each step are kept, and the bytes after the prefix are rebuilt from the nearest
     checkpoint before its end (a collective's later member start samples the whole group
-    again, so the bytes after the longer witness may differ). With `workers` > 1 and at
+    again, so the bytes after the longer witness may differ). Each replay starts from the
+    one before within their common first steps (`_confirm_here`). With `workers` > 1 and at
     least CONFIRM_SPLIT findings, worker processes confirm chunks of them (each group that
     shares a replay in one chunk); each confirmation is the one a single process gives."""
     if workers > 1 and len(findings) >= CONFIRM_SPLIT:
