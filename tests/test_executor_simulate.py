@@ -3,6 +3,7 @@ documented double-buffering numbers; the simulated run is itself a legal executi
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -561,3 +562,20 @@ def test_collective_members_end_apart_in_simulation_and_in_the_timed_order(text)
         return
     assert not sim.deadlocked, text
     assert sim.makespan == core.lower_bound(model).critical_path, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=16, shared_comms=True), st.sampled_from([None, 1, 2]))
+def test_blocked_heads_that_sleep_change_nothing_the_simulation_does(monkeypatch, text, shuffle):
+    """A stream head found blocked sleeps until a step its blocker names happens
+    (`_park_head`), and one woken during a scan is read in that scan when its stream comes
+    later. The simulation must be the one a scan of every stream at every round gives (no
+    head ever asleep): the same steps in the same order, times, engines and stuck list."""
+    simulate_module = importlib.import_module("checker.executor.simulate")
+    program = load_text(text, "<random>").program
+    asleep = simulate(program, shuffle)
+    with monkeypatch.context() as patched:
+        patched.setattr(simulate_module._Simulator, "_park_head", lambda self, h, blocked: None)
+        awake = simulate(program, shuffle)
+    assert (asleep.steps, asleep.tasks, asleep.engines, asleep.makespan, asleep.deadlocked, asleep.stuck) == (
+        awake.steps, awake.tasks, awake.engines, awake.makespan, awake.deadlocked, awake.stuck)
