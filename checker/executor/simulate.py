@@ -206,8 +206,8 @@ class _Simulator:
         self.visiting = -1  # the place (in `order`) of the thread being visited
         self.active: set[int] = set()
         """Streams whose head may have something to do: an enqueue or an end adds its stream;
-        one leaves when it is empty or its heads are running or queued for a unit (20,000
-        streams whose heads waited for two units made each instant cost every stream)."""
+        one leaves when it is empty or its heads are running, queued for a unit or asleep
+        (20,000 streams whose heads waited for two units made each instant cost every stream)."""
         self.asleep: set[int] = set()
         """Stream heads found blocked, parked on the steps their blocker names (`heads_parked`)
         until one of them happens: until then their stream has nothing to do (178,579 of
