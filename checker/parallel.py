@@ -19,7 +19,7 @@ from checker.analyze import Options, ProgressCallback, check_loaded
 from checker.errors import ClusterError
 from checker.findings import FileReport
 from checker.inputs import Source, load
-from checker.resources import worker_context
+from checker.resources import process_pool, worker_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +114,15 @@ def _import_engines() -> None:
 
 
 def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport]:
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
     context = worker_context()
     if context.get_start_method() == "fork":
         _import_engines()
     reports: list[FileReport | None] = [None] * len(sources)
-    executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
-    try:
+    # An interrupt, or a failed spec, stops the workers now, not after their specs.
+    with process_pool(jobs, context) as executor:
         pending = {}
         for index, source in enumerate(sources):
             pending[executor.submit(check_one, source, options, max_statements)] = index
@@ -141,12 +141,6 @@ def _in_pool(sources, options, max_statements, jobs, on_file) -> list[FileReport
                 if started < len(sources):
                     _tell(on_file, started, sources[started].path)
                     started += 1
-    except BaseException:  # an interrupt, or a failed spec: stop the workers now, not after their specs
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
-    executor.shutdown(wait=True)
     return reports  # type: ignore[return-value]
 
 

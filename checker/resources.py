@@ -51,6 +51,24 @@ def worker_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+@contextmanager
+def process_pool(workers: int, context):
+    """A process pool of `workers` started by `context` (`worker_context`). Left normally, it
+    waits for its workers; left by an exception (an interrupt, a failed job), it stops them at
+    once instead of after their current jobs."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    executor = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        yield executor
+    except BaseException:
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
+
+
 class TooLarge(ValueError):
     """A file longer than a reader accepts (`read_at_most`)."""
 

@@ -317,34 +317,26 @@ def _confirm_chunk(program, findings, indices: list[int]) -> list[Confirmation]:
 def _confirm_in_workers(program: Program, findings: list[Finding], workers: int):
     """`confirm_all`'s chunks in `workers` processes, yielded in finding order."""
     global _SHARED
-    from concurrent.futures import ProcessPoolExecutor
-
-    from checker.resources import worker_context
+    from checker.resources import process_pool, worker_context
 
     chunks = _chunks(program, findings, workers * CHUNKS_PER_WORKER)
     context = worker_context()
     forked = context.get_start_method() == "fork"
     _SHARED = (program, findings)
-    executor = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context)
     try:
-        futures = [executor.submit(_confirm_chunk, None, None, chunk) if forked
-                   else executor.submit(_confirm_chunk, program, [findings[k] for k in chunk], chunk)
-                   for chunk in chunks]
-        where = {k: (c, position) for c, chunk in enumerate(chunks) for position, k in enumerate(chunk)}
-        results: dict[int, list[Confirmation]] = {}
-        for k in range(len(findings)):
-            c, position = where[k]
-            if c not in results:
-                results[c] = futures[c].result()
-            yield results[c][position]
-    except BaseException:
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
+        with process_pool(min(workers, len(chunks)), context) as executor:
+            futures = [executor.submit(_confirm_chunk, None, None, chunk) if forked
+                       else executor.submit(_confirm_chunk, program, [findings[k] for k in chunk], chunk)
+                       for chunk in chunks]
+            where = {k: (c, position) for c, chunk in enumerate(chunks) for position, k in enumerate(chunk)}
+            results: dict[int, list[Confirmation]] = {}
+            for k in range(len(findings)):
+                c, position = where[k]
+                if c not in results:
+                    results[c] = futures[c].result()
+                yield results[c][position]
     finally:
         _SHARED = None
-    executor.shutdown(wait=True)
 
 
 def _confirm_here(program: Program, findings: list[Finding]):

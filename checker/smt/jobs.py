@@ -23,7 +23,7 @@ from checker.ir import Program
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
 from checker.smt.queries import Analysis, Parts
-from checker.resources import worker_context
+from checker.resources import process_pool, worker_context
 from checker.smt.solve import Budget
 
 INLINE = 64
@@ -190,30 +190,24 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
                 done(k)
         return results
     global _SHARED
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     context = worker_context()
     forked = context.get_start_method() == "fork"
     _SHARED = (program, order, book)
     sent = (None, None, None) if forked else (program, order, book)
     results: list[Parts | None] = [None] * len(jobs)
-    executor = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context)
     try:
-        pending = {executor.submit(_answer_in_worker, *sent, job, budget, deadline): k
-                   for k, job in enumerate(jobs)}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=pending.get):
-                k = pending.pop(future)
-                results[k] = future.result()
-                if done is not None:
-                    done(k)
-    except BaseException:
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
+        with process_pool(min(workers, len(jobs)), context) as executor:
+            pending = {executor.submit(_answer_in_worker, *sent, job, budget, deadline): k
+                       for k, job in enumerate(jobs)}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(finished, key=pending.get):
+                    k = pending.pop(future)
+                    results[k] = future.result()
+                    if done is not None:
+                        done(k)
     finally:
         _SHARED = None
-    executor.shutdown(wait=True)
     return results  # type: ignore[return-value]
