@@ -31,9 +31,10 @@ from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_w
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 ITERATIONS_PER_STATEMENT = 4
-"""Loop iterations allowed per statement of the limit: nested loops run more iterations than
-they lower statements (an outer trip and an inner one per statement), and a spec within the
-statement limit must not be refused for that."""
+"""Loop iterations and `let`s evaluated allowed per statement of the limit: nested loops run
+more iterations than they lower statements (an outer trip and an inner one per statement),
+and a spec within the statement limit must not be refused for that. The `let`s count too: a
+million iterations of a hundred `let`s lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -192,8 +193,9 @@ class _Lowerer:
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
-        """Loop iterations run so far: capped at ITERATIONS_PER_STATEMENT times the statement
-        limit, so that loops with little or nothing in them cannot run unbounded either."""
+        """Loop iterations run and `let`s evaluated so far: capped at ITERATIONS_PER_STATEMENT
+        times the statement limit, so that loops with little or nothing in them cannot run
+        unbounded either."""
         self.entities: dict[str, _Entity] = {}
         self.devices: list[Device] = []
         self.exact_launches: list[tuple[int, Fraction]] = []
@@ -1077,6 +1079,9 @@ class _Lowerer:
         env = dict(env)
         for statement in body:
             if isinstance(statement, ast.Let):
+                self.size_work += 1
+                if self.size_work > self.max_statements:
+                    raise _SizeUnknown
                 env[statement.variable.text] = self.evaluate(statement.value, env)
                 yield statement, 0
             elif isinstance(statement, ast.For):
@@ -1194,6 +1199,7 @@ class _Lowerer:
     def one(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         """Lower one statement of a block (a `let` binds in `env`)."""
         if isinstance(statement, ast.Let):
+            self.count_work(loops, statement)
             env[statement.variable.text] = self.evaluate(statement.value, env)
         elif isinstance(statement, ast.For):
             low = self.evaluate(statement.low, env)
@@ -1206,12 +1212,7 @@ class _Lowerer:
             if not trips:
                 self.check_names(statement.body)
             for value in range(low, high):
-                self.iterations += 1
-                if self.iterations > ITERATIONS_PER_STATEMENT * self.max_statements:
-                    raise SpecError(error(
-                        Code.SP018, f"this loop runs more than {ITERATIONS_PER_STATEMENT * self.max_statements:,} "
-                        "iterations in all, past the limit of lowered statements", (loops[0] if loops else statement).span,
-                        "unrolls too far", help="shrink the loop, or raise the limit with --max-statements N"))
+                self.count_work(loops, statement)
                 inner = dict(env)
                 inner[statement.variable.text] = value
                 self.block(statement.body, inner, loops + (statement,))
@@ -1236,6 +1237,17 @@ class _Lowerer:
         else:
             self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
             self.statement(statement, env)
+
+    def count_work(self, loops: tuple[ast.For, ...], statement) -> None:
+        """Counts one loop iteration or `let` (SP018 at the outermost loop past
+        ITERATIONS_PER_STATEMENT times the statement limit)."""
+        self.iterations += 1
+        if self.iterations > ITERATIONS_PER_STATEMENT * self.max_statements:
+            raise SpecError(error(
+                Code.SP018, f"this loop runs more than {ITERATIONS_PER_STATEMENT * self.max_statements:,} "
+                "iterations and `let`s in all, past the limit of lowered statements",
+                (loops[0] if loops else statement).span,
+                "unrolls too far", help="shrink the loop, or raise the limit with --max-statements N"))
 
     def check_names(self, body) -> None:
         """Every name a block refers to is declared, though the block never runs (a loop of
