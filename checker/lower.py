@@ -31,10 +31,11 @@ from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_w
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 ITERATIONS_PER_STATEMENT = 4
-"""Loop iterations and `let`s evaluated allowed per statement of the limit: nested loops run
-more iterations than they lower statements (an outer trip and an inner one per statement),
-and a spec within the statement limit must not be refused for that. The `let`s count too: a
-million iterations of a hundred `let`s lowered nothing and ran for minutes."""
+"""Loop iterations and other steps that lower nothing (`let`, `if`, `group`, `choose`) allowed
+per statement of the limit: nested loops run more iterations than they lower statements (an
+outer trip and an inner one per statement), and a spec within the statement limit must not be
+refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
+empty `group`s, or of `if`s never taken) lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -193,9 +194,11 @@ class _Lowerer:
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
-        """Loop iterations run and `let`s evaluated so far: capped at ITERATIONS_PER_STATEMENT
-        times the statement limit, so that loops with little or nothing in them cannot run
-        unbounded either."""
+        self.condition_variables: dict[int, tuple] = {}
+        """Per `if` (by node id), the variables its conditions read: a loop asks each time."""
+        """Loop iterations run and other steps that lower nothing taken so far: capped at
+        ITERATIONS_PER_STATEMENT times the statement limit, so that loops with little or
+        nothing in them cannot run unbounded either."""
         self.entities: dict[str, _Entity] = {}
         self.devices: list[Device] = []
         self.exact_launches: list[tuple[int, Fraction]] = []
@@ -601,10 +604,13 @@ class _Lowerer:
         """The block an `if` runs with the variables in `env`. Every variable its conditions
         name must exist, even where `and`/`or` or an earlier branch leaves it unread (a typo
         there would pass unnoticed)."""
-        for condition, _ in node.branches:
-            for variable in _variables(condition):
-                if variable.name not in env:
-                    self.evaluate(variable, env)  # reports it
+        read = self.condition_variables.get(id(node))
+        if read is None:
+            read = self.condition_variables[id(node)] = tuple(
+                variable for condition, _ in node.branches for variable in _variables(condition))
+        for variable in read:
+            if variable.name not in env:
+                self.evaluate(variable, env)  # reports it
         for condition, body in node.branches:
             if self.holds(condition, env):
                 return body
@@ -1078,10 +1084,10 @@ class _Lowerer:
         """(statement, how many statements it lowers to) for each statement of `body`."""
         env = dict(env)
         for statement in body:
+            self.size_work += 1  # every statement read: a loop of many `if`s lowers nothing either
+            if self.size_work > self.max_statements:
+                raise _SizeUnknown
             if isinstance(statement, ast.Let):
-                self.size_work += 1
-                if self.size_work > self.max_statements:
-                    raise _SizeUnknown
                 env[statement.variable.text] = self.evaluate(statement.value, env)
                 yield statement, 0
             elif isinstance(statement, ast.For):
@@ -1198,8 +1204,9 @@ class _Lowerer:
 
     def one(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         """Lower one statement of a block (a `let` binds in `env`)."""
-        if isinstance(statement, ast.Let):
+        if isinstance(statement, (ast.Let, ast.Group, ast.Choose, ast.If)):
             self.count_work(loops, statement)
+        if isinstance(statement, ast.Let):
             env[statement.variable.text] = self.evaluate(statement.value, env)
         elif isinstance(statement, ast.For):
             low = self.evaluate(statement.low, env)
@@ -1239,13 +1246,13 @@ class _Lowerer:
             self.statement(statement, env)
 
     def count_work(self, loops: tuple[ast.For, ...], statement) -> None:
-        """Counts one loop iteration or `let` (SP018 at the outermost loop past
-        ITERATIONS_PER_STATEMENT times the statement limit)."""
+        """Counts one loop iteration or other step that lowers nothing (SP018 at the outermost
+        loop past ITERATIONS_PER_STATEMENT times the statement limit)."""
         self.iterations += 1
         if self.iterations > ITERATIONS_PER_STATEMENT * self.max_statements:
             raise SpecError(error(
                 Code.SP018, f"this loop runs more than {ITERATIONS_PER_STATEMENT * self.max_statements:,} "
-                "iterations and `let`s in all, past the limit of lowered statements",
+                "iterations and steps that lower nothing in all, past the limit of lowered statements",
                 (loops[0] if loops else statement).span,
                 "unrolls too far", help="shrink the loop, or raise the limit with --max-statements N"))
 

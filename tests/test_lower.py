@@ -337,12 +337,16 @@ def test_the_limit_counts_statements_not_loop_iterations():
     assert_error(source, Code.SP018, 8, 3, max_statements=9)
     # A loop that lowers nothing still runs only so many iterations.
     empty = thread("for i in 0..100 {", "  for j in 0..100 {", "    let x = j", "  }", "}")
-    assert_error(empty, Code.SP018, 8, 3, message="more than 4,000 iterations and `let`s in all", max_statements=1000)
+    assert_error(empty, Code.SP018, 8, 3, message="more than 4,000 iterations and steps that lower nothing in all", max_statements=1000)
     assert program(empty, max_statements=10_000).statements == ()
     # The `let`s count as well: few iterations of many of them are as much work.
     lets = thread("for i in 0..1000 {", *[f"  let v{k} = i * {k} + 7" for k in range(50)], "}")
-    assert_error(lets, Code.SP018, 8, 3, message="iterations and `let`s", max_statements=1000)
+    assert_error(lets, Code.SP018, 8, 3, message="steps that lower nothing", max_statements=1000)
     assert program(lets, max_statements=20_000).statements == ()
+    for idle in ("group { }", "if i < 0 { s: kernel k }"):
+        many = thread("for i in 0..1000 {", *[f"  {idle}"] * 50, "}")
+        assert_error(many, Code.SP018, 8, 3, message="steps that lower nothing", max_statements=1000)
+        assert program(many, max_statements=20_000).statements == ()
 
 
 def test_nested_loops_are_sized_before_they_are_unrolled():
