@@ -31,11 +31,11 @@ from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_w
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 ITERATIONS_PER_STATEMENT = 4
-"""Loop iterations and other steps that lower nothing (`let`, `if`, `group`, `choose`) allowed
+"""Loop iterations and other steps that lower nothing (`let`, `for`, `if`, `group`, `choose`) allowed
 per statement of the limit: nested loops run more iterations than they lower statements (an
 outer trip and an inner one per statement), and a spec within the statement limit must not be
 refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
-empty `group`s, or of `if`s never taken) lowered nothing and ran for minutes."""
+empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -1204,7 +1204,7 @@ class _Lowerer:
 
     def one(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         """Lower one statement of a block (a `let` binds in `env`)."""
-        if isinstance(statement, (ast.Let, ast.Group, ast.Choose, ast.If)):
+        if isinstance(statement, (ast.Let, ast.For, ast.Group, ast.Choose, ast.If)):
             self.count_work(loops, statement)
         if isinstance(statement, ast.Let):
             env[statement.variable.text] = self.evaluate(statement.value, env)

@@ -343,7 +343,7 @@ def test_the_limit_counts_statements_not_loop_iterations():
     lets = thread("for i in 0..1000 {", *[f"  let v{k} = i * {k} + 7" for k in range(50)], "}")
     assert_error(lets, Code.SP018, 8, 3, message="steps that lower nothing", max_statements=1000)
     assert program(lets, max_statements=20_000).statements == ()
-    for idle in ("group { }", "if i < 0 { s: kernel k }"):
+    for idle in ("group { }", "if i < 0 { s: kernel k }", "for j in 0..0 { s: kernel k }"):
         many = thread("for i in 0..1000 {", *[f"  {idle}"] * 50, "}")
         assert_error(many, Code.SP018, 8, 3, message="steps that lower nothing", max_statements=1000)
         assert program(many, max_statements=20_000).statements == ()
