@@ -352,6 +352,22 @@ def test_expression_depth_limit(slower_parser):
     assert loaded.program is not None and loaded.program.statements[0].accesses[0].end == deep + 1 + 7
 
 
+def test_an_expression_of_too_many_operators_is_refused_before_it_is_parsed():
+    """However it nests (balanced parentheses keep it shallow), an expression of more than
+    MAX_OPERATORS operators is refused at the first one past the limit; as many operators
+    spread over lines and statements are not one expression."""
+    from checker.parse import MAX_OPERATORS
+
+    group = "(1+1)"  # two terms per group, one operator inside and one between groups
+    wide = "+".join([group] * (MAX_OPERATORS // 2 + 1))
+    source = thread(f"let v = {wide}")
+    (diagnostic,) = errors_of(source)
+    assert diagnostic.code is Code.SP004 and "more than 20,000 operators" in diagnostic.message
+    assert diagnostic.primary_span.line == 5 and source.splitlines()[4][diagnostic.primary_span.column - 1] == "+"
+    spread = [f"let v{k} = (1+1)*(2-1)" for k in range(MAX_OPERATORS // 3 + 10)]
+    assert load_text(thread(*spread, "s: kernel k")).program is not None
+
+
 def test_deeply_nested_loops():
     source = HEAD + "thread t {\n" + "for i in 0..1 {\n" * 250 + "}\n" * 250 + "}\n"
     assert_error(source, Code.SP004, 204, 15, message="nested too deeply")
