@@ -708,13 +708,24 @@ class _Lowerer:
             # finds the next one resolved: a chain thousands deep is no deeper a recursion.
             chain, again = self._alias_chain(name)
             if again is not None:
+                self._break(chain)
                 raise SpecError(error(Code.SP023, f"alias `{again}` refers to itself",
                                       self.entities[chain[-1]].decl.target.name.span,
                                       help=_chain_text(chain + [again])))
-            for referrer, link in reversed(list(zip(chain, chain[1:]))):
-                if link not in self.alias_regions:
-                    self._resolve_alias(link, self.entities[referrer].decl.target.name.span)
+            try:
+                for referrer, link in reversed(list(zip(chain, chain[1:]))):
+                    if link not in self.alias_regions:
+                        self._resolve_alias(link, self.entities[referrer].decl.target.name.span)
+            except (SpecError, _Skip):
+                self._break(chain[1:])
+                raise
         return self._resolve_alias(name, span)
+
+    def _break(self, chain: list[str]) -> None:
+        """Marks the aliases of `chain` as standing for nothing (the error that says why is
+        reported once): each would otherwise walk the same chain again, as long as it is."""
+        for name in chain:
+            self.entities[name] = replace(self.entities[name], broken=True)
 
     def _resolve_alias(self, name: str, span: Span) -> _Region:
         if name in self.alias_regions:
