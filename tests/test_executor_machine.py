@@ -62,3 +62,20 @@ def test_empty_and_host_only_programs():
     result = explore(host)
     assert result.complete and len(result.races) == 1
     assert simulate(host).makespan == 2_000_000
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 1), st.booleans(), st.integers(0, 3), st.integers(1, 4)),
+                min_size=1, max_size=14))
+def test_conflict_masks_are_the_pairwise_conflicts(accesses):
+    """`Machine.conflicts` (per memory: every pair when writers abound, else each writer's
+    pairs only) against `Machine.conflict`, which compares two statements' accesses directly."""
+    lines = ["device d", "stream s on d", "buffer x[2] 16B on d", "thread t {"]
+    for memory, write, low, length in accesses:
+        lines.append(f"  s: kernel k {'writes' if write else 'reads'} x[{memory}][{low}:{min(16, low + length)}]")
+    program = load_text("\n".join(lines + ["}"])).program
+    machine = Machine(program)
+    n = len(program.statements)
+    for i in range(n):
+        expected = sum(1 << j for j in range(n) if machine.conflict(i, j))
+        assert machine.conflicts[i] == expected

@@ -489,6 +489,16 @@ class Machine:
                     by_memory.setdefault(acc.memory, []).append((st.index, acc))
             masks = [0] * self.n
             for items in by_memory.values():
+                writers = [(i, a) for i, a in items if a.write]
+                if 2 * len(writers) < len(items):
+                    # Mostly reads (one writer, a thousand readers): only pairs with a writer
+                    # can conflict, and the readers' pairs among themselves are never looked at.
+                    for i, a in writers:
+                        for j, b in items:
+                            if i != j and b.start < a.end and a.start < b.end:
+                                masks[i] |= 1 << j
+                                masks[j] |= 1 << i
+                    continue
                 items.sort(key=lambda x: x[1].start)
                 for k, (i, a) in enumerate(items):
                     for j, b in items[k + 1:]:
