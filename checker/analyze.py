@@ -99,7 +99,9 @@ def find(program: Program, options: Options,
             found, complete = (), True
             findings.append(_unknown(
                 f"the program is too wide to order: {wide.steps:,} steps on {wide.chains:,} threads and "
-                f"streams (at most {hb.MAX_CLOCK_ENTRIES:,} of the two multiplied)",
+                f"streams (at most {hb.MAX_CLOCK_ENTRIES:,} of the two multiplied)" if not wide.joins else
+                f"the program is too wide to order: its steps join {wide.joins:,} orders of others on "
+                f"{wide.chains:,} threads and streams (at most {hb.MAX_JOIN_ENTRIES:,} of the two multiplied)",
                 "use fewer streams (or threads), or split the spec"))
         findings += found
         if not complete:

@@ -34,12 +34,23 @@ MAX_CLOCK_ENTRIES = 100_000_000
 streams of one kernel each took 9.5 GB; beyond this the order is not built."""
 
 
-class TooWide(Exception):
-    """The program has too many steps on too many chains for vector clocks."""
+MAX_JOIN_ENTRIES = 300_000_000
+"""Clock entries compared where steps join their predecessors' clocks (predecessors beyond
+the first, times chains): a collective of 1,000 members on 1,000 streams joins 1,000 starts
+for each end, 2 billion comparisons, past a minute with no budget. Beyond this the order is
+not built."""
+SHARED_JOIN = 8
+"""Past this many predecessors, a step's join is kept for the steps with the same ones (every
+member's end of one collective call joins the same starts)."""
 
-    def __init__(self, steps: int, chains: int):
-        super().__init__(steps, chains)
-        self.steps, self.chains = steps, chains
+
+class TooWide(Exception):
+    """The program has too many steps on too many chains for vector clocks, or joins too
+    many clocks (`joins`: the clocks joined beyond each step's first)."""
+
+    def __init__(self, steps: int, chains: int, joins: int = 0):
+        super().__init__(steps, chains, joins)
+        self.steps, self.chains, self.joins = steps, chains, joins
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +149,16 @@ def _build(program: Program) -> HappensBefore:
         waiting[node] = len(preds)
         for p in preds:
             successors[p].append(node)
+    joins = {frozenset(preds) for preds in predecessors if len(preds) > SHARED_JOIN}
+    work = sum(len(preds) - 1 for preds in joins)
+    work += sum(len(preds) - 1 for preds in predecessors if 1 < len(preds) <= SHARED_JOIN)
+    if work * graph.chain_count > MAX_JOIN_ENTRIES:
+        raise TooWide(len(graph.steps), graph.chain_count, work)
     ready = [n for n in range(count) if waiting[n] == 0 and n not in graph.never]
     order: list[int] = []
     position: dict[int, tuple[tuple[int, int], ...]] = {}
     clocks: dict[int, list[int]] = {}
+    joined: dict[frozenset[int], list[int]] = {}
     chain_length = [0] * graph.chain_count
     zero = [-1] * graph.chain_count
     while ready:
@@ -151,10 +168,17 @@ def _build(program: Program) -> HappensBefore:
         if not preds:
             clock = list(zero)
         else:
-            clock = list(clocks[preds[0]])
-            for p in preds[1:]:
-                other = clocks[p]
-                clock = [a if a >= b else b for a, b in zip(clock, other)]
+            key = frozenset(preds) if len(preds) > SHARED_JOIN else None
+            shared = joined.get(key) if key is not None else None
+            if shared is not None:
+                clock = list(shared)
+            else:
+                clock = list(clocks[preds[0]])
+                for p in preds[1:]:
+                    other = clocks[p]
+                    clock = [a if a >= b else b for a, b in zip(clock, other)]
+                if key is not None:
+                    joined[key] = list(clock)
         own = []
         for chain in graph.chains[node]:
             own.append((chain, chain_length[chain]))

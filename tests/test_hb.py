@@ -325,3 +325,28 @@ def test_a_program_too_wide_for_vector_clocks_is_unknown_not_clean(monkeypatch):
     monkeypatch.setattr(hb, "MAX_CLOCK_ENTRIES", 1000)  # 91 steps x 31 chains
     (finding,) = find(program, Options())[0]
     assert finding.kind is FindingKind.UNKNOWN and "too wide to order" in finding.message
+
+
+def test_shared_joins_give_the_clocks_each_join_gives(monkeypatch):
+    """Every member's end of one collective joins the same starts: the join is kept for the
+    others (`SHARED_JOIN`), and the clocks are those of joining each one anew."""
+    text = ("device d[12]\nstream s[12] on d\nbuffer g[12] 1MiB on d\ncomm c = { s }\n"
+            "thread r[12] {\n  s[r]: kernel k writes g[r]\n  s[r]: allreduce c g[r] 1ms\n"
+            "  s[r]: kernel k2 reads g[(r + 1) % 12]\n}\n")
+    program = load_text(text, "ranks.sched").program
+    shared = hb.build(program)
+    monkeypatch.setattr(hb, "SHARED_JOIN", 10**9)
+    alone = hb.build(program)
+    assert shared.order == alone.order and shared.clocks == alone.clocks
+
+
+def test_a_program_joining_too_many_clocks_is_unknown_not_clean(monkeypatch):
+    from checker.analyze import Options, find
+
+    text = ("device d[12]\nstream s[12] on d\nbuffer g[12] 1MiB on d\ncomm c = { s }\n"
+            "thread r[12] {\n  s[r]: allreduce c g[r] 1ms\n}\n")
+    program = load_text(text, "ranks.sched").program
+    assert not find(program, Options())[0]
+    monkeypatch.setattr(hb, "MAX_JOIN_ENTRIES", 100)
+    (finding,) = find(program, Options())[0]
+    assert finding.kind is FindingKind.UNKNOWN and "join" in finding.message
