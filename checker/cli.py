@@ -392,8 +392,8 @@ def _config_error(exc: ValueError) -> None:
         source = ""
     start = sum(len(text) + 1 for text in source.split("\n")[:line - 1]) + column - 1
     span = Span(line, column, line, column + length, start, start + length)
-    help = ("pyproject.toml must be valid TOML throughout" if exc.message.startswith("not valid TOML")
-            else "fix the setting, or remove it to use the default (`streamproof COMMAND --help`)")
+    help = exc.help or ("pyproject.toml must be valid TOML throughout" if exc.message.startswith("not valid TOML")
+                        else "fix the setting, or remove it to use the default (`streamproof COMMAND --help`)")
     diagnostic = error(Code.SP005, exc.message, span, "here", help=help)
     console = _console(sys.stderr)
     for text in render_diagnostic(str(exc.path), source, diagnostic):
@@ -421,17 +421,21 @@ def _config_value(action: argparse.Action, key: str, value, problem):
         if not isinstance(value, bool):
             raise problem(f"`{key}` must be true or false")
         return value
-    wanted = "string" if action.type in (None, str, _address) else "number"  # (a duration may be either)
+    wanted = ("string" if action.type in (None, str, _address) else "integer" if action.type is int
+              else "number")  # (a duration may be either)
+    article = "an" if wanted == "integer" else "a"
     if isinstance(value, (bool, list, dict)) or (wanted == "string" and not isinstance(value, str)):
-        raise problem(f"`{key}` must be a {wanted}")
+        raise problem(f"`{key}` must be {article} {wanted}")
     if isinstance(value, str) and "\0" in value:
         raise problem(f"`{key}` cannot hold a NUL character")
     converted = str(value)
     if action.type is not None:
         try:
             converted = action.type(converted)
-        except (argparse.ArgumentTypeError, ValueError) as exc:
+        except argparse.ArgumentTypeError as exc:
             raise problem(f"`{key}`: {exc}") from None
+        except ValueError:  # a plain type (int): its message is Python's ("invalid literal for int()")
+            raise problem(f"`{key}` must be {article} {wanted}") from None
     if action.choices is not None and converted not in action.choices:
         raise problem(f"`{key}` must be one of {', '.join(map(str, action.choices))}")
     return converted
@@ -810,21 +814,100 @@ class _NoSuchFinding(LookupError):
     """`--finding N` names no finding of the file that has a witness."""
 
 
+class _BadWitness(ValueError):
+    """A witness file that cannot be read or is no `check --format json` report; the message
+    says why, for the user."""
+
+
+def _witness_name(path: str) -> str:
+    """A witness file as reports name it (`-` is standard input)."""
+    from checker.inputs import STDIN, STDIN_PATH, shown
+
+    return STDIN_PATH if path == STDIN else shown(path)
+
+
+def _witness_bytes(path: str) -> bytes:
+    """The bytes of a witness file, or of standard input for `-`, at most MAX_WITNESS_BYTES
+    (a gzip file decompressed); raises `_BadWitness`."""
+    import gzip
+    import io
+
+    from checker.resources import TooLarge, read_at_most
+
+    name = _witness_name(path)
+    try:
+        if path != "-":
+            return read_at_most(path, MAX_WITNESS_BYTES)
+        data = sys.stdin.buffer.read(MAX_WITNESS_BYTES + 1)  # (as `read_at_most` reads a file)
+        if len(data) > MAX_WITNESS_BYTES:
+            raise TooLarge(f"{name} is larger than {MAX_WITNESS_BYTES >> 20:,} MiB")
+        if data[:2] == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
+                data = unzipped.read(MAX_WITNESS_BYTES + 1)
+            if len(data) > MAX_WITNESS_BYTES:
+                raise TooLarge(f"{name} holds more than {MAX_WITNESS_BYTES >> 20:,} MiB once decompressed")
+        return data
+    except TooLarge as exc:
+        raise _BadWitness(f"{exc}: too large for a witness file") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise _BadWitness(f"not a witness file: {name} is a gzip file that cannot be decompressed "
+                          "(cut short or damaged)") from None
+    except OSError as exc:
+        raise _BadWitness(f"cannot read {name}: {exc.strerror or 'cannot be read'}") from None
+
+
+def _json_kind(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    return {dict: "an object", list: "an array", str: "a string", type(None): "null"}.get(type(value), "a number")
+
+
+def _witness_json(path: str):
+    """The JSON value of a witness file; raises `_BadWitness`."""
+    data = _witness_bytes(path)
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise _BadWitness(f"not a witness file: byte {exc.start} (0x{data[exc.start]:02x}) is not UTF-8 "
+                          "(`check --format json` writes UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        message = exc.msg.removesuffix(" at")
+        raise _BadWitness(f"not a witness file: not valid JSON: {message[:1].lower() + message[1:]} "
+                          f"(line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise _BadWitness("not a witness file: nested too deeply") from None
+
+
 def _witness_from_file(path: str, spec_path: str, index: int | None):
     """The finding (a dict, or None for a bare witness) and witness in a `check --format json`
-    file: `findings[index]` of the spec's entry, or the first finding with a witness."""
+    file (`-`: standard input): `findings[index]` of the spec's entry, or the first finding
+    with a witness. Raises `_BadWitness` and `_NoSuchFinding`."""
+    from checker.findings import FindingKind
     from checker.witness import Witness
 
-    from checker.resources import read_at_most
+    def witness_of(value):
+        try:
+            return Witness.from_json(value)
+        except ValueError as exc:
+            raise _BadWitness(f"not a witness file: {exc}") from None
+        except TypeError:  # (a step whose kind is an array or an object)
+            raise _BadWitness("not a witness file: a step is not [kind, statement], such as [\"issue\", 3]") from None
 
-    try:
-        data = json.loads(read_at_most(path, MAX_WITNESS_BYTES))
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
+    data = _witness_json(path)
     if isinstance(data, dict) and "steps" in data:
-        return None, Witness.from_json(data)
-    files = data["files"]
-    chosen = next((f for f in files if f.get("path") == spec_path), files[0])
+        return None, witness_of(data)
+    if not isinstance(data, dict):
+        raise _BadWitness("not a witness file: expected a JSON object (a `check --format json` report), "
+                          f"not {_json_kind(data)}")
+    files = data.get("files")
+    if not isinstance(files, list):
+        raise _BadWitness("not a witness file: expected a `check --format json` report (an object with a "
+                          "list under `files`) or a witness (an object with a list under `steps`)")
+    entries = [f for f in files if isinstance(f, dict) and isinstance(f.get("findings"), list)]
+    if not entries:
+        raise _BadWitness("not a witness file: its `files` list holds no report of a spec (an object with "
+                          "a list under `findings`)")
+    chosen = next((f for f in entries if f.get("path") == spec_path), entries[0])
     findings = chosen["findings"]
     replayable = [k for k, f in enumerate(findings) if isinstance(f, dict) and f.get("witness")]
     if index is None:
@@ -832,18 +915,22 @@ def _witness_from_file(path: str, spec_path: str, index: int | None):
             raise _NoSuchFinding(f"none of its {len(findings)} finding(s) has a witness to replay")
         index = replayable[0]
     if not 0 <= index < len(findings):
-        raise _NoSuchFinding(f"the file has {len(findings)} finding(s), 0 to {len(findings) - 1}: "
-                         f"--finding {index} is out of range")
+        raise _NoSuchFinding(f"the file has {len(findings)} finding(s)"
+                             + (f", 0 to {len(findings) - 1}" if findings else "")
+                             + f": --finding {index} is out of range")
     finding = findings[index]
     if index not in replayable:
         others = ", ".join(map(str, replayable[:10])) or "none"
-        raise _NoSuchFinding(f"finding {index} ({str(finding.get('code', '?'))[:10]}) has no witness to replay; "
-                         f"those with one: {others}")
-    from checker.findings import FindingKind
-
-    if finding.get("kind") not in {kind.value for kind in FindingKind}:
-        raise ValueError(f"its finding's kind {str(finding.get('kind'))[:40]!r} is none that `check` reports")
-    return finding, Witness.from_json(finding["witness"])
+        code = finding.get("code", "?") if isinstance(finding, dict) else "?"
+        raise _NoSuchFinding(f"finding {index} ({str(code)[:10]}) has no witness to replay; "
+                             f"those with one: {others}")
+    if not isinstance(finding.get("kind"), str) or finding["kind"] not in {kind.value for kind in FindingKind}:
+        raise _BadWitness(f"not a witness file: its finding's kind {str(finding.get('kind'))[:40]!r} "
+                          "is none that `check` reports")
+    statements = finding.get("statements", [])
+    if not isinstance(statements, list) or not all(type(k) is int for k in statements):
+        raise _BadWitness("not a witness file: its finding's `statements` is not a list of statement numbers")
+    return finding, witness_of(finding["witness"])
 
 
 def _found_elsewhere(program, finding: dict) -> bool:
@@ -898,11 +985,11 @@ def _replay_error(args, path: str, message: str) -> int:
     diagnostic = error(Code.SP001, message, None, help="pass the JSON that `streamproof check --format json` "
                                                        "printed for this spec")
     if args.format == "json":
-        _print_json(_envelope([{"path": path, "status": "error", "witness": args.witness,
+        _print_json(_envelope([{"path": path, "status": "error", "witness": _witness_name(args.witness),
                                 "diagnostics": [diagnostic_json(diagnostic)]}]))
     else:
         console = _console()
-        for line in render_diagnostic(args.witness, "", diagnostic):
+        for line in render_diagnostic(_witness_name(args.witness), "", diagnostic):
             console.print(line)
     return EXIT_ERROR
 
@@ -912,11 +999,15 @@ def command_replay(args) -> int:
 
     if args.witness is None:  # (not `required=`: that would ignore a default from pyproject.toml)
         return _usage_error(args, "the following arguments are required: --witness")
+    if args.file == "-" and args.witness == "-":
+        return _usage_error(args, "FILE and --witness are both - (standard input): only one of them can be "
+                                  "read from standard input")
     sources = _sources(args)
     if sources is None:
         return EXIT_ERROR
     if args.file != "-" and Path(args.file).is_dir():
-        return _usage_error(args, f"{args.file} is a directory: replay takes the one spec the witness is of")
+        return _usage_error(args, f"{_witness_name(args.file)} is a directory: replay takes the one spec "
+                                  "the witness is of")
     loaded = _load(sources[0], args)
     path = loaded.path
     if loaded.program is None:
@@ -927,10 +1018,11 @@ def command_replay(args) -> int:
     program = loaded.program
     try:
         finding, witness = _witness_from_file(args.witness, path, args.finding)
-    except _NoSuchFinding as exc:
+    except (_NoSuchFinding, _BadWitness) as exc:
         return _replay_error(args, path, str(exc))
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        return _replay_error(args, path, f"not a witness file: {exc}")
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # a shape no check above foresaw
+        return _replay_error(args, path, "not a witness file: its contents are not those of a `check --format "
+                                         "json` report or of a witness")
     if finding is not None and finding.get("variant"):  # a finding of one `choose` branch combination
         program = next((v for v in loaded.variants if v.variant == finding["variant"]), None)
         if program is None:
@@ -940,9 +1032,9 @@ def command_replay(args) -> int:
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "
                                              f"the spec does not have ({len(program.statements)} statements)")
     if finding is not None and _found_elsewhere(program, finding):
-        return _replay_error(args, path, "the finding is of another spec: its statements are on lines "
-                                         f"{', '.join(str(at.get('line')) for at in finding['locations'])} there; "
-                                         "replay it against the spec that `check` reported it for")
+        lines = ", ".join(str(at.get("line") if isinstance(at, dict) else "?") for at in finding["locations"])
+        return _replay_error(args, path, f"the finding is of another spec: its statements are on lines {lines} "
+                                         "there; replay it against the spec that `check` reported it for")
     console = _console()
     diagnostics = _warnings(loaded, args, console)
     run = replay(program, witness)

@@ -1,8 +1,9 @@
 """What a command line names, and the defaults a project sets.
 
 * `expand(names)`: files as given, directories as every `*.sched` below them (sorted, hidden
-  directories skipped), and `-` as standard input; a name that matches nothing is kept so that
-  loading it reports SP001.
+  directories skipped), and `-` as standard input; a name that matches nothing, and a directory
+  that cannot be read, is kept so that loading it reports SP001. Names are shown as `shown`
+  writes them (`file_of` gives back the name of the file).
 * `load(source)`: one source through the front end (`checker.frontend`).
 * `find_config(start)` / `read_config(path)`: the `[tool.streamproof]` table of the nearest
   `pyproject.toml` that has one, from `start` upwards.
@@ -35,17 +36,69 @@ class Source:
     """The bytes of standard input; None to read `path`."""
     problem: str | None = None
     """Why nothing can be loaded (a directory without specs); reported as SP001."""
+    file: str | None = None
+    """The file to read when its name is shown otherwise (`shown`); None to read `path`."""
+    help: str | None = None
+    """What to do about `problem` (default: pass specs)."""
 
 
-def _specs_under(directory: str) -> list[str]:
-    found: list[tuple[tuple[str, ...], str]] = []
-    for root, dirs, files in os.walk(directory):
+def shown(path: str) -> str:
+    """A file name as every report writes it: each byte that is not UTF-8 (which the file
+    system encoding keeps as a lone surrogate, which no UTF-8 output can hold) as `\\xff`,
+    and each control or format character (an escape sequence, a bidi override, a newline) as
+    a space, as code frames show the source: printing a name cannot drive the terminal."""
+    from checker.report.frames import printable
+
+    path = os.fspath(path)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            path = os.fsencode(path).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate the file system encoding did not make
+            path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return printable(path)
+
+
+_FILES: dict[str, str] = {}
+"""Names `expand` shows otherwise than they are spelled: shown name -> file name."""
+
+
+def file_of(path: str) -> str:
+    """The name of the file that a report names `path` (`shown`): for a SARIF location,
+    which holds the name's bytes."""
+    return _FILES.get(path, path)
+
+
+def _source(path: str, **fields) -> Source:
+    path = os.fspath(path)
+    name = shown(path)
+    if name == path:
+        return Source(path, **fields)
+    _FILES[name] = path
+    return Source(name, file=path, **fields)
+
+
+def _specs_under(directory: str) -> list[tuple[str, OSError | None]]:
+    """The specs below a directory in path order, and, in their place in that order, each
+    directory that cannot be read (with its error): the walk would leave them out silently."""
+    found: list[tuple[tuple[str, ...], str, OSError | None]] = []
+
+    def unreadable(exc: OSError) -> None:
+        place = exc.filename if isinstance(exc.filename, str) else directory
+        try:
+            relative = Path(place).relative_to(directory).parts
+        except ValueError:
+            relative = ()
+        found.append((relative, place, exc))
+
+    for root, dirs, files in os.walk(directory, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         relative = Path(root).relative_to(directory).parts
         for name in files:
             if name.endswith(SUFFIX) and not name.startswith("."):
-                found.append((relative + (name,), os.path.join(root, name)))
-    return [path for _, path in sorted(found)]
+                found.append((relative + (name,), os.path.join(root, name), None))
+    return [(path, exc) for _, path, exc in sorted(found, key=lambda item: item[:2])]
 
 
 def _special(path: str) -> bool:
@@ -71,7 +124,7 @@ def expand(names: Iterable[str], stdin=None) -> list[Source]:
         key = os.path.realpath(path) if os.path.exists(path) else path
         if key not in seen:
             seen.add(key)
-            sources.append(Source(path))
+            sources.append(_source(path))
 
     for name in names:
         if name == STDIN:
@@ -85,11 +138,16 @@ def expand(names: Iterable[str], stdin=None) -> list[Source]:
         elif os.path.isdir(name):
             specs = _specs_under(name)
             if not specs:
-                sources.append(Source(name, problem=f"no {SUFFIX} files in directory {name}"))
-            for path in specs:
-                if _special(path):  # opening a named pipe would wait for a writer forever
-                    sources.append(Source(path, problem=f"{path} is not a regular file (a named pipe, "
-                                                        "device or socket in a directory is not read)"))
+                sources.append(_source(name, problem=f"no {SUFFIX} files in directory {shown(name)}"))
+            for path, exc in specs:
+                if exc is not None:
+                    sources.append(_source(path, problem=f"cannot read directory {shown(path)}: "
+                                                         f"{exc.strerror or 'cannot be read'}",
+                                           help="its specs, if any, are not checked: make it readable, "
+                                                "or name the specs to check"))
+                elif _special(path):  # opening a named pipe would wait for a writer forever
+                    sources.append(_source(path, problem=f"{shown(path)} is not a regular file (a named pipe, "
+                                                         "device or socket in a directory is not read)"))
                 else:
                     add(path)
         else:
@@ -107,9 +165,20 @@ def load(source: Source, max_statements: int | None = None):
     limit = DEFAULT_MAX_STATEMENTS if max_statements is None else max_statements
     if source.problem is not None:
         return Loaded(source.path, "", None, (error(Code.SP001, source.problem, None,
-                                                    help="pass .sched files, or a directory that holds some"),))
+                                                    help=source.help or "pass .sched files, or a directory "
+                                                                        "that holds some"),))
     if source.data is not None:
         return load_bytes(source.data, source.path, limit)
+    if source.file is not None:  # read the file, report it by its shown name
+        from checker.parse import MAX_SOURCE_CHARS
+
+        try:
+            with open(source.file, "rb") as file:  # (as `frontend.load_file` reads it)
+                data = file.read(MAX_SOURCE_CHARS + 1)
+        except OSError as exc:
+            return Loaded(source.path, "", None, (error(Code.SP001, f"cannot read {source.path}: "
+                                                                    f"{exc.strerror or 'cannot be read'}", None),))
+        return load_bytes(data, source.path, limit)
     return load_file(source.path, limit)
 
 
@@ -128,9 +197,10 @@ class ConfigError(InputError):
     """A `[tool.streamproof]` setting that cannot be used, with its place in the file (1-based
     line and column, and the length to underline) when it can be found."""
 
-    def __init__(self, path: Path, message: str, where: tuple[int, int, int] | None = None) -> None:
+    def __init__(self, path: Path, message: str, where: tuple[int, int, int] | None = None,
+                 help: str = "") -> None:
         super().__init__(f"{path}: {message}")
-        self.path, self.message, self.where = path, message, where
+        self.path, self.message, self.where, self.help = path, message, where, help
 
 
 _HEADER = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
@@ -184,6 +254,42 @@ def _locate(lines: list[str], table: str, key: str | None) -> tuple[int, int, in
     return None
 
 
+def _deepest(text: str) -> tuple[int, tuple[int, int, int] | None]:
+    """How deep arrays and inline tables nest in a TOML text, at most, and where the outermost
+    bracket of the deepest value is (line, column, 1); strings and comments are skipped."""
+    depth = deepest = 0
+    opened = best = None
+    at, end = 0, len(text)
+    while at < end:
+        char = text[at]
+        if char == "#":
+            at = text.find("\n", at)
+            at = end if at < 0 else at
+            continue
+        if char in "\"'":
+            quote = text[at:at + 3] if text.startswith(char * 3, at) else char
+            at += len(quote)
+            while at < end and not text.startswith(quote, at):
+                if text[at] == "\n" and len(quote) == 1:
+                    break  # (not valid TOML, which the parser said already)
+                at += 2 if text[at] == "\\" and char == '"' else 1
+            at += len(quote)
+            continue
+        if char in "[{":
+            depth += 1
+            if depth == 1:
+                opened = at
+            if depth > deepest:
+                deepest, best = depth, opened
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+        at += 1
+    if best is None:
+        return deepest, None
+    line_start = text.rfind("\n", 0, best) + 1
+    return deepest, (text.count("\n", 0, best) + 1, best - line_start + 1, 1)
+
+
 def read_config(path: Path) -> dict | None:
     """The `[tool.streamproof]` table of one pyproject.toml (None when it has none)."""
     toml = _toml()
@@ -204,6 +310,13 @@ def read_config(path: Path) -> dict | None:
             where = (raw.count(b"\n", 0, exc.start) + 1, len(raw[line_start:exc.start].decode("utf-8", "replace")) + 1, 1)
             text = "a byte that is not UTF-8"
         raise ConfigError(path, f"not valid TOML: {text[:at.start()] if at else text}", where) from None
+    except RecursionError:  # valid TOML, but nested deeper than the parser recurses
+        if b"streamproof" not in raw:
+            return None  # another tool's file: not ours to judge
+        depth, where = _deepest(raw.decode("utf-8"))
+        raise ConfigError(path, f"a value nested {depth} levels deep (arrays or inline tables within each "
+                                "other): deeper than the TOML parser reads", where or (1, 1, 1),
+                          help="write the value with fewer levels of nesting") from None
     tool = data.get("tool")
     section = tool.get("streamproof") if isinstance(tool, dict) else None
     if section is None:

@@ -74,6 +74,58 @@ def test_empty_directory_is_an_input_error(run, tmp_path):
     assert f"{tmp_path}: error[SP001]: no .sched files in directory" in out and err == ""
 
 
+def _unreadable(monkeypatch, *names: str) -> None:
+    """Make the directories of these names unreadable as `chmod 000` does for a user who is
+    not root (tests may run as root, who reads them anyway): listing one fails."""
+    import os
+
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if os.path.basename(os.fspath(path)) in names:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)  # (what os.walk lists a directory with)
+
+
+def test_an_unreadable_directory_is_an_input_error(run, tmp_path, monkeypatch):
+    tree = tmp_path / "tree"
+    for part in ("a", "locked", "z"):
+        (tree / part).mkdir(parents=True)
+    (tree / "a" / "racy.sched").write_text(C01.read_text())
+    (tree / "locked" / "hidden.sched").write_text(C01.read_text())
+    (tree / "z" / "clean.sched").write_text(CLEAN.read_text())
+    (tmp_path / "closed").mkdir()
+    _unreadable(monkeypatch, "locked", "closed")
+    status, out, err = run("check", "-j", "1", "--format", "json", tree, tmp_path / "closed")
+    files = json.loads(out)["files"]
+    assert status == 2 and err == ""
+    assert [f["path"] for f in files] == [str(tree / "a" / "racy.sched"), str(tree / "locked"),
+                                          str(tree / "z" / "clean.sched"), str(tmp_path / "closed")]
+    for file in (files[1], files[3]):
+        (diagnostic,) = file["diagnostics"]
+        assert diagnostic["code"] == "SP001"
+        assert diagnostic["message"] == f"cannot read directory {file['path']}: Permission denied"
+    status, out, _ = run("check", "-j", "1", tmp_path / "closed")
+    assert status == 2 and "no .sched files" not in out
+    assert out.startswith(f"{tmp_path / 'closed'}: error[SP001]: cannot read directory {tmp_path / 'closed'}: "
+                          "Permission denied")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root reads a directory of mode 000")
+def test_a_directory_of_mode_000_is_an_input_error(run, tmp_path):
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "a.sched").write_text(C01.read_text())
+    (tmp_path / "locked").chmod(0)
+    try:
+        status, out, _ = run("check", "-j", "1", tmp_path, tmp_path / "locked")
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert status == 2 and out.count(f"cannot read directory {tmp_path / 'locked'}: Permission denied") == 2
+
+
 def test_check_stdin(run, stdin):
     stdin(C01.read_bytes())
     status, out, _ = run("check", "--format", "json", "-")
@@ -173,12 +225,14 @@ def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path,
     ('[tool.streamproof]\ntimeout = { a = 1 }\n', "there is no command `timeout`", "2:11"),
     ('[tool.streamproof]\nfiles = ["\\u0000"]\n', "a path cannot hold a NUL character", "2:9"),
     ('[tool.streamproof]\ncluster = "a\\u0000"\n', "cannot hold a NUL character", "2:11"),
+    ('[tool.streamproof.replay]\nfinding = "x"\n', "`finding` must be an integer", "2:11"),
+    ('[tool.streamproof.replay]\nfinding = 1.5\n', "`finding` must be an integer", "2:11"),
 ])
 def test_bad_config_is_a_diagnostic_at_the_setting(run, tmp_path, monkeypatch, text, problem, where):
     project(tmp_path, text)
     monkeypatch.chdir(tmp_path)
     status, out, err = run("check", "specs")
-    assert status == 2 and problem in err and "Traceback" not in err
+    assert status == 2 and problem in err and "Traceback" not in err and "int()" not in err
     head = err.splitlines()[0]
     assert head.startswith(f"{tmp_path / 'pyproject.toml'}:{where}: error[SP005]: "), head
     column = int(where.split(":")[1])
@@ -274,6 +328,53 @@ def test_bad_witness_file_is_an_input_error(run, tmp_path):
     witness.write_text("[" * 100_000 + "]" * 100_000)  # deeper than the JSON decoder recurses
     status, out, err = run("replay", C01, "--witness", witness)
     assert status == 2 and err == "" and "not a witness file: nested too deeply" in out
+
+
+def test_replay_reads_the_witness_from_standard_input(run, stdin):
+    spec = SPECS / "bug_missing_wait.sched"
+    _, found, _ = run("check", "--format", "json", spec)
+    stdin(found.encode())
+    status, out, err = run("replay", spec, "--witness", "-")
+    assert status == 0 and err == "" and "reproduced" in out
+    stdin(b"[]")
+    status, out, _ = run("replay", spec, "--witness", "-")
+    assert status == 2 and out.startswith("<stdin>: error[SP001]: not a witness file")
+    stdin(found.encode())
+    status, out, err = run("replay", "-", "--witness", "-")
+    assert status == 2 and out == "" and "only one of them can be read from standard input" in err
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("[1, 2]", "not a witness file: expected a JSON object (a `check --format json` report), not an array"),
+    ("null", "not a witness file: expected a JSON object (a `check --format json` report), not null"),
+    ('{"version": "0.1.0"}', "not a witness file: expected a `check --format json` report (an object with a list "
+                             "under `files`)"),
+    ('{"files": []}', "not a witness file: its `files` list holds no report of a spec"),
+    ('{"files": [1, "x"]}', "not a witness file: its `files` list holds no report of a spec"),
+    ('{"files": [{"findings": [{"kind": ["race"], "witness": {"steps": []}}]}]}',
+     "not a witness file: its finding's kind \"['race']\" is none that `check` reports"),
+    ('{"files": [{"findings": [{"kind": "race", "witness": {"steps": [[["issue"], 0]]}}]}]}',
+     "not a witness file: a step is not [kind, statement]"),
+    ('{"files": [{"findings": [{"kind": "race", "statements": 5, "witness": {"steps": []}}]}]}',
+     "not a witness file: its finding's `statements` is not a list of statement numbers"),
+    ('{"files": [', "not a witness file: not valid JSON: expecting value (line 1, column 12)"),
+    (b"\xff", "not a witness file: byte 0 (0xff) is not UTF-8"),
+])
+def test_a_witness_file_s_problem_is_said_plainly(run, tmp_path, text, problem):
+    """Not Python's words for them ("list indices must be integers or slices, not str")."""
+    witness = tmp_path / "w.json"
+    witness.write_bytes(text if isinstance(text, bytes) else text.encode())
+    for extra in ((), ("--finding", "0")):
+        status, out, err = run("replay", C01, "--witness", witness, *extra)
+        assert status == 2 and err == "", err
+        assert out.startswith(f"{witness}: error[SP001]: {problem}"), out
+
+
+def test_a_missing_witness_file_cannot_be_read(run, tmp_path):
+    missing = tmp_path / "missing.json"
+    status, out, err = run("replay", C01, "--witness", missing)
+    assert status == 2 and err == "" and "Errno" not in out
+    assert out.startswith(f"{missing}: error[SP001]: cannot read {missing}: No such file or directory")
 
 
 def test_replay_counts_steps_as_it_lists_them_and_takes_no_directory(run, tmp_path):
@@ -437,6 +538,32 @@ def test_a_config_byte_that_is_not_utf8_is_located(run, tmp_path, monkeypatch):
     status, out, err = run("check", "specs")
     assert status == 2 and "Traceback" not in err
     assert err.splitlines()[0].startswith(f"{tmp_path / 'pyproject.toml'}:2:12: error[SP005]: not valid TOML")
+
+
+def test_a_config_nested_too_deeply_for_the_parser_is_located(run, tmp_path, monkeypatch):
+    """tomllib recurses once per level of nesting: a deep value anywhere in the file raised
+    RecursionError, a traceback for every command run below it."""
+    deep = "[" * 5000 + "]" * 5000
+    project(tmp_path, f'[tool.streamproof]\ntimeout = 5\n\n[project]\nx = {deep}\n')
+    monkeypatch.chdir(tmp_path)
+    for command in ("check", "show"):
+        status, out, err = run(command, "specs")
+        assert status == 2 and out == "" and "Traceback" not in err and "Recursion" not in err
+        head = err.splitlines()[0]
+        assert head.startswith(f"{tmp_path / 'pyproject.toml'}:5:5: error[SP005]: a value nested 5000 levels deep"), head
+        caret = next(line for line in err.splitlines() if "^" in line)
+        assert caret.index("^") - caret.index("|") - 2 == 4  # under the value's first bracket
+    # Another tool's file (no [tool.streamproof]) is not ours to judge, as when it is not TOML
+    # at all: the search goes on upwards.
+    (tmp_path / "pyproject.toml").write_text("[tool.streamproof]\ntimeout = 5\n")
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text(f'[project]\nname = "x"\nx = {{ a = {deep} }}\n')
+    assert find_config(inner) == (tmp_path / "pyproject.toml", {"timeout": 5})
+    (tmp_path / "pyproject.toml").unlink()
+    monkeypatch.chdir(inner)
+    status, out, err = run("show", CLEAN)
+    assert status == 0 and err == "" and "statements" in out
 
 
 # -- --max-memory ---------------------------------------------------------------------------

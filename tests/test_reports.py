@@ -357,6 +357,70 @@ def test_show_prints_a_title_s_control_characters_as_spaces(run, tmp_path):
     assert out.splitlines()[0].endswith(": a [31mred x")
 
 
+BROKEN = "device d\nstream s on d\nthread t {\n  s: kernel k reads\n}\n"
+
+
+def _named(directory, name: bytes, text: str = BROKEN) -> str:
+    """A spec whose file name is these bytes (skipped where the file system refuses them)."""
+    import os
+
+    path = os.path.join(os.fsdecode(bytes(directory)), os.fsdecode(name))
+    try:
+        with open(path, "w") as file:
+            file.write(text)
+    except (OSError, UnicodeError):
+        pytest.skip("the file system takes no such name")
+    return os.fsdecode(name)
+
+
+def test_sarif_uri_holds_the_bytes_of_a_name_that_is_not_utf8():
+    import os
+    from pathlib import Path
+
+    from checker.report.sarif import _uri
+
+    base = Path("/base")
+    assert _uri(os.fsdecode(b"/base/d/bad\xffname.sched"), base) == "d/bad%FFname.sched"
+    assert _uri(os.fsdecode(b"/elsewhere/bad\xff.sched"), base) == "file:///elsewhere/bad%FF.sched"
+
+
+def test_a_file_name_that_is_not_utf8_in_every_format(run, tmp_path, monkeypatch):
+    """Every report names it alike, with the byte as `\\xff` (a lone surrogate is not UTF-8:
+    SARIF crashed, JSON held an escape that strict readers refuse, text could not be written
+    to a strict UTF-8 stream); the SARIF location holds the name's bytes."""
+    name = _named(tmp_path, b"bad\xffname.sched")
+    shown = "bad\\xffname.sched"
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run("check", "--format", "sarif", name)
+    assert status == 2 and err == ""
+    log = valid_sarif(json.loads(out))
+    (result,) = results_of(log, "SP002")
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "bad%FFname.sched"
+    status, out, _ = run("check", "--format", "json", name)
+    assert status == 2 and "\\udc" not in out and json.loads(out)["files"][0]["path"] == shown
+    status, out, _ = run("check", "--format", "junit", name)
+    assert status == 2 and f'file="{shown}"' in out
+    for command in ("check", "show"):
+        status, out, _ = run(command, name)
+        out.encode("utf-8")  # (no lone surrogate)
+        assert status == 2 and out.startswith(f"{shown}:4:"), out
+
+
+def test_a_file_name_s_control_characters_are_printed_as_spaces(run, tmp_path, monkeypatch):
+    """As a code frame prints them: a name cannot send the terminal an escape sequence."""
+    name = _named(tmp_path, b"a\x1b[31mred\tname.sched")
+    monkeypatch.chdir(tmp_path)
+    for command in ("check", "show", "simulate", "optimize"):
+        status, out, _ = run(command, name)
+        assert status == 2 and out.startswith("a [31mred name.sched:4:") and "\x1b" not in out, (command, out)
+    status, out, _ = run("check", "--format", "sarif", name)
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(out)["runs"][0]["results"]}
+    assert uris == {"a%1B%5B31mred%09name.sched"}
+    _named(tmp_path, b"clean\x1b[2J.sched", (SPECS / "copy_compute_sync.sched").read_text())
+    status, out, _ = run("check", "-j", "1", "--format", "json", ".")
+    assert [f["path"] for f in json.loads(out)["files"]] == ["./a [31mred name.sched", "./clean [2J.sched"]
+
+
 def test_warnings_of_one_code_past_twenty_are_counted_not_framed(run, tmp_path):
     """A spec declaring 50 streams and using one: 49 SP051 warnings, 20 framed and one line
     for the rest; JSON still lists every one."""

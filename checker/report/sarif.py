@@ -103,13 +103,17 @@ def rules() -> list[dict]:
 
 
 def _uri(path: str, base: Path) -> str:
-    """A path relative to `base` when it lies below it (as code scanning wants), else a file URI."""
-    absolute = Path(os.path.abspath(path))
+    """A path relative to `base` when it lies below it (as code scanning wants), else a file URI.
+    Either holds the bytes of the file's name, percent-encoded: of the file a report names
+    (`inputs.file_of`), whose name may hold bytes that are not UTF-8."""
+    from checker.inputs import file_of
+
+    absolute = Path(os.path.abspath(file_of(path)))
     try:
         relative = absolute.relative_to(base)
     except ValueError:
         return absolute.as_uri()
-    return quote(relative.as_posix())
+    return quote(os.fsencode(relative.as_posix()))
 
 
 def _region(span: Span) -> dict:
