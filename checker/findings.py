@@ -92,6 +92,16 @@ def unknown_concerns(finding: Finding, about: str, line: int | None = None) -> b
     return concerns == about and (about != "makespan" or finding.detail.get("line") == line)
 
 
+def expectation_span(program, finding: Finding):
+    """The span of the `expect makespan` line an unknown about it names (None for any other
+    finding): it has no statement to point at."""
+    if finding.kind is not FindingKind.UNKNOWN or finding.detail.get("about") != "makespan":
+        return None
+    line = finding.detail.get("line")
+    return next((e.span for e in program.expectations if e.kind is ExpectKind.MAKESPAN and e.span.line == line),
+                None)
+
+
 QUESTION_OF = {
     ExpectKind.RACE: "race", ExpectKind.NO_RACE: "race",
     ExpectKind.USE_AFTER_FREE: "use-after-free", ExpectKind.NO_USE_AFTER_FREE: "use-after-free",

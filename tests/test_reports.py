@@ -496,3 +496,19 @@ def test_sarif_results_past_the_limit_are_counted_not_listed(run, tmp_path, monk
     assert status == 1 and len(log["runs"][0]["results"]) == 4
     (note,) = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     assert note["message"]["text"].startswith("2 more results were left out")
+
+
+def test_an_undecided_makespan_expectation_is_placed_on_its_line(run, tmp_path, monkeypatch):
+    """A duration finer than the exact check's resolution leaves `expect makespan` unknown: the
+    unknown has no statement, and every format points at the `expect` line instead."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fine.sched").write_text("device d\nstream s on d\nthread main {\n  s: kernel k 0.0000000001ns\n}\n"
+                                         "expect makespan <= 1ms\n")
+    status, out, _ = run("check", "--color", "never", "fine.sched")
+    assert status == 1 and "fine.sched:6:1: warning[SP301]" in out and "this expectation" in out
+    _, out, _ = run("check", "--format", "json", "fine.sched")
+    (finding,) = json.loads(out)["files"][0]["findings"]
+    assert finding["code"] == "SP301" and [at["line"] for at in finding["locations"]] == [6]
+    _, out, _ = run("check", "--format", "sarif", "fine.sched")
+    (result,) = results_of(valid_sarif(json.loads(out)), "SP301")
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 6

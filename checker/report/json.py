@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from checker.diagnostics import Diagnostic
-from checker.findings import FileReport, Finding, FindingKind
+from checker.findings import FileReport, Finding, FindingKind, expectation_span
 from checker.ir import Program
 
 
@@ -66,7 +66,8 @@ def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int,
         "undecided_instances": finding.undecided,
         "expected": finding.expected,
         "advisory": finding.advisory,
-        "locations": [s.span.to_json() for s in statements],
+        "locations": [s.span.to_json() for s in statements] or [
+            span.to_json() for span in (expectation_span(program, finding),) if span is not None],
         "statements": list(finding.statements),
         "help": finding.help or None,
         "witness": witness_json(program, finding, names),

@@ -17,7 +17,7 @@ from urllib.parse import quote
 from checker import __version__
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
-from checker.findings import FileReport, Finding, FindingKind
+from checker.findings import FileReport, Finding, FindingKind, expectation_span
 from checker.ir import Program, Span
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -207,7 +207,7 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
         "ruleIndex": list(Code).index(finding.code),
         "level": "warning" if finding.advisory else _level(finding.code),
         "message": {"text": message},
-        "locations": [_location(uri, statements[0].span if statements else None,
+        "locations": [_location(uri, statements[0].span if statements else expectation_span(program, finding),
                                 f"{labels[0]}: {program.describe(statements[0])}" if statements else "")],
     }
     related, seen = [], set()

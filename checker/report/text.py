@@ -6,7 +6,7 @@ from rich.markup import escape
 
 from checker.codes import Severity
 from checker.diagnostics import Diagnostic
-from checker.findings import FileReport, Finding, FindingKind, Status
+from checker.findings import FileReport, Finding, FindingKind, Status, expectation_span
 from checker.ir import Program
 from checker.report.frames import Mark, frame
 from checker.report.timeline import loop_text
@@ -64,6 +64,9 @@ def _finding_marks(program: Program, finding: Finding) -> list[Mark]:
         mark = Mark(statement.span, label, position == 0 or finding.kind is FindingKind.DEADLOCK)
         if mark not in marks:  # statements lowered from one (a cudaFree's sync and free) share a span
             marks.append(mark)
+    expectation = expectation_span(program, finding)
+    if expectation is not None:
+        marks.append(Mark(expectation, "this expectation", True))
     return marks
 
 
