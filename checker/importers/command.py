@@ -1,13 +1,18 @@
 """`streamproof import [kineto] TRACE.json[.gz] [--et ET.json[.gz]] -o OUT.sched [--compare]`.
 
-Bad input (a missing file, not JSON, not a trace) is one line on stderr and exit status 2.
+Bad input (a missing file, not JSON, not a trace, an output that is one of the inputs) is one
+line on stderr and exit status 2; so is running out of memory. `-` as TRACE (or as the
+`--et` file) reads standard input, within the same size cap as a file.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
+import os
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -18,6 +23,15 @@ from checker.resources import TooLarge, read_at_most
 MAX_TRACE_BYTES = 1 << 30
 """The largest trace read, after decompression: importing takes about 7 bytes of memory and
 0.1-0.2 s per byte-megabyte of JSON, so 1 GiB costs some 7 GB and a few minutes."""
+
+MAX_COMPARE_STATEMENTS = 200_000
+"""The largest spec `--compare` simulates. Loading and simulating cost about 80 us of CPU per
+statement, linear but some four times the import itself: 200,000 statements take some 15-20 s
+and 600,000 over a minute (and 1.5 GB). Past it the comparison is skipped with a note."""
+
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+"""How messages and the spec's title name a trace read from standard input."""
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -42,13 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("kind", nargs="?", choices=("kineto",), default="kineto",
                         help="trace format: kineto (PyTorch profiler Chrome trace), the default")
-    parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
+    # (dest `trace_file`, not `trace`: `trace` is the --trace output of other commands, and
+    # a TRACE of `-` is standard input, not standard output)
+    parser.add_argument("trace_file", metavar="TRACE", help="the trace (.json or .json.gz), - for standard input")
     parser.add_argument("--et", metavar="EXECUTION_TRACE",
-                        help="PyTorch Execution Trace of the same run: reads and writes of every operator")
+                        help="PyTorch Execution Trace of the same run: reads and writes of every operator "
+                             "(- for standard input)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="where to write the .sched spec, - for standard output (required; pyproject.toml may set it)")
     parser.add_argument("--compare", action="store_true",
-                        help="simulate the spec and print its spans next to the trace's, per stream")
+                        help="simulate the spec and print its spans next to the trace's, per stream "
+                             f"(skipped, with a note, past {MAX_COMPARE_STATEMENTS:,} statements)")
     parser.add_argument("--min-gap", type=_duration_ns, default=0, metavar="DURATION",
                         help="write host gaps shorter than this into the next one (default 0: every gap); "
                              "makes large specs smaller")
@@ -75,26 +93,88 @@ class InputError(Exception):
     """A file that cannot be read as what it should be; the message is one line."""
 
 
+def _shown(path: str) -> str:
+    return STDIN_NAME if path == STDIN else path
+
+
+def _read_at_most_stdin(limit: int) -> bytes:
+    """Standard input's bytes, refusing more than `limit` (decompressed when gzip)."""
+    stream = getattr(sys.stdin, "buffer", None) or sys.stdin
+    if stream is None:
+        raise InputError("cannot read standard input: it is closed")
+    data = stream.read(limit + 1)
+    if isinstance(data, str):  # (a text stream without a buffer, as tests give)
+        data = data.encode("utf-8", "surrogateescape")
+    if len(data) > limit:
+        raise TooLarge(f"standard input holds more than {limit >> 20:,} MiB")
+    if data[:2] == b"\x1f\x8b":
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
+            data = unzipped.read(limit + 1)
+        if len(data) > limit:
+            raise TooLarge(f"standard input holds more than {limit >> 20:,} MiB once decompressed")
+    return data
+
+
 def read_json(path: str):
-    """The JSON document in a file, gzip-compressed or not."""
+    """The JSON document in a file, gzip-compressed or not; `-` is standard input."""
+    name = _shown(path)
     try:
-        data = read_at_most(path, MAX_TRACE_BYTES)
+        data = _read_at_most_stdin(MAX_TRACE_BYTES) if path == STDIN else read_at_most(path, MAX_TRACE_BYTES)
     except TooLarge as exc:
         raise InputError(f"{exc}: import a shorter profiling window") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputError(f"{path}: not a readable gzip file ({exc})") from None
+        raise InputError(f"{name}: not a readable gzip file ({exc})") from None
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # reading a closed standard input
+        raise InputError(f"cannot read {name}: {exc}") from None
     try:
         return json.loads(data)
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not JSON (not UTF-8 text)") from None
+        raise InputError(f"{name}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+        raise InputError(f"{name}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
     except RecursionError:
-        raise InputError(f"{path}: not JSON (nested too deeply)") from None
+        raise InputError(f"{name}: not JSON (nested too deeply)") from None
     except ValueError:  # an integer of more digits than Python converts (4,300)
-        raise InputError(f"{path}: not a trace: it holds a number of thousands of digits") from None
+        raise InputError(f"{name}: not a trace: it holds a number of thousands of digits") from None
+
+
+def _is_input(output: str, path: str) -> bool:
+    """Whether writing `output` would overwrite the input `path` (the same file by its
+    device and inode, through links too; or, when the output does not exist yet, the same
+    resolved path). Only regular files count: writing to /dev/null or a pipe destroys nothing."""
+    try:
+        out = os.stat(output)
+    except (OSError, ValueError):
+        out = None
+    if out is not None and not stat.S_ISREG(out.st_mode):
+        return False
+    try:
+        if path == STDIN:
+            return out is not None and os.path.samestat(os.fstat(sys.stdin.fileno()), out)
+        if out is not None:
+            return os.path.samestat(os.stat(path), out)
+        return Path(output).resolve() == Path(path).resolve()
+    except (OSError, ValueError, RuntimeError, AttributeError, io.UnsupportedOperation):
+        return False  # (an input that cannot be read says so when it is read)
+
+
+def _output_problem(args) -> str | None:
+    """What makes the output unwritable or harmful, found before any work."""
+    output = args.output
+    if output == STDIN:
+        return None
+    inputs = [(args.trace_file, "the trace being imported")]
+    if args.et:
+        inputs.append((args.et, "the Execution Trace given with --et"))
+    for path, what in inputs:
+        if _is_input(output, path):
+            return (f"-o {output} is {what}{' (standard input)' if path == STDIN else ''}: writing the "
+                    "spec there would overwrite it; name another output file (e.g. run.sched)")
+    if os.path.isdir(output):
+        return f"cannot write {output}: it is a directory"
+    return None
 
 
 def _error(message: str) -> int:
@@ -103,47 +183,85 @@ def _error(message: str) -> int:
 
 
 def run(args) -> int:
+    phase = ["import"]
+    try:
+        return _run(args, phase)
+    except MemoryError:
+        pass  # (out of the handler first: the exception's frames hold what filled the memory)
+    if phase[0] == "compare":
+        return _error(f"out of memory comparing the imported spec with the trace ({args.output} was "
+                      "written; the trace is too large to compare: import without --compare, or with "
+                      "--min-gap for a smaller spec)")
+    return _error("out of memory (the trace is too large to import: import a shorter profiling window, "
+                  "or without --et)")
+
+
+def _statements(counts: dict) -> int:
+    """About how many statements the written spec has (its threads' lines but comments)."""
+    return sum(counts.get(kind, 0) for kind in ("kernel", "memcpy", "memset", "host", "record", "wait", "sync"))
+
+
+def _run(args, phase: list[str]) -> int:
     from checker.importers.execution_trace import TraceError, read_execution_trace
     from checker.importers.kineto import import_kineto
 
     if args.output is None:  # (not `required=`: that would ignore a default from pyproject.toml)
         return _error("the following arguments are required: -o/--output")
+    source = args.trace_file
+    if source == STDIN and args.et == STDIN:
+        return _error("the trace and the --et file cannot both be read from standard input (-)")
+    problem = _output_problem(args)
+    if problem is not None:
+        return _error(problem)
     try:
-        trace = read_json(args.trace)
+        trace = read_json(source)
         et = read_execution_trace(read_json(args.et)) if args.et else None
     except InputError as exc:
         return _error(str(exc))
     except TraceError as exc:
-        return _error(f"{args.et}: {exc}")
+        return _error(f"{_shown(args.et)}: {exc}")
     try:
-        imported = import_kineto(trace, et, source=Path(args.trace).name, min_gap=args.min_gap)
+        imported = import_kineto(trace, et, source=STDIN_NAME if source == STDIN else Path(source).name,
+                                 min_gap=args.min_gap)
     except TraceError as exc:
-        return _error(f"{args.trace}: {exc}")
+        return _error(f"{_shown(source)}: {exc}")
     del trace, et
     # Names from the trace reach comments as they are: a lone surrogate cannot be written as
     # UTF-8 and a NUL makes the spec binary to `check` (SP001).
     text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
+    imported.text = ""  # (one copy of the spec in memory is enough)
     from checker.cli import write_output
 
     try:
         write_output(args.output, text)
     except OSError as exc:
         return _error(f"cannot write {args.output}: {exc.strerror or exc}")
-    for note in imported.notes:
-        print(f"streamproof: note: {note}", file=sys.stderr)
     c = imported.counts
-    result = {"path": args.output, "trace": args.trace, "counts": c, "notes": imported.notes,
+    notes = imported.notes
+    compare_it = args.compare
+    if compare_it and _statements(c) > MAX_COMPARE_STATEMENTS:
+        compare_it = False
+        notes.append(f"--compare skipped: the spec has {_statements(c):,} statements, more than the "
+                     f"{MAX_COMPARE_STATEMENTS:,} it simulates (loading and simulating cost about four times "
+                     "the import); --min-gap makes the spec smaller, or import a shorter profiling window")
+    for note in notes:
+        print(f"streamproof: note: {note}", file=sys.stderr)
+    result = {"path": args.output, "trace": _shown(source), "counts": c, "notes": notes,
               "assumptions": imported.assumptions}
     if args.format == "text":
         print(f"wrote {args.output}: {c.get('threads', 0)} thread(s), {c.get('streams', 0)} stream(s), "
               f"{c.get('kernel', 0)} kernels, {c.get('memcpy', 0)} copies, {c.get('memset', 0)} memsets, "
               f"{c.get('wait', 0)} waits, {c.get('sync', 0)} syncs"
               + (f", {c['assumptions']} assumption(s)" if c.get("assumptions") else ""))
-    if args.compare:
+    if args.compare and not compare_it:
+        result["compare"] = None
+    if compare_it:
         from checker.frontend import load_text
         from checker.importers.compare import compare
 
+        phase[0] = "compare"
         loaded = load_text(text, args.output, max_statements=10_000_000)
+        del text
         if loaded.program is None:
             first = loaded.diagnostics[0]
             span = first.primary_span

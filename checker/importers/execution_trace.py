@@ -18,6 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checker.errors import TraceError
+from checker.parse import MAX_LITERAL
+from checker.spec_text import comment_text
+
+MAX_BYTE = MAX_LITERAL
+"""The furthest byte a tensor may reach: a spec's sizes and byte ranges are at most 2^62
+(SP020), so a tensor beyond it cannot be written as a buffer. A real one is far smaller
+(2^62 bytes is 4 EiB): an ET offset, numel, itemsize or stride that reaches past it is
+corrupt, and the Execution Trace is refused rather than turned into a spec that does not load."""
 
 NO_DATA = frozenset({
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
@@ -165,21 +173,47 @@ def _tensors(value, type_name: str, shape, stride):
                                 strides[i] if i < len(strides) else None)
 
 
+def _shown(value: int) -> str:
+    """An integer for a one-line message: as it is, or its digit count when it is long."""
+    text = str(value)
+    return text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
+
+
+class _OutOfRange(Exception):
+    """A tensor whose bytes reach past `MAX_BYTE`; the message names the fields that do."""
+
+
 def _byte_range(tensor: list, shape, stride) -> tuple[int, int] | None:
-    """The bytes a tensor covers in its storage (strided extent when strides are known)."""
+    """The bytes a tensor covers in its storage (strided extent when strides are known);
+    None for a tensor whose fields are malformed (it is left out); `_OutOfRange` for one that
+    reaches past `MAX_BYTE`."""
     try:
         offset, numel, itemsize = int(tensor[2]), int(tensor[3]), int(tensor[4])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int() of an infinite float)
         return None
     if numel <= 0 or itemsize <= 0 or offset < 0:
         return None
+    times = f" x itemsize {_shown(itemsize)}" if itemsize > 1 else ""
+    if itemsize > MAX_BYTE:
+        raise _OutOfRange(f"itemsize {_shown(itemsize)}")
+    if offset * itemsize > MAX_BYTE:
+        raise _OutOfRange(f"offset {_shown(offset)}{times}")
+    if numel * itemsize > MAX_BYTE:
+        raise _OutOfRange(f"numel {_shown(numel)}{times}")
     extent = numel
     if (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride)
-            and all(isinstance(x, int) for x in shape + stride)):
-        if any(x == 0 for x in shape):
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in shape + stride)):
+        if any(x <= 0 for x in shape):  # empty, or (negative) corrupt
             return None
-        extent = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, stride))
-    return offset * itemsize, (offset + extent) * itemsize
+        extent = 1
+        for n, s in zip(shape, stride):  # (stopping early: a shape of a million huge strides)
+            extent += (n - 1) * abs(s)
+            if extent * itemsize > MAX_BYTE:
+                raise _OutOfRange(f"strides {_shown(max(stride, key=abs))} (shape {_shown(max(shape))}){times}")
+    start, end = offset * itemsize, (offset + extent) * itemsize
+    if end > MAX_BYTE:
+        raise _OutOfRange(f"offset {_shown(offset)} + extent {_shown(extent)} elements{times}")
+    return start, end
 
 
 def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ...]:
@@ -190,11 +224,19 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
     found: dict[tuple[int, int | None, int, int], bool] = {}
     seen_inputs: set[int] = set()
 
-    def add(tensor, shape, stride, write: bool) -> None:
+    def add(tensor, shape, stride, write: bool, where: str) -> None:
         device = _device(tensor[5])
-        if device is False or not isinstance(tensor[1], int):
+        storage = tensor[1]
+        # (a negative id would name no buffer a spec can declare: `s-5`)
+        if device is False or not isinstance(storage, int) or isinstance(storage, bool) or storage < 0:
             return
-        span = _byte_range(tensor, shape, stride)
+        try:
+            span = _byte_range(tensor, shape, stride)
+        except _OutOfRange as exc:
+            raise TraceError(f"{where}, tensor {_shown(tensor[0]) if isinstance(tensor[0], int) else '?'}: "
+                             f"{exc} puts its bytes past 2^62, the most a "
+                             "spec's buffer can hold: the Execution Trace is corrupt (import without --et "
+                             "to leave it out)") from None
         if span is None:
             return
         key = (tensor[1], device, span[0], span[1])
@@ -206,7 +248,7 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
         for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
                                               strides[i] if strides and i < len(strides) else None):
             seen_inputs.add(tensor[0] if isinstance(tensor[0], int) else -1)
-            add(tensor, shape, stride, write)
+            add(tensor, shape, stride, write, f"input {i}")
     values, types, shapes, strides = outputs
     for i, (value, kind) in enumerate(zip(values, types)):
         if parsed is not None and parsed[1]:
@@ -217,7 +259,7 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
                                               strides[i] if strides and i < len(strides) else None):
             if parsed is None and tensor[0] in seen_inputs and name not in WRITES_ITS_OUTPUTS:
                 continue  # without a schema, an output that is an input is no new write
-            add(tensor, shape, stride, True)
+            add(tensor, shape, stride, True, f"output {i}")
     return tuple(TensorAccess(s, d, a, b, w) for (s, d, a, b), w in found.items())
 
 
@@ -258,15 +300,18 @@ def read_execution_trace(data) -> ExecutionTrace:
         if not isinstance(name, str) or not isinstance(rf_id, int):
             continue
         op_schema = node.get("op_schema", attrs.get("op_schema")) or ""
+        node_id = node.get("id")
         try:
             accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
                                  _io(node, "inputs"), _io(node, "outputs"))
+        except TraceError as exc:  # a field past what a spec can hold: say which node
+            shown_id = _shown(node_id) if isinstance(node_id, int) else "?"
+            raise TraceError(f"node {shown_id} ({comment_text(name)[:80]}, rf_id {_shown(rf_id)}), {exc}") from None
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             accesses = ()  # a node whose tensors are malformed: its operator touches nothing known
         for a in accesses:
             key = (a.storage, a.device)
             if sizes.get(key, 0) < a.end:
                 sizes[key] = a.end
-        node_id = node.get("id")
         operators[rf_id] = Operator(node_id if isinstance(node_id, int) else -1, rf_id, name, accesses)
     return ExecutionTrace(schema, operators, sizes)

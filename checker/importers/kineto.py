@@ -150,6 +150,20 @@ class Imported:
         return max(0, self.gpu_last - self.gpu_first)
 
 
+READ_CATEGORIES = frozenset(GPU_CATEGORIES) | CALL_CATEGORIES | OP_CATEGORIES | {"cuda_sync", "cuda_event"}
+"""The categories of complete events the importer reads (others are left alone)."""
+TIMED_CATEGORIES = frozenset(GPU_CATEGORIES) | CALL_CATEGORIES | OP_CATEGORIES
+"""The categories whose `dur` is read."""
+
+MALFORMED = {
+    "object": "are not JSON objects and were skipped",
+    "ts": "have no readable `ts` (a number of microseconds) and were skipped",
+    "dur": "have no valid `dur` (missing, not a number, negative, or over 1e18 us) and were read as lasting 0",
+    "lane": "of GPU work name no valid stream or device and were skipped",
+    "device": "of cuda_sync name no valid device and were skipped",
+}
+"""What the importer does with each kind of malformed event (the note on stderr says so)."""
+
 MAX_MICROSECONDS = 1e18
 """A timestamp or duration beyond this (about 31,000 years; timestamps since 1970 are near
 2e15) is corrupt: read as missing, it cannot overflow the nanoseconds computed from it."""
@@ -230,11 +244,15 @@ class _Trace:
         self.skipped = 0
         self.unpaired = 0
         """Begin/end (`B`/`E`) events: the profiler writes complete (`X`) events only."""
+        self.malformed: dict[str, list] = {}
+        """Per kind of malformed event (`MALFORMED`): [count, first event's description]."""
         self.total = len(events)
         origin = None
-        for ev in events:
+        flag = self._malformed
+        for index, ev in enumerate(events):
             if not isinstance(ev, dict):
                 self.skipped += 1
+                flag("object", index, None)
                 continue
             ph = ev.get("ph")
             if ph == "M":
@@ -249,11 +267,19 @@ class _Trace:
             if not isinstance(cat, str):
                 continue
             cat = cat.lower()
+            if cat not in READ_CATEGORIES:
+                continue
             ts = _number(ev.get("ts"))
             if ts is None:
                 self.skipped += 1
+                flag("ts", index, ev)
                 continue
-            dur = _number(ev.get("dur")) or 0.0
+            dur = 0.0
+            if cat in TIMED_CATEGORIES:
+                dur = _number(ev.get("dur"))
+                if dur is None or dur < 0:
+                    flag("dur", index, ev)
+                    dur = 0.0
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
@@ -262,6 +288,7 @@ class _Trace:
                 device = _int(args.get("device"), _int(ev.get("pid"), 0))
                 if stream < 0 or device < 0:
                     self.skipped += 1
+                    flag("lane", index, ev)
                     continue
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
                                 args.get("correlation")))
@@ -281,6 +308,7 @@ class _Trace:
                 device = _int(args.get("device"), _int(ev.get("pid"), 0))
                 if device < 0:  # (a corrupt id: device names are built from it)
                     self.skipped += 1
+                    flag("device", index, ev)
                     continue
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
@@ -349,6 +377,26 @@ class _Trace:
                                           ext if isinstance(ext, int) else None, annotation))
         for ops in self.ops.values():
             ops.sort(key=lambda op: (op.start, -op.end))
+
+    def _malformed(self, kind: str, index: int, ev) -> None:
+        seen = self.malformed.get(kind)
+        if seen is not None:
+            seen[0] += 1
+            return
+        where = f"traceEvents[{index}]"
+        if isinstance(ev, dict):
+            name = comment_text(ev.get("name", ""))
+            where += f" ({comment_text(ev.get('cat', ''))[:40]} `{name[:60]}{'...' if len(name) > 60 else ''}`)"
+        self.malformed[kind] = [1, where]
+
+    def malformed_notes(self) -> list[str]:
+        """One line per kind of malformed event: how many, what was done, the first of them."""
+        out = []
+        for kind, (count, first) in self.malformed.items():
+            out.append(f"{count:,} event(s) {MALFORMED[kind]}; the first is {first}")
+        if self.unpaired:
+            out.append(f"{self.unpaired:,} begin/end (B/E) event(s) were not read: only complete (X) events are")
+        return out
 
 
 # ---------------------------------------------------------------- the spec, written
@@ -973,6 +1021,7 @@ class _Builder:
     def build(self) -> Imported:
         t = self.t
         plans = self.plan()
+        self.notes.extend(t.malformed_notes())
         self.events = set(self.record_stream)
         # GPU work without a call in the trace is issued, at its start, by the thread that
         # launched the most onto its stream (the first thread when no thread did).

@@ -1,0 +1,276 @@
+"""`streamproof import kineto` on bad input: a clear line and status 2, or a spec that loads
+and a note on stderr; never a broken spec with status 0, an overwritten input, or unbounded work.
+
+The traces are the fixtures of test_import_kineto.py (tests/fixtures/traces/), corrupted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from checker.frontend import load_text
+from checker.importers import import_kineto, read_execution_trace
+from checker.importers import command
+from checker.importers.execution_trace import TraceError
+
+TRACES = Path(__file__).parent / "fixtures" / "traces"
+TWO = TRACES / "two_streams.json"
+ET = TRACES / "two_streams_et.json"
+
+
+def loads(text: str) -> bool:
+    loaded = load_text(text, "imported.sched")
+    return loaded.program is not None and not loaded.diagnostics
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if "note:" not in line]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+# ---------------------------------------------------------------- 1. ET values past a spec's limits
+
+
+def _et_with(change) -> dict:
+    data = json.loads(ET.read_text())
+    node = next(n for n in data["nodes"] if n["name"] == "aten::copy_")  # node 3, rf_id 11
+    change(node)
+    return data
+
+
+def _set(index: int, value):
+    def change(node):
+        node["inputs"][0][index] = value
+    return change
+
+
+def _strides(node):
+    node["input_shapes"][0] = [256, 1024]
+    node["input_strides"] = [[10**30, 1], [], []]
+
+
+@pytest.mark.parametrize("change, field", [
+    (_set(3, 10**30), "numel a 31-digit number"),
+    (_set(3, 2**61), f"numel {2**61} x itemsize 4"),
+    (_set(2, 10**25), "offset a 26-digit number"),
+    (_set(4, 2**63), f"itemsize {2**63}"),
+    (_set(3, 1e30), "numel"),
+    (_strides, "strides a 31-digit number"),
+])
+def test_et_tensor_past_the_language_s_limits_is_refused_naming_field_and_node(run, tmp_path, change, field):
+    et = tmp_path / "et.json"
+    et.write_text(json.dumps(_et_with(change)))
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", "kineto", TWO, "--et", et, "-o", out)
+    assert status == 2
+    line = one_error_line(stderr)
+    assert field in line and "node 3 (aten::copy_, rf_id 11), input 0" in line and "2^62" in line, line
+    assert not out.exists()
+
+
+def test_et_tensor_that_reaches_exactly_the_limit_still_loads():
+    # 2^60 floats end at byte 2^62, the largest size and byte range a spec may write.
+    et = read_execution_trace(_et_with(_set(3, 2**60)))
+    assert max(et.storage_size.values()) == 2**62
+    assert loads(import_kineto(json.loads(TWO.read_text()), et).text)
+    def one_past(node):
+        node["inputs"][0][2:4] = [1, 2**60]
+
+    with pytest.raises(TraceError, match="offset 1 \\+ extent"):
+        read_execution_trace(_et_with(one_past))
+
+
+def _negative_shape(node):
+    node["input_shapes"][0] = [-5, 2]  # (an extent below 1: an empty or reversed byte range)
+    node["input_strides"] = [[1, 1], [], []]
+
+
+@pytest.mark.parametrize("change", [
+    _set(1, -502),  # a negative storage id would be the buffer `s-502`
+    _set(1, True),
+    _negative_shape,
+])
+def test_malformed_et_tensors_are_left_out_and_the_spec_loads(change):
+    et = read_execution_trace(_et_with(change))
+    imported = import_kineto(json.loads(TWO.read_text()), et)
+    assert "s-" not in imported.text and "sTrue" not in imported.text
+    assert loads(imported.text)
+
+
+# ---------------------------------------------------------------- 2. malformed ts and dur are told
+
+
+def _malformed_trace() -> dict:
+    data = json.loads(TWO.read_text())
+    events = data["traceEvents"]
+    events[8]["dur"] = "abc"      # the add kernel
+    events[15]["dur"] = -3        # the memset
+    events[19]["dur"] = 1e40      # the DtoH copy
+    events[25]["ts"] = "soon"     # the sgemm kernel
+    events.append({"ph": "X", "cat": "python_function", "name": "ignored anyway", "ts": "x"})
+    return data
+
+
+def test_malformed_dur_and_ts_get_one_note_each_with_count_and_first_event(run, tmp_path):
+    source = tmp_path / "trace.json"
+    source.write_text(json.dumps(_malformed_trace()))
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", "kineto", source, "-o", out)
+    assert status == 0, stderr
+    durs = [line for line in stderr.splitlines() if "`dur`" in line]
+    stamps = [line for line in stderr.splitlines() if "`ts`" in line]
+    assert len(durs) == 1 and len(stamps) == 1, stderr
+    assert "3 event(s)" in durs[0] and "traceEvents[8] (kernel `void at::native::vectorized" in durs[0]
+    assert "read as lasting 0" in durs[0]
+    # the python_function event is not read at all: it is not counted as skipped
+    assert "1 event(s)" in stamps[0] and "traceEvents[25] (kernel `ampere_sgemm_128x64_nn`)" in stamps[0]
+    assert "skipped" in stamps[0]
+    text = out.read_text()
+    assert "# 1 malformed event(s) were skipped." in text
+    assert loads(text)
+
+
+def test_events_that_are_not_objects_and_begin_end_pairs_are_told(run, tmp_path):
+    data = json.loads(TWO.read_text())
+    data["traceEvents"][3:3] = [7, {"ph": "B", "cat": "kernel", "name": "k", "ts": 1}]
+    source = tmp_path / "trace.json"
+    source.write_text(json.dumps(data))
+    status, _, stderr = run("import", "kineto", source, "-o", tmp_path / "x.sched")
+    assert status == 0
+    assert "1 event(s) are not JSON objects and were skipped; the first is traceEvents[3]" in stderr
+    assert "1 begin/end (B/E) event(s) were not read" in stderr
+
+
+# ---------------------------------------------------------------- 3. the output is never an input
+
+
+def test_output_that_is_the_trace_is_refused(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trace = tmp_path / "trace.json"
+    trace.write_bytes(TWO.read_bytes())
+    os.symlink("trace.json", tmp_path / "link.json")
+    os.link(trace, tmp_path / "hard.json")
+    for output in ("trace.json", "./trace.json", str(trace), "link.json", "hard.json"):
+        status, _, stderr = run("import", "kineto", "trace.json", "-o", output)
+        assert status == 2
+        assert "is the trace being imported" in one_error_line(stderr)
+    assert trace.read_bytes() == TWO.read_bytes()
+
+
+def test_output_that_is_the_execution_trace_is_refused(run, tmp_path):
+    et = tmp_path / "et.json"
+    et.write_bytes(ET.read_bytes())
+    status, _, stderr = run("import", "kineto", TWO, "--et", et, "-o", et)
+    assert status == 2 and "is the Execution Trace given with --et" in one_error_line(stderr)
+    assert et.read_bytes() == ET.read_bytes()
+
+
+def test_output_that_is_a_directory_is_refused_before_any_work(run, tmp_path):
+    status, _, stderr = run("import", "kineto", TWO, "-o", tmp_path)
+    assert status == 2 and "is a directory" in one_error_line(stderr)
+
+
+# ---------------------------------------------------------------- 4. standard input
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_trace_from_standard_input(run, tmp_path, monkeypatch, compress):
+    data = TWO.read_bytes()
+    _stdin(monkeypatch, gzip.compress(data) if compress else data)
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", "kineto", "-", "-o", out)
+    assert status == 0, stderr
+    text = out.read_text()
+    assert "from <stdin>" in text and loads(text)
+    assert text == (tmp_path / "x.sched").read_text()
+
+
+def test_trace_from_standard_input_to_standard_output(run, monkeypatch):
+    _stdin(monkeypatch, TWO.read_bytes())
+    status, stdout, stderr = run("import", "-", "-o", "-")
+    assert status == 0, stderr
+    assert stdout.startswith("# Imported by") and loads(stdout)
+    assert "wrote -" in stderr  # the report goes to stderr when the spec has stdout
+
+
+def test_execution_trace_from_standard_input(run, tmp_path, monkeypatch):
+    _stdin(monkeypatch, ET.read_bytes())
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", TWO, "--et", "-", "-o", out)
+    assert status == 0, stderr
+    assert "s501_gpu0" in out.read_text()
+
+
+def test_standard_input_errors(run, tmp_path, monkeypatch):
+    _stdin(monkeypatch, b"{ not json")
+    status, _, stderr = run("import", "-", "-o", tmp_path / "x.sched")
+    assert status == 2 and "<stdin>:1:3: not JSON" in one_error_line(stderr)
+    status, _, stderr = run("import", "-", "--et", "-", "-o", tmp_path / "x.sched")
+    assert status == 2 and "cannot both be read from standard input" in one_error_line(stderr)
+    monkeypatch.setattr(command, "MAX_TRACE_BYTES", 100)
+    _stdin(monkeypatch, TWO.read_bytes())
+    status, _, stderr = run("import", "-", "-o", tmp_path / "x.sched")
+    assert status == 2 and "standard input holds more than" in one_error_line(stderr)
+    monkeypatch.setattr(sys, "stdin", None)
+    status, _, stderr = run("import", "-", "-o", tmp_path / "x.sched")
+    assert status == 2 and "cannot read standard input" in one_error_line(stderr)
+    assert not (tmp_path / "x.sched").exists()
+
+
+# ---------------------------------------------------------------- 5. out of memory
+
+
+def test_out_of_memory_while_importing_says_the_trace_is_too_large(run, tmp_path, monkeypatch):
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("checker.importers.kineto.import_kineto", exhausted)
+    status, _, stderr = run("import", TWO, "-o", tmp_path / "x.sched")
+    assert status == 2
+    line = one_error_line(stderr)
+    assert "the trace is too large to import" in line and "analyse" not in line
+
+
+def test_out_of_memory_while_comparing_says_the_spec_was_written(run, tmp_path, monkeypatch):
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    # (`checker.importers.compare` names the function the package exports, not its module)
+    monkeypatch.setattr(sys.modules["checker.importers.compare"], "compare", exhausted)
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", TWO, "-o", out, "--compare")
+    assert status == 2 and "too large to compare" in one_error_line(stderr)
+    assert loads(out.read_text())
+
+
+# ---------------------------------------------------------------- 6. --compare is capped
+
+
+def test_compare_past_its_cap_is_skipped_with_a_note(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(command, "MAX_COMPARE_STATEMENTS", 5)
+    out = tmp_path / "x.sched"
+    status, stdout, stderr = run("import", TWO, "-o", out, "--compare")
+    assert status == 0, stderr
+    assert "--compare skipped: the spec has" in stderr and "more than the 5" in stderr
+    assert "GPU span" not in stdout and loads(out.read_text())
+    status, stdout, _ = run("import", TWO, "-o", out, "--compare", "--format", "json")
+    data = json.loads(stdout)
+    assert status == 0 and data["compare"] is None
+    assert any("--compare skipped" in note for note in data["notes"])
+
+
+def test_compare_under_its_cap_still_runs(run, tmp_path):
+    status, stdout, _ = run("import", TWO, "-o", tmp_path / "x.sched", "--compare")
+    assert status == 0 and "GPU span" in stdout and "--compare skipped" not in stdout
