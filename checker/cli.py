@@ -878,7 +878,15 @@ def _witness_json(path: str):
         raise _BadWitness("not a witness file: nested too deeply") from None
 
 
-def _witness_from_file(path: str, spec_path: str, index: int | None):
+def _most_steps(programs) -> int:
+    """The most steps an execution of any of `programs` takes: each statement's thread steps
+    and task steps, once each."""
+    from checker.witness import task_steps, thread_steps
+
+    return max(sum(len(thread_steps(s)) + len(task_steps(s)) for s in program.statements) for program in programs)
+
+
+def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps: int | None = None):
     """The finding (a dict, or None for a bare witness) and witness in a `check --format json`
     file (`-`: standard input): `findings[index]` of the spec's entry, or the first finding
     with a witness. Raises `_BadWitness` and `_NoSuchFinding`."""
@@ -886,12 +894,14 @@ def _witness_from_file(path: str, spec_path: str, index: int | None):
     from checker.witness import Witness
 
     def witness_of(value):
+        steps = value.get("steps") if isinstance(value, dict) else None
+        if most_steps is not None and isinstance(steps, list) and len(steps) > most_steps:
+            raise _BadWitness(f"the witness has {len(steps):,} steps, more than any execution of this spec "
+                              f"takes ({most_steps:,})")
         try:
             return Witness.from_json(value)
         except ValueError as exc:
             raise _BadWitness(f"not a witness file: {exc}") from None
-        except TypeError:  # (a step whose kind is an array or an object)
-            raise _BadWitness("not a witness file: a step is not [kind, statement], such as [\"issue\", 3]") from None
 
     data = _witness_json(path)
     if isinstance(data, dict) and "steps" in data:
@@ -1017,7 +1027,8 @@ def command_replay(args) -> int:
         return EXIT_ERROR
     program = loaded.program
     try:
-        finding, witness = _witness_from_file(args.witness, path, args.finding)
+        finding, witness = _witness_from_file(args.witness, path, args.finding,
+                                              _most_steps(loaded.variants or (program,)))
     except (_NoSuchFinding, _BadWitness) as exc:
         return _replay_error(args, path, str(exc))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # a shape no check above foresaw

@@ -50,10 +50,15 @@ class Step(NamedTuple):
             not isinstance(value, (list, tuple))
             or len(value) != 2
             or not isinstance(value[1], int)
-            or value[0] not in {k.value for k in StepKind}
+            or not isinstance(value[0], str)
+            or value[0] not in _KIND_OF
         ):
-            raise ValueError(f"not a step: {value!r}")
-        return Step(StepKind(value[0]), value[1])
+            raise ValueError(f"not a step: {str(value)[:80]}")
+        return Step(_KIND_OF[value[0]], value[1])
+
+
+_KIND_OF = {kind.value: kind for kind in StepKind}
+"""Each step kind by its name in JSON (a witness file of millions of steps reads them all)."""
 
 
 def holds_thread(statement: Statement) -> bool:

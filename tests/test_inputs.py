@@ -354,7 +354,7 @@ def test_replay_reads_the_witness_from_standard_input(run, stdin):
     ('{"files": [{"findings": [{"kind": ["race"], "witness": {"steps": []}}]}]}',
      "not a witness file: its finding's kind \"['race']\" is none that `check` reports"),
     ('{"files": [{"findings": [{"kind": "race", "witness": {"steps": [[["issue"], 0]]}}]}]}',
-     "not a witness file: a step is not [kind, statement]"),
+     "not a witness file: not a step: [['issue'], 0]"),
     ('{"files": [{"findings": [{"kind": "race", "statements": 5, "witness": {"steps": []}}]}]}',
      "not a witness file: its finding's `statements` is not a list of statement numbers"),
     ('{"files": [', "not a witness file: not valid JSON: expecting value (line 1, column 12)"),
@@ -626,3 +626,20 @@ def test_an_emitted_spec_passes_its_own_check(run, tmp_path):
     assert status == 0 and "expect makespan <= 17100us" in text and "16.3 ms" in text
     status, out, err = run("check", emitted)
     assert status == 0, out + err
+
+
+def test_a_witness_longer_than_any_execution_is_refused_before_it_is_read(run, tmp_path):
+    """Each statement takes each of its steps once: a witness of more steps than all of them is
+    no execution of this spec, whatever its steps (a 112 MB file of 8 million took a minute)."""
+    from checker.frontend import load_text
+    from checker.witness import task_steps, thread_steps
+
+    program = load_text(open(C01).read()).program
+    most = sum(len(thread_steps(s)) + len(task_steps(s)) for s in program.statements)
+    witness = tmp_path / "w.json"
+    witness.write_text(json.dumps({"steps": [["issue", 0]] * (most + 1)}))
+    status, out, _ = run("replay", C01, "--witness", witness)
+    assert status == 2 and f"more than any execution of this spec takes ({most})" in out
+    witness.write_text(json.dumps({"steps": [["issue", 0]] * most}))
+    status, out, _ = run("replay", C01, "--witness", witness)
+    assert status == 2 and "more than any execution" not in out and "illegal step" in out
