@@ -104,6 +104,20 @@ def test_deadlock_lists_what_each_participant_waits_for():
     assert any(t == "s1: wait ready: flag ready not set" for t in texts)
 
 
+def test_a_collective_member_stuck_before_its_start_names_the_member_it_waits_for():
+    """c0's member starts with its group (rule 8), and c1's is behind a wait for a record
+    behind c0's: the member waits for c1's, not (as it said) for itself to start."""
+    from checker.frontend import load_text
+
+    program = load_text("device d0 { compute 1 }\ndevice d1 { compute 1 }\nbuffer g0 1MiB on d0\n"
+                        "buffer g1 1MiB on d1\nstream c0 on d0\nstream c1 on d1\ncomm w = { c0, c1 }\n"
+                        "event e\nthread main {\n  c0: allreduce w g0\n  c0: record e\n  c1: wait e\n"
+                        "  c1: allreduce w g1\n}\n").program
+    (dl,) = explore(program).deadlocks
+    (why,) = [w for i, w in dl.stuck if i == 0]
+    assert "starts together" in why and "(line 13) cannot start yet" in why and "(line 10)" not in why
+
+
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
 def test_pairwise_conflicts_give_the_same_verdict(path, monkeypatch):
     """Large programs test conflicts pairwise instead of precomputing masks: same answers."""

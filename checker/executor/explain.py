@@ -43,10 +43,13 @@ def stuck(machine: "Machine", state) -> tuple[tuple[int, str], ...]:
                        f"{p.streams[m.stream_of[h]].name}")
             elif state.status[h] == RUNNING:
                 why = str(m.end_blocker(state, h) or "can still end")
-            elif m.in_group[h] and m.group(state, h) is not None:
-                why = str(m.group_blocker(state, m.group(state, h)) or "can still start")
             else:
-                why = str(m.first_step_blocker(state, h) or "can still move")
+                # Its own conditions and, for a member that starts with its group, the others'
+                # (rule 8); then, for one that may start alone, what its group still lacks.
+                blocked = m.first_step_blocker(state, h)
+                if blocked is None and m.in_group[h] and m.group(state, h) is not None:
+                    blocked = m.group_blocker(state, m.group(state, h))
+                why = str(blocked or "can still move")
             out.append((h, why))
     out.sort()
     return tuple(out)
