@@ -427,6 +427,22 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             continue
         waited = {program.statements[graph.steps[p].statement] for p in missing}
         stuck[step.statement] = "; ".join(sorted(f"waits for {describe(s)}" for s in waited))
+    # A member whose start waits for its own end (its group starts together, and another
+    # member is held behind it in a hardware queue) has no step on the frontier above: each
+    # waits for another of its own. It is stuck all the same, on the other members.
+    waiting_on: dict[int, set[int]] = {}
+    for node, step in enumerate(graph.steps):
+        if node not in happened and step.statement not in stuck:
+            waiting_on.setdefault(step.statement, set()).update(
+                graph.steps[p].statement for p in order.predecessors[node]
+                if p not in happened and graph.steps[p].statement != step.statement)
+    for index, others in waiting_on.items():
+        statement = program.statements[index]
+        waits = "; ".join(sorted(f"waits for {describe(program.statements[i])}" for i in others))
+        if statement.group is not None:
+            comm = program.comms[program.groups[statement.group].comm].name
+            waits = f"its collective group on comm `{comm}` starts together" + (f"; {waits}" if waits else "")
+        stuck[index] = waits or "waits for a step of its own that cannot happen"
     first = [i for i in _wait_chain(order, happened) if i in stuck]
     chosen = set(first)
     rest = [i for i in sorted(stuck) if i not in chosen]

@@ -350,3 +350,21 @@ def test_a_program_joining_too_many_clocks_is_unknown_not_clean(monkeypatch):
     monkeypatch.setattr(hb, "MAX_JOIN_ENTRIES", 100)
     (finding,) = find(program, Options())[0]
     assert finding.kind is FindingKind.UNKNOWN and "join" in finding.message
+
+
+def test_a_member_held_by_its_own_group_is_listed_as_stuck():
+    """Two members of one group in one hardware queue: c1's waits for c0's to begin, and c0's
+    starts with its group. Each of c0's steps waits for another of its own, so no step of it
+    is on the frontier; it is stuck all the same, as the exhaustive search says."""
+    from checker.executor.explore import explore
+
+    text = ("device d0 { queues 1 }\nbuffer g0 1MiB on d0\nbuffer g1 1MiB on d0\nstream c0 on d0\n"
+            "stream c1 on d0\ncomm w = { c0, c1 }\nthread main {\n  c0: allreduce w g0\n"
+            "  c1: allreduce w g1\n  sync all\n}\n")
+    program = load_text(text, "queue.sched").program
+    found, _ = hb.analyze(program)
+    (deadlock,) = [f for f in found if f.kind is FindingKind.DEADLOCK]
+    (searched,) = explore(program).deadlocks
+    assert set(deadlock.statements) == {i for i, _ in searched.stuck} == {0, 1, 2}
+    (why,) = [item.waits_for for item in deadlock.stuck if item.statement == 0]
+    assert "starts together" in why and "(line 9)" in why
