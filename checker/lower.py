@@ -31,10 +31,10 @@ from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_w
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
 ITERATIONS_PER_STATEMENT = 4
-"""Loop iterations and other steps that lower nothing (`let`, `for`, `if`, `group`, `choose`) allowed
-per statement of the limit: nested loops run more iterations than they lower statements (an
-outer trip and an inner one per statement), and a spec within the statement limit must not be
-refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
+"""Loop iterations and other steps that lower nothing (`let`, `for`, `if`, `group`, `choose`)
+allowed per statement of the limit: nested loops run more iterations than they lower statements
+(an outer trip and an inner one per statement), and a spec within the statement limit must not
+be refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
 empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
@@ -194,11 +194,11 @@ class _Lowerer:
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
-        self.condition_variables: dict[int, tuple] = {}
-        """Per `if` (by node id), the variables its conditions read: a loop asks each time."""
         """Loop iterations run and other steps that lower nothing taken so far: capped at
         ITERATIONS_PER_STATEMENT times the statement limit, so that loops with little or
         nothing in them cannot run unbounded either."""
+        self.condition_variables: dict[int, tuple] = {}
+        """Per `if` (by node id), the variables its conditions read: a loop asks each time."""
         self.entities: dict[str, _Entity] = {}
         self.devices: list[Device] = []
         self.exact_launches: list[tuple[int, Fraction]] = []
