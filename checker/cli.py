@@ -830,9 +830,8 @@ def _witness_bytes(path: str) -> bytes:
     """The bytes of a witness file, or of standard input for `-`, at most MAX_WITNESS_BYTES
     (a gzip file decompressed); raises `_BadWitness`."""
     import gzip
-    import io
 
-    from checker.resources import TooLarge, read_at_most
+    from checker.resources import TooLarge, gunzip_at_most, read_at_most
 
     name = _witness_name(path)
     try:
@@ -841,12 +840,7 @@ def _witness_bytes(path: str) -> bytes:
         data = sys.stdin.buffer.read(MAX_WITNESS_BYTES + 1)  # (as `read_at_most` reads a file)
         if len(data) > MAX_WITNESS_BYTES:
             raise TooLarge(f"{name} is larger than {MAX_WITNESS_BYTES >> 20:,} MiB")
-        if data[:2] == b"\x1f\x8b":
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
-                data = unzipped.read(MAX_WITNESS_BYTES + 1)
-            if len(data) > MAX_WITNESS_BYTES:
-                raise TooLarge(f"{name} holds more than {MAX_WITNESS_BYTES >> 20:,} MiB once decompressed")
-        return data
+        return gunzip_at_most(data, name, MAX_WITNESS_BYTES)
     except TooLarge as exc:
         raise _BadWitness(f"{exc}: too large for a witness file") from None
     except (EOFError, zlib.error, gzip.BadGzipFile):

@@ -80,6 +80,12 @@ def read_at_most(path: str, limit: int) -> bytes:
         data = file.read(limit + 1)
         if len(data) > limit:
             raise TooLarge(f"{path} is larger than {limit >> 20:,} MiB")
+    return gunzip_at_most(data, path, limit)
+
+
+def gunzip_at_most(data: bytes, name: str, limit: int) -> bytes:
+    """`data` decompressed when it is gzip (else as it is), refusing more than `limit` bytes
+    (`name` says whose in the message): for what `read_at_most` read, and for standard input."""
     if data[:2] == b"\x1f\x8b":  # (from memory: a pipe cannot seek back)
         import gzip
         import io
@@ -87,5 +93,5 @@ def read_at_most(path: str, limit: int) -> bytes:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
             data = unzipped.read(limit + 1)
         if len(data) > limit:
-            raise TooLarge(f"{path} holds more than {limit >> 20:,} MiB once decompressed")
+            raise TooLarge(f"{name} holds more than {limit >> 20:,} MiB once decompressed")
     return data

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 
 from checker.parse import MAX_DURATION_NS
-from checker.resources import TooLarge, read_at_most
+from checker.resources import TooLarge, gunzip_at_most, read_at_most
 
 MAX_TRACE_BYTES = 1 << 30
 """The largest trace read, after decompression: importing takes about 7 bytes of memory and
@@ -107,12 +107,7 @@ def _read_at_most_stdin(limit: int) -> bytes:
         data = data.encode("utf-8", "surrogateescape")
     if len(data) > limit:
         raise TooLarge(f"standard input holds more than {limit >> 20:,} MiB")
-    if data[:2] == b"\x1f\x8b":
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
-            data = unzipped.read(limit + 1)
-        if len(data) > limit:
-            raise TooLarge(f"standard input holds more than {limit >> 20:,} MiB once decompressed")
-    return data
+    return gunzip_at_most(data, "standard input", limit)
 
 
 def read_json(path: str):
