@@ -149,8 +149,8 @@ def _build(program: Program) -> HappensBefore:
         waiting[node] = len(preds)
         for p in preds:
             successors[p].append(node)
-    joins = {frozenset(preds) for preds in predecessors if len(preds) > SHARED_JOIN}
-    work = sum(len(preds) - 1 for preds in joins)
+    keys = [frozenset(preds) if len(preds) > SHARED_JOIN else None for preds in predecessors]
+    work = sum(len(preds) - 1 for preds in set(keys) - {None})
     work += sum(len(preds) - 1 for preds in predecessors if 1 < len(preds) <= SHARED_JOIN)
     if work * graph.chain_count > MAX_JOIN_ENTRIES:
         raise TooWide(len(graph.steps), graph.chain_count, work)
@@ -168,7 +168,7 @@ def _build(program: Program) -> HappensBefore:
         if not preds:
             clock = list(zero)
         else:
-            key = frozenset(preds) if len(preds) > SHARED_JOIN else None
+            key = keys[node]
             shared = joined.get(key) if key is not None else None
             if shared is not None:
                 clock = list(shared)
