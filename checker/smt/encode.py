@@ -382,7 +382,7 @@ class Encoding:
         impossible = self.order.impossible
         facts = []
         for i, t in enumerate(self.time):
-            facts.append(self.hap[i] == (t < horizon))
+            facts.append(self.hap[i] == (t <= horizon - 1))
             if i in impossible:
                 facts.append(t >= horizon)
                 # Its condition is still read to explain a deadlock: any binding integer it
