@@ -398,7 +398,8 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
 def check_loaded(loaded: Loaded, options: Options = Options(),
                  progress: ProgressCallback | None = None) -> FileReport:
     if loaded.program is None:
-        return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
+        return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source,
+                          file=loaded.file)
     program = loaded.program
     variants = tuple(loaded.variants) or (program,)
     findings, internal = find_all(variants, options, progress)
@@ -443,7 +444,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
         status = Status.CLEAN
     passed = not failing and not has_error
     return FileReport(loaded.path, status, tuple(findings), tuple(diagnostics), passed, loaded.source, program,
-                      variants if len(variants) > 1 else (), tuple(undecided))
+                      variants if len(variants) > 1 else (), tuple(undecided), loaded.file)
 
 
 

@@ -550,7 +550,8 @@ def _print_json(value) -> None:
 def _error_report(loaded):
     from checker.findings import FileReport, Status
 
-    return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source)
+    return FileReport(loaded.path, Status.ERROR, (), loaded.diagnostics, False, loaded.source,
+                      file=loaded.file)
 
 
 def _input_error(loaded, args, console=None) -> dict:

@@ -137,6 +137,8 @@ class FileReport:
     undecided: tuple[int, ...] = ()
     """The `expect` lines (indices into the program's expectations) that unknown answers
     leave open: neither met nor shown unmet."""
+    file: str | None = None
+    """The name of the file read, when `path` shows it otherwise (`Loaded.file`)."""
 
     def program_of(self, finding: Finding):
         """The program a finding's statements and witness refer to."""

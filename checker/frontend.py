@@ -26,6 +26,9 @@ class Loaded:
     variants: tuple[Program, ...] = ()
     """Every program the spec lowers to, one per combination of `choose` branches (and runtime
     alternative); `variants[0] is program`. Empty when there is no program."""
+    file: str | None = None
+    """The name of the file read, when `path` shows it otherwise (`inputs.shown`: bytes that
+    are not UTF-8, control characters); a SARIF location holds the file's own name."""
 
 
 def load_text(text: str, path: str = "<spec>", max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:

@@ -3,7 +3,7 @@
 * `expand(names)`: files as given, directories as every `*.sched` below them (sorted, hidden
   directories skipped), and `-` as standard input; a name that matches nothing, and a directory
   that cannot be read, is kept so that loading it reports SP001. Names are shown as `shown`
-  writes them (`file_of` gives back the name of the file).
+  writes them (`Source.file` keeps the name of the file, which the loaded file carries on).
 * `load(source)`: one source through the front end (`checker.frontend`).
 * `find_config(start)` / `read_config(path)`: the `[tool.streamproof]` table of the nearest
   `pyproject.toml` that has one, from `start` upwards.
@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -60,22 +60,11 @@ def shown(path: str) -> str:
     return printable(path)
 
 
-_FILES: dict[str, str] = {}
-"""Names `expand` shows otherwise than they are spelled: shown name -> file name."""
-
-
-def file_of(path: str) -> str:
-    """The name of the file that a report names `path` (`shown`): for a SARIF location,
-    which holds the name's bytes."""
-    return _FILES.get(path, path)
-
-
 def _source(path: str, **fields) -> Source:
     path = os.fspath(path)
     name = shown(path)
     if name == path:
         return Source(path, **fields)
-    _FILES[name] = path
     return Source(name, file=path, **fields)
 
 
@@ -177,8 +166,9 @@ def load(source: Source, max_statements: int | None = None):
                 data = file.read(MAX_SOURCE_CHARS + 1)
         except OSError as exc:
             return Loaded(source.path, "", None, (error(Code.SP001, f"cannot read {source.path}: "
-                                                                    f"{exc.strerror or 'cannot be read'}", None),))
-        return load_bytes(data, source.path, limit)
+                                                                    f"{exc.strerror or 'cannot be read'}", None),),
+                          file=source.file)
+        return replace(load_bytes(data, source.path, limit), file=source.file)
     return load_file(source.path, limit)
 
 

@@ -404,6 +404,11 @@ def test_a_file_name_that_is_not_utf8_in_every_format(run, tmp_path, monkeypatch
         status, out, _ = run(command, name)
         out.encode("utf-8")  # (no lone surrogate)
         assert status == 2 and out.startswith(f"{shown}:4:"), out
+    # Checked in worker processes, the report carries the file's name back with it.
+    _named(tmp_path, b"clean.sched", (SPECS / "copy_compute_sync.sched").read_text())
+    status, out, _ = run("check", "-j", "2", "--format", "sarif", ".")
+    (result,) = results_of(valid_sarif(json.loads(out)), "SP002")
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "bad%FFname.sched"
 
 
 def test_a_file_name_s_control_characters_are_printed_as_spaces(run, tmp_path, monkeypatch):

@@ -104,11 +104,9 @@ def rules() -> list[dict]:
 
 def _uri(path: str, base: Path) -> str:
     """A path relative to `base` when it lies below it (as code scanning wants), else a file URI.
-    Either holds the bytes of the file's name, percent-encoded: of the file a report names
-    (`inputs.file_of`), whose name may hold bytes that are not UTF-8."""
-    from checker.inputs import file_of
-
-    absolute = Path(os.path.abspath(file_of(path)))
+    Either holds the bytes of the file's name, percent-encoded (`FileReport.file`: it may hold
+    bytes that are not UTF-8)."""
+    absolute = Path(os.path.abspath(path))
     try:
         relative = absolute.relative_to(base)
     except ValueError:
@@ -284,7 +282,7 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
     artifacts: dict[str, int] = {}
     flows_left = MAX_FLOW_TOTAL
     for report in reports:
-        uri = _uri(report.path, base) if report.path != "<stdin>" else "stdin"
+        uri = _uri(report.file or report.path, base) if report.path != "<stdin>" else "stdin"
         artifacts.setdefault(uri, len(artifacts))
         for diagnostic in report.diagnostics:
             results.append(_diagnostic_result(report, diagnostic, uri))
