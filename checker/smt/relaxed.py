@@ -4,7 +4,7 @@ a model breaks it.
 Where two threads enqueue on one stream, each task of one waits for every task the other
 enqueued before it: one implication per pair in each other's window (`NeedIf`), quadratic
 in the tasks per stream. They are what makes race questions hard for Z3 (at 3 threads x 50
-statements, 2.5x the time and 13 questions unknown at 5 s without this session, against
+statements, 2.4x the time and 13 questions unknown at 5 s without this session, against
 none with it; bench/README.md), while a question usually turns on a few of them. So this session
 starts without them (`Encoding.relaxed_base`) and adds back, after each model, the ones
 that the steps two racing starts relied on break, as read off the model's order the way
