@@ -382,6 +382,8 @@ class Encoding:
         impossible = self.order.impossible
         facts = []
         for i, t in enumerate(self.time):
+            # Not `t < horizon`: Z3 keeps that as "not t >= H" and tries undecided atoms
+            # false first, so every step would start out happened (docs/encoding.md).
             facts.append(self.hap[i] == (t <= horizon - 1))
             if i in impossible:
                 facts.append(t >= horizon)
