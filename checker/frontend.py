@@ -70,10 +70,16 @@ def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEME
     return load_text(text, path, max_statements)
 
 
-def load_file(path: str | Path, max_statements: int = DEFAULT_MAX_STATEMENTS) -> Loaded:
+def load_file(path: str | Path, max_statements: int = DEFAULT_MAX_STATEMENTS,
+              shown: str | None = None) -> Loaded:
+    """`shown`: the name reports give the file when it is not its own (`inputs.shown`: bytes
+    that are not UTF-8, control characters); the result keeps the real one as `file`."""
+    name = str(path) if shown is None else shown
+    file = None if shown is None else str(path)
     try:
-        with open(path, "rb") as file:  # never more than the limit (+1 to notice): /dev/zero is a file too
-            data = file.read(MAX_SOURCE_CHARS + 1)
+        with open(path, "rb") as opened:  # never more than the limit (+1 to notice): /dev/zero is a file too
+            data = opened.read(MAX_SOURCE_CHARS + 1)
     except OSError as exc:
-        return Loaded(str(path), "", None, (error(Code.SP001, f"cannot read {path}: {exc.strerror or exc}", None),))
-    return load_bytes(data, str(path), max_statements)
+        return Loaded(name, "", None, (error(Code.SP001, f"cannot read {name}: {exc.strerror or 'cannot be read'}",
+                                             None),), file=file)
+    return replace(load_bytes(data, name, max_statements), file=file)

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -159,16 +159,7 @@ def load(source: Source, max_statements: int | None = None):
     if source.data is not None:
         return load_bytes(source.data, source.path, limit)
     if source.file is not None:  # read the file, report it by its shown name
-        from checker.parse import MAX_SOURCE_CHARS
-
-        try:
-            with open(source.file, "rb") as file:  # (as `frontend.load_file` reads it)
-                data = file.read(MAX_SOURCE_CHARS + 1)
-        except OSError as exc:
-            return Loaded(source.path, "", None, (error(Code.SP001, f"cannot read {source.path}: "
-                                                                    f"{exc.strerror or 'cannot be read'}", None),),
-                          file=source.file)
-        return replace(load_bytes(data, source.path, limit), file=source.file)
+        return load_file(source.file, limit, shown=source.path)
     return load_file(source.path, limit)
 
 
