@@ -832,16 +832,13 @@ def _witness_bytes(path: str) -> bytes:
     (a gzip file decompressed); raises `_BadWitness`."""
     import gzip
 
-    from checker.resources import TooLarge, gunzip_at_most, read_at_most
+    from checker.resources import TooLarge, read_at_most, read_stdin_at_most
 
     name = _witness_name(path)
     try:
         if path != "-":
             return read_at_most(path, MAX_WITNESS_BYTES)
-        data = sys.stdin.buffer.read(MAX_WITNESS_BYTES + 1)  # (as `read_at_most` reads a file)
-        if len(data) > MAX_WITNESS_BYTES:
-            raise TooLarge(f"{name} is larger than {MAX_WITNESS_BYTES >> 20:,} MiB")
-        return gunzip_at_most(data, name, MAX_WITNESS_BYTES)
+        return read_stdin_at_most(MAX_WITNESS_BYTES, name)
     except TooLarge as exc:
         raise _BadWitness(f"{exc}: too large for a witness file") from None
     except (EOFError, zlib.error, gzip.BadGzipFile):

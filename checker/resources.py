@@ -83,6 +83,17 @@ def read_at_most(path: str, limit: int) -> bytes:
     return gunzip_at_most(data, path, limit)
 
 
+def read_stdin_at_most(limit: int, name: str) -> bytes:
+    """Standard input's bytes as `read_at_most` reads a file (`name` says whose in messages)."""
+    stream = getattr(sys.stdin, "buffer", None) or sys.stdin
+    data = stream.read(limit + 1)
+    if isinstance(data, str):  # (a text stream without a buffer, as tests give)
+        data = data.encode("utf-8", "surrogateescape")
+    if len(data) > limit:
+        raise TooLarge(f"{name} holds more than {limit >> 20:,} MiB")
+    return gunzip_at_most(data, name, limit)
+
+
 def gunzip_at_most(data: bytes, name: str, limit: int) -> bytes:
     """`data` decompressed when it is gzip (else as it is), refusing more than `limit` bytes
     (`name` says whose in the message): for what `read_at_most` read, and for standard input."""

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 
 from checker.parse import MAX_DURATION_NS
-from checker.resources import TooLarge, gunzip_at_most, read_at_most
+from checker.resources import TooLarge, read_at_most, read_stdin_at_most
 
 MAX_TRACE_BYTES = 1 << 30
 """The largest trace read, after decompression: importing takes about 7 bytes of memory and
@@ -99,15 +99,9 @@ def _shown(path: str) -> str:
 
 def _read_at_most_stdin(limit: int) -> bytes:
     """Standard input's bytes, refusing more than `limit` (decompressed when gzip)."""
-    stream = getattr(sys.stdin, "buffer", None) or sys.stdin
-    if stream is None:
+    if sys.stdin is None:
         raise InputError("cannot read standard input: it is closed")
-    data = stream.read(limit + 1)
-    if isinstance(data, str):  # (a text stream without a buffer, as tests give)
-        data = data.encode("utf-8", "surrogateescape")
-    if len(data) > limit:
-        raise TooLarge(f"standard input holds more than {limit >> 20:,} MiB")
-    return gunzip_at_most(data, "standard input", limit)
+    return read_stdin_at_most(limit, "standard input")
 
 
 def read_json(path: str):
