@@ -6,6 +6,8 @@
   explorer is tried first (`search_first`): a search that covers every interleaving within
   `Options.explore_first` states decides the program (a lost notify between two producers,
   10 rounds: Z3 took 52 s proving race candidates absent, the search 0.3 s),
+* a program the solver refuses as too large is run at random instead (`executor.walks`):
+  what those executions show is reported, and the solver's SP301 stays for the rest,
 * every witness is replayed by the executor before it is reported; a witness that does not
   replay is an internal error, never a finding,
 * an unknown answer is a finding of its own (SP301), never clean; unknowns about the same
@@ -199,9 +201,41 @@ def _solve(program: Program, options: Options, progress: ProgressCallback | None
     def shortcut(seconds: float | None) -> list[Finding] | None:
         return search_first(program, options, progress, seconds)
 
-    return list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
-                            workers=options.workers, progress=progress,
-                            shortcut=shortcut if options.explore_first > 0 else None))
+    findings = list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
+                                workers=options.workers, progress=progress,
+                                shortcut=shortcut if options.explore_first > 0 else None))
+    refused = [f for f in findings if f.kind is FindingKind.UNKNOWN and f.detail.get("query") == "all"
+               and f.detail.get("reason") == "too large"]
+    if refused:
+        findings = [f for f in findings if f not in refused] + _walked(program, options, refused[0], progress)
+    return findings
+
+
+WALK_SECONDS = 10.0
+"""What the random executions of a program the solver refuses may take (or `--budget`, if
+less). Walks cost little (two threads of 5,000 random statements: half a second each), and
+what they add after the first few is mostly more racing pairs of statements already shown."""
+
+
+def _walked(program: Program, options: Options, refused: Finding,
+            progress: ProgressCallback | None = None) -> list[Finding]:
+    """The refused program's random executions (`executor.walks`): what they show, each with
+    its witness, and the solver's SP301, which still says that the rest is undecided."""
+    from checker.executor.walks import walk
+
+    _tell(progress, "walks", current="random executions: the solver does not check this program")
+    walks = walk(program, min(WALK_SECONDS, options.budget))
+    shown = walks.exploration
+    reported = len(shown.races)
+    counts = f"{walks.racing_pairs:,} racing statement pairs"
+    if reported < walks.racing_pairs:
+        counts += f", of which the {reported:,} seen earliest are reported"
+    message = (f"{refused.message}; {walks.walks:,} random executions were run instead and what they show is "
+               f"reported ({counts}, {len(shown.dead_uses):,} uses of dead memory, "
+               f"{'a deadlock' if shown.deadlocks else 'no deadlock'}), but what they miss stays undecided")
+    detail = {**refused.detail, "walks": walks.walks, "racing_pairs_seen": walks.racing_pairs,
+              "racing_pairs_reported": reported}
+    return list(shown.findings(program, shortened=False)) + [replace(refused, message=message, detail=detail)]
 
 
 def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None,

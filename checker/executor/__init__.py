@@ -8,6 +8,8 @@ machine (`machine.Machine`: `initial`, `enabled`, `apply`) drives every mode:
   (`confirm_all` does it for many findings, replaying once the races read off one run);
 * `explore(program, max_states)` enumerates every interleaving (with partial-order
   reduction) and reports races, uses of dead memory and deadlocks with witnesses;
+* `walk(program, seconds)` takes random executions of a program the solver refuses, and
+  reports what they show (races, dead uses, a deadlock), never what they do not;
 * `simulate(program)` runs the program in time on its engines and reports the makespan,
   per-task times, engine use, the critical path and the `Timing` of every statement (which
   `checker/report/` draws as a timeline).
@@ -16,7 +18,7 @@ Modules: `state.py` (State, the mutable Store, the update table and its two inte
 `layout.py` (memory segments), `machine.py` (the rules: blockers, enabled steps, effects),
 which builds `reduction.py`'s tables (steps exploration may take alone) and explains itself
 through `explain.py` (what a stuck statement waits for); `data.py` (abstract bytes for
-replays); then the modes `explore.py`, `replay.py`, `simulate.py`.
+replays); then the modes `explore.py`, `walks.py`, `replay.py`, `simulate.py`.
 """
 
 from checker.executor.explore import Exploration, explore

@@ -82,9 +82,10 @@ class Exploration:
     def race_pairs(self) -> tuple[tuple[int, int], ...]:
         return tuple((r.a, r.b) for r in self.races)
 
-    def findings(self, program: Program) -> tuple[Finding, ...]:
-        """The exploration as findings, one per statement pair / statement / deadlock."""
-        return _to_findings(program, self)
+    def findings(self, program: Program, shortened: bool = True) -> tuple[Finding, ...]:
+        """The exploration as findings, one per statement pair / statement / deadlock, their
+        witnesses shortened (`shorten`) unless told not to (many findings: it is quadratic)."""
+        return _to_findings(program, self, shortened)
 
     def to_json(self, program: Program | None = None) -> dict:
         def line(i: int) -> int | None:
@@ -328,10 +329,11 @@ def _still_shows(machine: Machine, steps, shows) -> bool:
     return shows(state, transitions)
 
 
-def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
+def _to_findings(program: Program, result: Exploration, shortened: bool = True) -> tuple[Finding, ...]:
     """Findings in the shape every backend reports: one per source statement (pair), with
     `instances` counting the loop instances the exploration found, and shortened witnesses."""
     machine = Machine(program)
+    cut = shorten if shortened else (lambda machine, steps, shows: steps)
     out: list[Finding] = []
     st = program.statements
     races: dict[tuple[int, int], list] = {}
@@ -342,7 +344,7 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         for k, memory, count in messages.race_buffers(program, [(st[x.a], st[x.b]) for x in group]):
             r = group[k]
             both = (1 << r.a) | (1 << r.b)
-            witness = Witness(shorten(machine, r.witness.steps,
+            witness = Witness(cut(machine, r.witness.steps,
                                       lambda state, _, both=both: state.running & both == both))
             out.append(messages.race(program, st[r.a], st[r.b], memory, count, witness))
     uses: dict[tuple[int, str], list] = {}
@@ -352,7 +354,7 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         u = group[0]
         s = st[u.statement]
         want = (u.statement, kind_name)
-        witness = Witness(shorten(machine, u.witness.steps, lambda _, trs, want=want: any(
+        witness = Witness(cut(machine, u.witness.steps, lambda _, trs, want=want: any(
             want in tr.dead_uses for tr in trs)))
         if kind_name in (USE_AFTER_FREE, ENQUEUED_AFTER_FREE):
             free = st[u.free] if u.free is not None else None
@@ -372,7 +374,7 @@ def _to_findings(program: Program, result: Exploration) -> tuple[Finding, ...]:
         # One deadlock finding per program (as the other backends report it): the one with
         # the shortest witness; `Exploration.deadlocks` keeps the other stuck sets.
         d = min(result.deadlocks, key=lambda d: len(d.witness.steps))
-        steps = shorten(machine, d.witness.steps, lambda state, _: (
+        steps = cut(machine, d.witness.steps, lambda state, _: (
             not machine.enabled(state) and not machine.finished(state)))
         state = machine.initial()
         for step in steps:

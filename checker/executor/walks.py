@@ -1,0 +1,143 @@
+"""Random executions of a program the solver does not take: findings with witnesses, no proof.
+
+The solver refuses a program whose interleaving leaves too many orderings open (two threads of
+a thousand random statements sharing four streams) or that has more statements than it checks.
+Such a program used to get one SP301 and nothing else, although nearly any execution of it
+shows races. `walk` runs it instead: random walks through the executor's machine, each step
+drawn from the enabled ones (starts and issues preferred to ends, with a preference that varies
+from walk to walk, so accesses overlap), and reports what they show: racing pairs, uses of dead
+memory and a deadlock, each with the walk's prefix as its witness. It never concludes anything
+from what the walks do not show: the caller keeps the SP301 for the rest.
+
+A report of every racing pair would be unreadable and unbounded (two threads of 1,000 random
+statements show over 14,000 pairs in 40 walks, each witness thousands of steps long), so at
+most `MAX_RACES` races are kept, those seen earliest in their walks (the shortest witnesses),
+and their witnesses hold at most `MAX_WITNESS_STEPS` steps together; `Walks` counts the rest.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from checker.ir import Program
+from checker.executor.explore import CLOCK_EVERY, DeadlockFound, DeadUseFound, Exploration, RaceFound
+from checker.executor.machine import USE_BEFORE_ALLOC, Machine
+from checker.witness import Step, StepKind, Witness
+
+EAGERNESS = (0.5, 0.8, 0.95)
+"""How likely a walk takes a step that is not an end when it may: one per walk, in turn. Ends
+taken late keep more accesses running together (more races); taken early, the walk follows
+the order the program was written in, which reaches what waits for completions."""
+
+MAX_RACES = 1_000
+"""Racing statement pairs reported from the walks, at most (the earliest seen in a walk)."""
+
+MAX_WITNESS_STEPS = 2_000_000
+"""Steps the kept witnesses may hold together: each is a prefix of a walk, replayed before it
+is reported and written out in full in JSON."""
+
+STALE_WALKS = 16
+"""Walks in a row that show nothing new, after which walking stops before its time is up
+(racing pairs past the first `MAX_RACES` seen count as nothing new)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Walks:
+    """What the walks showed, as an incomplete `Exploration`, and how much they left out."""
+
+    exploration: Exploration
+    walks: int
+    racing_pairs: int
+    """Distinct racing statement pairs seen; `exploration.races` keeps at most `MAX_RACES`."""
+    dead_uses: int
+    """Distinct dead uses seen (`exploration.dead_uses` keeps those within the witness steps)."""
+
+
+def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 0) -> Walks:
+    """Random walks of `program` for about `seconds`, or until `STALE_WALKS` in a row show
+    nothing new (the same `seed`, the same walks)."""
+    machine = Machine(program)
+    began = time.perf_counter()
+    deadline = began + seconds
+    rng = random.Random(seed)
+    paths: list[list[Step]] = []
+    seen: dict[tuple[int, int], tuple[int, int]] = {}  # pair -> (walk, position of its step)
+    uses: dict[tuple[int, str], tuple[int, int, int | None]] = {}  # -> (walk, position, free)
+    stuck_sets: set[frozenset] = set()  # a deadlock is reported once, with its shortest witness
+    deadlock: DeadlockFound | None = None
+    # A step costs time in the threads and streams to scan: look at the clock more often
+    # in larger programs (as `explore` does).
+    clock_every = max(1, CLOCK_EVERY * 64 // max(64, machine.n))
+    transitions = 0
+    stale = 0
+    walks = 0
+    while walks < max_walks and stale < STALE_WALKS and (walks == 0 or time.perf_counter() < deadline):
+        eager = EAGERNESS[walks % len(EAGERNESS)]
+        path: list[Step] = []
+        state = machine.initial()
+        new = False
+        while True:
+            steps = machine.enabled(state)
+            if not steps:
+                break
+            if len(steps) > 1:
+                opening = [step for step in steps if step.kind is not StepKind.END]
+                pool = opening if opening and rng.random() < eager else steps
+                step = pool[rng.randrange(len(pool))] if len(pool) > 1 else pool[0]
+            else:
+                step = steps[0]
+            transition = machine.fire(state, step)
+            path.append(step)
+            transitions += 1
+            for a, b in transition.races:
+                key = (a, b) if a <= b else (b, a)
+                if key not in seen:
+                    seen[key] = (walks, len(path))
+                    new = new or len(seen) <= MAX_RACES
+            for i, kind in transition.dead_uses:
+                if (i, kind) not in uses:
+                    free = None if kind == USE_BEFORE_ALLOC else machine.killer(state, i, kind)
+                    uses[(i, kind)] = (walks, len(path), free)
+                    new = True
+            state = transition.state
+            if transitions % clock_every == 0 and time.perf_counter() > deadline:
+                break
+        if not machine.enabled(state) and not machine.finished(state):
+            stuck = machine.stuck(state)
+            key = frozenset(i for i, _ in stuck)
+            if key not in stuck_sets:
+                stuck_sets.add(key)
+                new = True
+                if deadlock is None or len(path) < len(deadlock.witness.steps):
+                    deadlock = DeadlockFound(Witness(tuple(path)), stuck)
+        paths.append(path)
+        walks += 1
+        stale = 0 if new else stale + 1
+    held = 0 if deadlock is None else len(deadlock.witness.steps)
+    dead_uses = []
+    for (i, kind), (k, length, free) in sorted(uses.items(), key=lambda item: (item[1][1], item[0])):
+        if held + length > MAX_WITNESS_STEPS:
+            break
+        dead_uses.append(DeadUseFound(i, kind, Witness(tuple(paths[k][:length])), free))
+        held += length
+    races = []
+    for (a, b), (k, length) in sorted(seen.items(), key=lambda item: (item[1][1], item[0])):
+        if len(races) >= MAX_RACES or held + length > MAX_WITNESS_STEPS:
+            break
+        races.append(RaceFound(a, b, Witness(tuple(paths[k][:length]))))
+        held += length
+    races.sort(key=lambda r: (r.a, r.b))
+    dead_uses.sort(key=lambda u: (u.statement, u.kind))
+    exploration = Exploration(
+        races=tuple(races),
+        dead_uses=tuple(dead_uses),
+        deadlocks=() if deadlock is None else (deadlock,),
+        states=transitions,
+        transitions=transitions,
+        complete=False,
+        seconds=time.perf_counter() - began,
+        stopped="walks",
+    )
+    return Walks(exploration, walks, len(seen), len(uses))

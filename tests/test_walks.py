@@ -1,0 +1,119 @@
+"""Random executions of programs the solver refuses (`executor/walks.py`).
+
+What the walks show must be real (every witness replays, every racing pair is one the solver
+also finds on programs it decides), and a refused program must still say that the rest is
+undecided: walks never make a program look clean.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from checker import smt
+from checker.analyze import Options, check_loaded
+from checker.executor.replay import confirm
+from checker.executor.walks import MAX_RACES, walk
+from checker.findings import FindingKind
+from checker.frontend import load_text
+from checker.smt import rules
+from checker.smt.queries import Analysis
+from checker.smt.solve import Budget
+from strategies import specs
+
+
+def random_threads(seed: int, threads: int, statements: int, signals: bool = True) -> str:
+    """Threads of random kernels, records, waits and syncs on four shared streams, and with
+    `signals` notifies and awaits (which leave many executions stuck early)."""
+    rng = random.Random(seed)
+    lines = ["device d { compute 2 copy 2 }", "buffer x[4] 1MiB on d", "stream s[4] on d", "event e[3]",
+             "notify go"]
+    for t in range(threads):
+        lines.append(f"thread t{t} {{")
+        for _ in range(statements):
+            kind = rng.choices(["kernel", "record", "wait", "sync", "notify", "await"], [10, 3, 3, 1, signals, signals])[0]
+            s = rng.randrange(4)
+            if kind == "kernel":
+                lines.append(f"  s[{s}]: kernel k reads x[{rng.randrange(4)}] writes x[{rng.randrange(4)}] 1ms")
+            elif kind in ("record", "wait"):
+                lines.append(f"  s[{s}]: {kind} e[{rng.randrange(3)}]")
+            elif kind == "sync":
+                lines.append(f"  sync s[{s}]")
+            else:
+                lines.append(f"  s[{s}]: {kind} go")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_program_the_solver_refuses_still_gets_the_races_its_executions_show(monkeypatch):
+    monkeypatch.setattr(rules, "MAX_OPEN", 50)  # refuse a program small enough to test quickly
+    report = check_loaded(load_text(random_threads(1, 2, 40), "big.sched"), Options(budget=5))
+    assert not report.diagnostics  # every witness replayed (one that does not is an SP402)
+    races = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert races and all(f.witness is not None for f in races)
+    unknown = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert len(unknown) == 1 and "random executions" in unknown[0].message
+    assert unknown[0].detail["racing_pairs_reported"] == len({tuple(sorted(f.statements)) for f in races})
+    assert not report.passed
+
+
+def test_a_program_with_more_statements_than_the_solver_checks_is_walked(monkeypatch):
+    monkeypatch.setattr(smt, "MAX_STATEMENTS", 20)
+    report = check_loaded(load_text(random_threads(2, 2, 30), "big.sched"), Options(budget=5))
+    assert not report.diagnostics
+    assert any(f.kind is FindingKind.RACE for f in report.findings)
+    assert any(f.kind is FindingKind.UNKNOWN and "random executions" in f.message for f in report.findings)
+
+
+def test_walks_keep_at_most_max_races_the_earliest_seen():
+    program = load_text(random_threads(3, 2, 300, signals=False), "big.sched").program
+    result = walk(program, seconds=2.0)
+    assert result.racing_pairs > MAX_RACES  # this program races far more than is reported
+    races = result.exploration.races
+    assert len(races) == MAX_RACES
+    assert not result.exploration.complete
+    for race in races[:: MAX_RACES // 10]:
+        last = race.witness.steps[-1]
+        assert last.statement in (race.a, race.b)  # the witness ends where the race is seen
+
+
+def test_the_same_seed_walks_the_same_way():
+    program = load_text(random_threads(4, 2, 30), "w.sched").program
+    first, second = walk(program, 1.0, max_walks=20), walk(program, 1.0, max_walks=20)
+    assert first.exploration.races == second.exploration.races
+    assert first.racing_pairs == second.racing_pairs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_walks_show_only_what_the_solver_finds(text: str) -> None:
+    """The walks and the solver are independent: every racing pair, dead use and deadlock a
+    walk shows, the solver finds too, and every witness replays with its finding."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    findings = analysis.run()
+    assume(not any(f.kind is FindingKind.UNKNOWN for f in findings))
+    shown = walk(program, seconds=1.0, max_walks=30).exploration
+    assert set(shown.race_pairs()) <= analysis.racing
+    assert {(u.statement, u.kind) for u in shown.dead_uses} <= {
+        (i, kind) for i, kind in _executor_kinds(analysis.dead_uses)}
+    if shown.deadlocks:
+        assert any(f.kind is FindingKind.DEADLOCK for f in findings)
+    for finding in shown.findings(program, shortened=False):
+        confirmation = confirm(program, finding)
+        assert confirmation.ok, confirmation.reason
+
+
+def _executor_kinds(dead_uses):
+    """The solver's dead uses in the executor's kinds (a use after free is seen either when
+    the access runs or when it is enqueued)."""
+    from checker.executor.machine import ENQUEUED_AFTER_FREE, USE_AFTER_FREE, USE_BEFORE_ALLOC
+
+    for i, kind in dead_uses:
+        if kind is FindingKind.USE_AFTER_FREE:
+            yield i, USE_AFTER_FREE
+            yield i, ENQUEUED_AFTER_FREE
+        else:
+            yield i, USE_BEFORE_ALLOC
