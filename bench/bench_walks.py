@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -35,12 +34,11 @@ TARGET = 30.0
 def run(path: Path, out: Path) -> tuple[float, int, int]:
     """Wall seconds, max RSS (KiB) and exit status of `streamproof check` on `path`."""
     began = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run([sys.executable, "-m", "checker", "check", "-j", "1", "--format", "json",
-                           "-o", str(out), str(path)], capture_output=True)
-    wall = time.perf_counter() - began
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(rss, before), done.returncode
+    child = subprocess.Popen([sys.executable, "-m", "checker", "check", "-j", "1", "--format", "json",
+                              "-o", str(out), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - began, usage.ru_maxrss, child.returncode
 
 
 def main() -> None:

@@ -117,3 +117,24 @@ def _executor_kinds(dead_uses):
             yield i, ENQUEUED_AFTER_FREE
         else:
             yield i, USE_BEFORE_ALLOC
+
+
+def test_a_program_is_refused_before_any_formula_is_built(monkeypatch):
+    """The open orderings are counted over every step first: the refusal of a program with
+    notifies came after a minute of formulas when it waited for the base to reach the limit."""
+    from checker.smt.encode import Encoding
+
+    program = load_text(random_threads(0, 2, 40), "big.sched").program
+    encoding = Encoding(program)
+    for step in range(len(encoding.time)):
+        encoding.items(step)
+    assert encoding.rules.open > 10
+    # The limit passed only by the last steps' items, which the runs (stuck early) never need.
+    monkeypatch.setattr(rules, "MAX_OPEN", encoding.rules.open - 1)
+
+    def no_base(self, windows):
+        raise AssertionError("a formula was built for a program the solver refuses")
+
+    monkeypatch.setattr(Encoding, "_base", no_base)
+    findings = smt.analyze(program, total=5.0)
+    assert [f.detail.get("reason") for f in findings] == ["too large"]

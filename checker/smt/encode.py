@@ -268,6 +268,13 @@ class Encoding:
             cached = self._items[step] = self.rules.items(step)
         return cached
 
+    def all_items(self) -> None:
+        """Every step's items, before any formula or run needs them: a program with too many
+        open orderings (`rules.TooLarge`) is refused before Z3 spends a minute on formulas
+        for the steps ahead of where the count passes the limit."""
+        for i in range(len(self.time)):
+            self.items(i)
+
     def condition(self, step: int, now) -> list[Conjunct]:
         """When `step` may happen at time `now` (docs/encoding.md, section "conditions")."""
         statements = self.program.statements
@@ -380,6 +387,7 @@ class Encoding:
     def _base(self, windows: dict | None) -> list[z3.BoolRef]:
         horizon = self.horizon
         impossible = self.order.impossible
+        self.all_items()
         facts = []
         for i, t in enumerate(self.time):
             # Not `t < horizon`: Z3 keeps that as "not t >= H" and tries undecided atoms

@@ -360,6 +360,7 @@ class Analysis:
         runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
         priority (`Runner.prioritized`), which reach further where threads share streams."""
         if self._runs is None:
+            self.encoding.all_items()  # the runs' executions go to the base, which needs them all
             runner = self.runner()
             self._runs = []
             made = [runner.run(seed, eager) for seed, eager in enumerate(EAGERNESS)]
