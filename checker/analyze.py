@@ -204,8 +204,7 @@ def _solve(program: Program, options: Options, progress: ProgressCallback | None
     findings = list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
                                 workers=options.workers, progress=progress,
                                 shortcut=shortcut if options.explore_first > 0 else None))
-    refused = [f for f in findings if f.kind is FindingKind.UNKNOWN and f.detail.get("query") == "all"
-               and f.detail.get("reason") == "too large"]
+    refused = [f for f in findings if f.kind is FindingKind.UNKNOWN and f.detail.get("refused")]
     if refused:
         findings = [f for f in findings if f not in refused] + _walked(program, options, refused[0], progress)
     return findings

@@ -138,3 +138,17 @@ def test_a_program_is_refused_before_any_formula_is_built(monkeypatch):
     monkeypatch.setattr(Encoding, "_base", no_base)
     findings = smt.analyze(program, total=5.0)
     assert [f.detail.get("reason") for f in findings] == ["too large"]
+
+
+def test_a_program_the_solver_checks_in_part_is_not_walked(monkeypatch):
+    """Past the cap on race candidates the solver still decides the pairs it asks about: its
+    SP301 says others may be missing, and no walks add findings beside its own."""
+    from checker.smt import queries
+
+    monkeypatch.setattr(queries, "MAX_RACE_CANDIDATES", 5)
+    report = check_loaded(load_text(random_threads(6, 2, 20, signals=False), "part.sched"), Options(budget=30))
+    unknown = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert any("asked about the first 5 only" in f.message for f in unknown)
+    assert not any("random executions" in f.message for f in unknown)
+    pairs = [tuple(sorted(f.statements)) for f in report.findings if f.kind is FindingKind.RACE]
+    assert len(pairs) == len(set(pairs))

@@ -59,7 +59,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             (),
             help="check a shorter unrolling of the loops (the bug usually shows in two or three "
                  "iterations), or split the threads",
-            detail={"query": "all", "reason": "too large"},
+            detail={"query": "all", "reason": "too large", "refused": True},
         ),)
     try:
         return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress, shortcut)
@@ -69,7 +69,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             f"the solver does not check this program: {error}",
             (),
             help=error.help,
-            detail={"query": "all", "reason": "too large", "open": error.count},
+            detail={"query": "all", "reason": "too large", "refused": True, "open": error.count},
         ),)
     except (RecursionError, MemoryError, z3.Z3Exception) as error:
         # Resource exhaustion while building formulas is an undecided answer, not a crash.
