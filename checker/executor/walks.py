@@ -39,8 +39,11 @@ MAX_WITNESS_STEPS = 2_000_000
 is reported and written out in full in JSON."""
 
 STALE_WALKS = 16
-"""Walks in a row that show nothing new, after which walking stops before its time is up
-(racing pairs past the first `MAX_RACES` seen count as nothing new)."""
+STALE_SECONDS = 2.0
+"""Walking stops before its time is up once `STALE_WALKS` walks in a row, over at least
+`STALE_SECONDS`, showed nothing new (racing pairs past the first `MAX_RACES` seen count as
+nothing new). Both: walks that get stuck after a hundred steps take milliseconds, and in a
+program with notifies a new pair still turns up every few dozen of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,8 @@ class Walks:
 
 
 def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 0) -> Walks:
-    """Random walks of `program` for about `seconds`, or until `STALE_WALKS` in a row show
-    nothing new (the same `seed`, the same walks)."""
+    """Random walks of `program` for about `seconds`, or until they stop showing anything
+    new (`STALE_WALKS`); the same `seed` and `max_walks`, the same walks."""
     machine = Machine(program)
     began = time.perf_counter()
     deadline = began + seconds
@@ -73,7 +76,10 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
     transitions = 0
     stale = 0
     walks = 0
-    while walks < max_walks and stale < STALE_WALKS and (walks == 0 or time.perf_counter() < deadline):
+    last_new = began
+    while walks < max_walks and (walks == 0 or time.perf_counter() < deadline):
+        if stale >= STALE_WALKS and time.perf_counter() - last_new >= STALE_SECONDS:
+            break
         eager = EAGERNESS[walks % len(EAGERNESS)]
         path: list[Step] = []
         state = machine.initial()
@@ -114,7 +120,10 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
                     deadlock = DeadlockFound(Witness(tuple(path)), stuck)
         paths.append(path)
         walks += 1
-        stale = 0 if new else stale + 1
+        if new:
+            stale, last_new = 0, time.perf_counter()
+        else:
+            stale += 1
     held = 0 if deadlock is None else len(deadlock.witness.steps)
     dead_uses = []
     for (i, kind), (k, length, free) in sorted(uses.items(), key=lambda item: (item[1][1], item[0])):
