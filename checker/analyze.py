@@ -6,8 +6,9 @@
   explorer is tried first (`search_first`): a search that covers every interleaving within
   `Options.explore_first` states decides the program (a lost notify between two producers,
   10 rounds: Z3 took 52 s proving race candidates absent, the search 0.3 s),
-* a program the solver refuses as too large is run at random instead (`executor.walks`):
-  what those executions show is reported, and the solver's SP301 stays for the rest,
+* a program the solver refuses as too large (or too wide for the fast path's clocks) is run
+  at random instead (`executor.walks`): what those executions show is reported, and the
+  SP301 stays for the rest,
 * every witness is replayed by the executor before it is reported; a witness that does not
   replay is an internal error, never a finding,
 * an unknown answer is a finding of its own (SP301), never clean; unknowns about the same
@@ -58,7 +59,8 @@ class Progress:
     """What the analysis of one spec is doing, for a progress display."""
 
     phase: str
-    """`happens-before`, `solver`, `exhaustive`, `replay` (confirming a witness) or `makespan`."""
+    """`happens-before`, `solver`, `exhaustive`, `walks` (random executions of a program the
+    solver refuses), `replay` (confirming a witness) or `makespan`."""
     asked: int = 0
     """Questions asked so far (solver queries, witnesses replayed)."""
     decided: int = 0
@@ -98,13 +100,13 @@ def find(program: Program, options: Options,
         try:
             found, complete = hb.analyze(program, seconds=options.budget)
         except hb.TooWide as wide:
-            found, complete = (), True
-            findings.append(_unknown(
+            complete = True
+            found = _walked(program, options, _unknown(
                 f"the program is too wide to order: {wide.steps:,} steps on {wide.chains:,} threads and "
                 f"streams (at most {hb.MAX_CLOCK_ENTRIES:,} of the two multiplied)" if not wide.joins else
                 f"the program is too wide to order: its steps join {wide.joins:,} orders of others on "
                 f"{wide.chains:,} threads and streams (at most {hb.MAX_JOIN_ENTRIES:,} of the two multiplied)",
-                "use fewer streams (or threads), or split the spec"))
+                "use fewer streams (or threads), or split the spec", reason="too wide", refused=True), progress)
         findings += found
         if not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race (the races "
@@ -219,10 +221,10 @@ what they add after the first few is mostly more racing pairs of statements alre
 def _walked(program: Program, options: Options, refused: Finding,
             progress: ProgressCallback | None = None) -> list[Finding]:
     """The refused program's random executions (`executor.walks`): what they show, each with
-    its witness, and the solver's SP301, which still says that the rest is undecided."""
+    its witness, and the refusal's SP301, which still says that the rest is undecided."""
     from checker.executor.walks import walk
 
-    _tell(progress, "walks", current="random executions: the solver does not check this program")
+    _tell(progress, "walks", current="random executions of a program too large to decide")
     walks = walk(program, min(WALK_SECONDS, options.budget))
     shown = walks.exploration
     reported = len(shown.races)
