@@ -26,10 +26,13 @@ from checker.executor.explore import CLOCK_EVERY, DeadlockFound, DeadUseFound, E
 from checker.executor.machine import USE_BEFORE_ALLOC, Machine
 from checker.witness import Step, StepKind, Witness
 
-EAGERNESS = (0.5, 0.8, 0.95)
+EAGERNESS = (0.95, 0.8, 0.5)
 """How likely a walk takes a step that is not an end when it may: one per walk, in turn. Ends
 taken late keep more accesses running together (more races); taken early, the walk follows
-the order the program was written in, which reaches what waits for completions."""
+the order the program was written in, which reaches what waits for completions. The first
+walk is the most eager: in a program whose steps each cost a scan of thousands of streams it
+may be the only one (20,000 streams of one kernel each: 3,000 steps in 5 s, 8,742 racing
+pairs; starting at 0.5, none)."""
 
 MAX_RACES = 1_000
 """Racing statement pairs reported from the walks, at most (the earliest seen in a walk)."""
