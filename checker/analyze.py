@@ -228,11 +228,11 @@ def _walked(program: Program, options: Options, refused: Finding,
     walks = walk(program, min(WALK_SECONDS, options.budget))
     shown = walks.exploration
     reported = len(shown.races)
-    counts = f"{walks.racing_pairs:,} racing statement pairs"
+    counts = f"{walks.racing_pairs:,} racing pairs"
     if reported < walks.racing_pairs:
         counts += f", of which the {reported:,} seen earliest are reported"
     message = (f"{refused.message}; {walks.walks:,} random executions were run instead and what they show is "
-               f"reported ({counts}, {len(shown.dead_uses):,} uses of dead memory, "
+               f"reported ({counts}, {walks.dead_uses:,} uses of dead memory, "
                f"{'a deadlock' if shown.deadlocks else 'no deadlock'}), but what they miss stays undecided")
     detail = {**refused.detail, "walks": walks.walks, "racing_pairs_seen": walks.racing_pairs,
               "racing_pairs_reported": reported}

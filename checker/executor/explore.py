@@ -345,7 +345,7 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
             r = group[k]
             both = (1 << r.a) | (1 << r.b)
             witness = Witness(cut(machine, r.witness.steps,
-                                      lambda state, _, both=both: state.running & both == both))
+                                  lambda state, _, both=both: state.running & both == both))
             out.append(messages.race(program, st[r.a], st[r.b], memory, count, witness))
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
