@@ -1,9 +1,10 @@
 """Random executions of a program the solver does not take: findings with witnesses, no proof.
 
 The solver refuses a program whose interleaving leaves too many orderings open (two threads of
-a thousand random statements sharing four streams) or that has more statements than it checks.
-Such a program used to get one SP301 and nothing else, although nearly any execution of it
-shows races. `walk` runs it instead: random walks through the executor's machine, each step
+a thousand random statements sharing four streams) or that has more statements than it checks,
+and the fast path a program too wide for its vector clocks (thousands of streams). Such a
+program used to get one SP301 and nothing else, although nearly any execution of it shows
+races. `walk` runs it instead: random walks through the executor's machine, each step
 drawn from the enabled ones (starts and issues preferred to ends, with a preference that varies
 from walk to walk, so accesses overlap), and reports what they show: racing pairs, uses of dead
 memory and a deadlock, each with the walk's prefix as its witness. It never concludes anything
