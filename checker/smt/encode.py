@@ -182,6 +182,7 @@ class Encoding:
         for segment in self.segments:
             self._segments_of.setdefault(segment.memory, []).append(segment)
         self._items: dict[int, list] = {}
+        self._numerals: dict[int, z3.ArithRef] = {}
         self._own: dict[int, list[Conjunct]] = {}
         self._bound_key: dict[int, z3.ArithRef] = {}
         self._binding_facts: list[z3.BoolRef] = []
@@ -379,14 +380,30 @@ class Encoding:
             self._bindings.append((bound, bound_time, self.layout.issue(w), tuple(
                 (issues[r.index], _static(True if fixed else self.enqueued_before(r, w)))
                 for r, fixed in candidates)))
-            facts = [z3.Or(bound == -1, *[bound == i for i in issues.values()])]
+            is_, ge = self._is, self._at_least
+            facts = [_mk_or([is_(bound, -1), *[is_(bound, i) for i in issues.values()]])]
             for r, fixed in candidates:
                 issue, at = issues[r.index], self.time[issues[r.index]]
                 before = True if fixed else self.enqueued_before(r, w)
-                facts.append(_implies(bound == issue, _and(before, bound_time == at)))
-                facts.append(_implies(before, _and(bound >= 0, _or(at < bound_time, _and(at == bound_time, bound >= issue)))))
+                facts.append(_implies(is_(bound, issue), _and(before, _mk_binary(z3.Z3_mk_eq, bound_time, at))))
+                facts.append(_implies(before, _and(ge(bound, 0), _or(
+                    _mk_binary(z3.Z3_mk_lt, at, bound_time),
+                    _and(_mk_binary(z3.Z3_mk_eq, at, bound_time), ge(bound, issue))))))
             self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
-        return [bound == issues[r.index] for r, _ in candidates]
+        return [self._is(bound, issues[r.index]) for r, _ in candidates]
+
+    def _numeral(self, value: int) -> z3.ArithRef:
+        numeral = self._numerals.get(value)
+        if numeral is None:
+            numeral = self._numerals[value] = z3.IntVal(value, self.time[0].ctx)
+        return numeral
+
+    def _is(self, variable: z3.ArithRef, value: int) -> z3.BoolRef:
+        """`variable == value`, made as `_mk_binary` makes terms."""
+        return _mk_binary(z3.Z3_mk_eq, variable, self._numeral(value))
+
+    def _at_least(self, variable: z3.ArithRef, value: int) -> z3.BoolRef:
+        return _mk_binary(z3.Z3_mk_ge, variable, self._numeral(value))
 
     def binding_values(self, times: list[int]) -> list[tuple]:
         """(variable, integer) for every binding integer of `_latest_by_key`, given every
