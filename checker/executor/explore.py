@@ -261,12 +261,7 @@ class _Explorer:
             if tr.dead_uses:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
-                        if kind == USE_BEFORE_ALLOC:
-                            free = None
-                        elif step.kind in (StepKind.END, StepKind.RETURN) and m.kill_watch[step.statement] >> i & 1:
-                            free = step.statement  # the free took effect while i ran
-                        else:
-                            free = m.killer(state, i, kind)
+                        free = killing_free(m, state, step, i, kind)
                         uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free)
             nxt = tr.state
             key = forget(nxt) if reduce else nxt
@@ -293,6 +288,15 @@ class _Explorer:
             stopped=stopped,
             mismatches=tuple(mismatched.values()),
         )
+
+
+def killing_free(machine: Machine, state: State, step: Step, i: int, kind: str) -> int | None:
+    """The free a dead use that `step` (taken in `state`) shows is reported against."""
+    if kind == USE_BEFORE_ALLOC:
+        return None
+    if step.kind in (StepKind.END, StepKind.RETURN) and machine.kill_watch[step.statement] >> i & 1:
+        return step.statement  # the free took effect while i ran
+    return machine.killer(state, i, kind)
 
 
 SHORTEN_LIMIT = 200

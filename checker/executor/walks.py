@@ -23,8 +23,10 @@ import time
 from dataclasses import dataclass
 
 from checker.ir import Program
-from checker.executor.explore import CLOCK_EVERY, DeadlockFound, DeadUseFound, Exploration, RaceFound
-from checker.executor.machine import USE_BEFORE_ALLOC, Machine
+from checker.executor.explore import (
+    CLOCK_EVERY, DeadlockFound, DeadUseFound, Exploration, RaceFound, killing_free,
+)
+from checker.executor.machine import Machine
 from checker.witness import Step, StepKind, Witness
 
 EAGERNESS = (0.95, 0.8, 0.5)
@@ -108,8 +110,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
                     new = new or len(seen) <= MAX_RACES
             for i, kind in transition.dead_uses:
                 if (i, kind) not in uses:
-                    free = None if kind == USE_BEFORE_ALLOC else machine.killer(state, i, kind)
-                    uses[(i, kind)] = (walks, len(path), free)
+                    uses[(i, kind)] = (walks, len(path), killing_free(machine, state, step, i, kind))
                     new = True
             state = transition.state
             if transitions % clock_every == 0 and time.perf_counter() > deadline:
