@@ -304,8 +304,9 @@ def evaluates(compiled: list, times: list[int], bindings: list[tuple]) -> bool:
 def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -> None:
     program = load_text(text, "<random>").program
     assume(program is not None)
-    for small in (encode.SMALL_BINDING, 0):
-        with mock.patch.object(encode, "SMALL_BINDING", small):
+    # Also every wait bound in linear size, its definitions compiled in parts of two.
+    for small, part in ((encode.SMALL_BINDING, encode.BINDING_PART), (0, 2)):
+        with mock.patch.object(encode, "SMALL_BINDING", small), mock.patch.object(encode, "BINDING_PART", part):
             analysis = Analysis(program, Budget(timeout=60.0))
             encoding, session = analysis.encoding, analysis.session
             for seed in range(3):
@@ -324,11 +325,15 @@ def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -
                     assert evaluates(compiled, times, bindings) == session.substituted(
                         facts, times, position, bindings), text
                     # Any values at all, ties in time and wrong binding integers included,
-                    # fact by fact (the binding definitions are the last compiled one).
+                    # fact by fact (the binding definitions are the last compiled ones, in parts).
                     times = [rng.randrange(encoding.horizon + 1) for _ in times]
                     fuzzed = [(v, rng.randrange(-1, encoding.horizon + 1)) for v, _ in bindings]
                     ties = {i: t for i, t in enumerate(times) if t < encoding.horizon}
-                    terms = [[fact] for fact in facts[: len(compiled) - 1]] + [facts[len(compiled) - 1:]]
+                    steps = len(compiled) - len(encoding.binding_keys())
+                    binding = facts[steps:]
+                    terms = [[fact] for fact in facts[:steps]] + (
+                        [binding[k:k + part] for k in range(0, len(binding), part)] or [[]])
+                    assert len(terms) == len(compiled)
                     for fact, term in zip(compiled, terms):
                         assert evaluates([fact], times, fuzzed) == session.substituted(
                             term, times, ties, fuzzed), text

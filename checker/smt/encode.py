@@ -36,6 +36,12 @@ SMALL_BINDING = 6
 """Up to this many candidate records, a wait's binding is spelled out pairwise; beyond it,
 two integers per wait keep the encoding linear (`Encoding._latest_by_key`)."""
 
+BINDING_PART = 500
+"""Binding definitions compiled into one Python function, at most. Python's compiler takes
+memory superlinear in a function's size: a loop whose 150 waits each have 150 candidate
+records has 22,650 definitions, and compiling them as one function peaked at 528 MB (300
+iterations: 2.5 GB)."""
+
 HORIZON = -1
 """`now` for a condition asked at the end of an execution prefix (deadlock)."""
 
@@ -194,7 +200,7 @@ class Encoding:
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
         self._compiler: Compiler | None = None
-        self._binding_term: z3.BoolRef | None = None
+        self._binding_parts: list[z3.BoolRef] | None = None
         self._sources: dict[int, str | None] = {}
         self._compiled: dict[int, Fact | None] = {}
         """`enabled_facts` compiled to Python (`evaluate.py`), per step, as first needed; the
@@ -481,7 +487,7 @@ class Encoding:
         happened flags, the values of `binding_values`), for checking executions without Z3;
         None if some fact is of a kind the compiler does not handle."""
         facts = []
-        for i in [*(i for i in happened if i in self.enabled_facts), -1]:
+        for i in [*(i for i in happened if i in self.enabled_facts), *self.binding_keys()]:
             if i not in self._compiled:
                 source = self._source(i)
                 self._compiled[i] = None if source is None else function(source)
@@ -495,15 +501,30 @@ class Encoding:
         """Every step's facts compiled, for jobs to check executions with (`FactBook`); None
         if some fact is of a kind the compiler does not handle."""
         sources = {}
-        for i in [*self.enabled_facts, -1]:
+        for i in [*self.enabled_facts, *self.binding_keys()]:
             source = self._source(i)
             if source is None:
                 return None
             sources[i] = source
         return FactBook(sources, self.plain_bindings(), frozenset(self.order.impossible), self.horizon)
 
+    def binding_keys(self) -> list[int]:
+        """The keys of the binding definitions' compiled parts: -1, -2, ... (`BINDING_PART`
+        facts each)."""
+        return [-(k + 1) for k in range(len(self._binding_terms()))]
+
+    def _binding_terms(self) -> list[z3.BoolRef]:
+        if self._binding_parts is None:
+            parts = []
+            for k in range(0, len(self._binding_facts), BINDING_PART):
+                part = self._binding_facts[k:k + BINDING_PART]
+                parts.append(part[0] if len(part) == 1 else _mk_and(part))
+            self._binding_parts = parts or [z3.BoolVal(True)]
+        return self._binding_parts
+
     def _source(self, step: int) -> str | None:
-        """The source of one step's compiled facts (-1: the binding definitions), made once."""
+        """The source of one step's compiled facts (negative: a part of the binding
+        definitions), made once."""
         if step not in self._sources:
             self._sources[step] = self._make_source(step)
         return self._sources[step]
@@ -516,10 +537,8 @@ class Encoding:
             for k, (bound, bound_time, _, _) in enumerate(self._bindings):
                 slots += [(bound, "B", 2 * k), (bound_time, "B", 2 * k + 1)]
             self._compiler = Compiler(slots, self.time[0].ctx)
-        if step == -1:
-            if self._binding_term is None:
-                self._binding_term = z3.And(*self._binding_facts) if self._binding_facts else z3.BoolVal(True)
-            return self._compiler.source(self._binding_term)
+        if step < 0:
+            return self._compiler.source(self._binding_terms()[-step - 1])
         return self._compiler.source(self.enabled_facts[step])
 
     # --- memory lifetime ------------------------------------------------------------------

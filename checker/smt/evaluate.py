@@ -67,7 +67,8 @@ class FactBook:
     def __init__(self, sources: dict[int, str], bindings: tuple, impossible: frozenset[int], horizon: int):
         self.sources = sources
         """Step -> the source of its facts' function (steps whose condition always holds have
-        none); key -1: the binding definitions."""
+        none); keys -1, -2, ...: the binding definitions, in parts (`Encoding.binding_keys`)."""
+        self.binding_keys = sorted((key for key in sources if key < 0), reverse=True)
         self.bindings = bindings
         """As `binding_values` takes them."""
         self.impossible = impossible
@@ -81,7 +82,7 @@ class FactBook:
         """Whether the base admits the execution `order` (as `Session.admits`)."""
         if any(step in self.impossible for step in order):
             return False
-        return holds((self._function(step) for step in [*order, -1] if step in self.sources),
+        return holds((self._function(step) for step in [*order, *self.binding_keys] if step in self.sources),
                      order, self.horizon, self.bindings)
 
     def _function(self, step: int) -> Fact:
