@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from checker import smt
 from checker.analyze import Options, check_loaded
 from checker.executor.replay import confirm
+from checker.executor import walks
 from checker.executor.walks import MAX_RACES, walk
 from checker.findings import FindingKind
 from checker.frontend import load_text
@@ -66,9 +67,9 @@ def test_a_program_with_more_statements_than_the_solver_checks_is_walked(monkeyp
     assert any(f.kind is FindingKind.UNKNOWN and "random executions" in f.message for f in report.findings)
 
 
-def test_walks_keep_at_most_max_races_the_earliest_seen():
+def test_walks_keep_at_most_max_races_the_earliest_seen(monkeypatch):
     program = load_text(random_threads(3, 2, 300, signals=False), "big.sched").program
-    result = walk(program, seconds=2.0)
+    result = walk(program, seconds=60.0, max_walks=8)
     assert result.racing_pairs > MAX_RACES  # this program races far more than is reported
     races = result.exploration.races
     assert len(races) == MAX_RACES
@@ -76,6 +77,10 @@ def test_walks_keep_at_most_max_races_the_earliest_seen():
     for race in races[:: MAX_RACES // 10]:
         last = race.witness.steps[-1]
         assert last.statement in (race.a, race.b)  # the witness ends where the race is seen
+    # Keeping fewer keeps those with the shortest witnesses: the same walks, the first seen.
+    monkeypatch.setattr(walks, "MAX_RACES", 10)
+    few = walk(program, seconds=60.0, max_walks=8).exploration.races
+    assert sorted(len(r.witness.steps) for r in few) == sorted(len(r.witness.steps) for r in races)[:10]
 
 
 def test_the_same_seed_walks_the_same_way():
