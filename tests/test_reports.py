@@ -232,16 +232,20 @@ def test_junit_expectations_left_open_by_unknowns_never_pass(run, tmp_path, allo
     suite = ET.fromstring(out).find("testsuite")
     outcome = "skipped" if allow_unknown else "error"
     for case in suite.findall("testcase"):
-        if case.get("name").startswith("expect"):  # none shown either way
+        if case.get("name").startswith("expect") and "race" in case.get("name"):  # none shown either way
             element = case.find(outcome)
             assert element is not None and element.get("type") == "SP301", case.get("name")
             assert element.get("message").startswith("SP301: undecided: ")
-    assert int(suite.get("skipped" if allow_unknown else "errors")) == 3
+        elif case.get("name").startswith("expect"):
+            # Nothing here can block, so the deadlock question is decided: the race questions
+            # the budget left unasked are SP301s about races only.
+            assert list(case) == [], case.get("name")
+    assert int(suite.get("skipped" if allow_unknown else "errors")) == 2
     assert status == (0 if allow_unknown else 1)
     _, out, _ = run("check", "--format", "json", *flags, spec)
     (file,) = json.loads(out)["files"]
     first = len(UNDECIDED.read_text().splitlines()) + 1
-    assert file["undecided_expectations"] == [first, first + 1, first + 2]
+    assert file["undecided_expectations"] == [first, first + 1]
     assert not [d for d in file["diagnostics"] if d["code"] == "SP401"]  # `expect race` is not "not met"
 
 

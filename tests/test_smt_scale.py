@@ -905,7 +905,8 @@ def test_race_questions_that_only_count_instances_are_not_unknowns() -> None:
 
 def test_an_undecided_race_question_is_unknown_unless_its_statements_race_already() -> None:
     """`assemble`: an unasked question about the instance of a racing pair of statements is
-    counted on that finding; one about statements not known to race is an SP301."""
+    counted on that finding; one about statements not known to race is an SP301 of its own,
+    with both statements; the other questions not asked are counted in one more SP301."""
     from checker.findings import FindingKind
     from checker.smt.queries import Parts, assemble
     from checker.witness import Witness
@@ -925,5 +926,8 @@ def test_an_undecided_race_question_is_unknown_unless_its_statements_race_alread
     assert unknown.message.startswith("1 solver question(s) were not asked")
     parts.races_not_asked.append((uses[0], uses[1]))  # a write and a write of y: no finding yet
     parts.not_asked += 1
-    (unknown,) = [f for f in assemble(program, parts, 60.0) if f.kind is FindingKind.UNKNOWN]
-    assert unknown.message.startswith("2 solver question(s) were not asked")
+    pair, rest = [f for f in assemble(program, parts, 60.0) if f.kind is FindingKind.UNKNOWN]
+    assert pair.statements == (uses[0], uses[1]) and pair.detail["about"] == "race"
+    line = statements[uses[0]].span.line
+    assert f"(line {line}) and" in pair.message and pair.message.endswith("ran out")
+    assert rest.message.startswith("1 other solver question(s) were not asked")

@@ -218,7 +218,14 @@ def summary(reports: list[FileReport]) -> str:
     warnings = sum(1 for r in reports for d in r.diagnostics if d.severity is Severity.WARNING)
     parts = [f"{len(reports)} file{'s' * (len(reports) != 1)} checked"]
     if findings:
-        parts.append(f"{findings} finding{'s' * (findings != 1)}")
+        kinds: dict[FindingKind, int] = {}
+        for report in reports:
+            for finding in report.findings:
+                kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+        # Of several kinds, each is counted: thousands of races beside a few undecided questions.
+        each = ", ".join(f"{kind.value} {kinds[kind]:,}" for kind in FindingKind if kind in kinds)
+        each = f" ({each})" if len(kinds) > 1 else ""
+        parts.append(f"{findings:,} finding{'s' * (findings != 1)}{each}")
     if warnings:
         parts.append(f"{warnings} warning{'s' * (warnings != 1)}")
     if errors:

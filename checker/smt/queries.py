@@ -184,7 +184,9 @@ def counts_only(program: Program, racing: set, a: Statement, b: Statement) -> li
 
 def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Finding, ...]:
     """The findings of merged answers: races grouped per pair of source statements, dead
-    uses per source statement, then the deadlock, then one unknown for unasked questions.
+    uses per source statement, then the deadlock; an unknown per race question the budget left
+    unasked (so that a report says which statements are undecided), and one that counts the
+    other questions it left.
 
     A race question left undecided (unknown, or not asked) whose source statements race on
     each of its buffers in another loop instance changes no finding, only how many instances
@@ -205,7 +207,17 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
         return keys is not None
 
     findings: list[Finding] = [f for f in parts.race_unknowns if not counted(f.statements)]
-    not_asked = parts.not_asked - sum(counted(pair) for pair in parts.races_not_asked)
+    unasked = [pair for pair in parts.races_not_asked if not counted(pair)]
+    not_asked = parts.not_asked - len(parts.races_not_asked)
+    for pair in unasked:
+        a, b = (statements[i] for i in pair)
+        query = (f"whether {program.describe(a)} (line {a.span.line}) and {program.describe(b)} "
+                 f"(line {b.span.line}) race")
+        findings.append(messages.unknown(
+            f"{query} was not asked: the total budget of {total:g} s per spec ran out",
+            "raise --budget, or check a smaller unrolling of the spec",
+            pair, {"query": query, "reason": OUT_OF_TIME, "about": "race"},
+        ))
     for key, instances in groups.items():
         pairs = [(statements[i], statements[j]) for i, j in instances]
         for k, memory, count in messages.race_buffers(program, pairs):
@@ -232,7 +244,7 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
         ))
     if not_asked:
         findings.append(messages.unknown(
-            f"{not_asked} solver question(s) were not asked: the total budget of "
+            f"{not_asked} {'other ' if unasked else ''}solver question(s) were not asked: the total budget of "
             f"{total:g} s per spec ran out",
             "raise --budget, or check a smaller unrolling of the spec",
             detail={"query": "remaining questions", "reason": OUT_OF_TIME},
