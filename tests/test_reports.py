@@ -246,6 +246,8 @@ def test_junit_expectations_left_open_by_unknowns_never_pass(run, tmp_path, allo
     (file,) = json.loads(out)["files"]
     first = len(UNDECIDED.read_text().splitlines()) + 1
     assert file["undecided_expectations"] == [first, first + 1]
+    unknowns = [f for f in file["findings"] if f["code"] == "SP301"]
+    assert unknowns and all(len(f["locations"]) == 2 and f["detail"]["about"] == "race" for f in unknowns)
     assert not [d for d in file["diagnostics"] if d["code"] == "SP401"]  # `expect race` is not "not met"
 
 
