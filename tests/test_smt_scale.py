@@ -266,6 +266,43 @@ def test_aimed_runs_answer_races_with_replaying_witnesses() -> None:
         assert set(pair) <= started
 
 
+def test_a_pair_no_aimed_run_answers_gets_every_hold_of_its_starts_and_ends() -> None:
+    """`_aimed_runs`: ends held open, starts held back, and each start held back with the other
+    statement's end held open, the last for races where one statement waits in its queue
+    until the other has begun. Two kernels a sync orders are no race: no run answers them."""
+    program = load_text("""\
+device d
+buffer x 1MiB on d
+stream s1 on d
+stream s2 on d
+thread t {
+  s1: kernel a writes x
+  sync s1
+  s2: kernel b writes x
+}
+thread u {
+  s1: kernel c reads x
+}
+""").program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    a, b = (s.index for s in program.statements if s.name in ("a", "b"))
+    first, last = analysis._first_last()
+    targets = []
+    real = Runner.run
+
+    def run(self, seed, eager, target=(), **options):
+        targets.append(target)
+        return real(self, seed, eager, target, **options)
+
+    pending = {(a, b): (program.statements[a], program.statements[b], None)}
+    with mock.patch.object(Runner, "run", run):
+        analysis._aimed_runs(pending, [(a, b)])
+    assert (a, b) in pending
+    held = {tuple(hold for _, hold in target) for target in targets}
+    assert held == {(last[a], last[b]), (first[a], first[b]), (first[a], last[b]), (last[a], first[b])}
+    assert all(tuple(start for start, _ in target) == (first[a], first[b]) for target in targets)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs(), st.booleans())
 def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled: bool) -> None:
