@@ -52,8 +52,9 @@ HOLDS = ((False, False), (True, True), (True, False), (False, True))
 """The passes of runs aimed at a pair (`_aimed_runs`): per statement of the pair, whether the
 run holds back its start (True) or its end (False) while any other step can move. Holding one
 start and the other's end finds races where one statement must wait in its queue until the
-other has begun: rand3x100 (2 workers, 60 s) left 605 / 476 / 461 questions on seeds 3, 5 and
-6 with the last two passes, against 661 / 562 / 526 without, and decided seed 0 (1 left)."""
+other has begun: rand3x100 (2 workers, 60 s) leaves 635 / 529 / 494 questions on seeds 3, 5
+and 6 with the last two passes, against 676 / 562 / 526 without (605 / 476 / 461 against 661
+in single runs of `check`); the decided seeds keep their findings and times."""
 
 AIMED_EAGERNESS = 0.1
 """The same, for runs aimed at one pair (their own ends are held anyway)."""
