@@ -768,13 +768,13 @@ class Analysis:
         first, last = self._first_last()
         count = len(self.program.statements)
         aims = self._deepest_first({pair: pending[pair] for pair in aims})
-        for k, late in enumerate(HOLDS):
+        for k, (hold_start_a, hold_start_b) in enumerate(HOLDS):
             for a, b in aims:
                 if (a, b) not in pending:
                     continue
                 if self._spent():
                     return  # what is left goes to the solver, which reports it unasked
-                held = (first[a] if late[0] else last[a], first[b] if late[1] else last[b])
+                held = (first[a] if hold_start_a else last[a], first[b] if hold_start_b else last[b])
                 seed = (a * count + b) * 2 + k
                 prefix = self._lead_in(a, b, random.Random(seed)) if self._rare_pair(a, b) else ()
                 order, _ = runner.run(seed, AIMED_EAGERNESS, ((first[a], held[0]), (first[b], held[1])),
