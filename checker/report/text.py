@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.markup import escape
 
 from checker.codes import Severity
@@ -218,10 +220,7 @@ def summary(reports: list[FileReport]) -> str:
     warnings = sum(1 for r in reports for d in r.diagnostics if d.severity is Severity.WARNING)
     parts = [f"{len(reports)} file{'s' * (len(reports) != 1)} checked"]
     if findings:
-        kinds: dict[FindingKind, int] = {}
-        for report in reports:
-            for finding in report.findings:
-                kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+        kinds = Counter(finding.kind for report in reports for finding in report.findings)
         # Of several kinds, each is counted: thousands of races beside a few undecided questions.
         each = ", ".join(f"{kind.value} {kinds[kind]:,}" for kind in FindingKind if kind in kinds)
         each = f" ({each})" if len(kinds) > 1 else ""

@@ -190,6 +190,16 @@ def counts_only(program: Program, racing: set, a: Statement, b: Statement) -> li
     return keys if keys and all(k in racing for k in keys) else None
 
 
+def described(program: Program, statement: Statement) -> str:
+    """A statement as SP301 messages name it: what it is and its line."""
+    return f"{program.describe(statement)} (line {statement.span.line})"
+
+
+def race_question(program: Program, a: Statement, b: Statement) -> str:
+    """The race question about a and b, as its SP301 words it."""
+    return f"whether {described(program, a)} and {described(program, b)} race"
+
+
 def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Finding, ...]:
     """The findings of merged answers: races grouped per pair of source statements, dead
     uses per source statement, then the deadlock; an unknown per race question the budget left
@@ -218,9 +228,7 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     unasked = [pair for pair in parts.races_not_asked if not counted(pair)]
     not_asked = parts.not_asked - len(parts.races_not_asked)
     for pair in unasked:
-        a, b = (statements[i] for i in pair)
-        query = (f"whether {program.describe(a)} (line {a.span.line}) and {program.describe(b)} "
-                 f"(line {b.span.line}) race")
+        query = race_question(program, *(statements[i] for i in pair))
         findings.append(messages.unknown(
             f"{query} was not asked: the total budget of {total:g} s per spec ran out",
             "raise --budget, or check a smaller unrolling of the spec",
@@ -339,9 +347,6 @@ class Analysis:
         for race in races:
             (counting if counts_only(self.program, racing, race[0], race[1]) else deciding).append(race)
         return deciding, counting
-
-    def _line(self, statement: Statement) -> str:
-        return f"{self.program.describe(statement)} (line {statement.span.line})"
 
     def _unknown(self, into: list, query: str, statements: tuple[int, ...], verdict: Unknown) -> None:
         if verdict.reason == OUT_OF_TIME:
@@ -1192,7 +1197,7 @@ class Analysis:
             return  # left open for repaired runs (`races`)
         del pending[pair]
         if isinstance(verdict, Unknown):
-            self._unknown(self.parts.race_unknowns, f"whether {self._line(a)} and {self._line(b)} race",
+            self._unknown(self.parts.race_unknowns, race_question(self.program, a, b),
                           (a.index, b.index), verdict)
 
     # --- lifetimes ----------------------------------------------------------------------
@@ -1295,7 +1300,7 @@ class Analysis:
                 query = self._lifetime_query(statement, kind)
             verdict = self.ask(query, cut=self._dead_cut(statement)) if query is not None else Unknown(OUT_OF_TIME)
             if isinstance(verdict, Unknown):
-                self._unknown(self.parts.dead_unknowns, f"whether {self._line(statement)} can run {when}",
+                self._unknown(self.parts.dead_unknowns, f"whether {described(self.program, statement)} can run {when}",
                               (statement.index,), verdict)
                 continue
             if isinstance(verdict, Unsat):
