@@ -15,6 +15,11 @@ Targets (each printed with its measurement and the ratio measured / target; belo
 * `train10k`: a 10,000-statement two-thread training loop (a data loader and a trainer),
   decided within the default budget (300 s).
 
+Not a target of the issue, a class it names: `workers16x10`, 16 copies of one worker thread
+x 10 iterations (1,280 statements) whose tallies race, where the SMT engine asks one
+race question per orbit of the thread symmetries (`--no-symmetry` asks every one, to compare;
+the end-to-end run always uses them), against 30 s.
+
 Not targets, the frontier around them: `rand3x50`, the same random specs at 3 x 50
 statements, and `rand2x150`, the same 300 statements in two threads, both measured against
 the same 60 s (where full decision ends today).
@@ -260,6 +265,30 @@ def two_producers(iterations: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def identical_workers(workers: int = 16, rounds: int = 10, bug: bool = True) -> str:
+    """`workers` copies of one host thread (an inference worker: stage a batch, copy it in on
+    the one shared copy stream, run it on its own stream, wait for it); with `bug`, every
+    worker's tally kernel writes one shared statistics buffer, so each races with every
+    other worker's. Any two workers are the same program with their buffers, streams and
+    events swapped, so the SMT engine asks one question per orbit (`checker/symmetry.py`)."""
+    n = workers
+    tally = "writes stats" if bug else "reads stats"
+    return "\n".join([
+        'spec "identical workers"', "device npu0 { compute 4 copy 2 }",
+        f"buffer staged[{n}] 4MiB on host pinned", f"buffer batch[{n}] 4MiB on npu0",
+        f"buffer out[{n}] 4MiB on npu0", "buffer stats 1MiB on npu0", "buffer weights 16MiB on npu0",
+        "stream h2d on npu0", f"stream work[{n}] on npu0", f"event copied[{n}]", f"event done[{n}]",
+        f"thread worker[{n}] {{", f"  for step in 0..{rounds} {{",
+        "    host read_batch writes staged[worker] 1ms",
+        "    h2d: copy batch[worker] <- staged[worker] 2ms",
+        "    h2d: record copied[worker]",
+        "    work[worker]: wait copied[worker]",
+        "    work[worker]: kernel infer reads batch[worker], weights writes out[worker] 3ms",
+        f"    work[worker]: kernel tally reads out[worker] {tally} 1ms",
+        "    work[worker]: record done[worker]",
+        "    sync done[worker]", "  }", "}"]) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -280,6 +309,7 @@ CASES = {
        for seed in range(4)},
     **{f"rand2x150-{seed}": ((lambda seed=seed: make_spec(seed, 2, 150, signals=True)), "rand2x150", 60.0)
        for seed in range(3)},
+    "workers16x10": (identical_workers, "workers", 30.0),
 }
 
 
@@ -372,12 +402,19 @@ def main() -> None:
     parser.add_argument("--end-to-end", action="store_true",
                         help="also time `streamproof check` on each case as a user runs it (a fresh process: "
                              "parse, decide, replay every witness, print the text report)")
+    parser.add_argument("--no-symmetry", action="store_true",
+                        help="ask every race question, also where threads are the same program "
+                             "(`checker.smt.SYMMETRY` off), to compare")
     parser.add_argument("--scaling", action="store_true",
                         help="measure four loops (training, ranks, freeing, handshake) at growing iterations and stop")
     args = parser.parse_args()
     if args.emit:
         print(CASES[args.emit][0](), end="")
         return
+    if args.no_symmetry:
+        from checker import smt
+
+        smt.SYMMETRY = False
     if args.scaling:
         scaling(args.timeout, args.budget, args.workers)
         return
@@ -394,7 +431,7 @@ def main() -> None:
                   f"{r['cpu'] / target:.3f} (wall {r['wall'] / target:.3f})", flush=True)
         else:
             print(f"{name}: {r['statements']} statements, {r['steps']} steps, order {r['rounds']} rounds | "
-                  f"{r['candidates']} race candidates, asked {r['sat']} sat + {r['unsat']} unsat + "
+                  f"{r['candidates']} race candidates ({r['symmetric']} more carried by symmetry), asked {r['sat']} sat + {r['unsat']} unsat + "
                   f"{r['unknowns']} unknown, slowest {r['slowest']:.2f}s | "
                   f"cpu: search {r['search']:.2f}s, setup {r['setup']:.2f}s, races {r['races']:.2f}s, "
                   f"lifetimes {r['lifetimes']:.2f}s, deadlock {r['deadlock']:.2f}s ({r['deadlock_how']}) | "

@@ -21,9 +21,11 @@ from checker.smt import queries, stats
 from checker.smt.jobs import AIM_SPLIT, INLINE, answer_all, fresh_context, split, split_aims
 from checker.smt.layout import Layout
 from checker.smt.order import compute
-from checker.smt.queries import Analysis, Parts, assemble
+from checker.smt.queries import Analysis, Parts, assemble, spread
 from checker.smt.rules import TooLarge
 from checker.smt.solve import Budget
+from checker.symmetry import Orbits, symmetries
+from checker.symmetry import orbits as compute_orbits
 
 __all__ = ["analyze"]
 
@@ -172,6 +174,24 @@ class _Shortcut:
         return None if decided is None else tuple(decided)
 
 
+SYMMETRY = True
+"""Race questions are asked once per orbit of the program's thread symmetries
+(`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
+
+
+def _orbits(program: Program, candidates: list) -> tuple[Orbits | None, dict]:
+    """The orbits of the race candidates under the program's thread symmetries, and each
+    candidate pair's memory; None when no orbit has two pairs (or `SYMMETRY` is off)."""
+    found = symmetries(program) if SYMMETRY and len(program.threads) > 1 else ()
+    if not found:
+        return None, {}
+    memories = {(a.index, b.index): m for a, b, m in candidates}
+    orbits = compute_orbits(list(memories), found)
+    if all(pair == representative for pair, representative in orbits.representative.items()):
+        return None, {}
+    return orbits, memories
+
+
 def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None) -> tuple[Finding, ...]:
     shortcut = _Shortcut(shortcut, progress)
     deadline = None if budget.total is None else time.time() + budget.total
@@ -184,7 +204,13 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        races = first.harvest_races(first.race_candidates(), aim=False)
+        candidates = first.race_candidates()
+        orbits, memories = _orbits(program, candidates)
+        if orbits is not None:
+            candidates = [race for race in candidates if orbits.representative[race[0].index, race[1].index]
+                          == (race[0].index, race[1].index)]
+            first.stats["symmetric"] = len(memories) - len(candidates)
+        races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
             # proves, one at a time, after aimed runs that cannot answer them either.
@@ -272,4 +298,6 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         if counting:
             settle(counting, [], None, _counting_deadline(deadline, budget), bool(queries.EAGERNESS))
         parts = merged
+    if orbits is not None:
+        spread(program, parts, orbits, memories)
     return assemble(program, parts, budget.total)

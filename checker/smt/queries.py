@@ -36,7 +36,8 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner, covering_runs, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.witness import StepKind, Witness
+from checker.symmetry import Orbits
+from checker.witness import Step, StepKind, Witness
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
@@ -151,6 +152,8 @@ class Parts:
     def witness(self, pair: tuple[int, int]) -> Witness:
         """The execution that shows the race of `pair`, up to its two starts."""
         _, witness, length = self.races[pair]
+        if isinstance(witness, Carried):
+            return witness.renamed(length)
         return Witness(witness.steps[:length]) if length < len(witness.steps) else witness
 
     def merge(self, other: "Parts") -> None:
@@ -162,6 +165,22 @@ class Parts:
         self.not_asked += other.not_asked
         self.races_not_asked += other.races_not_asked
         self.unlisted = self.unlisted or other.unlisted
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """The witness of an orbit's representative, carried to another pair of the orbit by the
+    symmetries `path` (`spread`): renamed only when a finding reads it, as few do (one per
+    finding), where renaming each pair's would cost the racing pairs times the steps."""
+
+    witness: Witness
+    orbits: Orbits
+    path: tuple[int, ...]
+
+    def renamed(self, length: int) -> Witness:
+        """The first `length` steps, each statement carried along the path."""
+        carry, path = self.orbits.carry, self.path
+        return Witness(tuple(Step(step.kind, carry(step.statement, path)) for step in self.witness.steps[:length]))
 
 
 def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
@@ -266,6 +285,33 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
             detail={"query": "remaining questions", "reason": OUT_OF_TIME},
         ))
     return tuple(findings)
+
+
+def spread(program: Program, parts: Parts, orbits: Orbits, memories: dict[tuple[int, int], int]) -> None:
+    """Carries each orbit representative's answer to the other pairs of its orbit
+    (`checker.symmetry`): a race with its witness renamed by the symmetries that carry the
+    representative to the pair (`Carried`; the executor replays it like any other), an undecided or
+    unasked question as the same about the pair; no race stays no race. `memories`: each
+    pair's racing memory, as its candidate names it."""
+    statements = program.statements
+    unknowns = {finding.statements: finding for finding in parts.race_unknowns}
+    unasked = set(parts.races_not_asked)
+    for representative, members in orbits.members().items():
+        race = parts.races.get(representative)
+        unknown = unknowns.get(representative)
+        for pair in members:
+            path = orbits.path[pair]
+            if race is not None:
+                _, witness, length = race
+                parts.races[pair] = (memories[pair], Carried(witness, orbits, path), length)
+            elif unknown is not None:
+                query = race_question(program, *(statements[i] for i in pair))
+                parts.race_unknowns.append(messages.unknown(
+                    f"the solver could not decide {query} ({unknown.detail.get('reason')})", unknown.help,
+                    pair, {**unknown.detail, "query": query}))
+            elif representative in unasked:
+                parts.races_not_asked.append(pair)
+                parts.not_asked += 1
 
 
 class Analysis:

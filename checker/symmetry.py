@@ -1,0 +1,236 @@
+"""Threads that are the same program: symmetries of a `Program`, and the orbits they make.
+
+Real programs often run several identical host threads: data-loader workers sharing one copy
+stream, or one thread per stream doing the same work on its own buffers. Swapping two such
+threads (and, with them, the streams, events, notifies and buffers each one owns) maps every
+execution to an execution, so two accesses race exactly when their images race. The SMT
+engine asks one question per orbit of race candidates and carries each answer, with its
+witness renamed, to the other pairs of the orbit (`smt._analyze`).
+
+A symmetry here is a transposition of two threads of equal length, statement k of one with
+statement k of the other, together with a renaming of streams, events, notifies and buffers
+read off the two threads; it counts only when the renamed program is the program itself,
+statement by statement (every field that has a meaning: operation, stream, accesses and
+their byte ranges, event, notify, sync target, duration, engine, device, ...) and
+declaration by declaration (a renamed stream has the same device, priority, mode and
+hardware queue; a renamed buffer the same size, place and pinning; a renamed event the same
+kind). Statements of collectives and send/recv, streams of a communicator and caching-
+allocator blocks are never renamed: their meaning depends on positions the renaming would
+not carry. Names (kernel and host-function names, how a statement was written) are labels
+and are not compared. The check is exact, so a symmetry found is one; a symmetry missed only
+costs questions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.ir import Program, Statement, SyncKind
+
+MAX_CHECKS = 4_000_000
+"""Statement comparisons (thread pairs tried x their length) after which no more pairs of
+threads are tried: the search stays linear-ish in the program, and missing a symmetry only
+costs questions."""
+
+
+@dataclass(frozen=True, slots=True)
+class Symmetry:
+    """One transposition of threads `threads`: `statements[i]` is the image of statement i
+    (the identity outside the two threads)."""
+
+    threads: tuple[int, int]
+    statements: tuple[int, ...]
+
+
+class _Renaming:
+    """Partial maps of each resource kind, read off pairs of corresponding statements."""
+
+    KINDS = ("stream", "event", "notify", "memory")
+
+    def __init__(self) -> None:
+        self.maps: dict[str, dict[int, int]] = {kind: {} for kind in self.KINDS}
+
+    def bind(self, kind: str, source: int | None, target: int | None) -> bool:
+        """Records source -> target; False when either is None without the other, or when
+        source already maps elsewhere."""
+        if source is None or target is None:
+            return source is None and target is None
+        known = self.maps[kind].setdefault(source, target)
+        return known == target
+
+    def permutation(self) -> bool:
+        """Whether each map permutes its domain (then the identity elsewhere completes it)."""
+        return all(set(mapping) == set(mapping.values()) for mapping in self.maps.values())
+
+    def __call__(self, kind: str, value: int | None) -> int | None:
+        return value if value is None else self.maps[kind].get(value, value)
+
+
+def _read(renaming: _Renaming, a: Statement, b: Statement) -> bool:
+    """Binds the resources statement a uses to those of b (the statement it maps to)."""
+    if not (renaming.bind("stream", a.stream, b.stream) and renaming.bind("event", a.event, b.event)
+            and renaming.bind("notify", a.notify, b.notify) and renaming.bind("memory", a.memory, b.memory)):
+        return False
+    if len(a.accesses) != len(b.accesses):
+        return False
+    if not all(renaming.bind("memory", x.memory, y.memory) for x, y in zip(a.accesses, b.accesses)):
+        return False
+    if a.sync is b.sync and a.sync in (SyncKind.STREAM, SyncKind.EVENT):
+        return renaming.bind("stream" if a.sync is SyncKind.STREAM else "event", a.target, b.target)
+    return True
+
+
+def _target_kind(statement: Statement) -> str | None:
+    """The resource kind a sync's `target` names, None when it names none (or a device)."""
+    if statement.sync is SyncKind.STREAM:
+        return "stream"
+    if statement.sync is SyncKind.EVENT:
+        return "event"
+    return None
+
+
+def _renamed(statement: Statement, renaming: _Renaming) -> tuple:
+    """What the statement means, its resources renamed: the fields that have a meaning."""
+    kind = _target_kind(statement)
+    target = renaming(kind, statement.target) if kind else statement.target
+    return (statement.op, renaming("stream", statement.stream),
+            tuple((renaming("memory", x.memory), x.start, x.end, x.write) for x in statement.accesses),
+            statement.duration, statement.engine, statement.device, renaming("event", statement.event),
+            renaming("notify", statement.notify), statement.comm, statement.peer, statement.group,
+            statement.sync, target, statement.copy, statement.blocking, renaming("memory", statement.memory),
+            statement.root, statement.batch, tuple(sorted(renaming("stream", s) for s in statement.streams)),
+            statement.launch_only, statement.launch_ordered, statement.spins)
+
+
+_IDENTITY = _Renaming()
+
+
+def _meaning(statement: Statement) -> tuple:
+    return _renamed(statement, _IDENTITY)
+
+
+def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
+    """Whether every renamed stream, event and buffer keeps what its declaration says, and
+    nothing whose meaning hangs on its position is renamed."""
+    fixed_streams = {s for comm in program.comms for s in comm.members}
+    fixed_streams |= {m.pool for m in program.memories if m.pool is not None}
+    for source, target in renaming.maps["stream"].items():
+        a, b = program.streams[source], program.streams[target]
+        if source != target and (source in fixed_streams or target in fixed_streams):
+            return False
+        if (a.device, a.priority, a.mode, a.queue) != (b.device, b.priority, b.mode, b.queue):
+            return False
+    for source, target in renaming.maps["memory"].items():
+        a, b = program.memories[source], program.memories[target]
+        if source != target and (a.owners or b.owners or a.pool is not None or b.pool is not None):
+            return False
+        if (a.size, a.device, a.pinned) != (b.size, b.device, b.pinned):
+            return False
+    for source, target in renaming.maps["event"].items():
+        if program.events[source].flag != program.events[target].flag:
+            return False
+    return True
+
+
+def _transposition(program: Program, first: int, second: int) -> Symmetry | None:
+    """The symmetry swapping threads `first` and `second`, if the program has it."""
+    statements = program.statements
+    one, other = program.threads[first].statements, program.threads[second].statements
+    if len(one) != len(other):
+        return None
+    image = list(range(len(statements)))
+    for x, y in zip(one, other):
+        image[x], image[y] = y, x
+    renaming = _Renaming()
+    for x, y in zip(one, other):
+        if statements[x].group is not None or statements[y].group is not None:
+            return None  # collectives and send/recv pairs: never moved
+        if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
+            return None
+    if not renaming.permutation() or not _declarations_kept(program, renaming):
+        return None
+    for statement in statements:
+        if _renamed(statement, renaming) != _meaning(statements[image[statement.index]]):
+            return None
+    return Symmetry((first, second), tuple(image))
+
+
+def symmetries(program: Program) -> tuple[Symmetry, ...]:
+    """Transpositions of threads that generate the thread symmetries found: threads of the
+    same shape (length and operations) are tried against one member of each set of threads
+    already joined, so n identical threads cost about n checks, not n * n."""
+    statements = program.statements
+    shapes: dict[tuple, list[int]] = {}
+    for thread in program.threads:
+        if thread.statements:
+            shape = tuple(statements[i].op for i in thread.statements)
+            shapes.setdefault(shape, []).append(thread.index)
+    found: list[Symmetry] = []
+    checks = 0
+    for threads in shapes.values():
+        joined: list[int] = []  # one thread per set of threads already joined by symmetries
+        for thread in threads:
+            for member in joined:
+                if checks > MAX_CHECKS:
+                    return tuple(found)
+                checks += len(statements)
+                symmetry = _transposition(program, member, thread)
+                if symmetry is not None:
+                    found.append(symmetry)
+                    break
+            else:
+                joined.append(thread)
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Orbits:
+    """Race candidates grouped by the symmetries: `representative[pair]` for every pair, and
+    for each pair that is not its own representative, the symmetries (indices into
+    `symmetries`) that carry the representative to it, in the order they apply."""
+
+    symmetries: tuple[Symmetry, ...]
+    representative: dict[tuple[int, int], tuple[int, int]]
+    path: dict[tuple[int, int], tuple[int, ...]]
+
+    def members(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """Per representative, the other pairs of its orbit."""
+        grouped: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for pair, representative in self.representative.items():
+            if pair != representative:
+                grouped.setdefault(representative, []).append(pair)
+        return grouped
+
+    def carry(self, statement: int, path: tuple[int, ...]) -> int:
+        for k in path:
+            statement = self.symmetries[k].statements[statement]
+        return statement
+
+
+def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
+    a, b = symmetry.statements[pair[0]], symmetry.statements[pair[1]]
+    return (a, b) if a < b else (b, a)
+
+
+def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...]) -> Orbits:
+    """The orbits of the statement pairs `pairs` (each (a, b) with a < b) under the group the
+    symmetries generate: breadth first from each pair not reached yet (the smallest first),
+    which becomes the orbit's representative. An image that is not among `pairs` is not
+    followed (the candidates of a symmetric program are symmetric, so this only guards)."""
+    known = set(pairs)
+    representative: dict[tuple[int, int], tuple[int, int]] = {}
+    path: dict[tuple[int, int], tuple[int, ...]] = {}
+    for start in sorted(pairs):
+        if start in representative:
+            continue
+        representative[start] = start
+        path[start] = ()
+        frontier = [start]
+        for pair in frontier:
+            for k, symmetry in enumerate(found):
+                image = _image(symmetry, pair)
+                if image in known and image not in representative:
+                    representative[image] = start
+                    path[image] = path[pair] + (k,)
+                    frontier.append(image)
+    return Orbits(found, representative, path)

@@ -1,0 +1,184 @@
+"""Thread symmetries (`checker/symmetry.py`): found where threads are the same program, never
+where they are not, and the SMT engine's answers with them are its answers without them.
+
+The differential test draws programs of 2-3 copies of one random thread body, each copy
+using shared resources or its own (its own stream, buffer, event, notify), sometimes beside
+a thread of its own, and checks every finding of `smt.analyze` with the symmetries against
+the findings without them, and every carried witness against the executor."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import checker.smt as smt
+from checker.executor.replay import confirm
+from checker.findings import FindingKind
+from checker.frontend import load_text
+from checker.symmetry import orbits, symmetries
+
+HEADER = """\
+device d { compute 2 copy 2 }
+buffer x[4] 4KiB on d
+buffer out[4] 4KiB on host pinned
+buffer page 4KiB on host
+stream s[4] on d
+event ev[4]
+event ready[4] flag
+notify go[4]
+"""
+
+EXAMPLES = int(os.environ.get("STREAMPROOF_SYMMETRY_EXAMPLES", "60"))
+
+SHARED = 3
+"""Index of the resources every copy of the body shares (s[3], x[3], ev[3], ...); copy k
+owns index k."""
+
+
+def program_of(text: str):
+    loaded = load_text(text, "<symmetric>")
+    assert loaded.program is not None, loaded.diagnostics
+    return loaded.program
+
+
+def threads(body: list[str], copies: int, extra: list[str] = ()) -> str:
+    text = HEADER
+    for k in range(copies):
+        lines = "".join(f"  {line.format(k=k)}\n" for line in body)
+        text += f"thread w{k} {{\n{lines}}}\n"
+    if extra:
+        text += "thread other {\n" + "".join(f"  {line.format(k=SHARED)}\n" for line in extra) + "}\n"
+    return text
+
+
+@st.composite
+def statements(draw) -> str:
+    """One statement template: `{k}` is the copy's own index, a number the shared one."""
+    own = lambda: draw(st.sampled_from(["{k}", str(SHARED)]))  # noqa: E731
+    kind = draw(st.sampled_from(["kernel", "kernel", "kernel", "copy", "record", "wait", "flag", "reset",
+                                 "waitflag", "notify", "await", "hostnotify", "hostawait", "sync",
+                                 "syncevent", "host", "pageable"]))
+    s = f"s[{own()}]"
+    if kind == "kernel":
+        return f"{s}: kernel k reads x[{own()}] writes x[{own()}] 1ms"
+    if kind == "copy":
+        return f"{s}: copy out[{own()}] <- x[{own()}] 1ms"
+    if kind == "pageable":
+        return f"{s}: copy page <- x[{own()}] 1ms"
+    if kind == "record":
+        return f"{s}: record ev[{own()}]"
+    if kind == "wait":
+        return f"{s}: wait ev[{own()}]"
+    if kind == "flag":
+        return f"{s}: record ready[{own()}]"
+    if kind == "reset":
+        return f"{s}: reset ready[{own()}]"
+    if kind == "waitflag":
+        return f"{s}: wait ready[{own()}]"
+    if kind == "notify":
+        return f"{s}: notify go[{own()}]"
+    if kind == "await":
+        return f"{s}: await go[{own()}]"
+    if kind == "hostnotify":
+        return f"notify go[{own()}]"
+    if kind == "hostawait":
+        return f"await go[{own()}]"
+    if kind == "sync":
+        return f"sync {s}"
+    if kind == "syncevent":
+        return f"sync ev[{own()}]"
+    return f"host h reads out[{own()}]"
+
+
+def key(findings) -> list:
+    return sorted((f.kind.value, tuple(f.statements), f.instances, f.undecided,
+                   f.message if f.kind is not FindingKind.UNKNOWN else "") for f in findings)
+
+
+def both(program, monkeypatch) -> tuple[tuple, tuple]:
+    monkeypatch.setattr(smt, "SYMMETRY", True)
+    with_symmetry = smt.analyze(program, timeout=30.0)
+    monkeypatch.setattr(smt, "SYMMETRY", False)
+    without = smt.analyze(program, timeout=30.0)
+    return with_symmetry, without
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=st.lists(statements(), min_size=2, max_size=6), copies=st.integers(2, 3),
+       extra=st.lists(statements(), max_size=2), data=st.data())
+def test_findings_with_symmetries_are_the_findings_without(body, copies, extra, data):
+    program = program_of(threads(body, copies, extra))
+    found = symmetries(program)
+    assert len(found) >= copies - 1, "every copy of the body is joined to the first"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    for finding in with_symmetry:
+        if finding.kind is not FindingKind.UNKNOWN:
+            confirmation = confirm(program, finding)
+            assert confirmation.ok, (finding.message, confirmation.reason)
+
+
+def test_identical_threads_sharing_everything_are_one_orbit_per_pair_shape():
+    body = ["s[3]: kernel k reads x[0] writes x[1] 1ms", "s[2]: copy out[2] <- x[1] 1ms", "host h reads out[2]"]
+    program = program_of(threads(body, 4))
+    found = symmetries(program)
+    assert [s.threads for s in found] == [(0, 1), (0, 2), (0, 3)]
+    count = len(program.statements)
+    grouped = orbits([(a, b) for a in range(count) for b in range(a + 1, count)], found)
+    # 12 statements, 66 pairs: within one thread one orbit per pair of lines (3), across two
+    # threads one per pair of lines (3) and one per line with its own copy (3).
+    assert len(set(grouped.representative.values())) == 9
+    for pair, representative in grouped.representative.items():
+        assert grouped.carry(representative[0], grouped.path[pair]) in pair
+        assert grouped.carry(representative[1], grouped.path[pair]) in pair
+
+
+def test_threads_with_their_own_streams_and_buffers_swap_them():
+    body = ["s[{k}]: kernel k reads x[3] writes x[{k}] 1ms", "s[{k}]: record ev[{k}]", "s[3]: wait ev[{k}]",
+            "s[3]: kernel k reads x[{k}] writes x[3] 1ms"]
+    program = program_of(threads(body, 3))
+    found = symmetries(program)
+    assert [s.threads for s in found] == [(0, 1), (0, 2)]
+    first = program.threads[0].statements
+    second = program.threads[1].statements
+    assert [found[0].statements[i] for i in first] == list(second)
+
+
+@pytest.mark.parametrize("change", [
+    ("s[{k}]: kernel k reads x[3] writes x[{k}] 1ms", "s[{k}]: kernel k reads x[3] writes x[{k}] 2ms"),
+    # (reading x[2] instead would be a symmetry: x[2] and x[3] swap, as nothing else uses them)
+    ("s[{k}]: kernel k reads x[3] writes x[{k}] 1ms", "s[{k}]: kernel k reads x[0] writes x[{k}] 1ms"),
+    ("s[{k}]: record ev[{k}]", "s[{k}]: record ev[3]"),
+])
+def test_threads_that_differ_in_one_statement_have_no_symmetry(change):
+    body = ["s[{k}]: kernel k reads x[3] writes x[{k}] 1ms", "s[{k}]: record ev[{k}]", "s[3]: wait ev[{k}]"]
+    program = program_of(threads(body, 2).replace(change[0].format(k=1), change[1].format(k=1), 1))
+    assert symmetries(program) == ()
+
+
+def test_a_renamed_resource_must_keep_its_declaration():
+    body = ["s[{k}]: kernel k reads x[3] writes x[{k}] 1ms"]
+    text = threads(body, 2).replace("stream s[4] on d", "stream s[4] on d\nstream t on d priority high")
+    text = text.replace("s[1]: kernel", "t: kernel")
+    assert symmetries(program_of(text)) == ()
+    # A third thread that uses one copy's stream breaks that copy's swap with the other (and
+    # is itself the same program as that copy, with x[0] and x[2] swapped).
+    found = symmetries(program_of(threads(body, 2, ["s[0]: kernel k reads x[3] writes x[2] 1ms"])))
+    assert [s.threads for s in found] == [(0, 2)]
+
+
+def test_a_carried_race_names_its_own_pair_and_replays():
+    body = ["s[3]: kernel k reads x[0] writes x[1] 1ms", "s[3]: record ev[3]", "s[2]: wait ev[3]",
+            "s[2]: copy out[2] <- x[1] 1ms", "host h reads out[2]"]
+    program = program_of(threads(body, 3))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    races = [f for f in with_symmetry if f.kind is FindingKind.RACE]
+    assert len({f.statements for f in races}) == len(races) > 3
+    for finding in races:
+        assert confirm(program, finding).ok
