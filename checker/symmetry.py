@@ -1,24 +1,25 @@
 """Threads that are the same program: symmetries of a `Program`, and the orbits they make.
 
 Real programs often run several identical host threads: data-loader workers sharing one copy
-stream, or one thread per stream doing the same work on its own buffers. Swapping two such
-threads (and, with them, the streams, events, notifies and buffers each one owns) maps every
-execution to an execution, so two accesses race exactly when their images race. The SMT
-engine asks one question per orbit of race candidates and carries each answer, with its
-witness renamed, to the other pairs of the orbit (`smt._analyze`).
+stream, one thread per stream doing the same work on its own buffers, one thread per device.
+Swapping two such threads (and, with them, the devices, streams, events, notifies and buffers
+each one owns) maps every execution to an execution, so two accesses race exactly when their
+images race. The SMT engine asks one question per orbit of race candidates and carries each
+answer, with its witness renamed, to the other pairs of the orbit (`smt._analyze`).
 
 A symmetry here is a transposition of two threads of equal length, statement k of one with
-statement k of the other, together with a renaming of streams, events, notifies and buffers
-read off the two threads; it counts only when the renamed program is the program itself,
-statement by statement (every field that has a meaning: operation, stream, accesses and
-their byte ranges, event, notify, sync target, duration, engine, device, ...) and
-declaration by declaration (a renamed stream has the same device, priority, mode and
-hardware queue; a renamed buffer the same size, place and pinning; a renamed event the same
-kind). Statements of collectives and send/recv, streams of a communicator and caching-
-allocator blocks are never renamed: their meaning depends on positions the renaming would
-not carry. Names (kernel and host-function names, how a statement was written) are labels
-and are not compared. The check is exact, so a symmetry found is one; a symmetry missed only
-costs questions.
+statement k of the other, together with a renaming of devices, streams, events, notifies and
+buffers read off the two threads. It counts only when the renamed program is the program
+itself, statement by statement (every field that has a meaning: operation, stream, accesses
+and their byte ranges, event, notify, sync target, duration, engine, device, ...) and
+declaration by declaration (a renamed device has the same engines, launch time, hardware
+queues and runtime; every stream keeps its priority, mode and hardware queue and lands on the
+image of its device; every buffer keeps its size and pinning and lands on the image of its
+place; a renamed event keeps its kind). Statements of collectives and send/recv, streams of a
+communicator and caching-allocator blocks are never renamed: their meaning depends on
+positions the renaming would not carry. Names (kernel and host-function names, how a
+statement was written) are labels and are not compared. The check is exact, so a symmetry
+found is one; a symmetry missed only costs questions.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Symmetry:
 class _Renaming:
     """Partial maps of each resource kind, read off pairs of corresponding statements."""
 
-    KINDS = ("stream", "event", "notify", "memory")
+    KINDS = ("device", "stream", "event", "notify", "memory")
 
     def __init__(self) -> None:
         self.maps: dict[str, dict[int, int]] = {kind: {} for kind in self.KINDS}
@@ -68,24 +69,28 @@ class _Renaming:
 
 def _read(renaming: _Renaming, a: Statement, b: Statement) -> bool:
     """Binds the resources statement a uses to those of b (the statement it maps to)."""
-    if not (renaming.bind("stream", a.stream, b.stream) and renaming.bind("event", a.event, b.event)
+    if not (renaming.bind("device", a.device, b.device) and renaming.bind("stream", a.stream, b.stream)
+            and renaming.bind("event", a.event, b.event)
             and renaming.bind("notify", a.notify, b.notify) and renaming.bind("memory", a.memory, b.memory)):
         return False
     if len(a.accesses) != len(b.accesses):
         return False
     if not all(renaming.bind("memory", x.memory, y.memory) for x, y in zip(a.accesses, b.accesses)):
         return False
-    if a.sync is b.sync and a.sync in (SyncKind.STREAM, SyncKind.EVENT):
-        return renaming.bind("stream" if a.sync is SyncKind.STREAM else "event", a.target, b.target)
+    kind = _target_kind(a)
+    if a.sync is b.sync and kind is not None:
+        return renaming.bind(kind, a.target, b.target)
     return True
 
 
 def _target_kind(statement: Statement) -> str | None:
-    """The resource kind a sync's `target` names, None when it names none (or a device)."""
+    """The resource kind a sync's `target` names, None when it names none."""
     if statement.sync is SyncKind.STREAM:
         return "stream"
     if statement.sync is SyncKind.EVENT:
         return "event"
+    if statement.sync is SyncKind.DEVICE:
+        return "device"
     return None
 
 
@@ -95,7 +100,8 @@ def _renamed(statement: Statement, renaming: _Renaming) -> tuple:
     target = renaming(kind, statement.target) if kind else statement.target
     return (statement.op, renaming("stream", statement.stream),
             tuple((renaming("memory", x.memory), x.start, x.end, x.write) for x in statement.accesses),
-            statement.duration, statement.engine, statement.device, renaming("event", statement.event),
+            statement.duration, statement.engine, renaming("device", statement.device),
+            renaming("event", statement.event),
             renaming("notify", statement.notify), statement.comm, statement.peer, statement.group,
             statement.sync, target, statement.copy, statement.blocking, renaming("memory", statement.memory),
             statement.root, statement.batch, tuple(sorted(renaming("stream", s) for s in statement.streams)),
@@ -114,17 +120,22 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
     nothing whose meaning hangs on its position is renamed."""
     fixed_streams = {s for comm in program.comms for s in comm.members}
     fixed_streams |= {m.pool for m in program.memories if m.pool is not None}
-    for source, target in renaming.maps["stream"].items():
-        a, b = program.streams[source], program.streams[target]
-        if source != target and (source in fixed_streams or target in fixed_streams):
+    device = lambda index: renaming("device", index)  # noqa: E731
+    for source, target in renaming.maps["device"].items():
+        a, b = program.devices[source], program.devices[target]
+        if (a.engines, a.launch, a.queues, a.runtime) != (b.engines, b.launch, b.queues, b.runtime):
             return False
-        if (a.device, a.priority, a.mode, a.queue) != (b.device, b.priority, b.mode, b.queue):
+    for a in program.streams:  # every stream: one left in place stays on its device
+        b = program.streams[renaming("stream", a.index)]
+        if a is not b and (a.index in fixed_streams or b.index in fixed_streams):
             return False
-    for source, target in renaming.maps["memory"].items():
-        a, b = program.memories[source], program.memories[target]
-        if source != target and (a.owners or b.owners or a.pool is not None or b.pool is not None):
+        if (device(a.device), a.priority, a.mode, a.queue) != (b.device, b.priority, b.mode, b.queue):
             return False
-        if (a.size, a.device, a.pinned) != (b.size, b.device, b.pinned):
+    for a in program.memories:
+        b = program.memories[renaming("memory", a.index)]
+        if a is not b and (a.owners or b.owners or a.pool is not None or b.pool is not None):
+            return False
+        if (a.size, device(a.device), a.pinned) != (b.size, b.device, b.pinned):
             return False
     for source, target in renaming.maps["event"].items():
         if program.events[source].flag != program.events[target].flag:
@@ -146,6 +157,12 @@ def _transposition(program: Program, first: int, second: int) -> Symmetry | None
         if statements[x].group is not None or statements[y].group is not None:
             return None  # collectives and send/recv pairs: never moved
         if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
+            return None
+    for source, target in list(renaming.maps["stream"].items()):
+        if not renaming.bind("device", program.streams[source].device, program.streams[target].device):
+            return None
+    for source, target in list(renaming.maps["memory"].items()):
+        if not renaming.bind("device", program.memories[source].device, program.memories[target].device):
             return None
     if not renaming.permutation() or not _declarations_kept(program, renaming):
         return None

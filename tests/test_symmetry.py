@@ -9,6 +9,7 @@ the findings without them, and every carried witness against the executor."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -44,8 +45,16 @@ def program_of(text: str):
     return loaded.program
 
 
-def threads(body: list[str], copies: int, extra: list[str] = ()) -> str:
-    text = HEADER
+PER_DEVICE_HEADER = HEADER.replace("device d { compute 2 copy 2 }", "device d[4] { compute 2 copy 2 }").replace(
+    "stream s[4] on d", "\n".join(f"stream s{k} on d[{k}]" for k in range(4))).replace(" on d\n", " on d[3]\n")
+"""Each copy's stream on a device of its own (`s{k}` on `d[k]`), the buffers on the shared one."""
+
+
+def threads(body: list[str], copies: int, extra: list[str] = (), per_device: bool = False) -> str:
+    if per_device:
+        body = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in body]
+        extra = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in extra]
+    text = PER_DEVICE_HEADER if per_device else HEADER
     for k in range(copies):
         lines = "".join(f"  {line.format(k=k)}\n" for line in body)
         text += f"thread w{k} {{\n{lines}}}\n"
@@ -108,9 +117,9 @@ def both(program, monkeypatch) -> tuple[tuple, tuple]:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=st.lists(statements(), min_size=2, max_size=6), copies=st.integers(2, 3),
-       extra=st.lists(statements(), max_size=2), data=st.data())
-def test_findings_with_symmetries_are_the_findings_without(body, copies, extra, data):
-    program = program_of(threads(body, copies, extra))
+       extra=st.lists(statements(), max_size=2), per_device=st.booleans())
+def test_findings_with_symmetries_are_the_findings_without(body, copies, extra, per_device):
+    program = program_of(threads(body, copies, extra, per_device))
     found = symmetries(program)
     assert len(found) >= copies - 1, "every copy of the body is joined to the first"
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -182,3 +191,53 @@ def test_a_carried_race_names_its_own_pair_and_replays():
     assert len({f.statements for f in races}) == len(races) > 3
     for finding in races:
         assert confirm(program, finding).ok
+
+
+PER_DEVICE = """\
+device d0 { compute 2 copy 1 }
+device d1 { compute 2 copy 1 }
+buffer host_in[2] 4KiB on host pinned
+buffer w0 4KiB on d0
+buffer w1 4KiB on d1
+buffer shared 4KiB on host pinned
+stream s0 on d0
+stream s1 on d1
+thread t0 {
+  s0: copy w0 <- host_in[0] 1ms
+  s0: kernel k reads w0 writes w0 1ms
+  s0: copy shared <- w0 1ms
+  sync d0
+}
+thread t1 {
+  s1: copy w1 <- host_in[1] 1ms
+  s1: kernel k reads w1 writes w1 1ms
+  s1: copy shared <- w1 1ms
+  sync d1
+}
+"""
+
+
+def test_a_thread_per_device_swaps_the_devices(monkeypatch):
+    program = program_of(PER_DEVICE)
+    assert [s.threads for s in symmetries(program)] == [(0, 1)]
+    with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    assert any(f.kind is FindingKind.RACE for f in with_symmetry)
+    for finding in with_symmetry:
+        assert confirm(program, finding).ok
+
+
+@pytest.mark.parametrize("change", [
+    ("device d1 { compute 2 copy 1 }", "device d1 { compute 3 copy 1 }"),  # other engines
+    ("stream s1 on d1", "stream s1 on d1 legacy"),  # another mode
+    ("buffer w1 4KiB on d1", "buffer w1 4KiB on d0"),  # its buffer on the other device
+    ("sync d1", "sync d0"),
+])
+def test_devices_that_differ_are_not_swapped(change):
+    assert symmetries(program_of(PER_DEVICE.replace(*change))) == ()
+
+
+def test_a_stream_left_in_place_must_stay_on_its_device():
+    # s2 on d0 is used by neither copy, and would have to move to d1 with d0.
+    text = PER_DEVICE.replace("stream s1 on d1", "stream s1 on d1\nstream s2 on d0 legacy")
+    assert symmetries(program_of(text)) == ()
