@@ -28,19 +28,21 @@ from dataclasses import dataclass
 
 from checker.ir import Program, Statement, SyncKind
 
-MAX_CHECKS = 4_000_000
-"""Statement comparisons (thread pairs tried x their length) after which no more pairs of
-threads are tried: the search stays linear-ish in the program, and missing a symmetry only
-costs questions."""
+MAX_CHECKS = 1_000_000
+"""Statement comparisons after which no more pairs of threads are tried (about 4 s): missing
+a symmetry only costs questions."""
 
 
 @dataclass(frozen=True, slots=True)
 class Symmetry:
-    """One transposition of threads `threads`: `statements[i]` is the image of statement i
-    (the identity outside the two threads)."""
+    """One transposition of threads `threads`: `moved[i]` is the image of statement i of
+    either thread (every other statement is its own image)."""
 
     threads: tuple[int, int]
-    statements: tuple[int, ...]
+    moved: dict[int, int]
+
+    def image(self, statement: int) -> int:
+        return self.moved.get(statement, statement)
 
 
 class _Renaming:
@@ -143,45 +145,77 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
     return True
 
 
-def _transposition(program: Program, first: int, second: int) -> Symmetry | None:
-    """The symmetry swapping threads `first` and `second`, if the program has it."""
+def _references(statement: Statement) -> list[tuple[str, int]]:
+    """Every (kind, index) of a resource the statement names."""
+    found = [("device", statement.device), ("stream", statement.stream), ("event", statement.event),
+             ("notify", statement.notify), ("memory", statement.memory)]
+    found += [("stream", stream) for stream in statement.streams]
+    found += [("memory", access.memory) for access in statement.accesses]
+    kind = _target_kind(statement)
+    if kind is not None:
+        found.append((kind, statement.target))
+    return [(kind, index) for kind, index in found if index is not None]
+
+
+def _users(program: Program) -> dict[tuple[str, int], list[int]]:
+    """The statements that name each resource: only they (and the two threads) can change
+    under a renaming."""
+    users: dict[tuple[str, int], list[int]] = {}
+    for statement in program.statements:
+        for reference in dict.fromkeys(_references(statement)):
+            users.setdefault(reference, []).append(statement.index)
+    return users
+
+
+def _transposition(program: Program, first: int, second: int,
+                   users: dict[tuple[str, int], list[int]]) -> tuple[Symmetry | None, int]:
+    """The symmetry swapping threads `first` and `second`, if the program has it, and how
+    many statements were compared."""
     statements = program.statements
     one, other = program.threads[first].statements, program.threads[second].statements
     if len(one) != len(other):
-        return None
-    image = list(range(len(statements)))
-    for x, y in zip(one, other):
-        image[x], image[y] = y, x
+        return None, 0
+    image = dict(zip(one, other))
+    image.update(zip(other, one))
     renaming = _Renaming()
     for x, y in zip(one, other):
         if statements[x].group is not None or statements[y].group is not None:
-            return None  # collectives and send/recv pairs: never moved
+            return None, len(image)  # collectives and send/recv pairs: never moved
         if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
-            return None
+            return None, len(image)
     for source, target in list(renaming.maps["stream"].items()):
         if not renaming.bind("device", program.streams[source].device, program.streams[target].device):
-            return None
+            return None, len(image)
     for source, target in list(renaming.maps["memory"].items()):
         if not renaming.bind("device", program.memories[source].device, program.memories[target].device):
-            return None
+            return None, len(image)
     if not renaming.permutation() or not _declarations_kept(program, renaming):
-        return None
-    for statement in statements:
-        if _renamed(statement, renaming) != _meaning(statements[image[statement.index]]):
-            return None
-    return Symmetry((first, second), tuple(image))
+        return None, len(image)
+    compared = set(image)
+    for kind, mapping in renaming.maps.items():
+        for source, target in mapping.items():
+            if source != target:
+                compared.update(users.get((kind, source), ()))
+    for index in compared:
+        if _renamed(statements[index], renaming) != _meaning(statements[image.get(index, index)]):
+            return None, len(compared)
+    return Symmetry((first, second), image), len(compared)
 
 
 def symmetries(program: Program) -> tuple[Symmetry, ...]:
     """Transpositions of threads that generate the thread symmetries found: threads of the
     same shape (length and operations) are tried against one member of each set of threads
-    already joined, so n identical threads cost about n checks, not n * n."""
+    already joined, so n identical threads cost about n checks, not n * n; and a check
+    compares the two threads and the statements that name a resource the renaming moves."""
     statements = program.statements
     shapes: dict[tuple, list[int]] = {}
     for thread in program.threads:
         if thread.statements:
             shape = tuple(statements[i].op for i in thread.statements)
             shapes.setdefault(shape, []).append(thread.index)
+    if all(len(threads) < 2 for threads in shapes.values()):
+        return ()
+    users = _users(program)
     found: list[Symmetry] = []
     checks = 0
     for threads in shapes.values():
@@ -190,8 +224,8 @@ def symmetries(program: Program) -> tuple[Symmetry, ...]:
             for member in joined:
                 if checks > MAX_CHECKS:
                     return tuple(found)
-                checks += len(statements)
-                symmetry = _transposition(program, member, thread)
+                symmetry, compared = _transposition(program, member, thread, users)
+                checks += compared
                 if symmetry is not None:
                     found.append(symmetry)
                     break
@@ -220,12 +254,12 @@ class Orbits:
 
     def carry(self, statement: int, path: tuple[int, ...]) -> int:
         for k in path:
-            statement = self.symmetries[k].statements[statement]
+            statement = self.symmetries[k].image(statement)
         return statement
 
 
 def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
-    a, b = symmetry.statements[pair[0]], symmetry.statements[pair[1]]
+    a, b = symmetry.image(pair[0]), symmetry.image(pair[1])
     return (a, b) if a < b else (b, a)
 
 
@@ -235,6 +269,10 @@ def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...]) -> Orbits:
     which becomes the orbit's representative. An image that is not among `pairs` is not
     followed (the candidates of a symmetric program are symmetric, so this only guards)."""
     known = set(pairs)
+    touching: dict[int, list[int]] = {}  # statement -> the symmetries that move it
+    for k, symmetry in enumerate(found):
+        for statement in symmetry.moved:
+            touching.setdefault(statement, []).append(k)
     representative: dict[tuple[int, int], tuple[int, int]] = {}
     path: dict[tuple[int, int], tuple[int, ...]] = {}
     for start in sorted(pairs):
@@ -244,8 +282,8 @@ def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...]) -> Orbits:
         path[start] = ()
         frontier = [start]
         for pair in frontier:
-            for k, symmetry in enumerate(found):
-                image = _image(symmetry, pair)
+            for k in dict.fromkeys(touching.get(pair[0], []) + touching.get(pair[1], [])):
+                image = _image(found[k], pair)
                 if image in known and image not in representative:
                     representative[image] = start
                     path[image] = path[pair] + (k,)

@@ -154,7 +154,7 @@ def test_threads_with_their_own_streams_and_buffers_swap_them():
     assert [s.threads for s in found] == [(0, 1), (0, 2)]
     first = program.threads[0].statements
     second = program.threads[1].statements
-    assert [found[0].statements[i] for i in first] == list(second)
+    assert [found[0].image(i) for i in first] == list(second)
 
 
 @pytest.mark.parametrize("change", [
