@@ -236,13 +236,15 @@ def symmetries(program: Program) -> tuple[Symmetry, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Orbits:
-    """Race candidates grouped by the symmetries: `representative[pair]` for every pair, and
+    """Statement pairs grouped by the symmetries: `representative[pair]` for every pair, and
     for each pair that is not its own representative, the symmetries (indices into
     `symmetries`) that carry the representative to it, in the order they apply."""
 
     symmetries: tuple[Symmetry, ...]
     representative: dict[tuple[int, int], tuple[int, int]]
     path: dict[tuple[int, int], tuple[int, ...]]
+    complete: bool = True
+    """False when the orbits were cut at a limit of pairs (`orbits`): some pairs were left out."""
 
     def members(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
         """Per representative, the other pairs of its orbit."""
@@ -263,18 +265,42 @@ def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
-def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...]) -> Orbits:
+def smallest_of_orbits(found: tuple[Symmetry, ...], count: int) -> list[bool]:
+    """Per statement (of `count`): whether it is the smallest of its orbit under the
+    symmetries. The representative of a pair's orbit (its smallest pair) starts with the
+    smallest statement of one of the two statements' orbits, so a pair whose smaller
+    statement is not one is never a representative, and need not be listed at all
+    (`Analysis.race_candidates`' `keep`)."""
+    parent = list(range(count))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for symmetry in found:
+        for source, target in symmetry.moved.items():
+            a, b = root(source), root(target)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [root(x) == x for x in range(count)]
+
+
+def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...], limit: int | None = None) -> Orbits:
     """The orbits of the statement pairs `pairs` (each (a, b) with a < b) under the group the
     symmetries generate: breadth first from each pair not reached yet (the smallest first),
-    which becomes the orbit's representative. An image that is not among `pairs` is not
-    followed (the candidates of a symmetric program are symmetric, so this only guards)."""
-    known = set(pairs)
+    which becomes the orbit's representative. The images need not be among `pairs`: the
+    listing leaves out pairs that cannot be representatives (`smallest_of_orbits`), and an
+    image races exactly when its representative does. Past `limit` pairs in all, no more
+    images are followed, and `complete` says so."""
     touching: dict[int, list[int]] = {}  # statement -> the symmetries that move it
     for k, symmetry in enumerate(found):
         for statement in symmetry.moved:
             touching.setdefault(statement, []).append(k)
     representative: dict[tuple[int, int], tuple[int, int]] = {}
     path: dict[tuple[int, int], tuple[int, ...]] = {}
+    complete = True
     for start in sorted(pairs):
         if start in representative:
             continue
@@ -282,10 +308,13 @@ def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...]) -> Orbits:
         path[start] = ()
         frontier = [start]
         for pair in frontier:
+            if limit is not None and len(representative) > limit:
+                complete = False
+                break
             for k in dict.fromkeys(touching.get(pair[0], []) + touching.get(pair[1], [])):
                 image = _image(found[k], pair)
-                if image in known and image not in representative:
+                if image not in representative:
                     representative[image] = start
                     path[image] = path[pair] + (k,)
                     frontier.append(image)
-    return Orbits(found, representative, path)
+    return Orbits(found, representative, path, complete)

@@ -241,3 +241,47 @@ def test_a_stream_left_in_place_must_stay_on_its_device():
     # s2 on d0 is used by neither copy, and would have to move to d1 with d0.
     text = PER_DEVICE.replace("stream s1 on d1", "stream s1 on d1\nstream s2 on d0 legacy")
     assert symmetries(program_of(text)) == ()
+
+
+def workers(copies: int, rounds: int) -> str:
+    """Copies of one worker whose tally kernels all write one shared buffer."""
+    return f"""\
+device d {{ compute 2 copy 2 }}
+buffer batch[{copies}] 4KiB on d
+buffer stats 4KiB on d
+stream h2d on d
+stream work[{copies}] on d
+event copied[{copies}]
+thread worker[{copies}] {{
+  for step in 0..{rounds} {{
+    h2d: kernel load writes batch[worker] 1ms
+    h2d: record copied[worker]
+    work[worker]: wait copied[worker]
+    work[worker]: kernel tally reads batch[worker] writes stats 1ms
+  }}
+}}
+"""
+
+
+def test_the_orbits_reach_past_the_pairs_the_solver_lists(monkeypatch):
+    # 6 workers x 3 rounds: 135 racing instance pairs of the tallies, 153 pairs in all. Past a cap of 50 listed
+    # pairs, the program without symmetries is cut (SP301); with them only the pairs that can
+    # be representatives are listed (those with a statement of the first worker: 48), and the
+    # orbits reach every other one.
+    from checker.smt import queries
+
+    program = program_of(workers(6, 3))
+    monkeypatch.setattr(queries, "MAX_RACE_CANDIDATES", 50)
+    with_symmetry, without = both(program, monkeypatch)
+    # (and each worker's next load races with its earlier tallies: 3 instance pairs each)
+    assert sorted(f.instances for f in with_symmetry if f.kind is FindingKind.RACE) == [18, 135]
+    assert all(f.kind is FindingKind.RACE and confirm(program, f).ok for f in with_symmetry)
+    assert any(f.kind is FindingKind.UNKNOWN and f.detail.get("reason") == "too large" for f in without)
+
+
+def test_orbits_cut_at_their_limit_say_so(monkeypatch):
+    program = program_of(workers(6, 3))
+    monkeypatch.setattr(smt, "ORBIT_PAIRS", 20)
+    findings = smt.analyze(program)
+    assert any(f.kind is FindingKind.UNKNOWN and f.detail.get("reason") == "too large" for f in findings)
+    assert sum(f.instances for f in findings if f.kind is FindingKind.RACE) < 153

@@ -24,7 +24,7 @@ from checker.smt.order import compute
 from checker.smt.queries import Analysis, Parts, assemble, spread
 from checker.smt.rules import TooLarge
 from checker.smt.solve import Budget
-from checker.symmetry import Orbits, symmetries
+from checker.symmetry import Orbits, smallest_of_orbits, symmetries
 from checker.symmetry import orbits as compute_orbits
 
 __all__ = ["analyze"]
@@ -179,17 +179,27 @@ SYMMETRY = True
 (`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
 
 
-def _orbits(program: Program, candidates: list) -> tuple[Orbits | None, dict]:
-    """The orbits of the race candidates under the program's thread symmetries, and each
-    candidate pair's memory; None when no orbit has two pairs (or `SYMMETRY` is off)."""
+def _orbits(first: Analysis) -> tuple[list, Orbits | None]:
+    """The race candidates to ask about, and their orbits under the program's thread
+    symmetries (None: no symmetry, or `SYMMETRY` off). With symmetries, only pairs that can
+    be an orbit's representative are listed (`symmetry.smallest_of_orbits`), the orbits are
+    followed from them, and only the representatives are returned."""
+    program = first.program
     found = symmetries(program) if SYMMETRY and len(program.threads) > 1 else ()
     if not found:
-        return None, {}
-    memories = {(a.index, b.index): m for a, b, m in candidates}
-    orbits = compute_orbits(list(memories), found)
-    if all(pair == representative for pair, representative in orbits.representative.items()):
-        return None, {}
-    return orbits, memories
+        return first.race_candidates(), None
+    listed = first.race_candidates(keep=smallest_of_orbits(found, len(program.statements)))
+    orbits = compute_orbits([(a.index, b.index) for a, b, _ in listed], found, ORBIT_PAIRS)
+    candidates = [race for race in listed if orbits.representative[race[0].index, race[1].index]
+                  == (race[0].index, race[1].index)]
+    first.stats["symmetric"] = len(orbits.representative) - len(candidates)
+    return candidates, orbits
+
+
+ORBIT_PAIRS = 10 * queries.MAX_RACE_CANDIDATES
+"""Statement pairs the orbits of the race candidates may hold in all: each pair carried a
+race keeps an entry (its witness is renamed only when read). Past it the rest is left out,
+and reported so (SP301), as past `MAX_RACE_CANDIDATES` without symmetries."""
 
 
 def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None) -> tuple[Finding, ...]:
@@ -204,12 +214,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        candidates = first.race_candidates()
-        orbits, memories = _orbits(program, candidates)
-        if orbits is not None:
-            candidates = [race for race in candidates if orbits.representative[race[0].index, race[1].index]
-                          == (race[0].index, race[1].index)]
-            first.stats["symmetric"] = len(memories) - len(candidates)
+        candidates, orbits = _orbits(first)
         races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
@@ -299,5 +304,5 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             settle(counting, [], None, _counting_deadline(deadline, budget), bool(queries.EAGERNESS))
         parts = merged
     if orbits is not None:
-        spread(program, parts, orbits, memories)
+        spread(program, parts, orbits)
     return assemble(program, parts, budget.total)

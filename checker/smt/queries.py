@@ -287,12 +287,18 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     return tuple(findings)
 
 
-def spread(program: Program, parts: Parts, orbits: Orbits, memories: dict[tuple[int, int], int]) -> None:
+def racing_memory(program: Program, pair: tuple[int, int]) -> int:
+    """The memory a race candidate is listed with: the first one its accesses conflict on."""
+    a, b = (program.statements[i] for i in pair)
+    return next(x.memory for x in a.accesses for y in b.accesses if x.conflicts(y))
+
+
+def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
     """Carries each orbit representative's answer to the other pairs of its orbit
     (`checker.symmetry`): a race with its witness renamed by the symmetries that carry the
     representative to the pair (`Carried`; the executor replays it like any other), an undecided or
-    unasked question as the same about the pair; no race stays no race. `memories`: each
-    pair's racing memory, as its candidate names it."""
+    unasked question as the same about the pair; no race stays no race. A program whose
+    orbits were cut (`Orbits.complete`) is reported as listing too many pairs."""
     statements = program.statements
     unknowns = {finding.statements: finding for finding in parts.race_unknowns}
     unasked = set(parts.races_not_asked)
@@ -303,7 +309,7 @@ def spread(program: Program, parts: Parts, orbits: Orbits, memories: dict[tuple[
             path = orbits.path[pair]
             if race is not None:
                 _, witness, length = race
-                parts.races[pair] = (memories[pair], Carried(witness, orbits, path), length)
+                parts.races[pair] = (racing_memory(program, pair), Carried(witness, orbits, path), length)
             elif unknown is not None:
                 query = race_question(program, *(statements[i] for i in pair))
                 parts.race_unknowns.append(messages.unknown(
@@ -312,6 +318,8 @@ def spread(program: Program, parts: Parts, orbits: Orbits, memories: dict[tuple[
             elif representative in unasked:
                 parts.races_not_asked.append(pair)
                 parts.not_asked += 1
+    if not orbits.complete:
+        parts.unlisted = True
 
 
 class Analysis:
@@ -475,8 +483,10 @@ class Analysis:
 
     # --- races --------------------------------------------------------------------------
 
-    def race_candidates(self) -> list[tuple[Statement, Statement, int]]:
-        """Statement pairs with a conflicting access, unordered by must-happen-before.
+    def race_candidates(self, keep: list[bool] | None = None) -> list[tuple[Statement, Statement, int]]:
+        """Statement pairs with a conflicting access, unordered by must-happen-before; with
+        `keep` (per statement), only pairs whose smaller statement it keeps (the others are
+        images of those under the program's symmetries: `checker.symmetry`).
 
         Pairs are formed per shared memory. The statements touching a memory are walked per
         chain (`layout.py`): along a chain, the ones that end before a starts form a prefix and
@@ -490,7 +500,7 @@ class Analysis:
 
         def listed(a: Statement, b: Statement) -> None:
             key = (a.index, b.index)
-            if key in seen:
+            if key in seen or (keep is not None and not keep[a.index]):
                 return
             seen.add(key)
             memory = next((x.memory for x in a.accesses for y in b.accesses if x.conflicts(y)), None)
