@@ -15,9 +15,11 @@ and their byte ranges, event, notify, sync target, duration, engine, device, ...
 declaration by declaration (a renamed device has the same engines, launch time, hardware
 queues and runtime; every stream keeps its priority, mode and hardware queue and lands on the
 image of its device; every buffer keeps its size and pinning and lands on the image of its
-place; a renamed event keeps its kind). Statements of collectives and send/recv, streams of a
-communicator and caching-allocator blocks are never renamed: their meaning depends on
-positions the renaming would not carry. Names (kernel and host-function names, how a
+place; a renamed event keeps its kind). Two members of one collective group (the k-th
+allreduce of two ranks) may trade places, and a communicator's streams with them, as long as
+its member set stays the same; members of send/recv pairs and of rooted collectives, and
+caching-allocator blocks, never move: their meaning depends on positions the renaming would
+not carry. Names (kernel and host-function names, how a
 statement was written) are labels and are not compared. The check is exact, so a symmetry
 found is one; a symmetry missed only costs questions.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checker.ir import Program, Statement, SyncKind
+from checker.ir import GroupKind, Program, Statement, SyncKind
 
 MAX_CHECKS = 1_000_000
 """Statement comparisons after which no more pairs of threads are tried (about 4 s): missing
@@ -104,9 +106,10 @@ def _renamed(statement: Statement, renaming: _Renaming) -> tuple:
             tuple((renaming("memory", x.memory), x.start, x.end, x.write) for x in statement.accesses),
             statement.duration, statement.engine, renaming("device", statement.device),
             renaming("event", statement.event),
-            renaming("notify", statement.notify), statement.comm, statement.peer, statement.group,
+            renaming("notify", statement.notify), statement.comm, renaming("stream", statement.peer), statement.group,
             statement.sync, target, statement.copy, statement.blocking, renaming("memory", statement.memory),
-            statement.root, statement.batch, tuple(sorted(renaming("stream", s) for s in statement.streams)),
+            renaming("stream", statement.root), statement.batch,
+            tuple(sorted(renaming("stream", s) for s in statement.streams)),
             statement.launch_only, statement.launch_ordered, statement.spins)
 
 
@@ -120,8 +123,10 @@ def _meaning(statement: Statement) -> tuple:
 def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
     """Whether every renamed stream, event and buffer keeps what its declaration says, and
     nothing whose meaning hangs on its position is renamed."""
-    fixed_streams = {s for comm in program.comms for s in comm.members}
-    fixed_streams |= {m.pool for m in program.memories if m.pool is not None}
+    fixed_streams = {m.pool for m in program.memories if m.pool is not None}
+    for comm in program.comms:  # a communicator's members may only trade places among themselves
+        if {renaming("stream", s) for s in comm.members} != set(comm.members):
+            return False
     device = lambda index: renaming("device", index)  # noqa: E731
     for source, target in renaming.maps["device"].items():
         a, b = program.devices[source], program.devices[target]
@@ -145,10 +150,21 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
     return True
 
 
+def _movable(program: Program, statement: Statement) -> bool:
+    """Whether a statement may trade places with its counterpart: anything but a member of a
+    send/recv pair or of a rooted collective. Two members of one collective group (the k-th
+    allreduce of two ranks) trade places within the group; which rank is which changes
+    nothing a race depends on (rule 8 names no rank), but a root or a peer does."""
+    if statement.group is None:
+        return True
+    return program.groups[statement.group].kind is GroupKind.COLLECTIVE and statement.root is None
+
+
 def _references(statement: Statement) -> list[tuple[str, int]]:
     """Every (kind, index) of a resource the statement names."""
     found = [("device", statement.device), ("stream", statement.stream), ("event", statement.event),
-             ("notify", statement.notify), ("memory", statement.memory)]
+             ("notify", statement.notify), ("memory", statement.memory), ("stream", statement.peer),
+             ("stream", statement.root)]
     found += [("stream", stream) for stream in statement.streams]
     found += [("memory", access.memory) for access in statement.accesses]
     kind = _target_kind(statement)
@@ -179,8 +195,9 @@ def _transposition(program: Program, first: int, second: int,
     image.update(zip(other, one))
     renaming = _Renaming()
     for x, y in zip(one, other):
-        if statements[x].group is not None or statements[y].group is not None:
-            return None, len(image)  # collectives and send/recv pairs: never moved
+        if not (_movable(program, statements[x]) and _movable(program, statements[y])
+                and statements[x].group == statements[y].group):
+            return None, len(image)
         if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
             return None, len(image)
     for source, target in list(renaming.maps["stream"].items()):

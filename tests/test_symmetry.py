@@ -2,8 +2,9 @@
 where they are not, and the SMT engine's answers with them are its answers without them.
 
 The differential test draws programs of 2-3 copies of one random thread body, each copy
-using shared resources or its own (its own stream, buffer, event, notify), sometimes beside
-a thread of its own, and checks every finding of `smt.analyze` with the symmetries against
+using shared resources or its own (its own stream, buffer, event, notify; with a device of
+its own, also allreduces of a communicator of the copies' streams), sometimes beside a
+thread of its own, and checks every finding of `smt.analyze` with the symmetries against
 the findings without them, and every carried witness against the executor."""
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def threads(body: list[str], copies: int, extra: list[str] = (), per_device: boo
         body = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in body]
         extra = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in extra]
     text = PER_DEVICE_HEADER if per_device else HEADER
+    if per_device:  # one rank per copy, each on a device of its own
+        text += f"comm world = {{ {', '.join(f's{k}' for k in range(copies))} }}\n"
     for k in range(copies):
         lines = "".join(f"  {line.format(k=k)}\n" for line in body)
         text += f"thread w{k} {{\n{lines}}}\n"
@@ -64,13 +67,16 @@ def threads(body: list[str], copies: int, extra: list[str] = (), per_device: boo
 
 
 @st.composite
-def statements(draw) -> str:
-    """One statement template: `{k}` is the copy's own index, a number the shared one."""
+def statements(draw, collective: bool = False) -> str:
+    """One statement template: `{k}` is the copy's own index, a number the shared one. With
+    `collective`, also an allreduce on the copy's own stream (a member of `world`)."""
     own = lambda: draw(st.sampled_from(["{k}", str(SHARED)]))  # noqa: E731
     kind = draw(st.sampled_from(["kernel", "kernel", "kernel", "copy", "record", "wait", "flag", "reset",
                                  "waitflag", "notify", "await", "hostnotify", "hostawait", "sync",
-                                 "syncevent", "host", "pageable"]))
+                                 "syncevent", "host", "pageable"] + ["allreduce"] * (2 * collective)))
     s = f"s[{own()}]"
+    if kind == "allreduce":
+        return f"s[{{k}}]: allreduce world x[{own()}] 1ms"
     if kind == "kernel":
         return f"{s}: kernel k reads x[{own()}] writes x[{own()}] 1ms"
     if kind == "copy":
@@ -116,9 +122,10 @@ def both(program, monkeypatch) -> tuple[tuple, tuple]:
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(body=st.lists(statements(), min_size=2, max_size=6), copies=st.integers(2, 3),
-       extra=st.lists(statements(), max_size=2), per_device=st.booleans())
-def test_findings_with_symmetries_are_the_findings_without(body, copies, extra, per_device):
+@given(copies=st.integers(2, 3), extra=st.lists(statements(), max_size=2), per_device=st.booleans(),
+       data=st.data())
+def test_findings_with_symmetries_are_the_findings_without(copies, extra, per_device, data):
+    body = data.draw(st.lists(statements(collective=per_device), min_size=2, max_size=6))
     program = program_of(threads(body, copies, extra, per_device))
     found = symmetries(program)
     assert len(found) >= copies - 1, "every copy of the body is joined to the first"
