@@ -7,9 +7,10 @@ each one owns) maps every execution to an execution, so two accesses race exactl
 images race. The SMT engine asks one question per orbit of race candidates and carries each
 answer, with its witness renamed, to the other pairs of the orbit (`smt._analyze`).
 
-A symmetry here is a transposition of two threads of equal length, statement k of one with
-statement k of the other, together with a renaming of devices, streams, events, notifies and
-buffers read off the two threads. It counts only when the renamed program is the program
+A symmetry here swaps two threads of equal length, statement k of one with statement k of
+the other, together with a renaming of devices, streams, events, notifies and buffers read
+off the two threads; where a thread left in place names what that renames (a rank's other
+thread, on the rank's device), it is swapped too, with a thread of the same shape. It counts only when the renamed program is the program
 itself, statement by statement (every field that has a meaning: operation, stream, accesses
 and their byte ranges, event, notify, sync target, duration, engine, device, ...) and
 declaration by declaration (a renamed device has the same engines, launch time, hardware
@@ -37,10 +38,10 @@ a symmetry only costs questions."""
 
 @dataclass(frozen=True, slots=True)
 class Symmetry:
-    """One transposition of threads `threads`: `moved[i]` is the image of statement i of
-    either thread (every other statement is its own image)."""
+    """A swap of threads, two by two (`threads`: the first pair, then any more): `moved[i]` is
+    the image of statement i of a swapped thread (every other statement is its own)."""
 
-    threads: tuple[int, int]
+    threads: tuple[int, ...]
     moved: dict[int, int]
 
     def image(self, statement: int) -> int:
@@ -183,40 +184,85 @@ def _users(program: Program) -> dict[tuple[str, int], list[int]]:
     return users
 
 
-def _transposition(program: Program, first: int, second: int,
-                   users: dict[tuple[str, int], list[int]]) -> tuple[Symmetry | None, int]:
-    """The symmetry swapping threads `first` and `second`, if the program has it, and how
-    many statements were compared."""
+MAX_PAIRS = 8
+"""Pairs of threads one symmetry may swap at once (`_transposition`): a rank of several
+threads (a main and a hook thread, a loader and a trainer) swaps with another rank only
+when all of its threads do."""
+MAX_TRIES = 32
+"""Swaps one `_transposition` tries, at most, looking for the threads that must go along."""
+TRY_COST = 100
+"""What one swap tried counts against MAX_CHECKS besides the statements it compared: 300
+threads whose one statement each renames another's buffer made 1,000,000 comparisons out of
+tens of thousands of small tries (4 s); so they stop after about 0.5 s."""
+
+
+def _swap(program: Program, pairs: list[tuple[int, int]], users: dict[tuple[str, int], list[int]]):
+    """Whether swapping each pair of threads of `pairs` (statement k with statement k), with
+    the renaming read off them, maps the program to itself: (the symmetry or None, how many
+    statements were compared, and on failure the first thread left in place that names what
+    the renaming moves, if any: swapping it too may be what is missing)."""
     statements = program.statements
-    one, other = program.threads[first].statements, program.threads[second].statements
-    if len(one) != len(other):
-        return None, 0
-    image = dict(zip(one, other))
-    image.update(zip(other, one))
+    image: dict[int, int] = {}
     renaming = _Renaming()
-    for x, y in zip(one, other):
-        if not (_movable(program, statements[x]) and _movable(program, statements[y])
-                and statements[x].group == statements[y].group):
-            return None, len(image)
-        if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
-            return None, len(image)
+    for first, second in pairs:
+        one, other = program.threads[first].statements, program.threads[second].statements
+        if len(one) != len(other):
+            return None, len(image), None
+        image.update(zip(one, other))
+        image.update(zip(other, one))
+        for x, y in zip(one, other):
+            if not (_movable(program, statements[x]) and _movable(program, statements[y])
+                    and statements[x].group == statements[y].group):
+                return None, len(image), None
+            if not (_read(renaming, statements[x], statements[y]) and _read(renaming, statements[y], statements[x])):
+                return None, len(image), None
     for source, target in list(renaming.maps["stream"].items()):
         if not renaming.bind("device", program.streams[source].device, program.streams[target].device):
-            return None, len(image)
+            return None, len(image), None
     for source, target in list(renaming.maps["memory"].items()):
         if not renaming.bind("device", program.memories[source].device, program.memories[target].device):
-            return None, len(image)
-    if not renaming.permutation() or not _declarations_kept(program, renaming):
-        return None, len(image)
-    compared = set(image)
+            return None, len(image), None
+    if not renaming.permutation():
+        return None, len(image), None
+    touched = set(image)
     for kind, mapping in renaming.maps.items():
         for source, target in mapping.items():
             if source != target:
-                compared.update(users.get((kind, source), ()))
-    for index in compared:
+                touched.update(users.get((kind, source), ()))
+    outside = min((statements[i].thread for i in touched if i not in image), default=None)
+    if not _declarations_kept(program, renaming):
+        return None, len(image), outside
+    for index in sorted(touched):
         if _renamed(statements[index], renaming) != _meaning(statements[image.get(index, index)]):
-            return None, len(compared)
-    return Symmetry((first, second), image), len(compared)
+            return None, len(touched), outside
+    threads = tuple(thread for pair in pairs for thread in pair)
+    return Symmetry(threads, image), len(touched), None
+
+
+def _transposition(program: Program, first: int, second: int, users: dict[tuple[str, int], list[int]],
+                   shape: dict[int, tuple]) -> tuple[Symmetry | None, int]:
+    """The symmetry swapping threads `first` and `second`, if the program has it, and how
+    many statements were compared. Where a thread left in place names what the swap renames
+    (a rank's other thread, on the rank's device), it is swapped too, with each thread of
+    its shape in turn (`shape`: each thread's operations), up to MAX_PAIRS pairs and MAX_TRIES
+    swaps tried."""
+    compared = 0
+    tries = [pairs for pairs in ([(first, second)],)]
+    tried = 0
+    while tries and tried < MAX_TRIES:
+        pairs = tries.pop()
+        tried += 1
+        symmetry, count, outside = _swap(program, pairs, users)
+        compared += count + TRY_COST
+        if symmetry is not None:
+            return symmetry, compared
+        if outside is None or len(pairs) >= MAX_PAIRS:
+            continue
+        taken = {t for pair in pairs for t in pair}
+        partners = [other for other in shape if other not in taken and other != outside
+                    and shape[other] == shape[outside]]
+        tries += [pairs + [(outside, other)] for other in reversed(partners)]
+    return None, compared
 
 
 def symmetries(program: Program) -> tuple[Symmetry, ...]:
@@ -225,15 +271,16 @@ def symmetries(program: Program) -> tuple[Symmetry, ...]:
     already joined, so n identical threads cost about n checks, not n * n; and a check
     compares the two threads and the statements that name a resource the renaming moves."""
     statements = program.statements
+    shape = {thread.index: tuple(statements[i].op for i in thread.statements) for thread in program.threads}
     shapes: dict[tuple, list[int]] = {}
     for thread in program.threads:
         if thread.statements:
-            shape = tuple(statements[i].op for i in thread.statements)
-            shapes.setdefault(shape, []).append(thread.index)
+            shapes.setdefault(shape[thread.index], []).append(thread.index)
     if all(len(threads) < 2 for threads in shapes.values()):
         return ()
     users = _users(program)
     found: list[Symmetry] = []
+    seen: set[frozenset] = set()
     checks = 0
     for threads in shapes.values():
         joined: list[int] = []  # one thread per set of threads already joined by symmetries
@@ -241,10 +288,13 @@ def symmetries(program: Program) -> tuple[Symmetry, ...]:
             for member in joined:
                 if checks > MAX_CHECKS:
                     return tuple(found)
-                symmetry, compared = _transposition(program, member, thread, users)
+                symmetry, compared = _transposition(program, member, thread, users, shape)
                 checks += compared
                 if symmetry is not None:
-                    found.append(symmetry)
+                    swapped = frozenset(frozenset(symmetry.threads[k:k + 2]) for k in range(0, len(symmetry.threads), 2))
+                    if swapped not in seen:  # (a rank's other threads find the same swap again)
+                        seen.add(swapped)
+                        found.append(symmetry)
                     break
             else:
                 joined.append(thread)

@@ -3,8 +3,8 @@ where they are not, and the SMT engine's answers with them are its answers witho
 
 The differential test draws programs of 2-3 copies of one random thread body, each copy
 using shared resources or its own (its own stream, buffer, event, notify; with a device of
-its own, also allreduces of a communicator of the copies' streams), sometimes beside a
-thread of its own, and checks every finding of `smt.analyze` with the symmetries against
+its own, also allreduces of a communicator of the copies' streams; sometimes each copy with
+a second thread of its own, a rank of two threads), sometimes beside a thread of its own, and checks every finding of `smt.analyze` with the symmetries against
 the findings without them, and every carried witness against the executor."""
 
 from __future__ import annotations
@@ -51,16 +51,23 @@ PER_DEVICE_HEADER = HEADER.replace("device d { compute 2 copy 2 }", "device d[4]
 """Each copy's stream on a device of its own (`s{k}` on `d[k]`), the buffers on the shared one."""
 
 
-def threads(body: list[str], copies: int, extra: list[str] = (), per_device: bool = False) -> str:
+def threads(body: list[str], copies: int, extra: list[str] = (), per_device: bool = False,
+            partner: list[str] = ()) -> str:
+    """`copies` copies of the thread `body` (and, with `partner`, each with a second thread
+    of its own: a rank of two threads), then the thread `extra` if any."""
     if per_device:
         body = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in body]
         extra = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in extra]
+        partner = [re.sub(r"s\[(\{k\}|\d)\]", r"s\1", line) for line in partner]
     text = PER_DEVICE_HEADER if per_device else HEADER
     if per_device:  # one rank per copy, each on a device of its own
         text += f"comm world = {{ {', '.join(f's{k}' for k in range(copies))} }}\n"
     for k in range(copies):
         lines = "".join(f"  {line.format(k=k)}\n" for line in body)
         text += f"thread w{k} {{\n{lines}}}\n"
+        if partner:
+            lines = "".join(f"  {line.format(k=k)}\n" for line in partner)
+            text += f"thread p{k} {{\n{lines}}}\n"
     if extra:
         text += "thread other {\n" + "".join(f"  {line.format(k=SHARED)}\n" for line in extra) + "}\n"
     return text
@@ -126,9 +133,11 @@ def both(program, monkeypatch) -> tuple[tuple, tuple]:
        data=st.data())
 def test_findings_with_symmetries_are_the_findings_without(copies, extra, per_device, data):
     body = data.draw(st.lists(statements(collective=per_device), min_size=2, max_size=6))
-    program = program_of(threads(body, copies, extra, per_device))
+    partner = data.draw(st.lists(statements(), max_size=3)) if data.draw(st.booleans()) else []
+    program = program_of(threads(body, copies, extra, per_device, partner))
     found = symmetries(program)
-    assert len(found) >= copies - 1, "every copy of the body is joined to the first"
+    if not partner:
+        assert len(found) >= copies - 1, "every copy of the body is joined to the first"
     with pytest.MonkeyPatch.context() as monkeypatch:
         with_symmetry, without = both(program, monkeypatch)
     assert key(with_symmetry) == key(without)
@@ -292,3 +301,59 @@ def test_orbits_cut_at_their_limit_say_so(monkeypatch):
     findings = smt.analyze(program)
     assert any(f.kind is FindingKind.UNKNOWN and f.detail.get("reason") == "too large" for f in findings)
     assert sum(f.instances for f in findings if f.kind is FindingKind.RACE) < 153
+
+
+RANKS = """\
+device gpu[2] { compute 2 copy 1 comm 1 }
+buffer act[2] 4KiB on host pinned
+buffer grad0 4KiB on gpu[0]
+buffer grad1 4KiB on gpu[1]
+stream comp0 on gpu[0]
+stream comp1 on gpu[1]
+stream nccl0 on gpu[0]
+stream nccl1 on gpu[1]
+event posted[2]
+notify ready[2]
+comm world = { nccl0, nccl1 }
+thread main0 {
+  for i in 0..3 {
+    comp0: kernel fb reads act[0] writes grad0 2ms
+    comp0: record posted[0]
+    notify ready[0]
+  }
+}
+thread main1 {
+  for i in 0..3 {
+    comp1: kernel fb reads act[1] writes grad1 2ms
+    comp1: record posted[1]
+    notify ready[1]
+  }
+}
+thread hook0 {
+  for i in 0..3 {
+    await ready[0]
+    nccl0: wait posted[0]
+    nccl0: allreduce world grad0 2ms
+  }
+}
+thread hook1 {
+  for i in 0..3 {
+    await ready[1]
+    nccl1: wait posted[1]
+    nccl1: allreduce world grad1 2ms
+  }
+}
+"""
+
+
+def test_a_rank_of_two_threads_swaps_with_the_other_rank_whole(monkeypatch):
+    program = program_of(RANKS)
+    # Swapping the main threads alone renames rank 0's device, which the hook thread's
+    # stream stays on: the hook threads must swap too (once found, not again from them).
+    assert [s.threads for s in symmetries(program)] == [(0, 1, 2, 3)]
+    with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    races = [f for f in with_symmetry if f.kind is FindingKind.RACE]
+    assert races and all(confirm(program, f).ok for f in races)
+    # A hook thread that differs keeps the ranks apart.
+    assert symmetries(program_of(RANKS.replace("nccl1: allreduce world grad1 2ms", "nccl1: allreduce world grad1 3ms"))) == ()
