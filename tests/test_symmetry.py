@@ -80,10 +80,15 @@ def statements(draw, collective: bool = False) -> str:
     own = lambda: draw(st.sampled_from(["{k}", str(SHARED)]))  # noqa: E731
     kind = draw(st.sampled_from(["kernel", "kernel", "kernel", "copy", "record", "wait", "flag", "reset",
                                  "waitflag", "notify", "await", "hostnotify", "hostawait", "sync",
-                                 "syncevent", "host", "pageable"] + ["allreduce"] * (2 * collective)))
+                                 "syncevent", "host", "pageable", "alloc", "free", "hostfree"]
+                                + ["allreduce"] * (2 * collective)))
     s = f"s[{own()}]"
     if kind == "allreduce":
         return f"s[{{k}}]: allreduce world x[{own()}] 1ms"
+    if kind in ("alloc", "free"):
+        return f"{s}: {kind} x[{own()}]"
+    if kind == "hostfree":
+        return f"free out[{own()}]"
     if kind == "kernel":
         return f"{s}: kernel k reads x[{own()}] writes x[{own()}] 1ms"
     if kind == "copy":
@@ -116,8 +121,17 @@ def statements(draw, collective: bool = False) -> str:
 
 
 def key(findings) -> list:
-    return sorted((f.kind.value, tuple(f.statements), f.instances, f.undecided,
-                   f.message if f.kind is not FindingKind.UNKNOWN else "") for f in findings)
+    """What a finding says, for comparing two analyses: a race's pair and message; a dead
+    use's accessing statement and a deadlock's presence. Which free a dead use names, and
+    which statements a deadlock shows stuck, come from the execution that shows it (either
+    analysis may find another one first)."""
+    def said(f):
+        if f.kind is FindingKind.RACE:
+            return (tuple(f.statements), f.message)
+        if f.kind is FindingKind.DEADLOCK:
+            return ((), "")
+        return (tuple(f.statements[:1]) if f.kind is not FindingKind.UNKNOWN else tuple(f.statements), "")
+    return sorted((f.kind.value, *said(f), f.instances, f.undecided) for f in findings)
 
 
 def both(program, monkeypatch) -> tuple[tuple, tuple]:
