@@ -4,7 +4,9 @@
 once (`order.py`, no Z3), opens a first session (`queries.py`) that reads the answers off a
 few concrete runs (`runs.py`) and asks the few questions left itself, or splits many into
 jobs (`jobs.py`) answered one after another or in worker processes, and merges the answers
-into findings whose witnesses are step sequences in `checker.witness` terms. No Z3 object
+into findings whose witnesses are step sequences in `checker.witness` terms. Where threads
+are the same program (`checker.symmetry`), one race question per orbit is asked, and its
+answer carried to the rest of the orbit. No Z3 object
 leaves this package.
 """
 
