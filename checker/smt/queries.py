@@ -529,6 +529,8 @@ class Analysis:
                     items.sort(key=lambda item: item[0])
                     walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
                 for a in sharing:
+                    if keep is not None and not keep[a.index]:
+                        continue  # (a is the smaller of each pair it lists: none is kept)
                     first_a, last_a = layout.first_step(a), layout.last_step(a)
                     for chain, lasts, on_chain in walks:
                         p = bisect_right(lasts, order.frontier(first_a, chain))
