@@ -52,6 +52,9 @@ class Options:
     """States the exhaustive search may visit when the solver's runs leave many questions for
     Z3 (0: never). A search that finishes within them (and `EXPLORE_FIRST_SECONDS`) decides
     the program; one that does not is dropped and Z3 goes on."""
+    symmetry: bool = True
+    """Ask the solver one race question per orbit of the thread symmetries (threads that are
+    the same program) and carry each answer to the rest; False asks every question."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +207,7 @@ def _solve(program: Program, options: Options, progress: ProgressCallback | None
         return search_first(program, options, progress, seconds)
 
     findings = list(smt.analyze(program, timeout=options.timeout, rlimit=options.rlimit, total=options.budget,
-                                workers=options.workers, progress=progress,
+                                workers=options.workers, progress=progress, symmetry=options.symmetry,
                                 shortcut=shortcut if options.explore_first > 0 else None))
     refused = [f for f in findings if f.kind is FindingKind.UNKNOWN and f.detail.get("refused")]
     if refused:

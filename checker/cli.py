@@ -185,6 +185,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="when the solver's runs leave many questions for Z3, let the exhaustive search "
                             "try first: if it covers every interleaving within N states (default 20,000) and "
                             "3 s it decides the spec, else Z3 does; 0 for the solver alone")
+    check.add_argument("--no-symmetry", action="store_true",
+                       help="ask the solver about every pair of threads that are the same program, instead "
+                            "of one pair per orbit whose answer is carried to the rest (to compare)")
     check.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
                        help="memory the exhaustive search may hold in states (default 1GiB, at most 1TiB), "
                             "estimated per state; reaching it reports unknown")
@@ -724,7 +727,7 @@ def command_check(args) -> int:
         return EXIT_ERROR
     options = Options(timeout=args.timeout, rlimit=args.rlimit, budget=args.budget,
                       exhaustive=args.exhaustive, max_states=args.max_states,
-                      explore_first=args.explore_first,
+                      explore_first=args.explore_first, symmetry=not args.no_symmetry,
                       allow_unknown=args.allow_unknown,
                       **({} if args.max_memory is None else {"max_memory": args.max_memory}))
     console = _console()

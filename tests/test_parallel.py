@@ -60,7 +60,7 @@ def test_one_spec_hands_the_jobs_to_the_solver(monkeypatch):
     """One spec with -j N lets the solver answer its questions in N workers."""
     seen = {}
 
-    def analyze(program, timeout, rlimit=None, total=None, workers=1, progress=None, shortcut=None):
+    def analyze(program, timeout, rlimit=None, total=None, workers=1, progress=None, shortcut=None, symmetry=True):
         seen["workers"] = workers
         return ()
 

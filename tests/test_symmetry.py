@@ -10,6 +10,7 @@ them, and every carried witness against the executor."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -371,3 +372,18 @@ def test_a_rank_of_two_threads_swaps_with_the_other_rank_whole(monkeypatch):
     assert races and all(confirm(program, f).ok for f in races)
     # A hook thread that differs keeps the ranks apart.
     assert symmetries(program_of(RANKS.replace("nccl1: allreduce world grad1 2ms", "nccl1: allreduce world grad1 3ms"))) == ()
+
+
+def test_check_asks_every_question_with_no_symmetry(run, monkeypatch):
+    from conftest import SPECS
+
+    carried = []
+    spread = smt.spread
+    monkeypatch.setattr(smt, "spread", lambda *args: (carried.append(args[2]), spread(*args)))
+    outputs = []
+    for extra in ((), ("--no-symmetry",)):
+        status, out, _ = run("check", "-j", "1", "--format", "json", SPECS / "identical_workers.sched", *extra)
+        assert status == 0
+        outputs.append([(f["kind"], f["instances"], f["message"]) for f in json.loads(out)["files"][0]["findings"]])
+        assert len(carried) == 1  # once with the symmetries, not again without them
+    assert outputs[0] == outputs[1] == [("race", 54, outputs[0][0][2])]

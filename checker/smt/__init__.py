@@ -39,7 +39,8 @@ the interleaving, and the answer would be an unknown after a long wait anyway.""
 
 def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             total: float | None = None, workers: int = 1, progress=None,
-            shortcut: Callable[[float | None], Sequence[Finding] | None] | None = None) -> tuple[Finding, ...]:
+            shortcut: Callable[[float | None], Sequence[Finding] | None] | None = None,
+            symmetry: bool = True) -> tuple[Finding, ...]:
     """Every race, use-after-free / use-before-alloc and deadlock of `program`.
 
     `timeout` (seconds) and `rlimit` (Z3 resource units, None for none) bound each query.
@@ -53,7 +54,9 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
     `shortcut`, when given, is called (at most once) when the concrete runs leave
     `SHORTCUT_FROM` questions or more for Z3, with the seconds it may take (None: its own
     limit): findings it returns are the answer for the whole program (the caller's
-    exhaustive search that covered every interleaving), None lets Z3 go on.
+    exhaustive search that covered every interleaving), None lets Z3 go on. `symmetry`:
+    one race question per orbit of the thread symmetries (`checker.symmetry`), unless False
+    (or the module's `SYMMETRY` is).
     """
     if len(program.statements) > MAX_STATEMENTS:
         return (Finding(
@@ -66,7 +69,7 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             detail={"query": "all", "reason": "too large", "refused": True},
         ),)
     try:
-        return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress, shortcut)
+        return _analyze(program, Budget(timeout, rlimit, total), max(1, workers), progress, shortcut, symmetry)
     except TooLarge as error:
         return (Finding(
             FindingKind.UNKNOWN,
@@ -181,13 +184,13 @@ SYMMETRY = True
 (`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
 
 
-def _orbits(first: Analysis) -> tuple[list, Orbits | None]:
+def _orbits(first: Analysis, symmetry: bool = True) -> tuple[list, Orbits | None]:
     """The race candidates to ask about, and their orbits under the program's thread
     symmetries (None: no symmetry, or `SYMMETRY` off). With symmetries, only pairs that can
     be an orbit's representative are listed (`symmetry.smallest_of_orbits`), the orbits are
     followed from them, and only the representatives are returned."""
     program = first.program
-    found = symmetries(program) if SYMMETRY and len(program.threads) > 1 else ()
+    found = symmetries(program) if symmetry and SYMMETRY and len(program.threads) > 1 else ()
     if not found:
         return first.race_candidates(), None
     listed = first.race_candidates(keep=smallest_of_orbits(found, len(program.statements)))
@@ -204,7 +207,8 @@ race keeps an entry (its witness is renamed only when read). Past it the rest is
 and reported so (SP301), as past `MAX_RACE_CANDIDATES` without symmetries."""
 
 
-def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None) -> tuple[Finding, ...]:
+def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None,
+             symmetry: bool = True) -> tuple[Finding, ...]:
     shortcut = _Shortcut(shortcut, progress)
     deadline = None if budget.total is None else time.time() + budget.total
     stats.reset()
@@ -216,7 +220,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        candidates, orbits = _orbits(first)
+        candidates, orbits = _orbits(first, symmetry)
         races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
