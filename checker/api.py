@@ -490,8 +490,10 @@ class Program:
 
     def check(self, *, timeout: float = 10.0, budget: float = 300.0, exhaustive: bool = False,
               max_states: int = 1_000_000, max_memory: int = 1 << 30,
-              allow_unknown: bool = False, explore_first: int = 20_000) -> "CheckResult":
-        """Races, use-after-free, deadlocks and the `expect` lines, over every execution."""
+              allow_unknown: bool = False, explore_first: int = 20_000, symmetry: bool = True) -> "CheckResult":
+        """Races, use-after-free, deadlocks and the `expect` lines, over every execution.
+        `symmetry=False` asks the solver every race question, also of threads that are the
+        same program (`check --no-symmetry`)."""
         from checker.analyze import Options, check_loaded
 
         for name, value in (("timeout", timeout), ("budget", budget), ("max_states", max_states),
@@ -502,7 +504,8 @@ class Program:
         self.program  # raise SpecInvalid on input errors rather than report them
         report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
                                                    max_states=max_states, max_memory=max_memory,
-                                                   allow_unknown=allow_unknown, explore_first=explore_first))
+                                                   allow_unknown=allow_unknown, explore_first=explore_first,
+                                                   symmetry=bool(symmetry)))
         return CheckResult.of(report)
 
     def simulate(self):

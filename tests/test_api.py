@@ -246,3 +246,18 @@ def test_import_streamproof_when_installed():
     assert callable(streamproof.import_kineto_file)
     out = subprocess.run([sys.executable, "-m", "streamproof", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("streamproof ")
+
+
+def test_check_without_symmetries_finds_the_same():
+    # Two copies of one worker whose kernels write one buffer: the same race either way.
+    p = sp.Program("twins")
+    gpu = p.device("gpu0", compute=2)
+    stats = p.buffer("stats", "1MiB", on=gpu)
+    work = p.stream("work", gpu, count=2)
+    for k in range(2):
+        twin = p.thread(f"twin{k}")
+        twin.kernel(work[k], "tally", writes=[stats], duration="1ms")
+        twin.sync(work[k])
+    with_symmetry, without = p.check(), p.check(symmetry=False)
+    assert [(f.kind, f.statements) for f in with_symmetry.races] == [(f.kind, f.statements) for f in without.races]
+    assert len(with_symmetry.races) == 1
