@@ -387,3 +387,19 @@ def test_check_asks_every_question_with_no_symmetry(run, monkeypatch):
         outputs.append([(f["kind"], f["instances"], f["message"]) for f in json.loads(out)["files"][0]["findings"]])
         assert len(carried) == 1  # once with the symmetries, not again without them
     assert outputs[0] == outputs[1] == [("race", 54, outputs[0][0][2])]
+
+
+def test_answers_from_split_jobs_are_carried_as_inline_ones(monkeypatch):
+    # No concrete runs and no inline questions: every representative goes to the solver in
+    # jobs (`jobs.py`), and what they answer is carried as before.
+    from checker.smt import queries
+
+    monkeypatch.setattr(queries, "EAGERNESS", ())
+    monkeypatch.setattr(smt, "INLINE", 0)
+    body = ["s[3]: kernel k reads x[0] writes x[1] 1ms", "s[3]: record ev[3]", "s[2]: wait ev[3]",
+            "s[2]: copy out[2] <- x[1] 1ms", "host h reads out[2]", "s[{k}]: kernel k reads x[1] writes x[{k}] 1ms"]
+    program = program_of(threads(body, 3))
+    with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    races = [f for f in with_symmetry if f.kind is FindingKind.RACE]
+    assert len(races) > 3 and all(confirm(program, f).ok for f in races)
