@@ -332,12 +332,9 @@ def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
-def smallest_of_orbits(found: tuple[Symmetry, ...], count: int) -> list[bool]:
-    """Per statement (of `count`): whether it is the smallest of its orbit under the
-    symmetries. The representative of a pair's orbit (its smallest pair) starts with the
-    smallest statement of one of the two statements' orbits, so a pair whose smaller
-    statement is not one is never a representative, and need not be listed at all
-    (`Analysis.race_candidates`' `keep`)."""
+def statement_orbits(found: tuple[Symmetry, ...], count: int) -> list[int]:
+    """Per statement (of `count`): the smallest statement of its orbit under the symmetries.
+    A statement's own questions (can it use freed memory?) have the answers of that one's."""
     parent = list(range(count))
 
     def root(x: int) -> int:
@@ -351,7 +348,16 @@ def smallest_of_orbits(found: tuple[Symmetry, ...], count: int) -> list[bool]:
             a, b = root(source), root(target)
             if a != b:
                 parent[max(a, b)] = min(a, b)
-    return [root(x) == x for x in range(count)]
+    return [root(x) for x in range(count)]
+
+
+def smallest_of_orbits(found: tuple[Symmetry, ...], count: int) -> list[bool]:
+    """Per statement (of `count`): whether it is the smallest of its orbit under the
+    symmetries. The representative of a pair's orbit (its smallest pair) starts with the
+    smallest statement of one of the two statements' orbits, so a pair whose smaller
+    statement is not one is never a representative, and need not be listed at all
+    (`Analysis.race_candidates`' `keep`)."""
+    return [root == x for x, root in enumerate(statement_orbits(found, count))]
 
 
 def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...], limit: int | None = None) -> Orbits:

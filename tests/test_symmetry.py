@@ -403,3 +403,53 @@ def test_answers_from_split_jobs_are_carried_as_inline_ones(monkeypatch):
     assert key(with_symmetry) == key(without)
     races = [f for f in with_symmetry if f.kind is FindingKind.RACE]
     assert len(races) > 3 and all(confirm(program, f).ok for f in races)
+
+
+FREEING_WORKERS = """\
+device d { compute 2 copy 2 }
+buffer staged[3] 4KiB on host pinned
+buffer batch[3] 4KiB on d
+buffer stats 4KiB on d
+stream h2d on d
+stream work[3] on d
+event copied[3]
+event done[3]
+thread worker[3] {
+  for step in 0..2 {
+    h2d: alloc batch[worker]
+    h2d: copy batch[worker] <- staged[worker] 1ms
+    h2d: record copied[worker]
+    work[worker]: wait copied[worker]
+    work[worker]: kernel infer reads batch[worker] writes stats 1ms
+    work[worker]: record done[worker]
+    WAIT
+    h2d: free batch[worker]
+  }
+}
+"""
+"""Three workers that allocate, fill, use and free a batch each iteration; the free waits for
+the use (WAIT: `h2d: wait done[worker]`) or does not (a use after free in every worker)."""
+
+
+@pytest.mark.parametrize("wait", ["h2d: wait done[worker]", ""])
+@pytest.mark.parametrize("inline", [True, False])
+def test_dead_use_questions_wait_for_their_orbit_and_take_its_no(wait, inline, monkeypatch):
+    from checker.smt import queries
+
+    if not inline:  # every question in jobs (`jobs.py`), none answered by runs
+        monkeypatch.setattr(queries, "EAGERNESS", ())
+        monkeypatch.setattr(smt, "INLINE", 0)
+    program = program_of(FREEING_WORKERS.replace("WAIT", wait))
+    asked = []
+    ask = queries.Analysis.ask
+    monkeypatch.setattr(queries.Analysis, "ask", lambda self, query, *rest, **kw: (
+        asked.append(smt.SYMMETRY), ask(self, query, *rest, **kw))[1])
+    with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    dead = [f for f in with_symmetry if f.kind is FindingKind.USE_AFTER_FREE]
+    assert bool(dead) == (wait == "")
+    # (the workers' statements are one source statement each: one finding counts all three)
+    assert sum(f.instances for f in dead) % 3 == 0
+    assert all(confirm(program, f).ok for f in dead)
+    if wait:  # the proofs of "no" are one worker's, not three
+        assert asked.count(True) < asked.count(False)

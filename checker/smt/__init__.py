@@ -26,7 +26,7 @@ from checker.smt.order import compute
 from checker.smt.queries import Analysis, Parts, assemble, spread
 from checker.smt.rules import TooLarge
 from checker.smt.solve import Budget
-from checker.symmetry import Orbits, smallest_of_orbits, symmetries
+from checker.symmetry import Orbits, statement_orbits, symmetries
 from checker.symmetry import orbits as compute_orbits
 
 __all__ = ["analyze"]
@@ -184,21 +184,45 @@ SYMMETRY = True
 (`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
 
 
-def _orbits(first: Analysis, symmetry: bool = True) -> tuple[list, Orbits | None]:
-    """The race candidates to ask about, and their orbits under the program's thread
-    symmetries (None: no symmetry, or `SYMMETRY` off). With symmetries, only pairs that can
-    be an orbit's representative are listed (`symmetry.smallest_of_orbits`), the orbits are
-    followed from them, and only the representatives are returned."""
+def _orbits(first: Analysis, symmetry: bool = True) -> tuple[list, Orbits | None, list[int] | None]:
+    """The race candidates to ask about, their orbits under the program's thread symmetries,
+    and each statement's orbit (its smallest statement: `symmetry.statement_orbits`); None
+    for both when there is no symmetry (or `symmetry` or `SYMMETRY` is off). With symmetries,
+    only pairs that can be an orbit's representative are listed, the orbits are followed from
+    them, and only the representatives are returned."""
     program = first.program
     found = symmetries(program) if symmetry and SYMMETRY and len(program.threads) > 1 else ()
     if not found:
-        return first.race_candidates(), None
-    listed = first.race_candidates(keep=smallest_of_orbits(found, len(program.statements)))
+        return first.race_candidates(), None, None
+    roots = statement_orbits(found, len(program.statements))
+    listed = first.race_candidates(keep=[root == x for x, root in enumerate(roots)])
     orbits = compute_orbits([(a.index, b.index) for a, b, _ in listed], found, ORBIT_PAIRS)
     candidates = [race for race in listed if orbits.representative[race[0].index, race[1].index]
                   == (race[0].index, race[1].index)]
     first.stats["symmetric"] = len(orbits.representative) - len(candidates)
-    return candidates, orbits
+    return candidates, orbits, roots
+
+
+def _held_back(questions: list, roots: list[int] | None) -> tuple[list, list]:
+    """The dead-use questions to ask first, and those held back until then: a statement's
+    question whose orbit's smallest statement asks the same one. When that one's answer is
+    no, so is theirs (`_still_open`); otherwise they are asked in turn (a dead use found is
+    worded from an execution of its own)."""
+    if roots is None:
+        return questions, []
+    asked = {(s.index, kind) for s, kind, _ in questions}
+    first, held = [], []
+    for question in questions:
+        statement, kind, _ = question
+        root = roots[statement.index]
+        (held if root != statement.index and (root, kind) in asked else first).append(question)
+    return first, held
+
+
+def _still_open(held: list, roots: list[int] | None, parts: Parts) -> list:
+    """The questions held back whose orbit's smallest statement was not proved free of the
+    same dead use."""
+    return [(s, kind, when) for s, kind, when in held if (roots[s.index], kind) not in parts.dead_absent]
 
 
 ORBIT_PAIRS = 10 * queries.MAX_RACE_CANDIDATES
@@ -220,7 +244,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
     with fresh_context():
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
-        candidates, orbits = _orbits(first, symmetry)
+        candidates, orbits, roots = _orbits(first, symmetry)
         races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
@@ -229,7 +253,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             if decided is not None:
                 return decided
         races, counting = first.deciding(_aimed(first, races, budget, deadline, workers, progress))
-        lifetimes = first.harvest_lifetimes(first.lifetime_questions())
+        lifetimes, held = _held_back(first.harvest_lifetimes(first.lifetime_questions()), roots)
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():
             taken = None
@@ -241,6 +265,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             _tell(progress, 1, 0, 1, f"{len(races) + len(lifetimes)} questions")
             first.races(races, runs=False)
             first.lifetimes(lifetimes, runs=False)
+            first.lifetimes(_still_open(held, roots, first.parts), runs=False)
             if taken is not None:
                 first.deadlock(taken, runs=False)
             counting = [race for race in counting if (race[0].index, race[1].index) not in first.parts.races]
@@ -304,6 +329,9 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
                 stats.add(result.stats)
 
         settle(races, lifetimes, taken, deadline, repairing)
+        later = [(s.index, kind.value, when) for s, kind, when in _still_open(held, roots, merged)]
+        if later:
+            settle([], later, None, deadline, False)
         counting = [(a.index, b.index, m) for a, b, m in sorted(counting, key=_class_key)
                     if (a.index, b.index) not in merged.races]
         if counting:

@@ -138,6 +138,9 @@ class Parts:
     dead: dict = field(default_factory=dict)
     """(statement, FindingKind) -> the finding of that dead use (instances 1)."""
     dead_unknowns: list = field(default_factory=list)
+    dead_absent: set = field(default_factory=set)
+    """(statement, FindingKind) of every dead-use question the solver proved no (a symmetric
+    statement's question then has that answer too: `smt._analyze`)."""
     deadlock: list = field(default_factory=list)
     """The deadlock finding, or the unknown about it."""
     not_asked: int = 0
@@ -161,6 +164,7 @@ class Parts:
         self.race_unknowns += other.race_unknowns
         self.dead.update(other.dead)
         self.dead_unknowns += other.dead_unknowns
+        self.dead_absent |= other.dead_absent
         self.deadlock += other.deadlock
         self.not_asked += other.not_asked
         self.races_not_asked += other.races_not_asked
@@ -1362,6 +1366,7 @@ class Analysis:
                               (statement.index,), verdict)
                 continue
             if isinstance(verdict, Unsat):
+                self.parts.dead_absent.add(key)
                 continue
             self.parts.dead[key] = self._dead_use(kind, statement, verdict)
             self._dead_harvest(verdict, pending, queries)
