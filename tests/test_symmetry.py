@@ -6,7 +6,8 @@ using shared resources or its own (its own stream, buffer, event, notify; with a
 its own, also allreduces of a communicator of the copies' streams; sometimes each copy with
 a second thread of its own, a rank of two threads), sometimes beside a thread of its own,
 and checks every finding of `smt.analyze` with the symmetries against the findings without
-them, and every carried witness against the executor."""
+them, and every carried witness against the executor; a second one checks the racing pairs
+with symmetries against the executor's exhaustive search."""
 
 from __future__ import annotations
 
@@ -453,3 +454,26 @@ def test_dead_use_questions_wait_for_their_orbit_and_take_its_no(wait, inline, m
     assert all(confirm(program, f).ok for f in dead)
     if wait:  # the proofs of "no" are one worker's, not three
         assert asked.count(True) < asked.count(False)
+
+
+@settings(max_examples=max(10, EXAMPLES // 2), deadline=None, suppress_health_check=list(HealthCheck))
+@given(copies=st.integers(2, 3), per_device=st.booleans(), data=st.data())
+def test_racing_pairs_with_symmetries_are_the_exhaustive_searchs(copies, per_device, data):
+    """The other implementation: every racing instance pair, carried ones included, against
+    the executor's exhaustive search of the same program."""
+    from checker.executor.explore import explore
+
+    body = data.draw(st.lists(statements(collective=per_device), min_size=1, max_size=4))
+    partner = data.draw(st.lists(statements(), max_size=2)) if data.draw(st.booleans()) else []
+    program = program_of(threads(body, copies, [], per_device, partner))
+    search = explore(program, max_states=100_000)
+    if not search.complete:
+        return
+    racing = []
+    assemble = smt.assemble
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(smt, "assemble", lambda program, parts, total: (
+            racing.append(set(parts.races)), assemble(program, parts, total))[1])
+        findings = smt.analyze(program, timeout=30.0)
+    if racing and not any(f.kind is FindingKind.UNKNOWN for f in findings):
+        assert racing[0] == set(search.race_pairs())
