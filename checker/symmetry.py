@@ -247,7 +247,7 @@ def _transposition(program: Program, first: int, second: int, users: dict[tuple[
     its shape in turn (`shape`: each thread's operations), up to MAX_PAIRS pairs and MAX_TRIES
     swaps tried."""
     compared = 0
-    tries = [pairs for pairs in ([(first, second)],)]
+    tries = [[(first, second)]]
     tried = 0
     while tries and tried < MAX_TRIES:
         pairs = tries.pop()
