@@ -334,7 +334,11 @@ def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
 
 def statement_orbits(found: tuple[Symmetry, ...], count: int) -> list[int]:
     """Per statement (of `count`): the smallest statement of its orbit under the symmetries.
-    A statement's own questions (can it use freed memory?) have the answers of that one's."""
+    A statement's own questions (can it use freed memory?) have the answers of that one's.
+    And the representative of a pair's orbit (its smallest pair) starts with the smallest
+    statement of one of the two statements' orbits, so a pair whose smaller statement is not
+    one is never a representative, and need not be listed at all (`Analysis.race_candidates`'
+    `keep`)."""
     parent = list(range(count))
 
     def root(x: int) -> int:
@@ -351,20 +355,11 @@ def statement_orbits(found: tuple[Symmetry, ...], count: int) -> list[int]:
     return [root(x) for x in range(count)]
 
 
-def smallest_of_orbits(found: tuple[Symmetry, ...], count: int) -> list[bool]:
-    """Per statement (of `count`): whether it is the smallest of its orbit under the
-    symmetries. The representative of a pair's orbit (its smallest pair) starts with the
-    smallest statement of one of the two statements' orbits, so a pair whose smaller
-    statement is not one is never a representative, and need not be listed at all
-    (`Analysis.race_candidates`' `keep`)."""
-    return [root == x for x, root in enumerate(statement_orbits(found, count))]
-
-
 def orbits(pairs: list[tuple[int, int]], found: tuple[Symmetry, ...], limit: int | None = None) -> Orbits:
     """The orbits of the statement pairs `pairs` (each (a, b) with a < b) under the group the
     symmetries generate: breadth first from each pair not reached yet (the smallest first),
     which becomes the orbit's representative. The images need not be among `pairs`: the
-    listing leaves out pairs that cannot be representatives (`smallest_of_orbits`), and an
+    listing leaves out pairs that cannot be representatives (`statement_orbits`), and an
     image races exactly when its representative does. Past `limit` pairs in all, no more
     images are followed, and `complete` says so."""
     touching: dict[int, list[int]] = {}  # statement -> the symmetries that move it

@@ -291,10 +291,17 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     return tuple(findings)
 
 
-def racing_memory(program: Program, pair: tuple[int, int]) -> int:
-    """The memory a race candidate is listed with: the first one its accesses conflict on."""
-    a, b = (program.statements[i] for i in pair)
-    return next(x.memory for x in a.accesses for y in b.accesses if x.conflicts(y))
+def conflict_memory(a: Statement, b: Statement) -> int | None:
+    """The memory a race candidate is listed with: the first one the two statements'
+    accesses conflict on (None: they do not conflict)."""
+    return next((x.memory for x in a.accesses for y in b.accesses if x.conflicts(y)), None)
+
+
+def solver_unknown(query: str, statements: tuple[int, ...], reason: str, about: str) -> Finding:
+    """The SP301 of a question the solver could not decide."""
+    return messages.unknown(f"the solver could not decide {query} ({reason})",
+                            "raise the solver budget (timeout / rlimit) or make the spec smaller",
+                            statements, {"query": query, "reason": reason, "about": about})
 
 
 def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
@@ -313,12 +320,11 @@ def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
             path = orbits.path[pair]
             if race is not None:
                 _, witness, length = race
-                parts.races[pair] = (racing_memory(program, pair), Carried(witness, orbits, path), length)
+                a, b = (statements[i] for i in pair)
+                parts.races[pair] = (conflict_memory(a, b), Carried(witness, orbits, path), length)
             elif unknown is not None:
-                query = race_question(program, *(statements[i] for i in pair))
-                parts.race_unknowns.append(messages.unknown(
-                    f"the solver could not decide {query} ({unknown.detail.get('reason')})", unknown.help,
-                    pair, {**unknown.detail, "query": query}))
+                parts.race_unknowns.append(solver_unknown(race_question(program, *(statements[i] for i in pair)),
+                                                          pair, unknown.detail["reason"], "race"))
             elif representative in unasked:
                 parts.races_not_asked.append(pair)
                 parts.not_asked += 1
@@ -414,11 +420,7 @@ class Analysis:
             return
         about = ("race" if into is self.parts.race_unknowns else
                  "use-after-free" if into is self.parts.dead_unknowns else "deadlock")
-        into.append(messages.unknown(
-            f"the solver could not decide {query} ({verdict.reason})",
-            "raise the solver budget (timeout / rlimit) or make the spec smaller",
-            statements, {"query": query, "reason": verdict.reason, "about": about},
-        ))
+        into.append(solver_unknown(query, statements, verdict.reason, about))
 
     def ask(self, query, cut: tuple[int, ...] = (), relaxed: bool = False):
         """One solver question (on the relaxed session when `relaxed`), counted for the
@@ -507,7 +509,7 @@ class Analysis:
             if key in seen or (keep is not None and not keep[a.index]):
                 return
             seen.add(key)
-            memory = next((x.memory for x in a.accesses for y in b.accesses if x.conflicts(y)), None)
+            memory = conflict_memory(a, b)
             if memory is None or self._exclusive(a, b):
                 return
             if order.prec(encoding.last_step(a), encoding.first_step(b)):
