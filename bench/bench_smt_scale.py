@@ -324,12 +324,14 @@ per iteration is "one iteration", the iterations measured). Only the training lo
 iteration takes measurable time; the others' is read at 10 iterations."""
 
 
-def scaling(timeout: float, budget: float, workers: int) -> None:
+def scaling(timeout: float, budget: float, workers: int, only: list[str] | None = None) -> None:
     """Each loop at each of its SCALING iterations: CPU seconds, and the ratio to n times the
     cost of one iteration (below 1: the cost grows slower than the loop). The loops other
     than the training loop have racing instance pairs that grow with n * n, and so does their
     cost."""
     for name, (make, base, sizes) in SCALING.items():
+        if only and name not in only:
+            continue
         one = None
         for n in sizes:
             r = run_case(f"{name}-iter{n}", make(n), 0.0, timeout, budget, workers)
@@ -406,7 +408,8 @@ def main() -> None:
                         help="ask every race question, also where threads are the same program "
                              "(`checker.smt.SYMMETRY` off; `check --no-symmetry` end to end), to compare")
     parser.add_argument("--scaling", action="store_true",
-                        help="measure four loops (training, ranks, freeing, handshake) at growing iterations and stop")
+                        help="measure four loops (training, ranks, freeing, handshake; --only picks some) at growing "
+                             "iterations and stop")
     args = parser.parse_args()
     if args.emit:
         print(CASES[args.emit][0](), end="")
@@ -416,7 +419,7 @@ def main() -> None:
 
         smt.SYMMETRY = False
     if args.scaling:
-        scaling(args.timeout, args.budget, args.workers)
+        scaling(args.timeout, args.budget, args.workers, args.only)
         return
     chosen = [name for name in CASES
               if not args.only or any(name.startswith(prefix) for prefix in args.only)]

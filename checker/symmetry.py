@@ -327,6 +327,28 @@ class Orbits:
         return statement
 
 
+def carries_classes(program: Program, found: tuple[Symmetry, ...], shape) -> bool:
+    """Whether each symmetry maps statements of one `shape` (a function of a statement) to
+    statements of one shape: then the image of a class of pairs is a class, and what holds
+    of every pair of a class (`queries.counts_only`) holds of every pair of its image."""
+    ids: dict = {}
+    of = [ids.setdefault(shape(statement), len(ids)) for statement in program.statements]
+    sizes: dict[int, int] = {}
+    for k in of:
+        sizes[k] = sizes.get(k, 0) + 1
+    for symmetry in found:
+        images: dict[int, int] = {}
+        moved: dict[int, int] = {}
+        for source, target in symmetry.moved.items():
+            if images.setdefault(of[source], of[target]) != of[target]:
+                return False
+            moved[of[source]] = moved.get(of[source], 0) + 1
+        # A shape that a statement left in place also has maps to itself.
+        if any(images[k] != k for k, count in moved.items() if count < sizes[k]):
+            return False
+    return True
+
+
 def _image(symmetry: Symmetry, pair: tuple[int, int]) -> tuple[int, int]:
     a, b = symmetry.image(pair[0]), symmetry.image(pair[1])
     return (a, b) if a < b else (b, a)

@@ -18,7 +18,7 @@ from checker.smt.progress import guaranteed_steps
 from checker.smt.queries import Analysis
 from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Sat, Session, Unsat
-from checker.witness import StepKind
+from checker.witness import StepKind, Witness
 from strategies import specs
 
 HEADER = (
@@ -313,23 +313,54 @@ def test_a_program_with_too_many_open_orderings_is_unknown_at_once(monkeypatch) 
     assert not [f for f in analyze(load_text(text).program, total=60.0) if f.detail.get("reason") == "too large"]
 
 
-def test_past_the_candidate_cap_the_races_found_come_with_an_unknown(monkeypatch) -> None:
-    # Two threads of kernels writing one buffer, in step only at the end: every cross pair
-    # may race. Past MAX_RACE_CANDIDATES the rest are not listed (at 2.25 million pairs the
-    # listing took 7 GB), and an unknown says some races may be missing.
+def test_past_the_candidate_cap_each_class_is_asked_and_the_rest_count_instances(monkeypatch) -> None:
+    # Two threads of kernels writing x, then y, in step only at the end: every cross pair may
+    # race, 144 instance pairs per buffer. Past MAX_RACE_CANDIDATES (at 2.25 million pairs the
+    # listing took 7 GB) the two classes share the questions; once a class's race is found,
+    # the pairs not asked about only count its instances, as undecided ones.
     from checker.smt import queries
+    from checker.executor.replay import confirm
 
-    text = HEADER + "".join(
+    text = HEADER + "buffer y 1MiB on d\n" + "".join(
         f"thread t{t} {{\n  for i in 0..12 {{\n    s{t + 1}: kernel k{t} writes x\n  }}\n"
+        f"  for i in 0..12 {{\n    s{t + 1}: kernel m{t} writes y\n  }}\n"
         f"  {'notify go' if t == 0 else 'await go'}\n}}\n" for t in range(2))
-    whole = analyze(load_text(text).program, total=60.0)
-    assert [(f.kind, f.instances) for f in whole] == [(FindingKind.RACE, 144)]
+    loaded = load_text(text).program
+    whole = analyze(loaded, total=60.0)
+    assert sorted((f.kind, f.instances, f.undecided) for f in whole) == [(FindingKind.RACE, 144, 0)] * 2
     monkeypatch.setattr(queries, "MAX_RACE_CANDIDATES", 40)
-    capped = analyze(load_text(text).program, total=60.0)
-    races = [f for f in capped if f.kind is FindingKind.RACE]
-    (unknown,) = [f for f in capped if f.kind is FindingKind.UNKNOWN]
-    assert len(races) == 1 and races[0].instances <= 40
-    assert unknown.detail["reason"] == "too large" and "40" in unknown.message
+    capped = analyze(loaded, total=60.0)
+    assert [f for f in capped if f.kind is not FindingKind.RACE] == []
+    assert sorted(f.message for f in capped) == sorted(f.message for f in whole)
+    for finding in capped:
+        assert finding.instances <= 20 and finding.instances + finding.undecided == 144
+        assert confirm(loaded, finding).ok
+
+
+def test_a_class_past_the_cap_with_no_race_found_is_undecided() -> None:
+    """`assemble`: the pairs of a class that were never asked about, and whose statements race
+    in no instance found, are one SP301 on the class; a class that races counts them."""
+    from checker.smt.queries import Parts, assemble, instance_class
+
+    text = HEADER + "buffer y 1MiB on d\n" + "".join(
+        f"thread t{t} {{\n  s{t + 1}: kernel k{t} writes x\n  s{t + 1}: kernel m{t} writes y\n"
+        f"  {'notify go' if t == 0 else 'await go'}\n}}\n" for t in range(2))
+    loaded = program(text[len(HEADER):])
+    statements = loaded.statements
+    on_x, on_y = [(a.index, b.index) for a in statements for b in statements
+                  if a.index < b.index and a.accesses and b.accesses
+                  and a.accesses[0].memory == b.accesses[0].memory]
+    parts = Parts()
+    parts.overflow = {instance_class(*(statements[i] for i in pair)): (7, pair, 9) for pair in (on_x, on_y)}
+    (unknown_x, unknown_y) = assemble(loaded, parts, 60.0)
+    assert unknown_x.kind is FindingKind.UNKNOWN and unknown_x.statements == on_x
+    assert unknown_x.detail["reason"] == "too large" and unknown_x.detail["pairs"] == 7
+    assert "6 more instance pair(s)" in unknown_x.message
+    parts.races = {on_x: (statements[on_x[0]].accesses[0].memory, Witness(()), 0)}
+    findings = assemble(loaded, parts, 60.0)
+    race = next(f for f in findings if f.kind is FindingKind.RACE)
+    assert (race.instances, race.undecided) == (1, 7)
+    assert [f.statements for f in findings if f.kind is FindingKind.UNKNOWN] == [on_y]
 
 
 def test_a_stream_shared_by_thousands_of_threads_is_unknown_at_once() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 import time
+from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -36,7 +37,8 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner, covering_runs, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.symmetry import Orbits
+from checker.symmetry import Orbits, carries_classes
+from checker.symmetry import orbits as compute_orbits
 from checker.witness import Step, StepKind, Witness
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
@@ -121,8 +123,45 @@ MAX_RACE_CANDIDATES = 20_000
 open; three threads of 100 random statements leave 3,000-5,000). Two threads whose 1,500
 kernels each write one buffer, kept in step only at their end, leave 2.25 million: listing
 them took 7 GB and 15 minutes before the first question."""
-MAX_PAIRS_READ = 20 * MAX_RACE_CANDIDATES
-"""Pairs read in the windows while listing, at most (most can be dropped as exclusive)."""
+MAX_PAIRS_READ = 2_000_000
+"""Pairs read in the windows while listing, at most. Past `MAX_RACE_CANDIDATES` the pairs
+are only counted per class (`Parts.overflow`), 8 bytes each: a 1,000-iteration loop of two
+ranks reads the 499,500 pairs of one rank in 2.2 s."""
+
+
+MAX_CLASSES = 2_000
+"""Classes of race candidates (`instance_class`) counted past `MAX_RACE_CANDIDATES`, at most:
+a loop has a few; a program that repeats no statement has one per pair, and is cut at the
+cap instead (`Parts.unlisted`)."""
+
+
+def _shares(sizes: list[int], cap: int) -> list[int]:
+    """How many of each class's pairs are asked about: all when they fit under `cap`;
+    otherwise the classes share it evenly, a class smaller than its share leaving the rest to
+    the others."""
+    if sum(sizes) <= cap:
+        return list(sizes)
+    shares = [0] * len(sizes)
+    left, open_classes = cap, sorted(range(len(sizes)), key=lambda k: sizes[k])
+    while open_classes:
+        even = left // len(open_classes)
+        k = open_classes[0]
+        if sizes[k] <= even:
+            shares[k] = sizes[k]
+            left -= sizes[k]
+            open_classes.pop(0)
+            continue
+        for extra, k in enumerate(open_classes):  # each gets the even share, the first few one more
+            shares[k] = even + (extra < left - even * len(open_classes))
+        break
+    return shares
+
+
+def instance_class(a: Statement, b: Statement) -> tuple:
+    """The class of a pair of statements: their source statements and accesses (a loop's
+    instances repeat it). A class whose race is found on each buffer of its accesses makes
+    the same findings whatever its other instances' answers are (`counts_only`)."""
+    return (a.origin, b.origin, a.accesses, b.accesses)
 
 
 @dataclass
@@ -149,7 +188,11 @@ class Parts:
     """The race questions among them, as (a, b) statement pairs: one whose source statements
     race on its buffers in some other loop instance only counts instances (`assemble`)."""
     unlisted: bool = False
-    """More pairs might race than `MAX_RACE_CANDIDATES`: only that many were asked about."""
+    """More pairs might race than were read (`MAX_PAIRS_READ`) or than the orbits hold
+    (`smt.ORBIT_PAIRS`): some were never asked about, nor counted."""
+    overflow: dict = field(default_factory=dict)
+    """`instance_class` -> (pairs, one of them, pairs of the class in all) of the race
+    candidates past `MAX_RACE_CANDIDATES` that were not asked about (`race_candidates`)."""
     stats: dict = field(default_factory=dict)
 
     def witness(self, pair: tuple[int, int]) -> Witness:
@@ -169,6 +212,7 @@ class Parts:
         self.not_asked += other.not_asked
         self.races_not_asked += other.races_not_asked
         self.unlisted = self.unlisted or other.unlisted
+        self.overflow.update(other.overflow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +275,8 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
 
     A race question left undecided (unknown, or not asked) whose source statements race on
     each of its buffers in another loop instance changes no finding, only how many instances
-    one has: it is counted on that finding (`Finding.undecided`), not reported unknown."""
+    one has: it is counted on that finding (`Finding.undecided`), not reported unknown. So
+    are the pairs past the cap on questions (`Parts.overflow`), a class at a time."""
     statements = program.statements
     groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for pair in sorted(parts.races):
@@ -248,6 +293,21 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
         return keys is not None
 
     findings: list[Finding] = [f for f in parts.race_unknowns if not counted(f.statements)]
+    for count, pair, _ in parts.overflow.values():
+        keys = counts_only(program, racing, statements[pair[0]], statements[pair[1]])
+        if keys is None:
+            a, b = (statements[i] for i in pair)
+            findings.append(messages.unknown(
+                f"{race_question(program, a, b)} was not asked"
+                + (f", nor {count - 1:,} more instance pair(s) of the same statements" if count > 1 else "")
+                + f": more than {MAX_RACE_CANDIDATES:,} pairs of accesses may run at the same time, and "
+                "the solver asked about that many only",
+                "order the threads more, or check a shorter unrolling of the loops",
+                pair, {"query": race_question(program, a, b), "reason": "too large", "about": "race",
+                       "pairs": count}))
+            continue
+        for key in keys:
+            undecided[key] = undecided.get(key, 0) + count
     unasked = [pair for pair in parts.races_not_asked if not counted(pair)]
     not_asked = parts.not_asked - len(parts.races_not_asked)
     for pair in unasked:
@@ -275,8 +335,9 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     findings += parts.deadlock
     if parts.unlisted:
         findings.append(messages.unknown(
-            f"more than {MAX_RACE_CANDIDATES:,} pairs of accesses may run at the same time; the "
-            f"solver asked about the first {MAX_RACE_CANDIDATES:,} only, so other races may be missing",
+            f"too many pairs of accesses may run at the same time to list them all (over "
+            f"{MAX_PAIRS_READ:,} read, or their orbits over the threads that are the same program "
+            "too large), so other races may be missing",
             "order the threads more (most of these pairs race: the races reported show how), "
             "or check a shorter unrolling of the loops",
             detail={"query": "all", "reason": "too large"},
@@ -330,6 +391,32 @@ def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
                 parts.not_asked += 1
     if not orbits.complete:
         parts.unlisted = True
+    if parts.overflow:
+        _spread_overflow(program, parts, orbits)
+
+
+def _spread_overflow(program: Program, parts: Parts, orbits: Orbits) -> None:
+    """Carries the classes of pairs not asked about (`Parts.overflow`) to their images: a
+    pair whose smaller statement is not its orbit's smallest was never listed. Where the
+    symmetries do not map classes to classes, the images are reported unlisted instead."""
+    statements = program.statements
+    if not carries_classes(program, orbits.symmetries, lambda s: (s.origin, s.accesses)):
+        parts.unlisted = True
+        return
+    # The symmetries map classes one to one: a class's image has as many pairs, of which the
+    # orbits of the pairs asked about reach some (from any class, its own too), and the rest
+    # were neither asked about nor carried.
+    reached: dict[tuple, int] = {}
+    for a, b in orbits.representative:
+        key = instance_class(statements[a], statements[b])
+        reached[key] = reached.get(key, 0) + 1
+    left: dict[tuple, tuple[int, tuple[int, int], int]] = {}
+    for _, pair, size in parts.overflow.values():
+        for image in compute_orbits([pair], orbits.symmetries).representative:
+            key = instance_class(statements[image[0]], statements[image[1]])
+            if key not in left and size > reached.get(key, 0):
+                left[key] = (size - reached.get(key, 0), image, size)
+    parts.overflow = left
 
 
 class Analysis:
@@ -497,29 +584,33 @@ class Analysis:
         Pairs are formed per shared memory. The statements touching a memory are walked per
         chain (`layout.py`): along a chain, the ones that end before a starts form a prefix and
         the ones that start after a ends a suffix, so only the window between is paired.
-        Past `MAX_RACE_CANDIDATES` pairs (or `MAX_PAIRS_READ` read) the rest are not listed,
-        and `Parts.unlisted` says so (one unknown: never a clean answer)."""
-        encoding, order, layout = self.encoding, self.order, self.encoding.layout
-        statements = self.program.statements
-        seen: set[tuple[int, int]] = set()
-        kept: list[tuple[int, int, int]] = []
 
-        def listed(a: Statement, b: Statement) -> None:
-            key = (a.index, b.index)
-            if key in seen or (keep is not None and not keep[a.index]):
-                return
-            seen.add(key)
-            memory = conflict_memory(a, b)
-            if memory is None or self._exclusive(a, b):
-                return
-            if order.prec(encoding.last_step(a), encoding.first_step(b)):
-                return
-            if order.prec(encoding.last_step(b), encoding.first_step(a)):
-                return
-            kept.append((a.index, b.index, memory))
+        Past `MAX_RACE_CANDIDATES` pairs, each class of pairs (`instance_class`: a loop's
+        instances of two source statements with the same accesses) keeps its first ones, the
+        classes sharing the cap evenly, and the rest are counted per class
+        (`Parts.overflow`): once a class's race is found they only count instances
+        (`assemble`); otherwise they are reported undecided. Past `MAX_PAIRS_READ` pairs read,
+        or past `MAX_CLASSES` classes once the cap is reached (statements that repeat no
+        loop), the walk stops, and `Parts.unlisted` says so (one unknown: never a clean
+        answer)."""
+        order, layout = self.order, self.encoding.layout
+        statements = self.program.statements
+        size = len(statements)
+        shapes: dict[tuple, int] = {}
+        shape: list[int | None] = [None] * size
+        classes: dict[tuple[int, int], array] = {}
+        read = listed = 0
+
+        def shape_of(s: Statement) -> int:
+            known = shape[s.index]
+            if known is None:
+                known = shape[s.index] = shapes.setdefault((s.origin, s.accesses), len(shapes))
+            return known
 
         def walk() -> bool:
-            """Lists the pairs; True if it stopped at a cap."""
+            """Lists the pairs; True if it stopped at a cap before the end."""
+            nonlocal read, listed
+            prec, exclusive = order.prec, self._exclusive
             for memory, sharing in layout.accessing.items():
                 if len(sharing) < 2 or not any(x.write for s in sharing for x in s.accesses
                                                if x.memory == memory):
@@ -533,7 +624,8 @@ class Analysis:
                 walks = []
                 for chain, items in on.items():
                     items.sort(key=lambda item: item[0])
-                    walks.append((chain, [last for _, last, _ in items], [s for _, _, s in items]))
+                    walks.append((chain, [last for _, last, _ in items],
+                                  [(s, layout.first_step(s), layout.last_step(s)) for _, _, s in items]))
                 for a in sharing:
                     if keep is not None and not keep[a.index]:
                         continue  # (a is the smaller of each pair it lists: none is kept)
@@ -541,20 +633,41 @@ class Analysis:
                     for chain, lasts, on_chain in walks:
                         p = bisect_right(lasts, order.frontier(first_a, chain))
                         q = bisect_left(range(len(on_chain)), True, lo=p,
-                                        key=lambda k: order.prec(last_a, layout.first_step(on_chain[k])))
-                        for b in on_chain[p:q]:
-                            if b.index > a.index:
-                                listed(a, b)
-                        if len(kept) > MAX_RACE_CANDIDATES or len(seen) > MAX_PAIRS_READ:
+                                        key=lambda k: prec(last_a, on_chain[k][1]))
+                        for b, first_b, last_b in on_chain[p:q]:
+                            if b.index <= a.index:
+                                continue
+                            read += 1
+                            # Each pair once: under the first memory the two conflict on.
+                            if (conflict_memory(a, b) != memory or exclusive(a, b)
+                                    or prec(last_a, first_b) or prec(last_b, first_a)):
+                                continue
+                            key = (shape_of(a), shape_of(b))
+                            members = classes.get(key)
+                            if members is None:
+                                if len(classes) >= MAX_CLASSES and listed >= MAX_RACE_CANDIDATES:
+                                    return True  # (no loop: the pairs past the cap are not counted either)
+                                members = classes[key] = array("q")
+                            members.append(a.index * size + b.index)
+                            listed += 1
+                        if read > MAX_PAIRS_READ:
                             return True
             return False
 
-        capped = walk()
-        kept.sort()
-        if capped:
+        if walk():
             self.parts.unlisted = True
-            del kept[MAX_RACE_CANDIDATES:]
-        return [(statements[i], statements[j], m) for i, j, m in kept]
+        quota = _shares([len(members) for members in classes.values()], MAX_RACE_CANDIDATES)
+        kept: list[int] = []
+        for (key, members), share in zip(classes.items(), quota):
+            if share < len(members):
+                members = array("q", sorted(members))
+                first = divmod(members[share], size)
+                self.parts.overflow[instance_class(statements[first[0]], statements[first[1]])] = (
+                    len(members) - share, first, len(members))
+            kept.extend(members[:share])
+        kept.sort()
+        return [(statements[i], statements[j], conflict_memory(statements[i], statements[j]))
+                for i, j in (divmod(pair, size) for pair in kept)]
 
     def _exclusive(self, a: Statement, b: Statement) -> bool:
         """Two tasks that never run at once whatever their order: whichever was enqueued later
