@@ -329,6 +329,30 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled
 
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_dead_use_questions_read_off_runs_agree_with_the_model(text: str) -> None:
+    """`_dead_harvest` evaluates each dead-use formula on a run in Python (`Encoding.evaluator`)
+    instead of in the model the solver confirms the run with: the same answer for every
+    question, on every run and on the first half of each."""
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    encoding, session = analysis.encoding, analysis.session
+    questions = [(s, kind, analysis._lifetime_query(s, kind)) for s, kind, _ in analysis.lifetime_questions()]
+    assume(questions)
+    for seed in range(3):
+        run, _ = analysis.runner().run(seed, 0.3)
+        for order in (run, run[: len(run) // 2]):
+            confirmed = session.confirm(order)
+            assert confirmed is not None, text
+            values = encoding.assignment(order)
+            for statement, kind, formula in questions:
+                evaluator = encoding.evaluator(formula)
+                assert evaluator is not None, (text, statement.index, kind)
+                assert evaluator(*values) == session.holds(confirmed, formula), (text, statement.index, kind)
+
+
 def evaluates(compiled: list, times: list[int], bindings: list[tuple]) -> bool:
     """Whether every compiled fact holds for these times (a step happened iff its time is
     below the horizon, which is len(times)) and binding integers."""

@@ -200,6 +200,7 @@ def _orbits(first: Analysis, symmetry: bool = True) -> tuple[list, Orbits | None
     candidates = [race for race in listed if orbits.representative[race[0].index, race[1].index]
                   == (race[0].index, race[1].index)]
     first.stats["symmetric"] = len(orbits.representative) - len(candidates)
+    first.orbits = orbits
     return candidates, orbits, roots
 
 

@@ -531,15 +531,35 @@ class Encoding:
 
     def _make_source(self, step: int) -> str | None:
         assert self._based, "the base is not built yet"
+        if step < 0:
+            return self.compiler().source(self._binding_terms()[-step - 1])
+        return self.compiler().source(self.enabled_facts[step])
+
+    def compiler(self) -> Compiler:
         if self._compiler is None:
             slots = [(t, "T", i) for i, t in enumerate(self.time)]
             slots += [(h, "H", i) for i, h in enumerate(self.hap)]
             for k, (bound, bound_time, _, _) in enumerate(self._bindings):
                 slots += [(bound, "B", 2 * k), (bound_time, "B", 2 * k + 1)]
             self._compiler = Compiler(slots, self.time[0].ctx)
-        if step < 0:
-            return self._compiler.source(self._binding_terms()[-step - 1])
-        return self._compiler.source(self.enabled_facts[step])
+        return self._compiler
+
+    def evaluator(self, formula) -> Fact | None:
+        """A question's formula compiled as the base's facts are (`compiled_facts_of`), to be
+        evaluated on executions (`assignment`) without a Z3 model; None if it has a kind the
+        compiler does not handle."""
+        if formula is True or formula is False:
+            return lambda times, happened, values, answer=formula: answer
+        return self.compiler().compile(to_z3(formula))
+
+    def assignment(self, order) -> tuple[list, list, list]:
+        """The values an execution gives the encoding's variables, as an `evaluator`'s
+        function takes them: a step's time is its place in `order` (`horizon` if it is not
+        in it), the happened flags, and the binding integers those times make."""
+        position = {step: k for k, step in enumerate(order)}
+        times = [position.get(i, self.horizon) for i in range(self.horizon)]
+        happened = [i in position for i in range(self.horizon)]
+        return times, happened, plain_binding_values(self.plain_bindings(), times)
 
     # --- memory lifetime ------------------------------------------------------------------
 
