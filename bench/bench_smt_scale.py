@@ -289,6 +289,24 @@ def identical_workers(workers: int = 16, rounds: int = 10, bug: bool = True) -> 
         "    sync done[worker]", "  }", "}"]) + "\n"
 
 
+def freeing_workers(workers: int = 16, rounds: int = 5, bug: bool = True) -> str:
+    """`workers` copies of a host thread that allocates a batch each iteration, copies it in
+    on the shared copy stream, runs a kernel on it on its own stream and frees it; with
+    `bug`, the free does not wait for the kernel (a use after free per iteration, found by
+    the runs and read off them: `Analysis.harvest_lifetimes`)."""
+    n = workers
+    lines = ['spec "freeing workers"', "device npu0 { compute 4 copy 2 }",
+             f"buffer staged[{n}] 4MiB on host pinned", f"buffer batch[{n}] 4MiB on npu0", "buffer stats 1MiB on npu0",
+             "stream h2d on npu0", f"stream work[{n}] on npu0", f"event copied[{n}]", f"event done[{n}]",
+             f"thread worker[{n}] {{", f"  for step in 0..{rounds} {{", "    h2d: alloc batch[worker]",
+             "    h2d: copy batch[worker] <- staged[worker] 2ms", "    h2d: record copied[worker]",
+             "    work[worker]: wait copied[worker]",
+             "    work[worker]: kernel infer reads batch[worker] writes stats 3ms",
+             "    work[worker]: record done[worker]"]
+    lines += [] if bug else ["    h2d: wait done[worker]"]
+    return "\n".join(lines + ["    h2d: free batch[worker]", "  }", "}"]) + "\n"
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -310,6 +328,7 @@ CASES = {
     **{f"rand2x150-{seed}": ((lambda seed=seed: make_spec(seed, 2, 150, signals=True)), "rand2x150", 60.0)
        for seed in range(3)},
     "workers16x10": (identical_workers, "workers", 30.0),
+    "freeing16x5": (freeing_workers, "workers", 30.0),
 }
 
 
