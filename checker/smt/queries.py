@@ -37,7 +37,7 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner, covering_runs, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.symmetry import Orbits, carries_classes
+from checker.symmetry import Orbits, carries_classes, statement_orbits
 from checker.symmetry import orbits as compute_orbits
 from checker.witness import Step, StepKind, Witness
 
@@ -335,9 +335,9 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
     findings += parts.deadlock
     if parts.unlisted:
         findings.append(messages.unknown(
-            f"too many pairs of accesses may run at the same time to list them all (over "
-            f"{MAX_PAIRS_READ:,} read, or their orbits over the threads that are the same program "
-            "too large), so other races may be missing",
+            "some pairs of accesses that may run at the same time were neither asked about nor "
+            f"counted (past {MAX_PAIRS_READ:,} pairs read, or carried between threads that are the "
+            "same program past what the solver follows), so other races may be missing",
             "order the threads more (most of these pairs race: the races reported show how), "
             "or check a shorter unrolling of the loops",
             detail={"query": "all", "reason": "too large"},
@@ -397,10 +397,18 @@ def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
 
 def _spread_overflow(program: Program, parts: Parts, orbits: Orbits) -> None:
     """Carries the classes of pairs not asked about (`Parts.overflow`) to their images: a
-    pair whose smaller statement is not its orbit's smallest was never listed. Where the
-    symmetries do not map classes to classes, the images are reported unlisted instead."""
+    pair whose smaller statement is not its orbit's smallest was never listed. The count is
+    exact when the symmetries map classes to classes and each class was listed whole or not
+    at all (a statement's class and its being its orbit's smallest go together: not so where
+    copies of a thread array share a statement's accesses); otherwise the images are
+    reported unlisted instead (one SP301)."""
     statements = program.statements
-    if not carries_classes(program, orbits.symmetries, lambda s: (s.origin, s.accesses)):
+    shape = lambda s: (s.origin, s.accesses)  # noqa: E731 - `instance_class`'s half
+    smallest = statement_orbits(orbits.symmetries, len(statements))
+    listed_whole: dict[tuple, bool] = {}
+    if (not carries_classes(program, orbits.symmetries, shape)
+            or any(listed_whole.setdefault(shape(s), smallest[s.index] == s.index) != (smallest[s.index] == s.index)
+                   for s in statements if s.accesses)):
         parts.unlisted = True
         return
     # The symmetries map classes one to one: a class's image has as many pairs, of which the
