@@ -405,10 +405,10 @@ def _spread_overflow(program: Program, parts: Parts, orbits: Orbits) -> None:
     statements = program.statements
     shape = lambda s: (s.origin, s.accesses)  # noqa: E731 - `instance_class`'s half
     smallest = statement_orbits(orbits.symmetries, len(statements))
-    listed_whole: dict[tuple, bool] = {}
-    if (not carries_classes(program, orbits.symmetries, shape)
-            or any(listed_whole.setdefault(shape(s), smallest[s.index] == s.index) != (smallest[s.index] == s.index)
-                   for s in statements if s.accesses)):
+    listed = {}  # a statement's half of a class -> whether its pairs were listed (`race_candidates`' `keep`)
+    in_part = any(listed.setdefault(shape(s), smallest[s.index] == s.index) != (smallest[s.index] == s.index)
+                  for s in statements if s.accesses)
+    if in_part or not carries_classes(program, orbits.symmetries, shape):
         parts.unlisted = True
         return
     # The symmetries map classes one to one: a class's image has as many pairs, of which the
