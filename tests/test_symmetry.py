@@ -381,8 +381,9 @@ def test_past_the_cap_the_findings_stand_and_count_their_instances(copies, round
         monkeypatch.setattr(queries, "MAX_RACE_CANDIDATES", cap)
         monkeypatch.setattr(smt, "SYMMETRY", symmetry)
         capped = smt.analyze(program, timeout=30.0)
-    def race_key(finding):  # (which instance names the finding depends on which was found first)
-        return origins(finding), re.match(r"race on `([^`]*)`", finding.message).group(1)
+    def race_key(finding):  # (which instance, and which element of the buffer, names the
+        # finding depends on which was found first)
+        return origins(finding), re.match(r"race on `([^`\[]*)", finding.message).group(1)
 
     races = {race_key(f): f for f in whole if f.kind is FindingKind.RACE}
     undecided = {origins(f) for f in capped if f.kind is FindingKind.UNKNOWN and f.detail.get("reason") == "too large"}
