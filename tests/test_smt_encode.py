@@ -337,6 +337,20 @@ def test_past_the_candidate_cap_each_class_is_asked_and_the_rest_count_instances
         assert confirm(loaded, finding).ok
 
 
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=12), st.integers(0, 300))
+def test_classes_share_the_cap_evenly(sizes: list[int], cap: int) -> None:
+    from checker.smt.queries import _shares
+
+    shares = _shares(sizes, cap)
+    assert all(0 <= share <= size for share, size in zip(shares, sizes))
+    assert sum(shares) == min(cap, sum(sizes))
+    cut = [share for share, size in zip(shares, sizes) if share < size]
+    # The classes cut short got the even share (some one more), and every class whole was
+    # no larger than it.
+    assert not cut or (max(cut) - min(cut) <= 1
+                       and all(size <= max(cut) for share, size in zip(shares, sizes) if share == size))
+
+
 def test_a_class_past_the_cap_with_no_race_found_is_undecided() -> None:
     """`assemble`: the pairs of a class that were never asked about, and whose statements race
     in no instance found, are one SP301 on the class; a class that races counts them."""

@@ -142,18 +142,17 @@ def _shares(sizes: list[int], cap: int) -> list[int]:
     if sum(sizes) <= cap:
         return list(sizes)
     shares = [0] * len(sizes)
-    left, open_classes = cap, sorted(range(len(sizes)), key=lambda k: sizes[k])
-    while open_classes:
-        even = left // len(open_classes)
-        k = open_classes[0]
-        if sizes[k] <= even:
-            shares[k] = sizes[k]
-            left -= sizes[k]
-            open_classes.pop(0)
-            continue
-        for extra, k in enumerate(open_classes):  # each gets the even share, the first few one more
-            shares[k] = even + (extra < left - even * len(open_classes))
-        break
+    by_size = sorted(range(len(sizes)), key=lambda k: sizes[k])
+    left = cap
+    for done, k in enumerate(by_size):
+        open_classes = len(sizes) - done
+        even = left // open_classes
+        if sizes[k] > even:  # this one and every larger one take the even share (a few one more)
+            for extra, k in enumerate(by_size[done:]):
+                shares[k] = even + (extra < left - even * open_classes)
+            break
+        shares[k] = sizes[k]
+        left -= sizes[k]
     return shares
 
 
