@@ -179,6 +179,23 @@ class _Shortcut:
         return None if decided is None else tuple(decided)
 
 
+SHORTCUT_MAX_COPIES = 4
+"""Threads that are the same program from which the exhaustive search is not tried first:
+it does not use the symmetries, and the interleavings of that many copies are beyond its
+states (16 copies of a worker: 1-3 s spent, nothing decided)."""
+
+
+def _copies(orbits: Orbits) -> int:
+    """The most threads that symmetries join into one set of copies."""
+    joined: dict[int, set[int]] = {}
+    for symmetry in orbits.symmetries:
+        first, second = symmetry.threads[:2]
+        group = joined.setdefault(first, {first}) | joined.get(second, {second})
+        for thread in group:
+            joined[thread] = group
+    return max((len(group) for group in joined.values()), default=1)
+
+
 SYMMETRY = True
 """Race questions are asked once per orbit of the program's thread symmetries
 (`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
@@ -246,6 +263,8 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
         candidates, orbits, roots = _orbits(first, symmetry)
+        if orbits is not None and _copies(orbits) >= SHORTCUT_MAX_COPIES:
+            shortcut.call = None
         races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
             # No random run shows a race: the candidates are likely no races, which only Z3
