@@ -401,6 +401,18 @@ def test_past_the_cap_the_findings_stand_and_count_their_instances(copies, round
     assert key(others) == key([f for f in capped if f.kind not in (FindingKind.RACE, FindingKind.UNKNOWN)])
 
 
+@pytest.mark.parametrize("copies, tried", [(3, True), (4, False)])
+def test_the_exhaustive_search_is_not_tried_first_for_many_copies(monkeypatch, copies, tried):
+    # The search does not use the symmetries: past a few copies of one thread their
+    # interleavings are beyond it, and the solver goes first.
+    monkeypatch.setattr(smt, "SHORTCUT_FROM", 0)
+    called = []
+    findings = smt.analyze(program_of(workers(copies, 2)), timeout=30.0,
+                           shortcut=lambda seconds: called.append(seconds))
+    assert bool(called) == tried
+    assert any(f.kind is FindingKind.RACE for f in findings)
+
+
 def test_orbits_cut_at_their_limit_say_so(monkeypatch):
     program = program_of(workers(6, 3))
     monkeypatch.setattr(smt, "ORBIT_PAIRS", 20)
