@@ -13,6 +13,7 @@ leaves this package.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Callable, Sequence
 
 import z3
@@ -185,15 +186,12 @@ it does not use the symmetries, and the interleavings of that many copies are be
 states (16 copies of a worker: 1-3 s spent, nothing decided)."""
 
 
-def _copies(orbits: Orbits) -> int:
-    """The most threads that symmetries join into one set of copies."""
-    joined: dict[int, set[int]] = {}
-    for symmetry in orbits.symmetries:
-        first, second = symmetry.threads[:2]
-        group = joined.setdefault(first, {first}) | joined.get(second, {second})
-        for thread in group:
-            joined[thread] = group
-    return max((len(group) for group in joined.values()), default=1)
+def _copies(program: Program, roots: list[int]) -> int:
+    """The most threads that symmetries join into one set of copies: threads whose first
+    statements share an orbit (`symmetry.statement_orbits`; a symmetry maps statement k of a
+    thread to statement k of another)."""
+    return max(Counter(roots[thread.statements[0]] for thread in program.threads if thread.statements).values(),
+               default=1)
 
 
 SYMMETRY = True
@@ -263,7 +261,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         first = Analysis(program, budget, order, deadline)
         first.stats["setup"] += order_seconds
         candidates, orbits, roots = _orbits(first, symmetry)
-        if orbits is not None and _copies(orbits) >= SHORTCUT_MAX_COPIES:
+        if roots is not None and _copies(program, roots) >= SHORTCUT_MAX_COPIES:
             shortcut.call = None
         races = first.harvest_races(candidates, aim=False)
         if not first.parts.races:
@@ -358,5 +356,5 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             settle(counting, [], None, _counting_deadline(deadline, budget), bool(queries.EAGERNESS))
         parts = merged
     if orbits is not None:
-        spread(program, parts, orbits)
+        spread(program, parts, orbits, roots)
     return assemble(program, parts, budget.total)

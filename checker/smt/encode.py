@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, SyncKind
-from checker.smt.evaluate import Compiler, Fact, FactBook, function
+from checker.smt.evaluate import Compiler, Fact, FactBook, assignment, function
 from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
@@ -554,12 +554,8 @@ class Encoding:
 
     def assignment(self, order) -> tuple[list, list, list]:
         """The values an execution gives the encoding's variables, as an `evaluator`'s
-        function takes them: a step's time is its place in `order` (`horizon` if it is not
-        in it), the happened flags, and the binding integers those times make."""
-        position = {step: k for k, step in enumerate(order)}
-        times = [position.get(i, self.horizon) for i in range(self.horizon)]
-        happened = [i in position for i in range(self.horizon)]
-        return times, happened, plain_binding_values(self.plain_bindings(), times)
+        function takes them (`evaluate.assignment`)."""
+        return assignment(order, self.horizon, self.plain_bindings())
 
     # --- memory lifetime ------------------------------------------------------------------
 

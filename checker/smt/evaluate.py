@@ -47,15 +47,20 @@ def binding_values(bindings, times: list[int]) -> list[int]:
     return values
 
 
-def holds(facts, order: list[int], horizon: int, bindings) -> bool:
-    """Whether every compiled fact holds for the execution `order`: a step's time is its
-    place in `order` (`horizon` if it is not in it), and the binding integers are what
-    those times make them (`bindings` as `binding_values` takes them)."""
+def assignment(order, horizon: int, bindings) -> tuple[list, list, list]:
+    """The values the execution `order` gives a compiled fact's arguments: a step's time is
+    its place in `order` (`horizon` if it is not in it), the happened flags, and the binding
+    integers those times make (`bindings` as `binding_values` takes them)."""
     position = {step: k for k, step in enumerate(order)}
     times = [position.get(i, horizon) for i in range(horizon)]
     happened = [i in position for i in range(horizon)]
-    values = binding_values(bindings, times)
-    return all(fact(times, happened, values) for fact in facts)
+    return times, happened, binding_values(bindings, times)
+
+
+def holds(facts, order: list[int], horizon: int, bindings) -> bool:
+    """Whether every compiled fact holds for the execution `order` (`assignment`)."""
+    values = assignment(order, horizon, bindings)
+    return all(fact(*values) for fact in facts)
 
 
 class FactBook:

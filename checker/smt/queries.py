@@ -37,7 +37,7 @@ from checker.smt.relaxed import RelaxedSession, Window
 from checker.smt.rules import TooLarge
 from checker.smt.runs import Runner, covering_runs, thread_orders
 from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
-from checker.symmetry import Orbits, carries_classes, statement_orbits
+from checker.symmetry import Orbits, carries_classes
 from checker.symmetry import orbits as compute_orbits
 from checker.witness import Step, StepKind, Witness
 
@@ -156,11 +156,16 @@ def _shares(sizes: list[int], cap: int) -> list[int]:
     return shares
 
 
+def statement_class(statement: Statement) -> tuple:
+    """A statement's half of an `instance_class`: its source statement and accesses."""
+    return (statement.origin, statement.accesses)
+
+
 def instance_class(a: Statement, b: Statement) -> tuple:
     """The class of a pair of statements: their source statements and accesses (a loop's
     instances repeat it). A class whose race is found on each buffer of its accesses makes
     the same findings whatever its other instances' answers are (`counts_only`)."""
-    return (a.origin, b.origin, a.accesses, b.accesses)
+    return (statement_class(a), statement_class(b))
 
 
 @dataclass
@@ -238,7 +243,7 @@ def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
     seen: set[tuple] = set()
     for a, b in races:
         sa, sb = statements[a], statements[b]
-        shape = (sa.origin, sb.origin, sa.accesses, sb.accesses)  # loop instances mostly repeat it
+        shape = instance_class(sa, sb)  # loop instances mostly repeat it
         if shape in seen:
             continue
         seen.add(shape)
@@ -364,12 +369,13 @@ def solver_unknown(query: str, statements: tuple[int, ...], reason: str, about: 
                             statements, {"query": query, "reason": reason, "about": about})
 
 
-def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
+def spread(program: Program, parts: Parts, orbits: Orbits, roots: list[int]) -> None:
     """Carries each orbit representative's answer to the other pairs of its orbit
     (`checker.symmetry`): a race with its witness renamed by the symmetries that carry the
     representative to the pair (`Carried`; the executor replays it like any other), an undecided or
     unasked question as the same about the pair; no race stays no race. A program whose
-    orbits were cut (`Orbits.complete`) is reported as listing too many pairs."""
+    orbits were cut (`Orbits.complete`) is reported as listing too many pairs. `roots`: each
+    statement's orbit (`symmetry.statement_orbits`)."""
     statements = program.statements
     unknowns = {finding.statements: finding for finding in parts.race_unknowns}
     unasked = set(parts.races_not_asked)
@@ -391,10 +397,10 @@ def spread(program: Program, parts: Parts, orbits: Orbits) -> None:
     if not orbits.complete:
         parts.unlisted = True
     if parts.overflow:
-        _spread_overflow(program, parts, orbits)
+        _spread_overflow(program, parts, orbits, roots)
 
 
-def _spread_overflow(program: Program, parts: Parts, orbits: Orbits) -> None:
+def _spread_overflow(program: Program, parts: Parts, orbits: Orbits, roots: list[int]) -> None:
     """Carries the classes of pairs not asked about (`Parts.overflow`) to their images: a
     pair whose smaller statement is not its orbit's smallest was never listed. The count is
     exact when the symmetries map classes to classes and each class was listed whole or not
@@ -402,12 +408,10 @@ def _spread_overflow(program: Program, parts: Parts, orbits: Orbits) -> None:
     copies of a thread array share a statement's accesses); otherwise the images are
     reported unlisted instead (one SP301)."""
     statements = program.statements
-    shape = lambda s: (s.origin, s.accesses)  # noqa: E731 - `instance_class`'s half
-    smallest = statement_orbits(orbits.symmetries, len(statements))
     listed = {}  # a statement's half of a class -> whether its pairs were listed (`race_candidates`' `keep`)
-    in_part = any(listed.setdefault(shape(s), smallest[s.index] == s.index) != (smallest[s.index] == s.index)
+    in_part = any(listed.setdefault(statement_class(s), roots[s.index] == s.index) != (roots[s.index] == s.index)
                   for s in statements if s.accesses)
-    if in_part or not carries_classes(program, orbits.symmetries, shape):
+    if in_part or not carries_classes(program, orbits.symmetries, statement_class):
         parts.unlisted = True
         return
     # The symmetries map classes one to one: a class's image has as many pairs, of which the
@@ -616,7 +620,7 @@ class Analysis:
         def shape_of(s: Statement) -> int:
             known = shape[s.index]
             if known is None:
-                known = shape[s.index] = shapes.setdefault((s.origin, s.accesses), len(shapes))
+                known = shape[s.index] = shapes.setdefault(statement_class(s), len(shapes))
             return known
 
         def walk() -> bool:
