@@ -89,15 +89,10 @@ def _unknown(message: str, help: str = "", **about) -> Finding:
 def find(program: Program, options: Options,
          progress: ProgressCallback | None = None) -> tuple[tuple[Finding, ...], tuple[Diagnostic, ...]]:
     """All findings of a program (before expectations), and internal-error diagnostics."""
-    findings = list(collectives.mismatches(program))
-    interleaved = collectives.interleaved_comms(program)
-    if options.exhaustive or interleaved:
-        # Calls of an interleaved comm meet in the order they are enqueued, which only the
-        # executor follows; the solver and the fast path match calls by program order.
+    findings = list(collectives.mismatches(program))  # (those of comms whose calls meet by program order)
+    if options.exhaustive:
         _tell(progress, "exhaustive")
-        findings += _explore(program, options, "" if not interleaved else (
-            f"two threads enqueue calls of comm `{program.comms[min(interleaved)].name}` onto one stream, so "
-            "which calls meet depends on the interleaving, and only the exhaustive search follows that"))
+        findings += _explore(program, options)
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
         try:
@@ -147,8 +142,8 @@ def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
 # for loading Z3.
 
 
-def _explore(program: Program, options: Options, why: str = "") -> list[Finding]:
-    """Every interleaving, by the executor (`--exhaustive`, or `why` the solver cannot)."""
+def _explore(program: Program, options: Options) -> list[Finding]:
+    """Every interleaving, by the executor (`--exhaustive`)."""
     from checker.executor.explore import explore
     from checker.spec_text import size_text
 
@@ -161,11 +156,8 @@ def _explore(program: Program, options: Options, why: str = "") -> list[Finding]
                  "time": f"at the {options.budget:g} s budget ({result.states:,} states)"}[result.stopped]
         raise_limit = {"states": "raise --max-states", "time": "raise --budget",
                        "memory": "raise --max-memory"}[result.stopped]
-        if why:
-            help = f"{raise_limit}, or give each member stream's calls to one thread ({why})"
-        else:
-            help = f"{raise_limit}, or drop --exhaustive to use the solver"
-        findings.append(_unknown(f"exploration stopped {limit} before covering every interleaving", help))
+        findings.append(_unknown(f"exploration stopped {limit} before covering every interleaving",
+                                 f"{raise_limit}, or drop --exhaustive to use the solver"))
     return findings
 
 

@@ -22,11 +22,11 @@ BUFFER_SIZE = 4 * KIB
 
 
 @st.composite
-def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
+def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy: bool = False) -> str:
     """One valid spec, as text. Unless `shared_comms`, each comm member stream gets its calls
-    from one thread only: calls that two threads enqueue onto one stream meet in enqueue order,
-    which only the executor follows (the solver matches calls by program order, and `check`
-    sends such programs to the exhaustive search), so the solver's cross-checks leave them out."""
+    from one thread only; with it, two threads may enqueue calls onto one stream, which then
+    meet in enqueue order (an interleaved comm). `comm_heavy`: half the statements drawn are
+    comm calls, so that such groups form often."""
     two_devices = draw(st.booleans())
     devices = ["d0", "d1"] if two_devices else ["d0"]
     lines: list[str] = []
@@ -125,8 +125,25 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
             buffers = f"{device_access(loop_var)} <- {device_access(loop_var)}"
         return f"{member}: {kind} c{root} {buffers}{duration()}"
 
+    def call(kind: str, stream: str, loop_var: str | None) -> str:
+        """An allreduce, send or recv on a comm member this thread may call on."""
+        allowed = callable_members()
+        if not allowed:
+            return f"{stream}: kernel k{rw(loop_var)}{duration()}"
+        member = claim(draw(st.sampled_from(allowed)))
+        if kind == "allreduce" or len(comm_members) == 1:
+            return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
+        other = comm_members[1] if member == comm_members[0] else comm_members[0]
+        other = draw(st.sampled_from([other, other, other, member]))  # own stream: SP057, meets only in a group
+        if kind == "send":
+            return f"{member}: send c to {other} {device_access(loop_var)}{duration()}"
+        return f"{member}: recv c from {other} {device_access(loop_var)}{duration()}"
+
     def statement(loop_var: str | None) -> str:
         stream = draw(st.sampled_from(stream_names))
+        if comm_heavy and draw(st.booleans()):
+            kind = draw(st.sampled_from(["allreduce", "allreduce", "send", "recv", "collective"]))
+            return collective(loop_var) if kind == "collective" else call(kind, stream, loop_var)
         kind = draw(st.sampled_from([
             "kernel", "kernel", "copy", "callback", "record", "wait", "record_f", "wait_f",
             "reset", "notify", "await", "allreduce", "send", "recv", "alloc", "free",
@@ -173,17 +190,7 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False) -> str:
         if kind == "await":
             return f"{stream}: await n"
         if kind in ("allreduce", "send", "recv"):
-            allowed = callable_members()
-            if not allowed:
-                return f"{stream}: kernel k{rw(loop_var)}{duration()}"
-            member = claim(draw(st.sampled_from(allowed)))
-            if kind == "allreduce" or len(comm_members) == 1:
-                return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
-            other = comm_members[1] if member == comm_members[0] else comm_members[0]
-            other = draw(st.sampled_from([other, other, other, member]))  # own stream: SP057, meets only in a group
-            if kind == "send":
-                return f"{member}: send c to {other} {device_access(loop_var)}{duration()}"
-            return f"{member}: recv c from {other} {device_access(loop_var)}{duration()}"
+            return call(kind, stream, loop_var)
         if kind == "alloc":
             return f"{stream}: alloc {draw(st.sampled_from(whole_device))}"
         if kind == "free":

@@ -275,6 +275,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         taken = first.deadlock_question()
         if taken is not None and first.deadlock_from_runs():
             taken = None
+        first.mismatches()
         decided = shortcut(len(races) + len(lifetimes) + (taken is not None), "questions left",
                            len(first.parts.races))
         if decided is not None:

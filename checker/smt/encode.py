@@ -29,7 +29,7 @@ from checker.smt.evaluate import Compiler, Fact, FactBook, assignment, function
 from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
-from checker.smt.rules import Bind, Need, NeedIf, Never, Rules, SetState
+from checker.smt.rules import Bind, Meet, Need, NeedIf, Never, Rules, SetState
 from checker.witness import Step, StepKind, Witness
 
 SMALL_BINDING = 6
@@ -189,6 +189,7 @@ class Encoding:
             self._segments_of.setdefault(segment.memory, []).append(segment)
         self._items: dict[int, list] = {}
         self._numerals: dict[int, z3.ArithRef] = {}
+        self._positions: dict[int, tuple[int, list]] = {}
         self._own: dict[int, list[Conjunct]] = {}
         self._bound_key: dict[int, z3.ArithRef] = {}
         self._binding_facts: list[z3.BoolRef] = []
@@ -329,7 +330,65 @@ class Encoding:
                 parts.append(Conjunct(item.label, self.set_state(item, now)))
             elif isinstance(item, Never):
                 parts.append(Conjunct(item.label, False))
+            elif isinstance(item, Meet):
+                parts.append(Conjunct(item.label, self.meet(item, now)))
         return parts
+
+    def _plain_item(self, item, now):
+        """A `Need` or `NeedIf` as one formula."""
+        if isinstance(item, Need):
+            return self.before(item.step, now)
+        statements = self.program.statements
+        return _implies(self.enqueued_before(statements[item.u], statements[item.x]), self.before(item.step, now))
+
+    def meet(self, item: Meet, now):
+        """Rule 8 for a call of an interleaved comm: per meeting class, some call of it at the
+        same position whose items hold at `now`."""
+        statements = self.program.statements
+        call = statements[item.call]
+        return _and(*[_or(*[_and(self.same_position(call, statements[other]),
+                                 *[self._plain_item(i, now) for i in items])
+                            for other, items in candidates])
+                      for candidates in item.partners])
+
+    def position(self, call: Statement) -> tuple[int, list]:
+        """How many calls of its class (`Layout.class_of`) an enqueued call of an interleaved
+        comm was enqueued after: a number, and the open terms (0 or 1 each) to add to it."""
+        cached = self._positions.get(call.index)
+        if cached is None:
+            fixed, terms = 0, []
+            one, zero = self._numeral(1), self._numeral(0)
+            for other in self.layout.class_of[call.index]:
+                before = self.enqueued_before(self.program.statements[other], call)
+                if before is True:
+                    fixed += 1
+                elif before is not False:
+                    terms.append(z3.If(before, one, zero))
+            cached = self._positions[call.index] = (fixed, terms)
+        return cached
+
+    def same_position(self, call: Statement, other: Statement):
+        """Two enqueued calls of meeting classes are at the same position (so in one group)."""
+        a, a_terms = self.position(call)
+        b, b_terms = self.position(other)
+        if not a_terms and not b_terms:
+            return a == b
+        left = z3.Sum(*a_terms, self._numeral(a)) if a_terms else self._numeral(a)
+        right = z3.Sum(*b_terms, self._numeral(b)) if b_terms else self._numeral(b)
+        return left == right
+
+    def meet_at(self, call: Statement, other: Statement, k: int):
+        """Two calls of an interleaved comm meet at position `k`: both enqueued there, and
+        `call` has ended (so every member of the group started)."""
+        return _and(self.happened(self.completion(call)), self.happened(self.layout.issue(other)),
+                    self.at_position(call, k), self.at_position(other, k))
+
+    def at_position(self, call: Statement, k: int):
+        """An enqueued call of an interleaved comm is at position `k` of its class."""
+        fixed, terms = self.position(call)
+        if not terms:
+            return fixed == k
+        return z3.Sum(*terms, self._numeral(fixed)) == self._numeral(k)
 
     def enabled(self, step: int, now):
         return _and(*[c.formula for c in self.condition(step, now)])

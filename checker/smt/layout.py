@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from checker import collectives
 from checker.ir import Op, Program, Statement
 from checker.witness import Step, StepKind, holds_thread
 
@@ -55,8 +56,30 @@ class Layout:
                 self.steps.append(Step(kind, statement.index))
         self.group_members: dict[int, tuple[int, ...]] = {}
         """A collective member's `end` step -> the members of its group (each must start first)."""
+        self.class_of: dict[int, tuple[int, ...]] = {}
+        """A call of an interleaved comm (`collectives.interleaved_comms`) -> the calls of its
+        class (`collectives.call_class`) in statement order: its position among them, and so
+        its group, is how many of them were enqueued before it."""
+        self.meets: dict[int, tuple[tuple[int, ...] | None, ...]] = {}
+        """A call of an interleaved comm -> per other class whose call at its position meets
+        it, that class's calls (None: a class with no call in the program)."""
+        interleaved = collectives.interleaved_comms(program)
+        if interleaved:
+            classes: dict[tuple, list[int]] = {}
+            for s in statements:
+                key = collectives.call_class(s)
+                if key is not None and s.comm in interleaved:
+                    classes.setdefault(key, []).append(s.index)
+            for key, calls in classes.items():
+                others = tuple(tuple(classes[other]) if other in classes else None
+                               for other in collectives.meeting_classes(program, key) if other != key)
+                for index in calls:
+                    self.class_of[index] = tuple(calls)
+                    self.meets[index] = others
         never = []
         for group in program.groups:
+            if group.comm in interleaved:
+                continue  # met by enqueue order (`class_of`), not by the program-order groups
             for m in group.members:
                 end = self.step_id.get((StepKind.END, m))
                 if end is not None:

@@ -13,7 +13,8 @@ move and every guaranteed step has happened, its condition holds: then it has ha
   (its term in the `SetState` item has no clearer in between): the clearers that happened
   in such a state all came before s. This covers a flag that nothing resets, and an await
   whose notify is set after the await before it, as in every alternating hand-off;
-* a step the order proves impossible is never guaranteed.
+* a step the order proves impossible is never guaranteed, nor a call of an interleaved comm
+  (its group is formed by enqueue order, `Meet`).
 
 Uses: if every step is guaranteed, no execution deadlocks (the query is skipped); otherwise
 the guaranteed steps are asserted to have happened in the deadlock query's final state,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from checker.smt.encode import Encoding
 from checker.smt.order import MustOrder
-from checker.smt.rules import Bind, Need, NeedIf, Never, SetState
+from checker.smt.rules import Bind, Meet, Need, NeedIf, Never, SetState
 
 
 def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> frozenset[int]:
@@ -53,8 +54,8 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
                 required.update(layout.completion(statements[r]) for r, _ in item.candidates)
             elif isinstance(item, SetState):
                 groups.append({s for s, _, between in item.terms if not between})
-            elif isinstance(item, Never):
-                hopeless = True
+            elif isinstance(item, (Never, Meet)):
+                hopeless = True  # a group met by enqueue order: not proved here
         if hopeless or step in required or any(not g for g in groups):
             continue
         hopeful.add(step)
@@ -251,7 +252,7 @@ class _EarliestPending:
             elif isinstance(item, SetState):
                 if not any(not between and s in done for s, _, between in item.terms):
                     return False, leans
-            elif isinstance(item, Never):
+            elif isinstance(item, (Never, Meet)):
                 self._note(index, -1, None)
                 return False, leans
         return True, leans

@@ -25,9 +25,9 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
-from checker import messages
+from checker import collectives, messages
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Program, Statement, StreamMode
+from checker.ir import Op, Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
@@ -197,6 +197,10 @@ class Parts:
     overflow: dict = field(default_factory=dict)
     """`instance_class` -> (pairs, one of them, pairs of the class in all) of the race
     candidates past `MAX_RACE_CANDIDATES` that were not asked about (`race_candidates`)."""
+    mismatches: dict = field(default_factory=dict)
+    """Where calls of an interleaved comm met (`collectives.met_position`) -> the mismatch
+    (SP202) of calls that met there in some execution, an error rather than a warning where
+    executions differ; or the unknown about it."""
     stats: dict = field(default_factory=dict)
 
     def witness(self, pair: tuple[int, int]) -> Witness:
@@ -217,6 +221,17 @@ class Parts:
         self.races_not_asked += other.races_not_asked
         self.unlisted = self.unlisted or other.unlisted
         self.overflow.update(other.overflow)
+        for where, finding in other.mismatches.items():
+            keep_mismatch(self.mismatches, where, finding)
+
+
+def keep_mismatch(found: dict, where: tuple, finding: Finding) -> None:
+    """One mismatch per place calls met, as the exhaustive search keeps them: an error
+    (kinds or roots differ) over a warning (sizes), and either over an unknown."""
+    known = found.get(where)
+    if known is None or (known.kind is FindingKind.UNKNOWN and finding.kind is not FindingKind.UNKNOWN) or (
+            known.advisory and finding.kind is FindingKind.COLLECTIVE_MISMATCH and not finding.advisory):
+        found[where] = finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +352,7 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
             grouped[group] = (parts.dead[(index, kind)], 1)
     findings += [replace(finding, instances=count) for finding, count in grouped.values()]
     findings += parts.deadlock
+    findings += [parts.mismatches[where] for where in sorted(parts.mismatches)]
     if parts.unlisted:
         findings.append(messages.unknown(
             "some pairs of accesses that may run at the same time were neither asked about nor "
@@ -1137,7 +1153,9 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         classes = list(self._classes(pending).values())
         repaired: set[tuple[int, int]] = set()
-        if shorter and self._threads > 1:
+        if shorter and self._threads > 1 and not self.encoding.layout.class_of:
+            # (a shorter program of calls met by enqueue order would keep the whole one's
+            # program-order groups, `prefix.prefix`)
             self._settle_prefix(list(pending), pending)
             classes = [[pair for pair in members if pair in pending] for members in classes]
         self._probing = probe
@@ -1631,6 +1649,103 @@ class Analysis:
         finally:
             self.stats["deadlock"] += time.process_time() - began
 
+    # --- calls of an interleaved comm that disagree ------------------------------------------------
+
+    def meetings(self) -> list[tuple[tuple, tuple[tuple[int, ...], ...]]]:
+        """The sets of classes of an interleaved comm's calls whose k-th calls meet
+        (`Layout.meets`), each with where its groups meet (`collectives.met_position` without
+        the position); none where a class has no call (no group of it ever starts)."""
+        layout, statements = self.encoding.layout, self.program.statements
+        found: dict[tuple, tuple] = {}
+        for call in sorted(layout.class_of):
+            others = layout.meets[call]
+            if any(other is None for other in others):
+                continue
+            classes = tuple(sorted((layout.class_of[call], *others)))
+            if classes not in found:
+                s = statements[call]
+                if not s.operation.pairwise:
+                    found[classes] = ("call", s.comm)
+                else:
+                    found[classes] = ("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream))
+        return [(where, classes) for classes, where in found.items()]
+
+    def _read_mismatches(self, order: list[int], meetings: list) -> None:
+        """The mismatches of the groups that met in the execution `order`: the calls each
+        class enqueued at one position, once one of them has ended (as the exhaustive search
+        reads them, with the execution up to that end as the witness)."""
+        layout, program = self.encoding.layout, self.program
+        position = {step: k for k, step in enumerate(order)}
+        for where, classes in meetings:
+            enqueued = [sorted((c for c in calls if layout.issue(program.statements[c]) in position),
+                               key=lambda c: position[layout.issue(program.statements[c])]) for calls in classes]
+            for k in range(min(len(calls) for calls in enqueued)):
+                members = tuple(sorted(calls[k] for calls in enqueued))
+                ends = [position[step] for step in (layout.completion(program.statements[m]) for m in members)
+                        if step in position]
+                if not ends:
+                    continue
+                found = collectives.met_mismatch(program, members, k)
+                if found is not None:
+                    witness = self.encoding.witness(order[:min(ends) + 1])
+                    keep_mismatch(self.parts.mismatches, where + (k,), replace(found, witness=witness))
+
+    def mismatches(self) -> None:
+        """Whether calls that disagree can meet at each position of an interleaved comm
+        (SP202): read off the concrete runs, then asked of the solver for each position no
+        run settles, errors (kinds or roots differ) before warnings (only sizes differ)."""
+        meetings = self.meetings()
+        if not meetings:
+            return
+        began = time.process_time()
+        try:
+            for verdict, _ in self.runs():
+                self._read_mismatches(list(verdict.order), meetings)
+            encoding, statements = self.encoding, self.program.statements
+            for where, classes in meetings:
+                for k in range(min(len(calls) for calls in classes)):
+                    for advisory in (False, True):
+                        known = self.parts.mismatches.get(where + (k,))
+                        if known is not None and (not known.advisory or advisory):
+                            break
+                        pairs = self._disagreeing(classes, k, advisory)
+                        if not pairs:
+                            continue
+                        query = any_of([encoding.meet_at(statements[x], statements[y], k) for x, y in pairs])
+                        verdict = self.ask(query)
+                        if isinstance(verdict, Sat):
+                            self._read_mismatches(list(verdict.order), meetings)
+                        elif isinstance(verdict, Unknown):
+                            comm = self.program.comms[where[1]].name
+                            question = f"whether calls of comm `{comm}` that disagree meet at its position {k}"
+                            if verdict.reason == OUT_OF_TIME:
+                                self.parts.not_asked += 1
+                            else:
+                                keep_mismatch(self.parts.mismatches, where + (k,), solver_unknown(
+                                    question, tuple(sorted({i for pair in pairs for i in pair})), verdict.reason,
+                                    "collective mismatch"))
+                            break
+        finally:
+            self.stats["mismatches"] = self.stats.get("mismatches", 0.0) + time.process_time() - began
+
+    def _disagreeing(self, classes: tuple, k: int, advisory: bool) -> list[tuple[int, int]]:
+        """Pairs of calls of two of `classes` that can both be at position k and disagree:
+        as an error, or (`advisory`) as a warning only."""
+        rules, statements = self.encoding.rules, self.program.statements
+        at_k = []
+        for calls in classes:
+            ranges = [(c, rules.position_range(statements[c])) for c in calls]
+            at_k.append([c for c, (low, high) in ranges if low <= k <= high])
+        pairs = []
+        for i, first in enumerate(at_k):
+            for second in at_k[i + 1:]:
+                for x in first:
+                    for y in second:
+                        found = collectives.met_mismatch(self.program, tuple(sorted((x, y))), k)
+                        if found is not None and found.advisory == advisory:
+                            pairs.append((x, y))
+        return pairs
+
     def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
         """Every unfinished thread and task, with the parts of its next step's condition
         that fail in the deadlocked state."""
@@ -1675,4 +1790,5 @@ class Analysis:
         self.races()
         self.lifetimes()
         self.deadlock()
+        self.mismatches()
         return assemble(self.program, self.parts, self.budget.total)

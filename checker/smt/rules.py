@@ -74,7 +74,22 @@ class Never:
     label: str
 
 
-Item = Need | NeedIf | Bind | SetState | Never
+@dataclass(frozen=True, slots=True)
+class Meet:
+    """Rule 8 for a call of an interleaved comm, whose group is not known before it runs: the
+    calls of each meeting class enqueued at its position. For each such class, some call of it
+    is at `call`'s position (as many calls of its class enqueued before it) and its `items`
+    hold: at the call's start, that it can start by its own rules (or has started); at its end,
+    that it has started."""
+
+    label: str
+    call: int
+    partners: tuple[tuple[tuple[int, tuple], ...], ...]
+    """Per other meeting class: (a call that can be at `call`'s position, its items: `Need`
+    and `NeedIf` only), for each such call. An empty tuple: no call can be (`Never` instead)."""
+
+
+Item = Need | NeedIf | Bind | SetState | Never | Meet
 
 BIG = 1 << 62
 
@@ -261,6 +276,10 @@ class Rules:
             return items
         if kind is StepKind.START:
             items = self.task_items(s)
+            if s.index in layout.class_of:
+                if not s.spins:  # rule 8: every member can start, at the position it was enqueued at
+                    items += self.meet_items(s, lambda d: tuple(self.task_items(d)), "can start")
+                return items
             if s.group is not None and not s.spins:
                 # Rule 8: the members start together, once every one of them can.
                 for m in self.program.groups[s.group].members:
@@ -268,6 +287,10 @@ class Rules:
                         items += self.task_items(self.program.statements[m])
             return items
         if kind is StepKind.END:
+            if s.index in layout.class_of:
+                return [Need(f"{self.describe(s)} to start", layout.step(StepKind.START, s.index)),
+                        *self.meet_items(s, lambda d: (Need(f"{self.describe(d)} to start",
+                                                            layout.step(StepKind.START, d.index)),), "has started")]
             members = layout.group_members.get(step, (s.index,))
             return [Need(f"{self.describe(self.program.statements[m])} to start",
                          layout.step(StepKind.START, m)) for m in members]
@@ -295,6 +318,56 @@ class Rules:
             items += self._peers(x, self.legacy_peers[x.stream], layout.completion,
                                  "to complete (legacy default stream)")
         return items
+
+    # --- calls of an interleaved comm ------------------------------------------------------------
+
+    def position_range(self, call: Statement) -> tuple[int, int]:
+        """The positions a call of an interleaved comm can be enqueued at: the calls of its
+        class enqueued before it for sure, and those not surely enqueued after it."""
+        layout, oracle = self.layout, self.oracle
+        issue = layout.issue(call)
+        low = high = 0
+        for other in layout.class_of[call.index]:
+            if other == call.index:
+                continue
+            o = self.program.statements[other]
+            if o.thread == call.thread:
+                before = layout.position[other] < layout.position[call.index]
+                low += before
+                high += before
+                continue
+            o_issue = layout.issue(o)
+            if oracle.prec(o_issue, issue):
+                low += 1
+                high += 1
+            elif not oracle.prec(issue, o_issue):
+                high += 1
+        return low, high
+
+    def meet_items(self, call: Statement, items_of, what: str) -> list:
+        """`Meet` for a call of an interleaved comm: per meeting class, the calls whose
+        positions can equal the call's, each with `items_of(call)`. `Never` when some class
+        has none."""
+        statements = self.program.statements
+        comm = self.program.comms[call.comm].name
+        low, high = self.position_range(call)
+        partners = []
+        for calls in self.layout.meets[call.index]:
+            candidates = []
+            for other in calls or ():
+                d = statements[other]
+                d_low, d_high = self.position_range(d)
+                if d_low <= high and low <= d_high:
+                    candidates.append((other, items_of(d)))
+            if not candidates:
+                return [Never(f"a member of its {comm} group at its position, which no call can take")]
+            partners.append(tuple(candidates))
+        if not partners:
+            return []
+        if self.edges_only:
+            return []
+        self._grow(sum(len(c) for c in partners), self.layout.issue(call))
+        return [Meet(f"every member of its {comm} group {what}", call.index, tuple(partners))]
 
     def sync_items(self, sync: Statement, step: int) -> list:
         if sync.sync is SyncKind.EVENT:

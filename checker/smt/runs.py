@@ -29,7 +29,7 @@ from math import factorial
 from typing import NamedTuple, Sequence
 
 from checker.smt.encode import Encoding
-from checker.smt.rules import Bind, Need, NeedIf, SetState
+from checker.smt.rules import Bind, Meet, Need, NeedIf, SetState
 from checker.witness import StepKind
 
 RECHECK = -1
@@ -89,9 +89,12 @@ class Compiled(NamedTuple):
     states: tuple
     """The terms of each `SetState`."""
     setters: frozenset
-    """The setter steps of those terms: only they can make a failing set state hold."""
+    """The setter steps of those terms, and the issues of the calls of a `Meet`'s classes:
+    only they can make a failing set state or meeting hold."""
     items: tuple
     """Every item in its order (`Runner._plain`), for reading why a step waits."""
+    meets: tuple = ()
+    """The `Meet` items, as `Runner._plain` gives them."""
 
 
 class Runner:
@@ -125,8 +128,11 @@ class Runner:
                 tuple(item[1:] for item in plain if item[0] == "window"),
                 tuple(item[1:] for item in plain if item[0] == "bind"),
                 tuple(item[1] for item in plain if item[0] == "state"),
-                frozenset(term[0] for item in plain if item[0] == "state" for term in item[1]),
-                plain)
+                frozenset([*(term[0] for item in plain if item[0] == "state" for term in item[1]),
+                           *(issue for item in plain if item[0] == "meet"
+                             for issues, _ in item[3] for issue in issues)]),
+                plain,
+                tuple(item for item in plain if item[0] == "meet"))
         return compiled
 
     def _plain(self, item) -> tuple:
@@ -142,14 +148,49 @@ class Runner:
                                                  for r, _ in item.candidates))
         if isinstance(item, SetState):
             return ("state", item.terms)
+        if isinstance(item, Meet):
+            layout = self.layout
+            return ("meet", issue[item.call], tuple(issue[c] for c in layout.class_of[item.call]), tuple(
+                (tuple(issue[c] for c in layout.class_of[candidates[0][0]]),
+                 tuple((issue[d], tuple(self._plain(i) for i in items)) for d, items in candidates))
+                for candidates in item.partners))
         return ("never",)
+
+    @staticmethod
+    def _position(issue: int, issues: tuple, position: dict[int, int]) -> int:
+        """How many calls of a class (their `issues`) were enqueued before the call issued at
+        `issue`, in the prefix whose positions are given."""
+        at = position[issue]
+        return sum(1 for other in issues if position.get(other, at) < at)
+
+    def _meet_blocker(self, item: tuple, position: dict[int, int]) -> int | None:
+        """`blocker` of one `Meet` (its call enqueued): None when every meeting class has
+        enqueued a call at the call's position whose items hold; else a step to take first,
+        RECHECK while a class may still enqueue its call there, NEVER when none can."""
+        _, call, own, partners = item
+        k = self._position(call, own, position)
+        for issues, candidates in partners:
+            met = next((d for d, _ in candidates if d in position and self._position(d, issues, position) == k), None)
+            if met is None:
+                enqueued = sum(1 for other in issues if other in position)
+                return RECHECK if enqueued <= k < len(issues) else NEVER
+            for sub in next(items for d, items in candidates if d == met):
+                if sub[0] == "need":
+                    if sub[1] not in position:
+                        return sub[1]
+                else:  # a window
+                    _, need, u, x = sub
+                    at = position.get(u)
+                    if at is not None and need not in position and at < position.get(x, -1):
+                        return need
+        return None
 
     def blocker(self, step: int, position: dict[int, int]) -> int | None:
         """None when `step` may be taken next after the prefix whose positions are given;
         else a step that must be taken first (NEVER: no step helps), or RECHECK when only a
         set state fails (it can hold again later). Every requirement but a set state only
         ever waits for one step that has not happened, so a run skips `step` until then."""
-        never, needs, windows, bindings, states, _, _ = self._compiled(step)
+        never, needs, windows, bindings, states, _, _, meets = self._compiled(step)
         if never:
             return NEVER
         for need in needs:
@@ -166,6 +207,10 @@ class Runner:
         for terms in states:
             if not any(self._term(term, position) for term in terms):
                 return RECHECK
+        for meet in meets:
+            found = self._meet_blocker(meet, position)
+            if found is not None:
+                return found
         return None
 
     @staticmethod
@@ -239,6 +284,8 @@ class Runner:
                     yield None, None
                 else:
                     yield order[setter], (step, order[setter])
+            elif kind == "meet":
+                yield None, None  # its position counts every call of its class enqueued before it
 
     def _rebind(self, w: int, record: int, candidates: tuple, position: dict[int, int]) -> tuple[int, int] | None:
         """The choice that would have bound the wait issued at `w` to another record than the
@@ -295,6 +342,10 @@ class Runner:
                     for c, _ in clearers:
                         if position.get(c, -1) > at:
                             yield None, (step, c)
+            elif kind == "meet":
+                found = self._meet_blocker(item, position)
+                if found is not None:
+                    yield (found if found >= 0 else None), None
 
     @staticmethod
     def _term_at(term, position: dict[int, int], here: int) -> bool:
