@@ -308,3 +308,28 @@ def test_the_contracts_executions_are_some_of_the_spinning_ones(text):
         analysis = Analysis(program, Budget(timeout=60.0))
         analysis.run()
         assert analysis.racing == set(contract.race_pairs())
+
+
+def test_a_ddp_loop_past_the_exhaustive_search_is_decided_by_the_solver():
+    # Two ranks x {main, autograd hook} calling one comm on one stream: five iterations are past
+    # what the search covers within its limits (4: 495,579 states). The solver decides it: the
+    # race of each rank's kernel with its hook's allreduce, and a mismatch at every position
+    # (whether main's 1 MiB call or the hook's 4 MiB one is k-th differs between the ranks in
+    # some execution), each witness replayed; no deadlock (every group is proved to meet).
+    from checker.analyze import Options, find
+    from test_executor_reduction import DDP
+
+    loaded = load_text(DDP.replace("ITERATIONS", "5"))
+    findings, internal = find(loaded.program, Options(explore_first=0))
+    assert not internal  # every witness replayed
+    kinds = [f.kind for f in findings]
+    assert FindingKind.UNKNOWN not in kinds and FindingKind.DEADLOCK not in kinds
+    races = [f for f in findings if f.kind is FindingKind.RACE]
+    assert {f.buffer for f in races} == {"grad"}  # (the array; both ranks are instances)
+    found = [f for f in findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
+    assert sorted(int(f.message.split("position ")[1].split()[0]) for f in found) == list(range(10))
+    assert all(f.advisory and f.witness is not None for f in found)
+    # The report keeps one finding per pair of source lines: one race, one mismatch warning.
+    report = check_loaded(loaded, Options(explore_first=0))
+    assert sorted(f.kind.value for f in report.findings) == ["collective-mismatch", "race"]
+    assert not [d for d in report.diagnostics if d.code.value == "SP402"]

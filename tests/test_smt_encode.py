@@ -405,3 +405,32 @@ def test_solver_finds_an_execution_of_a_large_base_without_making_steps_happen()
     solver.set("rlimit", 60_000_000)
     solver.add(*encoding.base())
     assert solver.check() == z3.sat, solver.reason_unknown()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True, comm_heavy=True))
+def test_guaranteed_calls_met_by_enqueue_order_are_taken(text: str) -> None:
+    # The induction on positions (`progress._Meetings`) guarantees every call of a comm whose
+    # groups form by enqueue order: every run that cannot move has taken them.
+    _guaranteed_are_taken(text, runs=6)
+
+
+def test_groups_formed_by_enqueue_order_are_proved_to_meet_in_every_iteration() -> None:
+    # Two ranks, each with a main thread and a hook thread calling one comm on one stream: which
+    # calls meet depends on the interleaving, yet every group meets, by induction on the
+    # position, so the deadlock question is never asked (8 iterations: about 40 s before).
+    from test_executor_reduction import DDP
+
+    encoding = Encoding(load_text(DDP.replace("ITERATIONS", "8")).program)
+    assert guaranteed_steps(encoding) == frozenset(range(len(encoding.steps)))
+    # A rank with one call fewer leaves its peer's last call without a group: nothing of that
+    # comm is proved, and what is proved is taken by every run.
+    uneven = DDP.replace("ITERATIONS", "3").replace("thread hook[2] {\n  for it in 0..3",
+                                                    "thread hook[2] {\n  for it in 0..3 - hook")
+    loaded = load_text(uneven)
+    assert loaded.program is not None, loaded.diagnostics
+    encoding = Encoding(loaded.program)
+    taken = guaranteed_steps(encoding)
+    calls = [s for s in loaded.program.statements if s.comm is not None]
+    assert not any(encoding.first_step(s) in taken for s in calls)
+    _guaranteed_are_taken(uneven, runs=6)

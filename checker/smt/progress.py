@@ -93,12 +93,152 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
 
     settle(ready)
     pending = _EarliestPending(encoding, order, done)
+    meetings = _Meetings(encoding, order, done)
     while True:
-        woken = pending.wake(log)
+        woken = pending.wake(log) or meetings.prove()
         if not woken:
             break
         settle(woken)
     return frozenset(done)
+
+
+class _Meetings:
+    """Calls of an interleaved comm whose every group meets and ends, by induction on the
+    position (the calls of a class enqueued before a call: `Meet`).
+
+    For a set of classes whose k-th calls meet (`Layout.meets`), with the same number N of
+    calls each, every call's issue guaranteed: suppose a state in which nothing can move and
+    every guaranteed step has happened, and in which the groups at positions below k have
+    ended. Each class enqueued a call at position k. Each call c that can be there can start
+    by its own rules when every item of its start is met by
+
+    * a guaranteed step;
+    * a step of a call of the set whose position is below k in every execution (its group
+      ended), or of a call of c's own class enqueued before c (its position is below c's);
+    * a step of a task outside the set whose start's items are met in turn so (then that task,
+      which nothing else holds, has started and ended), where "enqueued before c" carries to
+      the tasks an item says were enqueued before a task enqueued before c.
+
+    Then every member of the group at k can start: the group starts and ends, as nothing can
+    move. So, by induction, every group of the set ends in such a state: the starts and ends
+    of all the set's calls are guaranteed."""
+
+    def __init__(self, encoding: Encoding, order: MustOrder, done: set[int]):
+        self.encoding = encoding
+        self.order = order
+        self.layout = layout = encoding.layout
+        self.statements = encoding.program.statements
+        self.done = done
+        self.waiting: list[tuple[tuple[int, ...], ...]] = []
+        """The sets of classes not proved yet."""
+        seen = set()
+        for call in sorted(layout.class_of):
+            others = layout.meets[call]
+            if any(other is None for other in others):
+                continue  # a class without calls: no group of the set ever starts
+            classes = tuple(sorted((layout.class_of[call], *others)))
+            if classes not in seen and len({len(calls) for calls in classes}) == 1:
+                seen.add(classes)
+                self.waiting.append(classes)
+        self._ranges: dict[int, tuple[int, int]] = {}
+
+    def prove(self) -> list[int]:
+        """The starts and ends of the calls of every set proved now (none: nothing new)."""
+        layout, statements = self.layout, self.statements
+        for classes in list(self.waiting):
+            calls = [c for calls in classes for c in calls]
+            if not all(layout.issue(statements[c]) in self.done for c in calls):
+                continue
+            if all(self._group_starts(classes, k) for k in range(len(classes[0]))):
+                self.waiting.remove(classes)
+                return [step for c in calls for step in (layout.first_step(statements[c]),
+                                                         layout.completion(statements[c]))
+                        if step not in self.done]
+        return []
+
+    def _range(self, call: int) -> tuple[int, int]:
+        found = self._ranges.get(call)
+        if found is None:
+            found = self._ranges[call] = self.encoding.rules.position_range(self.statements[call])
+        return found
+
+    def _group_starts(self, classes: tuple, k: int) -> bool:
+        """Whether every call that can be at position k can start by its own rules once the
+        groups below k have ended."""
+        for calls in classes:
+            for c in calls:
+                low, high = self._range(c)
+                if low <= k <= high and not self._starts(c, k, set(calls)):
+                    return False
+        return True
+
+    def _starts(self, call: int, k: int, own: set[int]) -> bool:
+        statements, layout = self.statements, self.layout
+        c = statements[call]
+        c_issue = layout.issue(c)
+        memo: dict[tuple[int, bool], bool] = {}
+
+        def before_c(task: int) -> bool:
+            t = statements[task]
+            if t.thread == c.thread:
+                return layout.position[task] < layout.position[call]
+            return self.order.prec(layout.issue(t), c_issue)
+
+        def reached(step: int, before: bool) -> bool:
+            """Whether `step` has happened in such a state; `before`: its statement was
+            enqueued before c."""
+            if step in self.done:
+                return True
+            task = layout.steps[step].statement
+            t = statements[task]
+            if not t.is_task:
+                return False
+            if task in layout.class_of:
+                if self._range(task)[1] < k:
+                    return True
+                return task in own and (before or before_c(task))
+            if t.group is not None:
+                return False
+            before = before or before_c(task)
+            key = (task, before)
+            if key not in memo:
+                memo[key] = False  # a cycle proves nothing
+                memo[key] = meets(task, before)
+            return memo[key]
+
+        def meets(task: int, before: bool) -> bool:
+            """Whether every item of the first step of `task` (c, or a task that nothing but
+            its items holds; `before`: it was enqueued before c) is met."""
+            for item in self.encoding.items(layout.first_step(statements[task])):
+                if isinstance(item, Need):
+                    if not reached(item.step, before and self._surely_before(item.step, task)):
+                        return False
+                elif isinstance(item, NeedIf):
+                    if not reached(item.step, before):  # (the item binds only if u came before x)
+                        return False
+                elif isinstance(item, Bind):
+                    if not all(reached(layout.completion(statements[r]), False) for r, _ in item.candidates):
+                        return False
+                elif isinstance(item, SetState):
+                    if not any(not between and setter in self.done for setter, _, between in item.terms):
+                        return False
+                elif isinstance(item, Meet):
+                    if item.call != call:
+                        return False
+                else:
+                    return False
+            return True
+
+        return meets(call, True)
+
+    def _surely_before(self, step: int, task: int) -> bool:
+        """Whether the statement of `step` is enqueued before `task` in every execution
+        (program order, or the must order)."""
+        statements, layout = self.statements, self.layout
+        s, t = statements[layout.steps[step].statement], statements[task]
+        if s.thread == t.thread:
+            return layout.position[s.index] < layout.position[task]
+        return self.order.prec(layout.issue(s), layout.issue(t))
 
 
 class _EarliestPending:
