@@ -472,7 +472,7 @@ class Analysis:
         self.parts.stats = self.stats = {
             "steps": len(self.encoding.steps), "rounds": self.order.rounds, "candidates": 0,
             "sat": 0, "unsat": 0, "unknowns": 0, "runs": 0, "run_answers": 0,
-            "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0,
+            "setup": time.process_time() - began, "races": 0.0, "lifetimes": 0.0, "deadlock": 0.0, "mismatches": 0.0,
             "slowest": 0.0, "relaxed_rounds": 0, "relaxed_added": 0, "deadlock_how": "not asked"}
         self._runs: list[tuple[Sat, bool]] | None = None
         self._rare: set[int] = set()
@@ -1726,7 +1726,7 @@ class Analysis:
                                     "collective mismatch"))
                             break
         finally:
-            self.stats["mismatches"] = self.stats.get("mismatches", 0.0) + time.process_time() - began
+            self.stats["mismatches"] += time.process_time() - began
 
     def _disagreeing(self, classes: tuple, k: int, advisory: bool) -> list[tuple[int, int]]:
         """Pairs of calls of two of `classes` that can both be at position k and disagree:

@@ -163,11 +163,38 @@ class Runner:
         at = position[issue]
         return sum(1 for other in issues if position.get(other, at) < at)
 
+    def _met(self, item: tuple, position: dict[int, int]):
+        """What a `Meet` that held relied on, as `relied` yields it: the calls of each class
+        enqueued before the call and before its partner (a subsequence keeps their positions
+        only with all of them), each partner's issue, and what its items relied on."""
+        _, call, own, partners = item
+        at = position[call]
+        yield from ((issue, None) for issue in own if position.get(issue, at) < at)
+        k = self._position(call, own, position)
+        for issues, candidates in partners:
+            met = next(((d, items) for d, items in candidates
+                        if d in position and self._position(d, issues, position) == k), None)
+            if met is None:
+                yield None, None
+                continue
+            d, items = met
+            yield d, None
+            yield from ((issue, None) for issue in issues if position.get(issue, position[d]) < position[d])
+            for sub in items:
+                if sub[0] == "need":
+                    yield sub[1], None
+                else:
+                    _, need, u, x = sub
+                    if u in position and position[u] < position.get(x, -1):
+                        yield need, (x, u)
+
     def _meet_blocker(self, item: tuple, position: dict[int, int]) -> int | None:
         """`blocker` of one `Meet` (its call enqueued): None when every meeting class has
         enqueued a call at the call's position whose items hold; else a step to take first,
         RECHECK while a class may still enqueue its call there, NEVER when none can."""
         _, call, own, partners = item
+        if call not in position:
+            return call
         k = self._position(call, own, position)
         for issues, candidates in partners:
             met = next((d for d, _ in candidates if d in position and self._position(d, issues, position) == k), None)
@@ -285,7 +312,7 @@ class Runner:
                 else:
                     yield order[setter], (step, order[setter])
             elif kind == "meet":
-                yield None, None  # its position counts every call of its class enqueued before it
+                yield from self._met(item, position)
 
     def _rebind(self, w: int, record: int, candidates: tuple, position: dict[int, int]) -> tuple[int, int] | None:
         """The choice that would have bound the wait issued at `w` to another record than the

@@ -7,7 +7,7 @@ send theirs back). Nothing reads them during an analysis; they never change a re
 from __future__ import annotations
 
 FIELDS = ("steps", "rounds", "candidates", "sat", "unsat", "unknowns", "runs", "run_answers",
-          "setup", "races", "lifetimes", "deadlock", "slowest", "symmetric")
+          "setup", "races", "lifetimes", "deadlock", "mismatches", "slowest", "symmetric")
 
 _current: dict = {}
 
