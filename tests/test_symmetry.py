@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import checker.smt as smt
+from checker.collectives import interleaved_comms
 from checker.executor.replay import confirm
 from checker.findings import FindingKind
 from checker.frontend import load_text
@@ -150,7 +151,8 @@ def both(program, monkeypatch) -> tuple[tuple, tuple]:
        data=st.data())
 def test_findings_with_symmetries_are_the_findings_without(copies, extra, per_device, data):
     body = data.draw(st.lists(statements(collective=per_device), min_size=2, max_size=6))
-    partner = data.draw(st.lists(statements(), max_size=3)) if data.draw(st.booleans()) else []
+    # (a partner's allreduces share its copy's comm stream: calls met by enqueue order)
+    partner = data.draw(st.lists(statements(collective=per_device), max_size=3)) if data.draw(st.booleans()) else []
     program = program_of(threads(body, copies, extra, per_device, partner))
     found = symmetries(program)
     assert len(found) >= copies - 1, "every copy (with its partner) is joined to the first"
@@ -566,7 +568,7 @@ def test_racing_pairs_with_symmetries_are_the_exhaustive_searchs(copies, per_dev
     from checker.executor.explore import explore
 
     body = data.draw(st.lists(statements(collective=per_device), min_size=1, max_size=4))
-    partner = data.draw(st.lists(statements(), max_size=2)) if data.draw(st.booleans()) else []
+    partner = data.draw(st.lists(statements(collective=per_device), max_size=2)) if data.draw(st.booleans()) else []
     program = program_of(threads(body, copies, [], per_device, partner))
     search = explore(program, max_states=100_000)
     if not search.complete:
@@ -579,3 +581,32 @@ def test_racing_pairs_with_symmetries_are_the_exhaustive_searchs(copies, per_dev
         findings = smt.analyze(program, timeout=30.0)
     if racing and not any(f.kind is FindingKind.UNKNOWN for f in findings):
         assert racing[0] == set(search.race_pairs())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(copies=st.integers(2, 3), data=st.data())
+def test_ranks_whose_threads_share_a_comm_stream_keep_their_findings(copies, data):
+    """Each rank's two threads both call its comm stream, so calls meet by enqueue order
+    (`Meet`): a symmetry swaps whole ranks, classes of calls with them. The findings with
+    symmetries are those without, and the racing pairs and deadlock those of the search."""
+    from checker.executor.explore import explore
+
+    def with_a_call(drawn: list[str]) -> list[str]:
+        at = data.draw(st.integers(0, len(drawn)))
+        return drawn[:at] + [f"s[{{k}}]: allreduce world x[{data.draw(st.sampled_from(['{k}', str(SHARED)]))}] 1ms"] + drawn[at:]
+
+    body = with_a_call(data.draw(st.lists(statements(collective=True), min_size=1, max_size=4)))
+    partner = with_a_call(data.draw(st.lists(statements(collective=True), max_size=2)))
+    program = program_of(threads(body, copies, [], True, partner))
+    assert interleaved_comms(program)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    for finding in with_symmetry:
+        if finding.kind is not FindingKind.UNKNOWN:
+            confirmation = confirm(program, finding)
+            assert confirmation.ok, (finding.message, confirmation.reason)
+    search = explore(program, max_states=100_000)
+    if search.complete and not any(f.kind is FindingKind.UNKNOWN for f in with_symmetry):
+        assert any(f.kind is FindingKind.DEADLOCK for f in with_symmetry) == bool(search.deadlocks)
+        assert sum(f.kind is FindingKind.COLLECTIVE_MISMATCH for f in with_symmetry) == len(search.mismatches)
