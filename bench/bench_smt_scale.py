@@ -3,7 +3,7 @@
 Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
                                        [--end-to-end]
        python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
-       python bench/bench_smt_scale.py --scaling     (four loops at 1 to 1,000 iterations)
+       python bench/bench_smt_scale.py --scaling     (five loops at 1 to 1,000 iterations)
 
 Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
 
@@ -18,7 +18,9 @@ Targets (each printed with its measurement and the ratio measured / target; belo
 Not a target of the issue, a class it names: `workers16x10`, 16 copies of one worker thread
 x 10 iterations (1,280 statements) whose tallies race, where the SMT engine asks one
 race question per orbit of the thread symmetries (`--no-symmetry` asks every one, to compare,
-also end to end), against 30 s.
+also end to end), against 30 s. Likewise `ddp8`: two ranks, each a main thread and an
+autograd hook thread calling one comm on one stream, 8 iterations, whose groups form by
+enqueue order, against 30 s.
 
 Not targets, the frontier around them: `rand3x50`, the same random specs at 3 x 50
 statements, and `rand2x150`, the same 300 statements in two threads, both measured against
@@ -55,10 +57,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench_smt import declarations, make_spec, random_statement  # noqa: E402
 from checker.findings import FindingKind  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
+from test_executor_reduction import DDP  # noqa: E402  (two ranks x {main, hook}: an interleaved comm)
 
 
 def training_loop(iterations: int = 10, loaders: int = 2, comm_thread: bool = True,
@@ -307,6 +311,13 @@ def freeing_workers(workers: int = 16, rounds: int = 5, bug: bool = True) -> str
     return "\n".join(lines + ["    h2d: free batch[worker]", "  }", "}"]) + "\n"
 
 
+def ddp_loop(iterations: int = 8) -> str:
+    """Two ranks, each a main thread and an autograd hook thread calling one comm on one
+    stream (`DDP` of tests/test_executor_reduction.py): which calls meet depends on the
+    interleaving, decided by the solver's groups formed by enqueue order."""
+    return DDP.replace("ITERATIONS", str(iterations))
+
+
 def train10k() -> str:
     """Two threads (one loader, a trainer that also reduces): 770 steps of 13 statements."""
     return training_loop(770, loaders=1, comm_thread=False)
@@ -329,6 +340,7 @@ CASES = {
        for seed in range(3)},
     "workers16x10": (identical_workers, "workers", 30.0),
     "freeing16x5": (freeing_workers, "workers", 30.0),
+    "ddp8": (ddp_loop, "ddp", 30.0),
 }
 
 
@@ -337,6 +349,7 @@ SCALING = {
     "ranks": (ranks_loop, 10, (1, 10, 100, 1000)),
     "freeing": (freeing_loop, 10, (1, 10, 100, 300)),
     "handshake": (handshake_loop, 10, (1, 10, 60, 100)),
+    "ddp": (ddp_loop, 1, (1, 4, 8, 20)),
 }
 """The loops `--scaling` measures: name -> (spec of n iterations, the iterations whose cost
 per iteration is "one iteration", the iterations measured). Only the training loop's single
@@ -427,7 +440,7 @@ def main() -> None:
                         help="ask every race question, also where threads are the same program "
                              "(`checker.smt.SYMMETRY` off; `check --no-symmetry` end to end), to compare")
     parser.add_argument("--scaling", action="store_true",
-                        help="measure four loops (training, ranks, freeing, handshake; --only picks some) at growing "
+                        help="measure five loops (training, ranks, freeing, handshake, ddp; --only picks some) at growing "
                              "iterations and stop")
     args = parser.parse_args()
     if args.emit:
