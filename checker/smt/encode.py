@@ -189,14 +189,15 @@ class Encoding:
             self._segments_of.setdefault(segment.memory, []).append(segment)
         self._items: dict[int, list] = {}
         self._numerals: dict[int, z3.ArithRef] = {}
-        self._positions: dict[int, tuple[int, list]] = {}
+        self._positions: dict[int, object] = {}
         self._own: dict[int, list[Conjunct]] = {}
         self._bound_key: dict[int, z3.ArithRef] = {}
         self._binding_facts: list[z3.BoolRef] = []
         self._bindings: list[tuple] = []
         """Per wait bound in linear size: (bind, bind_time, its issue step, ((candidate issue
         step, whether it is enqueued before the wait: True, False, or None when the order of
-        the two issue steps decides it), ...))."""
+        the two issue steps decides it), ...)); per call whose position is open (`position`):
+        (pos, None, its issue step, the other calls of its class in the same form)."""
         self._based = False
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
@@ -351,31 +352,40 @@ class Encoding:
                             for other, items in candidates])
                       for candidates in item.partners])
 
-    def position(self, call: Statement) -> tuple[int, list]:
+    def position(self, call: Statement):
         """How many calls of its class (`Layout.class_of`) an enqueued call of an interleaved
-        comm was enqueued after: a number, and the open terms (0 or 1 each) to add to it."""
+        comm was enqueued after: a number where program order and the must order fix it, else
+        an integer `pos_c` defined with the binding integers (the sum of the open orders, as
+        0 or 1 each), so that every formula that compares positions reads one variable."""
         cached = self._positions.get(call.index)
         if cached is None:
-            fixed, terms = 0, []
+            fixed, terms, others = 0, [], []
             one, zero = self._numeral(1), self._numeral(0)
             for other in self.layout.class_of[call.index]:
-                before = self.enqueued_before(self.program.statements[other], call)
+                o = self.program.statements[other]
+                before = self.enqueued_before(o, call)
+                if other != call.index:
+                    others.append((self.layout.issue(o), _static(before)))
                 if before is True:
                     fixed += 1
                 elif before is not False:
                     terms.append(z3.If(before, one, zero))
-            cached = self._positions[call.index] = (fixed, terms)
+            if not terms:
+                cached = fixed
+            else:
+                assert not self._based, "a position variable created after the base was taken"
+                cached = z3.Int(f"pos_{call.index}")
+                self._bindings.append((cached, None, self.layout.issue(call), tuple(others)))
+                self._binding_facts.append(cached == z3.Sum(*terms, self._numeral(fixed)))
+            self._positions[call.index] = cached
         return cached
 
     def same_position(self, call: Statement, other: Statement):
         """Two enqueued calls of meeting classes are at the same position (so in one group)."""
-        a, a_terms = self.position(call)
-        b, b_terms = self.position(other)
-        if not a_terms and not b_terms:
+        a, b = self.position(call), self.position(other)
+        if isinstance(a, int) and isinstance(b, int):
             return a == b
-        left = z3.Sum(*a_terms, self._numeral(a)) if a_terms else self._numeral(a)
-        right = z3.Sum(*b_terms, self._numeral(b)) if b_terms else self._numeral(b)
-        return left == right
+        return (self._numeral(a) if isinstance(a, int) else a) == (self._numeral(b) if isinstance(b, int) else b)
 
     def meet_at(self, call: Statement, other: Statement, k: int):
         """Two calls of an interleaved comm meet at position `k`: both enqueued there, and
@@ -385,10 +395,8 @@ class Encoding:
 
     def at_position(self, call: Statement, k: int):
         """An enqueued call of an interleaved comm is at position `k` of its class."""
-        fixed, terms = self.position(call)
-        if not terms:
-            return fixed == k
-        return z3.Sum(*terms, self._numeral(fixed)) == self._numeral(k)
+        position = self.position(call)
+        return position == k if isinstance(position, int) else self._is(position, k)
 
     def enabled(self, step: int, now):
         return _and(*[c.formula for c in self.condition(step, now)])
@@ -471,14 +479,21 @@ class Encoding:
         return _mk_binary(z3.Z3_mk_ge, variable, self._numeral(value))
 
     def binding_values(self, times: list[int]) -> list[tuple]:
-        """(variable, integer) for every binding integer of `_latest_by_key`, given every
-        step's time: what the definition makes them (`evaluate.binding_values`)."""
-        variables = [v for bound, bound_time, _, _ in self._bindings for v in (bound, bound_time)]
-        return list(zip(variables, plain_binding_values(self.plain_bindings(), times)))
+        """(variable, integer) for every binding integer of `_latest_by_key` and every
+        position variable, given every step's time: what the definitions make them
+        (`evaluate.binding_values`)."""
+        return list(zip(self._binding_variables(), plain_binding_values(self.plain_bindings(), times)))
+
+    def _binding_variables(self) -> list:
+        """The binding integers in the order `evaluate.binding_values` gives their values: a
+        wait's two, a position's one (its second is None)."""
+        return [v for bound, bound_time, _, _ in self._bindings
+                for v in ((bound,) if bound_time is None else (bound, bound_time))]
 
     def plain_bindings(self) -> tuple:
-        """The linear snapshot bindings as `evaluate.binding_values` takes them."""
-        return tuple((own, candidates) for _, _, own, candidates in self._bindings)
+        """The linear snapshot bindings and positions as `evaluate.binding_values` takes them."""
+        return tuple((own, candidates) if bound_time is not None else (own, candidates, "position")
+                     for _, bound_time, own, candidates in self._bindings)
 
     # --- base assertions ------------------------------------------------------------------
 
@@ -499,6 +514,8 @@ class Encoding:
         horizon = self.horizon
         impossible = self.order.impossible
         self.all_items()
+        for index in self.layout.class_of:  # (defined with the base, also where no rule reads it)
+            self.position(self.program.statements[index])
         facts = []
         for i, t in enumerate(self.time):
             # Not `t < horizon`: Z3 keeps that as "not t >= H" and tries undecided atoms
@@ -598,8 +615,7 @@ class Encoding:
         if self._compiler is None:
             slots = [(t, "T", i) for i, t in enumerate(self.time)]
             slots += [(h, "H", i) for i, h in enumerate(self.hap)]
-            for k, (bound, bound_time, _, _) in enumerate(self._bindings):
-                slots += [(bound, "B", 2 * k), (bound_time, "B", 2 * k + 1)]
+            slots += [(variable, "B", k) for k, variable in enumerate(self._binding_variables())]
             self._compiler = Compiler(slots, self.time[0].ctx)
         return self._compiler
 

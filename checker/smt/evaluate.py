@@ -37,12 +37,18 @@ def binding_values(bindings, times: list[int]) -> list[int]:
     every step's time: per wait, the issue step of the latest candidate record issued before
     it, in (time, step id) order, and that record's time (none: -1 and 0). `bindings`: per
     wait, (its issue step, ((candidate issue step, whether it is issued before the wait:
-    True, False, or None when their times decide it), ...))."""
+    True, False, or None when their times decide it), ...)). Then, per call of an
+    interleaved comm (`Encoding.position`), (its issue step, the other calls of its class in
+    the same form, "position"): how many of them are issued before it."""
     values = []
-    for own, candidates in bindings:
-        chosen = max(((times[issue], issue) for issue, before in candidates
-                      if (before if before is not None else (times[issue], issue) < (times[own], own))),
-                     default=(0, -1))
+    for entry in bindings:
+        own, candidates = entry[0], entry[1]
+        earlier = [(times[issue], issue) for issue, before in candidates
+                   if (before if before is not None else (times[issue], issue) < (times[own], own))]
+        if len(entry) > 2:
+            values.append(len(earlier))
+            continue
+        chosen = max(earlier, default=(0, -1))
         values += [chosen[1], chosen[0]]
     return values
 

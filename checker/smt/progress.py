@@ -140,7 +140,6 @@ class _Meetings:
             if classes not in seen and len({len(calls) for calls in classes}) == 1:
                 seen.add(classes)
                 self.waiting.append(classes)
-        self._ranges: dict[int, tuple[int, int]] = {}
 
     def prove(self) -> list[int]:
         """The starts and ends of the calls of every set proved now (none: nothing new)."""
@@ -157,10 +156,7 @@ class _Meetings:
         return []
 
     def _range(self, call: int) -> tuple[int, int]:
-        found = self._ranges.get(call)
-        if found is None:
-            found = self._ranges[call] = self.encoding.rules.position_range(self.statements[call])
-        return found
+        return self.encoding.rules.position_range(self.statements[call])
 
     def _group_starts(self, classes: tuple, k: int) -> bool:
         """Whether every call that can be at position k can start by its own rules once the

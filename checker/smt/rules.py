@@ -179,6 +179,7 @@ class Rules:
                 issues.append(layout.index_on(layout.issue(r), layout.thread_chain[r.thread]))
             self.records_by_thread[event] = per
         self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
+        self._ranges: dict[int, tuple[int, int]] = {}
         self.open = 0
         """Open choices listed so far (`MAX_OPEN`)."""
 
@@ -323,7 +324,16 @@ class Rules:
 
     def position_range(self, call: Statement) -> tuple[int, int]:
         """The positions a call of an interleaved comm can be enqueued at: the calls of its
-        class enqueued before it for sure, and those not surely enqueued after it."""
+        class enqueued before it for sure, and those not surely enqueued after it (kept once
+        the order is final: not while `edges_only` rounds still strengthen it)."""
+        found = self._ranges.get(call.index)
+        if found is None:
+            found = self._position_range(call)
+            if not self.edges_only:
+                self._ranges[call.index] = found
+        return found
+
+    def _position_range(self, call: Statement) -> tuple[int, int]:
         layout, oracle = self.layout, self.oracle
         issue = layout.issue(call)
         low = high = 0
@@ -350,11 +360,15 @@ class Rules:
         has none."""
         statements = self.program.statements
         comm = self.program.comms[call.comm].name
+        if any(calls is None for calls in self.layout.meets[call.index]):
+            return [Never(f"a member of its {comm} group, from a member stream with no call of it")]
+        if self.edges_only:
+            return []  # (no edge; the positions are read once the order is final)
         low, high = self.position_range(call)
         partners = []
         for calls in self.layout.meets[call.index]:
             candidates = []
-            for other in calls or ():
+            for other in calls:
                 d = statements[other]
                 d_low, d_high = self.position_range(d)
                 if d_low <= high and low <= d_high:
@@ -363,8 +377,6 @@ class Rules:
                 return [Never(f"a member of its {comm} group at its position, which no call can take")]
             partners.append(tuple(candidates))
         if not partners:
-            return []
-        if self.edges_only:
             return []
         self._grow(sum(len(c) for c in partners), self.layout.issue(call))
         return [Meet(f"every member of its {comm} group {what}", call.index, tuple(partners))]
