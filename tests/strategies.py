@@ -70,6 +70,8 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
     shared_device = not two_devices and draw(st.integers(0, 3)) == 0
     comm_members = stream_names[:2] if two_devices or shared_device else stream_names[:1]
     lines.append(f"comm c = {{ {', '.join(comm_members)} }}")
+    if comm_heavy:  # a second comm on the same streams: groups of two comms may cross
+        lines.append(f"comm g = {{ {', '.join(comm_members)} }}")
 
     # `a` is drawn most often, so that accesses conflict and orderings matter.
     device_memory = ["a", "a", "a", "b", "arr[0]", "arr[1]", "head", "a[1KiB:3KiB]",
@@ -131,6 +133,8 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
         if not allowed:
             return f"{stream}: kernel k{rw(loop_var)}{duration()}"
         member = claim(draw(st.sampled_from(allowed)))
+        if comm_heavy and kind == "allreduce" and draw(st.booleans()):
+            return f"{member}: allreduce g {device_access(loop_var)}{duration()}"
         if kind == "allreduce" or len(comm_members) == 1:
             return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
         other = comm_members[1] if member == comm_members[0] else comm_members[0]

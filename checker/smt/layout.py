@@ -76,6 +76,14 @@ class Layout:
                 for index in calls:
                     self.class_of[index] = tuple(calls)
                     self.meets[index] = others
+        self.meeting_sets: list[tuple[tuple[int, ...], ...]] = []
+        """The sets of classes of an interleaved comm whose k-th calls meet, each sorted, in
+        the order of their first call; none where a class has no call (no group of it starts)."""
+        for index in sorted(self.class_of):
+            if all(other is not None for other in self.meets[index]):
+                found = tuple(sorted((self.class_of[index], *self.meets[index])))
+                if found not in self.meeting_sets:
+                    self.meeting_sets.append(found)
         never = []
         for group in program.groups:
             if group.comm in interleaved:

@@ -129,17 +129,8 @@ class _Meetings:
         self.layout = layout = encoding.layout
         self.statements = encoding.program.statements
         self.done = done
-        self.waiting: list[tuple[tuple[int, ...], ...]] = []
-        """The sets of classes not proved yet."""
-        seen = set()
-        for call in sorted(layout.class_of):
-            others = layout.meets[call]
-            if any(other is None for other in others):
-                continue  # a class without calls: no group of the set ever starts
-            classes = tuple(sorted((layout.class_of[call], *others)))
-            if classes not in seen and len({len(calls) for calls in classes}) == 1:
-                seen.add(classes)
-                self.waiting.append(classes)
+        self.waiting = [classes for classes in layout.meeting_sets if len({len(calls) for calls in classes}) == 1]
+        """The sets of classes not proved yet (each class with as many calls as the others)."""
 
     def prove(self) -> list[int]:
         """The starts and ends of the calls of every set proved now (none: nothing new)."""
@@ -161,14 +152,17 @@ class _Meetings:
     def _group_starts(self, classes: tuple, k: int) -> bool:
         """Whether every call that can be at position k can start by its own rules once the
         groups below k have ended."""
+        members = {c for calls in classes for c in calls}
         for calls in classes:
             for c in calls:
                 low, high = self._range(c)
-                if low <= k <= high and not self._starts(c, k, set(calls)):
+                if low <= k <= high and not self._starts(c, k, set(calls), members):
                     return False
         return True
 
-    def _starts(self, call: int, k: int, own: set[int]) -> bool:
+    def _starts(self, call: int, k: int, own: set[int], members: set[int]) -> bool:
+        """Whether the call can start by its own rules once the groups of its set (`members`)
+        below position k have ended (`own`: the calls of its class)."""
         statements, layout = self.statements, self.layout
         c = statements[call]
         c_issue = layout.issue(c)
@@ -189,8 +183,8 @@ class _Meetings:
             t = statements[task]
             if not t.is_task:
                 return False
-            if task in layout.class_of:
-                if self._range(task)[1] < k:
+            if task in layout.class_of:  # (a call of another set, or of another comm: not proved here)
+                if task in members and self._range(task)[1] < k:
                     return True
                 return task in own and (before or before_c(task))
             if t.group is not None:
@@ -205,7 +199,10 @@ class _Meetings:
         def meets(task: int, before: bool) -> bool:
             """Whether every item of the first step of `task` (c, or a task that nothing but
             its items holds; `before`: it was enqueued before c) is met."""
-            for item in self.encoding.items(layout.first_step(statements[task])):
+            first = layout.first_step(statements[task])
+            if first in self.order.impossible:
+                return False
+            for item in self.encoding.items(first):
                 if isinstance(item, Need):
                     if not reached(item.step, before and self._surely_before(item.step, task)):
                         return False

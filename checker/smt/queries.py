@@ -1651,24 +1651,18 @@ class Analysis:
 
     # --- calls of an interleaved comm that disagree ------------------------------------------------
 
-    def meetings(self) -> list[tuple[tuple, tuple[tuple[int, ...], ...]]]:
-        """The sets of classes of an interleaved comm's calls whose k-th calls meet
-        (`Layout.meets`), each with where its groups meet (`collectives.met_position` without
-        the position); none where a class has no call (no group of it ever starts)."""
-        layout, statements = self.encoding.layout, self.program.statements
-        found: dict[tuple, tuple] = {}
-        for call in sorted(layout.class_of):
-            others = layout.meets[call]
-            if any(other is None for other in others):
-                continue
-            classes = tuple(sorted((layout.class_of[call], *others)))
-            if classes not in found:
-                s = statements[call]
-                if not s.operation.pairwise:
-                    found[classes] = ("call", s.comm)
-                else:
-                    found[classes] = ("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream))
-        return [(where, classes) for classes, where in found.items()]
+    def _meetings(self) -> list[tuple[tuple, tuple[tuple[int, ...], ...]]]:
+        """Each set of classes whose k-th calls meet (`Layout.meeting_sets`), with where its
+        groups meet (`collectives.met_position` without the position)."""
+        statements = self.program.statements
+        found = []
+        for classes in self.encoding.layout.meeting_sets:
+            s = statements[classes[0][0]]
+            if not s.operation.pairwise:
+                found.append((("call", s.comm), classes))
+            else:
+                found.append((("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream)), classes))
+        return found
 
     def _read_mismatches(self, order: list[int], meetings: list) -> None:
         """The mismatches of the groups that met in the execution `order`: the calls each
@@ -1694,7 +1688,7 @@ class Analysis:
         """Whether calls that disagree can meet at each position of an interleaved comm
         (SP202): read off the concrete runs, then asked of the solver for each position no
         run settles, errors (kinds or roots differ) before warnings (only sizes differ)."""
-        meetings = self.meetings()
+        meetings = self._meetings()
         if not meetings:
             return
         began = time.process_time()
