@@ -193,3 +193,20 @@ def test_linear_snapshot_binding_agrees_with_explorer(text: str) -> None:
     finally:
         encode.SMALL_BINDING = saved
     assert not problems, "\n".join(problems) + "\n" + text
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True, comm_heavy=True))
+def test_partner_rules_read_through_their_latest_step_agree_with_explorer(text: str) -> None:
+    """Large groups read a partner's own rules through the latest step they require
+    (`Encoding.ready`) instead of spelling them out; force that on small specs so the explorer
+    can check it."""
+    from checker.smt import encode
+
+    saved = encode.SMALL_READY
+    encode.SMALL_READY = 0
+    try:
+        problems = compare(text)
+    finally:
+        encode.SMALL_READY = saved
+    assert not problems, "\n".join(problems) + "\n" + text

@@ -42,6 +42,11 @@ memory superlinear in a function's size: a loop whose 150 waits each have 150 ca
 records has 22,650 definitions, and compiling them as one function peaked at 528 MB (300
 iterations: 2.5 GB)."""
 
+SMALL_READY = 4
+"""Up to this many items, a group partner's own rules are spelled out where a call reads
+them; beyond it, they are read through the latest step they require (`Encoding.ready`),
+written once per partner instead of once per call that meets it."""
+
 HORIZON = -1
 """`now` for a condition asked at the end of an execution prefix (deadlock)."""
 
@@ -190,6 +195,8 @@ class Encoding:
         self._items: dict[int, list] = {}
         self._numerals: dict[int, z3.ArithRef] = {}
         self._positions: dict[int, object] = {}
+        self._ready: dict[int, tuple] = {}
+        """id of a partner's items -> (the items, its two `ready` integers)."""
         self._own: dict[int, list[Conjunct]] = {}
         self._bound_key: dict[int, z3.ArithRef] = {}
         self._binding_facts: list[z3.BoolRef] = []
@@ -197,7 +204,9 @@ class Encoding:
         """Per wait bound in linear size: (bind, bind_time, its issue step, ((candidate issue
         step, whether it is enqueued before the wait: True, False, or None when the order of
         the two issue steps decides it), ...)); per call whose position is open (`position`):
-        (pos, None, its issue step, the other calls of its class in the same form)."""
+        (pos, None, its issue step, the other calls of its class in the same form); per group
+        partner read through the latest step its rules require (`ready`): (ready, ready_time,
+        None, ((step, True or (a, b)), ...))."""
         self._based = False
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
@@ -347,10 +356,60 @@ class Encoding:
         same position whose items hold at `now`."""
         statements = self.program.statements
         call = statements[item.call]
-        return _and(*[_or(*[_and(self.same_position(call, statements[other]),
-                                 *[self._plain_item(i, now) for i in items])
+        return _and(*[_or(*[_and(self.same_position(call, statements[other]), self._items_hold(other, items, now))
                             for other, items in candidates])
                       for candidates in item.partners])
+
+    def _items_hold(self, call: int, items: tuple, now):
+        """A partner's `Need` and `NeedIf` items hold at `now`: spelled out when they are few;
+        else through the latest step they require (`ready`), so that the partner's rules,
+        read by every call of its group's other classes, are written once."""
+        if len(items) <= SMALL_READY:
+            return _and(*[self._plain_item(i, now) for i in items])
+        latest, latest_time = self.ready(call, items)
+        if now == HORIZON:
+            return _mk_binary(z3.Z3_mk_le, latest_time, self._numeral(self.horizon - 1))
+        at = self.time[now]
+        return _or(_mk_binary(z3.Z3_mk_lt, latest_time, at),
+                   _and(_mk_binary(z3.Z3_mk_eq, latest_time, at), _not(self._at_least(latest, now))))
+
+    def ready(self, call: int, items: tuple) -> tuple:
+        """Two integers, defined with the binding integers: the latest step (in (time, step
+        id) order) that the items require, and its time. Each `Need` requires its step, each
+        `NeedIf` its step when u was enqueued before x; the items hold at `now` exactly when
+        that latest step comes before `now` (the latest is never -1: a task's items need its
+        issue)."""
+        found = self._ready.get(id(items))
+        if found is not None and found[0] is items:  # (`Rules.meet_items` gives each partner one tuple)
+            return found[1]
+        assert not self._based, "a readiness variable created after the base was taken"
+        statements, layout = self.program.statements, self.layout
+        name = f"{call}_{len(self._ready)}"
+        latest, latest_time = z3.Int(f"ready_{name}"), z3.Int(f"ready_time_{name}")
+        entries, conditions = [], []
+        for item in items:
+            if isinstance(item, Need):
+                entries.append((item.step, True))
+                conditions.append(True)
+            else:
+                u, x = statements[item.u], statements[item.x]
+                when = self.enqueued_before(u, x)
+                if when is False:
+                    continue
+                entries.append((item.step, True if when is True else (layout.issue(u), layout.issue(x))))
+                conditions.append(when)
+        is_, ge = self._is, self._at_least
+        facts = [_mk_or([is_(latest, -1), *[is_(latest, step) for step, _ in entries]])]
+        for (step, _), when in zip(entries, conditions):
+            at = self.time[step]
+            facts.append(_implies(is_(latest, step), _and(when, _mk_binary(z3.Z3_mk_eq, latest_time, at))))
+            facts.append(_implies(when, _and(ge(latest, 0), _or(
+                _mk_binary(z3.Z3_mk_lt, at, latest_time),
+                _and(_mk_binary(z3.Z3_mk_eq, at, latest_time), ge(latest, step))))))
+        self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
+        self._bindings.append((latest, latest_time, None, tuple(entries)))
+        self._ready[id(items)] = (items, (latest, latest_time))
+        return latest, latest_time
 
     def position(self, call: Statement):
         """How many calls of its class (`Layout.class_of`) an enqueued call of an interleaved
@@ -492,7 +551,8 @@ class Encoding:
 
     def plain_bindings(self) -> tuple:
         """The linear snapshot bindings and positions as `evaluate.binding_values` takes them."""
-        return tuple((own, candidates) if bound_time is not None else (own, candidates, "position")
+        return tuple((own, candidates) if bound_time is not None and own is not None else
+                     (own, candidates, "position") if bound_time is None else (own, candidates, "latest")
                      for _, bound_time, own, candidates in self._bindings)
 
     # --- base assertions ------------------------------------------------------------------

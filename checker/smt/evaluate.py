@@ -39,10 +39,21 @@ def binding_values(bindings, times: list[int]) -> list[int]:
     wait, (its issue step, ((candidate issue step, whether it is issued before the wait:
     True, False, or None when their times decide it), ...)). Then, per call of an
     interleaved comm (`Encoding.position`), (its issue step, the other calls of its class in
-    the same form, "position"): how many of them are issued before it."""
+    the same form, "position"): how many of them are issued before it. Then, per call whose
+    own rules a group's other members read (`Encoding.ready`), (None, ((required step,
+    True or (a, b): required when step a precedes step b), ...), "latest"): the latest
+    required step and its time."""
     values = []
     for entry in bindings:
         own, candidates = entry[0], entry[1]
+        if len(entry) > 2 and entry[2] == "latest":
+            # (None, ((step, condition), ...), "latest"): the latest step, in (time, step id)
+            # order, whose condition holds (True, or (a, b): step a before step b).
+            chosen = max(((times[step], step) for step, when in candidates
+                          if when is True or (times[when[0]], when[0]) < (times[when[1]], when[1])),
+                         default=(0, -1))
+            values += [chosen[1], chosen[0]]
+            continue
         earlier = [(times[issue], issue) for issue, before in candidates
                    if (before if before is not None else (times[issue], issue) < (times[own], own))]
         if len(entry) > 2:

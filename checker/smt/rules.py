@@ -180,6 +180,7 @@ class Rules:
             self.records_by_thread[event] = per
         self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
+        self._partner_items: dict[tuple[str, int], tuple] = {}
         self.open = 0
         """Open choices listed so far (`MAX_OPEN`)."""
 
@@ -372,7 +373,10 @@ class Rules:
                 d = statements[other]
                 d_low, d_high = self.position_range(d)
                 if d_low <= high and low <= d_high:
-                    candidates.append((other, items_of(d)))
+                    key = (what, other)
+                    if key not in self._partner_items:  # (the same for every call that meets it)
+                        self._partner_items[key] = items_of(d)
+                    candidates.append((other, self._partner_items[key]))
             if not candidates:
                 return [Never(f"a member of its {comm} group at its position, which no call can take")]
             partners.append(tuple(candidates))

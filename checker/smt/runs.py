@@ -111,6 +111,7 @@ class Runner:
             if s.is_task:
                 self.starts_task[layout.issue(s)] = layout.first_step(s)
         self._compiled_items: dict[int, Compiled] = {}
+        self._partners: dict[int, tuple] = {}
         self._setters: frozenset[int] | None = None
         self.end_of_start = {}
         for s in self.program.statements:
@@ -152,9 +153,17 @@ class Runner:
             layout = self.layout
             return ("meet", issue[item.call], tuple(issue[c] for c in layout.class_of[item.call]), tuple(
                 (tuple(issue[c] for c in layout.class_of[candidates[0][0]]),
-                 tuple((issue[d], tuple(self._plain(i) for i in items)) for d, items in candidates))
+                 tuple((issue[d], self._plain_items(items)) for d, items in candidates))
                 for candidates in item.partners))
         return ("never",)
+
+    def _plain_items(self, items: tuple) -> tuple:
+        """A group partner's items in plain form, made once for every call that meets it
+        (`Rules.meet_items` hands each call the same tuple)."""
+        found = self._partners.get(id(items))
+        if found is None or found[0] is not items:
+            found = self._partners[id(items)] = (items, tuple(self._plain(i) for i in items))
+        return found[1]
 
     @staticmethod
     def _position(issue: int, issues: tuple, position: dict[int, int]) -> int:
