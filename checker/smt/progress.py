@@ -139,24 +139,24 @@ class _Meetings:
             calls = [c for calls in classes for c in calls]
             if not all(layout.issue(statements[c]) in self.done for c in calls):
                 continue
-            if all(self._group_starts(classes, k) for k in range(len(classes[0]))):
+            if self._groups_start(classes):
                 self.waiting.remove(classes)
                 return [step for c in calls for step in (layout.first_step(statements[c]),
                                                          layout.completion(statements[c]))
                         if step not in self.done]
         return []
 
-    def _range(self, call: int) -> tuple[int, int]:
-        return self.encoding.rules.position_range(self.statements[call])
-
-    def _group_starts(self, classes: tuple, k: int) -> bool:
-        """Whether every call that can be at position k can start by its own rules once the
-        groups below k have ended."""
+    def _groups_start(self, classes: tuple) -> bool:
+        """Whether, at every position k, every call that can be there can start by its own
+        rules once the groups below k have ended. A call that can start at its lowest
+        possible position can at every later one (more groups have ended), so each call is
+        read once, at its lowest."""
         members = {c for calls in classes for c in calls}
         for calls in classes:
+            own = set(calls)
             for c in calls:
-                low, high = self._range(c)
-                if low <= k <= high and not self._starts(c, k, set(calls), members):
+                low, _ = self.encoding.rules.position_range(self.statements[c])
+                if not self._starts(c, low, own, members):
                     return False
         return True
 
@@ -184,7 +184,7 @@ class _Meetings:
             if not t.is_task:
                 return False
             if task in layout.class_of:  # (a call of another set, or of another comm: not proved here)
-                if task in members and self._range(task)[1] < k:
+                if task in members and self.encoding.rules.position_range(t)[1] < k:
                     return True
                 return task in own and (before or before_c(task))
             if t.group is not None:

@@ -172,6 +172,12 @@ class Runner:
         at = position[issue]
         return sum(1 for other in issues if position.get(other, at) < at)
 
+    @staticmethod
+    def _kth(issues: tuple, k: int, position: dict[int, int]) -> int | None:
+        """The issue of the call a class enqueued k-th in the prefix (None: fewer so far)."""
+        enqueued = sorted((position[issue], issue) for issue in issues if issue in position)
+        return enqueued[k][1] if k < len(enqueued) else None
+
     def _met(self, item: tuple, position: dict[int, int]):
         """What a `Meet` that held relied on, as `relied` yields it: the calls of each class
         enqueued before the call and before its partner (a subsequence keeps their positions
@@ -181,12 +187,11 @@ class Runner:
         yield from ((issue, None) for issue in own if position.get(issue, at) < at)
         k = self._position(call, own, position)
         for issues, candidates in partners:
-            met = next(((d, items) for d, items in candidates
-                        if d in position and self._position(d, issues, position) == k), None)
-            if met is None:
+            d = self._kth(issues, k, position)
+            items = next((items for other, items in candidates if other == d), None)
+            if items is None:
                 yield None, None
                 continue
-            d, items = met
             yield d, None
             yield from ((issue, None) for issue in issues if position.get(issue, position[d]) < position[d])
             for sub in items:
@@ -206,11 +211,12 @@ class Runner:
             return call
         k = self._position(call, own, position)
         for issues, candidates in partners:
-            met = next((d for d, _ in candidates if d in position and self._position(d, issues, position) == k), None)
-            if met is None:
+            d = self._kth(issues, k, position)
+            items = next((items for other, items in candidates if other == d), None) if d is not None else None
+            if items is None:
                 enqueued = sum(1 for other in issues if other in position)
                 return RECHECK if enqueued <= k < len(issues) else NEVER
-            for sub in next(items for d, items in candidates if d == met):
+            for sub in items:
                 if sub[0] == "need":
                     if sub[1] not in position:
                         return sub[1]
