@@ -349,7 +349,7 @@ SCALING = {
     "ranks": (ranks_loop, 10, (1, 10, 100, 1000)),
     "freeing": (freeing_loop, 10, (1, 10, 100, 300)),
     "handshake": (handshake_loop, 10, (1, 10, 60, 100)),
-    "ddp": (ddp_loop, 1, (1, 4, 8, 20)),
+    "ddp": (ddp_loop, 1, (1, 8, 20, 50)),
 }
 """The loops `--scaling` measures: name -> (spec of n iterations, the iterations whose cost
 per iteration is "one iteration", the iterations measured). Only the training loop's single
