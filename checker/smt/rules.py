@@ -357,8 +357,8 @@ class Rules:
 
     def meet_items(self, call: Statement, items_of, what: str) -> list:
         """`Meet` for a call of an interleaved comm: per meeting class, the calls whose
-        positions can equal the call's, each with `items_of(call)`. `Never` when some class
-        has none."""
+        positions can equal the call's, each with its items (`items_of`, made once per call
+        and `what`). `Never` when some class has none, or no call at all."""
         statements = self.program.statements
         comm = self.program.comms[call.comm].name
         if any(calls is None for calls in self.layout.meets[call.index]):
