@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from checker.findings import Finding, FindingKind
-from checker.ir import GroupKind, Op, Program, Statement
+from checker.ir import Group, GroupKind, Op, Program, Statement
 
 
 def _size(statement: Statement) -> int:
@@ -32,6 +32,39 @@ def _label(program: Program, s: Statement) -> str:
         return f"{s.op.value} {direction} `{program.streams[s.peer].name}` of {_size(s)} bytes"
     root = f" rooted at `{program.streams[s.root].name}`" if s.root is not None else ""
     return f"{s.op.value} of {_size(s)} bytes{root}"
+
+
+def program_order_groups(statements, comms) -> tuple[tuple[Group, ...], dict[int, int]]:
+    """The groups of calls matched by position in program order (`Program.groups`): the k-th
+    collective call (of any kind) of each member stream of a comm, and the k-th send A->B
+    with the k-th recv on B from A; and each member's group index. (Calls of an interleaved
+    comm get them too, and meet by enqueue order instead: `interleaved_comms`.)"""
+    groups: list[Group] = []
+    calls: dict[tuple[int, int], list[int]] = {}
+    pairs: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}  # (comm, from, to)
+    for s in statements:
+        if s.comm is None:
+            continue
+        if s.op is Op.SEND:
+            pairs.setdefault((s.comm, s.stream, s.peer), ([], []))[0].append(s.index)
+        elif s.op is Op.RECV:
+            pairs.setdefault((s.comm, s.peer, s.stream), ([], []))[1].append(s.index)
+        else:
+            calls.setdefault((s.comm, s.stream), []).append(s.index)
+    for comm in comms:
+        per_stream = [calls.get((comm.index, m), []) for m in comm.members]
+        rounds = max((len(v) for v in per_stream), default=0)
+        for k in range(rounds):
+            members = tuple(v[k] for v in per_stream if k < len(v))
+            groups.append(Group(len(groups), GroupKind.COLLECTIVE, comm.index, k, members,
+                                len(members) == len(comm.members)))
+        rank = {m: i for i, m in enumerate(comm.members)}
+        for key in sorted((key for key in pairs if key[0] == comm.index), key=lambda k: (rank[k[1]], rank[k[2]])):
+            sends, recvs = pairs[key]
+            for k in range(max(len(sends), len(recvs))):
+                members = tuple(x[k] for x in (sends, recvs) if k < len(x))
+                groups.append(Group(len(groups), GroupKind.SENDRECV, comm.index, k, members, len(members) == 2))
+    return tuple(groups), {m: g.index for g in groups for m in g.members}
 
 
 def unit_holders(program: Program, members) -> tuple[int, ...]:

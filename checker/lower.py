@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from fractions import Fraction
 
 from checker import ast
+from checker.collectives import program_order_groups
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error, warning
 from checker.ir import (
     OPERATIONS, Access, Comm, CopyKind, Device, Engine, Event, Expectation, ExpectKind, Group,
-    GroupKind, Memory, Notify, Op, Program, Runtime, Span, Statement, Stream, StreamMode, SyncKind,
+    Memory, Notify, Op, Program, Runtime, Span, Statement, Stream, StreamMode, SyncKind,
     Thread,
 )
 from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_words, did_you_mean
@@ -1888,40 +1889,12 @@ class _Lowerer:
         return Expectation(kind, decl.span, buffer, limit, decl.limit.exact if decl.limit else None)
 
     def groups(self) -> tuple[Group, ...]:
-        """Match collectives by position: the k-th collective call (of any kind) of each member
-        stream of a comm, and the k-th send A->B with the k-th recv on B from A."""
-        groups: list[Group] = []
-        statements = self.statements
-        calls: dict[tuple[int, int], list[int]] = {}
-        pairs: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}  # (comm, from, to)
-        for s in statements:
-            if s.comm is None:
-                continue
-            if s.op is Op.SEND:
-                pairs.setdefault((s.comm, s.stream, s.peer), ([], []))[0].append(s.index)
-            elif s.op is Op.RECV:
-                pairs.setdefault((s.comm, s.peer, s.stream), ([], []))[1].append(s.index)
-            else:
-                calls.setdefault((s.comm, s.stream), []).append(s.index)
-        for comm in self.comms:
-            per_stream = [calls.get((comm.index, m), []) for m in comm.members]
-            rounds = max((len(v) for v in per_stream), default=0)
-            for k in range(rounds):
-                members = tuple(v[k] for v in per_stream if k < len(v))
-                groups.append(Group(len(groups), GroupKind.COLLECTIVE, comm.index, k, members,
-                                    len(members) == len(comm.members)))
-            rank = {m: i for i, m in enumerate(comm.members)}
-            for key in sorted((key for key in pairs if key[0] == comm.index), key=lambda k: (rank[k[1]], rank[k[2]])):
-                sends, recvs = pairs[key]
-                for k in range(max(len(sends), len(recvs))):
-                    members = tuple(x[k] for x in (sends, recvs) if k < len(x))
-                    groups.append(Group(len(groups), GroupKind.SENDRECV, comm.index, k, members, len(members) == 2))
-        if not groups:
-            return ()
-        for g in groups:
-            for m in g.members:
-                self.statements[m] = replace(self.statements[m], group=g.index)
-        return tuple(groups)
+        """Match collectives by position (`collectives.program_order_groups`), and tell each
+        member its group."""
+        groups, group_of = program_order_groups(self.statements, self.comms)
+        for index, group in group_of.items():
+            self.statements[index] = replace(self.statements[index], group=group)
+        return groups
 
     def usage_warnings(self, program: Program) -> None:
         used_streams = {s.stream for s in program.statements if s.stream is not None}

@@ -22,6 +22,7 @@ from checker.smt.queries import Analysis
 from checker.smt.rules import MAX_OPEN, TooLarge
 from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Session, Sat, Unknown, Unsat
+from checker.witness import StepKind
 from strategies import specs
 from test_smt import replays
 
@@ -94,6 +95,49 @@ def test_an_execution_of_a_shorter_program_starts_one_of_the_whole(text: str, da
     verdict = Session(whole, Budget(timeout=60.0)).admits(full)
     assert verdict is not None, (text, cuts)
     replays(program, verdict.witness)
+
+
+def test_a_comm_cut_to_one_thread_per_stream_meets_by_what_is_kept() -> None:
+    # t0 and t1 both call on s0, so the whole program's calls meet by enqueue order. Cut t0
+    # off and t1's call is the first on s0: it meets t2's first call on s1 (the whole
+    # program's program-order groups would pair it with t2's second, behind a first that
+    # never meets, and the shorter program would hang where the whole one runs).
+    program = load_text("""\
+device d0 { compute 1 comm 1 }
+device d1 { compute 1 comm 1 }
+buffer a 1KiB on d0
+buffer b 1KiB on d1
+stream s0 on d0
+stream s1 on d1
+comm world = { s0, s1 }
+thread t0 { s0: allreduce world a 1ms }
+thread t1 { s0: allreduce world a 1ms }
+thread t2 {
+  s1: allreduce world b 1ms
+  s1: allreduce world b 1ms
+}
+""").program
+    shorter = prefix(program, (0, 1, 2))
+    first = [g for g in shorter.program.groups if 0 in g.members]
+    assert [(g.members, g.complete) for g in first] == [((0, 1), True)]
+    encoding = Encoding(shorter.program)
+    order, stuck = Runner(encoding).run(0, 0.05)
+    assert stuck  # t2's second call has no partner in the shorter program
+    whole = Encoding(program)
+    full = shorter.whole_order(order, encoding, whole)
+    verdict = Session(whole, Budget(timeout=60.0)).admits(full)
+    assert verdict is not None
+    assert whole.layout.step(StepKind.END, 1) in full  # t1's call met t2's first and ended
+    replays(program, verdict.witness)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=14, shared_comms=True, comm_heavy=True), st.data())
+def test_a_shorter_program_of_calls_met_by_enqueue_order_starts_one_of_the_whole(text: str, data) -> None:
+    """The same, with comm calls that threads share streams for: the shorter program's groups
+    are matched again among the calls kept (a comm that two threads called on one stream may
+    be one thread's alone once cut, and then meets by program order)."""
+    test_an_execution_of_a_shorter_program_starts_one_of_the_whole.hypothesis.inner_test(text, data)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, replace
 
+from checker.collectives import program_order_groups
 from checker.ir import OPERATIONS, Op, Program, StreamMode
 from checker.smt.encode import Encoding
 from checker.witness import StepKind
@@ -164,14 +165,17 @@ def prefix(program: Program, cuts: tuple[int, ...], keep: frozenset[int] = froze
     left_out = frozenset(i for i in within if i in clear and i not in keep)
     kept = sorted(i for i in within if i not in left_out)
     renumber = {old: new for new, old in enumerate(kept)}
-    statements = tuple(replace(program.statements[old], index=new) for new, old in enumerate(kept))
+    statements = [replace(program.statements[old], index=new, group=None) for new, old in enumerate(kept)]
     threads = tuple(replace(thread, statements=tuple(renumber[s] for s in thread.statements if s in renumber))
                     for thread in program.threads)
-    groups = []
-    for group in program.groups:
-        members = tuple(renumber[m] for m in group.members if m in renumber)
-        groups.append(replace(group, members=members, complete=group.complete and len(members) == len(group.members)))
-    shorter = replace(program, statements=statements, threads=threads, groups=tuple(groups))
+    # The groups matched again among the calls kept: each thread keeps a prefix of its calls,
+    # so a comm's k-th calls are the whole program's where they are kept; and a comm whose
+    # calls two threads enqueued onto one stream may be one thread's alone once cut, and then
+    # meets by the program order of what is kept.
+    groups, group_of = program_order_groups(statements, program.comms)
+    for index, group in group_of.items():
+        statements[index] = replace(statements[index], group=group)
+    shorter = replace(program, statements=tuple(statements), threads=threads, groups=groups)
     return Prefix(shorter, tuple(kept), left_out)
 
 

@@ -1153,9 +1153,7 @@ class Analysis:
         pending = {(a.index, b.index): (a, b, m) for a, b, m in candidates}
         classes = list(self._classes(pending).values())
         repaired: set[tuple[int, int]] = set()
-        if shorter and self._threads > 1 and not self.encoding.layout.class_of:
-            # (a shorter program of calls met by enqueue order would keep the whole one's
-            # program-order groups, `prefix.prefix`)
+        if shorter and self._threads > 1:
             self._settle_prefix(list(pending), pending)
             classes = [[pair for pair in members if pair in pending] for members in classes]
         self._probing = probe
