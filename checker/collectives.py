@@ -152,16 +152,19 @@ def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement
     )
 
 
+def meeting_place(statement: Statement) -> tuple:
+    """Where a call's groups are counted: its comm's collective calls, or the sends from A
+    to B with their recvs (the two count apart). With a position, `met_position`."""
+    if statement.op not in (Op.SEND, Op.RECV):
+        return ("call", statement.comm)
+    s = statement
+    return ("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream))
+
+
 def met_position(program: Program, group) -> tuple:
     """Which position a group of an interleaved comm formed at: the comm's k-th collective
-    call, or the k-th send from A to B with its recv (the two count apart)."""
-    calls = [program.statements[m] for m in group.members]
-    sends = [s for s in calls if s.op in (Op.SEND, Op.RECV)]
-    if not sends:
-        return ("call", group.comm, group.position)
-    s = sends[0]
-    direction = (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream)
-    return ("pair", group.comm, direction, group.position)
+    call, or the k-th send from A to B with its recv."""
+    return meeting_place(program.statements[group.members[0]]) + (group.position,)
 
 
 def met_mismatch(program: Program, members: tuple[int, ...], position: int) -> Finding | None:

@@ -386,28 +386,20 @@ class Encoding:
         statements, layout = self.program.statements, self.layout
         name = f"{call}_{len(self._ready)}"
         latest, latest_time = z3.Int(f"ready_{name}"), z3.Int(f"ready_time_{name}")
-        entries, conditions = [], []
+        entries, plain = [], []
         for item in items:
             if isinstance(item, Need):
                 entries.append((item.step, True))
-                conditions.append(True)
+                plain.append((item.step, True))
             else:
                 u, x = statements[item.u], statements[item.x]
                 when = self.enqueued_before(u, x)
                 if when is False:
                     continue
-                entries.append((item.step, True if when is True else (layout.issue(u), layout.issue(x))))
-                conditions.append(when)
-        is_, ge = self._is, self._at_least
-        facts = [_mk_or([is_(latest, -1), *[is_(latest, step) for step, _ in entries]])]
-        for (step, _), when in zip(entries, conditions):
-            at = self.time[step]
-            facts.append(_implies(is_(latest, step), _and(when, _mk_binary(z3.Z3_mk_eq, latest_time, at))))
-            facts.append(_implies(when, _and(ge(latest, 0), _or(
-                _mk_binary(z3.Z3_mk_lt, at, latest_time),
-                _and(_mk_binary(z3.Z3_mk_eq, at, latest_time), ge(latest, step))))))
-        self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
-        self._bindings.append((latest, latest_time, None, tuple(entries)))
+                entries.append((item.step, when))
+                plain.append((item.step, True if when is True else (layout.issue(u), layout.issue(x))))
+        self._define_latest(latest, latest_time, entries)
+        self._bindings.append((latest, latest_time, None, tuple(plain)))
         self._ready[id(items)] = (items, (latest, latest_time))
         return latest, latest_time
 
@@ -512,17 +504,24 @@ class Encoding:
             self._bindings.append((bound, bound_time, self.layout.issue(w), tuple(
                 (issues[r.index], _static(True if fixed else self.enqueued_before(r, w)))
                 for r, fixed in candidates)))
-            is_, ge = self._is, self._at_least
-            facts = [_mk_or([is_(bound, -1), *[is_(bound, i) for i in issues.values()]])]
-            for r, fixed in candidates:
-                issue, at = issues[r.index], self.time[issues[r.index]]
-                before = True if fixed else self.enqueued_before(r, w)
-                facts.append(_implies(is_(bound, issue), _and(before, _mk_binary(z3.Z3_mk_eq, bound_time, at))))
-                facts.append(_implies(before, _and(ge(bound, 0), _or(
-                    _mk_binary(z3.Z3_mk_lt, at, bound_time),
-                    _and(_mk_binary(z3.Z3_mk_eq, at, bound_time), ge(bound, issue))))))
-            self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
+            self._define_latest(bound, bound_time, [
+                (issues[r.index], True if fixed else self.enqueued_before(r, w)) for r, fixed in candidates])
         return [self._is(bound, issues[r.index]) for r, _ in candidates]
+
+    def _define_latest(self, latest: z3.ArithRef, latest_time: z3.ArithRef, entries: list) -> None:
+        """Defines `latest` as the latest step, in (time, step id) order, of `entries` (step,
+        folded condition) whose condition holds (-1: none), and `latest_time` as its time:
+        every such step is at most (latest_time, latest), and `latest` is one of them. The
+        linear snapshot binding and a group partner's readiness (`ready`) are both this."""
+        is_, ge = self._is, self._at_least
+        facts = [_mk_or([is_(latest, -1), *[is_(latest, step) for step, _ in entries]])]
+        for step, when in entries:
+            at = self.time[step]
+            facts.append(_implies(is_(latest, step), _and(when, _mk_binary(z3.Z3_mk_eq, latest_time, at))))
+            facts.append(_implies(when, _and(ge(latest, 0), _or(
+                _mk_binary(z3.Z3_mk_lt, at, latest_time),
+                _and(_mk_binary(z3.Z3_mk_eq, at, latest_time), ge(latest, step))))))
+        self._binding_facts += [to_z3(fact) for fact in facts if fact is not True]
 
     def _numeral(self, value: int) -> z3.ArithRef:
         numeral = self._numerals.get(value)

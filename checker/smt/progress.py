@@ -164,15 +164,10 @@ class _Meetings:
         """Whether the call can start by its own rules once the groups of its set (`members`)
         below position k have ended (`own`: the calls of its class)."""
         statements, layout = self.statements, self.layout
-        c = statements[call]
-        c_issue = layout.issue(c)
         memo: dict[tuple[int, bool], bool] = {}
 
         def before_c(task: int) -> bool:
-            t = statements[task]
-            if t.thread == c.thread:
-                return layout.position[task] < layout.position[call]
-            return self.order.prec(layout.issue(t), c_issue)
+            return self._enqueued_first(task, call)
 
         def reached(step: int, before: bool) -> bool:
             """Whether `step` has happened in such a state; `before`: its statement was
@@ -204,7 +199,7 @@ class _Meetings:
                 return False
             for item in self.encoding.items(first):
                 if isinstance(item, Need):
-                    if not reached(item.step, before and self._surely_before(item.step, task)):
+                    if not reached(item.step, before and self._enqueued_first(layout.steps[item.step].statement, task)):
                         return False
                 elif isinstance(item, NeedIf):
                     if not reached(item.step, before):  # (the item binds only if u came before x)
@@ -224,14 +219,14 @@ class _Meetings:
 
         return meets(call, True)
 
-    def _surely_before(self, step: int, task: int) -> bool:
-        """Whether the statement of `step` is enqueued before `task` in every execution
+    def _enqueued_first(self, first: int, second: int) -> bool:
+        """Whether statement `first` is issued before statement `second` in every execution
         (program order, or the must order)."""
         statements, layout = self.statements, self.layout
-        s, t = statements[layout.steps[step].statement], statements[task]
-        if s.thread == t.thread:
-            return layout.position[s.index] < layout.position[task]
-        return self.order.prec(layout.issue(s), layout.issue(t))
+        a, b = statements[first], statements[second]
+        if a.thread == b.thread:
+            return layout.position[first] < layout.position[second]
+        return self.order.prec(layout.issue(a), layout.issue(b))
 
 
 class _EarliestPending:

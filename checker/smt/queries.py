@@ -27,7 +27,7 @@ from itertools import accumulate
 
 from checker import collectives, messages
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Op, Program, Statement, StreamMode
+from checker.ir import Program, Statement, StreamMode
 from checker.smt.encode import HORIZON, Encoding, any_of
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
@@ -1653,14 +1653,8 @@ class Analysis:
         """Each set of classes whose k-th calls meet (`Layout.meeting_sets`), with where its
         groups meet (`collectives.met_position` without the position)."""
         statements = self.program.statements
-        found = []
-        for classes in self.encoding.layout.meeting_sets:
-            s = statements[classes[0][0]]
-            if not s.operation.pairwise:
-                found.append((("call", s.comm), classes))
-            else:
-                found.append((("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream)), classes))
-        return found
+        return [(collectives.meeting_place(statements[classes[0][0]]), classes)
+                for classes in self.encoding.layout.meeting_sets]
 
     def _read_mismatches(self, order: list[int], meetings: list) -> None:
         """The mismatches of the groups that met in the execution `order`: the calls each
