@@ -109,6 +109,11 @@ def save_regression(text: str, problems: list[str]) -> Path:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs())
 def test_smt_agrees_with_explorer(text: str) -> None:
+    _agree_or_save(text)
+
+
+def _agree_or_save(text: str) -> None:
+    """The backends agree on a random spec; a disagreement is saved as a regression."""
     program = load_text(text, "<random>").program
     assume(program is not None)
     problems = compare(text)
@@ -123,12 +128,7 @@ def test_groups_formed_by_enqueue_order_agree_with_explorer(text: str) -> None:
     """Comm calls that several threads enqueue onto one stream meet by enqueue order: the
     solver's `Meet` rules against the explorer's groups formed as calls are enqueued, on
     races, dead uses, deadlocks and the mismatches of the groups that meet."""
-    program = load_text(text, "<random>").program
-    assume(program is not None)
-    problems = compare(text)
-    if problems:
-        path = save_regression(text, problems)
-        pytest.fail(f"backends disagree (saved as {path}):\n" + "\n".join(problems) + "\n" + text)
+    _agree_or_save(text)
 
 
 LOOPS = {
@@ -184,15 +184,7 @@ def test_regressions(path: Path) -> None:
 def test_linear_snapshot_binding_agrees_with_explorer(text: str) -> None:
     """Large specs bind waits through one integer per wait instead of pairwise clauses; force
     that encoding on small specs so the explorer can check it."""
-    from checker.smt import encode
-
-    saved = encode.SMALL_BINDING
-    encode.SMALL_BINDING = 0
-    try:
-        problems = compare(text)
-    finally:
-        encode.SMALL_BINDING = saved
-    assert not problems, "\n".join(problems) + "\n" + text
+    _agree_with_the_large_form("SMALL_BINDING", text)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
@@ -201,12 +193,18 @@ def test_partner_rules_read_through_their_latest_step_agree_with_explorer(text: 
     """Large groups read a partner's own rules through the latest step they require
     (`Encoding.ready`) instead of spelling them out; force that on small specs so the explorer
     can check it."""
+    _agree_with_the_large_form("SMALL_READY", text)
+
+
+def _agree_with_the_large_form(threshold: str, text: str) -> None:
+    """The backends agree with the encoding's `threshold` set to 0, so that the form meant
+    for large programs is used on every one."""
     from checker.smt import encode
 
-    saved = encode.SMALL_READY
-    encode.SMALL_READY = 0
+    saved = getattr(encode, threshold)
+    setattr(encode, threshold, 0)
     try:
         problems = compare(text)
     finally:
-        encode.SMALL_READY = saved
+        setattr(encode, threshold, saved)
     assert not problems, "\n".join(problems) + "\n" + text

@@ -61,8 +61,7 @@ def test_a_shorter_program_keeps_the_first_statements_of_each_thread() -> None:
     assert cuts_for(program, position, (5,), 0, 1) == (0, 2)
 
 
-def test_a_collective_with_a_member_cut_off_never_starts() -> None:
-    program = load_text("""\
+TWO_RANKS = """\
 device d0 { compute 1 comm 1 }
 device d1 { compute 1 comm 1 }
 buffer a 1KiB on d0
@@ -70,6 +69,12 @@ buffer b 1KiB on d1
 stream s0 on d0
 stream s1 on d1
 comm world = { s0, s1 }
+"""
+"""Two devices, a stream on each, and a comm of the two streams."""
+
+
+def test_a_collective_with_a_member_cut_off_never_starts() -> None:
+    program = load_text(TWO_RANKS + """\
 thread t0 { s0: allreduce world a 1ms }
 thread t1 { s1: allreduce world b 1ms }
 """).program
@@ -102,14 +107,7 @@ def test_a_comm_cut_to_one_thread_per_stream_meets_by_what_is_kept() -> None:
     # off and t1's call is the first on s0: it meets t2's first call on s1 (the whole
     # program's program-order groups would pair it with t2's second, behind a first that
     # never meets, and the shorter program would hang where the whole one runs).
-    program = load_text("""\
-device d0 { compute 1 comm 1 }
-device d1 { compute 1 comm 1 }
-buffer a 1KiB on d0
-buffer b 1KiB on d1
-stream s0 on d0
-stream s1 on d1
-comm world = { s0, s1 }
+    program = load_text(TWO_RANKS + """\
 thread t0 { s0: allreduce world a 1ms }
 thread t1 { s0: allreduce world a 1ms }
 thread t2 {

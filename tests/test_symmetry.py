@@ -146,6 +146,18 @@ def both(program, monkeypatch) -> tuple[tuple, tuple]:
     return with_symmetry, without
 
 
+def _same_with_and_without_symmetries(program) -> tuple:
+    """The findings with symmetries, once they are those without and each witness replays."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        with_symmetry, without = both(program, monkeypatch)
+    assert key(with_symmetry) == key(without)
+    for finding in with_symmetry:
+        if finding.kind is not FindingKind.UNKNOWN:
+            confirmation = confirm(program, finding)
+            assert confirmation.ok, (finding.message, confirmation.reason)
+    return with_symmetry
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(copies=st.integers(2, 3), extra=st.lists(statements(), max_size=2), per_device=st.booleans(),
        data=st.data())
@@ -156,13 +168,7 @@ def test_findings_with_symmetries_are_the_findings_without(copies, extra, per_de
     program = program_of(threads(body, copies, extra, per_device, partner))
     found = symmetries(program)
     assert len(found) >= copies - 1, "every copy (with its partner) is joined to the first"
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        with_symmetry, without = both(program, monkeypatch)
-    assert key(with_symmetry) == key(without)
-    for finding in with_symmetry:
-        if finding.kind is not FindingKind.UNKNOWN:
-            confirmation = confirm(program, finding)
-            assert confirmation.ok, (finding.message, confirmation.reason)
+    _same_with_and_without_symmetries(program)
 
 
 def test_identical_threads_sharing_everything_are_one_orbit_per_pair_shape():
@@ -599,13 +605,7 @@ def test_ranks_whose_threads_share_a_comm_stream_keep_their_findings(copies, dat
     partner = with_a_call(data.draw(st.lists(statements(collective=True), max_size=2)))
     program = program_of(threads(body, copies, [], True, partner))
     assert interleaved_comms(program)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        with_symmetry, without = both(program, monkeypatch)
-    assert key(with_symmetry) == key(without)
-    for finding in with_symmetry:
-        if finding.kind is not FindingKind.UNKNOWN:
-            confirmation = confirm(program, finding)
-            assert confirmation.ok, (finding.message, confirmation.reason)
+    with_symmetry = _same_with_and_without_symmetries(program)
     search = explore(program, max_states=100_000)
     if search.complete and not any(f.kind is FindingKind.UNKNOWN for f in with_symmetry):
         assert any(f.kind is FindingKind.DEADLOCK for f in with_symmetry) == bool(search.deadlocks)
