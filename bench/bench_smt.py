@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from checker.findings import FindingKind  # noqa: E402
 from checker.frontend import load_text  # noqa: E402
 from checker.smt.encode import Encoding  # noqa: E402
-from checker.smt.queries import Analysis, assemble  # noqa: E402
+from checker.smt.answers import assemble  # noqa: E402
+from checker.smt.queries import Analysis  # noqa: E402
 from checker.smt.solve import Budget, Unknown  # noqa: E402
 
 

@@ -330,7 +330,7 @@ class Orbits:
 def carries_classes(program: Program, found: tuple[Symmetry, ...], shape) -> bool:
     """Whether each symmetry maps statements of one `shape` (a function of a statement) to
     statements of one shape: then the image of a class of pairs is a class, and what holds
-    of every pair of a class (`queries.counts_only`) holds of every pair of its image."""
+    of every pair of a class (`answers.counts_only`) holds of every pair of its image."""
     ids: dict = {}
     of = [ids.setdefault(shape(statement), len(ids)) for statement in program.statements]
     sizes: dict[int, int] = {}

@@ -354,7 +354,7 @@ def test_classes_share_the_cap_evenly(sizes: list[int], cap: int) -> None:
 def test_a_class_past_the_cap_with_no_race_found_is_undecided() -> None:
     """`assemble`: the pairs of a class that were never asked about, and whose statements race
     in no instance found, are one SP301 on the class; a class that races counts them."""
-    from checker.smt.queries import Parts, assemble, instance_class
+    from checker.smt.answers import Parts, assemble, instance_class
 
     text = HEADER + "buffer y 1MiB on d\n" + "".join(
         f"thread t{t} {{\n  s{t + 1}: kernel k{t} writes x\n  s{t + 1}: kernel m{t} writes y\n"

@@ -969,7 +969,7 @@ def test_an_undecided_race_question_is_unknown_unless_its_statements_race_alread
     counted on that finding; one about statements not known to race is an SP301 of its own,
     with both statements; the other questions not asked are counted in one more SP301."""
     from checker.findings import FindingKind
-    from checker.smt.queries import Parts, assemble
+    from checker.smt.answers import Parts, assemble
     from checker.witness import Witness
 
     program = load_text(HANDSHAKE_LOOP.replace("..N", "..6")).program

@@ -338,11 +338,11 @@ def test_pairs_past_the_cap_are_carried_to_their_images(monkeypatch):
 
 
 def test_symmetries_that_do_not_map_classes_to_classes_leave_the_images_unlisted(monkeypatch):
-    from checker.smt import queries
+    from checker.smt import answers, queries
 
     program = program_of(workers(6, 3))
     monkeypatch.setattr(queries, "MAX_RACE_CANDIDATES", 20)
-    monkeypatch.setattr(queries, "carries_classes", lambda *_: False)
+    monkeypatch.setattr(answers, "carries_classes", lambda *_: False)
     findings = smt.analyze(program, timeout=30.0)
     assert any(f.kind is FindingKind.UNKNOWN and f.detail.get("reason") == "too large" for f in findings)
 

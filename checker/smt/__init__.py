@@ -24,7 +24,8 @@ from checker.smt import queries, stats
 from checker.smt.jobs import AIM_SPLIT, INLINE, answer_all, fresh_context, split, split_aims
 from checker.smt.layout import Layout
 from checker.smt.order import compute
-from checker.smt.queries import Analysis, Parts, assemble, spread
+from checker.smt.answers import Parts, assemble, spread
+from checker.smt.queries import Analysis
 from checker.smt.rules import TooLarge
 from checker.smt.solve import Budget
 from checker.symmetry import Orbits, statement_orbits, symmetries
@@ -196,7 +197,7 @@ def _copies(program: Program, roots: list[int]) -> int:
 
 SYMMETRY = True
 """Race questions are asked once per orbit of the program's thread symmetries
-(`checker.symmetry`), and each answer carried to the rest of its orbit (`queries.spread`)."""
+(`checker.symmetry`), and each answer carried to the rest of its orbit (`answers.spread`)."""
 
 
 def _orbits(first: Analysis, symmetry: bool = True) -> tuple[list, Orbits | None, list[int] | None]:

@@ -22,7 +22,8 @@ from checker.findings import FindingKind
 from checker.ir import Program
 from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
-from checker.smt.queries import Analysis, Parts
+from checker.smt.answers import Parts
+from checker.smt.queries import Analysis
 from checker.resources import process_pool, worker_context
 from checker.smt.solve import Budget
 
