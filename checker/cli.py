@@ -297,7 +297,7 @@ def _memory_size(text: str) -> int:
     """A memory size: `4GiB`, `512MB`, or plain bytes."""
     from checker.parse import SIZE_UNITS
 
-    found = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    found = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
     unit = found and (SIZE_UNITS.get(found.group(2)) if found.group(2) else 1)
     if not unit:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (write e.g. 4GiB, 512MiB)")

@@ -104,11 +104,11 @@ class Unhandled(Exception):
 _TOKEN = re.compile(r"""[\t \f]*(?:
     ((?:\r?\n[\t \f]*|\#[^\n]*)+)                                    # 1 newlines and comments
   | (\\[\t \f]*\r?\n)                                                # 2 line continuation
-  | (\d+(?:\.\d+)?(?:ns|us|ms|s)(?![A-Za-z0-9_]))                      # 3 duration
-  | (\d+(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)(?![A-Za-z0-9_]))              # 4 size
-  | (\d+)                                                              # 5 integer
+  | ([0-9]+(?:\.[0-9]+)?(?:ns|us|ms|s)(?![A-Za-z0-9_]))                      # 3 duration
+  | ([0-9]+(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)(?![A-Za-z0-9_]))              # 4 size
+  | ([0-9]+)                                                              # 5 integer
   | (use-after-free)                                                   # 6
-  | ([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)                               # 7 name, or name[integer]
+  | ([A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?)                               # 7 name, or name[integer]
   | ("[^"\n]*")                                                        # 8 string
   | (<-|\.\.|<=|[{}\[\]():,=+\-*/%])                                   # 9 punctuation
   | ($)                                                                # 10 end
@@ -133,11 +133,11 @@ _ROOTED = frozenset({"broadcast", "reduce"})
 # commonest kinds come first, since alternatives are tried in order.
 _TOKEN_PAIRS = re.compile(r"""([\t \f]*)(
     use-after-free
-  | [A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?
+  | [A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?
   | <-|\.\.|<=|[{}\[\]():,=+\-*/%]
   | (?:\r?\n[\t \f]*|\#[^\n]*)+
-  | \d+(?:(?:\.\d+)?(?:ns|us|ms|s)|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)(?![A-Za-z0-9_])
-  | \d+
+  | [0-9]+(?:(?:\.[0-9]+)?(?:ns|us|ms|s)|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)(?![A-Za-z0-9_])
+  | [0-9]+
   | "[^"\n]*"
 )""", re.X)
 class _KindTable(dict):

@@ -891,7 +891,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                          "here", help="save the file with LF (or CRLF) line endings")
         return error(Code.SP002, message or f"unexpected character {shown}", span,
                      f"unexpected character {shown}" if message else "not valid here",
-                     help="names are letters, digits and `_`; comments start with `#`")
+                     help="names are ASCII letters, digits and `_`; comments start with `#`")
     message = _safe_example_message(exc)
     token = getattr(exc, "token", None)
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
@@ -950,7 +950,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         if close:
             return error(Code.SP002, _did_you_mean(str(token), close), span, f"unexpected {found}",
                          help=_form_help(message, close, f"expected {expected}" if expected else ""))
-    number = re.compile(r"\d+(\.\d+)?[ \t]*[A-Za-z]*").match(text, token.start_pos) if token.type in ("INT", "SIGNED_INT") else None
+    number = re.compile(r"[0-9]+(\.[0-9]+)?[ \t]*[A-Za-z]*").match(text, token.start_pos) if token.type in ("INT", "SIGNED_INT") else None
     if number and number.end() > token.end_pos and message and "needs a unit" in message:
         # `3.5`: underline the whole number the unit is missing from
         span = _span_at(text, token.start_pos, len(number.group().rstrip()))
@@ -1072,14 +1072,14 @@ def _unit_problem(text: str, token: Token, message: str | None):
     elif token.type == "NAME" or str(token) == ".":
         # `4mb` or `4 KiB` inside an expression: a number, then the unit read as a name; or
         # `1.5KiB` there: a number, then the point
-        pattern = r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?[ \t]*$" if token.type == "NAME" else r"(?<![A-Za-z0-9_.])\d+$"
+        pattern = r"(?<![A-Za-z0-9_.])[0-9]+(?:\.[0-9]+)?[ \t]*$" if token.type == "NAME" else r"(?<![A-Za-z0-9_.])[0-9]+$"
         before = re.search(pattern, text[max(0, token.start_pos - 40):token.start_pos])
         if before is None:
             return None
         start = token.start_pos - len(before.group())
     else:
         return None
-    match = re.compile(r"-?(\d+(?:\.\d+)?)([ \t]*)([A-Za-z]+)?").match(text, start)
+    match = re.compile(r"-?([0-9]+(?:\.[0-9]+)?)([ \t]*)([A-Za-z]+)?").match(text, start)
     if match is None or match.group(3) is None:
         return None
     number, gap, letters = match.groups()

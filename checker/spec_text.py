@@ -14,8 +14,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED = frozenset({"for", "let", "host", "sync", "notify", "await", "alloc", "free", "all"})
 """Words that can never be names: a statement could start with either meaning."""
 
-DURATION = re.compile(r"\d+(\.\d+)?(ns|us|ms|s)\Z")
-SIZE = re.compile(r"\d+(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\Z")
+DURATION = re.compile(r"[0-9]+(\.[0-9]+)?(ns|us|ms|s)\Z")
+SIZE = re.compile(r"[0-9]+(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\Z")
 MAX_NAME = 64
 MAX_DURATION_NS = 10**15  # about 11.5 days: the longest duration the language accepts
 

@@ -95,6 +95,21 @@ def test_tricky_forms(text):
     agree(text)
 
 
+@pytest.mark.parametrize("digit", ["\u0663", "\uff13", "\u0969"])  # Arabic-Indic, fullwidth, Devanagari three
+@pytest.mark.parametrize("template", ["buffer y[{d}] 1B on d\n", "buffer y {d}B on d\n",
+                                      "thread t {{\n  s: kernel k writes y[{d}] {d}ms\n}}\n"])
+def test_numbers_are_ascii_digits(template, digit):
+    """The contract's numbers are ASCII digits. Python's `\\d` and `int()` take any Unicode
+    digit, which once made `buffer y[\u0663]` three buffers: both parsers refuse it, where it is."""
+    text = "device d\nstream s on d\n" + template.format(d=digit)
+    assert agree(text) == "lark"
+    with pytest.raises(SpecError) as caught:
+        parse(text)
+    span = caught.value.diagnostic.primary_span
+    line, column = span.line, span.column
+    assert text.splitlines()[line - 1][column - 1] == digit
+
+
 def test_deep_expressions_go_to_lark():
     from checker.parse import MAX_OPERATORS_DEEP as deep
     from checker.resources import deep_recursion

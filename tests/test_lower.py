@@ -331,6 +331,17 @@ def test_max_statements_option():
     assert_error(flat, Code.SP018, 11, 3, message="thread", max_statements=3)
 
 
+def test_an_access_to_a_whole_array_counts_once_per_element():
+    """`reads y` of `buffer y[50]` is 50 accesses, each as much work as a statement: a loop of
+    a thousand of them over a 100,000-element array took 4 GB before they counted."""
+    source = ("device d\nstream s on d\nbuffer y[50] 1B on d\nbuffer z 1B on d\n"
+              "thread t {\n  for i in 0..3 {\n    s: kernel k reads y writes z\n  }\n}\n")
+    assert len(program(source, max_statements=150).statements) == 3
+    assert_error(source, Code.SP018, 6, 3, message="counts once per element", max_statements=149)
+    # An indexed element is one access.
+    assert len(program(source.replace("reads y", "reads y[1]"), max_statements=3).statements) == 3
+
+
 def test_the_limit_counts_statements_not_loop_iterations():
     source = thread("for i in 0..10 {", "  s: kernel k", "}")
     assert len(program(source, max_statements=10).statements) == 10  # exactly at the limit
