@@ -203,9 +203,16 @@ def locate_setting(path: Path, table: str, key: str | None = None) -> tuple[int,
     found = _locate(lines, table, key)
     if found is None and key is not None:
         found = _locate(lines, f"{table}.{key}", None)
-    if found is None and key is None and "." in table:
+    if found is None and "." in table:
         parent, _, last = table.rpartition(".")
         found = _locate(lines, parent, last)
+        if found is not None and key is not None:  # `last = { key = value }`: the key within it
+            number, column, length = found
+            text = lines[number - 1][column - 1:column - 1 + length]
+            setting = re.search(r"[{,]\s*([\"']?)" + re.escape(key) + r"\1\s*=\s*", text)
+            if setting is not None:
+                value = re.match(r"[^,}]*", text[setting.end():]).group(0).rstrip() or " "
+                found = number, column + setting.end(), len(value)
     return found
 
 
@@ -286,6 +293,11 @@ def read_config(path: Path) -> dict | None:
         text = str(exc)
         at = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
         where = (int(at.group(1)), int(at.group(2)), 1) if at else None
+        if at is None:
+            at = re.search(r"\s*\(at end of document\)", text)
+            if at is not None:  # just past the last character
+                lines = raw.decode("utf-8").split("\n")
+                where = (len(lines), len(lines[-1]) + 1, 1)
         if isinstance(exc, UnicodeDecodeError):  # the first byte that is not UTF-8
             line_start = raw.rfind(b"\n", 0, exc.start) + 1
             where = (raw.count(b"\n", 0, exc.start) + 1, len(raw[line_start:exc.start].decode("utf-8", "replace")) + 1, 1)

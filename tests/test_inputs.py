@@ -227,6 +227,9 @@ def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path,
     ('[tool.streamproof]\ncluster = "a\\u0000"\n', "cannot hold a NUL character", "2:11"),
     ('[tool.streamproof.replay]\nfinding = "x"\n', "`finding` must be an integer", "2:11"),
     ('[tool.streamproof.replay]\nfinding = 1.5\n', "`finding` must be an integer", "2:11"),
+    ('[tool.streamproof]\ncheck = {timeout = "x"}\n', "`timeout`: not a number", "2:20"),
+    ('[tool.streamproof]\ncheck = { timeout = 1, jobs = "x" }\n', "`jobs`: not an integer", "2:31"),
+    ('[tool.streamproof]\ntimeout = 1\nxyz', "not valid TOML", "3:4"),  # (at the end of the text)
 ])
 def test_bad_config_is_a_diagnostic_at_the_setting(run, tmp_path, monkeypatch, text, problem, where):
     project(tmp_path, text)
