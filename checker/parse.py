@@ -945,6 +945,9 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     unit = _unit_problem(text, token, message)
     if unit is not None:
         return unit
+    glued = _glued_number(text, token)
+    if glued is not None:
+        return glued
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(token)):
         close = close_words(str(token), _expected_words(parser, expected_terminals))
         if close:
@@ -961,6 +964,25 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     else:
         help = f"expected {expected}" if expected else ""
     return error(Code.SP002, headline, span, f"unexpected {found}", help=help)
+
+
+def _glued_number(text: str, token) -> Diagnostic | None:
+    """SP002 for a name glued to the digits before it (`1_000`, `0x10`, `1e3`): another
+    language's way of writing a number, not a number here."""
+    start = token.start_pos
+    if not (start and text[start - 1].isdigit() and re.match(r"[A-Za-z_]", str(token))):
+        return None
+    begin = start
+    while begin and (text[begin - 1] in "0123456789."):
+        begin -= 1
+    written = text[begin:token.end_pos]
+    try:
+        value = int(written, 0) if not re.search(r"[eE]", written) or written.lower().startswith("0x") else float(written)
+    except ValueError:
+        value = None
+    plain = (f"`{int(value)}`" if value is not None and value == int(value) and abs(value) < 10**18 else None)
+    return error(Code.SP002, f"`{written}` is not a number: numbers are plain decimal digits", _span_at(text, begin, len(written)),
+                 "not a number", help=f"write {plain}" if plain else "write the number in decimal digits")
 
 
 DECLARATION_WORDS = frozenset({"spec", "device", "buffer", "alias", "stream", "event", "notify", "comm", "tensor",

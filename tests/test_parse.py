@@ -640,6 +640,14 @@ def test_missing_unit_underlines_the_number(source, line, column, end_column):
     assert "needs a unit" in diagnostic.message or "no space between a number and its unit" in diagnostic.message
 
 
+@pytest.mark.parametrize("written,plain", [("1_000", "`1000`"), ("0x10", "`16`"), ("1e3", "`1000`"),
+                                           ("2_0x", "decimal digits")])
+def test_numbers_of_other_languages_are_named_so(written, plain):
+    diagnostic = assert_error(f"buffer y[{written}] 1B on host\n", Code.SP002, 1, 10, 10 + len(written),
+                              message=f"`{written}` is not a number")
+    assert plain in diagnostic.help
+
+
 @pytest.mark.parametrize("source,message", [
     (thread("s: wait e1, e2"), "one event or notify per statement"),
     (thread("for i in 0..2 {", "  s: record e1 e2", "}"), "one event or notify per statement"),
