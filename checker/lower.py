@@ -192,6 +192,9 @@ class _Lowerer:
         self.max_statements = max_statements
         self.budget = 0
         """Statements lowered so far (SP018 past `max_statements`)."""
+        self.expanded = False
+        """Whether a whole array named counted once per element (`spend_elements`,
+        `spend_emitted`): SP018 says so."""
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
@@ -837,6 +840,7 @@ class _Lowerer:
         the checks as a statement: they count on the limit of lowered statements (a loop of a
         thousand reads of a 100,000-element array, eight lines, took 4 GB before it did)."""
         self.budget += count - 1
+        self.expanded = self.expanded or count > 1
         if self.budget > self.max_statements:
             name = access.name.text
             raise SpecError(error(
@@ -1097,7 +1101,7 @@ class _Lowerer:
                         total += size
                         if total > limit:
                             what = "loop" if isinstance(statement, ast.For) else "thread"
-                            elements = " (an access to a whole array counts once per element)" * self.elements_counted
+                            elements = " (a whole array named counts once per element)" * self.elements_counted
                             raise SpecError(error(
                                 Code.SP018, f"this {what} unrolls past the limit of {limit:,} lowered statements{elements}",
                                 statement.span, "unrolls too far",
@@ -1148,10 +1152,14 @@ class _Lowerer:
 
     def more_elements(self, statement) -> int:
         """Accesses beyond one per statement that `reads`/`writes` of whole arrays add (they
-        count on the limit as statements: `spend_elements`). Names that do not resolve add
-        none: lowering reports them."""
+        count on the limit as statements: `spend_elements`), and statements beyond one that an
+        `alloc`/`free` (or `record_stream`) of a whole array lowers to (`spend_emitted`).
+        Names that do not resolve add none: lowering reports them."""
         extra = 0
-        for access in getattr(statement, "reads", ()) + getattr(statement, "writes", ()):
+        whole = getattr(statement, "access", None) if isinstance(
+            statement, (ast.AllocTask, ast.FreeTask, ast.HostAlloc, ast.HostFree)) else getattr(statement, "tensor", None)
+        for access in getattr(statement, "reads", ()) + getattr(statement, "writes", ()) + (
+                (whole,) if isinstance(whole, ast.AccessRef) else ()):
             if access.subscripts:
                 continue
             try:
@@ -1218,9 +1226,22 @@ class _Lowerer:
     def spend(self, span: Span, what: str) -> None:
         self.budget += 1
         if self.budget > self.max_statements:
-            raise SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements",
+            note = " (a whole array named counts once per element)" * self.expanded
+            raise SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements{note}",
                                   span, "unrolls too far",
                                   help="shrink the loop, or raise the limit with --max-statements N"))
+
+    def spend_emitted(self, count: int, span: Span, what: str) -> None:
+        """A statement that lowered to `count` statements (`free y` of an array: one per
+        element) counts as that many: a loop freeing a 100,000-element array ran for minutes."""
+        if count > 1:
+            self.budget += count - 1
+            self.expanded = True
+            if self.budget > self.max_statements:
+                raise SpecError(error(
+                    Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements "
+                    "(a whole array named counts once per element)", span, "unrolls too far",
+                    help="shrink the loop, or raise the limit with --max-statements N"))
 
     def block(self, body, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         env = dict(env)
@@ -1234,8 +1255,11 @@ class _Lowerer:
                 if type(statement) in _BLOCKS:
                     self.one(statement, env, loops)
                 else:
-                    self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
+                    where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
+                    self.spend(where, what)
+                    before = len(self.statements)
                     self.LOWER[type(statement)](self, statement, env, tuple(sorted(env.items())))
+                    self.spend_emitted(len(self.statements) - before, where, what)
             except _Skip:
                 failed.add(id(statement))
                 if isinstance(statement, ast.Let):
@@ -1288,8 +1312,11 @@ class _Lowerer:
                     self.check_names(body)
             self.block(taken, env, loops)
         else:
-            self.spend(loops[0].span if loops else statement.span, "loop" if loops else "thread")
+            where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
+            self.spend(where, what)
+            before = len(self.statements)
             self.statement(statement, env)
+            self.spend_emitted(len(self.statements) - before, where, what)
 
     def count_work(self, loops: tuple[ast.For, ...], statement) -> None:
         """Counts one loop iteration or other step that lowers nothing (SP018 at the outermost

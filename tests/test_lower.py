@@ -340,6 +340,15 @@ def test_an_access_to_a_whole_array_counts_once_per_element():
     assert_error(source, Code.SP018, 6, 3, message="counts once per element", max_statements=149)
     # An indexed element is one access.
     assert len(program(source.replace("reads y", "reads y[1]"), max_statements=3).statements) == 3
+    # `free y` is one statement per element (a thousand frees of a 100,000-element array ran
+    # for minutes), counted before unrolling and while lowering (under CUDA each free also
+    # synchronizes the device: two statements per element, which only lowering knows).
+    frees = source.replace("    s: kernel k reads y writes z\n", "    free y\n")
+    assert len(program(frees, max_statements=150).statements) == 150
+    assert_error(frees, Code.SP018, 6, 3, message="counts once per element", max_statements=149)
+    cuda = frees.replace("device d\n", "device d { runtime cuda }\n")
+    assert len(program(cuda, max_statements=300).statements) == 300
+    assert_error(cuda, Code.SP018, 6, 3, message="counts once per element", max_statements=299)
 
 
 def test_the_limit_counts_statements_not_loop_iterations():
