@@ -1413,10 +1413,20 @@ class _Lowerer:
                           form=form, bindings=bindings)
 
     def fill_stream_sets(self) -> None:
-        """`sync DEVICE` and `sync all` wait for every stream, including implicit ones."""
+        """`sync DEVICE` and `sync all` wait for every stream, including implicit ones: every
+        one that some task is enqueued on (a stream no task uses is always empty, and waiting
+        for it does nothing), one tuple shared by every sync of the same kind and target.
+        Listing every declared stream made 2,000 `sync all` over 100,000 streams 1.6 GB."""
+        used = {s.stream for s in self.statements if s.stream is not None}
+        shared: dict[tuple, tuple[int, ...]] = {}
         for index in self.stream_sets:
             s = self.statements[index]
-            streams = tuple(t.index for t in self.streams if s.sync is SyncKind.ALL or t.device == s.target)
+            key = (s.sync, s.target)
+            streams = shared.get(key)
+            if streams is None:
+                waited = [t.index for t in self.streams if s.sync is SyncKind.ALL or t.device == s.target]
+                # (an empty tuple would mean "every stream": `Program.synced_streams`)
+                streams = shared[key] = tuple(t for t in waited if t in used) or tuple(waited[:1])
             self.statements[index] = replace(s, streams=streams)
 
     def host_notify(self, node: ast.HostNotify | ast.HostAwait, env, bindings) -> None:

@@ -338,10 +338,16 @@ def test_sync_stream_sets():
         (SyncKind.STREAMS, 2, (2, 0), "sync null"),     # the legacy stream and the blocking `s`
         (SyncKind.STREAM, 4, (4,), ""),                 # legacy under cann: the contract's rule
         (SyncKind.STREAMS, 2, (2, 0), "query null"),
-        (SyncKind.DEVICE, 0, (0, 1, 2), ""),
-        (SyncKind.ALL, None, (0, 1, 2, 3, 4), ""),
+        (SyncKind.DEVICE, 0, (0,), ""),  # (the streams some task is on: the others are always empty)
+        (SyncKind.ALL, None, (0,), ""),
         (SyncKind.EVENT, 0, (), ""),
     ]
+    used = program(CUDA + "thread main {\n  sync g\n  sync all\n  lt: kernel k\n  null: kernel k\n"
+                   "  s: kernel k\n}\n")
+    assert [s.streams for s in used.statements if s.op is Op.SYNC] == [(0, 2), (0, 2, 4)]
+    # No stream used: one of them stands for all (an empty tuple means every stream).
+    idle = program(CUDA + "thread main {\n  sync g\n  sync all\n}\n")
+    assert [idle.synced_streams(s) for s in idle.statements] == [(0,), (0,)]
 
 
 def test_cuda_free_and_malloc_synchronize_the_device():
@@ -360,8 +366,8 @@ def test_cuda_free_and_malloc_synchronize_the_device():
         (Op.ALLOC, 0, None, None, 3, ""),       # cudaMallocAsync is stream-ordered
         (Op.FREE, None, None, None, 3, ""),     # and cudaFree of its memory does not synchronize
     ]
-    assert p.statements[1].streams == (0, 1, 2)
-    assert p.statements[5].streams == (0, 1, 2)
+    assert p.statements[1].streams == (0,)  # (the device's streams some task is on)
+    assert p.statements[5].streams == (0,)
 
 
 def test_whether_a_cuda_free_synchronizes_follows_the_allocation_it_frees():
