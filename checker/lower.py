@@ -910,7 +910,8 @@ class _Lowerer:
             program = self.run(prefix, cuda_sync_first=False)
             if self.errors:
                 return (program,)  # the other variants would repeat the same errors
-            lowered += len(program.statements) * (2 if self.pageable_cuda else 1)
+            # (what the limit counts: statements, and a whole array named once per element)
+            lowered += max(self.budget, len(program.statements)) * (2 if self.pageable_cuda else 1)
             if lowered > self.max_statements and combinations > 1:
                 self.too_large_together(combinations)
             decisions = self.decisions

@@ -346,6 +346,11 @@ def test_an_access_to_a_whole_array_counts_once_per_element():
     frees = source.replace("    s: kernel k reads y writes z\n", "    free y\n")
     assert len(program(frees, max_statements=150).statements) == 150
     assert_error(frees, Code.SP018, 6, 3, message="counts once per element", max_statements=149)
+    # The programs of a spec with `choose` share the limit, elements included.
+    chosen = source.replace("    s: kernel k reads y writes z\n", "    choose {\n      s: kernel k reads y\n    } or {\n"
+                            "      s: kernel k reads z\n    }\n")
+    assert len(program(chosen, max_statements=8 * 150).statements) == 3
+    assert_error(chosen, Code.SP018, 7, 5, message="programs (branch combinations) together", max_statements=400)
     cuda = frees.replace("device d\n", "device d { runtime cuda }\n")
     assert len(program(cuda, max_statements=300).statements) == 300
     assert_error(cuda, Code.SP018, 6, 3, message="counts once per element", max_statements=299)
