@@ -262,6 +262,22 @@ class Access:
         )
 
 
+def conflicting(first: tuple[Access, ...], second: tuple[Access, ...]):
+    """Each pair (x of `first`, y of `second`) that conflicts, in the order of x, then of y.
+    Many accesses are paired by memory: two statements naming a whole 100,000-element array
+    compared 10^10 pairs."""
+    if len(first) * len(second) <= 64:
+        yield from ((x, y) for x in first for y in second if x.conflicts(y))
+        return
+    by_memory: dict[int, list[Access]] = {}
+    for y in second:
+        by_memory.setdefault(y.memory, []).append(y)
+    for x in first:
+        for y in by_memory.get(x.memory, ()):
+            if x.conflicts(y):
+                yield x, y
+
+
 def accesses_conflict(a, b) -> bool:
     """Whether some access of `a` conflicts with some access of `b`."""
     return any(x.conflicts(y) for x in a for y in b)

@@ -38,6 +38,9 @@ allowed per statement of the limit: nested loops run more iterations than they l
 (an outer trip and an inner one per statement), and a spec within the statement limit must not
 be refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
 empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and ran for minutes."""
+EXPRESSION_STEPS_PER_STATEMENT = 16
+"""Operators, numbers and variables evaluated, per statement of the limit, in all: a loop of
+190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -229,6 +232,9 @@ class _Lowerer:
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
+        self.evaluated = 0
+        """Expression nodes evaluated so far: capped at EXPRESSION_STEPS_PER_STATEMENT times the
+        statement limit."""
         """Loop iterations run and other steps that lower nothing taken so far: capped at
         ITERATIONS_PER_STATEMENT times the statement limit, so that loops with little or
         nothing in them cannot run unbounded either."""
@@ -652,6 +658,14 @@ class _Lowerer:
         return node.otherwise
 
     def evaluate(self, expr: ast.Expr, env: dict[str, int]) -> int:
+        self.evaluated += 1
+        if self.evaluated > EXPRESSION_STEPS_PER_STATEMENT * self.max_statements:
+            raise SpecError(error(
+                Code.SP018, f"evaluating expressions while unrolling takes more than "
+                f"{EXPRESSION_STEPS_PER_STATEMENT * self.max_statements:,} steps in all, past the limit of lowered "
+                "statements", expr.span, "evaluated too often",
+                help="shorten the expression, or the loop that evaluates it, or raise the limit with "
+                     "--max-statements N"))
         if isinstance(expr, ast.Number):
             return expr.value
         if isinstance(expr, ast.Variable):
@@ -1056,7 +1070,7 @@ class _Lowerer:
         self.decisions: list[tuple[int, int, str]] = []
         self.cuda_sync_first = cuda_sync_first
         self.pageable_cuda = False
-        self.budget = self.iterations = 0
+        self.budget = self.iterations = self.evaluated = 0
         # Each variant starts from the declarations (a comm may already name a default stream).
         declared = (list(self.memories), list(self.streams), list(self.events), dict(self.streams_on),
                     dict(self.default_streams))

@@ -13,7 +13,7 @@ from bisect import bisect_left
 from fractions import Fraction
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import NS_PER_MS, Memory, Op, Program, Statement
+from checker.ir import NS_PER_MS, Memory, Op, Program, Statement, conflicting
 from checker.witness import StepKind, Witness
 
 
@@ -73,14 +73,12 @@ def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> 
     found: dict[str, list] = {}
     for k, (a, b) in enumerate(pairs):
         seen: set[str] = set()
-        for x in a.accesses:
-            for y in b.accesses:
-                if x.conflicts(y):
-                    memory = program.memories[x.memory]
-                    if memory.buffer not in seen:
-                        seen.add(memory.buffer)
-                        entry = found.setdefault(memory.buffer, [k, memory, 0])
-                        entry[2] += 1
+        for x, _ in conflicting(a.accesses, b.accesses):
+            memory = program.memories[x.memory]
+            if memory.buffer not in seen:
+                seen.add(memory.buffer)
+                entry = found.setdefault(memory.buffer, [k, memory, 0])
+                entry[2] += 1
     return [(k, memory, count) for k, memory, count in found.values()]
 
 

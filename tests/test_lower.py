@@ -356,6 +356,18 @@ def test_an_access_to_a_whole_array_counts_once_per_element():
     assert_error(cuda, Code.SP018, 6, 3, message="counts once per element", max_statements=299)
 
 
+def test_expressions_evaluated_while_unrolling_are_capped():
+    """Each operator, number and variable evaluated counts: `let`s of long expressions in a
+    loop lowered nothing and ran for minutes."""
+    long = "+".join(["i * 3 % 7"] * 20)  # 99 nodes
+    source = thread("for i in 0..100 {", f"  let v = {long}", "}")
+    assert program(source, max_statements=1000).statements == ()
+    loaded = load_text(source, "t.sched", max_statements=400)
+    (diagnostic,) = loaded.diagnostics
+    assert diagnostic.code is Code.SP018 and "evaluating expressions while unrolling" in diagnostic.message
+    assert diagnostic.primary_span.line == 9  # (in the expression, where the count ran out)
+
+
 def test_the_limit_counts_statements_not_loop_iterations():
     source = thread("for i in 0..10 {", "  s: kernel k", "}")
     assert len(program(source, max_statements=10).statements) == 10  # exactly at the limit

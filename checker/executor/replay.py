@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from checker.findings import Finding, FindingKind
-from checker.ir import Program
+from checker.ir import Program, conflicting
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.executor.data import ByteModel
 from checker.executor.machine import (
@@ -510,11 +510,7 @@ def _confirm_race(machine, finding, steps, data, together, resume=None) -> Confi
 
 
 def _conflicting_pair(p: Program, a: int, b: int):
-    for x in p.statements[a].accesses:
-        for y in p.statements[b].accesses:
-            if x.conflicts(y):
-                return x, y
-    return None
+    return next(conflicting(p.statements[a].accesses, p.statements[b].accesses), None)
 
 
 def _finish_steps(machine: Machine, state: State, i: int) -> tuple[Step, ...]:

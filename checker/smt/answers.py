@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from checker import messages
 from checker.findings import Finding, FindingKind
-from checker.ir import Program, Statement
+from checker.ir import Program, Statement, conflicting
 from checker.smt.solve import OUT_OF_TIME
 from checker.symmetry import Orbits, carries_classes
 from checker.symmetry import orbits as compute_orbits
@@ -242,7 +242,7 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
 def conflict_memory(a: Statement, b: Statement) -> int | None:
     """The memory a race candidate is listed with: the first one the two statements'
     accesses conflict on (None: they do not conflict)."""
-    return next((x.memory for x in a.accesses for y in b.accesses if x.conflicts(y)), None)
+    return next((x.memory for x, _ in conflicting(a.accesses, b.accesses)), None)
 
 
 def solver_unknown(query: str, statements: tuple[int, ...], reason: str, about: str) -> Finding:
