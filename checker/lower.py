@@ -38,7 +38,7 @@ allowed per statement of the limit: nested loops run more iterations than they l
 (an outer trip and an inner one per statement), and a spec within the statement limit must not
 be refused for that. The other steps count too: a million iterations of a hundred `let`s (or of
 empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and ran for minutes."""
-EXPRESSION_STEPS_PER_STATEMENT = 16
+EXPRESSION_STEPS_PER_STATEMENT = 32
 """Operators, numbers and variables evaluated, per statement of the limit, in all: a loop of
 190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000

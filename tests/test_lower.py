@@ -362,7 +362,7 @@ def test_expressions_evaluated_while_unrolling_are_capped():
     long = "+".join(["i * 3 % 7"] * 20)  # 99 nodes
     source = thread("for i in 0..100 {", f"  let v = {long}", "}")
     assert program(source, max_statements=1000).statements == ()
-    loaded = load_text(source, "t.sched", max_statements=400)
+    loaded = load_text(source, "t.sched", max_statements=300)
     (diagnostic,) = loaded.diagnostics
     assert diagnostic.code is Code.SP018 and "evaluating expressions while unrolling" in diagnostic.message
     assert diagnostic.primary_span.line == 9  # (in the expression, where the count ran out)
