@@ -280,7 +280,7 @@ def conflicting(first: tuple[Access, ...], second: tuple[Access, ...]):
 
 def accesses_conflict(a, b) -> bool:
     """Whether some access of `a` conflicts with some access of `b`."""
-    return any(x.conflicts(y) for x in a for y in b)
+    return next(conflicting(a, b), None) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,17 +227,17 @@ class _Lowerer:
         self.budget = 0
         """Statements lowered so far (SP018 past `max_statements`)."""
         self.expanded = False
-        """Whether a whole array named counted once per element (`spend_elements`,
-        `spend_emitted`): SP018 says so."""
+        """Whether a whole array named counted once per element, before unrolling
+        (`more_elements`) or while lowering (`spend_elements`, `lower_statement`): SP018 says so."""
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
         self.iterations = 0
-        self.evaluated = 0
-        """Expression nodes evaluated so far: capped at EXPRESSION_STEPS_PER_STATEMENT times the
-        statement limit."""
         """Loop iterations run and other steps that lower nothing taken so far: capped at
         ITERATIONS_PER_STATEMENT times the statement limit, so that loops with little or
         nothing in them cannot run unbounded either."""
+        self.evaluated = 0
+        """Expression nodes evaluated so far: capped at EXPRESSION_STEPS_PER_STATEMENT times the
+        statement limit."""
         self.condition_variables: dict[int, tuple] = {}
         """Per `if` (by node id), the variables its conditions read: a loop asks each time."""
         self.entities: dict[str, _Entity] = {}
@@ -1135,8 +1135,6 @@ class _Lowerer:
         self.sizes_known: dict[tuple, int] = {}
         self.names_used: dict[int, frozenset[str]] = {}
         self.size_work = 0
-        self.elements_counted = False
-        """Whether a whole array's accesses counted (`more_elements`): SP018 says so."""
         total = 0
         try:
             for decl in self.thread_decls:
@@ -1147,9 +1145,9 @@ class _Lowerer:
                         total += size
                         if total > limit:
                             what = "loop" if isinstance(statement, ast.For) else "thread"
-                            elements = " (a whole array named counts once per element)" * self.elements_counted
                             raise SpecError(error(
-                                Code.SP018, f"this {what} unrolls past the limit of {limit:,} lowered statements{elements}",
+                                Code.SP018, f"this {what} unrolls past the limit of {limit:,} lowered statements"
+                                f"{self.per_element_note()}",
                                 statement.span, "unrolls too far",
                                 help="shrink the loop, or raise the limit with --max-statements N"))
         except (_SizeUnknown, _Skip):
@@ -1199,13 +1197,15 @@ class _Lowerer:
     def more_elements(self, statement) -> int:
         """Accesses beyond one per statement that `reads`/`writes` of whole arrays add (they
         count on the limit as statements: `spend_elements`), and statements beyond one that an
-        `alloc`/`free` (or `record_stream`) of a whole array lowers to (`spend_emitted`).
+        `alloc`/`free` (or `record_stream`) of a whole array lowers to (`lower_statement`).
         Names that do not resolve add none: lowering reports them."""
         extra = 0
-        whole = getattr(statement, "access", None) if isinstance(
-            statement, (ast.AllocTask, ast.FreeTask, ast.HostAlloc, ast.HostFree)) else getattr(statement, "tensor", None)
-        for access in getattr(statement, "reads", ()) + getattr(statement, "writes", ()) + (
-                (whole,) if isinstance(whole, ast.AccessRef) else ()):
+        named = [*getattr(statement, "reads", ()), *getattr(statement, "writes", ())]
+        if isinstance(statement, (ast.AllocTask, ast.FreeTask, ast.HostAlloc, ast.HostFree)):
+            named.append(statement.access)
+        elif isinstance(statement, ast.RecordStreamTask):
+            named.append(statement.tensor)
+        for access in named:
             if access.subscripts:
                 continue
             try:
@@ -1214,7 +1214,7 @@ class _Lowerer:
                 continue
             if entity.kind != "alias" and entity.array:
                 extra += len(entity.indices) - 1
-        self.elements_counted = self.elements_counted or extra > 0
+        self.expanded = self.expanded or extra > 0
         return extra
 
     def size(self, body, env: dict[str, int]) -> int:
@@ -1269,25 +1269,28 @@ class _Lowerer:
             names = self.names_used[id(body)] = frozenset(found)
         return names
 
-    def spend(self, span: Span, what: str) -> None:
-        self.budget += 1
+    def per_element_note(self) -> str:
+        return " (a whole array named counts once per element)" * self.expanded
+
+    def spend(self, span: Span, what: str, count: int = 1) -> None:
+        self.budget += count
         if self.budget > self.max_statements:
-            note = " (a whole array named counts once per element)" * self.expanded
-            raise SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements{note}",
+            raise SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements"
+                                              f"{self.per_element_note()}",
                                   span, "unrolls too far",
                                   help="shrink the loop, or raise the limit with --max-statements N"))
 
-    def spend_emitted(self, count: int, span: Span, what: str) -> None:
-        """A statement that lowered to `count` statements (`free y` of an array: one per
-        element) counts as that many: a loop freeing a 100,000-element array ran for minutes."""
-        if count > 1:
-            self.budget += count - 1
+    def lower_statement(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
+        """Lower a statement that is no block, counted on the limit as every statement it lowers
+        to (`free y` of an array: one per element; a loop of such frees ran for minutes)."""
+        where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
+        self.spend(where, what)
+        before = len(self.statements)
+        self.LOWER[type(statement)](self, statement, env, tuple(sorted(env.items())))
+        emitted = len(self.statements) - before
+        if emitted > 1:
             self.expanded = True
-            if self.budget > self.max_statements:
-                raise SpecError(error(
-                    Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements "
-                    "(a whole array named counts once per element)", span, "unrolls too far",
-                    help="shrink the loop, or raise the limit with --max-statements N"))
+            self.spend(where, what, emitted - 1)
 
     def block(self, body, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         env = dict(env)
@@ -1301,11 +1304,7 @@ class _Lowerer:
                 if type(statement) in _BLOCKS:
                     self.one(statement, env, loops)
                 else:
-                    where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
-                    self.spend(where, what)
-                    before = len(self.statements)
-                    self.LOWER[type(statement)](self, statement, env, tuple(sorted(env.items())))
-                    self.spend_emitted(len(self.statements) - before, where, what)
+                    self.lower_statement(statement, env, loops)
             except _Skip:
                 failed.add(id(statement))
                 if isinstance(statement, ast.Let):
@@ -1358,11 +1357,7 @@ class _Lowerer:
                     self.check_names(body)
             self.block(taken, env, loops)
         else:
-            where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
-            self.spend(where, what)
-            before = len(self.statements)
-            self.statement(statement, env)
-            self.spend_emitted(len(self.statements) - before, where, what)
+            self.lower_statement(statement, env, loops)
 
     def count_work(self, loops: tuple[ast.For, ...], statement) -> None:
         """Counts one loop iteration or other step that lowers nothing (SP018 at the outermost
@@ -1418,9 +1413,6 @@ class _Lowerer:
                                          origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)
         return index
-
-    def statement(self, node, env: dict[str, int]) -> None:
-        self.LOWER[type(node)](self, node, env, tuple(sorted(env.items())))
 
     # -- host statements
 

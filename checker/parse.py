@@ -980,7 +980,7 @@ def _glued_number(text: str, token) -> Diagnostic | None:
         value = int(written, 0) if not re.search(r"[eE]", written) or written.lower().startswith("0x") else float(written)
     except ValueError:
         value = None
-    plain = (f"`{int(value)}`" if value is not None and value == int(value) and abs(value) < 10**18 else None)
+    plain = (f"`{int(value)}`" if value is not None and abs(value) < 10**18 and value == int(value) else None)
     return error(Code.SP002, f"`{written}` is not a number: numbers are plain decimal digits", _span_at(text, begin, len(written)),
                  "not a number", help=f"write {plain}" if plain else "write the number in decimal digits")
 

@@ -641,7 +641,7 @@ def test_missing_unit_underlines_the_number(source, line, column, end_column):
 
 
 @pytest.mark.parametrize("written,plain", [("1_000", "`1000`"), ("0x10", "`16`"), ("1e3", "`1000`"),
-                                           ("2_0x", "decimal digits")])
+                                           ("2_0x", "decimal digits"), ("1e999", "decimal digits")])
 def test_numbers_of_other_languages_are_named_so(written, plain):
     diagnostic = assert_error(f"buffer y[{written}] 1B on host\n", Code.SP002, 1, 10, 10 + len(written),
                               message=f"`{written}` is not a number")
