@@ -19,6 +19,7 @@ from checker.executor.walks import MAX_RACES, walk
 from checker.findings import FindingKind
 from checker.frontend import load_text
 from checker.smt import rules
+from checker.smt.layout import Layout
 from checker.smt.queries import Analysis
 from checker.smt.solve import Budget
 from strategies import specs
@@ -65,6 +66,33 @@ def test_a_program_with_more_statements_than_the_solver_checks_is_walked(monkeyp
     assert not report.diagnostics
     assert any(f.kind is FindingKind.RACE for f in report.findings)
     assert any(f.kind is FindingKind.UNKNOWN and "random executions" in f.message for f in report.findings)
+
+
+def test_a_program_too_wide_for_the_solvers_order_is_walked(monkeypatch):
+    """The must order keeps a clock per step and chain: past its cap the program is refused at
+    once (before any clock is built) and walked, like one with too many statements."""
+    from checker.smt import order
+
+    text = random_threads(5, 2, 30)
+    program = load_text(text, "wide.sched").program
+    layout = Layout(program)
+    monkeypatch.setattr(order, "MAX_CLOCK_ENTRIES", len(layout.steps) * len(layout.chains) - 1)
+    report = check_loaded(load_text(text, "wide.sched"), Options(budget=5))
+    assert not report.diagnostics
+    unknown = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert len(unknown) == 1 and "too wide to order" in unknown[0].message
+    assert "random executions were run" in unknown[0].message and unknown[0].detail["refused"]
+    assert any(f.kind is FindingKind.RACE for f in report.findings)
+
+
+def test_a_walk_stopped_by_its_time_limit_says_so(monkeypatch):
+    program = load_text(random_threads(3, 2, 300, signals=False), "long.sched").program
+    monkeypatch.setattr(walks, "CLOCK_EVERY", 1)
+    cut = walk(program, seconds=0.0, max_walks=3)
+    assert cut.walks == 1 and cut.cut
+    assert cut.exploration.transitions < len(program.statements)  # (a whole walk takes every issue)
+    whole = walk(program, seconds=60.0, max_walks=1)
+    assert whole.walks == 1 and not whole.cut
 
 
 def test_walks_keep_at_most_max_races_the_earliest_seen(monkeypatch):

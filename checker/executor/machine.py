@@ -862,9 +862,7 @@ class Machine:
                 out.append(steps[_ISSUE][i])
         batch = self.batch
         met: dict[int, bool] = {}  # group index -> whether its members may end
-        for q in state.queues:
-            if not q:
-                continue
+        for q in filter(None, state.queues):  # (skipping the empty ones in C: wide programs have thousands)
             head_batch = batch[q[0]]
             for k, h in enumerate(q):
                 if k and (head_batch is None or batch[h] != head_batch):

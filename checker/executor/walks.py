@@ -58,6 +58,9 @@ class Walks:
 
     exploration: Exploration
     walks: int
+    cut: bool
+    """Whether the last walk was stopped by the time limit before it ended (in a program whose
+    steps each scan thousands of enabled ones, the only walk may be)."""
     racing_pairs: int
     """Distinct racing statement pairs seen; `exploration.races` keeps at most `MAX_RACES`."""
     dead_uses: int
@@ -82,6 +85,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
     transitions = 0
     stale = 0
     walks = 0
+    cut = False
     last_new = began
     while walks < max_walks and (walks == 0 or time.perf_counter() < deadline):
         if stale >= STALE_WALKS and time.perf_counter() - last_new >= STALE_SECONDS:
@@ -114,6 +118,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
                     new = True
             state = transition.state
             if transitions % clock_every == 0 and time.perf_counter() > deadline:
+                cut = True
                 break
         if not machine.enabled(state) and not machine.finished(state):
             stuck = machine.stuck(state)
@@ -154,4 +159,4 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
         seconds=time.perf_counter() - began,
         stopped="walks",
     )
-    return Walks(exploration, walks, len(seen), len(uses))
+    return Walks(exploration, walks, cut, len(seen), len(uses))

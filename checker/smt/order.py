@@ -29,9 +29,29 @@ from collections import deque
 from dataclasses import dataclass
 
 from checker.smt.layout import Layout
-from checker.smt.rules import BIG, Need, Never, Rules, SetState
+from checker.smt.rules import BIG, Need, Never, Rules, SetState, TooLarge
 
 MAX_ROUNDS = 12
+
+MAX_CLOCK_ENTRIES = 50_000_000
+"""Steps x chains of the clocks, of which a round keeps two sets (its own and the last
+round's): 2 threads of 10,000 kernels on 10,000 streams (600 million) took 94 s, then ran
+out of memory. Beyond this the program is refused (its random executions are run instead)."""
+
+
+class TooWide(TooLarge):
+    """Too many steps on too many chains for the clocks of the order."""
+
+    help = "use fewer streams (or threads), or split the spec"
+
+    def __init__(self, steps: int, chains: int):
+        Exception.__init__(self, steps, chains)  # the arguments, so that it pickles out of a worker
+        self.steps, self.chains = steps, chains
+        self.step, self.count = 0, steps * chains
+
+    def __str__(self) -> str:
+        return (f"it is too wide to order: {self.steps:,} steps on {self.chains:,} threads and "
+                f"streams (at most {MAX_CLOCK_ENTRIES:,} of the two multiplied)")
 
 
 @dataclass(slots=True)
@@ -96,6 +116,8 @@ class _Knowing:
 def compute(layout: Layout, max_rounds: int = MAX_ROUNDS) -> MustOrder:
     count = len(layout.steps)
     chains = len(layout.chains)
+    if count * chains > MAX_CLOCK_ENTRIES:
+        raise TooWide(count, chains)
     knowing = _Knowing(layout)
     rules = Rules(layout, knowing, edges_only=True)
     preds: list[set[int]] = [set() for _ in range(count)]
