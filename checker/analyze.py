@@ -229,7 +229,7 @@ def _walked(program: Program, options: Options, refused: Finding,
     ran = f"{walks.walks:,} random execution{'s were' if walks.walks != 1 else ' was'} run instead"
     if walks.cut:
         ran += f" ({'the last ' if walks.walks != 1 else ''}cut short at the {min(WALK_SECONDS, options.budget):g} s limit)"
-    message = (f"{refused.message}; {ran} and what they show is "
+    message = (f"{refused.message}; {ran} and what {'they show' if walks.walks != 1 else 'it shows'} is "
                f"reported ({counts}, {walks.dead_uses:,} uses of dead memory, "
                f"{'a deadlock' if shown.deadlocks else 'no deadlock'}), but what they miss stays undecided")
     detail = {**refused.detail, "walks": walks.walks, "racing_pairs_seen": walks.racing_pairs,
