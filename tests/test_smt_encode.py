@@ -174,6 +174,54 @@ def test_a_wait_whose_every_candidate_record_follows_its_own_on_one_stream_waits
     assert _verdict_pairs(text) == {(9, 20), (12, 17)}  # wa-rb, wb-ra
 
 
+def shared_event_threads(seed: int) -> str:
+    """Two or three threads recording and waiting for one event on two shared streams."""
+    import random
+
+    rng = random.Random(seed)
+    lines = ["device d { compute 2 }", "stream s[2] on d", "event e", "event f"]
+    for t in range(rng.randint(2, 3)):
+        lines.append(f"thread t{t} {{")
+        for _ in range(rng.randint(3, 10)):
+            kind = rng.choice(["record e", "record e", "wait e", "wait e", "record f", "wait f", "kernel k"])
+            lines.append(f"  s[{rng.randrange(2)}]: {kind}" if rng.random() < 0.9 else "  sync e")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(specs(), st.integers(0, 10**6).map(shared_event_threads)))
+def test_a_wait_needs_exactly_its_sure_records_that_every_candidate_follows_on_one_stream(text: str) -> None:
+    """The rule read from every candidate of a binding (the records of other threads are read
+    as runs, `Rules.records_by_thread`): a sure record is needed exactly when it is in no
+    batch and every candidate is on its stream and in no batch; the order's rules (edges
+    only) need the same records."""
+    from checker.ir import Op, SyncKind
+    from checker.smt.rules import Bind, Need, Rules
+
+    loaded = load_text(text)
+    if loaded.program is None:
+        return
+    encoding = Encoding(loaded.program)
+    layout, statements = encoding.layout, loaded.program.statements
+    full, edges = Rules(layout, encoding.order), Rules(layout, encoding.order, edges_only=True)
+    for w in statements:
+        event = w.event if w.op is Op.WAIT else w.target if w.op is Op.SYNC and w.sync is SyncKind.EVENT else None
+        if event is None or loaded.program.events[event].flag:
+            continue
+        items = full.binding_items(w, event)
+        needed = {item.step for item in items if isinstance(item, Need)}
+        assert needed == {item.step for item in edges.binding_items(w, event) if isinstance(item, Need)}
+        binds = [item for item in items if isinstance(item, Bind)]
+        if not binds:
+            continue
+        candidates = [statements[r] for r, _ in binds[0].candidates]
+        expected = {layout.completion(r) for r, (_, surely) in zip(candidates, binds[0].candidates)
+                    if surely and r.batch is None
+                    and all(o.stream == r.stream and o.batch is None for o in candidates)}
+        assert needed == expected
+
+
 def test_a_candidate_record_on_another_stream_leaves_the_wait_open() -> None:
     """With thread b's record on a stream of its own, thread a's wait may bind to it, and it
     can complete before a's write: then a's read races with a's own write, which the solver

@@ -168,15 +168,27 @@ class Rules:
                 o.index for o in streams
                 if other is not None and o.index != stream.index and o.device == stream.device
                 and o.mode is other]
-        # Records of each event per thread: (records, positions, issue indices on the thread chain).
-        self.records_by_thread: dict[int, dict[int, tuple[list[Statement], list[int], list[int]]]] = {}
+        # Records of each event per thread: (records, positions, issue indices on the thread
+        # chain, and for each record the end of the run of records from it on its stream, none
+        # of them in a batch: `_behind_on_its_stream` reads a window of them at once).
+        self.records_by_thread: dict[int, dict[int, tuple[list[Statement], list[int], list[int], list[int]]]] = {}
         for event, records in layout.records.items():
-            per: dict[int, tuple[list, list, list]] = {}
+            per: dict[int, tuple[list, list, list, list]] = {}
             for r in records:
-                recs, positions, issues = per.setdefault(r.thread, ([], [], []))
+                recs, positions, issues, _ = per.setdefault(r.thread, ([], [], [], []))
                 recs.append(r)
                 positions.append(layout.position[r.index])
                 issues.append(layout.index_on(layout.issue(r), layout.thread_chain[r.thread]))
+            for recs, _, _, run_end in per.values():
+                run_end.extend([0] * len(recs))
+                for k in range(len(recs) - 1, -1, -1):
+                    r = recs[k]
+                    if r.batch is not None:
+                        run_end[k] = k
+                    elif k + 1 < len(recs) and recs[k + 1].stream == r.stream and recs[k + 1].batch is None:
+                        run_end[k] = run_end[k + 1]
+                    else:
+                        run_end[k] = k + 1
             self.records_by_thread[event] = per
         self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -400,8 +412,8 @@ class Rules:
         w_issue = layout.issue(w)
         position = layout.position[w.index]
         static: list[Statement] = []
-        windows: list[tuple[list[Statement], int, int]] = []
-        for thread, (records, positions, issues) in self.records_by_thread.get(event, {}).items():
+        windows: list[tuple[list[Statement], int, int, list[int]]] = []
+        for thread, (records, positions, issues, run_end) in self.records_by_thread.get(event, {}).items():
             if thread == w.thread:
                 k = bisect_right(positions, position - 1)
                 if k:
@@ -412,41 +424,50 @@ class Rules:
                             key=lambda k: oracle.prec(w_issue, layout.issue(records[k])))
             if p:
                 static.append(records[p - 1])
-            windows.append((records, p, q))
+            windows.append((records, p, q, run_end))
 
         def overtaken(r: Statement) -> bool:
             """A record enqueued before some record that is surely enqueued before w."""
             return any(o.index != r.index and oracle.prec(layout.issue(r), layout.issue(o)) for o in static)
 
-        kept = [(r, True) for r in static if not overtaken(r)]
-        for records, p, q in windows:
+        fixed = [r for r in static if not overtaken(r)]
+        spans = []
+        for records, p, q, run_end in windows:
             # The overtaken records of a window are a prefix of it (one thread's records
             # are enqueued in program order).
             first = bisect_left(range(len(records)), True, lo=p, hi=q, key=lambda k: not overtaken(records[k]))
-            kept += [(r, False) for r in records[first:q]]
-        if not kept:
+            if first < q:
+                spans.append((records, first, q, run_end))
+        if not fixed and not spans:
             return []
-        if len(kept) == 1 and kept[0][1]:
-            r = kept[0][0]
+        if len(fixed) == 1 and not spans:
+            r = fixed[0]
             return [Need(f"{self.describe(r)} to complete", layout.completion(r))]
         needs = [Need(f"{self.describe(r)} to complete", layout.completion(r))
-                 for r, fixed in kept if fixed and self._behind_on_its_stream(r, kept)]
+                 for r in fixed if self._behind_on_its_stream(r, fixed, spans)]
         if self.edges_only:
             return needs
+        kept = [(r, True) for r in fixed]
+        for records, first, q, _ in spans:
+            kept += [(r, False) for r in records[first:q]]
         kept.sort(key=lambda item: item[0].index)
         self._grow(len(kept), w_issue)
-        return needs + [Bind(w.index, tuple((r.index, fixed) for r, fixed in kept))]
+        return needs + [Bind(w.index, tuple((r.index, surely) for r, surely in kept))]
 
     @staticmethod
-    def _behind_on_its_stream(r: Statement, kept: list) -> bool:
+    def _behind_on_its_stream(r: Statement, fixed: list[Statement], spans: list) -> bool:
         """Whether a record `r` surely enqueued before the wait is waited for whichever
-        candidate the wait binds to: the bound record is `r` or one enqueued after it (the
-        latest before the wait), and when every other candidate is on `r`'s stream, one
-        enqueued after `r` completes after it (rule 1). Threads that each record the event
-        after their own work on one shared stream, and wait for it on streams of their own,
-        are ordered that way: with the binding left open, the solver took 6-9 s to prove each
-        of them no race (3 threads x 7 iterations; 274 s at 10)."""
-        return r.batch is None and all(o.stream == r.stream and o.batch is None for o, _ in kept)
+        candidate the wait binds to (the others `fixed` and the records of the `spans` of
+        other threads, (records, first, end, run ends)): the bound record is `r` or one
+        enqueued after it (the latest before the wait), and when every other candidate is on
+        `r`'s stream, one enqueued after `r` completes after it (rule 1). Threads that each
+        record the event after their own work on one shared stream, and wait for it on
+        streams of their own, are ordered that way: with the binding left open, the solver
+        took 6-9 s to prove each of them no race (3 threads x 7 iterations; 274 s at 10)."""
+        stream = r.stream
+        return (r.batch is None and all(o.stream == stream and o.batch is None for o in fixed)
+                and all(records[first].stream == stream and run_end[first] >= end
+                        for records, first, end, run_end in spans))
 
     # --- flags, notifies, lifetimes: the latest setter or clearer -------------------------------
 
