@@ -193,6 +193,7 @@ class Rules:
         self._signals: dict[tuple[str, int], tuple[dict, dict]] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
         self._partner_items: dict[tuple[str, int], tuple] = {}
+        self._rounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self.open = 0
         """Open choices listed so far (`MAX_OPEN`)."""
 
@@ -499,17 +500,29 @@ class Rules:
         iteration, as notifies are (a producer and a consumer handing two flags back and
         forth 15 times took 75 s, the solver proving every later iteration no race)."""
         chain, here = self.layout.primary(step)
-        resets = [index for index, _ in clearers.get(chain, ()) if index < here]
-        if not resets:
-            return 0
-        readers = [index for index, _ in self._flag_readers(event).get(chain, ()) if index < here]
+        key = (event, chain)
+        rounds = self._rounds.get(key)
+        if rounds is None:
+            readers = self._flag_readers(event).get(chain, ())
+            rounds = self._rounds[key] = self._flag_rounds(clearers.get(chain, ()), readers)
+        indices, counts = rounds
+        k = bisect_left(indices, here)
+        return counts[k - 1] if k else 0
+
+    @staticmethod
+    def _flag_rounds(resets: list, readers: list) -> tuple[list[int], list[int]]:
+        """One chain's waits and resets of a flag in chain order, and after each, how many
+        rounds (a wait, then a reset) have ended (`_consumed`)."""
+        indices, counts = [], []
         count, waited = 0, False
-        for index, kind in sorted([(r, 0) for r in readers] + [(c, 1) for c in resets]):
+        for index, kind in sorted([(r, 0) for r, _ in readers] + [(c, 1) for c, _ in resets]):
             if kind == 0:
                 waited = True
             elif waited:
                 count, waited = count + 1, False
-        return count
+            indices.append(index)
+            counts.append(count)
+        return indices, counts
 
     def _flag_readers(self, event: int) -> dict:
         """The completions of the stream `wait`s of one flag event, per chain (`_grouped`)."""
