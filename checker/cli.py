@@ -371,8 +371,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _address(text: str) -> str:
+    """A Dask scheduler address, checked here (not when connecting) so that a bad one in the
+    configuration is shown where it is written: tcp and tls (the default when no scheme is
+    written) need a host and a port; other schemes are left to Dask."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty address: write e.g. tcp://host:8786")
+    scheme, _, location = text.partition("://") if "://" in text else ("tcp", "", text)
+    if scheme in ("tcp", "tls"):
+        host, colon, port = location.rpartition(":")
+        if not colon or not host or host == "[]":
+            raise argparse.ArgumentTypeError(f"{text!r} is not a scheduler address (no host and port): "
+                                             "write e.g. tcp://host:8786")
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a scheduler address ({port!r} is not a port "
+                                             "number): write e.g. tcp://host:8786")
     return text
 
 

@@ -105,10 +105,16 @@ def test_cluster_without_dask_is_a_usage_error(run, monkeypatch):
     assert status == 2 and "streamproof[cluster]" in err and "Traceback" not in err
 
 
-def test_cluster_address_that_is_not_one_is_a_usage_error(run):
-    pytest.importorskip("distributed")
-    status, out, err = run("check", "--cluster", "not an address", SPECS / "copy_compute_sync.sched")
-    assert status == 2 and "is not a scheduler address" in err and "Traceback" not in err
+@pytest.mark.parametrize("address", ["not an address", "tcp://host", "host:port", "tls://:8786", "tcp://h:0"])
+def test_cluster_address_that_is_not_one_is_a_usage_error(capsys, address):
+    """Told by the argument parser, before Dask is loaded (it need not be installed for the
+    address to be wrong)."""
+    from checker.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["check", "--cluster", address, str(SPECS / "copy_compute_sync.sched")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "is not a scheduler address" in err and "Traceback" not in err
 
 
 def test_cluster_nobody_listens_at_fails_at_once(run):
