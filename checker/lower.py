@@ -29,6 +29,7 @@ from checker.ir import (
     Memory, Notify, Op, Program, Runtime, Span, Statement, Stream, StreamMode, SyncKind,
     Thread,
 )
+from checker.lints import program_warnings
 from checker.parse import KEYWORDS, MAX_ERRORS, MAX_LITERAL, SpecErrors, close_words, did_you_mean
 
 DEFAULT_MAX_STATEMENTS = 1_000_000
@@ -1103,9 +1104,9 @@ class _Lowerer:
             )
         finally:
             self.memories, self.streams, self.events, self.streams_on, self.default_streams = declared
-        before = len(self.warnings)
-        self.usage_warnings(program)
-        self.warned.append({(w.code, w.primary_span) for w in self.warnings[before:]})
+        found = program_warnings(program, self.named_streams)
+        self.warnings += found
+        self.warned.append({(w.code, w.primary_span) for w in found})
         return program
 
     def thread(self, decl: ast.ThreadDecl) -> None:
@@ -2006,84 +2007,6 @@ class _Lowerer:
         for index, group in group_of.items():
             self.statements[index] = replace(self.statements[index], group=group)
         return groups
-
-    def usage_warnings(self, program: Program) -> None:
-        used_streams = {s.stream for s in program.statements if s.stream is not None}
-        used_streams |= {s.target for s in program.statements if s.sync in (SyncKind.STREAM, SyncKind.STREAMS)}
-        used_streams |= self.named_streams
-        used_declarations = {program.streams[i].span for i in used_streams if i is not None}
-        for stream in program.streams:
-            if stream.index not in used_streams and program.threads:
-                if stream.name.endswith("]") and stream.span in used_declarations:
-                    continue
-                name = stream.name.split("[")[0] if stream.name.endswith("]") else stream.name
-                what = "stream array" if name != stream.name else "stream"
-                self.warnings.append(warning(Code.SP051, f"{what} `{name}` is never used", stream.span,
-                                             "declared here"))
-        recorded = {s.event for s in program.statements if s.op is Op.RECORD}
-        for s in program.statements:
-            if s.op is Op.WAIT and s.event not in recorded:
-                self.warnings.append(warning(
-                    Code.SP050, f"event `{program.events[s.event].name}` is waited on but never recorded", s.span,
-                    "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"),
-                ))
-        self.rank_warnings(program)
-        self.sync_all_warnings(program)
-        notified = {s.notify for s in program.statements if s.op is Op.NOTIFY}
-        for s in program.statements:
-            if s.op is Op.AWAIT and s.notify not in notified:
-                self.warnings.append(warning(
-                    Code.SP052, f"notify `{program.notifies[s.notify].name}` is awaited but never notified",
-                    s.span, "this await blocks forever"))
-
-    def rank_warnings(self, program: Program) -> None:
-        """SP054: one thread calls collectives (or sends, recvs) of two members of a comm
-        outside a `group`. Each call here returns at once, as the language says; NCCL and HCCL
-        may block a call until every rank has made it, so such a program can hang there."""
-        first: dict[tuple[int, int], int] = {}  # (thread, comm) -> the member stream it called first
-        for s in program.statements:
-            if s.group is None or s.batch is not None or s.stream is None:
-                continue
-            key = (s.thread, s.comm)
-            member = first.setdefault(key, s.stream)
-            if member != s.stream and member >= 0:
-                first[key] = -1  # once per thread and comm
-                comm = program.comms[key[1]].name
-                self.warnings.append(warning(
-                    Code.SP054, f"thread `{program.threads[s.thread].name}` calls comm `{comm}` for two of its "
-                    f"ranks (`{program.streams[member].name}`, `{program.streams[s.stream].name}`) outside a `group`",
-                    s.span, "a second rank's call",
-                    help="NCCL and HCCL may block such a call until every rank has called (one thread driving "
-                         "several ranks then hangs); streamproof takes each call as returning at once. Put the "
-                         "calls of one position in `group { ... }` (ncclGroupStart/End)"))
-
-    def sync_all_warnings(self, program: Program) -> None:
-        """SP058: `sync all` in a thread that drives one rank of a comm, while other threads
-        drive the others. It waits for every device, the other ranks' too, which no process
-        can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize` wait for the caller's
-        device): the spec then orders ranks that the program does not, or hangs where it
-        does not."""
-        if not program.comms:
-            return
-        member_device: dict[int, int] = {}  # thread -> the one device of its comm calls
-        for s in program.statements:
-            if s.comm is not None and s.stream is not None:
-                device = program.streams[s.stream].device
-                member_device[s.thread] = device if member_device.get(s.thread, device) == device else -1
-        devices = {d for d in member_device.values() if d >= 0}
-        if len(devices) < 2:
-            return
-        warned: set[int] = set()
-        for s in program.statements:
-            if s.op is Op.SYNC and s.sync is SyncKind.ALL and member_device.get(s.thread, -1) >= 0 \
-                    and s.thread not in warned:
-                warned.add(s.thread)
-                device = program.devices[member_device[s.thread]].name
-                self.warnings.append(warning(
-                    Code.SP058, f"`sync all` in thread `{program.threads[s.thread].name}`, which drives the rank on "
-                    f"`{device}`, also waits for the other ranks' devices", s.span, "every device",
-                    help=f"a rank's process synchronizes its own device (`torch.cuda.synchronize()`): "
-                         f"write `sync {device}`"))
 
     LOWER = {
         ast.HostCall: host_call,

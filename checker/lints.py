@@ -1,0 +1,113 @@
+"""Warnings read off a lowered program: what it declares and never uses, waits that nothing
+can satisfy, and calls that real runtimes may block on where the language says they return.
+
+Pure functions of a `Program` (lowering adds the streams its statements name without running
+on them); lowering keeps one warning per source line and code.
+"""
+
+from __future__ import annotations
+
+from checker.codes import Code
+from checker.diagnostics import Diagnostic, warning
+from checker.ir import Op, Program, SyncKind
+
+
+def program_warnings(program: Program, named_streams: set[int] | frozenset[int] = frozenset()) -> list[Diagnostic]:
+    """Every warning of `program`. `named_streams`: streams some statement names without a
+    task on them (an `alloc` from a stream's pool, a `record_stream`), which count as used."""
+    found = unused_streams(program, named_streams)
+    found += never_recorded(program)
+    found += ranks_called_by_one_thread(program)
+    found += sync_all_of_a_rank(program)
+    found += never_notified(program)
+    return found
+
+
+def unused_streams(program: Program, named_streams: set[int] | frozenset[int]) -> list[Diagnostic]:
+    """SP051: a stream (or a whole stream array) that no statement uses."""
+    if not program.threads:
+        return []
+    used = {s.stream for s in program.statements if s.stream is not None}
+    used |= {s.target for s in program.statements if s.sync in (SyncKind.STREAM, SyncKind.STREAMS)}
+    used |= named_streams
+    used_declarations = {program.streams[i].span for i in used if i is not None}
+    found = []
+    for stream in program.streams:
+        if stream.index in used:
+            continue
+        if stream.name.endswith("]") and stream.span in used_declarations:
+            continue  # (another element of its array is used)
+        name = stream.name.split("[")[0] if stream.name.endswith("]") else stream.name
+        what = "stream array" if name != stream.name else "stream"
+        found.append(warning(Code.SP051, f"{what} `{name}` is never used", stream.span, "declared here"))
+    return found
+
+
+def never_recorded(program: Program) -> list[Diagnostic]:
+    """SP050: a wait for an event that no statement records."""
+    recorded = {s.event for s in program.statements if s.op is Op.RECORD}
+    return [warning(Code.SP050, f"event `{program.events[s.event].name}` is waited on but never recorded", s.span,
+                    "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"))
+            for s in program.statements if s.op is Op.WAIT and s.event not in recorded]
+
+
+def never_notified(program: Program) -> list[Diagnostic]:
+    """SP052: an await of a notify that no statement notifies."""
+    notified = {s.notify for s in program.statements if s.op is Op.NOTIFY}
+    return [warning(Code.SP052, f"notify `{program.notifies[s.notify].name}` is awaited but never notified",
+                    s.span, "this await blocks forever")
+            for s in program.statements if s.op is Op.AWAIT and s.notify not in notified]
+
+
+def ranks_called_by_one_thread(program: Program) -> list[Diagnostic]:
+    """SP054: one thread calls collectives (or sends, recvs) of two members of a comm
+    outside a `group`. Each call here returns at once, as the language says; NCCL and HCCL
+    may block a call until every rank has made it, so such a program can hang there."""
+    found = []
+    first: dict[tuple[int, int], int] = {}  # (thread, comm) -> the member stream it called first
+    for s in program.statements:
+        if s.group is None or s.batch is not None or s.stream is None:
+            continue
+        key = (s.thread, s.comm)
+        member = first.setdefault(key, s.stream)
+        if member != s.stream and member >= 0:
+            first[key] = -1  # once per thread and comm
+            comm = program.comms[key[1]].name
+            found.append(warning(
+                Code.SP054, f"thread `{program.threads[s.thread].name}` calls comm `{comm}` for two of its "
+                f"ranks (`{program.streams[member].name}`, `{program.streams[s.stream].name}`) outside a `group`",
+                s.span, "a second rank's call",
+                help="NCCL and HCCL may block such a call until every rank has called (one thread driving "
+                     "several ranks then hangs); streamproof takes each call as returning at once. Put the "
+                     "calls of one position in `group { ... }` (ncclGroupStart/End)"))
+    return found
+
+
+def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
+    """SP058: `sync all` in a thread that drives one rank of a comm, while other threads
+    drive the others. It waits for every device, the other ranks' too, which no process
+    can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize` wait for the caller's
+    device): the spec then orders ranks that the program does not, or hangs where it
+    does not."""
+    if not program.comms:
+        return []
+    member_device: dict[int, int] = {}  # thread -> the one device of its comm calls
+    for s in program.statements:
+        if s.comm is not None and s.stream is not None:
+            device = program.streams[s.stream].device
+            member_device[s.thread] = device if member_device.get(s.thread, device) == device else -1
+    if len({d for d in member_device.values() if d >= 0}) < 2:
+        return []
+    found = []
+    warned: set[int] = set()
+    for s in program.statements:
+        if s.op is Op.SYNC and s.sync is SyncKind.ALL and member_device.get(s.thread, -1) >= 0 \
+                and s.thread not in warned:
+            warned.add(s.thread)
+            device = program.devices[member_device[s.thread]].name
+            found.append(warning(
+                Code.SP058, f"`sync all` in thread `{program.threads[s.thread].name}`, which drives the rank on "
+                f"`{device}`, also waits for the other ranks' devices", s.span, "every device",
+                help=f"a rank's process synchronizes its own device (`torch.cuda.synchronize()`): "
+                     f"write `sync {device}`"))
+    return found
