@@ -16,12 +16,12 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
-from bisect import bisect_left, insort
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from fractions import Fraction
 
 from checker import ast
 from checker.collectives import program_order_groups
+from checker.allocator import Slot, Tensor, TensorEvent, place, placeholder, slot_of
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error, warning
 from checker.ir import (
@@ -84,77 +84,6 @@ class _Region:
     tensor: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Tensor:
-    """One declared tensor, or one element of a tensor array."""
-
-    name: str
-    decl: str
-    size: int
-    device: int
-    span: Span
-
-
-@dataclass(slots=True)
-class _Slot:
-    """One lifetime of a tensor in the allocator simulation: an `alloc` (kind "alloc"), or
-    the uses of a tensor in a thread that has not allocated it (kind "shared"), which must
-    resolve to the tensor's single `alloc` in the whole program."""
-
-    kind: str
-    tensor: int
-    thread: int
-    span: Span
-    stream: int | None = None
-    block: int | None = None
-    target: "_Slot | None" = None
-    marked: bool = False
-    """Reuse deferred (`record_stream` on another stream, or freed by another thread): the
-    block is never handed out again."""
-    freed: bool = False
-
-
-@dataclass(slots=True)
-class _Block:
-    size: int
-    device: int
-    name: str
-    buffer: str
-    span: Span
-    owners: list[str] = field(default_factory=list)
-    pool: int | None = None
-
-
-class _Pool:
-    """The free blocks of one thread's pool on one stream: best fit, the smallest block that
-    holds the tensor, the one freed last among equal sizes (as the allocator simulation has
-    always chosen), found by bisection instead of a scan (100,000 tensors took minutes)."""
-
-    def __init__(self) -> None:
-        self.sizes: list[int] = []
-        """The sizes of the free blocks, ascending, each once."""
-        self.freed: dict[int, list[int]] = {}
-        """Size -> the free blocks of that size, in the order they were freed."""
-
-    def take(self, size: int) -> int | None:
-        """The block to hand out for a tensor of `size` bytes (None: a fresh one)."""
-        at = bisect_left(self.sizes, size)
-        if at == len(self.sizes):
-            return None
-        fitting = self.freed[self.sizes[at]]
-        block = fitting.pop()
-        if not fitting:
-            del self.freed[self.sizes[at]]
-            del self.sizes[at]
-        return block
-
-    def give(self, block: int, size: int) -> None:
-        if size not in self.freed:
-            insort(self.sizes, size)
-            self.freed[size] = []
-        self.freed[size].append(block)
-
-
 class _SizeUnknown(Exception):
     """`_Lowerer.check_size` cannot tell the size without lowering."""
 
@@ -206,11 +135,6 @@ def _kinds_phrase(kinds: tuple[str, ...]) -> str:
     return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
 
 
-def _placeholder(slot: int) -> int:
-    """The memory index that stands for a tensor slot until the allocator places it."""
-    return -1 - slot
-
-
 class _Lowerer:
     def __init__(self, spec: ast.SpecFile, path: str, source: str, max_statements: int,
                  skipped: frozenset[str] = frozenset(), max_errors: int = MAX_ERRORS):
@@ -249,7 +173,7 @@ class _Lowerer:
         self.events: list[Event] = []
         self.notifies: list[Notify] = []
         self.comms: list[Comm] = []
-        self.tensors: list[_Tensor] = []
+        self.tensors: list[Tensor] = []
         self.threads: list[Thread] = []
         self.statements: list[Statement] = []
         self.warnings: list[Diagnostic] = []
@@ -515,7 +439,7 @@ class _Lowerer:
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
         first = len(self.tensors)
         for offset, name in enumerate(names):
-            self.tensors.append(_Tensor(name, decl.name.text, decl.size.value, places[offset], decl.span))
+            self.tensors.append(Tensor(name, decl.name.text, decl.size.value, places[offset], decl.span))
         self.declare(decl.name, "tensor", decl, range(first, first + len(names)), count is not None)
         self.buffer_spans.append((decl.name.text, decl.span))
 
@@ -907,7 +831,7 @@ class _Lowerer:
         and device."""
         if index >= 0:
             return self.memories[index]
-        tensor = self.tensors[self.slots[-1 - index].tensor]
+        tensor = self.tensors[self.slots[slot_of(index)].tensor]
         return Memory(index, tensor.name, tensor.decl, tensor.size, tensor.device, False, tensor.span)
 
     # -- variants --------------------------------------------------------------------------
@@ -1082,8 +1006,8 @@ class _Lowerer:
         self.staged = 0
         self.items = 0
         self.wait_stream_events: dict[tuple[tuple[int, int], int], int] = {}
-        self.slots: list[_Slot] = []
-        self.tensor_events: list[tuple] = []
+        self.slots: list[Slot] = []
+        self.tensor_events: list[TensorEvent] = []
         self.placed: list[int] = []
         self.stream_sets: list[int] = []
         self.exact_durations: list[tuple[int, Fraction]] = []
@@ -1812,9 +1736,9 @@ class _Lowerer:
         if slot is None:
             # Not allocated on this thread (yet): it must be the tensor's only allocation.
             slot = len(self.slots)
-            self.slots.append(_Slot("shared", tensor, self.current_thread, span))
+            self.slots.append(Slot("shared", tensor, self.current_thread, span))
             self.tensor_slot[tensor] = slot
-        return _placeholder(slot)
+        return placeholder(slot)
 
     def alloc_tensor(self, node: ast.AllocTask, tensor: int, stream: int, bindings) -> None:
         info = self.tensors[tensor]
@@ -1825,48 +1749,20 @@ class _Lowerer:
                                   node.stream.span, "another device",
                                   help="allocate it from a stream of its own device"))
         slot = len(self.slots)
-        self.slots.append(_Slot("alloc", tensor, self.current_thread, node.span, stream))
+        self.slots.append(Slot("alloc", tensor, self.current_thread, node.span, stream))
         self.tensor_slot[tensor] = slot
         self.named_streams.add(stream)
-        self.tensor_events.append(("alloc", self.current_thread, slot))
+        self.tensor_events.append(TensorEvent("alloc", self.current_thread, slot))
         self.placed.append(len(self.statements))
-        self.emit(node, op=Op.ALLOC, stream=None, memory=_placeholder(slot), launch_only=True, bindings=bindings,
+        self.emit(node, op=Op.ALLOC, stream=None, memory=placeholder(slot), launch_only=True, bindings=bindings,
                   form=f"alloc {info.name} on {self.streams[stream].name}")
 
     def free_tensor(self, node: ast.HostFree, tensor: int, bindings) -> None:
         memory = self.tensor_use(tensor, node.access.span)
-        self.tensor_events.append(("free", self.current_thread, -1 - memory, node.span))
+        self.tensor_events.append(TensorEvent("free", self.current_thread, slot_of(memory), node.span))
         self.placed.append(len(self.statements))
         self.emit(node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
                   form=f"free {self.tensors[tensor].name}")
-
-    def shared_pool_warnings(self, freed_into: dict[int, list[tuple[int, Span, "_Slot"]]]) -> None:
-        """SP056: PyTorch's caching allocator is one per process, so an `alloc` on a stream may
-        take a block that another thread freed into that stream's pool, depending on which ran
-        first. The simulation keeps a pool per thread and stream (a fixed block per tensor),
-        so that reuse, and the races it brings, go unchecked: say so at the alloc."""
-        warned: set[int] = set()
-        # Per stream, the first free into it, and the first by another thread than that one's.
-        firsts: dict[int, list[tuple[int, Span, _Slot]]] = {}
-        for stream, frees in freed_into.items():
-            firsts[stream] = [frees[0], next((f for f in frees if f[0] != frees[0][0]), None)]
-        for slot in self.slots:
-            if slot.kind != "alloc" or slot.stream is None or slot.thread in warned:
-                continue
-            other = next((f for f in firsts.get(slot.stream, ()) if f is not None and f[0] != slot.thread), None)
-            if other is None:
-                continue
-            warned.add(slot.thread)
-            thread, span, freed = other
-            stream = self.streams[slot.stream].name
-            self.warnings.append(warning(
-                Code.SP056, f"thread `{self.threads[slot.thread].name}` allocates `{self.tensors[slot.tensor].name}` "
-                f"from the pool of `{stream}`, into which thread `{self.threads[thread].name}` frees "
-                f"`{self.tensors[freed.tensor].name}`", slot.span, "may reuse that block",
-                secondary=((span, "freed here"),),
-                help="the caching allocator is shared by all threads, but streamproof hands out blocks per "
-                     "thread, so a reuse across threads is not checked: allocate and free these tensors on "
-                     "one thread, or give each thread its own stream to allocate on"))
 
     def record_stream(self, node: ast.RecordStreamTask, env, bindings) -> None:
         stream, _ = self.on_stream(node, env, bindings)
@@ -1876,112 +1772,32 @@ class _Lowerer:
                                   help="name the tensor itself"))
         self.named_streams.add(stream)
         for tensor in region.memories:
-            slot = -1 - self.tensor_use(tensor, node.tensor.span)
-            self.tensor_events.append(("record", self.current_thread, slot, stream, node.span))
+            slot = slot_of(self.tensor_use(tensor, node.tensor.span))
+            self.tensor_events.append(TensorEvent("record", self.current_thread, slot, node.span, stream))
 
     def place_tensors(self) -> tuple[Memory, ...]:
-        """Simulate the caching allocator, each thread in program order, and rewrite every
-        tensor placeholder to the block the tensor got."""
+        """Run the allocator simulation (`allocator.place`) and rewrite every tensor
+        placeholder to the memory of the block the tensor got."""
         if not self.slots:
             return ()
-        allocs: dict[int, list[_Slot]] = {}
-        for slot in self.slots:
-            if slot.kind == "alloc":
-                allocs.setdefault(slot.tensor, []).append(slot)
-        for slot in self.slots:
-            if slot.kind == "shared":
-                try:
-                    slot.target = self.shared_target(slot, allocs.get(slot.tensor, []))
-                except SpecError as exc:
-                    self.record(exc.diagnostic)
+        placement = place(self.slots, self.tensor_events, self.tensors, [s.name for s in self.streams],
+                          [t.name for t in self.threads], len(self.memories))
+        for diagnostic in placement.errors:
+            self.record(diagnostic)
         if self.errors:
             return ()
-        owner = lambda index: self.slots[index].target or self.slots[index]  # noqa: E731
-        # Deferred reuse, whichever thread asks for it.
-        for event in self.tensor_events:
-            if event[0] == "record":
-                slot = owner(event[2])
-                if event[3] != slot.stream:
-                    slot.marked = True
-                else:
-                    tensor = self.tensors[slot.tensor].name
-                    stream = self.streams[slot.stream].name
-                    self.warnings.append(warning(
-                        Code.SP055, f"`record_stream` of `{tensor}` on `{stream}`, its own allocation stream, "
-                        "does nothing", event[4], "its allocation stream",
-                        help="record the tensor on each other stream that uses it: the allocator already "
-                             "orders its own stream"))
-            elif event[0] == "free" and owner(event[2]).thread != event[1]:
-                owner(event[2]).marked = True
-        blocks: list[_Block] = []
-        pools: dict[tuple[int, int], _Pool] = {}  # (thread, stream) -> its free blocks
-        fresh: dict[int, int] = {}
-        freed_into: dict[int, list[tuple[int, Span, _Slot]]] = {}  # stream -> [(thread, free, slot)]
-        order = sorted(range(len(self.tensor_events)), key=lambda i: (self.tensor_events[i][1], i))
-        for i in order:
-            event = self.tensor_events[i]
-            if event[0] == "alloc":
-                slot = self.slots[event[2]]
-                tensor = self.tensors[slot.tensor]
-                reused = pools.setdefault((slot.thread, slot.stream), _Pool()).take(tensor.size)
-                if reused is not None:
-                    slot.block = reused
-                else:
-                    fresh[slot.tensor] = fresh.get(slot.tensor, 0) + 1
-                    n = fresh[slot.tensor]
-                    slot.block = len(blocks)
-                    blocks.append(_Block(tensor.size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
-                                         tensor.decl, tensor.span, pool=slot.stream))
-                if tensor.decl not in blocks[slot.block].owners:
-                    blocks[slot.block].owners.append(tensor.decl)
-            elif event[0] == "free":
-                slot = owner(event[2])
-                if slot.freed or slot.block is None or slot.marked:
-                    slot.freed = True
-                    continue
-                slot.freed = True
-                pools.setdefault((slot.thread, slot.stream), _Pool()).give(slot.block, blocks[slot.block].size)
-                freed_into.setdefault(slot.stream, []).append((slot.thread, event[3], slot))
-        self.shared_pool_warnings(freed_into)
-        base = len(self.memories)
-        memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners),
-                                b.pool) for k, b in enumerate(blocks))
+        self.warnings += placement.warnings
+        memory_of_slot = placement.memory_of_slot
 
-        def place(memory: int | None) -> int | None:
-            if memory is None or memory >= 0:
-                return memory
-            return base + owner(-1 - memory).block
+        def placed(memory: int | None) -> int | None:
+            return memory if memory is None or memory >= 0 else memory_of_slot[slot_of(memory)]
 
         for index in self.placed:
             s = self.statements[index]
             self.statements[index] = replace(
-                s, memory=place(s.memory),
-                accesses=tuple(replace(a, memory=place(a.memory)) if a.memory < 0 else a for a in s.accesses))
-        return memories
-
-    def shared_target(self, slot: _Slot, allocs: list[_Slot]) -> _Slot:
-        """The one `alloc` a use outside its allocating thread stands for."""
-        tensor = self.tensors[slot.tensor]
-        here = self.threads[slot.thread].name
-        if len(allocs) == 1:
-            return allocs[0]
-        if not allocs:
-            raise SpecError(error(Code.SP027, f"tensor `{tensor.name}` is used but never allocated", slot.span,
-                                  "not allocated", help=f"allocate it first: `STREAM: alloc {tensor.name}`"))
-        threads = list(dict.fromkeys(self.threads[a.thread].name for a in allocs))
-        if len(threads) == 1:
-            raise SpecError(error(Code.SP027, f"tensor `{tensor.name}` is used before any `alloc` of it in thread `{here}`",
-                                  slot.span, "not allocated on this thread yet",
-                                  help=f"it is allocated {len(allocs)} times in thread `{threads[0]}`, so which "
-                                       "allocation this is would be ambiguous: allocate it on this thread first, "
-                                       "or only once in the whole spec"))
-        listed = ", ".join(f"`{t}`" for t in threads[:-1]) + f" and `{threads[-1]}`"
-        own = " before its own `alloc`" if here in threads else ""
-        raise SpecError(error(Code.SP028, f"tensor `{tensor.name}` is allocated in threads {listed} and used in "
-                                          f"thread `{here}`{own}",
-                              slot.span, "which allocation is this?",
-                              help="the block it would get depends on how the threads interleave: allocate it "
-                                   "once in the whole spec, or on the thread that uses it"))
+                s, memory=placed(s.memory),
+                accesses=tuple(replace(a, memory=placed(a.memory)) if a.memory < 0 else a for a in s.accesses))
+        return placement.memories
 
     # -- program-wide ----------------------------------------------------------------------
 
