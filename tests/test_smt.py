@@ -165,3 +165,30 @@ def test_conformance_with_linear_binding(path: Path, monkeypatch) -> None:
                                           ("races", "race_buffers", "uaf_lines", "deadlock")}
     for finding in findings:
         replays(program, finding.witness)
+
+
+def test_once_the_budget_is_spent_no_race_formula_is_built(monkeypatch) -> None:
+    """Questions left when the budget runs out are reported unasked, one by one, without
+    building their formulas (the halving of a class's questions built them all, for nothing:
+    8 threads of 80 rounds spent 20 s past a 20 s budget)."""
+    from checker.smt.encode import Encoding
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    text = """\
+device d { compute 2 }
+buffer x[3] 1MiB on d
+stream s[3] on d
+thread t[3] {
+  for i in 0..3 {
+    s[t]: kernel k reads x[(t+1)%3] writes x[t] 1us
+  }
+}
+"""
+    analysis = Analysis(load_text(text).program, Budget())
+    candidates = analysis.race_candidates()
+    assert len(candidates) > 2
+    monkeypatch.setattr(Analysis, "_spent", lambda self: True)
+    monkeypatch.setattr(Encoding, "race", mock.Mock(side_effect=AssertionError("a formula was built")))
+    assert analysis.races(candidates, runs=False, repair=False) == []
+    assert sorted(analysis.parts.races_not_asked) == sorted((a.index, b.index) for a, b, _ in candidates)
