@@ -1114,6 +1114,7 @@ class Analysis:
         a, b, memory = pending[pair]
         if self._spent() and not self._probing:
             verdict = Unknown(OUT_OF_TIME)  # (asked, its formula would be built for nothing)
+            self.stats["unknowns"] += 1
         else:
             verdict = self.ask(self.encoding.race(a, b),
                                cut=(self.encoding.first_step(a), self.encoding.first_step(b)))
