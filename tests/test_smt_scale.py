@@ -9,16 +9,16 @@
   with the other choice, and the races they answer are races the solver confirms.
 * The relaxed session (`relaxed.py`: the stream order across threads left out until a model
   breaks it) finds exactly the racing pairs the full session finds, and its witnesses replay.
-* `Session.admits` (the cheap check of a run) agrees with `Session.confirm` (the solver with
-  every time fixed), also with the snapshot binding in linear size, and rejects orders that
-  are no execution; its facts compiled to Python (`evaluate.py`) say what substituting the
-  values into the Z3 terms says, also as the book that jobs get (`FactBook`).
+* `Session.admits` (the encoding's check of an execution) agrees with `Session.confirm` (the
+  solver with every time fixed), also with the snapshot binding in linear size, and rejects
+  orders that are no execution; its facts compiled to Python (`evaluate.py`) say what
+  substituting the values into the Z3 terms says. `Analysis.admits`, which checks runs with
+  the executor's step rules instead, agrees with it on runs, shuffled runs and their prefixes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import pickle
 import random
 from pathlib import Path
 from unittest import mock
@@ -326,6 +326,9 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled
                 random.Random(seed).shuffle(shuffled)
                 if shuffled != order and steps:
                     assert (session.admits(shuffled) is None) == (session.confirm(shuffled) is None), text
+                # The executor's step rules, which the pipeline checks executions with, agree.
+                for other in (order, shuffled, order[: len(order) // 2], shuffled[: len(shuffled) // 2]):
+                    assert (analysis.admits(other) is None) == (session.admits(other) is None), text
 
 
 
@@ -401,12 +404,11 @@ def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -
                     times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
                     evaluated = evaluates(compiled, times, encoding.binding_values(times))
                     assert (session.admits(order) is not None) == evaluated
-            # The book that jobs get, also as a worker that is not forked gets it (pickled).
-            book = pickle.loads(pickle.dumps(encoding.fact_book()))
+            # The executor's step rules (what the pipeline checks runs with) say the same.
             for seed in range(3):
                 run, _ = analysis.runner().run(seed, 0.3)
                 for order in (run, sorted(run), run[::-1], run[: len(run) // 2]):
-                    assert book.holds(order) == (session.admits(order) is not None), text
+                    assert (analysis.admits(order) is None) == (session.admits(order) is None), text
 
 
 HANDOFF = """\

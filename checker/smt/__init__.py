@@ -158,7 +158,7 @@ def _aimed(first: Analysis, races: list, budget: Budget, deadline: float | None,
         finished.append(k)
         _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} sets of aimed runs")
 
-    for result in answer_all(first.program, first.order, jobs, budget, deadline, workers, done, first.fact_book()):
+    for result in answer_all(first.program, first.order, jobs, budget, deadline, workers, done):
         first.parts.merge(result)
         stats.add(result.stats)
     return [race for race in races if (race[0].index, race[1].index) not in first.parts.races]
@@ -312,7 +312,6 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
             races = [(a.index, b.index, m) for a, b, m in left + races[len(probe):]]
             repairing = bool(races) and bool(queries.EAGERNESS) and first.solver_slow()
             lifetimes = [(s.index, kind.value, when) for s, kind, when in lifetimes]
-            book = first.fact_book()
         parts = first.parts
     stats.add(parts.stats)
     if split_up:
@@ -331,7 +330,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
                           f"{len(repaired)} of {len(repairs)} sets of repaired runs")
 
                 _tell(progress, len(repairs), 0, len(repairs), f"repaired runs for {len(races)} pairs")
-                for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one, book):
+                for result in answer_all(program, order, repairs, budget, deadline, workers, repaired_one):
                     merged.merge(result)
                     stats.add(result.stats)
                 # Each job watched the others' pairs: what is left is what no job answered.
@@ -344,7 +343,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
                 _tell(progress, len(jobs), len(finished), len(jobs), f"{len(finished)} of {len(jobs)} question sets")
 
             _tell(progress, len(jobs), 0, len(jobs), f"{len(jobs)} question sets")
-            for result in answer_all(program, order, jobs, budget, deadline, workers, done, book):
+            for result in answer_all(program, order, jobs, budget, deadline, workers, done):
                 merged.merge(result)
                 stats.add(result.stats)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, SyncKind
-from checker.smt.evaluate import Compiler, Fact, FactBook, assignment, function
+from checker.smt.evaluate import Compiler, Fact, assignment, function
 from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
@@ -631,17 +631,6 @@ class Encoding:
                 return None
             facts.append(fact)
         return facts
-
-    def fact_book(self) -> FactBook | None:
-        """Every step's facts compiled, for jobs to check executions with (`FactBook`); None
-        if some fact is of a kind the compiler does not handle."""
-        sources = {}
-        for i in [*self.enabled_facts, *self.binding_keys()]:
-            source = self._source(i)
-            if source is None:
-                return None
-            sources[i] = source
-        return FactBook(sources, self.plain_bindings(), frozenset(self.order.impossible), self.horizon)
 
     def binding_keys(self) -> list[int]:
         """The keys of the binding definitions' compiled parts: -1, -2, ... (`BINDING_PART`

@@ -1,10 +1,11 @@
 """Evaluate the encoding's formulas on one concrete assignment, in Python.
 
-Every execution a run or a model suggests is checked against the encoding before it answers
-anything (`Session.admits`). Substituting the values into the Z3 terms and simplifying them
-made that check most of the engine's time on large programs (26 ms per execution of 700
-steps). Each step's condition is compiled here once into a Python function of the step
-times, the happened flags and the binding integers; a check is then a few hundred calls.
+Reading a question's formula off an execution that has no Z3 model (a run's: dead uses,
+`Analysis._dead_harvest`), and checking that the base admits an execution
+(`Session.admits`, which tests hold the executor's step rules to), would substitute the
+values into the Z3 terms and simplify them: 26 ms per execution of 700 steps. A term is
+compiled here once into a Python function of the step times, the happened flags and the
+binding integers; an evaluation is then a few hundred calls.
 
 A term of a kind this module does not know is not compiled (`Compiler.source` returns None) and
 the caller falls back to substitution, so the evaluator never guesses a meaning.
@@ -78,40 +79,6 @@ def holds(facts, order: list[int], horizon: int, bindings) -> bool:
     """Whether every compiled fact holds for the execution `order` (`assignment`)."""
     values = assignment(order, horizon, bindings)
     return all(fact(*values) for fact in facts)
-
-
-class FactBook:
-    """Every step's base facts of one program compiled (`Encoding.fact_book`), with what
-    checking an execution needs besides: made once, by the session that built the base, and
-    handed to the jobs of the same program (`jobs.py`), which then check executions without
-    building Z3 terms. It pickles as source text (for worker processes that are not forked)."""
-
-    def __init__(self, sources: dict[int, str], bindings: tuple, impossible: frozenset[int], horizon: int):
-        self.sources = sources
-        """Step -> the source of its facts' function (steps whose condition always holds have
-        none); keys -1, -2, ...: the binding definitions, in parts (`Encoding.binding_keys`)."""
-        self.binding_keys = sorted((key for key in sources if key < 0), reverse=True)
-        self.bindings = bindings
-        """As `binding_values` takes them."""
-        self.impossible = impossible
-        self.horizon = horizon
-        self._functions: dict[int, Fact] = {}
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_functions": {}}
-
-    def holds(self, order: list[int]) -> bool:
-        """Whether the base admits the execution `order` (as `Session.admits`)."""
-        if any(step in self.impossible for step in order):
-            return False
-        return holds((self._function(step) for step in [*order, *self.binding_keys] if step in self.sources),
-                     order, self.horizon, self.bindings)
-
-    def _function(self, step: int) -> Fact:
-        made = self._functions.get(step)
-        if made is None:
-            made = self._functions[step] = function(self.sources[step])
-        return made
 
 
 class _Unsupported(Exception):

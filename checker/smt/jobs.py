@@ -20,7 +20,6 @@ import z3
 
 from checker.findings import FindingKind
 from checker.ir import Program
-from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
 from checker.smt.answers import Parts
 from checker.smt.queries import Analysis
@@ -140,14 +139,12 @@ def split_aims(aims: list, watch: list, leads: tuple, rare: frozenset) -> list[J
     return jobs
 
 
-def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None,
-           book: FactBook | None = None) -> Parts:
+def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadline: float | None) -> Parts:
     """Answers one job on a session of its own (its questions are the ones the concrete
     runs of the first session left, so it does not run them again; a `races` job does not
-    repair runs either: `repairs` jobs did, when the solver was found slow). `book`: the
-    first session's compiled facts, for checking executions (`Analysis.admits`)."""
+    repair runs either: `repairs` jobs did, when the solver was found slow)."""
     with fresh_context():
-        analysis = Analysis(program, budget, order, deadline, book)
+        analysis = Analysis(program, budget, order, deadline)
         statements = program.statements
         if job.kind == "races":
             analysis.races([(statements[a], statements[b], m) for a, b, m in job.questions],
@@ -170,23 +167,23 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
 
 
 _SHARED: tuple | None = None
-"""(program, order, book) for workers forked from this process (they need not be sent)."""
+"""(program, order) for workers forked from this process (they need not be sent)."""
 
 
-def _answer_in_worker(program, order, book, job, budget, deadline) -> Parts:
+def _answer_in_worker(program, order, job, budget, deadline) -> Parts:
     if program is None:
-        program, order, book = _SHARED
-    return answer(program, order, job, budget, deadline, book)
+        program, order = _SHARED
+    return answer(program, order, job, budget, deadline)
 
 
 def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budget,
-               deadline: float | None, workers: int, done=None, book: FactBook | None = None) -> list[Parts]:
+               deadline: float | None, workers: int, done=None) -> list[Parts]:
     """The parts of every job, in job order; `workers` > 1 answers them in worker processes.
-    `done(k)` hears of each job answered. `book`: as `answer` takes it."""
+    `done(k)` hears of each job answered."""
     if workers <= 1 or len(jobs) <= 1:
         results = []
         for k, job in enumerate(jobs):
-            results.append(answer(program, order, job, budget, deadline, book))
+            results.append(answer(program, order, job, budget, deadline))
             if done is not None:
                 done(k)
         return results
@@ -195,8 +192,8 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
 
     context = worker_context()
     forked = context.get_start_method() == "fork"
-    _SHARED = (program, order, book)
-    sent = (None, None, None) if forked else (program, order, book)
+    _SHARED = (program, order)
+    sent = (None, None) if forked else (program, order)
     results: list[Parts | None] = [None] * len(jobs)
     try:
         with process_pool(min(workers, len(jobs)), context) as executor:

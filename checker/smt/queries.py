@@ -27,13 +27,14 @@ from dataclasses import replace
 from itertools import accumulate
 
 from checker import collectives, messages
+from checker.executor.machine import IllegalStep, Machine
+from checker.executor.state import Store
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Program, Statement, StreamMode
 from checker.smt.answers import (Carried, Parts, assemble, conflict_memory, counts_only, described,
                                   instance_class, keep_mismatch, race_question, racing_buffers,
                                   solver_unknown, statement_class)
 from checker.smt.encode import HORIZON, Encoding, any_of
-from checker.smt.evaluate import FactBook
 from checker.smt.order import MustOrder
 from checker.smt.prefix import cuts_for, prefix, transparent
 from checker.smt.progress import guaranteed_steps
@@ -163,13 +164,11 @@ class Analysis:
     """Asks the questions of one program on one solver session."""
 
     def __init__(self, program: Program, budget: Budget, order: MustOrder | None = None,
-                 deadline: float | None = None, book: FactBook | None = None):
+                 deadline: float | None = None):
         began = time.process_time()
         self.program = program
         self.budget = budget
         self.encoding = Encoding(program, order)
-        self.book = book
-        """The program's facts compiled by an earlier session (`admits`), if it gave them."""
         self._evaluators: dict = {}
         """Dead-use question -> its formula compiled (`Encoding.evaluator`; None: not compilable)."""
         self.orbits: Orbits | None = None
@@ -194,6 +193,7 @@ class Analysis:
         """The runs (with each step's place in them) that a run aimed at a pair with a rare
         step may start from (`_lead_in`): every run, covering runs last (`_cover`)."""
         self._runner: Runner | None = None
+        self._machine: Machine | None = None
         self._bounds: tuple[list[int], list[int]] | None = None
         self._asked = (0, 0.0)
         """Questions asked of the solver (either session), and their wall seconds."""
@@ -271,8 +271,8 @@ class Analysis:
         return verdict
 
     def runs(self) -> list[tuple[Sat, bool]]:
-        """Concrete runs of the program (`runs.py`), each checked against the encoding
-        (`Session.admits`): (the execution, whether it got stuck). Answers read off them need
+        """Concrete runs of the program (`runs.py`), each checked by the executor's step rules
+        (`admits`): (the execution, whether it got stuck). Answers read off them need
         no query. Their verdicts carry no model until `modelled` asks for one. The random
         runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
         priority (`Runner.prioritized`), which reach further where threads share streams."""
@@ -298,21 +298,22 @@ class Analysis:
         return self.session.confirm(list(verdict.order))
 
     def admits(self, order: list[int]) -> Sat | None:
-        """`Session.admits`: with a `FactBook` from an earlier session, without building
-        this session's formulas."""
-        if self.book is None:
-            return self.session.admits(order)
-        return Sat(self.encoding.witness(order), tuple(order)) if self.book.holds(order) else None
-
-    def fact_book(self) -> FactBook | None:
-        """This session's facts compiled, for the jobs of the same program (`jobs.py`): None
-        when the base was not built (no execution was checked) or cannot be compiled."""
-        if self._session is None:
+        """Whether `order` is an execution prefix, as the executor's step rules say (replayed
+        on `Machine`, the independent semantics every witness is confirmed by): a Sat with
+        no model, or None."""
+        if any(step in self.order.impossible for step in order):
+            return None  # (no execution takes one: refused before any replay)
+        if self._machine is None:
+            self._machine = Machine(self.program)
+        machine = self._machine
+        witness = self.encoding.witness(order)
+        store = Store(machine.initial())
+        try:
+            for step in witness.steps:
+                machine.advance_into(store, step, track=False)
+        except IllegalStep:
             return None
-        began = time.process_time()
-        book = self.encoding.fact_book()
-        self.stats["setup"] += time.process_time() - began
-        return book
+        return Sat(witness, tuple(order))
 
     def runner(self) -> Runner:
         if self._runner is None:
@@ -466,7 +467,7 @@ class Analysis:
     def _predict(self, order: list[int], pending: dict) -> None:
         """Races the run `order` predicts (`Runner.needs`): pending pairs whose two starts
         rely on neither's end. Predicted pairs are packed into few executions, each checked
-        against the encoding (`Session.admits`) before its answers are taken: first one per
+        by the executor's step rules (`admits`) before its answers are taken: first one per
         statement that many predicted pairs share (`_predict_anchored`), then the rest packed
         into subsequences of the run (the steps their starts rely on, in run order, with no
         packed pair's end among them)."""
@@ -945,7 +946,7 @@ class Analysis:
         """Decides the pairs of `group` on the relaxed session (`relaxed.py`) with one
         question: whether any of them races. Unsat answers every pair left. A model answers
         each pair it shows racing whose two starts relied on no stream order it breaks,
-        once the encoding admits that execution (with every other pending pair it shows).
+        once `admits` takes that execution (with every other pending pair it shows).
         For a pair whose starts did rely on a broken one, a run that follows the model as
         closely as the rules let it (`Runner.run`'s `guide`) often shows the race, and is
         predicted from; if it does not, the implications that pair broke are added back.
@@ -1161,6 +1162,8 @@ class Analysis:
         is asked of the model the solver confirms the run with (`modelled`), which on 16
         threads sharing a copy stream took 1.5 s a run."""
         values = None
+        if verdict.model is None and pending:
+            self.session  # (the formulas are compiled over the base's binding integers: all of them first)
         for key, (s, k, _) in list(pending.items()):
             if self._spent():
                 return
