@@ -957,7 +957,9 @@ class Analysis:
         stalled = 0
         while group and not self._probe_over():
             if stalled >= RELAXED_STALL or self._spent():
-                return  # only adding implications back: the full session may say "no" sooner
+                # Only adding implications back: the full session may say "no" sooner (or,
+                # once the budget is spent, `_settle` reports the rest unasked).
+                return
             verdict = self.ask(any_of([self.encoding.race(*pending[pair][:2]) for pair in group]), relaxed=True)
             self.stats["relaxed_rounds"] += 1
             if isinstance(verdict, Unsat):
@@ -1162,7 +1164,7 @@ class Analysis:
         is asked of the model the solver confirms the run with (`modelled`), which on 16
         threads sharing a copy stream took 1.5 s a run."""
         values = None
-        if verdict.model is None and pending:
+        if verdict.model is None and pending and not self._spent():
             self.session  # (the formulas are compiled over the base's binding integers: all of them first)
         for key, (s, k, _) in list(pending.items()):
             if self._spent():
