@@ -376,7 +376,8 @@ def _address(text: str) -> str:
     written) need a host and a port; other schemes are left to Dask."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty address: write e.g. tcp://host:8786")
-    scheme, _, location = text.partition("://") if "://" in text else ("tcp", "", text)
+    written = text.strip()
+    scheme, _, location = written.partition("://") if "://" in written else ("tcp", "", written)
     if scheme in ("tcp", "tls"):
         host, colon, port = location.rpartition(":")
         if not colon or not host or host == "[]":

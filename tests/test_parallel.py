@@ -105,7 +105,8 @@ def test_cluster_without_dask_is_a_usage_error(run, monkeypatch):
     assert status == 2 and "streamproof[cluster]" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("address", ["not an address", "tcp://host", "host:port", "tls://:8786", "tcp://h:0"])
+@pytest.mark.parametrize("address", ["not an address", "tcp://host", "host:port", "tls://:8786", "tcp://h:0",
+                                     "  tcp://host"])
 def test_cluster_address_that_is_not_one_is_a_usage_error(capsys, address):
     """Told by the argument parser, before Dask is loaded (it need not be installed for the
     address to be wrong)."""

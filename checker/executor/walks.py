@@ -118,7 +118,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
                     new = True
             state = transition.state
             if transitions % clock_every == 0 and time.perf_counter() > deadline:
-                cut = True
+                cut = bool(machine.enabled(state))  # (not when that step ended the walk)
                 break
         if not machine.enabled(state) and not machine.finished(state):
             stuck = machine.stuck(state)

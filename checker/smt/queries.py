@@ -277,7 +277,7 @@ class Analysis:
         runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
         priority (`Runner.prioritized`), which reach further where threads share streams."""
         if self._runs is None:
-            self.encoding.all_items()  # the runs' executions go to the base, which needs them all
+            self.encoding.all_items()  # (a program past the cap on open orderings is refused before any run)
             runner = self.runner()
             self._runs = []
             made = [runner.run(seed, eager) for seed, eager in enumerate(EAGERNESS)]
@@ -314,6 +314,14 @@ class Analysis:
         except IllegalStep:
             return None
         return Sat(witness, tuple(order))
+
+    def _cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
+        """The same execution with its witness cut after the latest of the `cut` steps (no
+        session needed: a run's verdict has no model)."""
+        position = {step: k for k, step in enumerate(verdict.order)}
+        ends = [position[i] for i in cut if i in position]
+        shown = verdict.order[: max(ends) + 1] if ends else verdict.order
+        return Sat(self.encoding.witness(shown), verdict.order, verdict.model)
 
     def runner(self) -> Runner:
         if self._runner is None:
@@ -1187,7 +1195,7 @@ class Analysis:
                     return
                 shown = self.session.holds(verdict, formula)
             if shown:
-                self.parts.dead[key] = self._dead_use(k, s, self.session.cut(verdict, self._dead_cut(s)))
+                self.parts.dead[key] = self._dead_use(k, s, self._cut(verdict, self._dead_cut(s)))
                 del pending[key]
 
     def harvest_lifetimes(self, questions: list) -> list:
@@ -1314,7 +1322,7 @@ class Analysis:
                 at = position.get(encoding._lifetime_step(f))
                 if (f != statement.index and first is not None and at is not None and first < at
                         and (last is None or at < last)):
-                    shown = self.session.cut(verdict, (encoding._lifetime_step(f),)).witness
+                    shown = self._cut(verdict, (encoding._lifetime_step(f),)).witness
                     return messages.use_after_free(program, statement, program.statements[f],
                                                    program.memories[g.memory], 1, shown, while_running=True)
         # Launch order: the latest free enqueued before the statement was.

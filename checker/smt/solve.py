@@ -251,13 +251,6 @@ class Session:
             made = self._constants[key] = z3.BoolVal(value) if isinstance(value, bool) else z3.IntVal(value)
         return made
 
-    def cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
-        """The same execution with its witness cut after the latest of the `cut` steps."""
-        position = {step: k for k, step in enumerate(verdict.order)}
-        ends = [position[i] for i in cut if i in position]
-        shown = verdict.order[: max(ends) + 1] if ends else verdict.order
-        return Sat(self.encoding.witness(shown), verdict.order, verdict.model)
-
     def holds(self, verdict: Sat, formula) -> bool:
         """Evaluate a formula over the encoding's variables in a SAT verdict's model."""
         if formula is True or formula is False:
