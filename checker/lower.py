@@ -1070,11 +1070,7 @@ class _Lowerer:
                         total += size
                         if total > limit:
                             what = "loop" if isinstance(statement, ast.For) else "thread"
-                            raise SpecError(error(
-                                Code.SP018, f"this {what} unrolls past the limit of {limit:,} lowered statements"
-                                f"{self.per_element_note()}",
-                                statement.span, "unrolls too far",
-                                help="shrink the loop, or raise the limit with --max-statements N"))
+                            raise self.unrolls_too_far(statement.span, what)
         except (_SizeUnknown, _Skip):
             return
         except SpecError as exc:
@@ -1194,16 +1190,17 @@ class _Lowerer:
             names = self.names_used[id(body)] = frozenset(found)
         return names
 
-    def per_element_note(self) -> str:
-        return " (a whole array named counts once per element)" * self.expanded
+    def unrolls_too_far(self, span: Span, what: str) -> SpecError:
+        """SP018 at a loop or thread, counted before unrolling (`check_size`) or while (`spend`)."""
+        note = " (a whole array named counts once per element)" * self.expanded
+        return SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered "
+                                           f"statements{note}", span, "unrolls too far",
+                               help="shrink the loop, or raise the limit with --max-statements N"))
 
     def spend(self, span: Span, what: str, count: int = 1) -> None:
         self.budget += count
         if self.budget > self.max_statements:
-            raise SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered statements"
-                                              f"{self.per_element_note()}",
-                                  span, "unrolls too far",
-                                  help="shrink the loop, or raise the limit with --max-statements N"))
+            raise self.unrolls_too_far(span, what)
 
     def lower_statement(self, statement, env: dict[str, int], loops: tuple[ast.For, ...]) -> None:
         """Lower a statement that is no block, counted on the limit as every statement it lowers
