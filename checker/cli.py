@@ -374,9 +374,9 @@ def _address(text: str) -> str:
     """A Dask scheduler address, checked here (not when connecting) so that a bad one in the
     configuration is shown where it is written: tcp and tls (the default when no scheme is
     written) need a host and a port; other schemes are left to Dask."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty address: write e.g. tcp://host:8786")
     written = text.strip()
+    if not written:
+        raise argparse.ArgumentTypeError("an empty address: write e.g. tcp://host:8786")
     scheme, _, location = written.partition("://") if "://" in written else ("tcp", "", written)
     if scheme in ("tcp", "tls"):
         host, colon, port = location.rpartition(":")

@@ -316,8 +316,8 @@ class Analysis:
         return Sat(witness, tuple(order))
 
     def _cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
-        """The same execution with its witness cut after the latest of the `cut` steps (no
-        session needed: a run's verdict has no model)."""
+        """The same execution with its witness cut after the latest of the `cut` steps (read
+        off the order alone: a run's verdict needs no solver session for it)."""
         position = {step: k for k, step in enumerate(verdict.order)}
         ends = [position[i] for i in cut if i in position]
         shown = verdict.order[: max(ends) + 1] if ends else verdict.order
