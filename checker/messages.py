@@ -302,19 +302,28 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
     )
 
 
+def _only_queued(item: Stuck) -> bool:
+    """Whether a stuck task waits only for the task ahead of it on its stream (the words of
+    `Machine.head_blocker`; a group member held by another member's queue says more)."""
+    return item.waits_for.startswith("waiting for ") and " ahead of it on " in item.waits_for
+
+
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
     """A reachable state with unfinished work and no step that can happen. `stuck` comes in
-    the order to report it: the engine puts first what holds the rest (a wait-for cycle);
-    tasks that only queue behind another task of their stream go last, and loop instances of
-    a statement after one instance of every other (so that a short listing shows every place)."""
-    leading = [item for item in stuck if " ahead of it on " not in item.waits_for]
+    the order to report it: the engine puts first what holds the rest (a wait-for cycle).
+    Here one instance of every line goes before the loop instances of any, so that a short
+    listing shows every place, and within each part, tasks that only queue behind another
+    task of their stream go after the rest."""
+    holding = [item for item in stuck if not _only_queued(item)]
+    queued = [item for item in stuck if _only_queued(item)]
     lines: set[int] = set()
-    first, again = [], []
-    for item in leading:
+    first: dict[bool, list] = {False: [], True: []}
+    again: dict[bool, list] = {False: [], True: []}
+    for item in holding + queued:
         line = program.statements[item.statement].span.line
-        (again if line in lines else first).append(item)
+        (again if line in lines else first)[_only_queued(item)].append(item)
         lines.add(line)
-    stuck = tuple(first + again + [item for item in stuck if " ahead of it on " in item.waits_for])
+    stuck = tuple(first[False] + first[True] + again[False] + again[True])
     # One source statement can be lowered to parts (`free` under `runtime cuda`: a device
     # sync, then the free): a later part stuck behind an earlier one is one statement stuck.
     seen_parts: set = set()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from checker.findings import FindingKind
 from checker.frontend import load_text
 from checker.smt import analyze
-from checker.smt.encode import HORIZON, Encoding, to_z3
+from checker.smt.encode import Encoding, to_z3
 from checker.smt.order import must_order
 from checker.smt.progress import guaranteed_steps
 from checker.smt.queries import Analysis
@@ -274,19 +274,29 @@ def test_a_flag_never_reset_counts_no_rounds() -> None:
     assert _verdict_pairs(text) == {(12, 20)}
 
 
+TWO_AWAITS_ONE_NOTIFY = ("thread a {\n  s1: await go\n}\nthread b {\n  s2: await go\n}\n"
+                         "thread c {\n  s2: notify go\n}\n")
+
+
 def test_tiny_rlimit_makes_the_deadlock_query_unknown() -> None:
-    p = program("thread a {\n  s1: await go\n}\nthread b {\n  s2: await go\n}\n"
-                "thread c {\n  s2: notify go\n}\n")
-    findings = analyze(p, rlimit=1)
-    assert [f.kind for f in findings] == [FindingKind.UNKNOWN]
-    assert "deadlock" in findings[0].message
+    """Asked of the solver (no run consulted), the deadlock question runs out of resources."""
+    analysis = Analysis(program(TWO_AWAITS_ONE_NOTIFY), Budget(rlimit=1))
+    analysis.deadlock(runs=False)
+    (unknown,) = analysis.parts.deadlock
+    assert unknown.kind is FindingKind.UNKNOWN and "deadlock" in unknown.message
 
 
-def test_stuck_labels_evaluate_at_the_horizon() -> None:
-    p = program("thread t {\n  s1: wait fl\n}\n")
-    encoding = Encoding(p)
-    labels = [c.label for c in encoding.condition(encoding.step(StepKind.COMPLETE, 0), HORIZON)]
-    assert any("fl" in label for label in labels)
+def test_a_run_that_gets_stuck_is_the_deadlock_without_the_solver() -> None:
+    """One await takes the only notify and the other waits forever: a concrete run that gets
+    stuck is the witness, explained by the executor's machine in the state it ends in, so no
+    solver resource limit turns it into an unknown."""
+    findings = analyze(program(TWO_AWAITS_ONE_NOTIFY), rlimit=1)
+    (deadlock,) = findings
+    assert deadlock.kind is FindingKind.DEADLOCK
+    assert [(item.statement, item.waits_for) for item in deadlock.stuck][:2] == [
+        (0, "notify go not set"), (1, "notify go not set")]
+    (queued,) = deadlock.stuck[2:]
+    assert queued.statement == 2 and queued.waits_for.startswith("waiting for s2: await go")
 
 
 def test_three_threads_sharing_streams_and_events_decide_quickly() -> None:

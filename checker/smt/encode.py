@@ -150,9 +150,8 @@ def to_z3(part) -> z3.BoolRef:
 
 @dataclass(frozen=True, slots=True)
 class Conjunct:
-    """One labelled part of a step's enabling condition; labels explain deadlocks."""
+    """One part of a step's enabling condition."""
 
-    label: str
     formula: object
     after: int | None = None
     """When the conjunct is exactly 'step `after` happened before now': a must-happen-before
@@ -328,20 +327,20 @@ class Encoding:
         parts: list[Conjunct] = []
         for item in self.items(step):
             if isinstance(item, Need):
-                parts.append(Conjunct(item.label, self.before(item.step, now), item.step))
+                parts.append(Conjunct(self.before(item.step, now), item.step))
             elif isinstance(item, NeedIf):
                 when = self.enqueued_before(statements[item.u], statements[item.x])
                 open_order = when is not True and when is not False
-                parts.append(Conjunct(item.label, _implies(when, self.before(item.step, now)),
+                parts.append(Conjunct(_implies(when, self.before(item.step, now)),
                                       window=item if open_order else None))
             elif isinstance(item, Bind):
                 parts += self._bound_record_done(item, now)
             elif isinstance(item, SetState):
-                parts.append(Conjunct(item.label, self.set_state(item, now)))
+                parts.append(Conjunct(self.set_state(item, now)))
             elif isinstance(item, Never):
-                parts.append(Conjunct(item.label, False))
+                parts.append(Conjunct(False))
             elif isinstance(item, Meet):
-                parts.append(Conjunct(item.label, self.meet(item, now)))
+                parts.append(Conjunct(self.meet(item, now)))
         return parts
 
     def _plain_item(self, item, now):
@@ -482,8 +481,7 @@ class Encoding:
                 bound.append(_and(True if fixed else self.enqueued_before(r, w), *[
                     _not(_and(self.enqueued_before(r, o), True if o_fixed else self.enqueued_before(o, w)))
                     for o, o_fixed in candidates if o.index != r.index]))
-        return [Conjunct(f"{self.rules.describe(r)} to complete",
-                         _implies(when, self.before(self.completion(r), now)))
+        return [Conjunct(_implies(when, self.before(self.completion(r), now)))
                 for (r, _), when in zip(candidates, bound)]
 
     def _latest_by_key(self, w: Statement, candidates) -> list:

@@ -34,7 +34,7 @@ from checker.ir import Program, Statement, StreamMode
 from checker.smt.answers import (Carried, Parts, assemble, conflict_memory, counts_only, described,
                                   instance_class, keep_mismatch, race_question, racing_buffers,
                                   solver_unknown, statement_class)
-from checker.smt.encode import HORIZON, Encoding, any_of
+from checker.smt.encode import Encoding, any_of
 from checker.smt.order import MustOrder
 from checker.smt.prefix import cuts_for, prefix, transparent
 from checker.smt.progress import guaranteed_steps
@@ -303,17 +303,29 @@ class Analysis:
         no model, or None."""
         if any(step in self.order.impossible for step in order):
             return None  # (no execution takes one: refused before any replay)
+        witness = self.encoding.witness(order)
+        if self._replayed(witness) is None:
+            return None
+        return Sat(witness, tuple(order))
+
+    @property
+    def machine(self) -> Machine:
+        """The executor's machine for this program, made when a run is first checked."""
         if self._machine is None:
             self._machine = Machine(self.program)
-        machine = self._machine
-        witness = self.encoding.witness(order)
+        return self._machine
+
+    def _replayed(self, witness) -> Store | None:
+        """The executor's state after the witness's steps, None if one of them is illegal
+        where it is taken."""
+        machine = self.machine
         store = Store(machine.initial())
         try:
             for step in witness.steps:
                 machine.advance_into(store, step, track=False)
         except IllegalStep:
             return None
-        return Sat(witness, tuple(order))
+        return store
 
     def _cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
         """The same execution with its witness cut after the latest of the `cut` steps (read
@@ -1353,14 +1365,14 @@ class Analysis:
 
     def deadlock_from_runs(self) -> bool:
         """Whether a concrete run got stuck (then that run is the deadlock's witness)."""
-        stuck = next((verdict for verdict, stuck in self.runs() if stuck), None)
-        stuck = None if stuck is None else self.modelled(stuck)
-        if stuck is None:
-            return False
-        self.stats["deadlock_how"] = "a run got stuck"
-        self.stats["run_answers"] += 1
-        self.parts.deadlock.append(messages.deadlock(self.program, self.stuck(stuck), stuck.witness))
-        return True
+        for verdict, stuck in self.runs():
+            explained = self.stuck(verdict) if stuck else None
+            if explained:
+                self.stats["deadlock_how"] = "a run got stuck"
+                self.stats["run_answers"] += 1
+                self.parts.deadlock.append(messages.deadlock(self.program, explained, verdict.witness))
+                return True
+        return False
 
     def deadlock(self, taken: frozenset[int] | None = None, runs: bool = True) -> None:
         """Asks whether the program can deadlock (`taken`: from `deadlock_question`)."""
@@ -1467,43 +1479,16 @@ class Analysis:
         return pairs
 
     def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
-        """Every unfinished thread and task, with the parts of its next step's condition
-        that fail in the deadlocked state."""
-        encoding, session = self.encoding, self.session
-        happened = set(verdict.order)
-        result = []
-
-        def waits(step: int) -> str:
-            failing = [
-                c.label for c in encoding.condition(step, HORIZON)
-                if not session.holds(verdict, c.formula)
-            ]
-            if not failing:
-                return "nothing (it can still run)"
-            return "waits for " + "; and for ".join(dict.fromkeys(failing))
-
-        for thread in self.program.threads:
-            for index in thread.statements:
-                statement = self.program.statements[index]
-                steps = [encoding.step(StepKind.ISSUE, index)]
-                if encoding.has_step(StepKind.RETURN, index):
-                    steps.append(encoding.step(StepKind.RETURN, index))
-                pending = [s for s in steps if s not in happened]
-                if pending:
-                    result.append(Stuck(index, waits(pending[0])))
-                    break
-        for statement in self.program.statements:
-            if not statement.is_task:
-                continue
-            if encoding.step(StepKind.ISSUE, statement.index) not in happened:
-                continue
-            kinds = ([StepKind.START, StepKind.END] if encoding.has_step(StepKind.START, statement.index)
-                     else [StepKind.COMPLETE])
-            pending = [encoding.step(k, statement.index) for k in kinds
-                       if encoding.step(k, statement.index) not in happened]
-            if pending:
-                result.append(Stuck(statement.index, waits(pending[0])))
-        return tuple(sorted(result, key=lambda item: item.statement))
+        """Every unfinished thread and task of a deadlocked execution, with what its next
+        step waits for, as the executor's machine explains it in the state the execution
+        ends in (`Machine.stuck`: the same words the exhaustive search uses). Empty when the
+        machine does not replay it to a state where nothing can move (never, unless the
+        two semantics disagree: then no deadlock is reported from it)."""
+        machine = self.machine
+        store = self._replayed(verdict.witness)
+        if store is None or machine.finished(store) or machine.enabled(store):
+            return ()
+        return tuple(Stuck(i, why) for i, why in machine.stuck(store))
 
     def run(self) -> tuple[Finding, ...]:
         """Every question on this one session, as findings."""

@@ -41,13 +41,11 @@ from checker.witness import StepKind
 
 @dataclass(frozen=True, slots=True)
 class Need:
-    label: str
     step: int
 
 
 @dataclass(frozen=True, slots=True)
 class NeedIf:
-    label: str
     step: int
     u: int
     """Statement: the condition is `u` enqueued before `x`."""
@@ -64,14 +62,13 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class SetState:
-    label: str
     terms: tuple[tuple[int, bool, tuple[tuple[int, bool], ...]], ...]
     """(setter step, before now for sure, ((clearer step, before now for sure), ...))."""
 
 
 @dataclass(frozen=True, slots=True)
 class Never:
-    label: str
+    """The step never happens (its condition is false)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +79,6 @@ class Meet:
     hold: at the call's start, that it can start by its own rules (or has started); at its end,
     that it has started."""
 
-    label: str
     call: int
     partners: tuple[tuple[tuple[int, tuple], ...], ...]
     """Per other meeting class: (a call that can be at `call`'s position, its items: `Need`
@@ -202,11 +198,6 @@ class Rules:
         if self.open > MAX_OPEN:
             raise TooLarge(step, self.open)
 
-    # --- labels -------------------------------------------------------------------------------
-
-    def describe(self, statement: Statement) -> str:
-        return f"{self.program.describe(statement)} (line {statement.span.line})"
-
     # --- order helpers ------------------------------------------------------------------------
 
     def window(self, key: tuple[int, int], x_issue: int, upper: bool = True) -> tuple[int, int]:
@@ -239,7 +230,7 @@ class Rules:
             k -= 1
         return mates[::-1]
 
-    def _peers(self, x: Statement, streams, need, label: str, skip_own_batch: bool = False) -> list:
+    def _peers(self, x: Statement, streams, need, skip_own_batch: bool = False) -> list:
         """Tasks on `streams` that x (a task or a sync) waits for when they were enqueued
         before it: `need(u)` is the step of u that must have happened."""
         layout = self.layout
@@ -254,15 +245,15 @@ class Rules:
                     end = bisect_right(layout.run_positions[key], position - 1)
                     skip = x.batch if skip_own_batch and x.batch is not None else None
                     for u in self._latest_of(run, end, skip):
-                        items.append(Need(f"{self.describe(u)} {label}", need(u)))
+                        items.append(Need(need(u)))
                     continue
                 p, q = self.window(key, x_issue)
                 for u in self._latest_of(run, p):
-                    items.append(Need(f"{self.describe(u)} {label}", need(u)))
+                    items.append(Need(need(u)))
                 if not self.edges_only:
                     self._grow(q - p, x_issue)
                     for u in run[p:q]:
-                        items.append(NeedIf(f"{self.describe(u)} {label}", need(u), u.index, x.index))
+                        items.append(NeedIf(need(u), u.index, x.index))
         return items
 
     # --- the items of a step ------------------------------------------------------------------
@@ -270,7 +261,7 @@ class Rules:
     def items(self, step: int) -> list:
         layout = self.layout
         if step in layout.never:
-            return [Never("a member of its collective group that is not in the program")]
+            return [Never()]
         kind = layout.steps[step].kind
         s = self.program.statements[layout.steps[step].statement]
         if kind is StepKind.ISSUE:
@@ -278,16 +269,16 @@ class Rules:
             previous = layout.previous[s.index]
             if previous is not None:
                 prev = self.program.statements[previous]
-                items.append(Need(f"{self.describe(prev)} to finish", layout.thread_done(prev)))
+                items.append(Need(layout.thread_done(prev)))
             if s.stream is None and s.op is Op.AWAIT:
                 items += self.notify_items(s, step)
             return items
         if kind is StepKind.RETURN:
-            items = [Need(f"{self.describe(s)} to be called", layout.issue(s))]
+            items = [Need(layout.issue(s))]
             if s.op is Op.SYNC:
                 items += self.sync_items(s, step)
             elif s.is_task:
-                items.append(Need(f"{self.describe(s)} to complete (pageable copy)", layout.completion(s)))
+                items.append(Need(layout.completion(s)))
             return items
         if kind is StepKind.START:
             items = self.task_items(s)
@@ -303,12 +294,10 @@ class Rules:
             return items
         if kind is StepKind.END:
             if s.index in layout.class_of:
-                return [Need(f"{self.describe(s)} to start", layout.step(StepKind.START, s.index)),
-                        *self.meet_items(s, lambda d: (Need(f"{self.describe(d)} to start",
-                                                            layout.step(StepKind.START, d.index)),), "has started")]
+                return [Need(layout.step(StepKind.START, s.index)),
+                        *self.meet_items(s, lambda d: (Need(layout.step(StepKind.START, d.index)),), "has started")]
             members = layout.group_members.get(step, (s.index,))
-            return [Need(f"{self.describe(self.program.statements[m])} to start",
-                         layout.step(StepKind.START, m)) for m in members]
+            return [Need(layout.step(StepKind.START, m)) for m in members]
         items = self.task_items(s)
         if s.op is Op.WAIT:
             event = self.program.events[s.event]
@@ -323,15 +312,12 @@ class Rules:
     def task_items(self, x: Statement) -> list:
         """Rules 1-3 at a task's first step: enqueued, stream order, hardware queue, legacy."""
         layout = self.layout
-        items = [Need(f"{self.describe(x)} to be enqueued", layout.issue(x))]
-        items += self._peers(x, (x.stream,), layout.completion, "to complete", skip_own_batch=True)
-        queue = self.program.streams[x.stream].queue
+        items = [Need(layout.issue(x))]
+        items += self._peers(x, (x.stream,), layout.completion, skip_own_batch=True)
         if self.queue_peers[x.stream]:
-            items += self._peers(x, self.queue_peers[x.stream], layout.begin,
-                                 f"to begin (hardware queue {queue})")
+            items += self._peers(x, self.queue_peers[x.stream], layout.begin)
         if self.legacy_peers[x.stream]:
-            items += self._peers(x, self.legacy_peers[x.stream], layout.completion,
-                                 "to complete (legacy default stream)")
+            items += self._peers(x, self.legacy_peers[x.stream], layout.completion)
         return items
 
     # --- calls of an interleaved comm ------------------------------------------------------------
@@ -373,9 +359,8 @@ class Rules:
         positions can equal the call's, each with its items (`items_of`, made once per call
         and `what`). `Never` when some class has none, or no call at all."""
         statements = self.program.statements
-        comm = self.program.comms[call.comm].name
         if any(calls is None for calls in self.layout.meets[call.index]):
-            return [Never(f"a member of its {comm} group, from a member stream with no call of it")]
+            return [Never()]
         if self.edges_only:
             return []  # (no edge; the positions are read once the order is final)
         low, high = self.position_range(call)
@@ -391,19 +376,19 @@ class Rules:
                         self._partner_items[key] = items_of(d)
                     candidates.append((other, self._partner_items[key]))
             if not candidates:
-                return [Never(f"a member of its {comm} group at its position, which no call can take")]
+                return [Never()]
             partners.append(tuple(candidates))
         if not partners:
             return []
         self._grow(sum(len(c) for c in partners), self.layout.issue(call))
-        return [Meet(f"every member of its {comm} group {what}", call.index, tuple(partners))]
+        return [Meet(call.index, tuple(partners))]
 
     def sync_items(self, sync: Statement, step: int) -> list:
         if sync.sync is SyncKind.EVENT:
             if self.program.events[sync.target].flag:
                 return self.flag_items(sync.target, step)
             return self.binding_items(sync, sync.target)
-        return self._peers(sync, self.program.synced_streams(sync), self.layout.completion, "to complete")
+        return self._peers(sync, self.program.synced_streams(sync), self.layout.completion)
 
     # --- snapshot binding ---------------------------------------------------------------------
 
@@ -443,8 +428,8 @@ class Rules:
             return []
         if len(fixed) == 1 and not spans:
             r = fixed[0]
-            return [Need(f"{self.describe(r)} to complete", layout.completion(r))]
-        needs = [Need(f"{self.describe(r)} to complete", layout.completion(r))
+            return [Need(layout.completion(r))]
+        needs = [Need(layout.completion(r))
                  for r in fixed if self._behind_on_its_stream(r, fixed, spans)]
         if self.edges_only:
             return needs
@@ -486,9 +471,8 @@ class Rules:
         setters, clearers = self._grouped(
             "flag", event, lambda: [layout.completion(r) for r in layout.records.get(event, ())],
             lambda: [layout.completion(r) for r in layout.resets.get(event, ())])
-        label = f"flag event {self.program.events[event].name} to be set"
         cleared = self._consumed(event, step, clearers)
-        return self.counting(setters, cleared, step, label) + [self.set_state(setters, clearers, step, label)]
+        return self.counting(setters, cleared, step) + [self.set_state(setters, clearers, step)]
 
     def _consumed(self, event: int, step: int, clearers: dict) -> int:
         """How many times a flag was set and cleared again before `step` for sure: on the
@@ -536,9 +520,8 @@ class Rules:
         setters, clearers = self._grouped(
             "notify", x.notify, lambda: [layout.signal_step(n) for n in layout.notifies.get(x.notify, ())],
             lambda: [layout.signal_step(a) for a in layout.awaits.get(x.notify, ())])
-        label = f"notify {self.program.notifies[x.notify].name} to be set"
         cleared = sum(self._count_before(items, step) for items in clearers.values())
-        return self.counting(setters, cleared, step, label) + [self.set_state(setters, clearers, step, label)]
+        return self.counting(setters, cleared, step) + [self.set_state(setters, clearers, step)]
 
     def _count_before(self, items: list[tuple[int, int]], step: int) -> int:
         """How many of one chain's steps (in chain order) precede `step` for sure (not itself)."""
@@ -559,22 +542,22 @@ class Rules:
             k -= 1
         return k
 
-    def counting(self, setters: dict, cleared: int, step: int, label: str) -> list:
+    def counting(self, setters: dict, cleared: int, step: int) -> list:
         """A step that needs the flag set after `cleared` clearers that precede it needs at
         least cleared + 1 setter steps before it. On a chain of setters, setters happen in
         chain order, so: every setter that cannot be spared must precede the step."""
         possible = {chain: self._count_not_after(items, step) for chain, items in setters.items()}
         total = sum(possible.values())
         if total < cleared + 1:
-            return [Never(label)]
+            return [Never()]
         items = []
         for chain, count in possible.items():
             need = cleared + 1 - (total - count)
             if need >= 1:
-                items.append(Need(label, setters[chain][need - 1][1]))
+                items.append(Need(setters[chain][need - 1][1]))
         return items
 
-    def set_state(self, setters: dict, clearers: dict, now: int, label: str) -> SetState:
+    def set_state(self, setters: dict, clearers: dict, now: int) -> SetState:
         """The latest setter/clearer step before `now` is a setter, over the setters that can be
         that one (not after now, not followed by a clearer that precedes now for sure), each
         with the clearers that can fall between it and now: per chain of clearers, up to the
@@ -593,7 +576,7 @@ class Rules:
                 oracle.prec(items[j][1], c) for c in last_cleared))
             if self.edges_only:
                 if first < possible:
-                    return SetState(label, ((items[first][1], False, ()),))
+                    return SetState(((items[first][1], False, ()),))
                 continue
             for _, s in items[first:possible]:
                 between = []
@@ -609,8 +592,8 @@ class Rules:
                                 break
                 terms.append((s, oracle.prec(s, now), tuple(between)))
                 self._grow(1 + len(between), now)
-        return SetState(label, tuple(terms))
+        return SetState(tuple(terms))
 
     def lifetime_state(self, setters: list[int], clearers: list[int], now: int) -> SetState:
         """Dead after free at `now`: the latest free/alloc step before now is a free."""
-        return self.set_state(self.layout.by_chain(setters), self.layout.by_chain(clearers), now, "dead")
+        return self.set_state(self.layout.by_chain(setters), self.layout.by_chain(clearers), now)

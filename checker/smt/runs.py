@@ -10,9 +10,9 @@ A run takes, one at a time, a step whose condition holds at the end of the prefi
 unless u was enqueued before x and its step has not happened, the bound record is the
 latest candidate enqueued before the wait, a set state is read off the positions), chosen at
 random but holding intervals open (starts before ends), until no step can move. Each step
-taken is enabled at its place, so the run is an execution; before its answers are used, Z3
-confirms it as a model of the encoding with every time fixed (`Session.confirm`), which also
-gives the model that labels a deadlock. Runs only ever answer "yes" (a race, a dead use, a
+taken is enabled at its place, so the run is an execution; before its answers are used, the
+executor's machine replays it (`Analysis.admits`), and a run that got stuck is explained by
+the machine in the state it ends in. Runs only ever answer "yes" (a race, a dead use, a
 deadlock shown by a concrete execution); every "no" is still proved by Z3.
 
 A run can be told which way to make some choices (`run`'s `after`), and it can be read for

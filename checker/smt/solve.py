@@ -40,7 +40,8 @@ class Sat:
     witness: Witness
     order: tuple[int, ...]
     model: object = field(default=None, compare=False, repr=False)
-    """The Z3 model, for labelling deadlocks; never leaves `checker.smt`."""
+    """The Z3 model, to evaluate the formulas of dead-use questions that are not compiled to
+    Python (`Analysis._dead_harvest`); never leaves `checker.smt`."""
 
 
 @dataclass(frozen=True, slots=True)
