@@ -952,3 +952,37 @@ def test_an_aims_job_leads_in_as_the_first_session_does(monkeypatch):
             analysis._lead_in(k1.index, k2.index, random.Random(seed))
     without = Analysis(program, Budget(timeout=10.0), analysis.order)
     assert without.aim_all(pair, []) == pair, "aimed from the start, a run reaches the pair"
+
+
+COMM_RING = """device d[3] { compute 1 comm 1 }
+buffer g[3] 1MiB on d
+stream c[3] on d
+comm w[3] = { c[w], c[(w+1)%3] }
+thread r[3] {
+  for i in 0..2 {
+    c[r]: allreduce w[r] g[r] 1us
+    c[r]: allreduce w[(r+2)%3] g[r] 1us
+  }
+}
+"""
+
+
+def test_a_deadlocked_ring_of_groups_lists_the_members_that_hold_it_first():
+    """Each rank calls its own comm first, then its left neighbour's: every group waits for
+    a member queued behind another group's member. The members that hold the ring head the
+    listing (their reason names a queue too, in parentheses), then the first call of line 8,
+    which only queues; the other instances follow, those that only queue last."""
+    from checker.smt import analyze
+
+    program = load_text(COMM_RING).program
+    (finding,) = [f for f in analyze(program) if f.kind is FindingKind.DEADLOCK]
+    holding = [item for item in finding.stuck if "group starts together" in item.waits_for]
+    assert finding.stuck[0] == holding[0]
+    assert {program.statements[item.statement].span.line for item in holding} == {7}
+    assert {program.statements[item.statement].bindings for item in holding} == {
+        (("i", 0), ("r", r)) for r in range(3)}
+    second = finding.stuck[1]
+    assert program.statements[second.statement].span.line == 8
+    assert second.waits_for.startswith("waiting for ") and " ahead of it on " in second.waits_for
+    assert finding.stuck[2:len(holding) + 1] == tuple(holding[1:])
+    assert all(item.waits_for.startswith("waiting for ") for item in finding.stuck[len(holding) + 1:])
