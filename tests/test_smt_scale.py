@@ -11,9 +11,9 @@
   breaks it) finds exactly the racing pairs the full session finds, and its witnesses replay.
 * `Session.admits` (the encoding's check of an execution) agrees with `Session.confirm` (the
   solver with every time fixed), also with the snapshot binding in linear size, and rejects
-  orders that are no execution; its facts compiled to Python (`evaluate.py`) say what
-  substituting the values into the Z3 terms says. `Analysis.admits`, which checks runs with
-  the executor's step rules instead, agrees with it on runs, shuffled runs and their prefixes.
+  orders that are no execution. `Analysis.admits`, which checks runs with the executor's
+  step rules instead, agrees with it on runs, shuffled, sorted and reversed runs and their
+  prefixes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 from checker.frontend import load_text
 from checker.smt import encode
-from checker.smt.evaluate import Compiler
 from checker.smt.queries import Analysis
 from checker.smt.runs import Frontier, Runner
 from checker.smt.solve import Budget
@@ -304,15 +303,12 @@ thread u {
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(specs(), st.booleans())
-def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled: bool) -> None:
-    """Also when no fact compiles, and `admits` substitutes into the Z3 terms instead."""
+@given(specs())
+def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
     program = load_text(text, "<random>").program
     assume(program is not None)
     for small in (encode.SMALL_BINDING, 0):
-        with mock.patch.object(encode, "SMALL_BINDING", small), contextlib.ExitStack() as stack:
-            if not compiled:
-                stack.enter_context(mock.patch.object(Compiler, "source", lambda self, term: None))
+        with mock.patch.object(encode, "SMALL_BINDING", small):
             analysis = Analysis(program, Budget(timeout=60.0))
             runner, session = analysis.runner(), analysis.session
             steps = len(analysis.encoding.steps)
@@ -335,76 +331,38 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str, compiled
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs())
 def test_dead_use_questions_read_off_runs_agree_with_the_model(text: str) -> None:
-    """`_dead_harvest` evaluates each dead-use formula on a run in Python (`Encoding.evaluator`)
-    instead of in the model the solver confirms the run with: the same answer for every
-    question, on every run and on the first half of each."""
+    """`_dead_harvest` reads the dead-use questions a run answers off the executor's replay
+    of it (`_dead_shown`) instead of evaluating each question's formula in the model the
+    solver confirms the run with: the same answer for every question, on every run and on
+    the first half of each."""
     program = load_text(text, "<random>").program
     assume(program is not None)
     analysis = Analysis(program, Budget(timeout=60.0))
-    encoding, session = analysis.encoding, analysis.session
+    session = analysis.session
     questions = [(s, kind, analysis._lifetime_query(s, kind)) for s, kind, _ in analysis.lifetime_questions()]
     assume(questions)
+    asked = {(s.index, kind) for s, kind, _ in questions}
     for seed in range(3):
         run, _ = analysis.runner().run(seed, 0.3)
         for order in (run, run[: len(run) // 2]):
             confirmed = session.confirm(order)
             assert confirmed is not None, text
-            values = encoding.assignment(order)
-            for statement, kind, formula in questions:
-                evaluator = encoding.evaluator(formula)
-                assert evaluator is not None, (text, statement.index, kind)
-                assert evaluator(*values) == session.holds(confirmed, formula), (text, statement.index, kind)
-
-
-def evaluates(compiled: list, times: list[int], bindings: list[tuple]) -> bool:
-    """Whether every compiled fact holds for these times (a step happened iff its time is
-    below the horizon, which is len(times)) and binding integers."""
-    happened = [t < len(times) for t in times]
-    return all(fact(times, happened, [value for _, value in bindings]) for fact in compiled)
+            in_model = {(s.index, kind) for s, kind, formula in questions if session.holds(confirmed, formula)}
+            assert analysis._dead_shown(confirmed) & asked == in_model, text
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(specs(), st.randoms(use_true_random=False))
-def test_compiled_facts_agree_with_substitution(text: str, rng: random.Random) -> None:
+@given(specs())
+def test_the_executor_admits_the_orders_the_encoding_admits(text: str) -> None:
+    """Runs in their order, sorted by step id, reversed, and cut in half: the executor's step
+    rules (what the pipeline checks runs with) and the encoding's base agree on each, also
+    with every wait bound in linear size."""
     program = load_text(text, "<random>").program
     assume(program is not None)
-    # Also every wait bound in linear size, its definitions compiled in parts of two.
-    for small, part in ((encode.SMALL_BINDING, encode.BINDING_PART), (0, 2)):
-        with mock.patch.object(encode, "SMALL_BINDING", small), mock.patch.object(encode, "BINDING_PART", part):
+    for small in (encode.SMALL_BINDING, 0):
+        with mock.patch.object(encode, "SMALL_BINDING", small):
             analysis = Analysis(program, Budget(timeout=60.0))
-            encoding, session = analysis.encoding, analysis.session
-            for seed in range(3):
-                run, _ = analysis.runner().run(seed, 0.3)
-                shuffled = list(run)
-                rng.shuffle(shuffled)
-                for order in (run, shuffled, shuffled[: len(shuffled) // 2]):
-                    facts = encoding.facts_of(order)
-                    if facts is None:
-                        continue
-                    compiled = encoding.compiled_facts_of(order)
-                    assert compiled is not None, text
-                    position = {step: k for k, step in enumerate(order)}
-                    times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
-                    bindings = encoding.binding_values(times)
-                    assert evaluates(compiled, times, bindings) == session.substituted(
-                        facts, times, position, bindings), text
-                    # Any values at all, ties in time and wrong binding integers included,
-                    # fact by fact (the binding definitions are the last compiled ones, in parts).
-                    times = [rng.randrange(encoding.horizon + 1) for _ in times]
-                    fuzzed = [(v, rng.randrange(-1, encoding.horizon + 1)) for v, _ in bindings]
-                    ties = {i: t for i, t in enumerate(times) if t < encoding.horizon}
-                    steps = len(compiled) - len(encoding.binding_keys())
-                    binding = facts[steps:]
-                    terms = [[fact] for fact in facts[:steps]] + (
-                        [binding[k:k + part] for k in range(0, len(binding), part)] or [[]])
-                    assert len(terms) == len(compiled)
-                    for fact, term in zip(compiled, terms):
-                        assert evaluates([fact], times, fuzzed) == session.substituted(
-                            term, times, ties, fuzzed), text
-                    times = [position.get(i, encoding.horizon) for i in range(len(encoding.time))]
-                    evaluated = evaluates(compiled, times, encoding.binding_values(times))
-                    assert (session.admits(order) is not None) == evaluated
-            # The executor's step rules (what the pipeline checks runs with) say the same.
+            session = analysis.session
             for seed in range(3):
                 run, _ = analysis.runner().run(seed, 0.3)
                 for order in (run, sorted(run), run[::-1], run[: len(run) // 2]):

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import z3
 
 from checker.ir import Op, Program, Statement, SyncKind
-from checker.smt.evaluate import Compiler, Fact, assignment, function
 from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
@@ -35,12 +34,6 @@ from checker.witness import Step, StepKind, Witness
 SMALL_BINDING = 6
 """Up to this many candidate records, a wait's binding is spelled out pairwise; beyond it,
 two integers per wait keep the encoding linear (`Encoding._latest_by_key`)."""
-
-BINDING_PART = 500
-"""Binding definitions compiled into one Python function, at most. Python's compiler takes
-memory superlinear in a function's size: a loop whose 150 waits each have 150 candidate
-records has 22,650 definitions, and compiling them as one function peaked at 528 MB (300
-iterations: 2.5 GB)."""
 
 SMALL_READY = 4
 """Up to this many items, a group partner's own rules are spelled out where a call reads
@@ -209,12 +202,6 @@ class Encoding:
         self._based = False
         self.enabled_facts: dict[int, z3.BoolRef] = {}
         """Per step whose condition is not trivially true: the condition at its own time."""
-        self._compiler: Compiler | None = None
-        self._binding_parts: list[z3.BoolRef] | None = None
-        self._sources: dict[int, str | None] = {}
-        self._compiled: dict[int, Fact | None] = {}
-        """`enabled_facts` compiled to Python (`evaluate.py`), per step, as first needed; the
-        binding definitions under key -1. None: a fact the compiler does not handle."""
 
     # --- step lookup --------------------------------------------------------------------
 
@@ -580,8 +567,8 @@ class Encoding:
             facts.append(self.hap[i] == (t <= horizon - 1))
             if i in impossible:
                 facts.append(t >= horizon)
-                # Its condition is still read to explain a deadlock: any binding integer it
-                # uses must be defined with the base.
+                # Its condition is built all the same: a binding integer it shares with
+                # others must be defined with the base, whatever question reads it later.
                 self.own_condition(i)
                 continue
             facts.append(t >= 0)
@@ -614,69 +601,6 @@ class Encoding:
         if any(i in self.order.impossible for i in happened):
             return None
         return [self.enabled_facts[i] for i in happened if i in self.enabled_facts] + self._binding_facts
-
-    def compiled_facts_of(self, happened) -> list[Fact] | None:
-        """`facts_of` (of an execution it does not reject) as Python functions of (times,
-        happened flags, the values of `binding_values`), for checking executions without Z3;
-        None if some fact is of a kind the compiler does not handle."""
-        facts = []
-        for i in [*(i for i in happened if i in self.enabled_facts), *self.binding_keys()]:
-            if i not in self._compiled:
-                source = self._source(i)
-                self._compiled[i] = None if source is None else function(source)
-            fact = self._compiled[i]
-            if fact is None:
-                return None
-            facts.append(fact)
-        return facts
-
-    def binding_keys(self) -> list[int]:
-        """The keys of the binding definitions' compiled parts: -1, -2, ... (`BINDING_PART`
-        facts each)."""
-        return [-(k + 1) for k in range(len(self._binding_terms()))]
-
-    def _binding_terms(self) -> list[z3.BoolRef]:
-        if self._binding_parts is None:
-            parts = []
-            for k in range(0, len(self._binding_facts), BINDING_PART):
-                part = self._binding_facts[k:k + BINDING_PART]
-                parts.append(part[0] if len(part) == 1 else _mk_and(part))
-            self._binding_parts = parts or [z3.BoolVal(True)]
-        return self._binding_parts
-
-    def _source(self, step: int) -> str | None:
-        """The source of one step's compiled facts (negative: a part of the binding
-        definitions), made once."""
-        if step not in self._sources:
-            self._sources[step] = self._make_source(step)
-        return self._sources[step]
-
-    def _make_source(self, step: int) -> str | None:
-        assert self._based, "the base is not built yet"
-        if step < 0:
-            return self.compiler().source(self._binding_terms()[-step - 1])
-        return self.compiler().source(self.enabled_facts[step])
-
-    def compiler(self) -> Compiler:
-        if self._compiler is None:
-            slots = [(t, "T", i) for i, t in enumerate(self.time)]
-            slots += [(h, "H", i) for i, h in enumerate(self.hap)]
-            slots += [(variable, "B", k) for k, variable in enumerate(self._binding_variables())]
-            self._compiler = Compiler(slots, self.time[0].ctx)
-        return self._compiler
-
-    def evaluator(self, formula) -> Fact | None:
-        """A question's formula compiled as the base's facts are (`compiled_facts_of`), to be
-        evaluated on executions (`assignment`) without a Z3 model; None if it has a kind the
-        compiler does not handle."""
-        if formula is True or formula is False:
-            return lambda times, happened, values, answer=formula: answer
-        return self.compiler().compile(to_z3(formula))
-
-    def assignment(self, order) -> tuple[list, list, list]:
-        """The values an execution gives the encoding's variables, as an `evaluator`'s
-        function takes them (`evaluate.assignment`)."""
-        return assignment(order, self.horizon, self.plain_bindings())
 
     # --- memory lifetime ------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from itertools import accumulate
 
 from checker import collectives, messages
 from checker.executor.machine import IllegalStep, Machine
-from checker.executor.state import Store
+from checker.executor.state import USE_BEFORE_ALLOC, Store
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Program, Statement, StreamMode
 from checker.smt.answers import (Carried, Parts, assemble, conflict_memory, counts_only, described,
@@ -169,8 +169,6 @@ class Analysis:
         self.program = program
         self.budget = budget
         self.encoding = Encoding(program, order)
-        self._evaluators: dict = {}
-        """Dead-use question -> its formula compiled (`Encoding.evaluator`; None: not compilable)."""
         self.orbits: Orbits | None = None
         """The race candidates' orbits under the program's symmetries, when the first session
         has them (`smt._orbits`): a race found shows its images' races too."""
@@ -273,7 +271,7 @@ class Analysis:
     def runs(self) -> list[tuple[Sat, bool]]:
         """Concrete runs of the program (`runs.py`), each checked by the executor's step rules
         (`admits`): (the execution, whether it got stuck). Answers read off them need
-        no query. Their verdicts carry no model until `modelled` asks for one. The random
+        no query, and their verdicts carry no model. The random
         runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
         priority (`Runner.prioritized`), which reach further where threads share streams."""
         if self._runs is None:
@@ -289,13 +287,6 @@ class Analysis:
                 if verdict is not None:
                     self._runs.append((verdict, stuck))
         return self._runs
-
-    def modelled(self, verdict: Sat) -> Sat | None:
-        """The verdict of a run with its Z3 model (to evaluate formulas in it), confirmed by
-        the solver with every time fixed; None if the solver does not confirm it."""
-        if verdict.model is not None:
-            return verdict
-        return self.session.confirm(list(verdict.order))
 
     def admits(self, order: list[int]) -> Sat | None:
         """Whether `order` is an execution prefix, as the executor's step rules say (replayed
@@ -1177,38 +1168,41 @@ class Analysis:
         return self.encoding.use_before_alloc(statement)
 
     def _dead_harvest(self, verdict: Sat, pending: dict, queries: dict) -> None:
-        """Every pending dead-use question whose formula holds in `verdict`'s execution (as
-        many as the budget allows: each formula is built first, in time linear in the frees
-        and allocs of the memory). A verdict with no model (a run's) is evaluated in Python
-        (`Encoding.evaluator`), each formula compiled once; one the compiler does not handle
-        is asked of the model the solver confirms the run with (`modelled`), which on 16
-        threads sharing a copy stream took 1.5 s a run."""
-        values = None
-        if verdict.model is None and pending and not self._spent():
-            self.session  # (the formulas are compiled over the base's binding integers: all of them first)
+        """Every pending dead-use question that `verdict`'s execution answers. A run (no
+        model) is replayed on the executor's machine, which reports each use of dead memory
+        as it happens (`_dead_shown`; no formula is built). A model the solver gave is asked
+        each question's formula, built first in time linear in the frees and allocs of the
+        memory, as many as the budget allows."""
+        if verdict.model is None:
+            shown = self._dead_shown(verdict)
+            for key in [key for key in pending if key in shown]:
+                statement, kind, _ = pending.pop(key)
+                self.parts.dead[key] = self._dead_use(kind, statement, self._cut(verdict, self._dead_cut(statement)))
+            return
         for key, (s, k, _) in list(pending.items()):
             if self._spent():
                 return
             formula = queries.get(key)
             if formula is None:
                 formula = queries[key] = self._lifetime_query(s, k)
-            evaluator = None
-            if verdict.model is None:
-                if values is None:
-                    values = self.encoding.assignment(verdict.order)
-                evaluator = self._evaluators.get(key, False)
-                if evaluator is False:
-                    evaluator = self._evaluators[key] = self.encoding.evaluator(formula)
-            if evaluator is not None:
-                shown = evaluator(*values)
-            else:
-                verdict = self.modelled(verdict)
-                if verdict is None:
-                    return
-                shown = self.session.holds(verdict, formula)
-            if shown:
+            if self.session.holds(verdict, formula):
                 self.parts.dead[key] = self._dead_use(k, s, self._cut(verdict, self._dead_cut(s)))
                 del pending[key]
+
+    def _dead_shown(self, verdict: Sat) -> set[tuple[int, FindingKind]]:
+        """(statement, USE_AFTER_FREE or USE_BEFORE_ALLOC) for every use of dead memory the
+        executor's machine reports while it replays the execution: the answers of the
+        dead-use questions there (a use after a free in launch order is one after free, as
+        the question has it; the tests hold the two to the same answers)."""
+        machine = self.machine
+        store = Store(machine.initial())
+        shown = set()
+        for step in verdict.witness.steps:
+            _, uses = machine.advance_into(store, step)
+            for statement, kind in uses:
+                shown.add((statement, FindingKind.USE_BEFORE_ALLOC if kind == USE_BEFORE_ALLOC
+                           else FindingKind.USE_AFTER_FREE))
+        return shown
 
     def harvest_lifetimes(self, questions: list) -> list:
         """The dead-use questions that no concrete run answers; the others are answered."""

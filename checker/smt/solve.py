@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import z3
 
 from checker.smt.encode import Encoding, to_z3
-from checker.smt.evaluate import holds
 from checker.witness import Witness
 
 
@@ -200,29 +199,24 @@ class Session:
         return verdict if list(verdict.order) == list(order) else None
 
     def admits(self, order: list[int]) -> Sat | None:
-        """Like `confirm`, without a model and far cheaper: the base (the part of it that the
-        steps of `order` make binding: `Encoding.facts_of`) must hold for the times of
-        `order` and the binding integers they define. The facts are evaluated in Python
-        (`evaluate.py`); a fact the compiler does not handle is substituted into instead,
-        which must simplify to true (under an rlimit it is checked by a solver within the
-        same limits, so that the rlimit bounds this work too). A Sat whose witness is the
-        whole order, or None."""
+        """Like `confirm`, without a model: the base (the part of it that the steps of
+        `order` make binding: `Encoding.facts_of`) must hold for the times of `order` and the
+        binding integers they define, once the values are substituted (`substituted`). The
+        analysis checks runs on the executor's machine instead (`Analysis.admits`); tests
+        hold the two to the same answers. A Sat whose witness is the whole order, or None."""
         encoding = self.encoding
         facts = encoding.facts_of(order)
         if facts is None:
             return None
-        compiled = encoding.compiled_facts_of(order)
-        if compiled is not None:
-            admitted = holds(compiled, order, encoding.horizon, encoding.plain_bindings())
-        else:
-            position = {step: k for k, step in enumerate(order)}
-            times = [position.get(i, encoding.horizon) for i in range(encoding.horizon)]
-            admitted = self.substituted(facts, times, position, encoding.binding_values(times))
+        position = {step: k for k, step in enumerate(order)}
+        times = [position.get(i, encoding.horizon) for i in range(encoding.horizon)]
+        admitted = self.substituted(facts, times, position, encoding.binding_values(times))
         return Sat(encoding.witness(order), tuple(order)) if admitted else None
 
     def substituted(self, facts: list, times: list[int], position: dict, bindings: list) -> bool:
-        """Whether `facts` hold once the values are substituted (what `admits` does with a
-        fact the compiler does not handle; tests compare the two)."""
+        """Whether `facts` hold once the values are substituted and simplified (under an
+        rlimit, checked by a solver within the same limits instead, so that the rlimit bounds
+        this work too)."""
         encoding = self.encoding
         values = [(t, self._constant(at)) for t, at in zip(encoding.time, times)]
         values += [(h, self._constant(i in position)) for i, h in enumerate(encoding.hap)]
