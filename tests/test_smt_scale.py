@@ -952,3 +952,41 @@ def test_an_undecided_race_question_is_unknown_unless_its_statements_race_alread
     line = statements[uses[0]].span.line
     assert f"(line {line}) and" in pair.message and pair.message.endswith("ran out")
     assert rest.message.startswith("1 other solver question(s) were not asked")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(), st.randoms(use_true_random=False))
+def test_replays_from_a_kept_state_end_where_replays_from_the_start_do(text: str, rng: random.Random) -> None:
+    """`Analysis._replayed` starts from the latest state it kept of the execution before that
+    the two share (every 3 steps here): runs, their prefixes, runs with a step dropped and
+    shuffled runs, one after another, end in the state (or are refused where) a replay from
+    the initial state does."""
+    from checker.executor.machine import IllegalStep
+    from checker.executor.state import Store
+    from checker.smt import queries
+
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    machine, encoding = analysis.machine, analysis.encoding
+    orders = []
+    for seed in range(3):
+        run, _ = analysis.runner().run(seed, 0.3)
+        dropped = list(run)
+        if dropped:
+            del dropped[rng.randrange(len(dropped))]
+        shuffled = list(run)
+        rng.shuffle(shuffled)
+        orders += [run, run[: rng.randint(0, len(run))], dropped, shuffled, run]
+    with mock.patch.object(queries, "CHECKPOINT", 3):
+        for order in orders:
+            witness = encoding.witness(order)
+            store = Store(machine.initial())
+            try:
+                for step in witness.steps:
+                    machine.advance_into(store, step, track=False)
+                expected = store.freeze()
+            except IllegalStep:
+                expected = None
+            replayed = analysis._replayed(witness)
+            assert (None if replayed is None else replayed.freeze()) == expected, text
