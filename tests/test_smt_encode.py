@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import z3
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from checker.findings import FindingKind
@@ -492,3 +492,28 @@ def test_groups_formed_by_enqueue_order_are_proved_to_meet_in_every_iteration() 
     calls = [s for s in loaded.program.statements if s.comm is not None]
     assert not any(encoding.first_step(s) in taken for s in calls)
     _guaranteed_are_taken(uneven, runs=6)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs())
+def test_a_deadlock_the_solver_finds_replays_to_a_state_where_nothing_can_move(text: str) -> None:
+    """The deadlock question asked of the solver (no run consulted): its model's execution,
+    replayed on the executor's machine, ends where nothing can move and work is left, and
+    the stuck list is what the machine says there (`Analysis.stuck`)."""
+    from checker.executor.explore import explore
+
+    program = load_text(text, "<random>").program
+    assume(program is not None)
+    exploration = explore(program, max_states=20_000)
+    assume(exploration.complete and exploration.deadlocks)
+    analysis = Analysis(program, Budget(timeout=60.0))
+    analysis.deadlock(runs=False)
+    (finding,) = analysis.parts.deadlock
+    assert finding.kind is FindingKind.DEADLOCK, text
+    assert finding.stuck, text
+    machine = analysis.machine
+    state = machine.initial()
+    for step in finding.witness.steps:
+        state = machine.apply(state, step)
+    assert not machine.enabled(state) and not machine.finished(state), text
+    assert {item.statement for item in finding.stuck} <= {i for i, _ in machine.stuck(state)}, text
