@@ -310,8 +310,8 @@ def _only_queued(item: Stuck) -> bool:
 
 def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None) -> Finding:
     """A reachable state with unfinished work and no step that can happen. `stuck` comes in
-    the order to report it: the engine puts first what holds the rest (a wait-for cycle).
-    Here one instance of every line goes before the loop instances of any, so that a short
+    the engine's order (`hb.py` puts a wait-for cycle first; the executor's machine lists by
+    statement). Here one instance of every line goes before the loop instances of any, so that a short
     listing shows every place, and within each part, tasks that only queue behind another
     task of their stream go after the rest."""
     holding = [item for item in stuck if not _only_queued(item)]

@@ -331,7 +331,7 @@ def test_admits_agrees_with_confirm_also_with_linear_binding(text: str) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs())
 def test_dead_use_questions_read_off_runs_agree_with_the_model(text: str) -> None:
-    """`_dead_harvest` reads the dead-use questions a run answers off the executor's replay
+    """`_dead_from_run` reads the dead-use questions a run answers off the executor's replay
     of it (`_dead_shown`) instead of evaluating each question's formula in the model the
     solver confirms the run with: the same answer for every question, on every run and on
     the first half of each."""
@@ -349,6 +349,38 @@ def test_dead_use_questions_read_off_runs_agree_with_the_model(text: str) -> Non
             assert confirmed is not None, text
             in_model = {(s.index, kind) for s, kind, formula in questions if session.holds(confirmed, formula)}
             assert analysis._dead_shown(confirmed) & asked == in_model, text
+
+
+@st.composite
+def tensor_specs(draw) -> str:
+    """Threads that allocate caching-allocator tensors on streams, use them in kernels and
+    memsets, record them on other streams and free them on the host: the dead uses of
+    blocks (launch order) that `specs()` does not make."""
+    tensors = draw(st.integers(1, 3))
+    runtime = draw(st.sampled_from(["", " runtime cuda"]))
+    lines = [f"device d {{ compute 2{runtime} }}", "stream s[3] on d"]
+    lines += [f"tensor t{k} {draw(st.sampled_from([1, 2, 4]))}MiB on d" for k in range(tensors)]
+    for thread in range(draw(st.integers(1, 3))):
+        lines.append(f"thread h{thread} {{")
+        lines.append(f"  s[{draw(st.integers(0, 2))}]: alloc t{thread % tensors}")
+        for _ in range(draw(st.integers(2, 8))):
+            tensor = f"t{draw(st.integers(0, tensors - 1))}"
+            stream = f"s[{draw(st.integers(0, 2))}]"
+            lines.append(draw(st.sampled_from([
+                f"  {stream}: alloc {tensor}", f"  free {tensor}", f"  {stream}: kernel k reads {tensor}",
+                f"  {stream}: kernel k writes {tensor}", f"  {stream}: record_stream {tensor}",
+                f"  memset {tensor} 1us"])))
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tensor_specs())
+def test_dead_uses_of_tensor_blocks_read_off_runs_agree_with_the_model(text: str) -> None:
+    """The same as for `specs()`, on caching-allocator tensors: a block used before any
+    tensor was given it, or after a free in launch order, is read off the executor's
+    replay as the question's formula says in the model."""
+    test_dead_use_questions_read_off_runs_agree_with_the_model.hypothesis.inner_test(text)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

@@ -337,17 +337,18 @@ class Analysis:
                       min(len(before), len(steps)))
         while kept and kept[-1][0] > shared:
             kept.pop()
-        at, state = kept[-1] if kept else (0, machine.initial())
+        taken, state = kept[-1] if kept else (0, machine.initial())
         store = Store(state)
         try:
-            for at in range(at, len(steps)):
+            for at in range(taken, len(steps)):
                 if at % CHECKPOINT == 0 and (not kept or kept[-1][0] < at):
                     kept.append((at, store.freeze()))
                 machine.advance_into(store, steps[at], track=False)
+                taken = at + 1
         except IllegalStep:
-            self._replay = (steps[:at], kept)
             return None
-        self._replay = (steps, kept)
+        finally:  # (what was replayed, whatever stopped it, is what the kept states hold)
+            self._replay = (steps[:taken], kept)
         return store
 
     def _cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
@@ -1217,18 +1218,19 @@ class Analysis:
             return self.encoding.use_after_free(statement)
         return self.encoding.use_before_alloc(statement)
 
-    def _dead_harvest(self, verdict: Sat, pending: dict, queries: dict) -> None:
-        """Every pending dead-use question that `verdict`'s execution answers. A run (no
-        model) is replayed on the executor's machine, which reports each use of dead memory
-        as it happens (`_dead_shown`; no formula is built). A model the solver gave is asked
-        each question's formula, built first in time linear in the frees and allocs of the
-        memory, as many as the budget allows."""
-        if verdict.model is None:
-            shown = self._dead_shown(verdict)
-            for key in [key for key in pending if key in shown]:
-                statement, kind, _ = pending.pop(key)
-                self.parts.dead[key] = self._dead_use(kind, statement, self._cut(verdict, self._dead_cut(statement)))
-            return
+    def _dead_from_run(self, verdict: Sat, pending: dict) -> None:
+        """Every pending dead-use question a concrete execution answers, read off the
+        executor's replay of it (`_dead_shown`): no formula is built."""
+        shown = self._dead_shown(verdict)
+        for key in [key for key in pending if key in shown]:
+            statement, kind, _ = pending.pop(key)
+            self.parts.dead[key] = self._dead_use(kind, statement, self._cut(verdict, self._dead_cut(statement)))
+
+    def _dead_from_model(self, verdict: Sat, pending: dict, queries: dict) -> None:
+        """Every pending dead-use question whose formula holds in the model the solver gave
+        for another question, each formula built first (kept in `queries` for its own
+        question), in time linear in the frees and allocs of the memory, as many as the
+        budget allows."""
         for key, (s, k, _) in list(pending.items()):
             if self._spent():
                 return
@@ -1259,13 +1261,12 @@ class Analysis:
         began = time.process_time()
         pending = {(s.index, kind): (s, kind, when) for s, kind, when in questions}
         if pending:
-            queries: dict = {}
             before = len(self.parts.dead)
             self._dead_from_races(pending)
             for run, _ in self.runs():
                 if self._spent():
                     break  # what is left is reported unasked
-                self._dead_harvest(run, pending, queries)
+                self._dead_from_run(run, pending)
             self.stats["run_answers"] += len(self.parts.dead) - before
         self.stats["lifetimes"] += time.process_time() - began
         return list(pending.values())
@@ -1273,8 +1274,8 @@ class Analysis:
     def _dead_from_races(self, pending: dict) -> None:
         """Uses after free that the races found show: where a free f of x's bytes runs at
         once with x (both started, neither ended), f's effect may come next, while x still
-        runs. The race's execution with f's lifetime step after it is checked against the
-        encoding (`admits`) like any run, and answers x's question without a query: in a
+        runs. The race's execution with f's lifetime step after it is checked by the
+        executor's step rules (`admits`) like any run, and answers x's question without a query: in a
         loop that frees a buffer each iteration under another stream's kernel, the solver
         took 0.5-10 s for each of the questions the runs left, at 300 iterations."""
         if not any(kind is FindingKind.USE_AFTER_FREE for _, kind in pending):
@@ -1340,7 +1341,7 @@ class Analysis:
                 self.parts.dead_absent.add(key)
                 continue
             self.parts.dead[key] = self._dead_use(kind, statement, verdict)
-            self._dead_harvest(verdict, pending, queries)
+            self._dead_from_model(verdict, pending, queries)
         self.stats["lifetimes"] += time.process_time() - began
 
     def _dead_cut(self, statement: Statement) -> tuple[int, ...]:
@@ -1526,8 +1527,10 @@ class Analysis:
         """Every unfinished thread and task of a deadlocked execution, with what its next
         step waits for, as the executor's machine explains it in the state the execution
         ends in (`Machine.stuck`: the same words the exhaustive search uses). Empty when the
-        machine does not replay it to a state where nothing can move (never, unless the
-        two semantics disagree: then no deadlock is reported from it)."""
+        machine does not replay it to a state where nothing can move, which only a
+        disagreement of the two semantics can cause: a stuck run is then not taken for a
+        deadlock (the solver is asked), and a solver's deadlock fails the replay of its
+        witness, an internal error (SP402), never a finding."""
         machine = self.machine
         store = self._replayed(verdict.witness)
         if store is None or machine.finished(store) or machine.enabled(store):

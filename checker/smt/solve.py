@@ -39,8 +39,8 @@ class Sat:
     witness: Witness
     order: tuple[int, ...]
     model: object = field(default=None, compare=False, repr=False)
-    """The Z3 model, to evaluate the formulas of dead-use questions that are not compiled to
-    Python (`Analysis._dead_harvest`); never leaves `checker.smt`."""
+    """The Z3 model of a solver's verdict, to read other questions' formulas in
+    (`Session.holds`); none for a concrete run's. Never leaves `checker.smt`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +181,8 @@ class Session:
 
     def confirm(self, order: list[int]) -> Sat | None:
         """The execution `order` (step ids) as a model of the base, every time fixed: a Sat
-        whose witness is the whole order, or None if the encoding does not admit it."""
+        whose witness is the whole order, or None if the encoding does not admit it. (The
+        tests' oracle for what the pipeline reads off runs without a model.)"""
         encoding = self.encoding
         position = {step: k for k, step in enumerate(order)}
         fixed = [t == position.get(i, encoding.horizon) for i, t in enumerate(encoding.time)]
