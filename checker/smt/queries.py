@@ -290,10 +290,10 @@ class Analysis:
 
     def runs(self) -> list[tuple[Sat, bool]]:
         """Concrete runs of the program (`runs.py`), each checked by the executor's step rules
-        (`admits`): (the execution, whether it got stuck). Answers read off them need
-        no query, and their verdicts carry no model. The random
-        runs (one per `EAGERNESS` entry) are followed by runs that give the threads a fixed
-        priority (`Runner.prioritized`), which reach further where threads share streams."""
+        (`admits`): (the execution, whether it got stuck). Answers read off them need no
+        query, and their verdicts carry no model. The random runs (one per `EAGERNESS`
+        entry) are followed by runs that give the threads a fixed priority
+        (`Runner.prioritized`), which reach further where threads share streams."""
         if self._runs is None:
             self.encoding.all_items()  # (a program past the cap on open orderings is refused before any run)
             runner = self.runner()
