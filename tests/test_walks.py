@@ -186,3 +186,39 @@ def test_a_program_the_solver_checks_in_part_is_not_walked(monkeypatch):
     assert not any("random executions" in f.message for f in unknown)
     pairs = [tuple(sorted(f.statements)) for f in report.findings if f.kind is FindingKind.RACE]
     assert len(pairs) == len(set(pairs))
+
+
+QUEUED = """device d {{ queues 1 }}
+buffer y[{threads}] 1KiB on d
+stream s[{threads}] on d
+stream L on d legacy
+thread t[{threads}] {{
+  for i in 0..{kernels} {{
+    s[t]: kernel k writes y[t] 1us
+  }}
+  L: kernel l reads y[(t+1)%{threads}] 1us
+}}
+"""
+
+
+def test_threads_sharing_a_hardware_queue_past_the_cap_are_walked(monkeypatch):
+    """Each task waits for the tasks before it on every stream of its hardware queue (and of
+    the legacy stream's kind): the pairs the rules would read are counted from the groups
+    before any is listed, and past the cap the program is refused and walked."""
+    from checker.smt import rules
+    from checker.smt.layout import Layout
+
+    threads, kernels = 6, 5
+    text = QUEUED.format(threads=threads, kernels=kernels)
+    program = load_text(text, "queued.sched").program
+    # The queue holds every stream of the device, L too. A kernel stream's tasks are read
+    # against the other 11 streams-and-threads of the queue (5 kernel streams, L's 6 threads)
+    # and, being blocking, L's 6 threads again; a task of L against L's other 5 threads, the
+    # queue's 6 kernel streams, and the 6 blocking streams again.
+    pairs = threads * kernels * (2 * threads - 1 + threads) + threads * (threads - 1 + 2 * threads)
+    rules.Rules(Layout(program), None, edges_only=True)  # (at the cap: checked)
+    monkeypatch.setattr(rules, "MAX_PEERS", pairs - 1)
+    report = check_loaded(load_text(text, "queued.sched"), Options(budget=5))
+    unknown = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert len(unknown) == 1 and f"{pairs:,} pairs" in unknown[0].message, unknown
+    assert "hardware queue" in unknown[0].message and unknown[0].detail["refused"]

@@ -98,10 +98,12 @@ one as a formula, gives up long before. Beyond this the program is too large to 
 
 
 MAX_PEERS = 2_000_000
-"""Pairs (a task, another thread's tasks on its stream) that the rules read per round of the
-must order. Each costs a bisection even where the order closes the window, so a stream
-shared by thousands of threads costs minutes before any open choice is counted (3,000 threads
-of one kernel on one stream: 73 s). Beyond this the program is too large to check."""
+"""Pairs (a task, another thread's tasks it may wait for: on its stream, its hardware queue, a
+legacy stream) that the rules read per round of the must order. Each costs a bisection even
+where the order closes the window, so a stream shared by thousands of threads costs minutes
+before any open choice is counted (3,000 threads of one kernel on one stream: 73 s; 160
+threads of 310 kernels on the streams of one hardware queue: 61 s). Beyond this the program
+is too large to check."""
 
 
 class TooLarge(Exception):
@@ -121,13 +123,16 @@ class TooLarge(Exception):
 
 
 class TooShared(TooLarge):
-    """Streams shared by so many threads that the rules would read more than `MAX_PEERS` pairs."""
+    """Streams (or the hardware queues and legacy streams they share) used by so many threads
+    that the rules would read more than `MAX_PEERS` pairs."""
 
-    help = "check fewer threads on each shared stream (a bug between threads shows with two or three)"
+    help = ("check fewer threads on each shared stream, hardware queue or legacy stream (a bug "
+            "between threads shows with two or three)")
 
     def __str__(self) -> str:
         return (f"its streams are shared by so many threads that {self.count:,} pairs of a task and "
-                f"another thread's tasks on its stream would be ordered (at most {MAX_PEERS:,})")
+                f"another thread's tasks it may wait for (on its stream, its hardware queue or a "
+                f"legacy stream) would be ordered (at most {MAX_PEERS:,})")
 
 
 class Rules:
@@ -141,29 +146,7 @@ class Rules:
         self.program = layout.program
         self.oracle = oracle
         self.edges_only = edges_only
-        peers = sum(len(layout.runs[(thread, stream)]) * (len(threads) - 1)
-                    for stream, threads in layout.threads_on_stream.items() for thread in threads)
-        if peers > MAX_PEERS:
-            raise TooShared(0, peers)
-        program = self.program
-        streams = program.streams
-        self.queue_peers: dict[int, list[int]] = {}
-        self.legacy_peers: dict[int, list[int]] = {}
-        for stream in streams:
-            self.queue_peers[stream.index] = [
-                o.index for o in streams
-                if o.index != stream.index and stream.queue is not None
-                and o.device == stream.device and o.queue == stream.queue]
-            if stream.mode is StreamMode.LEGACY:
-                other = StreamMode.BLOCKING
-            elif stream.mode is StreamMode.BLOCKING:
-                other = StreamMode.LEGACY
-            else:
-                other = None
-            self.legacy_peers[stream.index] = [
-                o.index for o in streams
-                if other is not None and o.index != stream.index and o.device == stream.device
-                and o.mode is other]
+        self.queue_peers, self.legacy_peers = self._shared_queues(layout)
         # Records of each event per thread: (records, positions, issue indices on the thread
         # chain, and for each record the end of the run of records from it on its stream, none
         # of them in a batch: `_behind_on_its_stream` reads a window of them at once).
@@ -192,6 +175,45 @@ class Rules:
         self._rounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self.open = 0
         """Open choices listed so far (`MAX_OPEN`)."""
+
+    def _shared_queues(self, layout: Layout) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """Per stream that has tasks: the other streams with tasks in its hardware queue, and
+        the streams with tasks its legacy (or blocking) stream waits for. Refused (`TooShared`)
+        when the rules would read more than MAX_PEERS pairs of a task and another thread's
+        tasks, on its own stream or these (160 threads of 310 kernels, each on a stream of
+        one hardware queue: 61 s of the must order and 1.8 GB before any question), counted
+        from the groups' totals before any list is made."""
+        streams = self.program.streams
+        threads_on = layout.threads_on_stream
+        used = sorted(threads_on)
+        queues: dict[tuple, list[int]] = {}
+        modes: dict[tuple, list[int]] = {}
+        for index in used:
+            stream = streams[index]
+            if stream.queue is not None:
+                queues.setdefault((stream.device, stream.queue), []).append(index)
+            modes.setdefault((stream.device, stream.mode), []).append(index)
+        waits_for = {StreamMode.LEGACY: StreamMode.BLOCKING, StreamMode.BLOCKING: StreamMode.LEGACY}
+        threads_in = {key: sum(len(threads_on[o]) for o in group) for key, group in {**queues, **modes}.items()}
+        pairs = 0
+        for index in used:
+            stream = streams[index]
+            tasks = sum(len(layout.runs[(thread, index)]) for thread in threads_on[index])
+            others = len(threads_on[index]) - 1  # (its own stream's other threads)
+            if stream.queue is not None:
+                others += threads_in[(stream.device, stream.queue)] - len(threads_on[index])
+            if stream.mode in waits_for:
+                others += threads_in.get((stream.device, waits_for[stream.mode]), 0)
+            pairs += tasks * others
+        if pairs > MAX_PEERS:
+            raise TooShared(0, pairs)
+        queue_peers, legacy_peers = {}, {}
+        for index in used:
+            stream = streams[index]
+            group = queues[(stream.device, stream.queue)] if stream.queue is not None else []
+            queue_peers[index] = [o for o in group if o != index]
+            legacy_peers[index] = modes.get((stream.device, waits_for.get(stream.mode)), [])
+        return queue_peers, legacy_peers
 
     def _grow(self, count: int, step: int) -> None:
         self.open += count
