@@ -20,10 +20,11 @@ taking a `Progress`), for displays; the analysis never depends on it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from checker import collectives, hb
+from checker import collectives, hb, messages
 from checker.determinism import nondeterminism
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic, error
@@ -407,8 +408,17 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
     internal: list[Diagnostic] = []
     seen: dict[tuple, list[int]] = {}
     keyed: list[tuple[tuple, Finding]] = []
+    began = time.monotonic()
+    unchecked: tuple[Program, ...] = ()
     for index, program in enumerate(variants):
-        found, errors = find(program, options, progress)
+        # `--budget` is the spec's: each program gets what the ones before it left, and
+        # once it is spent the rest are not checked (64 combinations of six `choose`s each
+        # took their own budget and fixed costs: 144 s at `--budget 5`).
+        left = round(options.budget - (time.monotonic() - began), 2)
+        if index and left <= 0:
+            unchecked = variants[index:]
+            break
+        found, errors = find(program, replace(options, budget=left) if index else options, progress)
         internal += [e for e in errors if e not in internal]
         for finding in found:
             key = (finding.kind, finding.buffer, finding.message if not finding.statements else "",
@@ -425,6 +435,14 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
             finding = replace(finding, message=f"{finding.message} (when {label})",
                               detail={**finding.detail, "variant": label})
         findings.append(finding)
+    if unchecked:
+        labels = [program.variant for program in unchecked]
+        findings.append(messages.unknown(
+            f"{len(unchecked)} of the {len(variants)} programs of this spec (one per combination "
+            f"of `choose` branches) were not checked: the {options.budget:g} s budget was spent "
+            f"on the others (the first not checked: {labels[0]}; JSON lists them all)",
+            "raise --budget, or give the spec fewer `choose` combinations",
+            (), {"reason": "budget", "unchecked": labels}))
     return findings, internal
 
 

@@ -986,3 +986,31 @@ def test_a_deadlocked_ring_of_groups_lists_the_members_that_hold_it_first():
     assert second.waits_for.startswith("waiting for ") and " ahead of it on " in second.waits_for
     assert finding.stuck[2:len(holding) + 1] == tuple(holding[1:])
     assert all(item.waits_for.startswith("waiting for ") for item in finding.stuck[len(holding) + 1:])
+
+
+def test_the_budget_is_the_specs_across_its_choose_combinations():
+    """Each program of a spec (one per combination of `choose` branches) gets what the ones
+    before it left of `--budget`; once it is spent, the rest are not checked, and one SP301
+    says how many and which (they used to take a budget each: 144 s at `--budget 5`)."""
+    text = """device d
+buffer y[2] 1KiB on d
+stream s[2] on d
+thread t {
+  for i in 0..3 {
+    choose {
+      s[0]: kernel a writes y[0] 1us
+    } or {
+      s[1]: kernel b writes y[1] 1us
+    }
+  }
+}
+"""
+    loaded = load_text(text, "spec.sched")
+    assert len(loaded.variants) == 8
+    everything = check_loaded(loaded, Options())
+    assert not [f for f in everything.findings if f.kind is FindingKind.UNKNOWN]
+    report = check_loaded(load_text(text, "spec.sched"), Options(budget=1e-6))
+    (skipped,) = [f for f in report.findings if f.detail.get("reason") == "budget"]
+    assert skipped.kind is FindingKind.UNKNOWN and skipped.message.startswith("7 of the 8 programs")
+    assert skipped.detail["unchecked"] == [program.variant for program in loaded.variants[1:]]
+    assert not report.passed
