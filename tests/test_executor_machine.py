@@ -79,3 +79,50 @@ def test_conflict_masks_are_the_pairwise_conflicts(accesses):
     for i in range(n):
         expected = sum(1 << j for j in range(n) if machine.conflict(i, j))
         assert machine.conflicts[i] == expected
+
+
+@given(st.integers(min_value=0, max_value=1 << 5000), st.integers(min_value=0, max_value=5000))
+def test_bits_of_narrow_and_wide_masks_are_the_set_bits_lowest_first(mask: int, shift: int) -> None:
+    from checker.executor.state import bits
+
+    for value in (mask, mask << shift, mask & (mask >> 3)):
+        expected = [k for k in range(value.bit_length()) if value >> k & 1]
+        assert list(bits(value)) == expected
+
+
+def test_a_statement_with_many_accesses_gets_the_masks_its_accesses_make(monkeypatch) -> None:
+    """`data._per_program` sets the bits of a statement with many accesses in a byte array:
+    the same masks as OR-ing each access's (here for every statement, a collective's reads
+    included)."""
+    from checker.executor import data
+    from checker.ir import Op
+
+    program = load_text("""device d[2]
+buffer x[300] 64B on d[0]
+buffer g[2] 1KiB on d
+stream s[2] on d
+comm w = { s[0], s[1] }
+thread t {
+  s[0]: kernel a writes x[3] reads x[4] 1us
+  s[0]: allreduce w g[0] 1us
+  s[1]: allreduce w g[1] 1us
+  s[0]: kernel b reads x 1us
+}
+""", "many.sched").program
+    machine = Machine(program)
+    layout = machine.layout
+    assert max(len(s.accesses) for s in program.statements) > data.MANY_ACCESSES  # (both ways run)
+    expected_reads, expected_writes = [], []
+    for statement in program.statements:
+        r = w = 0
+        for access in statement.accesses:
+            mask = layout.mask(access.memory, access.start, access.end)
+            w |= mask if access.write else 0
+            r |= mask if not access.write or statement.op is Op.ALLREDUCE else 0
+        expected_reads.append(r)
+        expected_writes.append(w)
+    for many in (data.MANY_ACCESSES, 0):
+        monkeypatch.setattr(data, "MANY_ACCESSES", many)
+        data._PER_PROGRAM.clear()
+        _, reads, writes = data._per_program(machine)
+        assert (reads, writes) == (expected_reads, expected_writes)

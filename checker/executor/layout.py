@@ -42,6 +42,15 @@ class Layout:
         base = self.first[memory]
         return ((1 << (hi - lo)) - 1) << (base + lo)
 
+    def segments(self, memory: int, start: int, end: int) -> range:
+        """The global indices of the segments covering [start, end) of `memory` (the bits of
+        `mask`)."""
+        c = self.cuts[memory]
+        lo = bisect_left(c, start)
+        hi = bisect_left(c, end)
+        base = self.first[memory]
+        return range(base + lo, base + max(lo, hi))
+
     def segment_range(self, segment: int) -> tuple[int, int, int]:
         """(memory, start byte, end byte) of a global segment."""
         m = self.owner[segment]
