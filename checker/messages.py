@@ -314,16 +314,13 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
     statement). Here one instance of every line goes before the loop instances of any, so that a short
     listing shows every place, and within each part, tasks that only queue behind another
     task of their stream go after the rest."""
-    holding = [item for item in stuck if not _only_queued(item)]
-    queued = [item for item in stuck if _only_queued(item)]
     lines: set[int] = set()
-    first: dict[bool, list] = {False: [], True: []}
-    again: dict[bool, list] = {False: [], True: []}
-    for item in holding + queued:
+    first, again = [], []
+    for item in sorted(stuck, key=_only_queued):  # (stable: the engine's order within each)
         line = program.statements[item.statement].span.line
-        (again if line in lines else first)[_only_queued(item)].append(item)
+        (again if line in lines else first).append(item)
         lines.add(line)
-    stuck = tuple(first[False] + first[True] + again[False] + again[True])
+    stuck = tuple(first + again)
     # One source statement can be lowered to parts (`free` under `runtime cuda`: a device
     # sync, then the free): a later part stuck behind an earlier one is one statement stuck.
     seen_parts: set = set()

@@ -34,13 +34,8 @@ class Layout:
 
     def mask(self, memory: int, start: int, end: int) -> int:
         """Bitmask of the segments covering [start, end) of `memory`."""
-        c = self.cuts[memory]
-        lo = bisect_left(c, start)
-        hi = bisect_left(c, end)
-        if hi <= lo:
-            return 0
-        base = self.first[memory]
-        return ((1 << (hi - lo)) - 1) << (base + lo)
+        segments = self.segments(memory, start, end)
+        return ((1 << len(segments)) - 1) << segments.start
 
     def segments(self, memory: int, start: int, end: int) -> range:
         """The global indices of the segments covering [start, end) of `memory` (the bits of
