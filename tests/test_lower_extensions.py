@@ -10,7 +10,7 @@ import pytest
 from checker.codes import Code, Severity
 from checker.frontend import load_text
 from checker.ir import CopyKind, Engine, GroupKind, Op, Runtime, StreamMode, SyncKind
-from checker.lower import CUDA_STAGED, CUDA_SYNCED, MAX_VARIANTS
+from checker.lower import CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED, CUDA_STAGED, CUDA_SYNCED, MAX_VARIANTS
 
 MiB = 1 << 20
 
@@ -350,10 +350,12 @@ def test_sync_stream_sets():
     assert [idle.synced_streams(s) for s in idle.statements] == [(0,), (0,)]
 
 
-def test_cuda_free_and_malloc_synchronize_the_device():
-    p = program(CUDA.replace("buffer y", "buffer z 1MiB on g\nbuffer y") + "thread main {\n  s: free x\n  free x\n"
-                "  free y\n  free page\n  alloc x\n  alloc y\n  s: alloc z\n  free z\n}\n")
-    rows = [(s.op, s.stream, s.sync, s.target, s.memory, s.form) for s in p.statements]
+def test_cuda_free_synchronizes_the_device_and_malloc_is_checked_both_ways():
+    result = loaded(CUDA.replace("buffer y", "buffer z 1MiB on g\nbuffer y") + "thread main {\n  s: free x\n  free x\n"
+                    "  free y\n  free page\n  alloc x\n  alloc y\n  s: alloc z\n  free z\n}\n")
+    free, synced = result.variants
+    assert (free.variant, synced.variant) == (CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED) and free is result.program
+    rows = [(s.op, s.stream, s.sync, s.target, s.memory, s.form) for s in synced.statements]
     assert rows == [
         (Op.FREE, 0, None, None, 2, ""),
         (Op.SYNC, None, SyncKind.DEVICE, 0, None, "free x (cudaFree synchronizes the device)"),
@@ -366,8 +368,21 @@ def test_cuda_free_and_malloc_synchronize_the_device():
         (Op.ALLOC, 0, None, None, 3, ""),       # cudaMallocAsync is stream-ordered
         (Op.FREE, None, None, None, 3, ""),     # and cudaFree of its memory does not synchronize
     ]
-    assert p.statements[1].streams == (0,)  # (the device's streams some task is on)
-    assert p.statements[5].streams == (0,)
+    assert synced.statements[1].streams == (0,)  # (the device's streams some task is on)
+    assert synced.statements[5].streams == (0,)
+    # The other program: the same, but cudaMalloc waits for nothing (the free still syncs).
+    assert [(s.op, s.form) for s in free.statements] == [row[::5] for row in rows[:5] + rows[6:]]
+
+
+def test_the_driver_variants_cover_pageable_copies_and_malloc_together():
+    """One pair of programs, the driver synchronizing at every call that may or at none; a
+    cann device's allocation, or a stream `alloc`, makes no variant."""
+    both = loaded(CUDA + "thread main {\n  s: copy x <- page\n  alloc x\n}\n")
+    assert [p.variant for p in both.variants] == [f"{CUDA_STAGED}, {CUDA_MALLOC_FREE}",
+                                                  f"{CUDA_SYNCED}, {CUDA_MALLOC_SYNCED}"]
+    assert [s.op for s in both.variants[0].statements] == [Op.HOST, Op.COPY, Op.ALLOC]
+    assert [s.op for s in both.variants[1].statements] == [Op.SYNC, Op.HOST, Op.COPY, Op.SYNC, Op.ALLOC]
+    assert len(loaded(CUDA + "thread main {\n  alloc y\n  s: alloc x\n}\n").variants) == 1
 
 
 def test_whether_a_cuda_free_synchronizes_follows_the_allocation_it_frees():
