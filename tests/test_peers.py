@@ -1,0 +1,39 @@
+"""Test cases of other checkers of stream programs, written as specs with `expect` lines.
+
+tests/peers/ holds translations of CuSan's tests (`cusan*`: ahueck/cusan test/pass;
+`ct_*`: tudasc/cusan-tests), PyTorch's CUDA stream sanitizer tests (`csan_*`:
+test/test_cuda_sanitizer.py), and probes of the CUDA and CANN rules those tests rest on
+(`edge*`, `x*`, `y*`). Each file's comment names its source and what it expects; where this
+project's rule differs from the test's expectation the comment says why (docs/semantics.md).
+Every engine must meet every expectation: `check` as users run it, the solver alone, and the
+exhaustive search.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+PEERS = sorted((Path(__file__).parent / "peers").glob("*.sched"))
+
+ENGINES = {"default": (), "solver": ("--explore-first", "0"), "exhaustive": ("--exhaustive",)}
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("spec", PEERS, ids=lambda p: p.stem)
+def test_peer_case(run, spec, engine):
+    status, out, _ = run("check", *ENGINES[engine], "--format", "json", spec)
+    result = json.loads(out)["files"][0]
+    assert result["status"] != "error", result["diagnostics"]
+    assert not any(f["kind"] == "unknown" for f in result["findings"]), result["findings"]
+    unmet = [f["message"] for f in result["findings"] if not f["expected"]]
+    assert result["passed"] and status == 0, unmet
+
+
+def test_every_peer_case_expects_something():
+    """A spec without `expect` lines would pass whatever the verdict."""
+    assert len(PEERS) > 100
+    for spec in PEERS:
+        assert "\nexpect " in spec.read_text(), spec.name
