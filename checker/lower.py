@@ -56,16 +56,20 @@ CUDA_STAGED = "cuda pageable copies return once staged"
 CUDA_SYNCED = "cuda pageable copies synchronize the stream first"
 CUDA_MALLOC_FREE = "cudaMalloc does not synchronize"
 CUDA_MALLOC_SYNCED = "cudaMalloc synchronizes the device"
-PAGEABLE, MALLOC = "pageable", "malloc"
+CUDA_HOST_ALLOC_FREE = "cudaMallocHost does not synchronize"
+CUDA_HOST_ALLOC_SYNCED = "cudaMallocHost synchronizes every device"
+PAGEABLE, MALLOC, HOST_ALLOC = "pageable", "malloc", "host alloc"
 """What made a spec lower to two programs under `runtime cuda` (`_Lowerer.driver_choices`):
-calls the driver may or may not synchronize (a copy from pageable memory, `cudaMalloc`)."""
+calls the driver may or may not synchronize (a copy from pageable memory, `cudaMalloc`,
+`cudaMallocHost`)."""
 
 
 def cuda_variant(choices: frozenset[str], synced: bool) -> str:
     """The label of the program in which the CUDA driver synchronizes at every call that may
     (`synced`), or at none, for the calls of `choices`."""
-    labels = {PAGEABLE: (CUDA_STAGED, CUDA_SYNCED), MALLOC: (CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED)}
-    return ", ".join(labels[choice][synced] for choice in (PAGEABLE, MALLOC) if choice in choices)
+    labels = {PAGEABLE: (CUDA_STAGED, CUDA_SYNCED), MALLOC: (CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED),
+              HOST_ALLOC: (CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED)}
+    return ", ".join(labels[choice][synced] for choice in labels if choice in choices)
 
 IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ROOTED_KINDS = ("broadcast", "reduce")
@@ -1439,8 +1443,36 @@ class _Lowerer:
                                   form=f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes the device)",
                                   bindings=bindings)
                 self.stream_sets.append(index)
+            if memory.on_host and memory.pinned:
+                self.pinned_lifetime(node, access, free, bindings)
             self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,
                       accesses=(access,) if free else (), bindings=bindings)
+
+    def pinned_lifetime(self, node: ast.HostAlloc | ast.HostFree, access: Access, free: bool, bindings) -> None:
+        """With CUDA devices, `free` of pinned host memory (`cudaFreeHost`) synchronizes every
+        CUDA device, as drivers do (NVIDIA/nccl#48: a thread in cuFreeHost hangs against the
+        other devices' spinning NCCL kernels; tudasc/cusan-tests' _cudafreeHost test finds the
+        kernels before and after it apart). Its `alloc` (`cudaMallocHost`) is on the
+        programming guide's "Implicit Synchronization" list, but drivers do not keep to it
+        (cusan-tests' _cudaHostAlloc test finds the kernels overlapping): checked both ways,
+        as `cudaMalloc`. The synchronization is a `sync all`, or a `sync DEVICE` per CUDA
+        device when other devices are declared."""
+        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA]
+        if not cuda:
+            return
+        if not free:
+            self.driver_choices.add(HOST_ALLOC)
+            if not self.cuda_sync_first:
+                return
+        call = "cudaFreeHost" if free else "cudaMallocHost"
+        form = f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes every device)"
+        if len(cuda) == len(self.devices):
+            self.stream_sets.append(self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.ALL,
+                                              form=form, bindings=bindings))
+            return
+        for device in cuda:
+            self.stream_sets.append(self.emit(node, part=3 + device, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE,
+                                              target=device, form=form, bindings=bindings))
 
     def lifetimes(self, access_ref: ast.AccessRef, region: _Region) -> tuple[Access, ...]:
         """`alloc`/`free` of a whole buffer, or of every element of a whole array."""

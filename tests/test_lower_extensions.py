@@ -10,7 +10,10 @@ import pytest
 from checker.codes import Code, Severity
 from checker.frontend import load_text
 from checker.ir import CopyKind, Engine, GroupKind, Op, Runtime, StreamMode, SyncKind
-from checker.lower import CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED, CUDA_STAGED, CUDA_SYNCED, MAX_VARIANTS
+from checker.lower import (
+    CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED, CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED, CUDA_STAGED, CUDA_SYNCED,
+    MAX_VARIANTS,
+)
 
 MiB = 1 << 20
 
@@ -383,6 +386,26 @@ def test_the_driver_variants_cover_pageable_copies_and_malloc_together():
     assert [s.op for s in both.variants[0].statements] == [Op.HOST, Op.COPY, Op.ALLOC]
     assert [s.op for s in both.variants[1].statements] == [Op.SYNC, Op.HOST, Op.COPY, Op.SYNC, Op.ALLOC]
     assert len(loaded(CUDA + "thread main {\n  alloc y\n  s: alloc x\n}\n").variants) == 1
+
+
+def test_pinned_host_memory_under_cuda_free_synchronizes_and_alloc_is_checked_both_ways():
+    """cudaFreeHost waits for every CUDA device (one `sync DEVICE` each when a cann device is
+    declared too, a `sync all` otherwise); cudaMallocHost only in the synchronizing program."""
+    mixed = loaded(CUDA + "thread main {\n  alloc pin\n  free pin\n  free page\n}\n")
+    free, synced = mixed.variants
+    assert (free.variant, synced.variant) == (CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED)
+    device_sync = (Op.SYNC, SyncKind.DEVICE, 0, "free pin (cudaFreeHost synchronizes every device)")
+    rows = [(s.op, s.sync, s.target, s.form) for s in free.statements]
+    assert rows == [(Op.ALLOC, None, None, ""), device_sync, (Op.FREE, None, None, ""), (Op.FREE, None, None, "")]
+    rows = [(s.op, s.sync, s.target, s.form) for s in synced.statements]
+    assert rows[0] == (Op.SYNC, SyncKind.DEVICE, 0, "alloc pin (cudaMallocHost synchronizes every device)")
+    assert rows[1:] == [(Op.ALLOC, None, None, ""), device_sync, (Op.FREE, None, None, ""), (Op.FREE, None, None, "")]
+    only_cuda = program("device g[2] { runtime cuda }\nbuffer pin 1MiB on host pinned\nstream s[2] on g\n"
+                        "thread main {\n  s[0]: kernel k\n  s[1]: kernel k\n  free pin\n}\n")
+    sync = only_cuda.statements[2]
+    assert (sync.op, sync.sync, sync.streams) == (Op.SYNC, SyncKind.ALL, (0, 1))
+    cann = loaded("device n\nbuffer pin 1MiB on host pinned\nthread main {\n  alloc pin\n  free pin\n}\n")
+    assert [s.op for s in cann.program.statements] == [Op.ALLOC, Op.FREE] and len(cann.variants) == 1
 
 
 def test_whether_a_cuda_free_synchronizes_follows_the_allocation_it_frees():

@@ -1,6 +1,9 @@
-"""Test cases of other checkers of stream programs, written as specs with `expect` lines.
+"""Test cases of other checkers of stream programs, and real bug reports, written as specs
+with `expect` lines.
 
-tests/peers/ holds translations of CuSan's tests (`cusan*`: ahueck/cusan test/pass;
+tests/bugs/ holds bug reports of PyTorch, NCCL, DeepSpeed, Megatron-LM, vLLM, SGLang, CANN
+projects and others (`*_bug`: the program as reported, `*_fix`: as fixed; each comment names
+the issue and its address). tests/peers/ holds translations of CuSan's tests (`cusan*`: ahueck/cusan test/pass;
 `ct_*`: tudasc/cusan-tests), PyTorch's CUDA stream sanitizer tests (`csan_*`:
 test/test_cuda_sanitizer.py), and probes of the CUDA and CANN rules those tests rest on
 (`edge*`, `x*`, `y*`). Each file's comment names its source and what it expects; where this
@@ -16,14 +19,16 @@ from pathlib import Path
 
 import pytest
 
-PEERS = sorted((Path(__file__).parent / "peers").glob("*.sched"))
+HERE = Path(__file__).parent
+PEERS = sorted(HERE.glob("peers/*.sched"))
+BUGS = sorted(HERE.glob("bugs/*.sched"))
 
 ENGINES = {"default": (), "solver": ("--explore-first", "0"), "exhaustive": ("--exhaustive",)}
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-@pytest.mark.parametrize("spec", PEERS, ids=lambda p: p.stem)
-def test_peer_case(run, spec, engine):
+@pytest.mark.parametrize("spec", PEERS + BUGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_case(run, spec, engine):
     status, out, _ = run("check", *ENGINES[engine], "--format", "json", spec)
     result = json.loads(out)["files"][0]
     assert result["status"] != "error", result["diagnostics"]
@@ -32,8 +37,10 @@ def test_peer_case(run, spec, engine):
     assert result["passed"] and status == 0, unmet
 
 
-def test_every_peer_case_expects_something():
-    """A spec without `expect` lines would pass whatever the verdict."""
-    assert len(PEERS) > 100
-    for spec in PEERS:
+def test_every_case_expects_something():
+    """A spec without `expect` lines would pass whatever the verdict; every bug has its fix."""
+    assert len(PEERS) > 100 and len(BUGS) > 50
+    for spec in PEERS + BUGS:
         assert "\nexpect " in spec.read_text(), spec.name
+    stems = {spec.stem for spec in BUGS}
+    assert all(stem.removesuffix("_bug") + "_fix" in stems for stem in stems if stem.endswith("_bug"))
