@@ -127,6 +127,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
     if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
         return None
     advisory = kinds == {Op.ALLREDUCE}  # the contract: "the k-th allreduce of every member stream forms one group"
+    differ = [what for what, values in (("kind", kinds), ("size", sizes), ("root", roots)) if len(values) > 1]
     parts = "; ".join(f"`{program.streams[s.stream].name}` issues {_label(program, s)} (line {s.span.line})"
                       for s in at_k)
     return Finding(
@@ -136,7 +137,24 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
         help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order"
              + (_ADVISORY if advisory else ""),
         advisory=advisory,
+        detail={"differ": differ},
     )
+
+
+def severity(finding: Finding) -> int:
+    """Which of two mismatches found at one position of an interleaved comm is reported (the
+    higher): calls of different kinds or roots (3) over an error of sizes only (2), over a
+    warning (1, allreduces of different sizes, which the contract lets meet), over an
+    unknown (0). Both engines keep the most severe they find (docs/codes.md, SP202)."""
+    if finding.kind is not FindingKind.COLLECTIVE_MISMATCH:
+        return 0
+    if finding.advisory:
+        return 1
+    return 3 if set(finding.detail.get("differ", ())) & {"kind", "root"} else 2
+
+
+WORST = 3
+"""The highest `severity`: nothing found later at that position replaces it."""
 
 
 def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement) -> Finding | None:

@@ -333,3 +333,78 @@ def test_a_ddp_loop_past_the_exhaustive_search_is_decided_by_the_solver():
     report = check_loaded(loaded, Options(explore_first=0))
     assert sorted(f.kind.value for f in report.findings) == ["collective-mismatch", "race"]
     assert not [d for d in report.diagnostics if d.code.value == "SP402"]
+
+
+TWO_THREADS_BOTH_RANKS = """device d0
+device d1
+buffer x 1KiB on d0
+buffer y 1KiB on d1
+stream a on d0
+stream b on d1
+comm w = { a, b }
+thread T0 {
+  a: allreduce w x
+  b: broadcast w root a y
+}
+thread T1 {
+  a: allreduce w x
+  b: allreduce w y
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["solver", "exhaustive"])
+def test_the_same_calls_mismatching_at_two_positions_are_two_findings(engine):
+    # T0 first: its allreduce meets its broadcast at position 0. T1 first: an allreduce meets
+    # a broadcast at position 1 (each thread's first call on `a`, T1's first on `b`). Each
+    # engine finds both positions (the report then keeps one finding per pair of lines).
+    from checker.analyze import Options, find
+
+    options = Options(exhaustive=True) if engine == "exhaustive" else Options(explore_first=0)
+    findings, _ = find(load_text(TWO_THREADS_BOTH_RANKS).program, options)
+    found = [f for f in findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
+    assert [f.message.split(":")[0] for f in found] == [
+        "collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`"]
+    assert all("allreduce" in f.message and "broadcast" in f.message for f in found)
+
+
+KIND_OVER_SIZE = """device d0
+device d1
+device d2
+buffer g0 1KiB on d0
+buffer g1 1KiB on d1
+buffer g2 1KiB on d2
+stream s0 on d0
+stream s1 on d1
+stream s2 on d2
+comm w = { s0, s2, s1 }
+thread T0 {
+  s0: allreduce w g0
+  s2: broadcast w root s1 g2
+  s0: broadcast w root s1 g0
+}
+thread T1 {
+  s1: allreduce w g1
+  s1: broadcast w root s1 g1[0:512]
+}
+thread T2 {
+  s2: allreduce w g2
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["solver", "exhaustive"])
+def test_where_executions_disagree_differently_the_kinds_that_differ_are_reported(engine):
+    # Position 1 can hold three broadcasts of different sizes (T0 enqueues on s2 first) or an
+    # allreduce among broadcasts (T2 first): both engines report the one whose kinds differ.
+    from checker.analyze import Options, find
+    from checker.collectives import severity
+
+    options = Options(exhaustive=True) if engine == "exhaustive" else Options(explore_first=0)
+    findings, _ = find(load_text(KIND_OVER_SIZE).program, options)
+    found = {f.message.split(":")[0][-len("position 0 of comm `w`"):]: f for f in findings
+             if f.kind is FindingKind.COLLECTIVE_MISMATCH}
+    assert sorted(found) == ["position 0 of comm `w`", "position 1 of comm `w`"]
+    second = found["position 1 of comm `w`"]
+    assert "allreduce" in second.message and "broadcast" in second.message
+    assert severity(second) == 3 and "kind" in second.detail["differ"]

@@ -241,10 +241,10 @@ class _Explorer:
                 met = m.group(state, step.statement)
                 where = collectives.met_position(m.program, met)
                 known = mismatched.get(where)
-                if known is None or known.advisory:  # one per position, as from the text: an
-                    # error (kinds or roots differ) rather than a warning (sizes) where runs differ
+                if known is None or collectives.severity(known) < collectives.WORST:  # one per
+                    # position, the most severe where executions disagree differently
                     found = collectives.met_mismatch(m.program, met.members, met.position)
-                    if found is not None and (known is None or not found.advisory):
+                    if found is not None and (known is None or collectives.severity(found) > collectives.severity(known)):
                         mismatched[where] = replace(found, witness=witness(tuple(path) + (step,)))
             tr = fire(state, step)
             transitions += 1
@@ -286,7 +286,7 @@ class _Explorer:
             complete=not stopped,
             seconds=time.perf_counter() - began,
             stopped=stopped,
-            mismatches=tuple(mismatched.values()),
+            mismatches=tuple(mismatched[where] for where in sorted(mismatched)),
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from checker import messages
+from checker.collectives import severity
 from checker.findings import Finding, FindingKind
 from checker.ir import Program, Statement, conflicting
 from checker.smt.solve import OUT_OF_TIME
@@ -94,11 +95,10 @@ class Parts:
 
 
 def keep_mismatch(found: dict, where: tuple, finding: Finding) -> None:
-    """One mismatch per place calls met, as the exhaustive search keeps them: an error
-    (kinds or roots differ) over a warning (sizes), and either over an unknown."""
+    """One mismatch per place calls met, as the exhaustive search keeps them: the most
+    severe (`collectives.severity`), the first found among equals."""
     known = found.get(where)
-    if known is None or (known.kind is FindingKind.UNKNOWN and finding.kind is not FindingKind.UNKNOWN) or (
-            known.advisory and finding.kind is FindingKind.COLLECTIVE_MISMATCH and not finding.advisory):
+    if known is None or severity(finding) > severity(known):
         found[where] = finding
 
 

@@ -1481,11 +1481,11 @@ class Analysis:
             encoding, statements = self.encoding, self.program.statements
             for where, classes in meetings:
                 for k in range(min(len(calls) for calls in classes)):
-                    for advisory in (False, True):
+                    for tier in range(collectives.WORST, 0, -1):
                         known = self.parts.mismatches.get(where + (k,))
-                        if known is not None and (not known.advisory or advisory):
+                        if known is not None and collectives.severity(known) >= tier:
                             break
-                        pairs = self._disagreeing(classes, k, advisory)
+                        pairs = self._disagreeing(classes, k, tier)
                         if not pairs:
                             continue
                         query = any_of([encoding.meet_at(statements[x], statements[y], k) for x, y in pairs])
@@ -1505,9 +1505,10 @@ class Analysis:
         finally:
             self.stats["mismatches"] += time.process_time() - began
 
-    def _disagreeing(self, classes: tuple, k: int, advisory: bool) -> list[tuple[int, int]]:
-        """Pairs of calls of two of `classes` that can both be at position k and disagree:
-        as an error, or (`advisory`) as a warning only."""
+    def _disagreeing(self, classes: tuple, k: int, tier: int) -> list[tuple[int, int]]:
+        """Pairs of calls of two of `classes` that can both be at position k and disagree
+        with the severity `tier` (`collectives.severity`: kinds or roots, sizes only, a
+        warning)."""
         rules, statements = self.encoding.rules, self.program.statements
         at_k = []
         for calls in classes:
@@ -1519,7 +1520,7 @@ class Analysis:
                 for x in first:
                     for y in second:
                         found = collectives.met_mismatch(self.program, tuple(sorted((x, y))), k)
-                        if found is not None and found.advisory == advisory:
+                        if found is not None and collectives.severity(found) == tier:
                             pairs.append((x, y))
         return pairs
 
