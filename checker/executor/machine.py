@@ -359,10 +359,7 @@ class Machine:
             st = p.statements[i]
             if st.stream is not None and not events[st.event].flag:
                 binds.add(i)
-        for i in self.of_op.get(Op.SYNC, ()):
-            st = p.statements[i]
-            if not (st.sync is SyncKind.EVENT and events[st.target].flag):
-                binds.add(i)
+        binds.update(self.of_op.get(Op.SYNC, ()))  # (`sync E` of a flag event binds too)
         peers = [len(q) > 1 or bool(lp) for q, lp in zip(self.queue_peers, self.legacy_peers)]
         wslot = [-1] * self.n
         dslot = [-1] * self.n
@@ -423,7 +420,6 @@ class Machine:
         issue_note = [-1] * n
         await_note = [-1] * n
         wait_flag = [-1] * n
-        sync_flag = [-1] * n
         records = [-1] * n
         signal: list[tuple] = [()] * n
         for i in of_op.get(Op.AWAIT, ()):
@@ -439,10 +435,6 @@ class Machine:
             st = statements[i]
             if st.stream is not None and flag[st.event]:
                 wait_flag[i] = st.event
-        for i in of_op.get(Op.SYNC, ()):
-            st = statements[i]
-            if st.sync is SyncKind.EVENT and flag[st.target]:
-                sync_flag[i] = st.target
         for i in of_op.get(Op.RECORD, ()):
             e = records[i] = statements[i].event
             if flag[e]:
@@ -458,8 +450,6 @@ class Machine:
         """A stream `await`: the notify its `complete` needs set."""
         self.wait_flag = tuple(wait_flag)
         """A `wait` on a flag event: the flag its `complete` needs set."""
-        self.sync_flag = tuple(sync_flag)
-        """A `sync` of a flag event: the flag its `return` needs set."""
         self.records = tuple(records)
         """A `record`: the event whose latest record it becomes when enqueued."""
         self.signal = tuple(signal)
@@ -789,10 +779,6 @@ class Machine:
             for task in state.bind[slot]:
                 if state.status[task] != DONE:
                     return Blocked(lambda: f"waiting for {self.describe(task)}", (self.completion_step(task),))
-            return None
-        e = self.sync_flag[stmt]
-        if e >= 0 and not state.flags >> e & 1:
-            return Blocked(lambda: f"flag {self.program.events[e].name} not set", self._setters_of_flag(state, e))
         return None
 
     def blocker(self, state, step: Step) -> Blocked | None:

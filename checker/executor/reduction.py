@@ -58,9 +58,8 @@ class Reduction:
         for st in p.statements:
             i = st.index
             if st.stream is None:
-                # A sync's return only waits for what stays true (tasks completed, a flag set),
-                # unless a `reset` may clear the flag it waits for: then the two do not commute.
-                safe_return[i] = i in syncs and machine.sync_flag[i] not in reset_events
+                # A sync's return only waits for what stays true (tasks completed).
+                safe_return[i] = i in syncs
                 continue
             s = st.stream
             t = st.thread

@@ -399,9 +399,6 @@ class _Simulator:
         else:  # a sync: what it waited for
             slot = m.wslot[i]
             waited = store.bind[slot] if slot >= 0 else ()
-            e = m.sync_flag[i]
-            if e >= 0 and self.flag_setter[e] >= 0:
-                waited = (self.flag_setter[e],)
             best = max(((finish[x], x, "task") for x in waited), default=None)
             if best is not None and best[0] >= self.issued[i]:
                 self.tcause[i] = best

@@ -160,8 +160,6 @@ class StubbornSets:
             if s is None:
                 writes.extend(segments("dead", m.kill[i]))
                 writes.extend(segments("running", m.kill[i]))
-                if m.sync_flag[i] >= 0:
-                    reads.append(("flag", m.sync_flag[i]))
                 if m.host_access[i]:
                     reads.extend(segments("running", m.touch[i]))
         elif kind is _START:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import z3
 
-from checker.ir import Op, Program, Statement, SyncKind
+from checker.ir import Op, Program, Statement
 from checker.smt.evaluate import binding_values as plain_binding_values
 from checker.smt.layout import Layout, latest
 from checker.smt.order import MustOrder, compute
@@ -217,7 +217,7 @@ class Encoding:
     def can_block(self) -> bool:
         """Whether any step can wait on something enqueued later or on nothing at all.
 
-        Without flag waits or flag syncs, awaits and collectives, every task waits only for
+        Without flag waits, awaits and collectives, every task waits only for
         tasks enqueued before it (stream, hardware queue and legacy order, the bound record)
         and every blocked thread only for tasks it already saw enqueued: the earliest
         enqueued unfinished task can always move, so no execution deadlocks."""
@@ -226,9 +226,6 @@ class Encoding:
             if statement.op is Op.AWAIT or statement.group is not None:
                 return True
             if statement.op is Op.WAIT and program.events[statement.event].flag:
-                return True
-            if (statement.op is Op.SYNC and statement.sync is SyncKind.EVENT
-                    and program.events[statement.target].flag):
                 return True
         return bool(program.groups)
 

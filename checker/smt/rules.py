@@ -406,9 +406,7 @@ class Rules:
         return [Meet(call.index, tuple(partners))]
 
     def sync_items(self, sync: Statement, step: int) -> list:
-        if sync.sync is SyncKind.EVENT:
-            if self.program.events[sync.target].flag:
-                return self.flag_items(sync.target, step)
+        if sync.sync is SyncKind.EVENT:  # a flag event's too: the latest record before it
             return self.binding_items(sync, sync.target)
         return self._peers(sync, self.program.synced_streams(sync), self.layout.completion)
 
