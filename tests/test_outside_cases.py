@@ -6,7 +6,8 @@ projects and others (`*_bug`: the program as reported, `*_fix`: as fixed; each c
 the issue and its address). tests/peers/ holds translations of CuSan's tests (`cusan*`: ahueck/cusan test/pass;
 `ct_*`: tudasc/cusan-tests), PyTorch's CUDA stream sanitizer tests (`csan_*`:
 test/test_cuda_sanitizer.py), and probes of the CUDA and CANN rules those tests rest on
-(`edge*`, `x*`, `y*`). Each file's comment names its source and what it expects; where this
+(`edge*`, `x*`, `y*`), and CANN's documented and implemented behaviour (`cann_*`: the AscendCL
+docs and the runtime's source). Each file's comment names its source and what it expects; where this
 project's rule differs from the test's expectation the comment says why (docs/semantics.md).
 Every engine must meet every expectation: `check` as users run it, the solver alone, and the
 exhaustive search.
