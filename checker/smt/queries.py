@@ -1481,11 +1481,12 @@ class Analysis:
             encoding, statements = self.encoding, self.program.statements
             for where, classes in meetings:
                 for k in range(min(len(calls) for calls in classes)):
+                    disagreeing = self._disagreeing(classes, k)
                     for tier in range(collectives.WORST, 0, -1):
                         known = self.parts.mismatches.get(where + (k,))
                         if known is not None and collectives.severity(known) >= tier:
                             break
-                        pairs = self._disagreeing(classes, k, tier)
+                        pairs = disagreeing.get(tier)
                         if not pairs:
                             continue
                         query = any_of([encoding.meet_at(statements[x], statements[y], k) for x, y in pairs])
@@ -1505,23 +1506,23 @@ class Analysis:
         finally:
             self.stats["mismatches"] += time.process_time() - began
 
-    def _disagreeing(self, classes: tuple, k: int, tier: int) -> list[tuple[int, int]]:
-        """Pairs of calls of two of `classes` that can both be at position k and disagree
-        with the severity `tier` (`collectives.severity`: kinds or roots, sizes only, a
-        warning)."""
+    def _disagreeing(self, classes: tuple, k: int) -> dict[int, list[tuple[int, int]]]:
+        """Pairs of calls of two of `classes` that can both be at position k and disagree, by
+        the severity of their disagreement (`collectives.severity`: kinds or roots, sizes
+        only, a warning)."""
         rules, statements = self.encoding.rules, self.program.statements
         at_k = []
         for calls in classes:
             ranges = [(c, rules.position_range(statements[c])) for c in calls]
             at_k.append([c for c, (low, high) in ranges if low <= k <= high])
-        pairs = []
+        pairs: dict[int, list[tuple[int, int]]] = {}
         for i, first in enumerate(at_k):
             for second in at_k[i + 1:]:
                 for x in first:
                     for y in second:
                         found = collectives.met_mismatch(self.program, tuple(sorted((x, y))), k)
-                        if found is not None and collectives.severity(found) == tier:
-                            pairs.append((x, y))
+                        if found is not None:
+                            pairs.setdefault(collectives.severity(found), []).append((x, y))
         return pairs
 
     def stuck(self, verdict: Sat) -> tuple[Stuck, ...]:
