@@ -49,6 +49,7 @@ class Code(str, enum.Enum):
     SP058 = "SP058"
     SP059 = "SP059"
     SP060 = "SP060"
+    SP061 = "SP061"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -100,6 +101,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP058: "sync all in a thread that drives one rank",
     Code.SP059: "two comm members on one device",
     Code.SP060: "two legacy streams on one device",
+    Code.SP061: "one event recorded on streams of two CUDA devices",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, warning
-from checker.ir import Op, Program, SyncKind
+from checker.ir import Op, Program, Runtime, Statement, SyncKind
 
 
 def program_warnings(program: Program, named_streams: set[int] | frozenset[int] = frozenset()) -> list[Diagnostic]:
@@ -20,6 +20,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += ranks_called_by_one_thread(program)
     found += sync_all_of_a_rank(program)
     found += never_notified(program)
+    found += events_on_two_devices(program)
     return found
 
 
@@ -49,6 +50,32 @@ def never_recorded(program: Program) -> list[Diagnostic]:
     return [warning(Code.SP050, f"event `{program.events[s.event].name}` is waited on but never recorded", s.span,
                     "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"))
             for s in program.statements if s.op is Op.WAIT and s.event not in recorded]
+
+
+def events_on_two_devices(program: Program) -> list[Diagnostic]:
+    """SP061: one event recorded on streams of two CUDA devices. `cudaEventRecord` needs the
+    event and the stream on the same device (an event belongs to the device current when it
+    was created), so one of the records fails at run time; the spec is checked as written."""
+    first: dict[int, dict[int, Statement]] = {}  # event -> device -> its first record there
+    found = []
+    for s in program.statements:
+        if s.op is not Op.RECORD or program.devices[s.device].runtime is not Runtime.CUDA:
+            continue
+        devices = first.setdefault(s.event, {})
+        if s.device in devices:
+            continue
+        devices[s.device] = s
+        if len(devices) == 2:
+            earlier = next(iter(devices.values()))
+            event = program.events[s.event].name
+            found.append(warning(
+                Code.SP061, f"event `{event}` is recorded on streams of two CUDA devices, "
+                            f"`{program.devices[earlier.device].name}` and `{program.devices[s.device].name}`",
+                s.span, "recorded on a second device",
+                secondary=((earlier.span, "recorded on the first device here"),),
+                help="CUDA records an event only on a stream of the device it was created on: declare an "
+                     "event per device"))
+    return found
 
 
 def never_notified(program: Program) -> list[Diagnostic]:

@@ -436,6 +436,20 @@ def test_two_legacy_streams_on_one_device_are_a_warning(extra, line):
     assert len(warnings) == 1 and warnings[0].annotations[0].span.line == line
 
 
+@pytest.mark.parametrize("runtime,second,warned", [
+    ("runtime cuda", "b: record e", True),       # cudaEventRecord: the event's own device only
+    ("runtime cuda", "b: wait e", False),        # waiting across devices is fine
+    ("", "b: record e", False),                  # not CUDA: no such rule here
+])
+def test_an_event_recorded_on_two_cuda_devices_is_a_warning(runtime, second, warned):
+    loaded = load_text(f"device g0 {{ {runtime} }}\ndevice g1 {{ {runtime} }}\n".replace("{  }", "")
+                       + "stream a on g0\nstream b on g1\nevent e\n"
+                       f"thread t {{\n  a: record e\n  {second}\n}}\n", "event.sched")
+    assert loaded.program is not None
+    warnings = [d for d in loaded.diagnostics if d.code is Code.SP061]
+    assert [w.annotations[0].span.line for w in warnings] == ([8] if warned else [])
+
+
 def test_sp010_comm_member_unknown():
     assert_error(HEAD + "comm c = { s, zz }\n", Code.SP010, 7, 15, 17)
 
