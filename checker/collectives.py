@@ -14,24 +14,34 @@ the exhaustive search forms (`met_mismatch`) instead of here.
 from __future__ import annotations
 
 from collections import defaultdict
+from fractions import Fraction
 
 from checker.findings import Finding, FindingKind
 from checker.ir import Group, GroupKind, Op, Program, Statement
 
 
-def _size(statement: Statement) -> int:
+def _size(program: Program, statement: Statement) -> int | Fraction:
     """The element count every member must agree on, in bytes: what the call reads (in
-    place: its buffer); a broadcast's non-root member only receives."""
+    place: its buffer); a broadcast's non-root member only receives. An allgather in place
+    sends its own share of the buffer (NCCL, "In-place Operations": `sendbuff` is
+    `recvbuff + rank * sendcount`), so a member in place meets one out of place whose
+    source is that share."""
     access = statement.accesses[0]
-    return access.end - access.start
+    size = access.end - access.start
+    if statement.op is Op.ALLGATHER and len(statement.accesses) == 2:
+        written = statement.accesses[1]
+        if (written.memory, written.start, written.end) == (access.memory, access.start, access.end):
+            share = Fraction(size, len(program.comms[statement.comm].members))
+            return int(share) if share.denominator == 1 else share
+    return size
 
 
 def _label(program: Program, s: Statement) -> str:
     if s.operation.pairwise:
         direction = "to" if s.op is Op.SEND else "from"
-        return f"{s.op.value} {direction} `{program.streams[s.peer].name}` of {_size(s)} bytes"
+        return f"{s.op.value} {direction} `{program.streams[s.peer].name}` of {_size(program, s)} bytes"
     root = f" rooted at `{program.streams[s.root].name}`" if s.root is not None else ""
-    return f"{s.op.value} of {_size(s)} bytes{root}"
+    return f"{s.op.value} of {_size(program, s)} bytes{root}"
 
 
 def program_order_groups(statements, comms) -> tuple[tuple[Group, ...], dict[int, int]]:
@@ -122,7 +132,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
     """The calls at position k of a comm's member streams, if they disagree."""
     kinds = {s.op for s in at_k}
     matched = [s for s in at_k if not s.operation.pairwise]
-    sizes = {_size(s) for s in matched}
+    sizes = {_size(program, s) for s in matched}
     roots = {s.root for s in matched}
     if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
         return None
@@ -158,11 +168,11 @@ WORST = 3
 
 
 def _pair_mismatch(program: Program, comm: int, send: Statement, recv: Statement) -> Finding | None:
-    if _size(send) == _size(recv):
+    if _size(program, send) == _size(program, recv):
         return None
     return Finding(
         FindingKind.COLLECTIVE_MISMATCH,
-        f"send of {_size(send)} bytes (line {send.span.line}) meets a recv of {_size(recv)} bytes "
+        f"send of {_size(program, send)} bytes (line {send.span.line}) meets a recv of {_size(program, recv)} bytes "
         f"(line {recv.span.line}) on comm `{program.comms[comm].name}`",
         (send.index, recv.index),
         help="a send and its matching recv must move the same number of bytes" + _ADVISORY,

@@ -1021,11 +1021,13 @@ class _Lowerer:
                     dict(self.default_streams))
         self.threads = []
         self.statements = []
-        self.batch: int | None = None
+        self.in_group = False
+        """Inside a `group`: its collectives wait in `deferred` for its end."""
         self.next_batch = 0
+        self.deferred: list[tuple] = []
         self.staged = 0
         self.items = 0
-        self.wait_stream_events: dict[tuple[tuple[int, int], int], int] = {}
+        self.implicit_events: dict[tuple, int] = {}
         self.slots: list[Slot] = []
         self.tensor_events: list[TensorEvent] = []
         self.placed: list[int] = []
@@ -1281,15 +1283,17 @@ class _Lowerer:
                 inner[statement.variable.text] = value
                 self.block(statement.body, inner, loops + (statement,))
         elif isinstance(statement, ast.Group):
-            outermost = self.batch is None
+            outermost = not self.in_group
             if outermost:
-                self.batch = self.next_batch
-                self.next_batch += 1
+                self.in_group = True
+                self.deferred = []
             try:
                 self.block(statement.body, env, loops)
             finally:
                 if outermost:
-                    self.batch = None
+                    self.in_group = False
+            if outermost:
+                self.launch_group()
         elif isinstance(statement, ast.Choose):
             self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
         elif isinstance(statement, ast.If):
@@ -1333,15 +1337,42 @@ class _Lowerer:
         key = id(statement) if part == 0 else (id(statement), part)
         return self.origin_ids.setdefault(key, len(self.origin_ids))
 
-    def emit(self, statement, part: int = 0, **fields) -> int:
+    def emit(self, statement, part: int = 0, **fields) -> int | None:
+        """Append a statement to the program; a collective inside a `group` waits for the
+        group's end (`launch_group`), and then there is no index to return."""
+        if self.in_group and OPERATIONS[fields["op"]].collective:
+            placed = bool(self.placed) and self.placed[-1] == len(self.statements)
+            if placed:  # noted by `touch` for this statement: noted again when it is emitted
+                self.placed.pop()
+            self.deferred.append((statement, part, fields, placed))
+            return None
+        return self.append(statement, part, **fields)
+
+    def launch_group(self) -> None:
+        """Emit the collectives of the group that just ended. NCCL enqueues them at
+        `ncclGroupEnd` (user guide, "Group Calls": inside a group, calls "can return without
+        having enqueued the operation on the stream"), one kernel per comm, comm after comm in
+        the order the comms joined the group (`ncclGroupCommJoin` keeps program order): the
+        calls of one comm are one fused launch (a batch); those of two comms on one stream are
+        ordered by it."""
+        deferred, self.deferred = self.deferred, []
+        rank: dict[int, int] = {}
+        for _, _, fields, _ in deferred:
+            rank.setdefault(fields["comm"], len(rank))
+        first = self.next_batch
+        self.next_batch += len(rank)
+        for statement, part, fields, placed in sorted(deferred, key=lambda item: rank[item[2]["comm"]]):
+            if placed:
+                self.placed.append(len(self.statements))
+            self.append(statement, part, batch=first + rank[fields["comm"]], **fields)
+
+    def append(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
         duration = getattr(statement, "duration", None)
         if isinstance(duration, ast.Duration) and duration.exact is not None and \
                 fields.get("duration") == duration.nanoseconds:
             self.exact_durations.append((index, duration.exact))
         operation = OPERATIONS[fields["op"]]
-        if self.batch is not None and operation.collective:
-            fields["batch"] = self.batch
         stream = fields.get("stream")
         if stream is not None and self.devices[self.streams[stream].device].runtime is Runtime.CUDA:
             # NCCL's members spin on their own streams; cudaFreeAsync counts by launch order.
@@ -1537,10 +1568,40 @@ class _Lowerer:
         # CUDA, "API synchronization behavior": "For transfers from device memory to device
         # memory, no host-side synchronization is performed": the call returns once enqueued.
         returns_at_once = kind is CopyKind.D2D and self.devices[device].runtime is Runtime.CUDA
-        self.emit(node, op=Op.COPY, stream=stream, device=device, accesses=self.touch((source, destination)),
-                  duration=node.duration.nanoseconds if node.duration else 0, engine=self.copy_engine(device, kind),
-                  copy=kind, blocking=not returns_at_once, bindings=bindings,
-                  form=f"memcpy {destination.written_as} <- {source.written_as}")
+        written = f"memcpy {destination.written_as} <- {source.written_as}"
+        self.peer_serialized(node, stream, (src, dst), written, bindings, lambda: self.emit(
+            node, op=Op.COPY, stream=stream, device=device, accesses=self.touch((source, destination)),
+            duration=node.duration.nanoseconds if node.duration else 0, engine=self.copy_engine(device, kind),
+            copy=kind, blocking=not returns_at_once, bindings=bindings, form=written))
+
+    def peer_serialized(self, node, stream: int, memories: tuple[Memory, ...], written: str, bindings,
+                        emit_copy) -> None:
+        """Emit a copy (`emit_copy`) on `stream`; when that is CUDA's legacy stream and the copy
+        touches memory of another CUDA device, also order it with that device's legacy stream
+        both ways, by records and waits of implicit events. The programming guide, "Peer-to-Peer
+        Memory Copy": a copy in the NULL stream between two devices "does not start until all
+        commands previously issued to either device have completed and runs to completion
+        before any commands ... issued after the copy to either device can start"."""
+        own = self.streams[stream]
+        others = sorted({m.device for m in memories if m.device is not None and m.device != own.device
+                         and self.devices[m.device].runtime is Runtime.CUDA})
+        if own.mode is not StreamMode.LEGACY or self.devices[own.device].runtime is not Runtime.CUDA:
+            others = []
+        for position, device in enumerate(others):
+            other = self.default_stream(device)
+            event = self.implicit_event(node, "peer_copy", device, "before")
+            self.emit(node, part=20 + 4 * position, op=Op.RECORD, stream=other, device=device, event=event,
+                      bindings=bindings, form=f"record (before {own.name}: {written})")
+            self.emit(node, part=21 + 4 * position, op=Op.WAIT, stream=stream, device=own.device, event=event,
+                      bindings=bindings, form=f"wait (for {self.streams[other].name}, before {written})")
+        emit_copy()
+        for position, device in enumerate(others):
+            other = self.default_stream(device)
+            event = self.implicit_event(node, "peer_copy", device, "after")
+            self.emit(node, part=22 + 4 * position, op=Op.RECORD, stream=stream, device=own.device, event=event,
+                      bindings=bindings, form=f"record (after {written})")
+            self.emit(node, part=23 + 4 * position, op=Op.WAIT, stream=other, device=device, event=event,
+                      bindings=bindings, form=f"wait (for {own.name}: {written})")
 
     def device_memory(self, access: Access, node, what: str) -> Memory:
         memory = self.mem(access.memory)
@@ -1598,8 +1659,10 @@ class _Lowerer:
         if pageable and kind is CopyKind.H2D and self.devices[device].runtime is Runtime.CUDA:
             self.staged_copy(node, source, destination, src_memory, duration, engine, common)
             return
-        self.emit(node, op=Op.COPY, accesses=self.touch((source, destination)), duration=duration, engine=engine,
-                  copy=kind, blocking=pageable, **common)
+        self.peer_serialized(node, stream_index, (src_memory, dst_memory),
+                             f"copy {destination.written_as} <- {source.written_as}", bindings, lambda: self.emit(
+                                 node, op=Op.COPY, accesses=self.touch((source, destination)), duration=duration,
+                                 engine=engine, copy=kind, blocking=pageable, **common))
 
     def blocking_streams(self, stream: int) -> tuple[int, ...]:
         """For CUDA's legacy stream: the device's blocking streams, whose earlier work a marker
@@ -1668,16 +1731,23 @@ class _Lowerer:
                                   help=f"declare it `event {node.event.name.text} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
 
+    def implicit_event(self, node, label: str, *key) -> int:
+        """A snapshot event of the lowering's own (`wait_stream`, a peer `memcpy`): one per
+        statement, thread and `key`, reused by every iteration of a loop around it (each
+        wait binds to the record its thread enqueued just before)."""
+        full = (id(node), self.current_thread, *key)
+        event = self.implicit_events.get(full)
+        if event is None:
+            event = len(self.events)
+            self.events.append(Event(event, f"{label}#{len(self.implicit_events) + 1}", False, node.span))
+            self.implicit_events[full] = event
+        return event
+
     def wait_stream(self, node: ast.WaitStreamTask, env, bindings) -> None:
         """`S2: wait_stream S1` is `S1: record E` then `S2: wait E` with an implicit event."""
         _, common = self.on_stream(node, env, bindings)
         source = self.resolve(node.source, env, "stream")
-        key = (id(node), self.current_thread)
-        event = self.wait_stream_events.get(key)
-        if event is None:
-            event = len(self.events)
-            self.events.append(Event(event, f"wait_stream#{len(self.wait_stream_events) + 1}", False, node.span))
-            self.wait_stream_events[key] = event
+        event = self.implicit_event(node, "wait_stream")
         written = f"wait_stream {self.streams[source].name}"  # resolved: `p[2]`, not `p[rank]`
         waiter = self.streams[common["stream"]].name
         # described on the source stream, so it reads `s1: record (for s2: wait_stream s1)`
@@ -1730,7 +1800,7 @@ class _Lowerer:
         peer = self.resolve(node.peer, env, "stream")
         self.member(comm_index, node.peer, peer)
         send = isinstance(node, ast.SendTask)
-        if peer == stream_index and self.batch is None:
+        if peer == stream_index and not self.in_group:
             # Meaningful (the pair can never meet outside a `group`: a deadlock the engines
             # find), but rarely what was meant.
             self.warnings.append(warning(

@@ -32,6 +32,9 @@ def _mismatches(rank0: str, rank1: str):
 
 @pytest.mark.parametrize("rank0, rank1", [
     ("c0: allgather world b0 <- a0", "c1: allgather world b1 <- a1"),
+    # In place an allgather sends its share of the buffer: 2 MiB over 2 ranks meets 1 MiB.
+    ("c0: allgather world b0", "c1: allgather world b1 <- a1"),
+    ("c0: allgather world b0", "c1: allgather world b1"),
     ("c0: reducescatter world a0 <- b0", "c1: reducescatter world a1 <- b1"),
     ("c0: alltoall world a0", "c1: alltoall world a1"),
     ("c0: broadcast world root c0 a0", "c1: broadcast world root c0 a1"),
@@ -45,6 +48,7 @@ def test_matching_calls_are_no_mismatch(rank0, rank1):
 @pytest.mark.parametrize("rank0, rank1, words", [
     ("c0: allgather world b0 <- a0", "c1: allreduce world a1", ("allgather", "allreduce")),
     ("c0: allreduce world a0", "c1: allreduce world b1", ("1048576 bytes", "2097152 bytes")),
+    ("c0: allgather world a0", "c1: allgather world b1 <- a1", ("524288 bytes", "1048576 bytes")),
     ("c0: broadcast world root c0 a0", "c1: broadcast world root c1 a1", ("rooted at `c0`", "rooted at `c1`")),
     ("c0: reduce world root c0 a0", "c1: allreduce world a1", ("reduce", "allreduce")),
 ])

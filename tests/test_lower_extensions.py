@@ -198,10 +198,27 @@ def test_group_gives_each_execution_a_batch():
                 "  c0: allreduce w x0\n"
                 "  group {\n    c0: kernel lone\n  }\n"
                 "}\n")
-    assert [(s.op.value, s.batch) for s in p.statements] == [
-        ("send", 0), ("kernel", None), ("recv", 0), ("allreduce", 0),
-        ("send", 1), ("kernel", None), ("recv", 1), ("allreduce", 1),
-        ("allreduce", None), ("kernel", None),
+    # The collectives of a group are enqueued at its end (ncclGroupEnd), the kernel where it stands.
+    assert [(s.op.value, s.batch, s.span.line) for s in p.statements] == [
+        ("kernel", None, 16), ("send", 0, 15), ("recv", 0, 18), ("allreduce", 0, 20),
+        ("kernel", None, 16), ("send", 1, 15), ("recv", 1, 18), ("allreduce", 1, 20),
+        ("allreduce", None, 23), ("kernel", None, 25),
+    ]
+
+
+def test_group_launches_comm_after_comm_in_the_order_they_joined():
+    p = program(RANKS + "comm v = { c0, c1 }\nevent e\n"   # 12-13
+                "thread t {\n"
+                "  group {\n"
+                "    c0: allreduce v x0\n"                  # 16
+                "    c0: allreduce w y0\n"
+                "    c0: record e\n"
+                "    c0: allgather v y0 <- x0\n"            # 19
+                "  }\n"
+                "}\n")
+    # The record is enqueued where it stands; comm v's calls (one batch) before comm w's.
+    assert [(s.op.value, s.batch, s.span.line) for s in p.statements] == [
+        ("record", None, 18), ("allreduce", 0, 16), ("allgather", 0, 19), ("allreduce", 1, 17),
     ]
 
 

@@ -6,8 +6,9 @@ projects and others (`*_bug`: the program as reported, `*_fix`: as fixed; each c
 the issue and its address). tests/peers/ holds translations of CuSan's tests (`cusan*`: ahueck/cusan test/pass;
 `ct_*`: tudasc/cusan-tests), PyTorch's CUDA stream sanitizer tests (`csan_*`:
 test/test_cuda_sanitizer.py), and probes of the CUDA and CANN rules those tests rest on
-(`edge*`, `x*`, `y*`), and CANN's documented and implemented behaviour (`cann_*`: the AscendCL
-docs and the runtime's source). Each file's comment names its source and what it expects; where this
+(`edge*`, `x*`, `y*`), CANN's documented and implemented behaviour (`cann_*`: the AscendCL
+docs and the runtime's source), NCCL's (`nccl_*`: the user guide's group, point-to-point and
+collective rules, and its source) and the CUDA programming guide's (`cudadoc_*`). Each file's comment names its source and what it expects; where this
 project's rule differs from the test's expectation the comment says why (docs/semantics.md).
 Every engine must meet every expectation: `check` as users run it, the solver alone, and the
 exhaustive search.
