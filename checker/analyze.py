@@ -109,7 +109,7 @@ def find(program: Program, options: Options,
         findings += found
         if not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race (the races "
-                                     f"reported are some; at most {hb.RACE_SCAN_BUDGET:,} access pairs are read, "
+                                     f"reported are some; at most {hb.RACE_SCAN_BUDGET:,} runs of accesses are read, "
                                      f"within the {options.budget:g} s budget)",
                                      "split the spec, or check it with --exhaustive on a smaller version"))
     else:

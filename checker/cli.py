@@ -807,8 +807,9 @@ def command_show(args) -> int:
         elif not args.quiet:
             if number:
                 console.print("")
-            for line in show_text(loaded.program):
-                console.print(line, markup=False)
+            lines = show_text(loaded.program)
+            for start in range(0, len(lines), 1000):  # (a print per line: 45 us each in rich)
+                console.print("\n".join(lines[start:start + 1000]), markup=False)
     return batch.finish()
 
 

@@ -41,8 +41,12 @@ def nondeterminism(program: Program) -> str | None:
             if owner_stream.get(stream, st.thread) != st.thread:
                 how = {SyncKind.STREAM: "it", SyncKind.DEVICE: "its device"}.get(st.sync, "it with others")
                 return f"threads share stream `{program.streams[stream].name}` (one syncs {how})"
+    used_on: dict[int, list] = {}
+    for s in program.streams:
+        if s.index in owner_stream:
+            used_on.setdefault(s.device, []).append(s)
     for device in program.devices:
-        used = [s for s in program.streams if s.device == device.index and s.index in owner_stream]
+        used = used_on.get(device.index, [])
         if device.queues is not None:
             by_queue: dict[int, set[int]] = {}
             for s in used:

@@ -17,6 +17,7 @@ with a witness: a topological prefix of the order.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from checker.resources import paused_gc
 from checker.witness import Step, StepKind, Witness
 
 RACE_SCAN_BUDGET = 50_000_000
+"""Runs (`_Run`: a statement's instances on one chain) the race scan reads, all accesses together."""
 MAX_WITNESSES = 200
 MAX_CLOCK_ENTRIES = 100_000_000
 """Steps x chains (threads and streams) of the vector clocks: about 8 bytes each. 20,000
@@ -219,6 +221,22 @@ def _access_steps(s: Statement) -> tuple[Step, Step]:
     return Step(StepKind.START, s.index), Step(StepKind.END, s.index)
 
 
+class _Run:
+    """The instances of one statement (one origin, the same accesses of one buffer) that end
+    on one chain, in the order they end. A loop's thousand launches of a kernel are one run,
+    and the scan counts those unordered with an access by bisection instead of reading each
+    (a race in a loop of 10,000 iterations read 50 million pairs, past a minute). Every
+    instance is in one run per buffer, so counting each run once counts each pair once."""
+
+    __slots__ = ("by_memory", "positions", "statements")
+
+    def __init__(self, by_memory: dict[int, tuple]) -> None:
+        self.by_memory = by_memory
+        """The accesses of each memory of the buffer (a run is listed under each)."""
+        self.positions: list[int] = []
+        self.statements: list[Statement] = []
+
+
 def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline: float | None = None) -> bool:
     program = order.program
     graph = order.graph
@@ -234,8 +252,13 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
         end_node = graph.node_of[_step_key(end)]
         accessors.append((index_in_order[start_node], s, start_node, end_node))
     accessors.sort(key=lambda item: item[0])
-    # (memory, is_write) -> chain -> list of (end position on chain, statement, access)
-    history: dict[tuple[int, bool], dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    history: dict[tuple[int, bool], dict[int, dict[tuple, _Run]]] = defaultdict(dict)
+    """(memory, whether the run writes it) -> chain -> the runs listed under that memory,
+    the one that ended last at the end."""
+    runs: dict[tuple, _Run] = {}
+    """(chain, origin, buffer, the number of its accesses of the buffer) -> its run."""
+    signatures: dict[tuple, int] = {}
+    """The accesses of one buffer by a statement -> a number (a whole array's are 100,000)."""
     pairs: dict[tuple[int, int], dict[str, list]] = {}
     """Per pair of source statements, per buffer: [racing instance pairs, first pair's statements, memory]."""
     scanned = 0
@@ -243,43 +266,55 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
     forever: dict[tuple[int, bool], list] = defaultdict(list)
     """Accesses that start and never end (a collective member whose group never completes)."""
 
-    def conflict(other: Statement, other_access, s: Statement, access, counted: set[tuple[int, str]]) -> None:
-        if other.index != s.index and access.conflicts(other_access):
-            buffer = program.memories[access.memory].buffer
-            if (other.index, buffer) in counted:
-                return  # this instance pair on this buffer: counted already (another access)
-            counted.add((other.index, buffer))
-            key = (min(other.origin, s.origin), max(other.origin, s.origin))
-            group = pairs.setdefault(key, {})
-            if buffer in group:
-                group[buffer][0] += 1
-            else:
-                group[buffer] = [1, other, s, access.memory]
+    def record(other: Statement, s: Statement, memory: int, count: int) -> None:
+        buffer = program.memories[memory].buffer
+        key = (min(other.origin, s.origin), max(other.origin, s.origin))
+        group = pairs.setdefault(key, {})
+        if buffer in group:
+            group[buffer][0] += count
+        else:
+            group[buffer] = [count, other, s, memory]
 
-    def scan(s: Statement, clock) -> bool:
-        """Counts the races of s with every earlier access it is not ordered after; False once
-        the budget (pairs read, or the deadline) is spent: the whole scan stops there."""
-        nonlocal scanned
-        counted: set[tuple[int, str]] = set()
-        """(earlier statement, buffer) pairs that race with s, counted once each."""
+    def by_memory(s: Statement) -> dict[int, list]:
+        grouped: dict[int, list] = {}
         for access in s.accesses:
-            for write in ((True, False) if access.write else (True,)):
-                for other, other_access in forever[(access.memory, write)]:
-                    conflict(other, other_access, s, access, counted)
-                for chain, entries in history[(access.memory, write)].items():
+            grouped.setdefault(access.memory, []).append(access)
+        return grouped
+
+    def scan(s: Statement, clock, memories: dict[int, list]) -> bool:
+        """Counts the races of s with every earlier access it is not ordered after; False once
+        the budget (runs read, or the deadline) is spent: the whole scan stops there."""
+        nonlocal scanned
+        counted: set = set()
+        """Runs counted against s (and, of accesses that never end, (buffer, statement))."""
+        for memory, accesses in memories.items():
+            writes = any(a.write for a in accesses)
+            for write in ((True, False) if writes else (True,)):
+                for other, other_access in forever[(memory, write)]:
+                    key = (program.memories[memory].buffer, other.index)
+                    if other.index != s.index and key not in counted \
+                            and any(a.conflicts(other_access) for a in accesses):
+                        counted.add(key)
+                        record(other, s, memory, 1)
+                for chain, listed in history[(memory, write)].items():
                     seen_position = clock[chain]
-                    for j in range(len(entries) - 1, -1, -1):
-                        position, other, other_access = entries[j]
-                        if position <= seen_position:
+                    for run in reversed(listed.values()):
+                        if run.positions[-1] <= seen_position:
                             break
                         scanned += 1
-                        conflict(other, other_access, s, access, counted)
+                        if id(run) in counted or not any(a.conflicts(b) for a in accesses
+                                                         for b in run.by_memory[memory]):
+                            continue
+                        counted.add(id(run))
+                        record(run.statements[-1], s, memory,
+                               len(run.positions) - bisect_right(run.positions, seen_position))
                     if scanned > budget or (deadline is not None and time.monotonic() > deadline):
                         return False
         return True
 
     for _, s, start_node, end_node in accessors:
-        if not scan(s, order.clocks[start_node]):
+        memories = by_memory(s)
+        if not scan(s, order.clocks[start_node], memories):
             complete = False  # what is found so far is reported, with an unknown
             break
         if end_node not in order.position:
@@ -287,8 +322,21 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
                 forever[(access.memory, access.write)].append((s, access))
             continue
         end_chain, end_position = order.position[end_node][0]
-        for access in s.accesses:
-            history[(access.memory, access.write)][end_chain].append((end_position, s, access))
+        buffers: dict[str, dict[int, tuple]] = {}
+        for memory, accesses in memories.items():
+            buffers.setdefault(program.memories[memory].buffer, {})[memory] = tuple(accesses)
+        for buffer, accessed in buffers.items():
+            signature = tuple((a.memory, a.start, a.end, a.write) for accesses in accessed.values() for a in accesses)
+            key = (s.origin, buffer, signatures.setdefault(signature, len(signatures)))  # (hashed once)
+            run = runs.get((end_chain, key))
+            if run is None:
+                run = runs[(end_chain, key)] = _Run(accessed)
+            run.positions.append(end_position)
+            run.statements.append(s)
+            for memory, accesses in accessed.items():
+                listed = history[(memory, any(a.write for a in accesses))].setdefault(end_chain, {})
+                listed.pop(key, None)
+                listed[key] = run  # (last: the run that ended last)
     for group in pairs.values():
         for count, a, b, memory in group.values():  # each buffer with its own first pair
             witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])],

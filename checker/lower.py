@@ -45,6 +45,8 @@ EXPRESSION_STEPS_PER_STATEMENT = 32
 190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
+MAX_DECLARED = 1_000_000
+"""Elements of every declared array together (110 event arrays of 100,000 took 2.4 GB)."""
 """Members of every comm together: a comm array over a stream array has the square of their
 length (10,000 x 10,000 ran out of memory before checking anything)."""
 MAX_ENGINE_UNITS = 4096
@@ -173,6 +175,8 @@ class _Lowerer:
         (`more_elements`) or while lowering (`spend_elements`, `lower_statement`): SP018 says so."""
         self.comm_member_count = 0
         """Members of the comms declared so far (MAX_COMM_MEMBERS)."""
+        self.declared_elements = 0
+        """Elements of the arrays declared so far (MAX_DECLARED)."""
         self.iterations = 0
         """Loop iterations run and other steps that lower nothing taken so far: capped at
         ITERATIONS_PER_STATEMENT times the statement limit, so that loops with little or
@@ -271,6 +275,13 @@ class _Lowerer:
         if not 1 <= n <= MAX_ARRAY:
             raise SpecError(error(Code.SP020, f"{what} array size {n} is out of range", count.span,
                                   "array size", help=f"arrays hold 1 to {MAX_ARRAY} elements"))
+        if what != "thread":  # (thread arrays are sized again for each program; statements cap them)
+            self.declared_elements += n
+            if self.declared_elements > MAX_DECLARED:
+                raise SpecError(error(
+                    Code.SP020, f"the arrays declare more than {MAX_DECLARED:,} elements in all", count.span,
+                    "one array too many", help=f"each array holds up to {MAX_ARRAY:,} elements, and all of them "
+                                               f"together up to {MAX_DECLARED:,}: declare fewer or smaller arrays"))
         return n
 
     def lower(self) -> tuple[Program, ...]:

@@ -327,9 +327,10 @@ class Machine:
             else:
                 lp = ()
             self.legacy_peers.append(lp)
-        self.device_streams = tuple(
-            tuple(s.index for s in p.streams if s.device == d.index) for d in p.devices
-        )
+        on_device: list[list[int]] = [[] for _ in p.devices]
+        for s in p.streams:
+            on_device[s.device].append(s.index)
+        self.device_streams = tuple(tuple(streams) for streams in on_device)
         sync_streams: list[tuple[int, ...]] = [()] * self.n
         for i in self.of_op.get(Op.SYNC, ()):
             sync_streams[i] = p.synced_streams(p.statements[i])

@@ -663,10 +663,12 @@ class _Simulator:
                 else:
                     add(Interval(i, Part.HOST, issued[i], finish[i] if finish[i] >= 0 else makespan))
         engines = []
+        used: dict[int, set] = {}
+        for st in p.statements:
+            if st.device is not None and st.engine is not None and st.duration > 0:
+                used.setdefault(st.device, set()).add(st.engine)
         for d in p.devices:
-            kinds = sorted({st.engine for st in p.statements
-                            if st.device == d.index and st.engine is not None and st.duration > 0},
-                           key=lambda e: e.value)
+            kinds = sorted(used.get(d.index, ()), key=lambda e: e.value)
             for e in kinds:
                 units = d.count(e)
                 b = self.busy.get((d.index, e.value), 0)
