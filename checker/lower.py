@@ -1368,14 +1368,14 @@ class _Lowerer:
         ordered by it."""
         deferred, self.deferred = self.deferred, []
         rank: dict[int, int] = {}
-        for _, _, fields, _ in deferred:
-            rank.setdefault(fields["comm"], len(rank))
+        for _, _, call, _ in deferred:
+            rank.setdefault(call["comm"], len(rank))
         first = self.next_batch
         self.next_batch += len(rank)
-        for statement, part, fields, placed in sorted(deferred, key=lambda item: rank[item[2]["comm"]]):
+        for statement, part, call, placed in sorted(deferred, key=lambda item: rank[item[2]["comm"]]):
             if placed:
                 self.placed.append(len(self.statements))
-            self.append(statement, part, batch=first + rank[fields["comm"]], **fields)
+            self.append(statement, part, batch=first + rank[call["comm"]], **call)
 
     def append(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
