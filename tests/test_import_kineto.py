@@ -584,14 +584,98 @@ def _record_then_wait(recorded: int, recorded_device: int, waiting: int, waiting
 
 def test_a_wait_bound_to_another_thread_s_record_keeps_that_binding():
     # The trace names the record (`wait_on_cuda_event_record_corr_id`); the threads' own
-    # synchronization is not in it, so the spec keeps the binding with a flag event.
+    # synchronization is not in it, so the spec keeps the order: the recording thread hands
+    # off to the waiting one right after its record.
     imported = import_kineto({"traceEvents": _record_then_wait(20, 0, 7, 0, waiting_thread=2)})
     program = load(imported).program
     (wait,) = statements(program, Op.WAIT)
-    assert program.events[wait.event].flag
-    assert program.threads[wait.thread].name != program.threads[record_of(program, wait.event).thread].name
+    record = record_of(program, wait.event)
+    assert not program.events[wait.event].flag
+    assert program.threads[wait.thread].name != program.threads[record.thread].name
+    (notify,) = statements(program, Op.NOTIFY)
+    (await_,) = statements(program, Op.AWAIT)
+    assert notify.thread == record.thread and notify.index == record.index + 1
+    assert await_.thread == wait.thread and await_.index == wait.index - 1
     report = check_loaded(load(imported), Options(timeout=10))
     assert report.status.value == "clean"
+
+
+def test_a_wait_written_before_another_thread_s_sync_does_not_deadlock():
+    # Thread 2 syncs stream 24 and then records on stream 20; thread 1 later waits on stream
+    # 24 for that record. A flag event let the wait be enqueued before the sync: a deadlock
+    # the run did not have. The hand-off keeps the wait after the record.
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 10.0, 2, correlation=101),
+        _event("kernel", "k1", 0, 20, 12.0, 10, stream=20, device=0, correlation=101),
+        _event("cuda_runtime", "cudaStreamSynchronize", 1, 2, 15.0, 1, correlation=102),
+        _event("cuda_sync", "Stream Sync", 0, 24, 15.0, 1, cuda_sync_kind="Stream Sync", stream=24, device=0,
+               correlation=102),
+        _event("cuda_runtime", "cudaEventRecord", 1, 2, 30.0, 2, correlation=103),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 40.0, 2, correlation=104),
+        _event("cuda_sync", "Stream Wait Event", 0, 24, 41.0, 1, cuda_sync_kind="Stream Wait Event", stream=24,
+               device=0, wait_on_stream=20, wait_on_cuda_event_record_corr_id=103, correlation=104),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 45.0, 2, correlation=105),
+        _event("kernel", "k2", 0, 24, 48.0, 10, stream=24, device=0, correlation=105),
+    ]
+    report = check_loaded(load(import_kineto({"traceEvents": events})), Options(timeout=10))
+    assert report.status.value == "clean", [f.message for f in report.findings]
+
+
+def test_two_threads_enqueueing_onto_one_stream_keep_the_trace_s_order_on_it():
+    # An autograd thread launches the backward kernel on stream 7; the main thread then records
+    # on stream 7 and has stream 24 wait for it before a kernel that reads what backward wrote.
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 11.0, 3, correlation=101),
+        _event("kernel", "k_backward", 0, 7, 15.0, 100, stream=7, device=0, correlation=101),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 50.0, 1, correlation=102),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 52.0, 1, correlation=103),
+        _event("cuda_sync", "Stream Wait Event", 0, 24, 52.0, 1, cuda_sync_kind="Stream Wait Event", stream=24,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=102, correlation=103),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 56.0, 3, correlation=104),
+        _event("kernel", "k_read", 0, 24, 115.0, 20, stream=24, device=0, correlation=104),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    (backward,) = [s for s in program.statements if s.name == "k_backward"]
+    (notify,) = statements(program, Op.NOTIFY)
+    (await_,) = statements(program, Op.AWAIT)
+    assert notify.index == backward.index + 1
+    assert program.statements[await_.index + 1].op is Op.RECORD
+    assert "Threads hand off to each other" in imported.text
+    # Both touch a buffer once it is there: the order keeps them apart.
+    text = imported.text.replace("k_backward", "k_backward writes grad").replace("k_read", "k_read reads grad")
+    text = text.replace("stream stream7 on gpu0", "stream stream7 on gpu0\nbuffer grad 1MiB on gpu0")
+    report = check_loaded(load_text(text), Options(timeout=10))
+    assert report.status.value == "clean", [f.message for f in report.findings]
+    without = "\n".join(line for line in text.splitlines() if "handoff" not in line)
+    report = check_loaded(load_text(without), Options(timeout=10))
+    assert any(f.kind.value == "race" for f in report.findings)
+
+
+def test_an_older_trace_s_wait_names_the_event_and_binds_to_the_latest_record():
+    # Older Kineto: `wait_on_cuda_event_id` and `wait_on_stream`, no record correlation.
+    events = _record_then_wait(20, 0, 24, 0)
+    del events[4]["args"]["wait_on_cuda_event_record_corr_id"]
+    events[4]["args"]["wait_on_cuda_event_id"] = 5
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.streams[wait.stream].name == "stream24"
+    assert program.streams[record_of(program, wait.event).stream].name == "stream20"
+    assert "the trace names the event but not its record" in imported.text
+
+
+def test_a_repeated_correlation_id_launches_each_operation_once():
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 10.0, 5, correlation=500),
+        _event("kernel", "kA", 0, 7, 20.0, 10, stream=7, device=0, correlation=500),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 40.0, 5, correlation=500),
+        _event("kernel", "kB", 0, 7, 50.0, 10, stream=7, device=0, correlation=500),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    assert [s.name for s in program.statements if s.op is Op.KERNEL] == ["kA", "kB"]
+    assert any("repeat the correlation id" in note for note in imported.notes)
 
 
 def test_a_cross_device_wait_records_on_the_device_that_ran_the_recorded_stream():

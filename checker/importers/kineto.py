@@ -103,6 +103,8 @@ class SyncEvent:
     wait_on_stream: int
     record: int
     """Correlation id of the `cudaEventRecord` call; -1 for none."""
+    event: int = -1
+    """`wait_on_cuda_event_id`: older Kineto names the event but not its record (-1: not given)."""
 
 
 @dataclass(slots=True)
@@ -312,7 +314,8 @@ class _Trace:
                     continue
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
-                                 _int(args.get("wait_on_cuda_event_record_corr_id")))
+                                 _int(args.get("wait_on_cuda_event_record_corr_id")),
+                                 _int(args.get("wait_on_cuda_event_id")))
                 if corr >= 0:
                     self.syncs[corr] = sync
                 if sync.record >= 0 and sync.wait_on_stream >= 0:
@@ -414,6 +417,8 @@ class _Action:
     assumed: str = ""
     """Why this is a guess (inferred without `cuda_sync` events); empty when exact."""
     note: str = ""
+    handoff: int | None = None
+    """A wait or event sync bound to another thread's record: the `handoff[k]` it awaits first."""
 
 
 class _Builder:
@@ -428,8 +433,17 @@ class _Builder:
         self.et_linked: set[int] = set()
         self.et_unlinked: set[int] = set()
         """Operators looked up in the Execution Trace, found or not (by id)."""
-        self.cross_thread: set[int] = set()
-        """Records that a wait or event sync of another thread bound to (flag events)."""
+        self.repeated_ids = 0
+        self.ops_of_call: dict[int, list[GpuOp]] = {}
+        """id(call) -> the GPU work it launched (by correlation id; `ops_of`)."""
+        self.handoffs = 0
+        """Host hand-offs between threads (`notify handoff[N]`): one per wait or event sync bound
+        to another thread's record, and one per change of launching thread on a stream."""
+        self.notify_after: dict[tuple, list[int]] = defaultdict(list)
+        """("record", corr) or ("gpu", id(op)) -> the hand-offs given right after it is written."""
+        self.await_before: dict[tuple, list[int]] = defaultdict(list)
+        """("gpu", id(op)), ("record", corr) or ("wait", id(action)) -> the hand-offs awaited
+        right before it is written."""
         self._launched_ops: dict[tuple[int, int], list[tuple[int, int, int]]] | None = None
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
         """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
@@ -494,10 +508,30 @@ class _Builder:
         # Per thread: the stream each call launched onto, for inferring streams of records,
         # waits and stream syncs that have no cuda_sync event.
         launched: dict[tuple, list[tuple[int, int] | None]] = {}
+        calls_of_corr: dict[int, list[Call]] = defaultdict(list)
+        for calls in t.calls.values():
+            for call in calls:
+                if call.correlation is not None:
+                    calls_of_corr[call.correlation].append(call)
+        for corr, calls in calls_of_corr.items():
+            ops = t.gpu_by_corr.get(corr)
+            if not ops:
+                continue
+            if len(calls) > 1:
+                # A correlation id used again (ids restart per process; a trace merged from
+                # processes under one pid): each operation is the latest such call's before it.
+                self.repeated_ids += len(calls) - 1
+                calls.sort(key=lambda c: c.start)
+                starts = [c.start for c in calls]
+                for op in ops:
+                    owner = calls[max(0, bisect.bisect_right(starts, op.start) - 1)]
+                    self.ops_of_call.setdefault(id(owner), []).append(op)
+            else:
+                self.ops_of_call[id(calls[0])] = ops
         for thread, calls in t.calls.items():
             out = []
             for call in calls:
-                ops = t.gpu_by_corr.get(call.correlation) if call.correlation is not None else None
+                ops = self.ops_of_call.get(id(call))
                 out.append((ops[-1].device, ops[-1].stream) if ops else None)
             launched[thread] = out
         # Every record call, in time order: of all threads, and of each thread.
@@ -567,7 +601,29 @@ class _Builder:
                     actions.append(_Action("launch"))
                 sync = t.syncs.get(call.correlation) if call.correlation is not None else None
                 name = call.name
-                if sync is not None:
+                if sync is not None and sync.record < 0 and sync.event >= 0 and sync.stream >= 0 \
+                        and sync.kind in ("Stream Wait Event", "Event Sync"):
+                    # Older Kineto names the event, not its record: take the latest record before it.
+                    corr = latest_record(thread, call.start)
+                    if corr is None:
+                        actions.append(_Action("note", note=f"{name}: no cudaEventRecord before it in the trace; "
+                                                            "left out"))
+                    else:
+                        needed.add(corr)
+                        if sync.wait_on_stream >= 0 and corr not in t.record_streams:
+                            record_stream.setdefault(corr, (sync.device, sync.wait_on_stream))
+                        assumed = (f"{name} (event {sync.event}) binds to the latest cudaEventRecord before it "
+                                   f"(corr {corr}): the trace names the event but not its record")
+                        key = (sync.device, sync.stream)
+                        if sync.kind == "Stream Wait Event":
+                            self.stream_keys.add(key)
+                            self.devices.add(sync.device)
+                            actions.append(_Action("wait", stream=key, record=corr, assumed=assumed,
+                                                   handoff=self._bound(corr, call)))
+                        else:
+                            actions.append(_Action("sync_event", record=corr, assumed=assumed,
+                                                   handoff=self._bound(corr, call)))
+                elif sync is not None:
                     actions.extend(self._exact(sync, call, needed))
                 elif name in RECORD_CALLS:
                     if call.correlation is not None:
@@ -583,24 +639,27 @@ class _Builder:
                         record_for_wait(corr, target)
                         actions.append(_Action("wait", stream=target, record=corr,
                                                assumed=f"{name} waits on the stream of the next launch on this thread "
-                                                       f"and binds to the latest cudaEventRecord before it (corr {corr})"))
+                                                       f"and binds to the latest cudaEventRecord before it (corr {corr})",
+                                               handoff=self._bound(corr, call)))
                 elif name in EVENT_SYNC_CALLS:
                     corr = latest_record(thread, call.start)
                     if corr is not None:
                         needed.add(corr)
                         actions.append(_Action("sync_event", record=corr,
-                                               assumed=f"{name} waits for the latest cudaEventRecord before it (corr {corr})"))
+                                               assumed=f"{name} waits for the latest cudaEventRecord before it (corr {corr})",
+                                               handoff=self._bound(corr, call)))
                 elif name in STREAM_SYNC_CALLS:
                     if last is not None:
                         actions.append(_Action("sync_stream", stream=last,
                                                assumed=f"{name} synchronizes the stream of the thread's last launch"))
-                elif name in DEVICE_SYNC_CALLS:
-                    actions.append(_Action("sync_device", device=last_device if len(self.devices) > 1 else
-                                           (next(iter(self.devices)) if self.devices else None)))
-                elif name in FREE_CALLS and self.devices:
-                    actions.append(_Action("sync_device", device=last_device if len(self.devices) > 1 else
-                                           next(iter(self.devices)),
-                                           note=f"{name} synchronizes the device"))
+                elif name in DEVICE_SYNC_CALLS or (name in FREE_CALLS and self.devices):
+                    # The current device is not in the trace: with several, take the thread's last.
+                    several = len(self.devices) > 1
+                    guess = (f"{name} synchronizes the device of the thread's last launch (the current "
+                             "device is not in the trace)") if several and last_device is not None else ""
+                    device = last_device if several else (next(iter(self.devices)) if self.devices else None)
+                    actions.append(_Action("sync_device", device=device, assumed=guess,
+                                           note=f"{name} synchronizes the device" if name in FREE_CALLS else ""))
                 if streams[i] is not None:
                     last = streams[i]
                     last_device = last[0]
@@ -639,8 +698,7 @@ class _Builder:
                 return [_Action("note", note=f"{call.name} on {_stream_label(key)}: its record (corr "
                                              f"{sync.record}) is outside the trace; the wait is left out")]
             needed.add(sync.record)
-            self._bound(sync.record, call)
-            return [_Action("wait", stream=key, record=sync.record)]
+            return [_Action("wait", stream=key, record=sync.record, handoff=self._bound(sync.record, call))]
         if kind == "Event Sync":
             if call.name in EVENT_QUERY_CALLS and sync.record >= 0 and self._not_ready(sync.record, call):
                 return [_Action("note", note=f"{call.name} returned before the work its record (corr "
@@ -652,8 +710,7 @@ class _Builder:
                 return [_Action("note", note=f"{call.name}: its record (corr {sync.record}) is outside the "
                                              "trace; left out")]
             needed.add(sync.record)
-            self._bound(sync.record, call)
-            return [_Action("sync_event", record=sync.record)]
+            return [_Action("sync_event", record=sync.record, handoff=self._bound(sync.record, call))]
         if kind == "Stream Sync":
             if sync.stream < 0:
                 return [_Action("sync_device", device=sync.device)]
@@ -666,12 +723,54 @@ class _Builder:
             return [_Action("sync_device", device=sync.device)]
         return [_Action("note", note=f"{call.name}: unknown cuda_sync kind {kind!r}; left out")]
 
-    def _bound(self, record: int, call: Call) -> None:
-        """A wait or event sync the trace binds to `record`: when another thread made the
-        record, the spec keeps that binding whatever the interleaving (a flag event with this
-        one record), since the threads' own synchronization is not in the trace."""
-        if self.t.call_by_corr[record].thread != call.thread:
-            self.cross_thread.add(record)
+    def _bound(self, record: int, call: Call) -> int | None:
+        """A wait or event sync bound to `record`: when another thread made the record, it was
+        called after the record (or it could not have bound to it), which the threads' own
+        synchronization (a queue, a lock) ensured and the trace does not show. The spec keeps
+        that order: the recording thread gives a hand-off right after its record and this
+        thread takes it right before (a flag event here instead held a wait written before the
+        record forever, a deadlock the run did not have). Returns the hand-off, if any."""
+        recorded = self.t.call_by_corr.get(record)
+        if recorded is None or recorded.thread == call.thread:
+            return None
+        return self._handoff(("record", record))
+
+    def _handoff(self, after: tuple) -> int:
+        k = self.handoffs
+        self.handoffs += 1
+        self.notify_after[after].append(k)
+        return k
+
+    def ops_of(self, call: Call) -> list[GpuOp]:
+        """The GPU work `call` launched (work with no call gets a call of its own in `build`)."""
+        return self.ops_of_call.get(id(call)) or self.t.gpu_by_corr.get(call.correlation, [])
+
+    def _stream_handoffs(self, plans) -> None:
+        """Where two threads enqueue onto one stream (launches, records, waits), their work keeps
+        the trace's order on it, by the times of the calls: the thread of each item that
+        follows another thread's awaits a hand-off given right after that item. Otherwise every
+        interleaving of the threads would be checked, with later work enqueued ahead of earlier
+        (a record of the main thread ahead of the backward kernels an autograd thread launched
+        before it, so what waits for the record reads what they still write)."""
+        by_stream: dict[tuple[int, int], list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
+        for thread, plan in plans.items():
+            for position, (call, actions) in enumerate(plan):
+                for action in actions:
+                    if action.kind == "launch":
+                        for op in self.ops_of(call):
+                            by_stream[(op.device, op.stream)].append((call.start, position, thread, ("gpu", id(op))))
+                    elif action.kind == "record" and action.record in self.record_stream:
+                        by_stream[self.record_stream[action.record]].append(
+                            (call.start, position, thread, ("record", action.record)))
+                    elif action.kind == "wait" and action.record in self.record_stream:
+                        by_stream[action.stream].append((call.start, position, thread, ("wait", id(action))))
+        for items in by_stream.values():
+            if len({thread for _, _, thread, _ in items}) < 2:
+                continue
+            items.sort(key=lambda item: (item[0], str(item[2]), item[1]))
+            for (_, _, before, earlier), (_, _, after, later) in zip(items, items[1:]):
+                if before != after:
+                    self.await_before[later].append(self._handoff(earlier))
 
     def _launched(self) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
         """Per stream, the GPU work whose launch call is in the trace: (start, end, call start),
@@ -846,13 +945,17 @@ class _Builder:
                 if action.kind == "launch":
                     if stack:
                         stack[-1][2] = True
-                    for gpu in t.gpu_by_corr[call.correlation]:
+                    for gpu in self.ops_of(call):
                         issue = max(call.start, min(call.end, gpu.start))
                         if gpu.start > call.end and self._idle(gpu.device, call.end, gpu.start):
                             issue = gpu.start  # latency the model has no cause for: keep it
                         gap_to(issue)
                         source_comment()
+                        for k in self.await_before.get(("gpu", id(gpu)), ()):
+                            lines.append(f"await handoff[{k}]  # the trace's launch order on this stream")
                         blocking = self._launch(lines, call, gpu, stack)
+                        for k in self.notify_after.get(("gpu", id(gpu)), ()):
+                            lines.append(f"notify handoff[{k}]  # another thread enqueues onto this stream next")
                         if blocking:  # the host resumed when the copy was done (plus the call's return)
                             cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
                     continue
@@ -878,12 +981,22 @@ class _Builder:
                             guess = "records the stream of the thread's latest launch (other than the waiting stream's)"
                             why += f"; assumed: {guess}"
                             self._assume(f"the record of corr {action.record} {guess}")
+                        for k in self.await_before.get(("record", action.record), ()):
+                            lines.append(f"await handoff[{k}]  # the trace's order on this stream")
                         lines.append(f"{stream}: record e{action.record}{why}")
                         self.counts["record"] += 1
+                        for k in self.notify_after.get(("record", action.record), ()):
+                            lines.append(f"notify handoff[{k}]  # another thread waits for this record, or enqueues onto its stream next")
                     else:
                         stream = self.stream_name(action.stream)
                         why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
+                        if action.handoff is not None:
+                            lines.append(f"await handoff[{action.handoff}]  # called after the record it binds to")
+                        for k in self.await_before.get(("wait", id(action)), ()):
+                            lines.append(f"await handoff[{k}]  # the trace's order on this stream")
                         lines.append(f"{stream}: wait e{action.record}{why}")
+                        for k in self.notify_after.get(("wait", id(action)), ()):
+                            lines.append(f"notify handoff[{k}]  # another thread enqueues onto this stream next")
                         self.counts["wait"] += 1
                     if action.assumed:
                         self._assume(action.assumed)
@@ -899,6 +1012,8 @@ class _Builder:
                                      "is unknown; the sync is left out")
                         continue
                     target = f"e{action.record}"
+                    if action.handoff is not None:
+                        lines.append(f"await handoff[{action.handoff}]  # called after the record it binds to")
                 else:
                     target = f"gpu{action.device}" if action.device is not None else "all"
                 why = action.note or call.name
@@ -1021,7 +1136,12 @@ class _Builder:
     def build(self) -> Imported:
         t = self.t
         plans = self.plan()
+        self._stream_handoffs(plans)
         self.notes.extend(t.malformed_notes())
+        if self.repeated_ids:
+            self.notes.append(f"{self.repeated_ids} runtime call(s) repeat the correlation id of an earlier call "
+                              "(a trace merged from processes with one pid?): each GPU operation with that id is "
+                              "taken as launched by the latest such call before it")
         self.events = set(self.record_stream)
         # GPU work without a call in the trace is issued, at its start, by the thread that
         # launched the most onto its stream (the first thread when no thread did).
@@ -1121,8 +1241,13 @@ class _Builder:
                "Engine counts are the most operations the trace ran at once on each engine.",
                "Streams are independent: the legacy default stream's implicit synchronization is not modelled.",
                "Comments name the operator that issued the statements below them."]
+        if self.handoffs:
+            out.append("Threads hand off to each other (`handoff`) where the trace orders them: a wait or event "
+                       "sync after the other thread's record it binds to, and launches onto a shared stream in "
+                       "the order the stream ran them. Otherwise threads interleave freely.")
         if t.has_cuda_sync:
-            out.append("Waits and syncs are exact: they come from the trace's cuda_sync events.")
+            out.append("Waits and syncs are exact: they come from the trace's cuda_sync events"
+                       + (" (but those marked `assumed:`)." if self.assumed else "."))
         else:
             out.append("The trace has no cuda_sync events: event bindings and synchronized streams are inferred.")
         if self.et is not None:
@@ -1161,7 +1286,9 @@ class _Builder:
         for key in sorted(self.stream_keys):
             out.append(f"stream {self.stream_name(key)} on gpu{key[0]}")
         for corr in sorted(self.events):
-            out.append(f"event e{corr} flag" if corr in self.cross_thread else f"event e{corr}")
+            out.append(f"event e{corr}")
+        if self.handoffs:
+            out.append(f"notify handoff[{self.handoffs}]  # host hand-offs between threads that the trace implies")
         for name, (count, place) in sorted(self.placeholders.items()):
             pinned = " pinned" if place.endswith("pinned") else ""
             where = place.split()[0]
