@@ -320,6 +320,26 @@ def _limit_memory() -> None:
         pass
 
 
+def _clobbered_input(args) -> str | None:
+    """An output flag that names an input file (a spec given by name, a witness): writing
+    there would destroy it before or while it is read. `import` checks its own."""
+    from checker.importers.command import _is_input
+
+    inputs = [path for path in getattr(args, "files", None) or () if path != "-" and os.path.isfile(path)]
+    for attribute in ("file", "witness"):
+        path = getattr(args, attribute, None)
+        if isinstance(path, str) and path != "-" and os.path.isfile(path):
+            inputs.append(path)
+    for flag, name in OUTPUT_FLAGS:
+        output = getattr(args, name, None)
+        if args.command == "import" or not isinstance(output, str) or output == "-":
+            continue
+        for path in inputs:
+            if _is_input(output, path):
+                return f"{flag} {output} is an input ({path}): writing there would overwrite it; name another file"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     try:
@@ -339,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(standard) > 1:
         return _usage_error(args, f"{' and '.join(standard)} {'both' if len(standard) == 2 else 'all'} name standard output (-): "
                                   "at most one output can go there")
+    clobbered = _clobbered_input(args)
+    if clobbered:
+        return _usage_error(args, clobbered)
     _limit_memory()
     try:
         if not standard or (args.command == "check" and standard == ["-o"]):

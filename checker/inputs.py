@@ -239,6 +239,10 @@ def _locate(lines: list[str], table: str, key: str | None) -> tuple[int, int, in
         if setting is not None:
             value = line[setting.end():].split(" #")[0].rstrip() or " "
             return number, setting.end() + 1, len(value)
+        dotted = re.match(r"\s*([\"']?)" + re.escape(key) + r"\1\s*\.", line)
+        if dotted is not None:  # `key.option = value`: the key's table, written as a dotted key
+            start = len(line) - len(line.lstrip())
+            return number, start + 1, len(line.split("=")[0].rstrip()) - start
     return None
 
 

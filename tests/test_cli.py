@@ -418,3 +418,14 @@ def test_inputs_past_their_size_limit_are_refused(run, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "MAX_WITNESS_BYTES", 1024)
     status, out, _ = run("replay", "--witness", big, CONFORMANCE.parent.parent / "specs" / "bug_missing_wait.sched")
     assert status == 2 and "is larger than" in out
+
+
+@pytest.mark.parametrize("command,flag", [("check", "-o"), ("simulate", "--trace"), ("simulate", "--svg"),
+                                          ("optimize", "--emit"), ("optimize", "--trace")])
+def test_an_output_that_names_the_input_spec_is_refused_and_the_spec_kept(run, tmp_path, command, flag):
+    spec = tmp_path / "spec.sched"
+    text = "device d\nstream s on d\nthread t {\n  s: kernel k 1us\n}\n"
+    spec.write_text(text)
+    status, _, err = run(command, flag, spec, spec)
+    assert status == 2 and "is an input" in err and "overwrite" in err
+    assert spec.read_text() == text

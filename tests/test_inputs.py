@@ -223,6 +223,7 @@ def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path,
     ('[[tool.streamproof]]\ntimeout = 1\n', "must be a table", "1:1"),
     ('[tool.streamproof.check]\n[tool.streamproof.check.deep]\na = 1\n', "`check` has no option `deep`", "2:1"),
     ('[tool.streamproof]\ntimeout = { a = 1 }\n', "there is no command `timeout`", "2:11"),
+    ('[tool.streamproof]\na.b = 1\n', "there is no command `a`", "2:1"),  # (a dotted key)
     ('[tool.streamproof]\nfiles = ["\\u0000"]\n', "a path cannot hold a NUL character", "2:9"),
     ('[tool.streamproof]\ncluster = "a\\u0000"\n', "cannot hold a NUL character", "2:11"),
     ('[tool.streamproof]\ncluster = "garbage"\n', "is not a scheduler address (no host and port)", "2:11"),
