@@ -429,3 +429,9 @@ def test_an_output_that_names_the_input_spec_is_refused_and_the_spec_kept(run, t
     status, _, err = run(command, flag, spec, spec)
     assert status == 2 and "is an input" in err and "overwrite" in err
     assert spec.read_text() == text
+
+
+def test_the_cli_default_statement_limit_is_the_lowering_s():
+    from checker import cli, lower
+
+    assert cli.DEFAULT_MAX_STATEMENTS == lower.DEFAULT_MAX_STATEMENTS
