@@ -779,3 +779,34 @@ def test_corrupt_numbers_and_names_in_a_trace_make_a_spec_that_loads(run, tmp_pa
     source.write_text('{"traceEvents": [{"ts": ' + "9" * 5000 + "}]}")
     status, _, stderr = run("import", "kineto", source, "-o", out)
     assert status == 2 and "thousands of digits" in stderr
+
+
+def _copy_then(calls: list[dict]) -> list[dict]:
+    """A D2H copy on stream 20 (20-120 us) launched at 11 us, a kernel on stream 7, then `calls`."""
+    return [
+        _event("cuda_runtime", "cudaMemcpyAsync", 1, 1, 11.0, 5, correlation=101),
+        _event("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 20, 20.0, 100, stream=20, device=0, correlation=101),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 27.0, 3, correlation=102),
+        _event("kernel", "k_other", 0, 7, 30.0, 10, stream=7, device=0, correlation=102),
+    ] + calls
+
+
+def test_a_guessed_stream_sync_takes_the_stream_that_released_it():
+    # No cuda_sync events: the sync blocked from 35 to 125 us, and stream 20's copy ended at
+    # 120 us, though the thread's last launch was onto stream 7.
+    imported = import_kineto({"traceEvents": _copy_then([
+        _event("cuda_runtime", "cudaStreamSynchronize", 1, 1, 35.0, 90, correlation=103)])})
+    (sync,) = statements(load(imported).program, Op.SYNC)
+    assert sync.sync is SyncKind.STREAM and load(imported).program.streams[sync.target].name == "stream20"
+    assert "the stream whose work ended last while it blocked" in imported.text
+
+
+@pytest.mark.parametrize("returns, orders", [(125.0, True), (60.0, False)])
+def test_a_stream_query_that_found_the_work_done_orders_it(returns, orders):
+    imported = import_kineto({"traceEvents": _copy_then([
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 31.0, 1, correlation=103),
+        _event("kernel", "k_more", 0, 20, 121.0, 1, stream=20, device=0, correlation=103),
+        _event("cuda_runtime", "cudaStreamQuery", 1, 1, returns - 1, 1, correlation=104)])})
+    syncs = statements(load(imported).program, Op.SYNC)
+    assert len(syncs) == (1 if orders else 0)
+    assert ("found it done" if orders else "not ready, it orders nothing") in imported.text

@@ -46,6 +46,9 @@ RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEven
                           "cuEventRecordWithFlags", "hipEventRecord"})
 WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
 STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"})
+STREAM_QUERY_CALLS = frozenset({"cudaStreamQuery", "cuStreamQuery", "hipStreamQuery"})
+"""Calls that return at once, done or not (`cudaErrorNotReady`), with no `cuda_sync` event:
+one that returned after the work on its stream was done saw it done (`query S`)."""
 EVENT_SYNC_CALLS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize"})
 EVENT_QUERY_CALLS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery"})
 """Calls that return at once, done or not: CUPTI reports them as an `Event Sync`, but only a
@@ -594,6 +597,7 @@ class _Builder:
                     upcoming = streams[i]
             last = None
             last_device = None
+            thread_streams: list[tuple[int, int]] = []
             plan = []
             for i, call in enumerate(calls):
                 actions: list[_Action] = []
@@ -650,8 +654,15 @@ class _Builder:
                                                handoff=self._bound(corr, call)))
                 elif name in STREAM_SYNC_CALLS:
                     if last is not None:
-                        actions.append(_Action("sync_stream", stream=last,
-                                               assumed=f"{name} synchronizes the stream of the thread's last launch"))
+                        stream, how = self._synced_stream(thread_streams, last, call)
+                        actions.append(_Action("sync_stream", stream=stream, assumed=f"{name} synchronizes {how}"))
+                elif name in STREAM_QUERY_CALLS and last is not None:
+                    if self._done_by(last, call):
+                        actions.append(_Action("sync_stream", stream=last, note=f"{name} found it done",
+                                               assumed=f"{name} queries the stream of the thread's last launch"))
+                    else:
+                        actions.append(_Action("note", note=f"{name} returned before the work on the stream of the "
+                                                            "thread's last launch was done: not ready, it orders nothing"))
                 elif name in DEVICE_SYNC_CALLS or (name in FREE_CALLS and self.devices):
                     # The current device is not in the trace: with several, take the thread's last.
                     several = len(self.devices) > 1
@@ -663,6 +674,8 @@ class _Builder:
                 if streams[i] is not None:
                     last = streams[i]
                     last_device = last[0]
+                    if last not in thread_streams:
+                        thread_streams.append(last)
                 if actions:
                     plan.append((call, actions))
             plans[thread] = plan
@@ -795,6 +808,10 @@ class _Builder:
         where = t.record_streams.get(record)
         if recorded is None or where is None:
             return False
+        return self._ended_before(where, recorded.start) > query.end
+
+    def _ended_before(self, stream: tuple[int, int], at: int) -> int:
+        """When the work launched onto `stream` by calls begun before `at` was all done (0: none)."""
         if self._stream_ends is None:
             self._stream_ends = {}
             for key, ops in self._launched().items():
@@ -804,9 +821,27 @@ class _Builder:
                     running = max(running, end)
                     latest.append(running)
                 self._stream_ends[key] = ([called for called, _ in ops], latest)
-        starts, latest = self._stream_ends.get(where, ([], []))
-        k = bisect.bisect_left(starts, recorded.start)
-        return k > 0 and latest[k - 1] > query.end
+        starts, latest = self._stream_ends.get(stream, ([], []))
+        k = bisect.bisect_left(starts, at)
+        return latest[k - 1] if k > 0 else 0
+
+    def _done_by(self, stream: tuple[int, int], call: Call) -> bool:
+        return self._ended_before(stream, call.start) <= call.end
+
+    def _synced_stream(self, streams: list[tuple[int, int]], last: tuple[int, int],
+                       call: Call) -> tuple[tuple[int, int], str]:
+        """The stream a `cudaStreamSynchronize` without a `cuda_sync` event waited for: of the
+        streams the thread launched onto, the one whose earlier work ended last while the
+        call blocked (the one that released it); else the stream of the thread's last launch."""
+        best, best_end = None, call.start
+        for stream in streams:
+            end = self._ended_before(stream, call.start)
+            if best_end < end <= call.end:
+                best, best_end = stream, end
+        if best is None or best == last:
+            return last, "the stream of the thread's last launch"
+        return best, ("the stream whose work ended last while it blocked (the thread's last launch was "
+                      "on another)")
 
     def _assume(self, text: str) -> None:
         self.assumed += 1
