@@ -328,7 +328,9 @@ def _clobbered_input(args) -> str | None:
     there would destroy it before or while it is read. `import` checks its own."""
     from checker.importers.command import _is_input
 
-    inputs = [path for path in getattr(args, "files", None) or () if path != "-" and os.path.isfile(path)]
+    named = [path for path in getattr(args, "files", None) or () if path != "-"]
+    inputs = [path for path in named if os.path.isfile(path)]
+    folders = [Path(path).resolve() for path in named if os.path.isdir(path)]
     for attribute in ("file", "witness"):
         path = getattr(args, attribute, None)
         if isinstance(path, str) and path != "-" and os.path.isfile(path):
@@ -340,6 +342,12 @@ def _clobbered_input(args) -> str | None:
         for path in inputs:
             if _is_input(output, path):
                 return f"{flag} {output} is an input ({path}): writing there would overwrite it; name another file"
+        if output.endswith(".sched"):  # a spec below a folder given as input
+            resolved = Path(output).resolve()
+            for folder in folders:
+                if resolved.is_relative_to(folder):
+                    return (f"{flag} {output} is a spec in the input folder {folder}: writing there would "
+                            "overwrite it; name another file")
     return None
 
 

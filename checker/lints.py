@@ -59,7 +59,8 @@ def events_on_two_devices(program: Program) -> list[Diagnostic]:
     first: dict[int, dict[int, Statement]] = {}  # event -> device -> its first record there
     found = []
     for s in program.statements:
-        if s.op is not Op.RECORD or program.devices[s.device].runtime is not Runtime.CUDA:
+        if s.op is not Op.RECORD or program.devices[s.device].runtime is not Runtime.CUDA \
+                or "#" in program.events[s.event].name:  # (the lowering's own: `wait_stream#1`)
             continue
         devices = first.setdefault(s.event, {})
         if s.device in devices:

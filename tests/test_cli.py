@@ -435,3 +435,12 @@ def test_the_cli_default_statement_limit_is_the_lowering_s():
     from checker import cli, lower
 
     assert cli.DEFAULT_MAX_STATEMENTS == lower.DEFAULT_MAX_STATEMENTS
+
+
+def test_an_output_that_names_a_spec_in_an_input_folder_is_refused(run, tmp_path):
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    spec = folder / "a.sched"
+    spec.write_text("device d\nstream s on d\nthread t {\n  s: kernel k 1us\n}\n")
+    status, _, err = run("check", folder, "-o", spec)
+    assert status == 2 and "input folder" in err and spec.read_text().startswith("device d")

@@ -450,6 +450,14 @@ def test_an_event_recorded_on_two_cuda_devices_is_a_warning(runtime, second, war
     assert [w.annotations[0].span.line for w in warnings] == ([8] if warned else [])
 
 
+def test_the_lowering_s_own_events_are_not_sp061():
+    # One `wait_stream` in a loop records its implicit event on each device's stream in turn.
+    loaded = load_text("device g[2] { runtime cuda }\nstream s on g[0]\nthread t {\n  for i in 0..2 {\n"
+                       "    g[i].default: kernel k\n    s: wait_stream g[i].default\n  }\n}\n", "ws.sched")
+    assert loaded.program is not None
+    assert not [d for d in loaded.diagnostics if d.code is Code.SP061]
+
+
 def test_sp010_comm_member_unknown():
     assert_error(HEAD + "comm c = { s, zz }\n", Code.SP010, 7, 15, 17)
 

@@ -318,7 +318,10 @@ class _Trace:
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
                                  _int(args.get("wait_on_cuda_event_record_corr_id")),
-                                 _int(args.get("wait_on_cuda_event_id")))
+                                 # (older Kineto: the event without its record; a trace that names
+                                 # the record, -1 for none, has nothing to infer)
+                                 -1 if "wait_on_cuda_event_record_corr_id" in args
+                                 else _int(args.get("wait_on_cuda_event_id")))
                 if corr >= 0:
                     self.syncs[corr] = sync
                 if sync.record >= 0 and sync.wait_on_stream >= 0:
@@ -443,9 +446,10 @@ class _Builder:
         """Host hand-offs between threads (`notify handoff[N]`): one per wait or event sync bound
         to another thread's record, and one per change of launching thread on a stream."""
         self.notify_after: dict[tuple, list[int]] = defaultdict(list)
-        """("record", corr) or ("gpu", id(op)) -> the hand-offs given right after it is written."""
+        """("record", id(call)) or ("gpu", id(op)) -> the hand-offs given right after it is written
+        (a record by its call: a correlation id may come again)."""
         self.await_before: dict[tuple, list[int]] = defaultdict(list)
-        """("gpu", id(op)), ("record", corr) or ("wait", id(action)) -> the hand-offs awaited
+        """("gpu", id(op)), ("record", id(call)) or ("wait", id(action)) -> the hand-offs awaited
         right before it is written."""
         self._launched_ops: dict[tuple[int, int], list[tuple[int, int, int]]] | None = None
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
@@ -746,7 +750,7 @@ class _Builder:
         recorded = self.t.call_by_corr.get(record)
         if recorded is None or recorded.thread == call.thread:
             return None
-        return self._handoff(("record", record))
+        return self._handoff(("record", id(recorded)))
 
     def _handoff(self, after: tuple) -> int:
         k = self.handoffs
@@ -774,7 +778,7 @@ class _Builder:
                             by_stream[(op.device, op.stream)].append((call.start, position, thread, ("gpu", id(op))))
                     elif action.kind == "record" and action.record in self.record_stream:
                         by_stream[self.record_stream[action.record]].append(
-                            (call.start, position, thread, ("record", action.record)))
+                            (call.start, position, thread, ("record", id(call))))
                     elif action.kind == "wait" and action.record in self.record_stream:
                         by_stream[action.stream].append((call.start, position, thread, ("wait", id(action))))
         for items in by_stream.values():
@@ -1016,11 +1020,11 @@ class _Builder:
                             guess = "records the stream of the thread's latest launch (other than the waiting stream's)"
                             why += f"; assumed: {guess}"
                             self._assume(f"the record of corr {action.record} {guess}")
-                        for k in self.await_before.get(("record", action.record), ()):
+                        for k in self.await_before.get(("record", id(call)), ()):
                             lines.append(f"await handoff[{k}]  # the trace's order on this stream")
                         lines.append(f"{stream}: record e{action.record}{why}")
                         self.counts["record"] += 1
-                        for k in self.notify_after.get(("record", action.record), ()):
+                        for k in self.notify_after.get(("record", id(call)), ()):
                             lines.append(f"notify handoff[{k}]  # another thread waits for this record, or enqueues onto its stream next")
                     else:
                         stream = self.stream_name(action.stream)
