@@ -795,10 +795,10 @@ class _Builder:
         if self._launched_ops is None:
             t = self.t
             out: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-            for op in t.gpu:
-                launch = t.call_by_corr.get(op.correlation) if op.correlation is not None else None
-                if launch is not None:
-                    out[(op.device, op.stream)].append((op.start, op.start + op.dur, launch.start))
+            for calls in t.calls.values():
+                for launch in calls:
+                    for op in self.ops_of_call.get(id(launch), ()):
+                        out[(op.device, op.stream)].append((op.start, op.start + op.dur, launch.start))
             for ops in out.values():
                 ops.sort()
             self._launched_ops = dict(out)
@@ -992,9 +992,9 @@ class _Builder:
                         source_comment()
                         for k in self.await_before.get(("gpu", id(gpu)), ()):
                             lines.append(f"await handoff[{k}]  # the trace's launch order on this stream")
-                        blocking = self._launch(lines, call, gpu, stack)
-                        for k in self.notify_after.get(("gpu", id(gpu)), ()):
-                            lines.append(f"notify handoff[{k}]  # another thread enqueues onto this stream next")
+                        after = [f"notify handoff[{k}]  # another thread enqueues onto this stream next"
+                                 for k in self.notify_after.get(("gpu", id(gpu)), ())]
+                        blocking = self._launch(lines, call, gpu, stack, after)
                         if blocking:  # the host resumed when the copy was done (plus the call's return)
                             cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
                     continue
@@ -1069,8 +1069,9 @@ class _Builder:
         gap_to(max(end, cursor), force=True)
         return text
 
-    def _launch(self, lines: list[str], call: Call, gpu: GpuOp, stack) -> bool:
-        """Write one GPU operation; True when the host waits for it."""
+    def _launch(self, lines: list[str], call: Call, gpu: GpuOp, stack, after: list[str]) -> bool:
+        """Write one GPU operation, then `after` (hand-offs: right after the enqueue, before a
+        blocking copy's sync); True when the host waits for it."""
         stream = self.stream_name((gpu.device, gpu.stream))
         dur = f" {duration_text(gpu.dur)}" if gpu.dur > 0 else ""
         self.counts[gpu.kind] += 1
@@ -1078,6 +1079,7 @@ class _Builder:
             reads, writes = self._device_accesses(gpu, stack)
             name = "memset" if gpu.kind == "memset" else self.kernel_name(gpu.name)
             lines.append(f"{stream}: kernel {name}{rw_text(reads, writes)}{dur}")
+            lines.extend(after)
             return False
         direction, src_kind, dst_kind = _memcpy_kind(gpu.name)
         # CUDA, "API synchronization behavior": "For transfers from device memory to device
@@ -1086,6 +1088,7 @@ class _Builder:
         sync_api = call.name in SYNC_COPY_CALLS and not device_to_device
         if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
             lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
+            lines.extend(after)
             if sync_api:
                 lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
             return sync_api
@@ -1100,8 +1103,10 @@ class _Builder:
                 lines.append(f"sync {stream}  # {call.name} synchronizes the stream before staging")
             lines.append(f"host stage reads {src}  # {call.name} staged the pageable source and returned")
             lines.append(f"{stream}: copy {dst} <- {staging}{dur}")
+            lines.extend(after)
             return False
         lines.append(f"{stream}: copy {dst} <- {src}{dur}")
+        lines.extend(after)
         pageable = "Pageable" in (src_kind, dst_kind)
         if sync_api or storages:
             if storages and not sync_api:
