@@ -326,7 +326,7 @@ def _limit_memory() -> None:
 def _clobbered_input(args) -> str | None:
     """An output flag that names an input file (a spec given by name, a witness): writing
     there would destroy it before or while it is read. `import` checks its own."""
-    from checker.importers.command import _is_input
+    from checker.inputs import overwrites
 
     named = [path for path in getattr(args, "files", None) or () if path != "-"]
     inputs = [path for path in named if os.path.isfile(path)]
@@ -340,7 +340,7 @@ def _clobbered_input(args) -> str | None:
         if args.command == "import" or not isinstance(output, str) or output == "-":
             continue
         for path in inputs:
-            if _is_input(output, path):
+            if overwrites(output, path):
                 return f"{flag} {output} is an input ({path}): writing there would overwrite it; name another file"
         if output.endswith(".sched"):  # a spec below a folder given as input
             resolved = Path(output).resolve()

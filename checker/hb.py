@@ -256,7 +256,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
     """(memory, whether the run writes it) -> chain -> the runs listed under that memory,
     the one that ended last at the end."""
     runs: dict[tuple, _Run] = {}
-    """(chain, origin, buffer, the number of its accesses of the buffer) -> its run."""
+    """(chain, (origin, buffer, the number `signatures` gives its accesses of the buffer)) -> its run."""
     signatures: dict[tuple, int] = {}
     """The accesses of one buffer by a statement -> a number (a whole array's are 100,000)."""
     pairs: dict[tuple[int, int], dict[str, list]] = {}

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -334,3 +335,23 @@ def find_config(start: Path | None = None) -> tuple[Path | None, dict]:
             if section is not None:
                 return candidate, section
     return None, {}
+
+
+def overwrites(output: str, path: str) -> bool:
+    """Whether writing `output` would overwrite the input `path` (the same file by its
+    device and inode, through links too; or, when the output does not exist yet, the same
+    resolved path). Only regular files count: writing to /dev/null or a pipe destroys nothing."""
+    try:
+        out = os.stat(output)
+    except (OSError, ValueError):
+        out = None
+    if out is not None and not stat.S_ISREG(out.st_mode):
+        return False
+    try:
+        if path == STDIN:
+            return out is not None and os.path.samestat(os.fstat(sys.stdin.fileno()), out)
+        if out is not None:
+            return os.path.samestat(os.stat(path), out)
+        return Path(output).resolve() == Path(path).resolve()
+    except (OSError, ValueError, RuntimeError, AttributeError, io.UnsupportedOperation):
+        return False  # (an input that cannot be read says so when it is read)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import os
-import stat
 import sys
 import zlib
 from pathlib import Path
 
+from checker.inputs import overwrites
 from checker.parse import MAX_DURATION_NS
 from checker.resources import TooLarge, read_at_most, read_stdin_at_most
 
@@ -129,26 +128,6 @@ def read_json(path: str):
         raise InputError(f"{name}: not a trace: it holds a number of thousands of digits") from None
 
 
-def _is_input(output: str, path: str) -> bool:
-    """Whether writing `output` would overwrite the input `path` (the same file by its
-    device and inode, through links too; or, when the output does not exist yet, the same
-    resolved path). Only regular files count: writing to /dev/null or a pipe destroys nothing."""
-    try:
-        out = os.stat(output)
-    except (OSError, ValueError):
-        out = None
-    if out is not None and not stat.S_ISREG(out.st_mode):
-        return False
-    try:
-        if path == STDIN:
-            return out is not None and os.path.samestat(os.fstat(sys.stdin.fileno()), out)
-        if out is not None:
-            return os.path.samestat(os.stat(path), out)
-        return Path(output).resolve() == Path(path).resolve()
-    except (OSError, ValueError, RuntimeError, AttributeError, io.UnsupportedOperation):
-        return False  # (an input that cannot be read says so when it is read)
-
-
 def _output_problem(args) -> str | None:
     """What makes the output unwritable or harmful, found before any work."""
     output = args.output
@@ -158,7 +137,7 @@ def _output_problem(args) -> str | None:
     if args.et:
         inputs.append((args.et, "the Execution Trace given with --et"))
     for path, what in inputs:
-        if _is_input(output, path):
+        if overwrites(output, path):
             return (f"-o {output} is {what}{' (standard input)' if path == STDIN else ''}: writing the "
                     "spec there would overwrite it; name another output file (e.g. run.sched)")
     if os.path.isdir(output):

@@ -28,7 +28,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from checker.parse import MAX_DURATION_NS
 from checker.importers.execution_trace import ExecutionTrace, TraceError
@@ -617,20 +617,12 @@ class _Builder:
                         actions.append(_Action("note", note=f"{name}: no cudaEventRecord before it in the trace; "
                                                             "left out"))
                     else:
-                        needed.add(corr)
                         if sync.wait_on_stream >= 0 and corr not in t.record_streams:
                             record_stream.setdefault(corr, (sync.device, sync.wait_on_stream))
                         assumed = (f"{name} (event {sync.event}) binds to the latest cudaEventRecord before it "
                                    f"(corr {corr}): the trace names the event but not its record")
-                        key = (sync.device, sync.stream)
-                        if sync.kind == "Stream Wait Event":
-                            self.stream_keys.add(key)
-                            self.devices.add(sync.device)
-                            actions.append(_Action("wait", stream=key, record=corr, assumed=assumed,
-                                                   handoff=self._bound(corr, call)))
-                        else:
-                            actions.append(_Action("sync_event", record=corr, assumed=assumed,
-                                                   handoff=self._bound(corr, call)))
+                        actions.extend(replace(action, assumed=assumed) if action.kind != "note" else action
+                                       for action in self._exact(replace(sync, record=corr), call, needed))
                 elif sync is not None:
                     actions.extend(self._exact(sync, call, needed))
                 elif name in RECORD_CALLS:
@@ -751,6 +743,12 @@ class _Builder:
         if recorded is None or recorded.thread == call.thread:
             return None
         return self._handoff(("record", id(recorded)))
+
+    def _awaits(self, key: tuple, why: str) -> list[str]:
+        return [f"await handoff[{k}]  # {why}" for k in self.await_before.get(key, ())]
+
+    def _notifies(self, key: tuple, why: str) -> list[str]:
+        return [f"notify handoff[{k}]  # {why}" for k in self.notify_after.get(key, ())]
 
     def _handoff(self, after: tuple) -> int:
         k = self.handoffs
@@ -990,10 +988,8 @@ class _Builder:
                             issue = gpu.start  # latency the model has no cause for: keep it
                         gap_to(issue)
                         source_comment()
-                        for k in self.await_before.get(("gpu", id(gpu)), ()):
-                            lines.append(f"await handoff[{k}]  # the trace's launch order on this stream")
-                        after = [f"notify handoff[{k}]  # another thread enqueues onto this stream next"
-                                 for k in self.notify_after.get(("gpu", id(gpu)), ())]
+                        lines.extend(self._awaits(("gpu", id(gpu)), "the trace's launch order on this stream"))
+                        after = self._notifies(("gpu", id(gpu)), "another thread enqueues onto this stream next")
                         blocking = self._launch(lines, call, gpu, stack, after)
                         if blocking:  # the host resumed when the copy was done (plus the call's return)
                             cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
@@ -1020,22 +1016,20 @@ class _Builder:
                             guess = "records the stream of the thread's latest launch (other than the waiting stream's)"
                             why += f"; assumed: {guess}"
                             self._assume(f"the record of corr {action.record} {guess}")
-                        for k in self.await_before.get(("record", id(call)), ()):
-                            lines.append(f"await handoff[{k}]  # the trace's order on this stream")
+                        lines.extend(self._awaits(("record", id(call)), "the trace's order on this stream"))
                         lines.append(f"{stream}: record e{action.record}{why}")
                         self.counts["record"] += 1
-                        for k in self.notify_after.get(("record", id(call)), ()):
-                            lines.append(f"notify handoff[{k}]  # another thread waits for this record, or enqueues onto its stream next")
+                        lines.extend(self._notifies(("record", id(call)), "another thread waits for this record, "
+                                                                          "or enqueues onto its stream next"))
                     else:
                         stream = self.stream_name(action.stream)
                         why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
                         if action.handoff is not None:
                             lines.append(f"await handoff[{action.handoff}]  # called after the record it binds to")
-                        for k in self.await_before.get(("wait", id(action)), ()):
-                            lines.append(f"await handoff[{k}]  # the trace's order on this stream")
+                        lines.extend(self._awaits(("wait", id(action)), "the trace's order on this stream"))
                         lines.append(f"{stream}: wait e{action.record}{why}")
-                        for k in self.notify_after.get(("wait", id(action)), ()):
-                            lines.append(f"notify handoff[{k}]  # another thread enqueues onto this stream next")
+                        lines.extend(self._notifies(("wait", id(action)),
+                                                    "another thread enqueues onto this stream next"))
                         self.counts["wait"] += 1
                     if action.assumed:
                         self._assume(action.assumed)
@@ -1193,7 +1187,7 @@ class _Builder:
         for thread, calls in t.calls.items():
             for call in calls:
                 if call.correlation is not None:
-                    for op in t.gpu_by_corr.get(call.correlation, ()):
+                    for op in self.ops_of_call.get(id(call), ()):
                         owners[(op.device, op.stream)][thread] += 1
         orphans = [op for op in t.gpu if op.correlation is None or op.correlation not in t.call_by_corr]
         threads = sorted(t.calls, key=lambda k: (-len(t.calls[k]), str(k)))
