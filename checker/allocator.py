@@ -7,6 +7,11 @@ caching allocator does per stream: an `alloc` takes the best-fitting block freed
 into its thread's pool on its stream, or a fresh one; a `free` hands the block back, unless
 its reuse is deferred (`record_stream` on another stream, or a free by another thread).
 Tensors that share a block share a `Memory`, so the checker sees the reuse and its races.
+
+Sizes and pools follow PyTorch's `c10/cuda/CUDACachingAllocator.cpp`: a request is rounded up
+to a multiple of 512 bytes (`round_size`, `kMinBlockSize`), and requests of at most 1 MiB
+(`kSmallSize`) are served from the small pool, larger ones from the large pool (`get_pool`):
+a freed block of one pool never serves the other. Blocks are not split or merged.
 """
 
 from __future__ import annotations
@@ -69,6 +74,17 @@ def placeholder(slot: int) -> int:
 def slot_of(memory: int) -> int:
     """The slot a placeholder memory index stands for."""
     return -1 - memory
+
+
+MIN_BLOCK = 512
+"""PyTorch's `kMinBlockSize`: every request is rounded up to a multiple of it."""
+SMALL_SIZE = 1 << 20
+"""PyTorch's `kSmallSize`: the largest request the small pool serves."""
+
+
+def rounded(size: int) -> int:
+    """The block size PyTorch's `round_size` gives a request of `size` bytes."""
+    return max(MIN_BLOCK, -(-size // MIN_BLOCK) * MIN_BLOCK)
 
 
 @dataclass(slots=True)
@@ -159,7 +175,7 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
         elif event.kind == "free" and owner(event.slot).thread != event.thread:
             owner(event.slot).marked = True
     blocks: list[_Block] = []
-    pools: dict[tuple[int, int | None], _Pool] = {}  # (thread, stream) -> its free blocks
+    pools: dict[tuple[int, int | None, bool], _Pool] = {}  # (thread, stream, small) -> its free blocks
     fresh: dict[int, int] = {}
     freed_into: dict[int, list[tuple[int, Span, Slot]]] = {}  # stream -> [(thread, free, slot)]
     for i in sorted(range(len(events)), key=lambda i: (events[i].thread, i)):
@@ -167,14 +183,15 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
         if event.kind == "alloc":
             slot = slots[event.slot]
             tensor = tensors[slot.tensor]
-            reused = pools.setdefault((slot.thread, slot.stream), _Pool()).take(tensor.size)
+            size = rounded(tensor.size)
+            reused = pools.setdefault((slot.thread, slot.stream, size <= SMALL_SIZE), _Pool()).take(size)
             if reused is not None:
                 slot.block = reused
             else:
                 fresh[slot.tensor] = fresh.get(slot.tensor, 0) + 1
                 n = fresh[slot.tensor]
                 slot.block = len(blocks)
-                blocks.append(_Block(tensor.size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
+                blocks.append(_Block(size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
                                      tensor.decl, tensor.span, pool=slot.stream))
             if tensor.decl not in blocks[slot.block].owners:
                 blocks[slot.block].owners.append(tensor.decl)
@@ -184,7 +201,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                 slot.freed = True
                 continue
             slot.freed = True
-            pools.setdefault((slot.thread, slot.stream), _Pool()).give(slot.block, blocks[slot.block].size)
+            size = blocks[slot.block].size
+            pools.setdefault((slot.thread, slot.stream, size <= SMALL_SIZE), _Pool()).give(slot.block, size)
             freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
     warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names)
     memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners), b.pool)

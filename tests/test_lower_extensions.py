@@ -582,19 +582,42 @@ def test_alloc_and_free_are_launch_order_host_statements():
 
 def test_best_fit_reuse_most_recent_first_and_fresh_blocks():
     p = tensor_program(
-        "s: alloc a", "s: alloc b", "s: alloc c",
+        "s: alloc a", "s: alloc b", "s: alloc a",
         "free b", "free a",
-        "s: alloc c",        # fits b's block (2 MiB) and a's (4 MiB): the smaller
-        "free c",            # frees the second c (b's block); the first c keeps its block
-        "s: alloc acts[0]",  # 1 MiB: b's block is the best fit
-        "s: alloc acts[1]",  # a's block is all that is left
-        "s: alloc a",        # nothing left: a fresh block `a#2`
+        "s: alloc b",        # fits b's block (2 MiB) and the second a's (4 MiB): the smaller
+        "s: alloc a",        # the second a's block is all that is left
+        "s: alloc b",        # nothing left: a fresh block `b#2`
     )
     allocs = [s for s in p.statements if s.op is Op.ALLOC]
     names = [p.memories[s.memory].name for s in allocs]
-    assert names == ["a", "b", "c", "b", "b", "a", "a#2"]
+    assert names == ["a", "b", "a#2", "b", "a#2", "b#2"]
+
+
+def test_small_and_large_requests_have_separate_pools():
+    # c and acts are 1 MiB (PyTorch's small pool: at most 1 MiB), a and b larger.
+    p = tensor_program(
+        "s: alloc a", "s: alloc b", "s: alloc c",
+        "free b", "free a",
+        "s: alloc c",        # the large pool has b's and a's blocks, the small pool nothing
+        "free c",            # frees the second c: the small pool has its block
+        "s: alloc acts[0]",  # the second c's block
+        "s: alloc acts[1]",  # the small pool is empty again
+        "s: alloc a",        # a's block, not b's (too small)
+    )
+    allocs = [s for s in p.statements if s.op is Op.ALLOC]
+    names = [p.memories[s.memory].name for s in allocs]
+    assert names == ["a", "b", "c", "c#2", "c#2", "acts[1]", "a"]
     owners = {m.name: m.owners for m in p.memories}
-    assert owners == {"a": ("a", "acts"), "b": ("b", "c", "acts"), "c": ("c",), "a#2": ("a",)}
+    assert owners == {"a": ("a",), "b": ("b",), "c": ("c",), "c#2": ("c", "acts"), "acts[1]": ("acts",)}
+
+
+def test_requests_are_rounded_up_to_512_bytes():
+    p = program("device g\nstream s on g\ntensor odd 1000B on g\ntensor kib 1KiB on g\n"
+                "tensor more 1025B on g\nthread main {\n  s: alloc odd\n  free odd\n  s: alloc kib\n"
+                "  free kib\n  s: alloc more\n}\n")
+    allocs = [s for s in p.statements if s.op is Op.ALLOC]
+    assert [p.memories[s.memory].name for s in allocs] == ["odd", "odd", "more"]
+    assert [m.size for m in p.memories] == [1024, 1536]
 
 
 def test_ties_go_to_the_most_recently_freed_block():
@@ -644,10 +667,10 @@ def test_freed_by_another_thread_is_never_reused():
 
 
 def test_tensor_ranges_are_relative_to_the_tensor():
-    p = tensor_program("s: alloc a", "free a", "s: alloc c", "s: kernel k writes c[512KiB:]")
-    assert rw(p, p.statements[-1]) == [("a", 512 * 1024, MiB, True)]
-    error_of(TENSORS + "thread main {\n  s: alloc a\n  free a\n  s: alloc c\n  s: kernel k writes c[0:2MiB]\n}\n",
-             Code.SP014, 14, 23, "outside `c` (1048576 bytes)")
+    p = tensor_program("s: alloc a", "free a", "s: alloc b", "s: kernel k writes b[512KiB:]")
+    assert rw(p, p.statements[-1]) == [("a", 512 * 1024, 2 * MiB, True)]
+    error_of(TENSORS + "thread main {\n  s: alloc a\n  free a\n  s: alloc b\n  s: kernel k writes b[0:4MiB]\n}\n",
+             Code.SP014, 14, 23, "outside `b` (2097152 bytes)")
 
 
 def test_expect_race_on_a_tensor():
