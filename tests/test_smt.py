@@ -192,3 +192,24 @@ thread t[3] {
     monkeypatch.setattr(Encoding, "race", mock.Mock(side_effect=AssertionError("a formula was built")))
     assert analysis.races(candidates, runs=False, repair=False) == []
     assert sorted(analysis.parts.races_not_asked) == sorted((a.index, b.index) for a, b, _ in candidates)
+
+
+def test_lazy_runs_find_a_hang_the_plain_runs_miss(monkeypatch) -> None:
+    from checker.smt import queries
+    from checker.smt.queries import Analysis
+    from checker.smt.solve import Budget
+
+    program = load_file(Path(__file__).parent / "fixtures" / "hang_4x40.sched").program
+    runs = queries.DEADLOCK_RUNS
+
+    def found(runs: int) -> list:
+        monkeypatch.setattr(queries, "DEADLOCK_RUNS", runs)
+        analysis = Analysis(program, Budget(10.0))
+        assert analysis.deadlock_question() is not None  # (not proven free of deadlock)
+        analysis.deadlock_from_runs()
+        return analysis.parts.deadlock
+
+    assert found(0) == []
+    (deadlock,) = found(runs)
+    assert deadlock.kind is FindingKind.DEADLOCK and deadlock.stuck
+    replays(program, deadlock.witness)

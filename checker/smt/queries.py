@@ -63,6 +63,15 @@ other has begun: rand3x100 (2 workers, 60 s) leaves 635 / 529 / 494 questions on
 and 6 with the last two passes, against 676 / 562 / 526 without (605 / 476 / 461 against 661
 in single runs of `check`); the decided seeds keep their findings and times."""
 
+DEADLOCK_RUNS = 64
+"""Lazy runs (`Runner.run`'s `lazy`) that look for a deadlock before the solver is asked:
+on random programs of 3-4 threads x 40 statements with notifies and flag events whose
+deadlock Z3 took 78 s to find, about one lazy run in ten hangs, and no plain run of 200 did
+(bench/README.md, "Runs that look for a hang")."""
+DEADLOCK_RUN_WORK = 40_000
+"""The lazy runs stop after taking this many steps in all (about a second)."""
+DEADLOCK_STICKINESS = (None, 0.05)
+"""The lazy runs alternate between these (`Runner.run`'s `stick`)."""
 AIMED_EAGERNESS = 0.1
 """The same, for runs aimed at one pair (their own ends are held anyway)."""
 REPAIRS = 40
@@ -1409,15 +1418,32 @@ class Analysis:
         return taken
 
     def deadlock_from_runs(self) -> bool:
-        """Whether a concrete run got stuck (then that run is the deadlock's witness)."""
+        """Whether a concrete run got stuck (then that run is the deadlock's witness): one of
+        the runs every question shares, else one of the lazy runs (`Runner.run`'s `lazy`),
+        up to `DEADLOCK_RUNS` of them or `DEADLOCK_RUN_WORK` steps in all."""
         for verdict, stuck in self.runs():
-            explained = self.stuck(verdict) if stuck else None
-            if explained:
-                self.stats["deadlock_how"] = "a run got stuck"
-                self.stats["run_answers"] += 1
-                self.parts.deadlock.append(messages.deadlock(self.program, explained, verdict.witness))
+            if stuck and self._stuck_run(verdict):
                 return True
+        runner, work = self.runner(), 0
+        for seed in range(DEADLOCK_RUNS if EAGERNESS else 0):
+            order, stuck = runner.run(seed, 0.3, stick=DEADLOCK_STICKINESS[seed % len(DEADLOCK_STICKINESS)],
+                                      lazy=True)
+            self.stats["runs"] += 1
+            if stuck and (verdict := self.admits(order)) is not None and self._stuck_run(verdict):
+                return True
+            work += len(order)
+            if work >= DEADLOCK_RUN_WORK:
+                break
         return False
+
+    def _stuck_run(self, verdict: Sat) -> bool:
+        """Report the deadlock a run that got stuck shows, if the executor agrees it is one."""
+        explained = self.stuck(verdict)
+        if explained:
+            self.stats["deadlock_how"] = "a run got stuck"
+            self.stats["run_answers"] += 1
+            self.parts.deadlock.append(messages.deadlock(self.program, explained, verdict.witness))
+        return bool(explained)
 
     def deadlock(self, taken: frozenset[int] | None = None, runs: bool = True) -> None:
         """Asks whether the program can deadlock (`taken`: from `deadlock_question`)."""

@@ -474,7 +474,7 @@ class Runner:
     def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
             after: dict[int, set[int]] | None = None,
             guide: dict[int, int] | None = None, prefix: Sequence[int] = (),
-            stick: float | None = None) -> tuple[list[int], bool]:
+            stick: float | None = None, lazy: bool = False) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
@@ -490,7 +490,11 @@ class Runner:
         taken (`covering_runs`, `Analysis._lead_in`).
         `stick`: how likely the run switches to another thread at each step it enqueues;
         until it does, it enqueues only the current thread's statements while that thread
-        can move (a thread that runs on alone gets past what random interleavings block)."""
+        can move (a thread that runs on alone gets past what random interleavings block).
+        `lazy`: a step that reads a set state (an await, a flag wait) is taken only when no
+        other step may be: notifies meet a notify already set and are lost, and records that
+        flag waits need are enqueued behind them, as in the executions that hang (a run
+        looking for a deadlock, `Analysis.deadlock_from_runs`)."""
         rng = random.Random(seed)
         current = rng.randrange(len(self.thread_chains)) if stick is not None else 0
         held = frozenset(last for _, last in target)
@@ -513,16 +517,19 @@ class Runner:
                 step = replayed
             elif not (ready := frontier.ready(position)):
                 break
-            elif guide is not None:
-                if any(t not in position for t in starts):
-                    ready = [y for y in ready if y not in held] or ready
-                step = min(ready, key=lambda y: (guide.get(y, len(steps)), y))
-            elif stick is not None:
-                if rng.random() < stick:
-                    current = rng.randrange(len(self.thread_chains))
-                step = self._stick(rng, ready, eager, current)
             else:
-                step = self._choose(rng, ready, position, held, starts, eager, after, frontier)
+                if lazy:
+                    ready = [y for y in ready if not self._compiled(y).states] or ready
+                if guide is not None:
+                    if any(t not in position for t in starts):
+                        ready = [y for y in ready if y not in held] or ready
+                    step = min(ready, key=lambda y: (guide.get(y, len(steps)), y))
+                elif stick is not None:
+                    if rng.random() < stick:
+                        current = rng.randrange(len(self.thread_chains))
+                    step = self._stick(rng, ready, eager, current)
+                else:
+                    step = self._choose(rng, ready, position, held, starts, eager, after, frontier)
             position[step] = len(order)
             order.append(step)
             frontier.take(step)
