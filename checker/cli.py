@@ -960,7 +960,7 @@ def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps:
     if not entries:
         raise _BadWitness("not a witness file: its `files` list holds no report of a spec (an object with "
                           "a list under `findings`)")
-    chosen = next((f for f in entries if f.get("path") == spec_path), entries[0])
+    chosen = _report_of(entries, spec_path)
     findings = chosen["findings"]
     replayable = [k for k, f in enumerate(findings) if isinstance(f, dict) and f.get("witness")]
     if index is None:
@@ -984,6 +984,28 @@ def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps:
     if not isinstance(statements, list) or not all(type(k) is int for k in statements):
         raise _BadWitness("not a witness file: its finding's `statements` is not a list of statement numbers")
     return finding, witness_of(finding["witness"])
+
+
+def _report_of(entries: list[dict], spec_path: str) -> dict:
+    """The report of the spec being replayed among a `check` report's files: the one whose
+    path is the spec's as written, else the same file (`./specs/a.sched`, an absolute path;
+    relative paths read from here), else the only one of that file name (`check` ran in
+    another directory), else the first (then `_found_elsewhere` says whether it fits)."""
+    from checker.inputs import STDIN_PATH
+
+    paths = [entry.get("path") if isinstance(entry.get("path"), str) else "" for entry in entries]
+    for k, path in enumerate(paths):
+        if path == spec_path:
+            return entries[k]
+    if spec_path != STDIN_PATH:
+        here = os.path.realpath(spec_path)
+        for k, path in enumerate(paths):
+            if path and path != STDIN_PATH and os.path.realpath(path) == here:
+                return entries[k]
+        named = [k for k, path in enumerate(paths) if path and Path(path).name == Path(spec_path).name]
+        if len(named) == 1:
+            return entries[named[0]]
+    return entries[0]
 
 
 def _found_elsewhere(program, finding: dict) -> bool:
@@ -1085,6 +1107,10 @@ def command_replay(args) -> int:
         if not 0 <= step.statement < len(program.statements):
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "
                                              f"the spec does not have ({len(program.statements)} statements)")
+    named = [k for k in finding.get("statements", ()) if not 0 <= k < len(program.statements)] if finding else []
+    if named:
+        return _replay_error(args, path, f"the finding names statement {named[0]}, which the spec does not have "
+                                         f"({len(program.statements)} statements)")
     if finding is not None and _found_elsewhere(program, finding):
         lines = ", ".join(str(at.get("line") if isinstance(at, dict) else "?") for at in finding["locations"])
         return _replay_error(args, path, f"the finding is of another spec: its statements are on lines {lines} "
@@ -1092,6 +1118,15 @@ def command_replay(args) -> int:
     console = _console()
     diagnostics = _warnings(loaded, args, console)
     run = replay(program, witness)
+    illegal = None
+    if not run.ok:
+        from checker.codes import Code
+        from checker.diagnostics import error
+        from checker.report.json import diagnostic_json
+
+        illegal = error(Code.SP001, f"the witness is not an execution of this spec: {run.reason}", None,
+                        help="replay a witness against the spec (and version of it) that `check` reported it for")
+        diagnostics = diagnostics + [diagnostic_json(illegal)]
     confirmation = None
     if finding is not None and run.ok:
         confirmation = confirm(program, _finding_from_json(program, finding, witness))
@@ -1115,6 +1150,11 @@ def command_replay(args) -> int:
 
         for line in replay_text(program, witness.steps, result):
             console.print(line, markup=False)
+        if illegal is not None:
+            from checker.report.text import render_diagnostic
+
+            for line in render_diagnostic(_witness_name(args.witness), "", illegal):
+                console.print(line)
     return status
 
 

@@ -49,7 +49,7 @@ class Step(NamedTuple):
         if (
             not isinstance(value, (list, tuple))
             or len(value) != 2
-            or not isinstance(value[1], int)
+            or type(value[1]) is not int  # (not a JSON true or false)
             or not isinstance(value[0], str)
             or value[0] not in _KIND_OF
         ):

@@ -648,4 +648,36 @@ def test_a_witness_longer_than_any_execution_is_refused_before_it_is_read(run, t
     assert status == 2 and f"more than any execution of this spec takes ({most})" in out
     witness.write_text(json.dumps({"steps": [["issue", 0]] * most}))
     status, out, _ = run("replay", C01, "--witness", witness)
-    assert status == 2 and "more than any execution" not in out and "illegal step" in out
+    assert status == 2 and "more than any execution" not in out and "is not legal here" in out and "error[SP001]" in out
+
+
+def test_replay_finds_its_spec_in_a_directory_report_however_the_path_is_written(run, tmp_path, monkeypatch):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for name in ("bug_missing_wait.sched", "bug_collective_order.sched"):
+        (specs / name).write_text((SPECS / name).read_text())
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run("check", "--format", "json", "specs")
+    report = tmp_path / "report.json"
+    report.write_text(out)
+    for spelling in ("specs/bug_missing_wait.sched", "./specs/bug_missing_wait.sched",
+                     str(specs / "bug_missing_wait.sched")):
+        status, out, _ = run("replay", spelling, "--witness", report, "-q")
+        assert status == 0, (spelling, out)
+    monkeypatch.chdir(specs)  # (check ran one directory up: the file name alone tells)
+    status, out, _ = run("replay", "bug_missing_wait.sched", "--witness", report, "-q")
+    assert status == 0, out
+
+
+def test_replay_refuses_a_step_numbered_by_a_boolean_and_a_finding_of_missing_statements(run, tmp_path):
+    status, out, _ = run("check", "--format", "json", SPECS / "bug_missing_wait.sched")
+    data = json.loads(out)
+    finding = data["files"][0]["findings"][0]
+    witness = tmp_path / "w.json"
+    witness.write_text(json.dumps({"steps": [["issue", True]]}))
+    status, out, _ = run("replay", SPECS / "bug_missing_wait.sched", "--witness", witness)
+    assert status == 2 and "error[SP001]" in out and "not a step" in out
+    finding["statements"] = [*finding["statements"][:-1], 99999]
+    witness.write_text(json.dumps(data))
+    status, out, _ = run("replay", SPECS / "bug_missing_wait.sched", "--witness", witness)
+    assert status == 2 and "statement 99999, which the spec does not have" in out

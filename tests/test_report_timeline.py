@@ -200,11 +200,11 @@ def test_replay_text_from_its_json():
     assert lines[len(steps) + 1].startswith("reproduced: ")
     assert any(line.endswith("  *") for line in lines[:len(steps)])
     bad = {"replay": {**run.to_json(), "ok": False, "applied": 1, "failed_at": 1,
-                      "reason": "step 1 is not legal here: why"},
+                      "reason": "step 2 is not legal here: why"},
            "finding": None, "confirmation": None}
     lines = replay_text(program, steps, bad)
     assert lines[1].endswith("  <- illegal")
-    assert lines[-1] == "illegal step 2: step 1 is not legal here: why"
+    assert lines[-1] == "step 2 is not legal here: why"
 
 
 def test_gantt_svg_stays_wellformed_with_control_characters_in_names():

@@ -105,6 +105,28 @@ def test_sarif_expected_findings_are_suppressed_and_fingerprints_are_stable(run,
         r["locations"][0]["physicalLocation"]["region"]["startLine"] + 2 for r in results]
 
 
+def test_sarif_gives_two_races_of_the_same_statement_text_two_identities(run, tmp_path):
+    spec = tmp_path / "twice.sched"
+    spec.write_text("device g\nbuffer x 1MiB on g\nstream a on g\nstream b on g\nthread t {\n"
+                    "  a: kernel k writes x\n  b: kernel k writes x\n  b: kernel k writes x\n}\n")
+    _, out, _ = run("check", "--format", "sarif", spec)
+    races = results_of(valid_sarif(json.loads(out)), "SP101")
+    lines = [[loc["physicalLocation"]["region"]["startLine"] for loc in r["locations"] + r.get("relatedLocations", [])]
+             for r in races]
+    assert len(races) == 2, lines
+    fingerprints = [r["partialFingerprints"]["streamproof/v1"] for r in races]
+    assert len(set(fingerprints)) == 2 and fingerprints[1] == fingerprints[0] + ":2"
+
+
+def test_sarif_rule_levels_are_the_codes_severities():
+    from checker.report.sarif import rules
+
+    levels = {rule["id"]: rule["defaultConfiguration"]["level"] for rule in rules()}
+    warnings = {code for code in levels if 50 <= int(code[2:]) < 100} | {"SP301"}
+    assert {code for code, level in levels.items() if level == "warning"} == warnings
+    assert "SP061" in warnings and "SP101" not in warnings
+
+
 def test_sarif_deadlock_lists_the_stuck_statements(run):
     status, out, _ = run("check", "--format", "sarif", CONFORMANCE / "c16_single_hw_queue_deadlock.sched")
     log = valid_sarif(json.loads(out))

@@ -133,12 +133,12 @@ def _run(machine: Machine, steps: tuple[Step, ...], watch: int = 0) -> tuple[Rep
     applied = 0
     for k, step in enumerate(steps):
         if not isinstance(step, Step) or not isinstance(step.kind, StepKind):
-            failed_at, reason = k, f"step {k}: not a step: {step!r}"
+            failed_at, reason = k, f"step {k + 1}: not a step: {step!r}"
             break
         try:
             step_races, step_uses = machine.advance_into(state, step)
         except IllegalStep as exc:
-            failed_at, reason = k, f"step {k} is not legal here: {exc.reason}"
+            failed_at, reason = k, f"step {k + 1} is not legal here: {exc.reason}"
             break
         data.observe(step)
         races.extend((a, b, k) for a, b in step_races)

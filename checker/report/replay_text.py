@@ -23,7 +23,7 @@ def replay_text(program: Program, steps: tuple[Step, ...], data: dict) -> list[s
         out.append(f"{number:>5}. {step.kind.value:<8} line {statement.span.line:<4} "
                    f"{program.describe(statement)}{marker}")
     if not ok:
-        out.append(f"illegal step {run['failed_at'] + 1}: {run['reason']}")
+        out.append(run["reason"])  # ("step N is not legal here: why", N counted as listed)
         return out
     out.append(f"replayed {len(steps)} steps: every step is legal")
     if confirmation is not None:

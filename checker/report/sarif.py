@@ -70,8 +70,8 @@ FIXES: dict[str, str] = {
 
 
 def _level(code: Code) -> str:
-    value = code.value
-    if value in ("SP050", "SP051", "SP052", "SP301"):
+    """SP050-SP099 are the warnings about a spec (docs/codes.md), SP301 an unknown answer."""
+    if 50 <= int(code.value[2:]) < 100 or code is Code.SP301:
         return "warning"
     return "error"
 
@@ -274,6 +274,20 @@ def _diagnostic_result(report: FileReport, diagnostic: Diagnostic, uri: str) -> 
     return result
 
 
+def _number_repeated_fingerprints(results: list[dict]) -> None:
+    """Two results whose fingerprint parts are the same (two races between statements of the
+    same text on other lines) would be one alert to code scanning (SARIF 3.27.17: the
+    fingerprint is the result's identity): the second and later get their occurrence number,
+    in report order, as code scanning's own line hashes do."""
+    seen: dict[str, int] = {}
+    for result in results:
+        fingerprints = result["partialFingerprints"]
+        value = fingerprints["streamproof/v1"]
+        count = seen[value] = seen.get(value, 0) + 1
+        if count > 1:
+            fingerprints["streamproof/v1"] = f"{value}:{count}"
+
+
 def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: int | None = None) -> dict:
     """The SARIF log of a `check` run; paths are made relative to `base` (default: the working
     directory, where a CI job checks the repository out)."""
@@ -290,6 +304,7 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
             result = _finding_result(report, finding, uri, MAX_FLOW_STEPS if flows_left > 0 else SHORT_FLOW_STEPS)
             flows_left -= sum(len(flow["threadFlows"][0]["locations"]) for flow in result.get("codeFlows", ()))
             results.append(result)
+    _number_repeated_fingerprints(results)
     for result in results:
         for location in result["locations"] + result.get("relatedLocations", []):
             artifact = location["physicalLocation"]["artifactLocation"]
