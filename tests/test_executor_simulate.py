@@ -579,3 +579,19 @@ def test_blocked_heads_that_sleep_change_nothing_the_simulation_does(monkeypatch
         awake = simulate(program, shuffle)
     assert (asleep.steps, asleep.tasks, asleep.engines, asleep.makespan, asleep.deadlocked, asleep.stuck) == (
         awake.steps, awake.tasks, awake.engines, awake.makespan, awake.deadlocked, awake.stuck)
+
+
+def test_a_task_ready_behind_an_instant_one_competes_for_the_unit_by_priority():
+    # At 1 us `k0` ends: the record and the wait complete at that instant, so `k2` (priority 0,
+    # the higher) wants the one compute unit together with `k1` and gets it; then the copy
+    # overlaps `k1`: 6 us. Handing the unit out before the instant steps settled gave it to
+    # `k1` and 10 us.
+    program = load_text(
+        "device d0 { compute 1 copy 1 }\nbuffer x 1KiB on d0\nbuffer y 1KiB on d0\n"
+        "stream a on d0 priority 1\nstream b on d0 priority 0\nstream c on d0 priority 0\nevent e\n"
+        "thread t0 {\n  c: kernel k0 1us\n  c: record e\n  a: kernel k1 4us\n  b: wait e\n"
+        "  b: kernel k2 1us\n  b: copy y <- x 4us\n}\n").program
+    result = simulate(program)
+    assert result.makespan == 6_000
+    start = {task.line: task.start for task in result.tasks}
+    assert start[13] == 1_000 and start[11] == 2_000  # k2 first, then k1

@@ -16,7 +16,9 @@ The simulator fires the machine's own steps (`Machine.blocker` decides legality,
   together", and a task holds its engine while it runs). Holding units while spinning would hang two groups
   that each hold one device's last unit, a hang `check` rightly does not report;
 * at one instant, finished tasks release first, then threads step in index order, then
-  stream heads, repeatedly until nothing more can happen; then time jumps to the next event.
+  stream heads, repeatedly until nothing more can happen; then the free units go to the tasks
+  that want them, and if that let anything more happen, the rounds go on; then time jumps to
+  the next event.
 
 If nothing can happen and work is left, the simulation stops and reports the deadlock.
 """
@@ -260,13 +262,19 @@ class _Simulator:
         trail = self.trail
         while True:
             end_due_tasks()
-            while True:  # until a round of threads and heads changes nothing
+            while True:  # until handing out units changes nothing
+                while True:  # until a round of threads and heads changes nothing
+                    before = len(trail)
+                    run_threads()
+                    start_stream_heads()
+                    if len(trail) == before:
+                        break  # (a thread may be freed by a later thread's step of this round)
+                # Units go out once the instant's instant steps have settled: a task that an
+                # instant record or wait lets start now competes for them too (by priority).
                 before = len(trail)
-                run_threads()
-                start_stream_heads()
                 hand_out_units()
                 if len(trail) == before:
-                    break  # (a thread may be freed by a later thread's step of this round)
+                    break
             upcoming = next_event_time()
             if upcoming is None:
                 break
