@@ -141,9 +141,10 @@ class Placement:
 
 
 def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], stream_names: list[str],
-          thread_names: list[str], base: int) -> Placement:
+          thread_names: list[str], base: int, processes: frozenset[int] = frozenset()) -> Placement:
     """Simulate the caching allocator, each thread in program order. `slots` are updated in
-    place (targets, blocks, marks)."""
+    place (targets, blocks, marks). `processes`: the threads declared `process`, each with
+    an allocator of its own."""
     allocs: dict[int, list[Slot]] = {}
     for slot in slots:
         if slot.kind == "alloc":
@@ -204,7 +205,7 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             size = blocks[slot.block].size
             pools.setdefault((slot.thread, slot.stream, size <= SMALL_SIZE), _Pool()).give(slot.block, size)
             freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
-    warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names)
+    warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names, processes)
     memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners), b.pool)
                      for k, b in enumerate(blocks))
     memory_of_slot = tuple(None if owner(k).block is None else base + owner(k).block for k in range(len(slots)))
@@ -237,11 +238,13 @@ def _shared_target(slot: Slot, allocs: list[Slot], tensors: list[Tensor], thread
 
 
 def _shared_pool_warnings(slots: list[Slot], freed_into: dict[int, list[tuple[int, Span, Slot]]],
-                          tensors: list[Tensor], stream_names: list[str], thread_names: list[str]) -> list[Diagnostic]:
+                          tensors: list[Tensor], stream_names: list[str], thread_names: list[str],
+                          processes: frozenset[int] = frozenset()) -> list[Diagnostic]:
     """SP056: PyTorch's caching allocator is one per process, so an `alloc` on a stream may
     take a block that another thread freed into that stream's pool, depending on which ran
     first. The simulation keeps a pool per thread and stream (a fixed block per tensor),
-    so that reuse, and the races it brings, go unchecked: say so at the alloc."""
+    so that reuse, and the races it brings, go unchecked: say so at the alloc. A thread declared
+    `process` shares no allocator with any other thread."""
     found = []
     warned: set[int] = set()
     # Per stream, the first free into it, and the first by another thread than that one's.
@@ -249,9 +252,10 @@ def _shared_pool_warnings(slots: list[Slot], freed_into: dict[int, list[tuple[in
     for stream, frees in freed_into.items():
         firsts[stream] = [frees[0], next((f for f in frees if f[0] != frees[0][0]), None)]
     for slot in slots:
-        if slot.kind != "alloc" or slot.stream is None or slot.thread in warned:
+        if slot.kind != "alloc" or slot.stream is None or slot.thread in warned or slot.thread in processes:
             continue
-        other = next((f for f in firsts.get(slot.stream, ()) if f is not None and f[0] != slot.thread), None)
+        other = next((f for f in firsts.get(slot.stream, ()) if f is not None and f[0] != slot.thread
+                      and f[0] not in processes), None)
         if other is None:
             continue
         warned.add(slot.thread)

@@ -219,6 +219,9 @@ class ThreadDecl:
     """`thread NAME[N] {...}`: N threads; NAME is the index variable inside the body."""
     body: tuple["Statement", ...]
     span: Span
+    process: bool = False
+    """`thread NAME process {...}`: each thread is a process of its own (a rank of a
+    multi-process job), whose device-wide waits cover only the devices it has used."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -748,8 +748,11 @@ class _Parser:
 
     def thread(self, first):
         name, count = self.declared()
+        process = self.at_keyword("process")
+        if process:
+            self.i += 1
         body = self.block()
-        return ThreadDecl_(name, count, body, self.span(first, self.i - 1))
+        return ThreadDecl_(name, count, body, self.span(first, self.i - 1), process)
 
     def expect_decl(self, first):
         kinds, values = self.kinds, self.values

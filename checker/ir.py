@@ -326,6 +326,9 @@ class Thread:
     name: str
     statements: tuple[int, ...]
     span: Span
+    process: bool = False
+    """Declared `process`: a process of its own (its `sync all` and the device-wide waits of
+    its calls cover only the devices it has used)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,6 +215,7 @@ class _Lowerer:
         one source statement lowers to)."""
         self.buffer_spans: list[tuple[str, Span]] = []
         self.thread_names: dict[str, ast.ThreadDecl] = {}
+        self.process_devices: set[int] | None = None
         self.comm_members: list[frozenset[int]] = []
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
@@ -1075,11 +1076,14 @@ class _Lowerer:
             self.current_thread = index
             self.thread_var = decl.name.text if count is not None else None
             self.thread_statements: list[int] = []
+            self.process_devices: set[int] | None = set() if decl.process else None
+            """A `process` thread: the devices it has enqueued work on so far (a CUDA process
+            has contexts on those alone, so its device-wide waits cover only them)."""
             self.tensor_slot: dict[int, int] = {}
             """The slot each tensor is in on this thread: its latest `alloc` here, or a shared use."""
             self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
             name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
-            self.threads.append(Thread(index, name, tuple(self.thread_statements), decl.span))
+            self.threads.append(Thread(index, name, tuple(self.thread_statements), decl.span, decl.process))
 
     # -- the size of the threads, before unrolling them -----------------------------------------
 
@@ -1387,6 +1391,8 @@ class _Lowerer:
             self.exact_durations.append((index, duration.exact))
         operation = OPERATIONS[fields["op"]]
         stream = fields.get("stream")
+        if stream is not None and self.process_devices is not None:
+            self.process_devices.add(self.streams[stream].device)
         if stream is not None and self.devices[self.streams[stream].device].runtime is Runtime.CUDA:
             # NCCL's members spin on their own streams; cudaFreeAsync counts by launch order.
             if operation.collective:
@@ -1413,6 +1419,13 @@ class _Lowerer:
 
     def sync(self, node: ast.Sync | ast.Query, env, bindings) -> None:
         form = f"query {self.text(node.target.span)}" if isinstance(node, ast.Query) else ""
+        if node.target is None and self.process_devices is not None:
+            # A process waits for the devices it has used (`cudaDeviceSynchronize` per device).
+            for device in sorted(self.process_devices):
+                self.stream_sets.append(self.emit(
+                    node, part=3 + device, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=device,
+                    form=f"sync all ({self.devices[device].name}: a device this process uses)", bindings=bindings))
+            return
         if node.target is None:
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
             self.stream_sets.append(index)
@@ -1501,7 +1514,8 @@ class _Lowerer:
         (cusan-tests' _cudaHostAlloc test finds the kernels overlapping): checked both ways,
         as `cudaMalloc`. The synchronization is a `sync all`, or a `sync DEVICE` per CUDA
         device when other devices are declared."""
-        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA]
+        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA
+                and (self.process_devices is None or d.index in self.process_devices)]
         if not cuda:
             return
         if not free:
@@ -1510,7 +1524,7 @@ class _Lowerer:
                 return
         call = "cudaFreeHost" if free else "cudaMallocHost"
         form = f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes every device)"
-        if len(cuda) == len(self.devices):
+        if len(cuda) == len(self.devices) and self.process_devices is None:
             self.stream_sets.append(self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.ALL,
                                               form=form, bindings=bindings))
             return
@@ -1881,6 +1895,8 @@ class _Lowerer:
                                   node.stream.span, "another device",
                                   help="allocate it from a stream of its own device"))
         slot = len(self.slots)
+        if self.process_devices is not None:
+            self.process_devices.add(info.device)
         self.slots.append(Slot("alloc", tensor, self.current_thread, node.span, stream))
         self.tensor_slot[tensor] = slot
         self.named_streams.add(stream)
@@ -1913,7 +1929,8 @@ class _Lowerer:
         if not self.slots:
             return ()
         placement = place(self.slots, self.tensor_events, self.tensors, [s.name for s in self.streams],
-                          [t.name for t in self.threads], len(self.memories))
+                          [t.name for t in self.threads], len(self.memories),
+                          frozenset(t.index for t in self.threads if t.process))
         for diagnostic in placement.errors:
             self.record(diagnostic)
         if self.errors:

@@ -297,9 +297,13 @@ class _ToAst(Transformer_NonRecursive):
         return ast.TensorDecl(_name(name), count, ast.Number(size_bytes(size), span_of(size)), _name(device),
                               span_of(meta), index)
 
+    def process(self, meta):
+        return _Marker("process", True, span_of(meta))
+
     def thread_decl(self, meta, name, *rest):
-        count = rest[0].value if len(rest) == 2 else None
-        return ast.ThreadDecl(_name(name), count, rest[-1], span_of(meta))
+        parts = {m.tag: m for m in rest if isinstance(m, _Marker)}
+        count = parts["array"].value if "array" in parts else None
+        return ast.ThreadDecl(_name(name), count, rest[-1], span_of(meta), "process" in parts)
 
     def block(self, meta, *statements):
         return tuple(statements)

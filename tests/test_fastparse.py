@@ -89,6 +89,7 @@ def test_syntax_examples_go_to_lark():
     "buffer b 99999999999999999999B on host\n",
     "thread t {\n  s: kernel k 0.5ns\n}\n",
     "thread t {\n  let v = 1.5ms\n}\n",
+    "buffer process 1MiB on g\nthread process process {\n  s: kernel k writes process\n}\nthread r[2] process {}\n",
     "device d { runtime cuda }\nthread t {\n  for i in 0..n+1 {\n    s[i % 2]: copy x[i*1MiB:(i+1)*1MiB] <- y\n  }\n}\n",
 ])
 def test_tricky_forms(text):

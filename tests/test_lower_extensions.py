@@ -970,3 +970,24 @@ def test_a_member_sharing_the_comm_unit_is_drawn_on_no_unit_of_its_own():
     timing = optimize(p, timeout=10).program_schedule.timing(p)
     units = {(iv.statement, iv.unit) for iv in timing.intervals if iv.part.value == "task"}
     assert units == {(0, None), (1, 0)}
+
+
+def test_a_process_thread_waits_for_the_devices_it_has_used():
+    p = program("device g[3] { runtime cuda }\nbuffer pin 1MiB on host pinned\nstream s[3] on g\n"
+                "thread rank process {\n  sync all\n  s[1]: kernel k\n  free pin\n  s[2]: kernel k\n"
+                "  sync all\n}\nthread other {\n  s[0]: kernel k\n  sync all\n}\n")
+    rank, other = p.threads
+    assert rank.process and not other.process
+    syncs = [(p.statements[i].sync, p.statements[i].target) for i in rank.statements if p.statements[i].op is Op.SYNC]
+    # the first `sync all` waits for nothing (no device used yet), cudaFreeHost for g[1],
+    # the last `sync all` for g[1] and g[2]; never g[0], which only the other thread uses
+    assert syncs == [(SyncKind.DEVICE, 1), (SyncKind.DEVICE, 1), (SyncKind.DEVICE, 2)]
+    (last,) = [p.statements[i] for i in other.statements if p.statements[i].op is Op.SYNC]
+    assert last.sync is SyncKind.ALL
+
+
+def test_process_is_a_name_everywhere_else():
+    p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
+                "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
+    assert [t.name for t in p.threads] == ["process", "t"] and [t.process for t in p.threads] == [True, False]
+    assert p.memories[0].name == "process"

@@ -80,7 +80,7 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
         extra += f" queue {s.queue}" if s.queue is not None else ""
         out.append(f"  {s.name} on {program.devices[s.device].name}{extra}")
     for t in program.threads:
-        out.append(f"thread {t.name}: {len(t.statements)} statements")
+        out.append(f"thread {t.name}{' (process)' if t.process else ''}: {len(t.statements)} statements")
         for i in t.statements[:limit]:
             s = program.statements[i]
             parts = [f"    {s.index:>5}  line {s.span.line:<4} {program.describe(s)}"]
