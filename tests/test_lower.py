@@ -820,6 +820,11 @@ def test_sp056_a_pool_that_two_threads_allocate_from_and_free_into():
     assert warnings(head + loader.replace("FREE", "") + trainer.replace("STREAM", "main")) == []
     deferred = loader.replace("FREE", "side: record_stream a\n  free a")
     assert warnings(head + deferred + trainer.replace("STREAM", "main")) == []
+    # a process has an allocator of its own: nothing is handed on between them
+    assert warnings(head + loader.replace("FREE", "free a").replace("loader {", "loader process {")
+                    + trainer.replace("STREAM", "main")) == []
+    assert warnings(head + loader.replace("FREE", "free a")
+                    + trainer.replace("STREAM", "main").replace("trainer {", "trainer process {")) == []
 
 
 def test_sp057_a_send_or_recv_to_its_own_stream():
