@@ -373,6 +373,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
     result = optimize_as_written(program, timeout=max(options.timeout, 1.0))
     shortest: int | None = ran
     searched = False
+    finishes: bool | None = None  # (asked of the solver when no run finished)
     for verdict in check_makespan(program, result, scale):
         limit = verdict.expectation.limit
         if shortest is not None and shortest <= limit:
@@ -384,8 +385,23 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             searched = True
             if shortest is not None and shortest <= limit:
                 continue
+        if verdict.status != "violated" and (shortest is None or shortest > limit) and finishes is None:
+            # The solver: does any execution finish? None does: no makespan. One does: a run
+            # in time that follows it (`simulate`'s `guide`), checked step by step.
+            from checker.crosscheck import guided_run
+            from checker.smt import completes
+
+            finishes, issued = completes(program, timeout=options.timeout, rlimit=options.rlimit)
+            if finishes:
+                found = guided_run(program, issued)
+                shortest = min((m for m in (shortest, found) if m is not None), default=None)
+                if shortest is not None and shortest <= limit:
+                    continue
         if verdict.status == "violated":
             not_met(verdict.expectation, verdict.message)
+        elif shortest is None and finishes is False:
+            not_met(verdict.expectation, "no execution of the program finishes (each one deadlocks): "
+                                         "it has no makespan")
         else:
             findings.append(_unknown(f"could not decide `expect makespan`: no run found that ends by "
                                      f"{ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec",

@@ -39,7 +39,8 @@ longer than the time they are given, which is read only between runs."""
 
 def shortest_shuffled_run(program: Program, seconds: float, tries: int = 200) -> int | None:
     """The shortest makespan among simulations that take threads and stream heads in random
-    orders (seeds 0, 1, ...), each one replayed by the executor as a complete execution; None
+    orders (seeds 0, 1, ...; every other one interleaving the threads statement by statement),
+    each one replayed by the executor as a complete execution; None
     when none finished. For `expect makespan` on a program with a choice the optimizer cannot
     model (threads racing for a stream, a flag, a notify): any execution that ends by the
     bound meets it."""
@@ -52,13 +53,24 @@ def shortest_shuffled_run(program: Program, seconds: float, tries: int = 200) ->
     for seed in range(tries):
         if time.monotonic() > deadline:
             break
-        run = simulate(program, shuffle=seed)
+        run = simulate(program, shuffle=seed, interleave=seed % 2 == 1)
         if run.deadlocked or (best is not None and run.makespan >= best):
             continue
         checked = replay(program, run.steps)
         if checked.ok and checked.finished:
             best = int(run.makespan)
     return best
+
+
+def guided_run(program: Program, issued: tuple[int, ...]) -> int | None:
+    """The makespan of the run in time whose threads step in the order `issued` (statements
+    in the order an execution issues them, `simulate`'s `guide`), replayed by the executor as
+    a complete execution; None when it does not finish."""
+    run = simulate(program, guide=issued)
+    if run.deadlocked:
+        return None
+    checked = replay(program, run.steps)
+    return int(run.makespan) if checked.ok and checked.finished else None
 
 
 def emit_as_run(program: Program, result: OptimizeResult) -> str:

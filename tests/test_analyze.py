@@ -218,6 +218,27 @@ def test_makespan_of_racing_threads_at_a_resolution_finer_than_a_nanosecond(limi
     assert not [f for f in report.findings if f.code.value == "SP301"]
 
 
+HAND_BACK = ("device d\nstream s on d\nnotify n\nthread a {\n  s: notify n\n  s: await n\n}\n"
+             "thread b {\n  s: await n\n  s: notify n\n}\nexpect deadlock\n")
+"""Two threads hand one notify back and forth on one stream. Only a run in which they take
+turns at the same instant finishes (a's notify, b's await, b's notify, a's await); a thread
+that goes as far as it can first leaves an await behind the other's with no notify left."""
+
+
+def test_a_makespan_bound_met_only_by_threads_that_take_turns_at_one_instant():
+    report = check(HAND_BACK + "expect makespan <= 1ms\n")
+    assert report.passed and not [f for f in report.findings if f.code.value == "SP301"]
+
+
+def test_a_program_none_of_whose_executions_finish_fails_a_makespan_bound():
+    # a's host await has no notify anywhere; b shares the stream (so the threads race)
+    report = check("device d\nstream s on d\nnotify n\nthread a {\n  s: kernel k 1us\n  await n\n}\n"
+                   "thread b {\n  s: kernel j 1us\n}\nexpect deadlock\nexpect makespan <= 1ms\n")
+    assert not report.passed and not [f for f in report.findings if f.code.value == "SP301"]
+    (diagnostic,) = [d for d in report.diagnostics if d.code.value == "SP401"]
+    assert "no execution of the program finishes" in diagnostic.message
+
+
 def test_a_resolution_too_fine_for_an_exact_makespan_is_unknown():
     report = check("device d\nstream s on d\nthread t {\n  s: kernel k 1.0000000001ns\n}\n"
                    "expect makespan <= 3ns\n")

@@ -595,3 +595,21 @@ def test_a_task_ready_behind_an_instant_one_competes_for_the_unit_by_priority():
     assert result.makespan == 6_000
     start = {task.line: task.start for task in result.tasks}
     assert start[13] == 1_000 and start[11] == 2_000  # k2 first, then k1
+
+
+def test_interleaved_runs_take_turns_at_one_instant_and_every_one_replays():
+    # Two threads hand a notify back and forth on one stream: only turns at one instant finish.
+    program = load_text("device d\nstream s on d\nnotify n\nthread a {\n  s: notify n\n  s: await n\n}\n"
+                        "thread b {\n  s: await n\n  s: notify n\n}\n").program
+    assert all(simulate(program, shuffle=seed).deadlocked for seed in range(20))
+    finished = 0
+    for seed in range(20):
+        run = simulate(program, shuffle=seed, interleave=True)
+        checked = replay(program, run.steps)
+        assert checked.ok and checked.finished is not run.deadlocked
+        finished += not run.deadlocked
+    assert finished
+    # a guide: the order a finishing execution issues the statements in (a, b, b, a)
+    a_notify, a_await, b_await, b_notify = range(4)
+    run = simulate(program, guide=(a_notify, b_await, b_notify, a_await))
+    assert not run.deadlocked and replay(program, run.steps).finished

@@ -29,7 +29,7 @@ import gc
 import heapq
 from itertools import islice
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from checker import collectives
 from checker.ir import NS_PER_MS, Engine, Op, Program
@@ -127,18 +127,26 @@ class Simulation:
         }
 
 
-def simulate(program: Program, shuffle: int | None = None) -> Simulation:
+def simulate(program: Program, shuffle: int | None = None, interleave: bool = False,
+             guide: Sequence[int] | None = None) -> Simulation:
     """Simulate `program` in time; never hangs (a deadlock ends the run and is reported).
 
     At each instant the threads move in index order and the stream heads are taken in index
     order. With `shuffle` (a seed), both orders are random permutations instead: another legal
-    execution, where threads race for a stream, an event or a flag."""
+    execution, where threads race for a stream, an event or a flag. With `interleave` too, each
+    round one thread (at random, among those that can move) takes one statement, with the
+    stream heads between rounds: what threads that move at one instant do in between (one
+    enqueues, another's task completes, the first enqueues again) is another execution in
+    time, which threads that each go as far as they can never show. With `guide` (statement
+    indices in the order some execution issued them), the rounds go the same way, each to the
+    thread whose next statement comes first in that order: a run in time that follows an
+    execution the solver found, as far as time lets it."""
     # The run allocates many small long-lived objects; the cyclic collector would rescan them
     # over and over (quadratic time) and there are no cycles to find.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Simulator(program, shuffle).run()
+        return _Simulator(program, shuffle, interleave, guide).run()
     finally:
         if enabled:
             gc.enable()
@@ -150,18 +158,26 @@ class _Simulator:
     start (`_start_stream_heads`) and engine units are handed out (`_hand_out_units`) until a
     round changes nothing; then time jumps (`_next_event_time`)."""
 
-    def __init__(self, program: Program, shuffle: int | None = None) -> None:
+    def __init__(self, program: Program, shuffle: int | None = None, interleave: bool = False,
+                 guide: Sequence[int] | None = None) -> None:
         p = self.p = program
         m = self.m = Machine(program)
         order = list(range(len(p.threads)))
         self.stream_rank = list(range(len(p.streams)))
         """Per stream: its place in the order stream heads are taken in at an instant."""
+        self.chance = None
+        """With `interleave`: the random source of each round's order of the threads."""
+        self.one_step = interleave or guide is not None
+        """One step of one thread a round (`interleave`, `guide`)."""
+        self.guide = None if guide is None else {statement: k for k, statement in enumerate(guide)}
         if shuffle is not None:
             import random
 
             chance = random.Random(shuffle)
             chance.shuffle(order)
             chance.shuffle(self.stream_rank)
+            if interleave:
+                self.chance = chance
         self.rank = [0] * len(order)
         """Per thread: its place in the order threads move in at an instant."""
         for place, t in enumerate(order):
@@ -305,6 +321,16 @@ class _Simulator:
             ready.add(heapq.heappop(timers)[1])
         if not ready:
             return  # (the round that ends an instant mostly finds nothing to do)
+        if self.guide is not None:  # (the thread whose next statement the guide has first)
+            stmts, position, threads = m.thread_stmts, self.guide, store.threads
+            self.order.sort(key=lambda t: position.get(stmts[t][threads[t] >> 1], len(position))
+                            if threads[t] >> 1 < len(stmts[t]) else len(position))
+            for place, t in enumerate(self.order):
+                self.rank[t] = place
+        elif self.chance is not None:  # (`interleave`: a new order each round)
+            self.chance.shuffle(self.order)
+            for place, t in enumerate(self.order):
+                self.rank[t] = place
         rank = self.rank
         self.round = sorted(rank[t] for t in ready)  # places in the order (a sorted list is a heap)
         self.in_round = set(ready)
@@ -332,6 +358,13 @@ class _Simulator:
                     break
                 elif not self._return(t, i):
                     self._park(t, self.blocked)
+                    break
+                if self.one_step:
+                    # (`interleave`, `guide`: one step of one thread a round; the others'
+                    # turn comes in later rounds of the same instant)
+                    ready.add(t)
+                    ready.update(self.order[place] for place in self.round)
+                    self.round.clear()
                     break
         self.round = None
         self.visiting = -1

@@ -93,6 +93,30 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
         ),)
 
 
+def completes(program: Program, timeout: float = 10.0,
+              rlimit: int | None = None) -> tuple[bool | None, tuple[int, ...]]:
+    """Whether some execution of `program` finishes every statement and task (None: the
+    solver could not tell in `timeout` seconds), and if so the statements in the order that
+    execution issues them. A program none of whose executions finish has no makespan,
+    whichever run `simulate` or `expect makespan` would pick."""
+    if len(program.statements) > MAX_STATEMENTS:
+        return None, ()
+    from checker.smt.solve import Sat, Session, Unsat
+    from checker.smt.encode import Encoding
+
+    try:
+        with fresh_context():
+            encoding = Encoding(program)
+            verdict = Session(encoding, Budget(timeout, rlimit)).ask(encoding.finished())
+    except (TooLarge, RecursionError, MemoryError, z3.Z3Exception):
+        return None, ()
+    if isinstance(verdict, Sat):
+        from checker.witness import StepKind
+
+        return True, tuple(step.statement for step in verdict.witness.steps if step.kind is StepKind.ISSUE)
+    return (False if isinstance(verdict, Unsat) else None), ()
+
+
 def _tell(progress, asked: int, decided: int, total: int | None, current: str) -> None:
     if progress is None:
         return

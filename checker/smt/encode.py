@@ -790,6 +790,12 @@ class Encoding:
             cases.append(_and(*parts))
         return _or(*cases)
 
+    def finished(self):
+        """Every step happened: an execution that finishes (False when some step never can)."""
+        if self.order.impossible:
+            return False
+        return _and(*[self.happened(i) for i in range(len(self.steps))])
+
     def deadlock(self, taken: frozenset[int] = frozenset()):
         """Some step has not happened, and no step that has not happened is enabled at H.
         `taken`: steps known to have happened in every such state (`progress.py`)."""
