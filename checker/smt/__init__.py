@@ -27,9 +27,11 @@ from checker.smt.order import compute
 from checker.smt.answers import Parts, assemble, spread
 from checker.smt.queries import Analysis
 from checker.smt.rules import TooLarge
-from checker.smt.solve import Budget
+from checker.smt.encode import Encoding
+from checker.smt.solve import Budget, Sat, Session, Unsat
 from checker.symmetry import Orbits, statement_orbits, symmetries
 from checker.symmetry import orbits as compute_orbits
+from checker.witness import StepKind
 
 __all__ = ["analyze"]
 
@@ -101,9 +103,6 @@ def completes(program: Program, timeout: float = 10.0,
     whichever run `simulate` or `expect makespan` would pick."""
     if len(program.statements) > MAX_STATEMENTS:
         return None, ()
-    from checker.smt.solve import Sat, Session, Unsat
-    from checker.smt.encode import Encoding
-
     try:
         with fresh_context():
             encoding = Encoding(program)
@@ -111,8 +110,6 @@ def completes(program: Program, timeout: float = 10.0,
     except (TooLarge, RecursionError, MemoryError, z3.Z3Exception):
         return None, ()
     if isinstance(verdict, Sat):
-        from checker.witness import StepKind
-
         return True, tuple(step.statement for step in verdict.witness.steps if step.kind is StepKind.ISSUE)
     return (False if isinstance(verdict, Unsat) else None), ()
 
