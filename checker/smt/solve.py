@@ -68,6 +68,16 @@ def _substitute(term: z3.ExprRef, pairs: list[tuple]) -> z3.ExprRef:
     return z3.z3._to_expr_ref(z3.Z3_substitute(term.ctx.ref(), term.as_ast(), count, sources, targets), term.ctx)
 
 
+def _reason(said: str, limit: float, budget: Budget) -> str:
+    """Why Z3 gave up, in the user's words: z3 reports a timeout as "canceled" (or "timeout")
+    when no rlimit is set, and a spent rlimit as "canceled" too."""
+    if said in ("canceled", "timeout"):
+        if budget.rlimit is None or said == "timeout":
+            return f"no answer within {limit:g} s"
+        return f"no answer within {limit:g} s or {budget.rlimit:,} resource units"
+    return said or "unknown"
+
+
 def _integers(model: z3.ModelRef, terms: list[z3.ArithRef]) -> list[int]:
     """`model.eval(term, model_completion=True).as_long()` per term, without z3py's wrapping
     of each value in a Python object (most of the time of reading a model of a large
@@ -156,7 +166,7 @@ class Session:
                 return self._decode(solver.model(), cut)
             if answer == z3.unsat:
                 return Unsat()
-            return Unknown(solver.reason_unknown() or "unknown")
+            return Unknown(_reason(solver.reason_unknown(), limit, self.budget))
         except z3.Z3Exception as error:
             return Unknown(f"solver error: {error}")
         finally:
