@@ -250,12 +250,13 @@ def _shared_pool_warnings(slots: list[Slot], freed_into: dict[int, list[tuple[in
     # Per stream, the first free into it, and the first by another thread than that one's.
     firsts: dict[int, list[tuple[int, Span, Slot] | None]] = {}
     for stream, frees in freed_into.items():
-        firsts[stream] = [frees[0], next((f for f in frees if f[0] != frees[0][0]), None)]
+        frees = [f for f in frees if f[0] not in processes]  # (a process's pool is its own)
+        if frees:
+            firsts[stream] = [frees[0], next((f for f in frees if f[0] != frees[0][0]), None)]
     for slot in slots:
         if slot.kind != "alloc" or slot.stream is None or slot.thread in warned or slot.thread in processes:
             continue
-        other = next((f for f in firsts.get(slot.stream, ()) if f is not None and f[0] != slot.thread
-                      and f[0] not in processes), None)
+        other = next((f for f in firsts.get(slot.stream, ()) if f is not None and f[0] != slot.thread), None)
         if other is None:
             continue
         warned.add(slot.thread)

@@ -26,7 +26,7 @@ def replays(program: Program, schedule: Schedule) -> tuple[bool, str]:
     """Whether the executor accepts the schedule's steps as a legal, complete execution."""
     run = replay(program, schedule.witness)
     if not run.ok:
-        return False, f"step {run.failed_at}: {run.reason}"
+        return False, run.reason
     if not run.finished:
         return False, "the replay left work unfinished"
     return True, "ok"

@@ -133,11 +133,12 @@ def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
                 and s.thread not in warned:
             warned.add(s.thread)
             device = program.devices[member_device[s.thread]].name
-            thread = program.threads[s.thread].name
+            name = program.threads[s.thread].name
+            thread = name.split("[")[0] + ("[N]" if "[" in name else "")  # (as declared)
             implicit = s.form and not s.form.startswith("sync")  # (e.g. cudaFreeHost's)
             found.append(warning(
                 Code.SP058, f"{'`' + s.form.split(' (')[0] + '`' if implicit else '`sync all`'} in thread "
-                f"`{thread}`, which drives the rank on `{device}`, also waits for the other ranks' devices",
+                f"`{name}`, which drives the rank on `{device}`, also waits for the other ranks' devices",
                 s.span, "every device",
                 help=(f"if the thread stands for a process of its own, declare it `thread {thread} process`: "
                       "a process waits for the devices it uses" if implicit else

@@ -215,7 +215,7 @@ class _Lowerer:
         one source statement lowers to)."""
         self.buffer_spans: list[tuple[str, Span]] = []
         self.thread_names: dict[str, ast.ThreadDecl] = {}
-        self.process_devices: set[int] | None = None
+        self.process_streams: set[int] | None = None
         self.comm_members: list[frozenset[int]] = []
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
@@ -1076,9 +1076,10 @@ class _Lowerer:
             self.current_thread = index
             self.thread_var = decl.name.text if count is not None else None
             self.thread_statements: list[int] = []
-            self.process_devices: set[int] | None = set() if decl.process else None
-            """A `process` thread: the devices it has enqueued work on so far (a CUDA process
-            has contexts on those alone, so its device-wide waits cover only them)."""
+            self.process_streams: set[int] | None = set() if decl.process else None
+            """A `process` thread: the streams it has enqueued work on (or allocated a tensor
+            from) so far. Its device-wide waits cover its own work alone, all of it on them
+            (`process_sync`)."""
             self.tensor_slot: dict[int, int] = {}
             """The slot each tensor is in on this thread: its latest `alloc` here, or a shared use."""
             self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
@@ -1391,8 +1392,8 @@ class _Lowerer:
             self.exact_durations.append((index, duration.exact))
         operation = OPERATIONS[fields["op"]]
         stream = fields.get("stream")
-        if stream is not None and self.process_devices is not None:
-            self.process_devices.add(self.streams[stream].device)
+        if stream is not None and self.process_streams is not None:
+            self.process_streams.add(stream)
         if stream is not None and self.devices[self.streams[stream].device].runtime is Runtime.CUDA:
             # NCCL's members spin on their own streams; cudaFreeAsync counts by launch order.
             if operation.collective:
@@ -1419,12 +1420,8 @@ class _Lowerer:
 
     def sync(self, node: ast.Sync | ast.Query, env, bindings) -> None:
         form = f"query {self.text(node.target.span)}" if isinstance(node, ast.Query) else ""
-        if node.target is None and self.process_devices is not None:
-            # A process waits for the devices it has used (`cudaDeviceSynchronize` per device).
-            for device in sorted(self.process_devices):
-                self.stream_sets.append(self.emit(
-                    node, part=3 + device, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=device,
-                    form=f"sync all ({self.devices[device].name}: a device this process uses)", bindings=bindings))
+        if node.target is None and self.process_streams is not None:
+            self.process_sync(node, "sync all", None, bindings)
             return
         if node.target is None:
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.ALL, bindings=bindings)
@@ -1449,12 +1446,26 @@ class _Lowerer:
                 self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target, streams=(target,),
                           form=form, bindings=bindings)
 
+    def process_sync(self, node, what: str, devices: set[int] | None, bindings, part: int = 0) -> None:
+        """A device-wide wait (`sync all`, or the one a call implies on `devices`, None: every
+        device) by a `process` thread: it waits for its own work, which is on the streams it
+        has used; none yet, and it waits for nothing (no statement)."""
+        streams = tuple(sorted(s for s in self.process_streams
+                               if devices is None or self.streams[s].device in devices))
+        if streams:
+            self.emit(node, part=part, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=streams[0],
+                      streams=streams, form=f"{what} (the streams this process used)", bindings=bindings)
+
     def fill_stream_sets(self) -> None:
         """`sync DEVICE` and `sync all` wait for every stream, including implicit ones: every
         one that some task is enqueued on (a stream no task uses is always empty, and waiting
         for it does nothing), one tuple shared by every sync of the same kind and target.
         Listing every declared stream made 2,000 `sync all` over 100,000 streams 1.6 GB."""
         used = {s.stream for s in self.statements if s.stream is not None}
+        # Work that `process` threads enqueue is another process's: no one else waits for it.
+        processes = {t.index for t in self.threads if t.process}
+        if processes:
+            used = {s.stream for s in self.statements if s.stream is not None and s.thread not in processes}
         shared: dict[tuple, tuple[int, ...]] = {}
         for index in self.stream_sets:
             s = self.statements[index]
@@ -1462,9 +1473,17 @@ class _Lowerer:
             streams = shared.get(key)
             if streams is None:
                 waited = [t.index for t in self.streams if s.sync is SyncKind.ALL or t.device == s.target]
-                # (an empty tuple would mean "every stream": `Program.synced_streams`)
-                streams = shared[key] = tuple(t for t in waited if t in used) or tuple(waited[:1])
-            self.statements[index] = replace(s, streams=streams)
+                # (an empty tuple would mean "every stream": `Program.synced_streams`; a stream
+                # without tasks waits for nothing)
+                idle = [t for t in waited if t not in used and not any(u.stream == t for u in self.statements)]
+                streams = shared[key] = tuple(t for t in waited if t in used) or tuple(idle[:1])
+            if streams:
+                self.statements[index] = replace(s, streams=streams)
+            else:  # (every stream it would wait for holds only other processes' work)
+                self.statements[index] = replace(
+                    s, op=Op.HOST, sync=None, target=None, streams=(),
+                    form=(s.form or ("sync all" if s.sync is SyncKind.ALL else f"sync {self.devices[s.target].name}"))
+                    + " (only other processes' work to wait for)")
 
     def host_notify(self, node: ast.HostNotify | ast.HostAwait, env, bindings) -> None:
         op = Op.NOTIFY if isinstance(node, ast.HostNotify) else Op.AWAIT
@@ -1496,10 +1515,13 @@ class _Lowerer:
                 # deallocation), but not for stream-ordered memory: it "will not perform any
                 # implicit synchronization when the pointer was allocated with cudaMallocAsync".
                 call = "cudaFree" if free else "cudaMalloc"
-                index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=memory.device,
-                                  form=f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes the device)",
-                                  bindings=bindings)
-                self.stream_sets.append(index)
+                what = f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes the device)"
+                if self.process_streams is not None:
+                    self.process_sync(node, what, {memory.device}, bindings, part=1)
+                else:
+                    index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE,
+                                      target=memory.device, form=what, bindings=bindings)
+                    self.stream_sets.append(index)
             if memory.on_host and memory.pinned:
                 self.pinned_lifetime(node, access, free, bindings)
             self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,
@@ -1514,8 +1536,7 @@ class _Lowerer:
         (cusan-tests' _cudaHostAlloc test finds the kernels overlapping): checked both ways,
         as `cudaMalloc`. The synchronization is a `sync all`, or a `sync DEVICE` per CUDA
         device when other devices are declared."""
-        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA
-                and (self.process_devices is None or d.index in self.process_devices)]
+        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA]
         if not cuda:
             return
         if not free:
@@ -1524,7 +1545,11 @@ class _Lowerer:
                 return
         call = "cudaFreeHost" if free else "cudaMallocHost"
         form = f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes every device)"
-        if len(cuda) == len(self.devices) and self.process_devices is None:
+        if self.process_streams is not None:
+            self.process_sync(node, f"{'free' if free else 'alloc'} {access.written_as} ({call} synchronizes "
+                                    "the devices)", set(cuda), bindings, part=1)
+            return
+        if len(cuda) == len(self.devices):
             self.stream_sets.append(self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.ALL,
                                               form=form, bindings=bindings))
             return
@@ -1895,8 +1920,8 @@ class _Lowerer:
                                   node.stream.span, "another device",
                                   help="allocate it from a stream of its own device"))
         slot = len(self.slots)
-        if self.process_devices is not None:
-            self.process_devices.add(info.device)
+        if self.process_streams is not None:
+            self.process_streams.add(stream)
         self.slots.append(Slot("alloc", tensor, self.current_thread, node.span, stream))
         self.tensor_slot[tensor] = slot
         self.named_streams.add(stream)

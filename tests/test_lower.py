@@ -825,6 +825,11 @@ def test_sp056_a_pool_that_two_threads_allocate_from_and_free_into():
                     + trainer.replace("STREAM", "main")) == []
     assert warnings(head + loader.replace("FREE", "free a")
                     + trainer.replace("STREAM", "main").replace("trainer {", "trainer process {")) == []
+    # a process that frees into the pool first hides nothing between the other two threads
+    three = ("device g\ntensor tp 1KiB on g\ntensor ta 1KiB on g\ntensor tc 1KiB on g\nstream s on g\n"
+             "thread p process {\n  s: alloc tp\n  free tp\n}\nthread a {\n  s: alloc ta\n  free ta\n}\n"
+             "thread c {\n  s: alloc tc\n  free tc\n}\n")
+    assert [(w.code, w.primary_span.line) for w in warnings(three)] == [(Code.SP056, 11), (Code.SP056, 15)]
 
 
 def test_sp057_a_send_or_recv_to_its_own_stream():

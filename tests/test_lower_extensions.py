@@ -972,18 +972,21 @@ def test_a_member_sharing_the_comm_unit_is_drawn_on_no_unit_of_its_own():
     assert units == {(0, None), (1, 0)}
 
 
-def test_a_process_thread_waits_for_the_devices_it_has_used():
+def test_a_process_thread_waits_for_its_own_streams():
     p = program("device g[3] { runtime cuda }\nbuffer pin 1MiB on host pinned\nstream s[3] on g\n"
-                "thread rank process {\n  sync all\n  s[1]: kernel k\n  free pin\n  s[2]: kernel k\n"
-                "  sync all\n}\nthread other {\n  s[0]: kernel k\n  sync all\n}\n")
+                "stream t on g[1]\nthread rank process {\n  sync all\n  s[1]: kernel k\n  free pin\n"
+                "  s[2]: kernel k\n  sync all\n}\nthread other {\n  s[0]: kernel k\n  t: kernel k\n  sync all\n"
+                "  sync g[1]\n}\n")
     rank, other = p.threads
     assert rank.process and not other.process
-    syncs = [(p.statements[i].sync, p.statements[i].target) for i in rank.statements if p.statements[i].op is Op.SYNC]
-    # the first `sync all` waits for nothing (no device used yet), cudaFreeHost for g[1],
-    # the last `sync all` for g[1] and g[2]; never g[0], which only the other thread uses
-    assert syncs == [(SyncKind.DEVICE, 1), (SyncKind.DEVICE, 1), (SyncKind.DEVICE, 2)]
-    (last,) = [p.statements[i] for i in other.statements if p.statements[i].op is Op.SYNC]
-    assert last.sync is SyncKind.ALL
+    syncs = [(p.statements[i].sync, p.statements[i].streams) for i in rank.statements if p.statements[i].op is Op.SYNC]
+    # the first `sync all` waits for nothing (no statement), cudaFreeHost for s[1], the last
+    # `sync all` for s[1] and s[2]; never s[0] or t, which only the other thread uses
+    assert syncs == [(SyncKind.STREAMS, (1,)), (SyncKind.STREAMS, (1, 2))]
+    assert [p.statements[i].span.line for i in rank.statements] == [7, 8, 8, 9, 10]
+    # the other thread's waits leave out s[1] and s[2], which only the process uses
+    waits = [p.statements[i].streams for i in other.statements if p.statements[i].op is Op.SYNC]
+    assert waits == [(0, 3), (3,)]
 
 
 def test_process_is_a_name_everywhere_else():

@@ -233,7 +233,8 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
     if flows:
         result["codeFlows"] = flows
     result["partialFingerprints"] = {"streamproof/v1": _fingerprint(
-        finding.code.value, uri, finding.buffer, *(_source_text(report.source, s.span) for s in statements))}
+        finding.code.value, uri, finding.buffer, *(_source_text(report.source, s.span) for s in statements),
+        *(() if statements else (finding.message,)))}  # (one about no statement: its words)
     if finding.instances > 1:
         result["occurrenceCount"] = finding.instances
     if finding.expected:
