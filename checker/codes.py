@@ -50,6 +50,7 @@ class Code(str, enum.Enum):
     SP059 = "SP059"
     SP060 = "SP060"
     SP061 = "SP061"
+    SP062 = "SP062"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -102,6 +103,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP059: "two comm members on one device",
     Code.SP060: "two legacy streams on one device",
     Code.SP061: "one event recorded on streams of two CUDA devices",
+    Code.SP062: "a stream used by a process and by another thread",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

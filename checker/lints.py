@@ -21,6 +21,34 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += sync_all_of_a_rank(program)
     found += never_notified(program)
     found += events_on_two_devices(program)
+    found += streams_of_two_processes(program)
+    return found
+
+
+def streams_of_two_processes(program: Program) -> list[Diagnostic]:
+    """SP062: a stream that a `process` thread and another thread both enqueue work on. A
+    stream belongs to the process that created it, so no runtime shares one between
+    processes; the spec is checked as written (the work is ordered on the one stream)."""
+    first: dict[int, Statement] = {}  # stream -> the first task enqueued on it
+    found = []
+    warned: set[int] = set()
+    for s in program.statements:
+        if s.stream is None or s.stream in warned:
+            continue
+        earlier = first.setdefault(s.stream, s)
+        if earlier.thread == s.thread:
+            continue
+        threads = program.threads
+        if not (threads[earlier.thread].process or threads[s.thread].process):
+            continue
+        warned.add(s.stream)
+        process = threads[earlier.thread] if threads[earlier.thread].process else threads[s.thread]
+        other = threads[s.thread] if process is threads[earlier.thread] else threads[earlier.thread]
+        found.append(warning(
+            Code.SP062, f"stream `{program.streams[s.stream].name}` is used by process `{process.name}` and by "
+                        f"{'process' if other.process else 'thread'} `{other.name}`", s.span, "another thread's work on this stream",
+            secondary=((earlier.span, "first used here"),),
+            help="a stream belongs to one process: give each process streams of its own"))
     return found
 
 

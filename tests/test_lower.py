@@ -450,6 +450,20 @@ def test_an_event_recorded_on_two_cuda_devices_is_a_warning(runtime, second, war
     assert [w.annotations[0].span.line for w in warnings] == ([8] if warned else [])
 
 
+@pytest.mark.parametrize("threads, warned", [
+    ("thread a process {\n  s: kernel k\n}\nthread b {\n  s: kernel j\n}\n", [(8, "process `a` and by thread `b`")]),
+    ("thread a process {\n  s: kernel k\n}\nthread b process {\n  s: kernel j\n}\n", [(8, "process `a` and by process `b`")]),
+    ("thread a {\n  s: kernel k\n}\nthread b {\n  s: kernel j\n}\n", []),  # one process: fine
+    ("thread a process {\n  s: kernel k\n  s: kernel k2\n}\nthread b process {\n  t: kernel j\n}\n", []),
+])
+def test_sp062_a_stream_that_two_processes_use(threads, warned):
+    loaded = load_text("device g\nstream s on g\nstream t on g\n" + threads, "procs.sched")
+    assert loaded.program is not None
+    found = [d for d in loaded.diagnostics if d.code is Code.SP062]
+    assert [d.primary_span.line for d in found] == [line for line, _ in warned]
+    assert all(text in d.message for d, (_, text) in zip(found, warned))
+
+
 def test_the_lowering_s_own_events_are_not_sp061():
     # One `wait_stream` in a loop records its implicit event on each device's stream in turn.
     loaded = load_text("device g[2] { runtime cuda }\nstream s on g[0]\nthread t {\n  for i in 0..2 {\n"
