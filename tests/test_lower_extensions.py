@@ -994,3 +994,12 @@ def test_process_is_a_name_everywhere_else():
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
     assert [t.name for t in p.threads] == ["process", "t"] and [t.process for t in p.threads] == [True, False]
     assert p.memories[0].name == "process"
+
+
+def test_a_wait_for_only_other_processes_work_waits_for_nothing():
+    p = program("device g\nstream s on g\nthread p process {\n  s: kernel k 1ms\n}\n"
+                "thread main {\n  sync all\n  sync g\n}\n")
+    syncs = [p.statements[i] for i in p.threads[1].statements]
+    assert [(s.op, s.streams) for s in syncs] == [(Op.HOST, ()), (Op.HOST, ())]
+    assert [p.describe(s) for s in syncs] == ["sync all (only other processes' work to wait for)",
+                                              "sync g (only other processes' work to wait for)"]
