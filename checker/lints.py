@@ -36,17 +36,15 @@ def streams_of_two_processes(program: Program) -> list[Diagnostic]:
         if s.stream is None or s.stream in warned:
             continue
         earlier = first.setdefault(s.stream, s)
-        if earlier.thread == s.thread:
-            continue
-        threads = program.threads
-        if not (threads[earlier.thread].process or threads[s.thread].process):
+        before, now = program.threads[earlier.thread], program.threads[s.thread]
+        if before is now or not (before.process or now.process):
             continue
         warned.add(s.stream)
-        process = threads[earlier.thread] if threads[earlier.thread].process else threads[s.thread]
-        other = threads[s.thread] if process is threads[earlier.thread] else threads[earlier.thread]
+        process, other = (before, now) if before.process else (now, before)
         found.append(warning(
             Code.SP062, f"stream `{program.streams[s.stream].name}` is used by process `{process.name}` and by "
-                        f"{'process' if other.process else 'thread'} `{other.name}`", s.span, "another thread's work on this stream",
+                        f"{'process' if other.process else 'thread'} `{other.name}`", s.span,
+            "another thread's work on this stream",
             secondary=((earlier.span, "first used here"),),
             help="a stream belongs to one process: give each process streams of its own"))
     return found

@@ -47,10 +47,10 @@ EXPRESSION_STEPS_PER_STATEMENT = 32
 190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
-MAX_DECLARED = 1_000_000
-"""Elements of every declared array together (110 event arrays of 100,000 took 2.4 GB)."""
 """Members of every comm together: a comm array over a stream array has the square of their
 length (10,000 x 10,000 ran out of memory before checking anything)."""
+MAX_DECLARED = 1_000_000
+"""Elements of every declared array together (110 event arrays of 100,000 took 2.4 GB)."""
 MAX_ENGINE_UNITS = 4096
 MAX_VARIANTS = 64
 """Most programs one spec may lower to (branch combinations times runtime alternatives)."""

@@ -180,9 +180,8 @@ class _Simulator:
                 self.chance = chance
         self.rank = [0] * len(order)
         """Per thread: its place in the order threads move in at an instant."""
-        for place, t in enumerate(order):
-            self.rank[t] = place
         self.order = order
+        self._rank_threads()
         n = len(p.statements)
         engine_names = {e: e.value for e in Engine}
         # Per statement: what the run needs to know of it.
@@ -325,12 +324,10 @@ class _Simulator:
             stmts, position, threads = m.thread_stmts, self.guide, store.threads
             self.order.sort(key=lambda t: position.get(stmts[t][threads[t] >> 1], len(position))
                             if threads[t] >> 1 < len(stmts[t]) else len(position))
-            for place, t in enumerate(self.order):
-                self.rank[t] = place
+            self._rank_threads()
         elif self.chance is not None:  # (`interleave`: a new order each round)
             self.chance.shuffle(self.order)
-            for place, t in enumerate(self.order):
-                self.rank[t] = place
+            self._rank_threads()
         rank = self.rank
         self.round = sorted(rank[t] for t in ready)  # places in the order (a sorted list is a heap)
         self.in_round = set(ready)
@@ -368,6 +365,11 @@ class _Simulator:
                     break
         self.round = None
         self.visiting = -1
+
+    def _rank_threads(self) -> None:
+        """`rank` from `order` (each thread's place in it)."""
+        for place, t in enumerate(self.order):
+            self.rank[t] = place
 
     def _park(self, t: int, blocked) -> None:
         """Thread t waits until one of the steps that could unblock it happens (an entry left

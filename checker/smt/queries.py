@@ -63,6 +63,8 @@ other has begun: rand3x100 (2 workers, 60 s) leaves 635 / 529 / 494 questions on
 and 6 with the last two passes, against 676 / 562 / 526 without (605 / 476 / 461 against 661
 in single runs of `check`); the decided seeds keep their findings and times."""
 
+AIMED_EAGERNESS = 0.1
+"""The same, for runs aimed at one pair (their own ends are held anyway)."""
 DEADLOCK_RUNS = 64
 """Lazy runs (`Runner.run`'s `lazy`) that look for a deadlock before the solver is asked:
 on random programs of 3-4 threads x 40 statements with notifies and flag events whose
@@ -72,8 +74,6 @@ DEADLOCK_RUN_WORK = 40_000
 """The lazy runs stop after taking this many steps in all (about a second)."""
 DEADLOCK_STICKINESS = (None, 0.05)
 """The lazy runs alternate between these (`Runner.run`'s `stick`)."""
-AIMED_EAGERNESS = 0.1
-"""The same, for runs aimed at one pair (their own ends are held anyway)."""
 REPAIRS = 40
 """Repaired runs per pair that aimed runs leave pending (`Analysis._repair`)."""
 NEAREST = 3
