@@ -370,7 +370,13 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
                 not_met(expectation, f"makespan {ms(ran)} ms exceeds {ms(expectation.limit)} ms "
                                      "(tasks start as soon as they may; a contended engine goes to the higher priority)")
         return diagnostics, findings
-    result = optimize_as_written(program, timeout=max(options.timeout, 1.0))
+    # `--budget` bounds these questions too: what `find_all` left of it (`check_loaded`).
+    deadline = time.monotonic() + options.budget
+
+    def seconds(cap: float) -> float:
+        return max(0.0, min(cap, deadline - time.monotonic()))
+
+    result = optimize_as_written(program, timeout=seconds(max(options.timeout, 1.0)))
     shortest: int | None = ran
     searched = False
     finishes: bool | None = None  # (asked of the solver when no run finished)
@@ -380,18 +386,20 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             continue  # met: a run ends by the bound
         if verdict.status != "violated" and not searched:
             # Other runs than the first: threads and stream heads in random orders.
-            found = shortest_shuffled_run(program, seconds=min(max(options.timeout, 1.0), 10.0))
+            found = shortest_shuffled_run(program, seconds=seconds(min(max(options.timeout, 1.0), 10.0)))
             shortest = min((m for m in (shortest, found) if m is not None), default=None)
             searched = True
             if shortest is not None and shortest <= limit:
                 continue
-        if verdict.status != "violated" and (shortest is None or shortest > limit) and finishes is None:
+        asking = seconds(options.timeout)
+        if verdict.status != "violated" and (shortest is None or shortest > limit) and finishes is None \
+                and asking > 0.05:
             # The solver: does any execution finish? None does: no makespan. One does: a run
             # in time that follows it (`simulate`'s `guide`), checked step by step.
             from checker.crosscheck import guided_run
             from checker.smt import completes
 
-            finishes, issued = completes(program, timeout=options.timeout, rlimit=options.rlimit)
+            finishes, issued = completes(program, timeout=asking, rlimit=options.rlimit)
             if finishes:
                 found = guided_run(program, issued)
                 shortest = min((m for m in (shortest, found) if m is not None), default=None)
@@ -403,8 +411,11 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             not_met(verdict.expectation, "no execution of the program finishes (each one deadlocks): "
                                          "it has no makespan")
         else:
+            spent = seconds(1.0) == 0
             findings.append(_unknown(f"could not decide `expect makespan`: no run found that ends by "
-                                     f"{ms(limit)} ms, and none ruled out", "raise --timeout, or simplify the spec",
+                                     f"{ms(limit)} ms, and none ruled out"
+                                     + (f" within the {options.budget:g} s left of the budget" if spent else ""),
+                                     "raise --budget" if spent else "raise --timeout, or simplify the spec",
                                      about="makespan", line=verdict.expectation.span.line))
     return diagnostics, findings
 
@@ -469,13 +480,15 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
                           file=loaded.file)
     program = loaded.program
     variants = tuple(loaded.variants) or (program,)
+    began = time.monotonic()
     findings, internal = find_all(variants, options, progress)
     diagnostics = list(loaded.diagnostics) + list(internal)
     expected: set[int] = set()
     if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
         _tell(progress, "makespan")
         for variant in variants:
-            makespan_diagnostics, makespan_findings = _makespan_checks(variant, options)
+            left = max(0.0, options.budget - (time.monotonic() - began))
+            makespan_diagnostics, makespan_findings = _makespan_checks(variant, replace(options, budget=left))
             diagnostics += [d for d in makespan_diagnostics if d not in diagnostics]
             findings += makespan_findings
     undecided: list[int] = []

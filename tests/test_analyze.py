@@ -239,6 +239,17 @@ def test_a_program_none_of_whose_executions_finish_fails_a_makespan_bound():
     assert "no execution of the program finishes" in diagnostic.message
 
 
+def test_makespan_questions_stay_within_the_budget():
+    # The same program with almost no budget: the solver's "does any execution finish?" is
+    # not asked past `--budget`, and the bound is undecided, not failed.
+    spec = ("device d\nstream s on d\nnotify n\nthread a {\n  s: kernel k 1us\n  await n\n}\n"
+            "thread b {\n  s: kernel j 1us\n}\nexpect makespan <= 1ms\n")
+    report = check(spec, budget=0.001)
+    assert not [d for d in report.diagnostics if d.code.value == "SP401"]
+    (unknown,) = [f for f in report.findings if f.kind is FindingKind.UNKNOWN and f.detail.get("about") == "makespan"]
+    assert "left of the budget" in unknown.message
+
+
 def test_a_resolution_too_fine_for_an_exact_makespan_is_unknown():
     report = check("device d\nstream s on d\nthread t {\n  s: kernel k 1.0000000001ns\n}\n"
                    "expect makespan <= 3ns\n")
