@@ -149,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("file", metavar="FILE", help="a .sched spec, or - for standard input")
         sub.add_argument("--format", choices=formats, default="text",
                          help=f"output format: {', '.join(formats)} (default text)")
+        sub.add_argument("--stdin-filename", metavar="PATH", default=None,
+                         help="the name to give the spec read from standard input (-) in diagnostics and "
+                              "reports, e.g. the file an editor or a CI step pipes in (SARIF locates it there)")
         sub.add_argument("--max-statements", type=_statement_limit, default=DEFAULT_MAX_STATEMENTS, metavar="N",
                          help=f"refuse specs that unroll past N statements (default {DEFAULT_MAX_STATEMENTS:,}, "
                               f"at most {MAX_STATEMENTS:,})")
@@ -566,15 +569,22 @@ def _usage_error(args, message: str) -> int:
 
 def _sources(args):
     """The sources the command line (or the configuration) names; None after a usage error."""
-    from checker.inputs import InputError, expand
+    from checker.inputs import STDIN, InputError, expand
 
     names = args.files if hasattr(args, "files") else [args.file]
     if not names:
         _usage_error(args, "no FILE given: name specs, directories or - (standard input), "
                            "or set `files` in [tool.streamproof] of pyproject.toml")
         return None
+    stdin_name = getattr(args, "stdin_filename", None)
+    if stdin_name is not None and STDIN not in names:
+        _usage_error(args, "--stdin-filename names the spec read from standard input: pass - as a FILE")
+        return None
+    if stdin_name is not None and not stdin_name.strip():
+        _usage_error(args, "--stdin-filename needs a name")
+        return None
     try:
-        return expand(names)
+        return expand(names, stdin_name=stdin_name)
     except InputError as exc:
         _usage_error(args, str(exc))
         return None

@@ -100,11 +100,12 @@ def _special(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def expand(names: Iterable[str], stdin=None) -> list[Source]:
+def expand(names: Iterable[str], stdin=None, stdin_name: str | None = None) -> list[Source]:
     """Sources in command-line order; a directory contributes its specs in path order.
 
     A file named twice (directly or through a directory) is checked once, where it first
-    appears. `stdin` is a binary file to read for `-` (default: the process's standard input).
+    appears. `stdin` is a binary file to read for `-` (default: the process's standard input),
+    `stdin_name` the name its spec is shown by (default `<stdin>`).
     """
     sources: list[Source] = []
     seen: set[str] = set()
@@ -124,7 +125,7 @@ def expand(names: Iterable[str], stdin=None) -> list[Source]:
             stream = stdin if stdin is not None else sys.stdin.buffer
             from checker.parse import MAX_SOURCE_CHARS
 
-            sources.append(Source(STDIN_PATH, stream.read(MAX_SOURCE_CHARS + 1)))
+            sources.append(Source(stdin_name or STDIN_PATH, stream.read(MAX_SOURCE_CHARS + 1)))
         elif os.path.isdir(name):
             specs = _specs_under(name)
             if not specs:

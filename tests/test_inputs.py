@@ -140,6 +140,25 @@ def test_stdin_errors_point_into_the_text(run, stdin):
     assert status == 2 and out.startswith("<stdin>:3:3: error[SP010]")
 
 
+def test_stdin_takes_the_name_it_is_given(run, stdin, tmp_path, monkeypatch):
+    # An editor or a CI step pipes a buffer in: diagnostics and SARIF name its file.
+    monkeypatch.chdir(tmp_path)
+    stdin(E01.read_bytes())
+    status, out, _ = run("check", "--stdin-filename", "specs/undeclared.sched", "-")
+    assert status == 2 and out.startswith("specs/undeclared.sched:3:3: error[SP010]")
+    stdin(C01.read_bytes())
+    status, out, _ = run("check", "--format", "sarif", "--stdin-filename", "specs/two.sched", "-")
+    assert status == 1
+    (result, *_) = json.loads(out)["runs"][0]["results"]
+    location = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location["uri"] == "specs/two.sched" and location["uriBaseId"] == "%SRCROOT%"
+
+
+def test_stdin_filename_without_stdin_is_a_usage_error(run):
+    status, out, err = run("check", "--stdin-filename", "a.sched", C01)
+    assert status == 2 and "pass - as a FILE" in err and out == ""
+
+
 @pytest.mark.parametrize("command", ["show", "simulate", "optimize"])
 def test_several_files_and_stdin_for_every_command(run, stdin, command):
     stdin(C02.read_bytes())
