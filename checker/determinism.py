@@ -47,14 +47,15 @@ def nondeterminism(program: Program) -> str | None:
             used_on.setdefault(s.device, []).append(s)
     for device in program.devices:
         used = used_on.get(device.index, [])
-        if device.queues is not None:
-            by_queue: dict[int, set[int]] = {}
+        if device.queues is not None:  # (hardware queues and the legacy stream are per process)
+            by_queue: dict[tuple, set[int]] = {}
             for s in used:
-                by_queue.setdefault(s.queue or 0, set()).add(owner_stream[s.index])
+                by_queue.setdefault((s.context, s.queue or 0), set()).add(owner_stream[s.index])
             if any(len(owners) > 1 for owners in by_queue.values()):
                 return f"threads share a hardware queue of `{device.name}`"
-        if any(s.mode is StreamMode.LEGACY for s in used):
-            owners = {owner_stream[s.index] for s in used if s.mode is not StreamMode.NONBLOCKING}
+        for context in {s.context for s in used if s.mode is StreamMode.LEGACY}:
+            owners = {owner_stream[s.index] for s in used
+                      if s.context == context and s.mode is not StreamMode.NONBLOCKING}
             if len(owners) > 1:
                 return f"threads share the legacy stream of `{device.name}`"
     return None

@@ -294,6 +294,10 @@ class Stream:
     queue: int | None
     """Hardware queue of the device this stream feeds, when the device declares `queues`."""
     span: Span
+    context: int | None = None
+    """The `process` thread whose work the stream carries (None: the program's one process).
+    The legacy stream's implicit synchronization (rule 11) and hardware queues (rule 10) are
+    per process, as CUDA contexts are: streams of two contexts never order each other."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1046,6 +1046,9 @@ class _Lowerer:
         self.tensor_events: list[TensorEvent] = []
         self.placed: list[int] = []
         self.stream_sets: list[int] = []
+        self.legacy_markers: list[int | None] = []
+        """Syncs that wait for a legacy stream and the blocking streams of its device
+        (`assign_contexts` keeps those of its process)."""
         self.exact_durations: list[tuple[int, Fraction]] = []
         self.latest_alloc_on_stream: dict[int, bool] = {}
         """Per memory: whether the latest `alloc` of it lowered so far was a stream one."""
@@ -1054,6 +1057,7 @@ class _Lowerer:
                 self.thread(decl)
             blocks = self.place_tensors()
             self.fill_stream_sets()
+            self.assign_contexts()
             groups = self.groups()
             program = Program(
                 self.path, self.source, self.title, tuple(self.devices), tuple(self.memories) + blocks,
@@ -1439,9 +1443,10 @@ class _Lowerer:
             blocking = self.blocking_streams(target)
             if blocking:
                 # A marker on the legacy stream waits for earlier work of the blocking streams too.
-                self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
-                          streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
-                          bindings=bindings)
+                self.legacy_markers.append(self.emit(
+                    node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
+                    streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
+                    bindings=bindings))
             else:
                 self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target, streams=(target,),
                           form=form, bindings=bindings)
@@ -1484,6 +1489,29 @@ class _Lowerer:
                     s, op=Op.HOST, sync=None, target=None, streams=(),
                     form=(s.form or ("sync all" if s.sync is SyncKind.ALL else f"sync {self.devices[s.target].name}"))
                     + " (only other processes' work to wait for)")
+
+    def assign_contexts(self) -> None:
+        """Each stream a `process` thread enqueues work on belongs to that process (the first
+        one, where SP062 warns of two), and a marker on a legacy stream waits only for the
+        blocking streams of its own process (`Stream.context`)."""
+        processes = {t.index for t in self.threads if t.process}
+        if not processes:
+            return
+        context: dict[int, int] = {}
+        for s in self.statements:
+            if s.stream is not None and s.thread in processes:
+                context.setdefault(s.stream, s.thread)
+        for stream, thread in context.items():
+            self.streams[stream] = replace(self.streams[stream], context=thread)
+        streams = self.streams
+        for k in self.legacy_markers:
+            if k is None:
+                continue
+            s = self.statements[k]
+            own = streams[s.target].context
+            kept = tuple(t for t in s.streams if t == s.target or streams[t].context == own)
+            if kept != s.streams:
+                self.statements[k] = replace(s, streams=kept)
 
     def host_notify(self, node: ast.HostNotify | ast.HostAwait, env, bindings) -> None:
         op = Op.NOTIFY if isinstance(node, ast.HostNotify) else Op.AWAIT
@@ -1736,9 +1764,12 @@ class _Lowerer:
             if self.cuda_sync_first:
                 sync = (common["stream"],)
         if sync:
-            self.emit(node, part=2, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS if len(sync) > 1 else SyncKind.STREAM,
-                      target=common["stream"], streams=sync,
-                      form=f"{written} (the driver synchronizes the stream)", bindings=common["bindings"])
+            marker = self.emit(node, part=2, op=Op.SYNC, stream=None,
+                               sync=SyncKind.STREAMS if len(sync) > 1 else SyncKind.STREAM,
+                               target=common["stream"], streams=sync,
+                               form=f"{written} (the driver synchronizes the stream)", bindings=common["bindings"])
+            if len(sync) > 1:
+                self.legacy_markers.append(marker)
         self.staged += 1
         size = source.end - source.start
         staging = Memory(len(self.memories), f"{src_memory.name}.staged#{self.staged}", f"{src_memory.name}.staged#{self.staged}",

@@ -192,10 +192,10 @@ class _Builder:
         program = self.program
         chain_count = self.nodes()
         last_record: dict[int, Statement] = {}
-        legacy_of: dict[int, list[int]] = {}
+        legacy_of: dict[tuple, list[int]] = {}  # (device, process) -> its legacy streams
         for stream in program.streams:
             if stream.mode is StreamMode.LEGACY:
-                legacy_of.setdefault(stream.device, []).append(stream.index)
+                legacy_of.setdefault((stream.device, stream.context), []).append(stream.index)
         for thread in program.threads:
             previous: tuple[int, int] | None = None
             for i in thread.statements:
@@ -251,7 +251,7 @@ class _Builder:
         # one edge per task (or per batch member) orders them all; an earlier task on the
         # task's own stream is ordered by the stream already.
         if stream.queue is not None:
-            queue = (stream.device, stream.queue)
+            queue = (stream.device, stream.context, stream.queue)
             begun = self.queue_begun.get(queue, [])
             for p in begun:
                 u = statements[p]
@@ -259,11 +259,11 @@ class _Builder:
                     self.edge(self.done(u) if u.begins_when_done else self.first(u), first, EdgeKind.QUEUE)
             self.queue_begun[queue] = begun + [s.index] if s.batch is not None else [s.index]
         # Rule 11: the legacy default stream and the blocking streams of its device.
-        legacy = legacy_of.get(stream.device)
+        legacy = legacy_of.get((stream.device, stream.context))
         if legacy and stream.mode is not StreamMode.NONBLOCKING:
             if stream.mode is StreamMode.LEGACY:
-                others = [o.index for o in program.streams
-                          if o.device == stream.device and o.mode is StreamMode.BLOCKING]
+                others = [o.index for o in program.streams if o.device == stream.device
+                          and o.context == stream.context and o.mode is StreamMode.BLOCKING]
             else:
                 others = legacy
             for other in others:

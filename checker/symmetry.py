@@ -51,7 +51,7 @@ class Symmetry:
 class _Renaming:
     """Partial maps of each resource kind, read off pairs of corresponding statements."""
 
-    KINDS = ("device", "stream", "event", "notify", "memory")
+    KINDS = ("device", "stream", "event", "notify", "memory", "thread")
 
     def __init__(self) -> None:
         self.maps: dict[str, dict[int, int]] = {kind: {} for kind in self.KINDS}
@@ -137,7 +137,8 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
         b = program.streams[renaming("stream", a.index)]
         if a is not b and (a.index in fixed_streams or b.index in fixed_streams):
             return False
-        if (device(a.device), a.priority, a.mode, a.queue) != (b.device, b.priority, b.mode, b.queue):
+        if (device(a.device), a.priority, a.mode, a.queue, renaming("thread", a.context)) \
+                != (b.device, b.priority, b.mode, b.queue, b.context):
             return False
     for a in program.memories:
         b = program.memories[renaming("memory", a.index)]
@@ -206,8 +207,10 @@ def _swap(program: Program, pairs: list[tuple[int, int]], users: dict[tuple[str,
     renaming = _Renaming()
     for first, second in pairs:
         one, other = program.threads[first].statements, program.threads[second].statements
-        if len(one) != len(other):
+        if len(one) != len(other) or program.threads[first].process != program.threads[second].process:
             return None, len(image), None
+        renaming.bind("thread", first, second)
+        renaming.bind("thread", second, first)
         image.update(zip(one, other))
         image.update(zip(other, one))
         for x, y in zip(one, other):

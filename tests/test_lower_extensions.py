@@ -1003,3 +1003,20 @@ def test_a_wait_for_only_other_processes_work_waits_for_nothing():
     assert [(s.op, s.streams) for s in syncs] == [(Op.HOST, ()), (Op.HOST, ())]
     assert [p.describe(s) for s in syncs] == ["sync all (only other processes' work to wait for)",
                                               "sync g (only other processes' work to wait for)"]
+
+
+def test_streams_belong_to_the_process_that_uses_them():
+    # rank0's `sync` of its legacy stream waits for its own blocking stream, not for rank1's,
+    # nor for the main thread's (CUDA: a legacy stream per context, a context per process)
+    p = program("device g { runtime cuda }\nstream legacy0 on g legacy\nstream s[3] on g\nthread rank[2] process {\n"
+                "  s[rank]: kernel k\n  if rank == 0 {\n    legacy0: kernel k\n    sync legacy0\n  }\n}\n"
+                "thread main {\n  s[2]: kernel k\n}\n")
+    assert [s.context for s in p.streams] == [0, 0, 1, None]
+    (marker,) = [s for s in p.statements if s.op is Op.SYNC]
+    assert marker.sync is SyncKind.STREAMS and marker.streams == (0, 1)
+    without = program("device g { runtime cuda }\nstream legacy0 on g legacy\nstream s[3] on g\nthread rank[2] {\n"
+                      "  s[rank]: kernel k\n  if rank == 0 {\n    legacy0: kernel k\n    sync legacy0\n  }\n}\n"
+                      "thread main {\n  s[2]: kernel k\n}\n")
+    assert [s.context for s in without.streams] == [None] * 4
+    (marker,) = [s for s in without.statements if s.op is Op.SYNC]
+    assert marker.streams == (0, 1, 2, 3)

@@ -307,23 +307,24 @@ class Machine:
         p = self.program
         # Shared tuples per device (and queue): building them per stream was quadratic in
         # the streams (20,000 streams took minutes) where the relations themselves are not.
-        queues: dict[tuple[int, int], list[int]] = {}
-        by_mode: dict[tuple[int, StreamMode], list[int]] = {}
+        # Both relations are per process (`Stream.context`).
+        queues: dict[tuple, list[int]] = {}
+        by_mode: dict[tuple, list[int]] = {}
         for s in p.streams:
             if p.devices[s.device].queues and s.queue is not None:
-                queues.setdefault((s.device, s.queue), []).append(s.index)
-            by_mode.setdefault((s.device, s.mode), []).append(s.index)
+                queues.setdefault((s.device, s.context, s.queue), []).append(s.index)
+            by_mode.setdefault((s.device, s.context, s.mode), []).append(s.index)
         members = {key: tuple(streams) for key, streams in queues.items()}
         modes = {key: tuple(streams) for key, streams in by_mode.items()}
         self.queue_peers: list[tuple[int, ...]] = []
         """The streams of each stream's hardware queue, itself included (`_capture_deps` skips it)."""
         self.legacy_peers: list[tuple[int, ...]] = []
         for s in p.streams:
-            self.queue_peers.append(members.get((s.device, s.queue), ()))
+            self.queue_peers.append(members.get((s.device, s.context, s.queue), ()))
             if s.mode is StreamMode.LEGACY:
-                lp = modes.get((s.device, StreamMode.BLOCKING), ())
+                lp = modes.get((s.device, s.context, StreamMode.BLOCKING), ())
             elif s.mode is StreamMode.BLOCKING:
-                lp = modes.get((s.device, StreamMode.LEGACY), ())
+                lp = modes.get((s.device, s.context, StreamMode.LEGACY), ())
             else:
                 lp = ()
             self.legacy_peers.append(lp)

@@ -41,7 +41,9 @@ def show_json(program: Program) -> dict:
                      "on": "host" if m.on_host else program.devices[m.device].name, "pinned": m.pinned}
                     for m in program.memories],
         "streams": [{"name": s.name, "device": program.devices[s.device].name, "priority": s.priority,
-                     "mode": s.mode.value, "queue": s.queue} for s in program.streams],
+                     "mode": s.mode.value, "queue": s.queue,
+                     "process": program.threads[s.context].name if s.context is not None else None}
+                    for s in program.streams],
         "threads": [{"name": t.name, "statements": len(t.statements)} for t in program.threads],
         "statements": [
             {"index": s.index, "line": s.span.line, "thread": program.threads[s.thread].name,
@@ -78,6 +80,7 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
         extra = f" priority {s.priority}" if s.priority else ""
         extra += f" {s.mode.value}" if s.mode.value != "blocking" else ""
         extra += f" queue {s.queue}" if s.queue is not None else ""
+        extra += f" (process {program.threads[s.context].name})" if s.context is not None else ""
         out.append(f"  {s.name} on {program.devices[s.device].name}{extra}")
     for t in program.threads:
         out.append(f"thread {t.name}{' (process)' if t.process else ''}: {len(t.statements)} statements")

@@ -140,12 +140,14 @@ def transparent(program: Program) -> frozenset[int]:
     streams that no other stream waits for (no hardware queue shared, no legacy default
     stream on the device) and that run no batched tasks."""
     streams = program.streams
-    legacy = {s.device for s in streams if s.mode is StreamMode.LEGACY}
+    legacy = {(s.device, s.context) for s in streams if s.mode is StreamMode.LEGACY}
     batched = {s.stream for s in program.statements if s.batch is not None}
-    shared = {(s.device, s.queue) for s in streams if s.queue is not None
-              and sum(o.device == s.device and o.queue == s.queue for o in streams) > 1}
-    quiet = {s.index for s in streams
-             if s.device not in legacy and s.index not in batched and (s.device, s.queue) not in shared}
+    sharing: dict[tuple, int] = {}
+    for s in streams:
+        if s.queue is not None:
+            sharing[(s.device, s.context, s.queue)] = sharing.get((s.device, s.context, s.queue), 0) + 1
+    quiet = {s.index for s in streams if (s.device, s.context) not in legacy and s.index not in batched
+             and sharing.get((s.device, s.context, s.queue), 0) <= 1}
     found = set()
     for s in program.statements:
         if s.stream is None:

@@ -480,7 +480,8 @@ class Analysis:
             return a.batch is None or a.batch != b.batch
         streams = self.program.streams
         sa, sb = streams[a.stream], streams[b.stream]
-        return sa.device == sb.device and {sa.mode, sb.mode} == {StreamMode.LEGACY, StreamMode.BLOCKING}
+        return (sa.device == sb.device and sa.context == sb.context
+                and {sa.mode, sb.mode} == {StreamMode.LEGACY, StreamMode.BLOCKING})
 
     def _chain(self, statement: Statement) -> int:
         layout = self.encoding.layout

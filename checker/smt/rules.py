@@ -191,8 +191,8 @@ class Rules:
         for index in used:
             stream = streams[index]
             if stream.queue is not None:
-                queues.setdefault((stream.device, stream.queue), []).append(index)
-            modes.setdefault((stream.device, stream.mode), []).append(index)
+                queues.setdefault((stream.device, stream.context, stream.queue), []).append(index)
+            modes.setdefault((stream.device, stream.context, stream.mode), []).append(index)
         waits_for = {StreamMode.LEGACY: StreamMode.BLOCKING, StreamMode.BLOCKING: StreamMode.LEGACY}
         threads_in = {key: sum(len(threads_on[o]) for o in group) for key, group in {**queues, **modes}.items()}
         pairs = 0
@@ -201,18 +201,18 @@ class Rules:
             tasks = sum(len(layout.runs[(thread, index)]) for thread in threads_on[index])
             others = len(threads_on[index]) - 1  # (its own stream's other threads)
             if stream.queue is not None:
-                others += threads_in[(stream.device, stream.queue)] - len(threads_on[index])
+                others += threads_in[(stream.device, stream.context, stream.queue)] - len(threads_on[index])
             if stream.mode in waits_for:
-                others += threads_in.get((stream.device, waits_for[stream.mode]), 0)
+                others += threads_in.get((stream.device, stream.context, waits_for[stream.mode]), 0)
             pairs += tasks * others
         if pairs > MAX_PEERS:
             raise TooShared(0, pairs)
         queue_peers, legacy_peers = {}, {}
         for index in used:
             stream = streams[index]
-            group = queues[(stream.device, stream.queue)] if stream.queue is not None else []
+            group = queues[(stream.device, stream.context, stream.queue)] if stream.queue is not None else []
             queue_peers[index] = [o for o in group if o != index]
-            legacy_peers[index] = modes.get((stream.device, waits_for.get(stream.mode)), [])
+            legacy_peers[index] = modes.get((stream.device, stream.context, waits_for.get(stream.mode)), [])
         return queue_peers, legacy_peers
 
     def _grow(self, count: int, step: int) -> None:
