@@ -6,7 +6,8 @@ host memory), an alias, snapshot and flag events, a notify, a comm, and every st
 kind (kernel, memset, copy, callback, record, wait, reset, notify, await, collectives of
 every kind with roots and out-of-place forms, send/recv, `group` batches, `wait_stream`,
 alloc/free on streams and hosts, host functions, `memcpy`/`memset`/`query` on the host, every
-kind of sync, short `for` loops, slices), on devices that follow `runtime cuda` or cann. The
+kind of sync, short `for` loops, slices), on devices that follow `runtime cuda` or cann, by
+threads of which some are `process`es of their own. The
 comm's members sit on different devices (with one device it has one member).
 Specs stay small (about a dozen lowered statements) so that exhaustive exploration of every
 interleaving finishes in well under a second.
@@ -258,7 +259,10 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
         bodies[thread].append(statement(None))
         used += 1
     for k, body in enumerate(bodies):
-        lines.append(f"thread t{k} {{")
+        # now and then a thread that is a process of its own (its streams, its legacy stream
+        # and hardware queues, its device-wide waits)
+        process = " process" if draw(st.integers(0, 5)) == 0 else ""
+        lines.append(f"thread t{k}{process} {{")
         lines += ["  " + line for line in body]
         lines.append("}")
     return "\n".join(lines) + "\n"
