@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import z3
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import SPECS
 from checker.findings import FindingKind
 from checker.frontend import load_text
 from checker.smt import analyze
@@ -356,6 +358,58 @@ def test_a_long_training_loop_is_proved_to_progress_in_every_iteration() -> None
     # guaranteed then is still taken by every run.
     for bug in ("consumed", "reduced"):
         _guaranteed_are_taken(training_loop(12, bug=bug), runs=5)
+
+
+def _two_threads_per_rank(seed: int) -> str:
+    """DDP with a hook thread per rank (specs/bug_ddp_two_threads_one_comm.sched), each
+    statement kept or dropped, now and then two swapped, and iteration counts that differ:
+    two threads call the comm on one stream, with waits and notifies between the calls."""
+    rng = random.Random(seed)
+    lines = ["device gpu[2] { compute 1 comm 1" + (" queues 1" if rng.random() < 0.2 else "") + " }",
+             "buffer w[2] 4MiB on gpu", "buffer grad[2] 4MiB on gpu", "buffer loss[2] 4KiB on gpu",
+             "stream compute[2] on gpu", "stream nccl[2] on gpu", "comm pg = { nccl }",
+             "event grads_ready[2]", "event loss_ready[2]", "event reduced[2]" + (" flag" if rng.random() < 0.2 else ""),
+             "notify backward_done[2]", "notify bucket_reduced[2]"]
+
+    def body(count: int, statements: list[str]) -> list[str]:
+        out = []
+        for _ in range(count):
+            kept = [s for s in statements if rng.random() < 0.92]
+            if len(kept) > 1 and rng.random() < 0.15:
+                a, b = rng.sample(range(len(kept)), 2)
+                kept[a], kept[b] = kept[b], kept[a]
+            out += kept
+        return out or ["sync all"]
+
+    for k in range(2):
+        iterations = rng.choice([1, 2, 3])
+        main = body(iterations, [
+            f"compute[{k}]: kernel fb reads w[{k}] writes grad[{k}] 2ms", f"compute[{k}]: record grads_ready[{k}]",
+            f"notify backward_done[{k}]", f"compute[{k}]: kernel lv writes loss[{k}] 100us",
+            f"compute[{k}]: record loss_ready[{k}]", f"nccl[{k}]: wait loss_ready[{k}]",
+            f"nccl[{k}]: allreduce pg loss[{k}] 100us", f"await bucket_reduced[{k}]",
+            f"compute[{k}]: wait reduced[{k}]", f"compute[{k}]: kernel opt reads grad[{k}] writes w[{k}] 1ms"])
+        hook = body(iterations if rng.random() < 0.7 else rng.choice([1, 2, 3]), [
+            f"await backward_done[{k}]", f"nccl[{k}]: wait grads_ready[{k}]", f"nccl[{k}]: allreduce pg grad[{k}] 3ms",
+            f"nccl[{k}]: record reduced[{k}]", f"notify bucket_reduced[{k}]"])
+        lines += [f"thread main{k} {{", *("  " + s for s in main + [f"sync gpu[{k}]"]), "}"]
+        lines += [f"thread hook{k} {{", *("  " + s for s in hook), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_two_threads_calling_one_comm_on_one_stream_are_proved_to_progress() -> None:
+    # Each thread's tasks on the shared stream wait for the other's only if those were
+    # enqueued first: read so, every step of the loop is guaranteed at any iteration count
+    # (before, none past the first call, and the deadlock question went to Z3).
+    text = (SPECS / "bug_ddp_two_threads_one_comm.sched").read_text()
+    encoding = Encoding(load_text(text.replace("0..3", "0..12")).program)
+    assert guaranteed_steps(encoding) == frozenset(range(len(encoding.steps)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 100_000))
+def test_guaranteed_steps_of_threads_sharing_a_comm_stream_are_taken(seed: int) -> None:
+    _guaranteed_are_taken(_two_threads_per_rank(seed), runs=6)
 
 
 def test_a_program_with_too_many_open_orderings_is_unknown_at_once(monkeypatch) -> None:

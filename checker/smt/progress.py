@@ -102,6 +102,11 @@ def guaranteed_steps(encoding: Encoding, order: MustOrder | None = None) -> froz
     return frozenset(done)
 
 
+MEETING_WORK = 20_000
+"""Tasks `_Meetings._starts` reads for one call, at most (each with a statement known to be
+enqueued after it): past that, the call is not proved to start (sound, and never slow)."""
+
+
 class _Meetings:
     """Calls of an interleaved comm whose every group meets and ends, by induction on the
     position (the calls of a class enqueued before a call: `Meet`).
@@ -162,16 +167,24 @@ class _Meetings:
 
     def _starts(self, call: int, k: int, own: set[int], members: set[int]) -> bool:
         """Whether the call can start by its own rules once the groups of its set (`members`)
-        below position k have ended (`own`: the calls of its class)."""
+        below position k have ended (`own`: the calls of its class).
+
+        Each task is read with a statement known to be enqueued after it (`later`): a task
+        reached through an item that binds only if it was enqueued before another (a
+        `NeedIf`), or through a step it must have been enqueued before, was; so an item of its
+        own that binds only if that statement (or one enqueued after it) came first is no
+        condition (two threads' tasks on one stream need each other only in the order they
+        were enqueued)."""
         statements, layout = self.statements, self.layout
-        memo: dict[tuple[int, bool], bool] = {}
+        memo: dict[tuple[int, bool, int | None], bool] = {}
+        work = [0]
 
         def before_c(task: int) -> bool:
             return self._enqueued_first(task, call)
 
-        def reached(step: int, before: bool) -> bool:
+        def reached(step: int, before: bool, later: int | None) -> bool:
             """Whether `step` has happened in such a state; `before`: its statement was
-            enqueued before c."""
+            enqueued before c; `later`: a statement enqueued after it (None: none known)."""
             if step in self.done:
                 return True
             task = layout.steps[step].statement
@@ -185,27 +198,36 @@ class _Meetings:
             if t.group is not None:
                 return False
             before = before or before_c(task)
-            key = (task, before)
+            key = (task, before, later)
             if key not in memo:
+                work[0] += 1
+                if work[0] > MEETING_WORK:
+                    return False  # (proving nothing is sound)
                 memo[key] = False  # a cycle proves nothing
-                memo[key] = meets(task, before)
+                memo[key] = meets(task, before, later)
             return memo[key]
 
-        def meets(task: int, before: bool) -> bool:
+        def meets(task: int, before: bool, later: int | None) -> bool:
             """Whether every item of the first step of `task` (c, or a task that nothing but
-            its items holds; `before`: it was enqueued before c) is met."""
+            its items holds; `before`: it was enqueued before c; `later`: a statement enqueued
+            after it) is met."""
             first = layout.first_step(statements[task])
             if first in self.order.impossible:
                 return False
             for item in self.encoding.items(first):
                 if isinstance(item, Need):
-                    if not reached(item.step, before and self._enqueued_first(layout.steps[item.step].statement, task)):
+                    u = layout.steps[item.step].statement
+                    first_u = self._enqueued_first(u, task)
+                    if not reached(item.step, before and first_u, task if first_u else None):
                         return False
                 elif isinstance(item, NeedIf):
-                    if not reached(item.step, before):  # (the item binds only if u came before x)
+                    if later is not None and (item.u == later or self._enqueued_first(later, item.u)):
+                        continue  # (it binds only if u was enqueued before this task: it was not)
+                    if not reached(item.step, before, task):  # (the item binds only if u came before x)
                         return False
                 elif isinstance(item, Bind):
-                    if not all(reached(layout.completion(statements[r]), False) for r, _ in item.candidates):
+                    # (a bound record was enqueued before the wait)
+                    if not all(reached(layout.completion(statements[r]), False, task) for r, _ in item.candidates):
                         return False
                 elif isinstance(item, SetState):
                     if not any(not between and setter in self.done for setter, _, between in item.terms):
@@ -217,7 +239,7 @@ class _Meetings:
                     return False
             return True
 
-        return meets(call, True)
+        return meets(call, True, None)
 
     def _enqueued_first(self, first: int, second: int) -> bool:
         """Whether statement `first` is issued before statement `second` in every execution
