@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, warning
-from checker.ir import Op, Program, Runtime, Statement, SyncKind
+from checker.ir import Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind
 
 
 def program_warnings(program: Program, named_streams: set[int] | frozenset[int] = frozenset()) -> list[Diagnostic]:
@@ -22,6 +22,35 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += never_notified(program)
     found += events_on_two_devices(program)
     found += streams_of_two_processes(program)
+    found += legacy_streams_of_one_process(program)
+    return found
+
+
+def legacy_streams_of_one_process(program: Program) -> list[Diagnostic]:
+    """SP060: two legacy streams on one device, in one process. The contract allows it (rule
+    11 then orders each with the blocking streams, not with each other); CUDA has one legacy
+    stream per device and context, so two `process` threads may each have their own."""
+    first: dict[tuple, Stream] = {}  # (device, process) -> its first legacy stream
+    warned: set[tuple] = set()  # (one warning per device and process)
+    found = []
+    for stream in program.streams:
+        if stream.mode is not StreamMode.LEGACY:
+            continue
+        key = (stream.device, stream.context)
+        if key not in first:
+            first[key] = stream
+            continue
+        if key in warned:
+            continue
+        warned.add(key)
+        other = first[key]
+        found.append(warning(
+            Code.SP060, f"device `{program.devices[stream.device].name}` has two legacy streams", stream.span,
+            "a second legacy stream",
+            secondary=((other.span, "the first legacy stream"),) if other.span != stream.span else (),
+            help="CUDA has one legacy default stream per device: declare one. It is checked as "
+                 "written: each legacy stream is ordered with the device's blocking streams, and "
+                 "the legacy streams are not ordered with each other"))
     return found
 
 

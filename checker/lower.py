@@ -478,18 +478,6 @@ class _Lowerer:
         count = self.array_count(decl.count, "stream")
         places = self.placement(decl.device, decl.device_index, count, "stream")
         mode = StreamMode(decl.mode)
-        if mode is StreamMode.LEGACY:
-            # The contract allows it (rule 11 then orders each legacy stream with the blocking
-            # streams, not with each other); CUDA has one legacy stream per device.
-            other = next((o for o in self.streams if o.device in places and o.mode is StreamMode.LEGACY), None)
-            if other is not None or len(set(places)) < len(places):
-                device = self.devices[other.device if other is not None else places[0]].name
-                self.warnings.append(warning(
-                    Code.SP060, f"device `{device}` has two legacy streams", decl.span, "a second legacy stream",
-                    secondary=((other.span, "the first legacy stream"),) if other is not None else (),
-                    help="CUDA has one legacy default stream per device: declare one. It is checked as "
-                         "written: each legacy stream is ordered with the device's blocking streams, and "
-                         "the legacy streams are not ordered with each other"))
         names = [decl.name.text] if count is None else [f"{decl.name.text}[{i}]" for i in range(count)]
         first = len(self.streams)
         for offset, name in enumerate(names):

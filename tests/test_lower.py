@@ -436,6 +436,13 @@ def test_two_legacy_streams_on_one_device_are_a_warning(extra, line):
     assert len(warnings) == 1 and warnings[0].annotations[0].span.line == line
 
 
+def test_two_processes_each_with_its_legacy_stream_are_no_warning():
+    spec = "device d\nstream l[2] on d legacy\nthread r[2] process {\n  l[r]: kernel k\n}\n"
+    assert not [d for d in load_text(spec).diagnostics if d.code is Code.SP060]
+    threads = load_text(spec.replace(" process", "")).diagnostics
+    assert [d.code for d in threads] == [Code.SP060]
+
+
 @pytest.mark.parametrize("runtime,second,warned", [
     ("runtime cuda", "b: record e", True),       # cudaEventRecord: the event's own device only
     ("runtime cuda", "b: wait e", False),        # waiting across devices is fine
