@@ -48,9 +48,9 @@ def legacy_streams_of_one_process(program: Program) -> list[Diagnostic]:
             Code.SP060, f"device `{program.devices[stream.device].name}` has two legacy streams", stream.span,
             "a second legacy stream",
             secondary=((other.span, "the first legacy stream"),) if other.span != stream.span else (),
-            help="CUDA has one legacy default stream per device: declare one. It is checked as "
-                 "written: each legacy stream is ordered with the device's blocking streams, and "
-                 "the legacy streams are not ordered with each other"))
+            help="CUDA has one legacy default stream per device (in each process): declare one. It is "
+                 "checked as written: each legacy stream is ordered with the blocking streams of its "
+                 "device (and process), and the legacy streams are not ordered with each other"))
     return found
 
 

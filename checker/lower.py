@@ -219,7 +219,8 @@ class _Lowerer:
         self.comm_members: list[frozenset[int]] = []
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
-        self.default_streams: dict[int, int] = {}
+        self.default_streams: dict = {}
+        """Device (or, for a `process` thread, (device, thread)) -> its default stream."""
         """device -> its default stream, once something uses it (`default_stream`)."""
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
@@ -1074,9 +1075,10 @@ class _Lowerer:
             (`process_sync`)."""
             self.tensor_slot: dict[int, int] = {}
             """The slot each tensor is in on this thread: its latest `alloc` here, or a shared use."""
+            self.thread_name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
             self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
-            name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
-            self.threads.append(Thread(index, name, tuple(self.thread_statements), decl.span, decl.process))
+            self.threads.append(Thread(index, self.thread_name, tuple(self.thread_statements), decl.span,
+                                       decl.process))
 
     # -- the size of the threads, before unrolling them -----------------------------------------
 
@@ -1481,7 +1483,8 @@ class _Lowerer:
     def assign_contexts(self) -> None:
         """Each stream a `process` thread enqueues work on belongs to that process (the first
         one, where SP062 warns of two), and a marker on a legacy stream waits only for the
-        blocking streams of its own process (`Stream.context`)."""
+        blocking streams of its own process (`Stream.context`). Under `queues N` a process's
+        streams take its own N queues in turn, in the order they are declared."""
         processes = {t.index for t in self.threads if t.process}
         if not processes:
             return
@@ -1489,8 +1492,13 @@ class _Lowerer:
         for s in self.statements:
             if s.stream is not None and s.thread in processes:
                 context.setdefault(s.stream, s.thread)
-        for stream, thread in context.items():
-            self.streams[stream] = replace(self.streams[stream], context=thread)
+        taken: dict[tuple[int, int], int] = {}  # (device, process) -> its streams numbered so far
+        for stream in sorted(context):
+            thread, old = context[stream], self.streams[stream]
+            queues = self.devices[old.device].queues
+            position = taken.get((old.device, thread), 0)
+            taken[(old.device, thread)] = position + 1
+            self.streams[stream] = replace(old, context=thread, queue=position % queues if queues else old.queue)
         streams = self.streams
         for k in self.legacy_markers:
             if k is None:
@@ -1591,22 +1599,27 @@ class _Lowerer:
 
     def default_stream(self, device: int) -> int:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
-        implicit one), CANN's implicit default stream (which the legacy rules do not touch)."""
-        if device in self.default_streams:
-            return self.default_streams[device]
+        implicit one), CANN's implicit default stream (which the legacy rules do not touch).
+        A `process` thread has its own (a default stream per context): a declared legacy
+        stream it has enqueued work on, or an implicit one of its own."""
+        process = self.current_thread if self.process_streams is not None else None
+        key = device if process is None else (device, process)
+        if key in self.default_streams:
+            return self.default_streams[key]
         dev = self.devices[device]
         cuda = dev.runtime is Runtime.CUDA
         stream = None
         if cuda:
-            stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY), None)
+            stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY
+                           and (process is None or s.index in self.process_streams)), None)
         if stream is None:
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1
             stream = len(self.streams)
-            self.streams.append(Stream(stream, f"{dev.name}.default", device, 0,
-                                       StreamMode.LEGACY if cuda else StreamMode.NONBLOCKING,
+            name = f"{dev.name}.default" if process is None else f"{dev.name}.default@{self.thread_name}"
+            self.streams.append(Stream(stream, name, device, 0, StreamMode.LEGACY if cuda else StreamMode.NONBLOCKING,
                                        position % dev.queues if dev.queues else None, dev.span))
-        self.default_streams[device] = stream
+        self.default_streams[key] = stream
         return stream
 
     def copy_engine(self, device: int, kind: CopyKind) -> Engine:

@@ -1020,3 +1020,29 @@ def test_streams_belong_to_the_process_that_uses_them():
     assert [s.context for s in without.streams] == [None] * 4
     (marker,) = [s for s in without.statements if s.op is Op.SYNC]
     assert marker.streams == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("process, races", [(" process", True), ("", False)])
+def test_each_process_has_its_own_default_stream(process, races):
+    # CUDA: a legacy default stream per context. Two processes' memsets run on two streams
+    # and race; two threads of one process share one stream. A process's memset after its
+    # kernel waits for it on its own legacy stream (rule 11), not for the other's.
+    from checker.analyze import check_loaded
+
+    spec = (f"device gpu0 {{ compute 2 runtime cuda }}\nbuffer x 1MiB on gpu0\nbuffer y[2] 1MiB on gpu0\n"
+            f"stream s[2] on gpu0\nthread rank[2]{process} {{\n  s[rank]: kernel k writes y[rank] 1ms\n"
+            "  memset y[rank] 1ms\n  memset x 1ms\n}\n")
+    loaded = load_text(spec)
+    names = {loaded.program.streams[s.stream].name for s in loaded.program.statements if s.op is Op.MEMSET}
+    assert names == ({"gpu0.default@rank[0]", "gpu0.default@rank[1]"} if process else {"gpu0.default"})
+    report = check_loaded(loaded)
+    assert {(f.kind.value, f.buffer) for f in report.findings} == ({("race", "x")} if races else set())
+
+
+def test_a_process_takes_its_hardware_queues_in_turn():
+    p = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] process {\n  s[rank]: kernel k\n"
+                "  s[rank + 2]: kernel k\n}\n")
+    assert [(s.context, s.queue) for s in p.streams] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    plain = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] {\n  s[rank]: kernel k\n"
+                    "  s[rank + 2]: kernel k\n}\n")
+    assert [(s.context, s.queue) for s in plain.streams] == [(None, 0), (None, 1), (None, 0), (None, 1)]

@@ -122,7 +122,8 @@ class _Meetings:
       ended), or of a call of c's own class enqueued before c (its position is below c's);
     * a step of a task outside the set whose start's items are met in turn so (then that task,
       which nothing else holds, has started and ended), where "enqueued before c" carries to
-      the tasks an item says were enqueued before a task enqueued before c.
+      the tasks an item says were enqueued before a task enqueued before c, and an item that
+      binds only if a task known to come later came first is no condition (`_starts`).
 
     Then every member of the group at k can start: the group starts and ends, as nothing can
     move. So, by induction, every group of the set ends in such a state: the starts and ends
