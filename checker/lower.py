@@ -220,8 +220,8 @@ class _Lowerer:
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
         self.default_streams: dict = {}
-        """Device (or, for a `process` thread, (device, thread)) -> its default stream."""
-        """device -> its default stream, once something uses it (`default_stream`)."""
+        """Device (for a `process` thread, (device, thread)) -> its default stream, once
+        something uses it (`default_stream`)."""
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
@@ -1458,7 +1458,7 @@ class _Lowerer:
         Listing every declared stream made 2,000 `sync all` over 100,000 streams 1.6 GB."""
         tasked = used = {s.stream for s in self.statements if s.stream is not None}
         # Work that `process` threads enqueue is another process's: no one else waits for it.
-        processes = {t.index for t in self.threads if t.process}
+        processes = self.process_threads()
         if processes:
             used = {s.stream for s in self.statements if s.stream is not None and s.thread not in processes}
         shared: dict[tuple, tuple[int, ...]] = {}
@@ -1480,12 +1480,16 @@ class _Lowerer:
                     form=(s.form or ("sync all" if s.sync is SyncKind.ALL else f"sync {self.devices[s.target].name}"))
                     + " (only other processes' work to wait for)")
 
+    def process_threads(self) -> frozenset[int]:
+        """The threads lowered so far that are declared `process`."""
+        return frozenset(t.index for t in self.threads if t.process)
+
     def assign_contexts(self) -> None:
         """Each stream a `process` thread enqueues work on belongs to that process (the first
         one, where SP062 warns of two), and a marker on a legacy stream waits only for the
         blocking streams of its own process (`Stream.context`). Under `queues N` a process's
         streams take its own N queues in turn, in the order they are declared."""
-        processes = {t.index for t in self.threads if t.process}
+        processes = self.process_threads()
         if not processes:
             return
         context: dict[int, int] = {}
@@ -1987,7 +1991,7 @@ class _Lowerer:
             return ()
         placement = place(self.slots, self.tensor_events, self.tensors, [s.name for s in self.streams],
                           [t.name for t in self.threads], len(self.memories),
-                          frozenset(t.index for t in self.threads if t.process))
+                          self.process_threads())
         for diagnostic in placement.errors:
             self.record(diagnostic)
         if self.errors:

@@ -31,7 +31,7 @@ any other (`Analysis._ask_prefix`, `Session.admits`).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, replace
 
 from checker.collectives import program_order_groups
@@ -142,10 +142,7 @@ def transparent(program: Program) -> frozenset[int]:
     streams = program.streams
     legacy = {(s.device, s.context) for s in streams if s.mode is StreamMode.LEGACY}
     batched = {s.stream for s in program.statements if s.batch is not None}
-    sharing: dict[tuple, int] = {}
-    for s in streams:
-        if s.queue is not None:
-            sharing[(s.device, s.context, s.queue)] = sharing.get((s.device, s.context, s.queue), 0) + 1
+    sharing = Counter((s.device, s.context, s.queue) for s in streams if s.queue is not None)
     quiet = {s.index for s in streams if (s.device, s.context) not in legacy and s.index not in batched
              and sharing.get((s.device, s.context, s.queue), 0) <= 1}
     found = set()
