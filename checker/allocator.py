@@ -6,12 +6,18 @@ then runs the allocator over those events, each thread in program order, as PyTo
 caching allocator does per stream: an `alloc` takes the best-fitting block freed earlier
 into its thread's pool on its stream, or a fresh one; a `free` hands the block back, unless
 its reuse is deferred (`record_stream` on another stream, or a free by another thread).
-Tensors that share a block share a `Memory`, so the checker sees the reuse and its races.
+Each run of segment bytes that no block boundary cuts is one `Memory`: tensors whose blocks
+share bytes share those memories, so the checker sees the reuse and its races.
 
-Sizes and pools follow PyTorch's `c10/cuda/CUDACachingAllocator.cpp`: a request is rounded up
-to a multiple of 512 bytes (`round_size`, `kMinBlockSize`), and requests of at most 1 MiB
-(`kSmallSize`) are served from the small pool, larger ones from the large pool (`get_pool`):
-a freed block of one pool never serves the other. Blocks are not split or merged.
+Sizes, pools, segments, splits and merges follow PyTorch's `c10/cuda/CUDACachingAllocator.cpp`:
+a request is rounded up to a multiple of 512 bytes (`round_size`, `kMinBlockSize`); requests
+of at most 1 MiB (`kSmallSize`) are served from the small pool, larger ones from the large pool
+(`get_pool`), and a freed block of one pool never serves the other; a request no free block fits
+gets a new segment (`get_allocation_size`: 2 MiB for the small pool, 20 MiB for a large request
+under 10 MiB, else its size rounded up to 2 MiB); the block handed out is split when enough is
+left over (`should_split`), and a freed block merges with its free neighbours
+(`try_merge_blocks`), so one freed tensor's bytes can serve two later tensors, and two freed
+neighbours one larger tensor.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class Slot:
     span: Span
     stream: int | None = None
     block: int | None = None
+    """The block the allocator handed out for it (an index in allocation order)."""
     target: "Slot | None" = None
     marked: bool = False
     """Reuse deferred (`record_stream` on another stream, or freed by another thread): the
@@ -87,57 +94,137 @@ def rounded(size: int) -> int:
     return max(MIN_BLOCK, -(-size // MIN_BLOCK) * MIN_BLOCK)
 
 
+SMALL_SEGMENT = 2 << 20
+"""PyTorch's `kSmallBuffer`: every small-pool segment is 2 MiB."""
+LARGE_SEGMENT = 20 << 20
+"""PyTorch's `kLargeBuffer`: the segment of a large request under `kMinLargeAlloc` (10 MiB)."""
+MIN_LARGE_ALLOC = 10 << 20
+ROUND_LARGE = 2 << 20
+"""PyTorch's `kRoundLarge`: a larger request gets a segment of its size rounded up to 2 MiB."""
+
+
+def segment_size(size: int) -> int:
+    """The segment PyTorch's `get_allocation_size` asks the driver for, for a rounded request
+    that no free block fits."""
+    if size <= SMALL_SIZE:
+        return SMALL_SEGMENT
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_SEGMENT
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+def splits(small: bool, remaining: int) -> bool:
+    """PyTorch's `should_split`: a small-pool block is split when at least 512 bytes would be
+    left over, a large-pool one when more than 1 MiB would."""
+    return remaining >= MIN_BLOCK if small else remaining > SMALL_SIZE
+
+
 @dataclass(slots=True)
-class _Block:
+class _Segment:
+    """One `cudaMalloc` of the allocator: the blocks it is cut into, by offset."""
+
     size: int
     device: int
-    name: str
-    buffer: str
-    span: Span
-    owners: list[str] = field(default_factory=list)
-    pool: int | None = None
+    stream: int | None
+    key: tuple
+    """The pool its free blocks go to."""
+    blocks: list[list] = field(default_factory=list)
+    """[offset, size, free] per block, ascending offsets, covering the segment."""
 
 
 class _Pool:
-    """The free blocks of one thread's pool on one stream: best fit, the smallest block that
-    holds the tensor, the one freed last among equal sizes (as the allocator simulation has
-    always chosen), found by bisection instead of a scan (100,000 tensors took minutes)."""
+    """The free blocks of one thread's pool on one stream, small or large: best fit, the
+    smallest block that holds the request, the lowest address among equal sizes (PyTorch's
+    `BlockComparator`: stream, size, address; segments count in the order they were made)."""
 
     def __init__(self) -> None:
-        self.sizes: list[int] = []
-        """The sizes of the free blocks, ascending, each once."""
-        self.freed: dict[int, list[int]] = {}
-        """Size -> the free blocks of that size, in the order they were freed."""
+        self.free: list[tuple[int, int, int]] = []
+        """(size, segment, offset) of every free block, ascending."""
 
-    def take(self, size: int) -> int | None:
-        """The block to hand out for a tensor of `size` bytes (None: a fresh one)."""
-        at = bisect_left(self.sizes, size)
-        if at == len(self.sizes):
-            return None
-        fitting = self.freed[self.sizes[at]]
-        block = fitting.pop()
-        if not fitting:
-            del self.freed[self.sizes[at]]
-            del self.sizes[at]
-        return block
+    def take(self, size: int) -> tuple[int, int, int] | None:
+        at = bisect_left(self.free, (size, -1, -1))
+        return self.free.pop(at) if at < len(self.free) else None
 
-    def give(self, block: int, size: int) -> None:
-        if size not in self.freed:
-            insort(self.sizes, size)
-            self.freed[size] = []
-        self.freed[size].append(block)
+    def give(self, block: tuple[int, int, int]) -> None:
+        insort(self.free, block)
+
+    def remove(self, block: tuple[int, int, int]) -> None:
+        del self.free[bisect_left(self.free, block)]
+
+
+class Piece(NamedTuple):
+    """A run of bytes of a placed tensor's block that no other block boundary cuts: one
+    memory. `start` and `end` count from the start of the block (the tensor's byte 0)."""
+
+    memory: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """What the simulation gave: the blocks as memories (indices from `base`), the memory of
-    each slot, and its warnings; or the errors that stopped it (a use that stands for no one
-    `alloc`), with nothing placed."""
+    """What the simulation gave: the pieces of the segments that tensors got, as memories
+    (indices from `base`), the pieces of each slot's block, and its warnings; or the errors
+    that stopped it (a use that stands for no one `alloc`), with nothing placed."""
 
     memories: tuple[Memory, ...] = ()
-    memory_of_slot: tuple[int | None, ...] = ()
+    pieces_of_slot: tuple[tuple[Piece, ...] | None, ...] = ()
     warnings: tuple[Diagnostic, ...] = ()
     errors: tuple[Diagnostic, ...] = ()
+
+
+class _Allocator:
+    """The segments and free blocks of every pool, as PyTorch's `DeviceCachingAllocator`
+    keeps them: an allocation takes the best-fitting free block of its pool (or a new
+    segment), splits off what it does not need (`should_split`), and a free merges the block
+    with free neighbours of its segment (`free_block`, `try_merge_blocks`)."""
+
+    def __init__(self) -> None:
+        self.segments: list[_Segment] = []
+        self.pools: dict[tuple, _Pool] = {}
+
+    def allocate(self, key: tuple, size: int, device: int, stream: int | None) -> tuple[int, int, int]:
+        """(segment, offset, size) of the block handed out for a rounded request."""
+        pool = self.pools.setdefault(key, _Pool())
+        found = pool.take(size)
+        if found is None:
+            segment = len(self.segments)
+            self.segments.append(_Segment(segment_size(size), device, stream, key))
+            self.segments[segment].blocks.append([0, self.segments[segment].size, False])
+            block_size, offset = self.segments[segment].size, 0
+        else:
+            block_size, segment, offset = found
+        blocks = self.segments[segment].blocks
+        at = self._index(blocks, offset)
+        blocks[at][2] = False
+        if splits(key[2], block_size - size):
+            blocks[at][1] = size
+            blocks.insert(at + 1, [offset + size, block_size - size, True])
+            pool.give((block_size - size, segment, offset + size))
+            block_size = size
+        return segment, offset, block_size
+
+    def release(self, segment: int, offset: int) -> None:
+        """A block back in its pool, merged with its free neighbours."""
+        owner = self.segments[segment]
+        pool = self.pools[owner.key]
+        blocks = owner.blocks
+        at = self._index(blocks, offset)
+        blocks[at][2] = True
+        for neighbour in (at + 1, at - 1):  # the next one first, so `at` stays put
+            if 0 <= neighbour < len(blocks) and blocks[neighbour][2]:
+                first, second = sorted((at, neighbour))
+                for k in (first, second):
+                    if k != at:
+                        pool.remove((blocks[k][1], segment, blocks[k][0]))
+                blocks[first][1] += blocks[second][1]
+                del blocks[second]
+                at = first
+        pool.give((blocks[at][1], segment, blocks[at][0]))
+
+    @staticmethod
+    def _index(blocks: list[list], offset: int) -> int:
+        return bisect_left(blocks, offset, key=lambda block: block[0])
 
 
 def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], stream_names: list[str],
@@ -175,9 +262,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                          "orders its own stream"))
         elif event.kind == "free" and owner(event.slot).thread != event.thread:
             owner(event.slot).marked = True
-    blocks: list[_Block] = []
-    pools: dict[tuple[int, int | None, bool], _Pool] = {}  # (thread, stream, small) -> its free blocks
-    fresh: dict[int, int] = {}
+    allocator = _Allocator()
+    given: list[tuple[int, int, int, int]] = []  # (segment, offset, size, slot) in allocation order
     freed_into: dict[int, list[tuple[int, Span, Slot]]] = {}  # stream -> [(thread, free, slot)]
     for i in sorted(range(len(events)), key=lambda i: (events[i].thread, i)):
         event = events[i]
@@ -185,31 +271,72 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             slot = slots[event.slot]
             tensor = tensors[slot.tensor]
             size = rounded(tensor.size)
-            reused = pools.setdefault((slot.thread, slot.stream, size <= SMALL_SIZE), _Pool()).take(size)
-            if reused is not None:
-                slot.block = reused
-            else:
-                fresh[slot.tensor] = fresh.get(slot.tensor, 0) + 1
-                n = fresh[slot.tensor]
-                slot.block = len(blocks)
-                blocks.append(_Block(size, tensor.device, tensor.name if n == 1 else f"{tensor.name}#{n}",
-                                     tensor.decl, tensor.span, pool=slot.stream))
-            if tensor.decl not in blocks[slot.block].owners:
-                blocks[slot.block].owners.append(tensor.decl)
+            segment, offset, block_size = allocator.allocate(
+                (slot.thread, slot.stream, size <= SMALL_SIZE), size, tensor.device, slot.stream)
+            slot.block = len(given)
+            given.append((segment, offset, block_size, event.slot))
         elif event.kind == "free":
             slot = owner(event.slot)
             if slot.freed or slot.block is None or slot.marked:
                 slot.freed = True
                 continue
             slot.freed = True
-            size = blocks[slot.block].size
-            pools.setdefault((slot.thread, slot.stream, size <= SMALL_SIZE), _Pool()).give(slot.block, size)
+            allocator.release(*given[slot.block][:2])
             freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
     warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names, processes)
-    memories = tuple(Memory(base + k, b.name, b.buffer, b.size, b.device, False, b.span, tuple(b.owners), b.pool)
-                     for k, b in enumerate(blocks))
-    memory_of_slot = tuple(None if owner(k).block is None else base + owner(k).block for k in range(len(slots)))
-    return Placement(memories, memory_of_slot, tuple(warnings))
+    memories, pieces_of_block = _pieces(given, allocator.segments, slots, tensors, base)
+    pieces_of_slot = tuple(None if owner(k).block is None else pieces_of_block[owner(k).block]
+                           for k in range(len(slots)))
+    return Placement(memories, pieces_of_slot, tuple(warnings))
+
+
+def _pieces(given: list[tuple[int, int, int, int]], segments: list[_Segment], slots: list[Slot],
+            tensors: list[Tensor], base: int) -> tuple[tuple[Memory, ...], list[tuple[Piece, ...]]]:
+    """Cut each segment at every boundary of a block handed out from it; each run of bytes
+    some block covered is a memory, named after the first tensor that got it (`act`; a part
+    of its block as `act[1KiB:2KiB]`; `act#2` for a second block of `act`), listing every
+    tensor whose block covered it. Bytes no tensor ever got are no memory."""
+    cuts: dict[int, set[int]] = {}
+    for segment, offset, size, _ in given:
+        cuts.setdefault(segment, set()).update((offset, offset + size))
+    bounds = {segment: sorted(points) for segment, points in cuts.items()}
+    first: dict[tuple[int, int], int] = {}  # (segment, piece start) -> memory index
+    found: list[list] = []  # [name, decl, size, device, span, owners, pool]
+    named: dict[str, int] = {}
+    pieces_of_block = []
+    for segment, offset, size, slot_index in given:
+        tensor = tensors[slots[slot_index].tensor]
+        points = bounds[segment]
+        at = bisect_left(points, offset)
+        pieces = []
+        while points[at] < offset + size:
+            start, end = points[at], points[at + 1]
+            memory = first.get((segment, start))
+            if memory is None:
+                name = tensor.name
+                if (start, end) != (offset, offset + size):
+                    name += f"[{_bytes(start - offset)}:{_bytes(end - offset)}]"
+                named[name] = named.get(name, 0) + 1
+                memory = first[(segment, start)] = base + len(found)
+                found.append([name if named[name] == 1 else f"{name}#{named[name]}", tensor.decl, end - start,
+                              tensor.device, tensor.span, [], segments[segment].stream])
+            owners = found[memory - base][5]
+            if tensor.decl not in owners:
+                owners.append(tensor.decl)
+            pieces.append(Piece(memory, start - offset, end - offset))
+            at += 1
+        pieces_of_block.append(tuple(pieces))
+    memories = tuple(Memory(base + k, name, decl, size, device, False, span, tuple(owners), pool)
+                     for k, (name, decl, size, device, span, owners, pool) in enumerate(found))
+    return memories, pieces_of_block
+
+
+def _bytes(count: int) -> str:
+    """A byte count as a spec writes it: in the largest unit that divides it."""
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if count and count % unit == 0:
+            return f"{count // unit}{name}"
+    return str(count)
 
 
 def _shared_target(slot: Slot, allocs: list[Slot], tensors: list[Tensor], thread_names: list[str]) -> Slot | Diagnostic:

@@ -358,13 +358,15 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     """memory -> issue nodes of every alloc / launch-ordered free (launch order)"""
     for s in program.statements:
         if s.op is Op.ALLOC:
-            launch_allocs[s.memory].append(graph.node(StepKind.ISSUE, s.index))
+            for memory in s.lifetime_memories:
+                launch_allocs[memory].append(graph.node(StepKind.ISSUE, s.index))
             if not s.launch_only:
                 allocs[s.memory].append(graph.completion(s) if s.stream is not None
                                         else graph.node(StepKind.ISSUE, s.index))
         elif s.op is Op.FREE:
             if s.launch_ordered:
-                launch_frees[s.memory].append((s, graph.node(StepKind.ISSUE, s.index)))
+                for memory in s.lifetime_memories:
+                    launch_frees[memory].append((s, graph.node(StepKind.ISSUE, s.index)))
             if not s.launch_only:
                 frees[s.memory].append((s, graph.node_of[_step_key(_access_steps(s)[1])]))
     reported: set[tuple[int, FindingKind]] = set()

@@ -367,7 +367,10 @@ class Statement:
     blocking: bool = False
     """A copy to or from pageable host memory: the thread waits for it to complete."""
     memory: int | None = None
-    """alloc/free: the memory whose lifetime this statement changes."""
+    """alloc/free: the memory whose lifetime this statement changes (the first, see `pieces`)."""
+    pieces: tuple[int, ...] = ()
+    """alloc/free of a caching-allocator tensor whose block spans several memories (pieces of
+    a segment that other blocks cut): every one of them. Empty otherwise."""
     bindings: tuple[tuple[str, int], ...] = ()
     """Loop and let variables in scope, for messages (`step=3`)."""
     root: int | None = None
@@ -396,6 +399,11 @@ class Statement:
     @property
     def is_task(self) -> bool:
         return self.stream is not None
+
+    @property
+    def lifetime_memories(self) -> tuple[int, ...]:
+        """alloc/free: every memory whose lifetime this statement changes."""
+        return self.pieces or (() if self.memory is None else (self.memory,))
 
     @property
     def operation(self) -> Operation:

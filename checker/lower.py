@@ -1997,16 +1997,32 @@ class _Lowerer:
         if self.errors:
             return ()
         self.warnings += placement.warnings
-        memory_of_slot = placement.memory_of_slot
+        pieces_of_slot = placement.pieces_of_slot
 
-        def placed(memory: int | None) -> int | None:
-            return memory if memory is None or memory >= 0 else memory_of_slot[slot_of(memory)]
+        def placed(access: Access) -> list[Access]:
+            if access.memory >= 0:
+                return [access]
+            return [replace(access, memory=piece.memory, start=max(access.start, piece.start) - piece.start,
+                            end=min(access.end, piece.end) - piece.start)
+                    for piece in pieces_of_slot[slot_of(access.memory)] or ()
+                    if piece.start < access.end and access.start < piece.end]
 
         for index in self.placed:
             s = self.statements[index]
-            self.statements[index] = replace(
-                s, memory=placed(s.memory),
-                accesses=tuple(replace(a, memory=placed(a.memory)) if a.memory < 0 else a for a in s.accesses))
+            memory, pieces = s.memory, ()
+            if memory is not None and memory < 0:
+                found = pieces_of_slot[slot_of(memory)]
+                memory = found[0].memory if found else None
+                pieces = tuple(piece.memory for piece in found) if found and len(found) > 1 else ()
+            accesses = tuple(placed_access for a in s.accesses for placed_access in placed(a))
+            self.budget += max(0, len(accesses) - len(s.accesses))
+            if self.budget > self.max_statements:
+                raise SpecError(error(
+                    Code.SP018, "the caching allocator cut these tensors' blocks into so many pieces that "
+                    f"accessing them takes the spec past the limit of {self.max_statements:,} lowered statements "
+                    "(each piece accessed counts as one)", s.span, "touches many pieces",
+                    help="allocate fewer, larger tensors, or raise the limit with --max-statements N"))
+            self.statements[index] = replace(s, memory=memory, pieces=pieces, accesses=accesses)
         return placement.memories
 
     # -- program-wide ----------------------------------------------------------------------

@@ -32,7 +32,7 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     name = f"`{memory.name}`"
     help = _race_help(program, a, b, witness)
     if len(memory.owners) > 1:
-        name += f" (one caching-allocator block, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
+        name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
         help = _block_help(program, a, b, memory)
     return Finding(
         FindingKind.RACE,
@@ -54,7 +54,7 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
         written = next((x.written_as for x in use.accesses if x.memory == memory.index), "")
         owner = next((o for o in memory.owners if written == o or written.startswith(o + "[")), None)
         later = program.statements[use.index + 1:use.index + 1 + 20 * STALE_SCAN]
-        free = next((s for s in later if s.op is Op.FREE and s.memory == memory.index and s.launch_only), None)
+        free = next((s for s in later if s.op is Op.FREE and memory.index in s.lifetime_memories and s.launch_only), None)
         if owner is not None and free is not None:
             stream = program.streams[use.stream].name
             return (f"`free {owner}` (line {free.span.line}) hands its block to the next allocation on its "

@@ -78,7 +78,9 @@ def _read(renaming: _Renaming, a: Statement, b: Statement) -> bool:
             and renaming.bind("event", a.event, b.event)
             and renaming.bind("notify", a.notify, b.notify) and renaming.bind("memory", a.memory, b.memory)):
         return False
-    if len(a.accesses) != len(b.accesses):
+    if len(a.accesses) != len(b.accesses) or len(a.pieces) != len(b.pieces):
+        return False
+    if not all(renaming.bind("memory", x, y) for x, y in zip(a.pieces, b.pieces)):
         return False
     if not all(renaming.bind("memory", x.memory, y.memory) for x, y in zip(a.accesses, b.accesses)):
         return False
@@ -109,7 +111,7 @@ def _renamed(statement: Statement, renaming: _Renaming) -> tuple:
             renaming("event", statement.event),
             renaming("notify", statement.notify), statement.comm, renaming("stream", statement.peer), statement.group,
             statement.sync, target, statement.copy, statement.blocking, renaming("memory", statement.memory),
-            renaming("stream", statement.root), statement.batch,
+            tuple(renaming("memory", m) for m in statement.pieces), renaming("stream", statement.root), statement.batch,
             tuple(sorted(renaming("stream", s) for s in statement.streams)),
             statement.launch_only, statement.launch_ordered, statement.spins)
 
@@ -169,6 +171,7 @@ def _references(statement: Statement) -> list[tuple[str, int]]:
              ("stream", statement.root)]
     found += [("stream", stream) for stream in statement.streams]
     found += [("memory", access.memory) for access in statement.accesses]
+    found += [("memory", memory) for memory in statement.pieces]
     kind = _target_kind(statement)
     if kind is not None:
         found.append((kind, statement.target))

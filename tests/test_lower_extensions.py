@@ -616,13 +616,39 @@ def test_requests_are_rounded_up_to_512_bytes():
                 "tensor more 1025B on g\nthread main {\n  s: alloc odd\n  free odd\n  s: alloc kib\n"
                 "  free kib\n  s: alloc more\n}\n")
     allocs = [s for s in p.statements if s.op is Op.ALLOC]
-    assert [p.memories[s.memory].name for s in allocs] == ["odd", "odd", "more"]
-    assert [m.size for m in p.memories] == [1024, 1536]
+    # 1000 bytes take a 1 KiB block, which serves `kib` whole and the first KiB of `more`'s 1.5 KiB
+    assert [[p.memories[m].name for m in s.lifetime_memories] for s in allocs] == [
+        ["odd"], ["odd"], ["odd", "more[1KiB:1536]"]]
+    assert [m.size for m in p.memories] == [1024, 512]
 
 
-def test_ties_go_to_the_most_recently_freed_block():
-    p = tensor_program("s: alloc acts[0]", "s: alloc acts[1]", "free acts[0]", "free acts[1]", "s: alloc c")
-    assert p.memories[p.statements[-1].memory].name == "acts[1]"
+def test_ties_go_to_the_lowest_address():
+    p = program("device g\nstream s on g\ntensor t[4] 512B on g\ntensor x 512B on g\nthread main {\n"
+                "  s: alloc t\n  free t[0]\n  free t[2]\n  s: alloc x\n}\n")
+    # t[0] and t[2] are free 512-byte blocks apart (t[1] between them): x takes the lower one
+    assert p.memories[p.statements[-1].memory].name == "t[0]"
+
+
+def test_a_freed_block_is_split_between_later_tensors():
+    p = tensor_program("s: alloc a", "free a", "s: alloc b", "s: alloc b", "s: kernel k reads a")
+    first, second = p.statements[2], p.statements[3]
+    assert [p.memories[m].name for m in first.lifetime_memories] == ["a[0:2MiB]"]
+    assert [p.memories[m].name for m in second.lifetime_memories] == ["a[2MiB:4MiB]"]
+    assert rw(p, p.statements[-1]) == [("a[0:2MiB]", 0, 2 * MiB, False), ("a[2MiB:4MiB]", 0, 2 * MiB, False)]
+
+
+def test_freed_neighbours_merge_for_a_larger_tensor():
+    p = tensor_program("s: alloc c", "s: alloc c", "free c", "s: alloc b")
+    # c's two 1 MiB blocks fill one small segment; `free c` frees the second only, so b (2 MiB,
+    # large pool) gets a segment of its own
+    assert [p.memories[m].name for m in p.statements[-1].lifetime_memories] == ["b"]
+    p = program("device g\nstream s on g\ntensor h[2] 1KiB on g\ntensor w 2KiB on g\nthread main {\n"
+                "  s: alloc h\n  free h\n  s: alloc w\n  s: kernel k writes w\n}\n")
+    alloc = p.statements[-2]
+    assert [p.memories[m].name for m in alloc.lifetime_memories] == ["h[0]", "h[1]"]
+    assert alloc.pieces == alloc.lifetime_memories and alloc.memory == alloc.pieces[0]
+    assert rw(p, p.statements[-1]) == [("h[0]", 0, 1024, True), ("h[1]", 0, 1024, True)]
+    assert [p.memories[m].owners for m in alloc.pieces] == [("h", "w"), ("h", "w")]
 
 
 def test_pools_are_per_stream():
@@ -641,8 +667,8 @@ def test_record_stream_keeps_a_block_out_of_the_pool():
 
 def test_uses_after_free_name_the_freed_block():
     p = tensor_program("s: alloc a", "free a", "s: alloc b", "s: kernel late reads a")
-    assert rw(p, p.statements[-1]) == [("a", 0, 4 * MiB, False)]
-    assert p.memories[p.statements[2].memory].name == "a"  # b reuses a's block
+    assert rw(p, p.statements[-1]) == [("a[0:2MiB]", 0, 2 * MiB, False), ("a[2MiB:4MiB]", 0, 2 * MiB, False)]
+    assert p.memories[p.statements[2].memory].name == "a[0:2MiB]"  # b reuses the first half of a's block
 
 
 def test_whole_tensor_arrays():
@@ -668,7 +694,7 @@ def test_freed_by_another_thread_is_never_reused():
 
 def test_tensor_ranges_are_relative_to_the_tensor():
     p = tensor_program("s: alloc a", "free a", "s: alloc b", "s: kernel k writes b[512KiB:]")
-    assert rw(p, p.statements[-1]) == [("a", 512 * 1024, 2 * MiB, True)]
+    assert rw(p, p.statements[-1]) == [("a[0:2MiB]", 512 * 1024, 2 * MiB, True)]
     error_of(TENSORS + "thread main {\n  s: alloc a\n  free a\n  s: alloc b\n  s: kernel k writes b[0:4MiB]\n}\n",
              Code.SP014, 14, 23, "outside `b` (2097152 bytes)")
 

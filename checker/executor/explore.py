@@ -362,7 +362,8 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
             want in tr.dead_uses for tr in trs)))
         if kind_name in (USE_AFTER_FREE, ENQUEUED_AFTER_FREE):
             free = st[u.free] if u.free is not None else None
-            memory = program.memories[free.memory] if free is not None else program.memories[s.accesses[0].memory]
+            memory = program.memories[next((a.memory for a in s.accesses if a.memory in free.lifetime_memories),
+                                            free.memory) if free is not None else s.accesses[0].memory]
             last = witness.steps[-1] if witness.steps else None
             running = (free is not None and last is not None and last.statement == free.index
                        and last.kind in (StepKind.END, StepKind.RETURN))  # found as the free took effect

@@ -210,13 +210,16 @@ class Machine:
         """Segments the statement's accesses touch."""
         life = [0] * n
         launch_life = [0] * n
-        launch_memories = {st.memory for st in statements if st.op is Op.FREE and st.launch_ordered}
+        launch_memories = {m for st in statements if st.op is Op.FREE and st.launch_ordered
+                           for m in st.lifetime_memories}
         for st, row in zip(statements, rows):
             if not row.lifetime or st.memory is None:
                 continue
             whole = lay.mask(st.memory, 0, p.memories[st.memory].size)
-            if st.launch_ordered or (st.op is Op.ALLOC and st.memory in launch_memories):
-                launch_life[st.index] = whole
+            if st.launch_ordered or st.op is Op.ALLOC:
+                launch_life[st.index] = functools.reduce(operator.or_, (
+                    lay.mask(m, 0, p.memories[m].size) for m in st.lifetime_memories
+                    if st.launch_ordered or m in launch_memories), 0)
             if not st.launch_only:
                 lm = 0
                 for a in st.accesses:
@@ -243,7 +246,8 @@ class Machine:
         block_allocs: dict[int, list[int]] = {}
         for st in statements:
             if st.launch_only and st.op is Op.ALLOC:
-                block_allocs.setdefault(st.memory, []).append(st.index)
+                for m in st.lifetime_memories:
+                    block_allocs.setdefault(m, []).append(st.index)
         self.block_allocs = tuple(
             tuple(tuple(block_allocs[m]) for m in dict.fromkeys(a.memory for a in st.accesses) if m in block_allocs)
             for st in statements)

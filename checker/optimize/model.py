@@ -328,10 +328,10 @@ class HappensBefore:
 def _work_accesses(program: Program, st: Statement):
     """Accesses the relaxation orders by; an `alloc` counts as a write of what it allocates."""
     if st.op is Op.ALLOC and st.memory is not None:
-        memory = program.memories[st.memory]
         from checker.ir import Access, NO_SPAN
 
-        return (Access(memory.index, 0, memory.size, True, NO_SPAN, memory.name),)
+        return tuple(Access(m, 0, program.memories[m].size, True, NO_SPAN, program.memories[m].name)
+                     for m in st.lifetime_memories)
     return st.accesses
 
 

@@ -163,10 +163,12 @@ class Layout:
                 self.notifies.setdefault(s.notify, []).append(s)
             elif s.op is Op.AWAIT:
                 self.awaits.setdefault(s.notify, []).append(s)
-            elif s.op is Op.ALLOC and s.memory is not None:
-                self.allocs.setdefault(s.memory, []).append(s)
-            if s.op is Op.FREE and s.memory is not None:
-                self.frees.setdefault(s.memory, []).append(s)
+            elif s.op is Op.ALLOC:
+                for memory in s.lifetime_memories:
+                    self.allocs.setdefault(memory, []).append(s)
+            if s.op is Op.FREE:
+                for memory in s.lifetime_memories:
+                    self.frees.setdefault(memory, []).append(s)
             if s.operation.accesses and s.accesses:
                 for memory in dict.fromkeys(a.memory for a in s.accesses):
                     self.accessing.setdefault(memory, []).append(s)
