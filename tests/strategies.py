@@ -266,3 +266,52 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
         lines += ["  " + line for line in body]
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+TENSOR_SIZES = ("512B", "1000B", "1KiB", "1536B", "2KiB", "3KiB", "4KiB")
+"""Small-pool sizes that split and merge within one segment."""
+
+
+@st.composite
+def tensor_specs(draw, max_statements: int = 12) -> str:
+    """One valid spec of caching-allocator tensors: a thread allocates, uses (on its own
+    stream and on others, now and then after the free), records and frees tensors whose
+    blocks split and merge, with
+    `wait_stream` and syncs in between; sometimes a second thread works on the side stream."""
+    count = draw(st.integers(3, 5))
+    sizes = [draw(st.sampled_from(TENSOR_SIZES)) for _ in range(count)]
+    lines = ["device gpu0 { compute 2 }"] + [f"tensor t{i} {size} on gpu0" for i, size in enumerate(sizes)]
+    lines += ["buffer out 64B on gpu0", "stream main on gpu0", "stream side on gpu0", "stream other on gpu0"]
+    body: list[str] = []
+    live: list[int] = []
+    freed: list[int] = []
+    for k in range(draw(st.integers(6, max_statements))):
+        dead = [t for t in range(count) if t not in live]
+        kind = draw(st.sampled_from(("alloc", "alloc", "alloc", "free", "free", "use", "use", "use", "record",
+                                     "order", "sync")))
+        if kind == "alloc" and dead or not live:
+            if not dead:
+                break
+            tensor = draw(st.sampled_from(dead))
+            body.append(f"  {draw(st.sampled_from(('main', 'main', 'other')))}: alloc t{tensor}")
+            live.append(tensor)
+        elif kind == "free":
+            tensor = draw(st.sampled_from(live))
+            body.append(f"  free t{tensor}")
+            live.remove(tensor)
+            freed.append(tensor)
+        elif kind == "record":
+            body.append(f"  side: record_stream t{draw(st.sampled_from(live))}")
+        elif kind == "order":
+            body.append(draw(st.sampled_from(("  side: wait_stream main", "  main: wait_stream side"))))
+        elif kind == "sync":
+            body.append(draw(st.sampled_from(("  sync side", "  sync main"))))
+        else:  # a use, now and then of a tensor already freed
+            tensor = draw(st.sampled_from(live + (freed if draw(st.integers(0, 4)) == 0 else [])))
+            part = "" if sizes[tensor] == "512B" else draw(st.sampled_from(("", "", "[0:512]", "[512:1000]")))
+            stream = draw(st.sampled_from(("main", "side", "side", "other")))
+            body.append(f"  {stream}: kernel k{k} {draw(st.sampled_from(('reads', 'writes')))} t{tensor}{part} 1ms")
+    threads = ["thread a {", *body, "}"]
+    if draw(st.booleans()):
+        threads += ["thread b {", "  side: kernel helper reads out 1ms", "  sync side", "}"]
+    return "\n".join(lines + threads) + "\n"

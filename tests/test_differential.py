@@ -24,7 +24,7 @@ from checker.findings import FindingKind
 from checker.frontend import load_text
 from checker.smt.queries import Analysis
 from checker.smt.solve import Budget
-from strategies import specs
+from strategies import specs, tensor_specs
 from test_smt_scale import FREEING_LOOP, RANK_LOOP
 
 REGRESSIONS = Path(__file__).parent / "regressions"
@@ -120,6 +120,14 @@ def _agree_or_save(text: str) -> None:
     if problems:
         path = save_regression(text, problems)
         pytest.fail(f"backends disagree (saved as {path}):\n" + "\n".join(problems) + "\n" + text)
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tensor_specs())
+def test_caching_allocator_tensors_agree_with_explorer(text: str) -> None:
+    """Blocks that split and merge: the pieces they share, and their launch-order
+    lifetimes, mean the same in both backends."""
+    _agree_or_save(text)
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
