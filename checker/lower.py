@@ -217,6 +217,8 @@ class _Lowerer:
         self.thread_names: dict[str, ast.ThreadDecl] = {}
         self.process_streams: set[int] | None = None
         self.comm_members: list[frozenset[int]] = []
+        self.claimed_defaults: set[int] = set()
+        """Default streams a comm declares that a `process` thread took as its own."""
         self.streams_on: dict[int, int] = {}
         """Streams declared so far per device (the next one's hardware queue position)."""
         self.default_streams: dict = {}
@@ -1616,6 +1618,13 @@ class _Lowerer:
         if cuda:
             stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY
                            and (process is None or s.index in self.process_streams)), None)
+        shared = self.default_streams.get(device)
+        if (stream is None and process is not None and shared is not None and shared not in self.claimed_defaults
+                and any(shared in members for members in self.comm_members)):
+            # A comm declared `DEVICE.default` (declarations belong to no process): the first
+            # process to name that device's default stream owns it, and calls on it meet there.
+            stream = shared
+            self.claimed_defaults.add(shared)
         if stream is None:
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1

@@ -1065,6 +1065,23 @@ def test_each_process_has_its_own_default_stream(process, races):
     assert {(f.kind.value, f.buffer) for f in report.findings} == ({("race", "x")} if races else set())
 
 
+@pytest.mark.parametrize("runtime", ["", " { runtime cuda }"])
+def test_a_process_takes_the_default_stream_a_comm_declares(runtime):
+    # NCCL on each rank's default stream: the comm names `gpu[r].default` (declarations belong
+    # to no process); each rank's process owns its device's, so its kernels and its calls share
+    # one stream (before, the calls were refused: SP021, not a member)
+    from checker.analyze import check_loaded
+
+    spec = (f"device gpu[2]{runtime}\nbuffer x[2] 4KiB on gpu\ncomm c = {{ gpu[0].default, gpu[1].default }}\n"
+            "thread rank[2] process {\n  gpu[rank].default: kernel k writes x[rank] 1ms\n"
+            "  gpu[rank].default: allreduce c x[rank] 1ms\n  memset x[rank] 1ms\n  sync all\n}\n")
+    loaded = load_text(spec)
+    p = loaded.program
+    assert [(s.name, s.context) for s in p.streams] == [("gpu[0].default", 0), ("gpu[1].default", 1)]
+    assert {s.stream for s in p.statements if s.thread == 0 and s.stream is not None} == {0}
+    assert check_loaded(loaded).findings == ()
+
+
 def test_a_process_takes_its_hardware_queues_in_turn():
     p = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] process {\n  s[rank]: kernel k\n"
                 "  s[rank + 2]: kernel k\n}\n")
