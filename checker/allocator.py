@@ -55,6 +55,8 @@ class Slot:
     stream: int | None = None
     block: int | None = None
     """The block the allocator handed out for it (an index in allocation order)."""
+    statement: int | None = None
+    """An "alloc" slot: the index of its `alloc` statement."""
     target: "Slot | None" = None
     marked: bool = False
     """Reuse deferred (`record_stream` on another stream, or freed by another thread): the
@@ -301,7 +303,7 @@ def _pieces(given: list[tuple[int, int, int, int]], segments: list[_Segment], sl
         cuts.setdefault(segment, set()).update((offset, offset + size))
     bounds = {segment: sorted(points) for segment, points in cuts.items()}
     first: dict[tuple[int, int], int] = {}  # (segment, piece start) -> memory index
-    found: list[list] = []  # [name, decl, size, device, span, owners, pool]
+    found: list[list] = []  # [name, decl, size, device, span, owners, pool, tensor names]
     named: dict[str, int] = {}
     pieces_of_block = []
     for segment, offset, size, slot_index in given:
@@ -319,15 +321,17 @@ def _pieces(given: list[tuple[int, int, int, int]], segments: list[_Segment], sl
                 named[name] = named.get(name, 0) + 1
                 memory = first[(segment, start)] = base + len(found)
                 found.append([name if named[name] == 1 else f"{name}#{named[name]}", tensor.decl, end - start,
-                              tensor.device, tensor.span, [], segments[segment].stream])
-            owners = found[memory - base][5]
+                              tensor.device, tensor.span, [], segments[segment].stream, []])
+            owners, names = found[memory - base][5], found[memory - base][7]
             if tensor.decl not in owners:
                 owners.append(tensor.decl)
+            if tensor.name not in names:
+                names.append(tensor.name)
             pieces.append(Piece(memory, start - offset, end - offset))
             at += 1
         pieces_of_block.append(tuple(pieces))
-    memories = tuple(Memory(base + k, name, decl, size, device, False, span, tuple(owners), pool)
-                     for k, (name, decl, size, device, span, owners, pool) in enumerate(found))
+    memories = tuple(Memory(base + k, name, decl, size, device, False, span, tuple(owners), pool, tuple(names))
+                     for k, (name, decl, size, device, span, owners, pool, names) in enumerate(found))
     return memories, pieces_of_block
 
 

@@ -270,7 +270,7 @@ def _expectation_met(program: Program, expectation, findings: list[Finding]) -> 
     if kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE):
         wanted = ((FindingKind.RACE,) if kind is ExpectKind.RACE
                   else (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC))
-        owners = {m.name: set(m.owners) | {m.buffer} for m in program.memories}
+        owners = {m.name: set(m.owners) | set(m.tensors) | {m.buffer} for m in program.memories}
         matched = [i for i, f in enumerate(findings)
                    if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
                                             or expectation.buffer == f.memory

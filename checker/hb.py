@@ -425,9 +425,9 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
                     [issue, free_issue], last=issue, early=free_issue, then=start), launch_order=True), s)
             # Launch order: a caching-allocator block used before any of its allocs is issued.
-            block_allocs = launch_allocs.get(memory, [])
+            block_allocs = [graph.node(StepKind.ISSUE, a) for a in s.tensor_allocs] if mem.owners else []
             if (block_allocs and memory not in allocs
-                    and not any(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
+                    and not all(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
                                 if g in order.clocks)):
                 report(messages.use_before_alloc(program, s, mem, 1, order.prefix([issue], last=issue)), s)
 

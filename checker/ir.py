@@ -235,6 +235,9 @@ class Memory:
     pool: int | None = None
     """For a caching-allocator block: the stream whose pool holds it (where its tensors are
     allocated, and where it is handed on at once after a free)."""
+    tensors: tuple[str, ...] = ()
+    """For a caching-allocator block: the tensors (array elements named, `g[1]`) whose blocks
+    covered it, in order: an `expect race on g[1]` matches a race on it."""
 
     @property
     def on_host(self) -> bool:
@@ -369,6 +372,9 @@ class Statement:
     memory: int | None = None
     """alloc/free: the memory whose lifetime this statement changes (the first, see `pieces`)."""
     pieces: tuple[int, ...] = ()
+    tensor_allocs: tuple[int, ...] = ()
+    """The `alloc` statement of each caching-allocator tensor lifetime the statement uses: a
+    use issued before it is a use before alloc, whoever had those bytes before."""
     """alloc/free of a caching-allocator tensor whose block spans several memories (pieces of
     a segment that other blocks cut): every one of them. Empty otherwise."""
     bindings: tuple[tuple[str, int], ...] = ()

@@ -1972,8 +1972,9 @@ class _Lowerer:
         self.named_streams.add(stream)
         self.tensor_events.append(TensorEvent("alloc", self.current_thread, slot))
         self.placed.append(len(self.statements))
-        self.emit(node, op=Op.ALLOC, stream=None, memory=placeholder(slot), launch_only=True, bindings=bindings,
-                  form=f"alloc {info.name} on {self.streams[stream].name}")
+        self.slots[slot].statement = self.emit(
+            node, op=Op.ALLOC, stream=None, memory=placeholder(slot), launch_only=True, bindings=bindings,
+            form=f"alloc {info.name} on {self.streams[stream].name}")
 
     def free_tensor(self, node: ast.HostFree, tensor: int, bindings) -> None:
         memory = self.tensor_use(tensor, node.access.span)
@@ -2024,6 +2025,8 @@ class _Lowerer:
                 memory = found[0].memory if found else None
                 pieces = tuple(piece.memory for piece in found) if found and len(found) > 1 else ()
             accesses = tuple(placed_access for a in s.accesses for placed_access in placed(a))
+            lifetimes = (self.slots[slot_of(a.memory)] for a in s.accesses if a.memory < 0)
+            tensor_allocs = tuple(sorted({(slot.target or slot).statement for slot in lifetimes} - {None}))
             self.budget += max(0, len(accesses) - len(s.accesses))
             if self.budget > self.max_statements:
                 raise SpecError(error(
@@ -2031,7 +2034,8 @@ class _Lowerer:
                     f"accessing them takes the spec past the limit of {self.max_statements:,} lowered statements "
                     "(each piece accessed counts as one)", s.span, "touches many pieces",
                     help="allocate fewer, larger tensors, or raise the limit with --max-statements N"))
-            self.statements[index] = replace(s, memory=memory, pieces=pieces, accesses=accesses)
+            self.statements[index] = replace(s, memory=memory, pieces=pieces, accesses=accesses,
+                                             tensor_allocs=tensor_allocs)
         return placement.memories
 
     # -- program-wide ----------------------------------------------------------------------

@@ -372,6 +372,7 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
                                                while_running=running))
         else:
             managed = {x.memory for x in st if x.op is Op.ALLOC and not x.launch_only}
+            managed |= {m for a in s.tensor_allocs for m in st[a].lifetime_memories}
             memory = next((program.memories[a.memory] for a in s.accesses if a.memory in managed),
                           program.memories[s.accesses[0].memory])
             out.append(messages.use_before_alloc(program, s, memory, len(group), witness))

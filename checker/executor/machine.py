@@ -243,17 +243,10 @@ class Machine:
         for work enqueued on a stream, those a launch-ordered free frees; for a host statement,
         which runs when issued, only those of caching-allocator blocks (whose frees count by
         launch order alone): other memory it uses after a free only by run order."""
-        block_allocs: dict[int, list[int]] = {}
-        for st in statements:
-            if st.launch_only and st.op is Op.ALLOC:
-                for m in st.lifetime_memories:
-                    block_allocs.setdefault(m, []).append(st.index)
-        self.block_allocs = tuple(
-            tuple(tuple(block_allocs[m]) for m in dict.fromkeys(a.memory for a in st.accesses) if m in block_allocs)
-            for st in statements)
-        """Per statement, for each caching-allocator block it touches, the allocs of that block:
-        a statement issued while none of one block's allocs has been is a use before alloc
-        (launch order: a tensor is used before any tensor was given its block)."""
+        self.block_allocs = tuple(tuple((a,) for a in st.tensor_allocs) for st in statements)
+        """Per statement, for each caching-allocator tensor lifetime it uses, its `alloc` (as a
+        one-element group): a statement issued while one of them has not been is a use before
+        alloc (launch order: a tensor used before it was given its bytes)."""
         self.allocs = self.of_op.get(Op.ALLOC, ())
         self.frees = self.of_op.get(Op.FREE, ())
         kill = [0] * n

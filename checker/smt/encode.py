@@ -743,13 +743,9 @@ class Encoding:
         )
 
     def block_allocs(self, statement: Statement) -> list[list[Statement]]:
-        """For each caching-allocator block the statement touches, the allocs of that block."""
-        blocks = []
-        for memory in dict.fromkeys(a.memory for a in statement.accesses):
-            allocs = self.launch_lifetimes(memory)[0]
-            if allocs and all(alloc.launch_only for alloc in allocs):
-                blocks.append(allocs)
-        return blocks
+        """For each caching-allocator tensor lifetime the statement uses, its `alloc` (as a
+        one-element group: the use is before alloc when it is issued before that one)."""
+        return [[self.program.statements[a]] for a in statement.tensor_allocs]
 
     def enqueued_before_alloc(self, statement: Statement):
         issue = self.layout.issue(statement)
