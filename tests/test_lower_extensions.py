@@ -704,6 +704,18 @@ def test_expect_race_on_a_tensor():
     assert p.expectations[0].buffer == "a"
 
 
+def test_expect_race_on_a_tensor_element_matches_a_piece_of_its_block():
+    from checker.analyze import check_loaded
+
+    spec = ("device gpu0 { compute 2 }\ntensor g[2] 1KiB on gpu0\ntensor h 512B on gpu0\nstream main on gpu0\n"
+            "stream side on gpu0\nthread t {\n  main: alloc g\n  main: kernel fill writes g 1ms\n"
+            "  side: wait_stream main\n  side: kernel consume reads g[1] 5ms\n  free g[1]\n  main: alloc h\n"
+            "  main: kernel produce writes h 1ms\n}\nexpect race on g[1]\n")
+    report = check_loaded(load_text(spec))
+    assert [f.memory for f in report.findings] == ["g[1][0:512]"]  # h takes half of g[1]'s block
+    assert report.passed
+
+
 @pytest.mark.parametrize("body,line,column,code,message", [
     ("  s: kernel k reads a\n", 11, 21, Code.SP027, "tensor `a` is used but never allocated"),
     ("  other: alloc a\n", 11, 3, Code.SP027, "tensor `a` lives on `g`, but `other` is a stream of `h`"),
