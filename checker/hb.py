@@ -424,7 +424,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     continue
                 report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
                     [issue, free_issue], last=issue, early=free_issue, then=start), launch_order=True), s)
-            # Launch order: a caching-allocator block used before any of its allocs is issued.
+            # Launch order: a tensor used before its own alloc is issued (whoever had its bytes).
             block_allocs = [graph.node(StepKind.ISSUE, a) for a in s.tensor_allocs] if mem.owners else []
             if (block_allocs and memory not in allocs
                     and not all(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
