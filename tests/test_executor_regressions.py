@@ -38,3 +38,15 @@ def test_saved_verdict(path):
         assert confirm(program, finding).ok
     sim = simulate(program)
     assert replay(program, sim.steps).ok
+
+
+def test_a_launch_order_use_after_free_names_the_free_issued_before_it():
+    # `free b` is issued after k, and b's alloc between them reuses a's block: the state where
+    # k's start shows the use has issued both frees, but k was enqueued after `free a` alone
+    from checker.frontend import load_text
+
+    program = load_text("device gpu0 { compute 2 }\ntensor a 1KiB on gpu0\ntensor b 1KiB on gpu0\n"
+                        "stream main on gpu0\nstream side on gpu0\nthread t {\n  main: alloc a\n  free a\n"
+                        "  side: kernel k reads a 2ms\n  main: alloc b\n  free b\n}\n").program
+    (finding,) = explore(program).findings(program)
+    assert "enqueued after free a (line 8)" in finding.message

@@ -23,6 +23,7 @@ from checker.ir import Op, Program
 from checker.executor.machine import (
     ENQUEUED_AFTER_FREE, PRECOMPUTE_CONFLICTS, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State,
 )
+from checker.executor.state import bits
 from checker.executor.stubborn import StubbornSets
 from checker.witness import Step, StepKind, Witness
 
@@ -290,6 +291,32 @@ class _Explorer:
         )
 
 
+def _enqueued_after(machine: Machine, steps, i: int):
+    """(free, memory) of a launch-order use after free, read off its execution: the latest free
+    issued before statement i was whose bytes i touches and that no alloc issued since made live
+    again. (The state where the use shows, at i's start, may have issued later frees.)"""
+    dead = 0
+    killed: dict[int, tuple[int, int]] = {}  # segment -> (position, free) that made it dead
+    for position, step in enumerate(steps):
+        if step.kind is not StepKind.ISSUE:
+            continue
+        if step.statement == i:
+            bad = dead & machine.launch_touch[i]
+            if not bad:
+                return None
+            segment = max(bits(bad), key=lambda g: killed[g])
+            return (machine.program.statements[killed[segment][1]],
+                    machine.program.memories[machine.layout.owner[segment]])
+        life = machine.launch_life[step.statement]
+        if life and machine.program.statements[step.statement].op is Op.FREE:
+            dead |= life
+            for g in bits(life):
+                killed[g] = (position, step.statement)
+        elif life:
+            dead &= ~life
+    return None
+
+
 def killing_free(machine: Machine, state: State, step: Step, i: int, kind: str) -> int | None:
     """The free a dead use that `step` (taken in `state`) shows is reported against."""
     if kind == USE_BEFORE_ALLOC:
@@ -364,6 +391,8 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
             free = st[u.free] if u.free is not None else None
             memory = program.memories[next((a.memory for a in s.accesses if a.memory in free.lifetime_memories),
                                             free.memory) if free is not None else s.accesses[0].memory]
+            if kind_name == ENQUEUED_AFTER_FREE:
+                free, memory = _enqueued_after(machine, u.witness.steps, u.statement) or (free, memory)
             last = witness.steps[-1] if witness.steps else None
             running = (free is not None and last is not None and last.statement == free.index
                        and last.kind in (StepKind.END, StepKind.RETURN))  # found as the free took effect
