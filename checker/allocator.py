@@ -267,6 +267,7 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
     allocator = _Allocator()
     given: list[tuple[int, int, int, int]] = []  # (segment, offset, size, slot) in allocation order
     freed_into: dict[int, list[tuple[int, Span, Slot]]] = {}  # stream -> [(thread, free, slot)]
+    handed_back: list[tuple[int, Span, Slot]] = []  # frees by a thread that did not allocate
     for i in sorted(range(len(events)), key=lambda i: (events[i].thread, i)):
         event = events[i]
         if event.kind == "alloc":
@@ -279,6 +280,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             given.append((segment, offset, block_size, event.slot))
         elif event.kind == "free":
             slot = owner(event.slot)
+            if slot.marked and not slot.freed and event.thread != slot.thread and slot.stream is not None:
+                handed_back.append((event.thread, event.span, slot))
             if slot.freed or slot.block is None or slot.marked:
                 slot.freed = True
                 continue
@@ -286,6 +289,7 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             allocator.release(*given[slot.block][:2])
             freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
     warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names, processes)
+    warnings += _handed_back_warnings(slots, handed_back, tensors, stream_names, thread_names, processes)
     memories, pieces_of_block = _pieces(given, allocator.segments, slots, tensors, base)
     pieces_of_slot = tuple(None if owner(k).block is None else pieces_of_block[owner(k).block]
                            for k in range(len(slots)))
@@ -401,3 +405,32 @@ def _shared_pool_warnings(slots: list[Slot], freed_into: dict[int, list[tuple[in
                  "thread, so a reuse across threads is not checked: allocate and free these tensors on "
                  "one thread, or give each thread its own stream to allocate on"))
     return found
+
+
+def _handed_back_warnings(slots: list[Slot], handed_back: list[tuple[int, Span, Slot]], tensors: list[Tensor],
+                          stream_names: list[str], thread_names: list[str],
+                          processes: frozenset[int] = frozenset()) -> list[Diagnostic]:
+    """SP056 at a `free` by a thread that did not allocate the tensor, where some `alloc`
+    draws from the pool it goes back to: PyTorch hands the block to that `alloc` when the free
+    came first, but the simulation never hands such a block on (which allocation gets it
+    depends on how the threads interleave), so that reuse and its races go unchecked."""
+    found = []
+    warned: set[int] = set()
+    for thread, span, slot in handed_back:
+        if slot.stream in warned or thread in processes or slot.thread in processes:
+            continue
+        taker = next((other for other in slots if other.kind == "alloc" and other.stream == slot.stream
+                      and other is not slot and other.thread not in processes), None)
+        if taker is None:
+            continue
+        warned.add(slot.stream)
+        found.append(warning(
+            Code.SP056, f"thread `{thread_names[thread]}` frees `{tensors[slot.tensor].name}`, which thread "
+            f"`{thread_names[slot.thread]}` allocated, back into the pool of `{stream_names[slot.stream]}`, "
+            f"from which `{tensors[taker.tensor].name}` is allocated", span, "freed by another thread",
+            secondary=((taker.span, "may reuse that block"),),
+            help="the caching allocator hands the block to the next allocation on that stream, whichever "
+                 "thread makes it, but streamproof never hands on a block freed by another thread, so that "
+                 "reuse is not checked: free each tensor on the thread that allocated it"))
+    return found
+

@@ -704,6 +704,17 @@ def test_expect_race_on_a_tensor():
     assert p.expectations[0].buffer == "a"
 
 
+def test_a_free_by_another_thread_warns_where_an_alloc_could_take_the_block():
+    spec = ("device gpu0 { compute 2 }\ntensor a 1KiB on gpu0\ntensor b 1KiB on gpu0\nstream main on gpu0\n"
+            "stream side on gpu0\nnotify n\nthread t {\n  main: alloc a\n  notify n\n}\n"
+            "thread u {\n  await n\n  side: kernel use reads a\n  free a\n%s}\n")
+    loaded = load_text(spec % "  main: alloc b\n")
+    (warned,) = [w for w in loaded.diagnostics if w.code is Code.SP056]
+    assert (warned.primary_span.line, warned.message) == (14, "thread `u` frees `a`, which thread `t` allocated, "
+                                                          "back into the pool of `main`, from which `b` is allocated")
+    assert not [w for w in load_text(spec % "").diagnostics if w.code is Code.SP056]  # nothing draws from it
+
+
 def test_expect_race_on_a_tensor_element_matches_a_piece_of_its_block():
     from checker.analyze import check_loaded
 
