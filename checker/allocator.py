@@ -250,11 +250,18 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
         return Placement(errors=tuple(errors))
     owner = lambda index: slots[index].target or slots[index]  # noqa: E731
     warnings = []
-    # Deferred reuse, whichever thread asks for it.
+    # Deferred reuse, whichever thread asks for it (events are in each thread's program order).
+    freed_here: set[tuple[int, int]] = set()  # (thread, id of the alloc's slot) freed so far
     for event in events:
         if event.kind == "record":
             slot = owner(event.slot)
-            if event.stream != slot.stream:
+            if (event.thread, id(slot)) in freed_here:
+                warnings.append(warning(
+                    Code.SP055, f"`record_stream` of `{tensors[slot.tensor].name}` after its `free` does nothing",
+                    event.span, "after the free",
+                    help="the block went back to the pool at the free: record the tensor on the other "
+                         "stream before freeing it"))
+            elif event.stream != slot.stream:
                 slot.marked = True
             else:
                 warnings.append(warning(
@@ -262,8 +269,10 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                     "its own allocation stream, does nothing", event.span, "its allocation stream",
                     help="record the tensor on each other stream that uses it: the allocator already "
                          "orders its own stream"))
-        elif event.kind == "free" and owner(event.slot).thread != event.thread:
-            owner(event.slot).marked = True
+        elif event.kind == "free":
+            freed_here.add((event.thread, id(owner(event.slot))))
+            if owner(event.slot).thread != event.thread:
+                owner(event.slot).marked = True
     allocator = _Allocator()
     given: list[tuple[int, int, int, int]] = []  # (segment, offset, size, slot) in allocation order
     freed_into: dict[int, list[tuple[int, Span, Slot]]] = {}  # stream -> [(thread, free, slot)]
@@ -280,6 +289,11 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             given.append((segment, offset, block_size, event.slot))
         elif event.kind == "free":
             slot = owner(event.slot)
+            if slot.block is None and slot.thread == event.thread and not slot.freed:
+                errors.append(error(Code.SP027, f"tensor `{tensors[slot.tensor].name}` is freed before it is "
+                                                "allocated", event.span, "not allocated yet",
+                                    help="free it after its `alloc`"))
+                continue
             if slot.marked and not slot.freed and event.thread != slot.thread and slot.stream is not None:
                 handed_back.append((event.thread, event.span, slot))
             if slot.freed or slot.block is None or slot.marked:
@@ -288,6 +302,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
             slot.freed = True
             allocator.release(*given[slot.block][:2])
             freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
+    if errors:
+        return Placement(errors=tuple(errors))
     warnings += _shared_pool_warnings(slots, freed_into, tensors, stream_names, thread_names, processes)
     warnings += _handed_back_warnings(slots, handed_back, tensors, stream_names, thread_names, processes)
     memories, pieces_of_block = _pieces(given, allocator.segments, slots, tensors, base)

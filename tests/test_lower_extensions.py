@@ -734,9 +734,18 @@ def test_expect_race_on_a_tensor_element_matches_a_piece_of_its_block():
     ("  s: alloc a\n  s: free a\n", 12, 3, Code.SP027, "a tensor goes back to its pool when the host frees it"),
     ("  s: record_stream c\n", 11, 20, Code.SP027, "never allocated"),
     ("  s: alloc a\n  s: record_stream a[0:1KiB]\n", 12, 20, Code.SP015, "takes a whole tensor"),
+    ("  free a\n  s: alloc a\n", 11, 3, Code.SP027, "tensor `a` is freed before it is allocated"),
 ])
 def test_tensor_errors(body, line, column, code, message):
     error_of(TENSORS + "thread main {\n" + body + "}\n", code, line, column, message)
+
+
+def test_record_stream_after_the_free_warns_and_keeps_nothing():
+    loaded = load_text(TENSORS + "thread main {\n  s: alloc a\n  free a\n  side: record_stream a\n  s: alloc b\n}\n")
+    (warned,) = [d for d in loaded.diagnostics if d.code is Code.SP055]
+    assert warned.message == "`record_stream` of `a` after its `free` does nothing"
+    p = loaded.program
+    assert p.memories[p.statements[-1].memory].name == "a[0:2MiB]"  # b still takes a's bytes
 
 
 def test_tensor_used_before_its_alloc_when_allocated_twice():
