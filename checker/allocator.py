@@ -230,10 +230,15 @@ class _Allocator:
 
 
 def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], stream_names: list[str],
-          thread_names: list[str], base: int, processes: frozenset[int] = frozenset()) -> Placement:
+          thread_names: list[str], base: int, processes: frozenset[int] = frozenset(),
+          released: dict[int, int] | None = None) -> Placement:
     """Simulate the caching allocator, each thread in program order. `slots` are updated in
     place (targets, blocks, marks). `processes`: the threads declared `process`, each with
-    an allocator of its own."""
+    an allocator of its own. `released`: free event -> the alloc event at which the block that
+    free hands back, recorded on other streams, returns to the pool (their work done then),
+    instead of never."""
+    released = released or {}
+    pending: dict[int, list[Slot]] = {}  # alloc event -> recorded blocks back in the pool there
     allocs: dict[int, list[Slot]] = {}
     for slot in slots:
         if slot.kind == "alloc":
@@ -280,6 +285,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
     for i in sorted(range(len(events)), key=lambda i: (events[i].thread, i)):
         event = events[i]
         if event.kind == "alloc":
+            for back in pending.pop(i, ()):
+                allocator.release(*given[back.block][:2])
             slot = slots[event.slot]
             tensor = tensors[slot.tensor]
             size = rounded(tensor.size)
@@ -296,6 +303,10 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                 continue
             if slot.marked and not slot.freed and event.thread != slot.thread and slot.stream is not None:
                 handed_back.append((event.thread, event.span, slot))
+            if i in released and slot.marked and not slot.freed and slot.block is not None:
+                pending.setdefault(released[i], []).append(slot)
+                slot.freed = True
+                continue
             if slot.freed or slot.block is None or slot.marked:
                 slot.freed = True
                 continue

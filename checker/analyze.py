@@ -446,6 +446,9 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
             unchecked = variants[index:]
             break
         found, errors = find(program, replace(options, budget=left) if index else options, progress)
+        if program.races_only:
+            found = tuple(f for f in found if f.kind in (FindingKind.RACE, FindingKind.USE_AFTER_FREE,
+                                                         FindingKind.USE_BEFORE_ALLOC, FindingKind.UNKNOWN))
         internal += [e for e in errors if e not in internal]
         for finding in found:
             key = (finding.kind, finding.buffer, finding.message if not finding.statements else "",
@@ -486,7 +489,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
     expected: set[int] = set()
     if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
         _tell(progress, "makespan")
-        for variant in variants:
+        for variant in (v for v in variants if not v.races_only):
             left = max(0.0, options.budget - (time.monotonic() - began))
             makespan_diagnostics, makespan_findings = _makespan_checks(variant, replace(options, budget=left))
             diagnostics += [d for d in makespan_diagnostics if d not in diagnostics]

@@ -496,6 +496,11 @@ class Program:
     variant: str = ""
     """Which branch of every `choose` (and which runtime behaviour, where a runtime leaves
     it open) this program is; empty when the spec has a single program."""
+    races_only: bool = False
+    """A program that assumes a timing: the caching allocator hands a block recorded on other
+    streams back to its pool once their work is done, which a host `sync` of the allocator's
+    events stands for. Only its races and dead uses are findings (that sync can hang or delay
+    where the real allocator would just not hand the block back), and it is not timed."""
     exact_durations: tuple[tuple[int, Fraction], ...] = ()
     """(statement, duration in ns) where the statement's whole nanoseconds round it up."""
     exact_launches: tuple[tuple[int, Fraction], ...] = ()

@@ -17,12 +17,13 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 from dataclasses import dataclass, fields, is_dataclass, replace
 from fractions import Fraction
 
 from checker import ast
 from checker.collectives import program_order_groups
-from checker.allocator import Slot, Tensor, TensorEvent, place, placeholder, slot_of
+from checker.allocator import SMALL_SIZE, Slot, Tensor, TensorEvent, place, placeholder, rounded, slot_of
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error, warning
 from checker.ir import (
@@ -54,6 +55,9 @@ MAX_DECLARED = 1_000_000
 MAX_ENGINE_UNITS = 4096
 MAX_VARIANTS = 64
 """Most programs one spec may lower to (branch combinations times runtime alternatives)."""
+MAX_RELEASES = 4
+"""Most blocks recorded on other streams whose return to the pool (once that work is done)
+one program of a spec gets variants for (`_Lowerer.release_candidates`)."""
 DEFAULT_ENGINES = ((Engine.COMPUTE, 1), (Engine.COPY, 1), (Engine.COMM, 1))
 
 CUDA_STAGED = "cuda pageable copies return once staged"
@@ -884,13 +888,68 @@ class _Lowerer:
                 programs.append(replace(synced, variant="; ".join(labels + [cuda_variant(choices, True)])))
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
+            candidates = self.release_candidates() if len(programs) < MAX_VARIANTS else {}
+            for free, (alloc, streams) in candidates.items():
+                slot = self.slots[self.tensor_events[free].slot]
+                slot = slot.target or slot
+                line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
+                label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
+                         f"work on {', '.join(f'`{self.streams[k].name}`' for k in streams)} done by then")
+                reused = self.run(prefix, cuda_sync_first=False, released={free: (alloc, streams)})
+                if self.errors:
+                    return (program,)
+                lowered += len(reused.statements)
+                if lowered > self.max_statements:
+                    break  # (the program as written is checked; these timings are extra)
+                programs.append(replace(reused, variant="; ".join(labels + [label]), races_only=True))
             last = next((i for i in range(len(decisions) - 1, -1, -1) if decisions[i][0] + 1 < decisions[i][1]), None)
             if last is None:
                 break
             prefix = [taken for taken, _, _ in decisions[:last]] + [decisions[last][0] + 1]
-        if len(programs) > MAX_VARIANTS:
+        if sum(not program.races_only for program in programs) > MAX_VARIANTS:
             self.too_many(len(programs))
         return tuple(programs)
+
+    def release_candidates(self) -> dict[int, tuple[int, tuple[int, ...]]]:
+        """Of the program just lowered: frees of tensors recorded on other streams
+        (`record_stream` before the free, on the freeing thread, which allocated them), each with
+        the next alloc of that thread from the same pool, where PyTorch hands the block back
+        when the work on those streams is done by then (`process_events` at each `malloc`).
+        Only where no other recorded block of that pool is held at that alloc; at most
+        `MAX_RELEASES`, in program order."""
+        events, slots = self.tensor_events, self.slots
+        owner = lambda k: slots[k].target or slots[k]  # noqa: E731
+        recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
+        freed_by: dict[int, set[int]] = {}  # id(slot) -> threads that free it
+        allocs: dict[tuple, list[int]] = {}  # (thread, stream, small) -> alloc events
+        small = lambda slot: rounded(self.tensors[slot.tensor].size) <= SMALL_SIZE  # noqa: E731
+        for k, event in enumerate(events):
+            slot = owner(event.slot)
+            if event.kind == "record" and event.stream != slot.stream:
+                recorded.setdefault(id(slot), []).append((k, event.thread, event.stream))
+            elif event.kind == "free":
+                freed_by.setdefault(id(slot), set()).add(event.thread)
+            elif event.kind == "alloc":
+                allocs.setdefault((event.thread, slot.stream, small(slot)), []).append(k)
+        held: dict[tuple, list[int]] = {}  # pool -> frees of blocks recorded on other streams
+        for k, event in enumerate(events):
+            slot = owner(event.slot)
+            if event.kind == "free" and any(at < k for at, _, _ in recorded.get(id(slot), ())):
+                held.setdefault((event.thread, slot.stream, small(slot)), []).append(k)
+        found: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for pool, frees in held.items():
+            later = allocs.get(pool, [])
+            for k in frees:
+                event, slot = events[k], owner(events[k].slot)
+                records = recorded[id(slot)]
+                if (slot.thread != event.thread or slot.block is None or freed_by[id(slot)] != {event.thread}
+                        or any(thread != event.thread for _, thread, _ in records)):
+                    continue  # (a block another thread frees or records stays out of the pool)
+                at = bisect_right(later, k)
+                if at == len(later) or any(other != k and other < later[at] for other in frees):
+                    continue  # (another recorded block may come back at that alloc too: which one it takes depends on both)
+                found[k] = (later[at], tuple(dict.fromkeys(stream for at, _, stream in records if at < k)))
+        return dict(sorted(found.items())[:MAX_RELEASES])
 
     def too_many(self, count: int) -> None:
         first = self.first_choose()
@@ -1012,9 +1071,14 @@ class _Lowerer:
 
     # -- one program -----------------------------------------------------------------------
 
-    def run(self, prefix: list[int], cuda_sync_first: bool) -> Program:
-        """Lower every thread taking the branches in `prefix` (then every first branch)."""
+    def run(self, prefix: list[int], cuda_sync_first: bool, released: dict | None = None) -> Program:
+        """Lower every thread taking the branches in `prefix` (then every first branch).
+        `released` (`release_candidates`): free tensor event -> (the alloc event that takes the
+        recorded block back, the streams it was recorded on)."""
         self.prefix = prefix
+        self.released: dict[int, tuple[int, tuple[int, ...]]] = released or {}
+        self.release_syncs: dict[int, list[int]] = {}
+        """Alloc tensor event -> the allocator's events it stands behind (`released`)."""
         self.decisions: list[tuple[int, int, str]] = []
         self.cuda_sync_first = cuda_sync_first
         self.driver_choices: set[str] = set()
@@ -1046,7 +1110,7 @@ class _Lowerer:
         try:
             for decl in self.thread_decls:
                 self.thread(decl)
-            blocks = self.place_tensors()
+            blocks = self.place_tensors({free: alloc for free, (alloc, _) in self.released.items()})
             self.fill_stream_sets()
             self.assign_contexts()
             groups = self.groups()
@@ -1964,6 +2028,10 @@ class _Lowerer:
                                               f"`{self.devices[self.streams[stream].device].name}`",
                                   node.stream.span, "another device",
                                   help="allocate it from a stream of its own device"))
+        for event in self.release_syncs.get(len(self.tensor_events), ()):
+            self.emit(node, part=2 + event, op=Op.SYNC, stream=None, sync=SyncKind.EVENT, target=event,
+                      bindings=bindings, form=f"sync {self.events[event].name} (this variant's timing: the "
+                                              "recorded work is done when the allocator looks)")
         slot = len(self.slots)
         if self.process_streams is not None:
             self.process_streams.add(stream)
@@ -1978,6 +2046,15 @@ class _Lowerer:
 
     def free_tensor(self, node: ast.HostFree, tensor: int, bindings) -> None:
         memory = self.tensor_use(tensor, node.access.span)
+        release = self.released.get(len(self.tensor_events))
+        for stream in release[1] if release is not None else ():
+            # PyTorch's `insert_events`: an event on each stream the block was recorded on
+            event = len(self.events)
+            self.events.append(Event(event, f"allocator#{event}", False, node.span))
+            self.emit(node, part=2 + event, op=Op.RECORD, stream=stream, device=self.streams[stream].device,
+                      event=event, bindings=bindings,
+                      form=f"record {self.events[event].name} (the allocator's, at `free {self.tensors[tensor].name}`)")
+            self.release_syncs.setdefault(release[0], []).append(event)
         self.tensor_events.append(TensorEvent("free", self.current_thread, slot_of(memory), node.span))
         self.placed.append(len(self.statements))
         self.emit(node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
@@ -1994,14 +2071,14 @@ class _Lowerer:
             slot = slot_of(self.tensor_use(tensor, node.tensor.span))
             self.tensor_events.append(TensorEvent("record", self.current_thread, slot, node.span, stream))
 
-    def place_tensors(self) -> tuple[Memory, ...]:
+    def place_tensors(self, released: dict[int, int]) -> tuple[Memory, ...]:
         """Run the allocator simulation (`allocator.place`) and rewrite every tensor
         placeholder to the memory of the block the tensor got."""
         if not self.slots:
             return ()
         placement = place(self.slots, self.tensor_events, self.tensors, [s.name for s in self.streams],
                           [t.name for t in self.threads], len(self.memories),
-                          self.process_threads())
+                          self.process_threads(), released)
         for diagnostic in placement.errors:
             self.record(diagnostic)
         if self.errors:

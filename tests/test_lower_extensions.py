@@ -748,6 +748,34 @@ def test_record_stream_after_the_free_warns_and_keeps_nothing():
     assert p.memories[p.statements[-1].memory].name == "a[0:2MiB]"  # b still takes a's bytes
 
 
+RECORDED = ("device gpu0 { compute 2 }\ntensor a 1KiB on gpu0\ntensor b 1KiB on gpu0\ntensor c 1KiB on gpu0\n"
+            "stream main on gpu0\nstream side on gpu0\nevent f flag\nthread t {\n%s}\n")
+
+
+def test_a_recorded_block_comes_back_in_a_variant_of_its_own():
+    from checker.analyze import check_loaded, find, Options
+
+    # side waits for a flag the thread sets only after `alloc b`: the variant's sync (the
+    # recorded work done by then) hangs, where the allocator would just keep the block
+    loaded = load_text(RECORDED % ("  main: alloc a\n  side: wait f\n  side: kernel use reads a 1ms\n"
+                                   "  side: record_stream a\n  free a\n  main: alloc b\n"
+                                   "  main: kernel fill writes b 1ms\n  main: record f\n  sync all\n"))
+    base, reused = loaded.variants
+    assert (base.races_only, reused.races_only) == (False, True)
+    assert reused.variant == "the allocator hands `a`'s block back at line 14, the work on `side` done by then"
+    assert [s.form.split(" (")[0] for s in reused.statements if s.form.startswith(("record allocator", "sync alloc"))] \
+        == ["record allocator#1", "sync allocator#1"]
+    assert [f.kind.value for f in find(reused, Options())[0]] == ["deadlock"]
+    assert check_loaded(loaded).findings == ()  # that deadlock is no finding: only races and dead uses count
+
+
+def test_no_variant_where_two_recorded_blocks_could_come_back_at_one_alloc():
+    body = ("  main: alloc a\n  main: alloc b\n  side: kernel use reads a, b 1ms\n  side: record_stream a\n"
+            "  side: record_stream b\n  free a\n%s  main: alloc c\n  sync all\n")
+    assert len(load_text(RECORDED % (body % "  free b\n")).variants) == 1
+    assert len(load_text(RECORDED % (body % "")).variants) == 2  # b is never freed: only a comes back
+
+
 def test_tensor_used_before_its_alloc_when_allocated_twice():
     diagnostic = error_of(TENSORS + "thread a1 {\n  s: alloc a\n  free a\n  s: alloc a\n}\n"
                           "thread user {\n  s: kernel k reads a\n}\n",
