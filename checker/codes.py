@@ -51,6 +51,7 @@ class Code(str, enum.Enum):
     SP060 = "SP060"
     SP061 = "SP061"
     SP062 = "SP062"
+    SP063 = "SP063"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -104,6 +105,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP060: "two legacy streams on one device",
     Code.SP061: "one event recorded on streams of two CUDA devices",
     Code.SP062: "a stream used by a process and by another thread",
+    Code.SP063: "a buffer used by two processes",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -22,6 +22,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += never_notified(program)
     found += events_on_two_devices(program)
     found += streams_of_two_processes(program)
+    found += buffers_of_two_processes(program)
     found += legacy_streams_of_one_process(program)
     return found
 
@@ -76,6 +77,38 @@ def streams_of_two_processes(program: Program) -> list[Diagnostic]:
             "another thread's work on this stream",
             secondary=((earlier.span, "first used here"),),
             help="a stream belongs to one process: give each process streams of its own"))
+    return found
+
+
+def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
+    """SP063: a declared buffer that two processes (a `process` thread and any other thread)
+    both access. Processes have address spaces of their own, so they share memory only on
+    purpose (CUDA IPC handles, shared host memory); more often each rank meant a buffer of its
+    own. Checked as written: one memory, whose accesses may race. (Caching-allocator tensors
+    are per process already.)"""
+    first: dict[int, Statement] = {}  # memory -> the first statement that accesses it
+    found = []
+    warned: set[str] = set()  # (declared buffers: one warning for every element of an array)
+    for s in program.statements:
+        for access in s.accesses:
+            if access.memory < 0:
+                continue  # (a tensor left unplaced by an error the allocator reported)
+            memory = program.memories[access.memory]
+            if memory.owners or memory.buffer in warned:
+                continue
+            earlier = first.setdefault(memory.index, s)
+            before, now = program.threads[earlier.thread], program.threads[s.thread]
+            if before is now or not (before.process or now.process):
+                continue
+            warned.add(memory.buffer)
+            found.append(warning(
+                Code.SP063, f"buffer `{memory.name}` is used by {'process' if before.process else 'thread'} "
+                            f"`{before.name}` and by {'process' if now.process else 'thread'} `{now.name}`",
+                access.span, "another process's access",
+                secondary=((earlier.span, "first used here"),),
+                help="each process has memory of its own: give each rank its own buffer "
+                     f"(`buffer {memory.buffer}[N] ...`), unless the memory is shared on purpose (CUDA IPC); "
+                     "it is checked as written, as one memory"))
     return found
 
 

@@ -1142,6 +1142,18 @@ def test_a_process_takes_the_default_stream_a_comm_declares(runtime):
     assert check_loaded(loaded).findings == ()
 
 
+@pytest.mark.parametrize("threads, warned", [
+    ("thread rank[2] process {\n  s[rank]: kernel k reads w\n}\n", True),
+    ("thread rank[2] process {\n  s[rank]: kernel k reads w[rank]\n}\n", False),
+    ("thread rank[2] {\n  s[rank]: kernel k reads w\n}\n", False),
+    ("thread main process {\n  s[0]: kernel k reads w[0]\n}\nthread helper {\n  host h reads w[0]\n}\n", True),
+])
+def test_a_buffer_two_processes_use_warns(threads, warned):
+    size = "" if "w[" not in threads else "[2]"
+    loaded = load_text(f"device gpu0\nbuffer w{size} 1KiB on gpu0\nstream s[2] on gpu0\n{threads}")
+    assert bool([d for d in loaded.diagnostics if d.code is Code.SP063]) == warned
+
+
 def test_a_process_takes_its_hardware_queues_in_turn():
     p = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] process {\n  s[rank]: kernel k\n"
                 "  s[rank + 2]: kernel k\n}\n")
