@@ -308,6 +308,9 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                 slot.freed = True
                 continue
             if slot.freed or slot.block is None or slot.marked:
+                if slot.marked and not slot.freed and slot.block is not None and event.thread == slot.thread:
+                    # (held until the work it is recorded on is done: then any thread may get it)
+                    freed_into.setdefault(slot.stream, []).append((slot.thread, event.span, slot))
                 slot.freed = True
                 continue
             slot.freed = True

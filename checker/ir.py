@@ -501,6 +501,9 @@ class Program:
     streams back to its pool once their work is done, which a host `sync` of the allocator's
     events stands for. Only its races and dead uses are findings (that sync can hang or delay
     where the real allocator would just not hand the block back), and it is not timed."""
+    timings_left: int = 0
+    """Programs of the allocator's timing that the limits left out (on a spec's first
+    program): their races are not checked, which the checker reports as unknown."""
     exact_durations: tuple[tuple[int, Fraction], ...] = ()
     """(statement, duration in ns) where the statement's whole nanoseconds round it up."""
     exact_launches: tuple[tuple[int, Fraction], ...] = ()

@@ -864,92 +864,125 @@ class _Lowerer:
 
     def variants(self) -> tuple[Program, ...]:
         """One program per combination of `choose` branches (and, under `runtime cuda`, per
-        behaviour of the calls the driver may synchronize); the first takes every first branch."""
+        behaviour of the calls the driver may synchronize); the first takes every first branch.
+        Each may be followed by programs of the allocator's timing (`release_candidates`),
+        which count on no limit of their own: past `MAX_VARIANTS` of them, or past the
+        statement limit together, the base program says how many were left out."""
         combinations = self.count_combinations()
         if combinations > MAX_VARIANTS:
             self.too_many(combinations)
         programs: list[Program] = []
         prefix: list[int] = []
-        lowered = 0
+        lowered = timed = 0
+        timings_left = 0
         while True:
             program = self.run(prefix, cuda_sync_first=False)
             if self.errors:
                 return (program,)  # the other variants would repeat the same errors
+            candidates, certain = self.release_candidates()
+            if certain:  # (the recorded work is surely done there: the block comes back in every execution)
+                program = self.run(prefix, cuda_sync_first=False, released=certain)
+                if self.errors:
+                    return (program,)
             # (what the limit counts: statements, and a whole array named once per element)
             lowered += max(self.budget, len(program.statements)) * (2 if self.driver_choices else 1)
             if lowered > self.max_statements and combinations > 1:
                 self.too_large_together(combinations)
             decisions = self.decisions
             labels = [label for _, _, label in decisions]
+            cuda = []
             if self.driver_choices:
                 choices = frozenset(self.driver_choices)
-                programs.append(replace(program, variant="; ".join(labels + [cuda_variant(choices, False)])))
-                synced = self.run(prefix, cuda_sync_first=True)
+                cuda = [cuda_variant(choices, False)]
+                programs.append(replace(program, variant="; ".join(labels + cuda)))
+                synced = self.run(prefix, cuda_sync_first=True, released=certain)
                 programs.append(replace(synced, variant="; ".join(labels + [cuda_variant(choices, True)])))
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
-            candidates = self.release_candidates() if len(programs) < MAX_VARIANTS else {}
             for free, (alloc, streams) in candidates.items():
                 slot = self.slots[self.tensor_events[free].slot]
                 slot = slot.target or slot
                 line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
                 label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
                          f"work on {', '.join(f'`{self.streams[k].name}`' for k in streams)} done by then")
-                reused = self.run(prefix, cuda_sync_first=False, released={free: (alloc, streams)})
-                if self.errors:
-                    return (program,)
-                lowered += len(reused.statements)
-                if lowered > self.max_statements:
-                    break  # (the program as written is checked; these timings are extra)
-                programs.append(replace(reused, variant="; ".join(labels + [label]), races_only=True))
+                errors = len(self.errors)
+                try:
+                    reused = self.run(prefix, cuda_sync_first=False, released={**certain, free: (alloc, streams)})
+                except SpecError:  # (its synthetic statements took a thread past the limit)
+                    reused = None
+                if reused is None or len(self.errors) > errors or timed + len(reused.statements) > self.max_statements \
+                        or sum(p.races_only for p in programs) >= MAX_VARIANTS:
+                    del self.errors[errors:]  # (an extra program the limits leave out: said, not an error)
+                    timings_left += 1
+                    continue
+                timed += len(reused.statements)
+                programs.append(replace(reused, variant="; ".join(labels + cuda + [label]), races_only=True))
             last = next((i for i in range(len(decisions) - 1, -1, -1) if decisions[i][0] + 1 < decisions[i][1]), None)
             if last is None:
                 break
             prefix = [taken for taken, _, _ in decisions[:last]] + [decisions[last][0] + 1]
-        if sum(not program.races_only for program in programs) > MAX_VARIANTS:
-            self.too_many(len(programs))
+        base = sum(not program.races_only for program in programs)
+        if base > MAX_VARIANTS:
+            self.too_many(base)
+        if timings_left:
+            programs[0] = replace(programs[0], timings_left=timings_left)
         return tuple(programs)
 
-    def release_candidates(self) -> dict[int, tuple[int, tuple[int, ...]]]:
+    def release_candidates(self) -> tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, tuple[int, tuple[int, ...]]]]:
         """Of the program just lowered: frees of tensors recorded on other streams
-        (`record_stream` before the free, on the freeing thread, which allocated them), each with
-        the next alloc of that thread from the same pool, where PyTorch hands the block back
-        when the work on those streams is done by then (`process_events` at each `malloc`).
-        Only where no other recorded block of that pool is held at that alloc; at most
-        `MAX_RELEASES`, in program order."""
-        events, slots = self.tensor_events, self.slots
+        (`record_stream` before the free, on the thread that allocated and frees them), each
+        with the next alloc of that thread from the same pool, where PyTorch hands the block
+        back when the work on those streams is done by then (`process_events` at each
+        `malloc`). Only where no other block of that pool held out of it (recorded, or freed by
+        another thread) may come back at that alloc too: which one the alloc takes would depend
+        on both. Returns (free event -> (alloc event, recorded streams)) twice: the candidates
+        whose timing is open (at most `MAX_RELEASES`, in program order), and those whose
+        recorded work is surely done by the alloc (the thread syncs those streams in between)."""
+        events, slots, statements = self.tensor_events, self.slots, self.statements
         owner = lambda k: slots[k].target or slots[k]  # noqa: E731
-        recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
-        freed_by: dict[int, set[int]] = {}  # id(slot) -> threads that free it
-        allocs: dict[tuple, list[int]] = {}  # (thread, stream, small) -> alloc events
         small = lambda slot: rounded(self.tensors[slot.tensor].size) <= SMALL_SIZE  # noqa: E731
+        pool = lambda slot: (slot.thread, slot.stream, small(slot))  # noqa: E731
+        recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
+        frees: dict[int, list[tuple[int, int]]] = {}  # id(slot) -> (event, thread)
+        allocs: dict[tuple, list[int]] = {}  # pool -> alloc events
         for k, event in enumerate(events):
             slot = owner(event.slot)
             if event.kind == "record" and event.stream != slot.stream:
                 recorded.setdefault(id(slot), []).append((k, event.thread, event.stream))
             elif event.kind == "free":
-                freed_by.setdefault(id(slot), set()).add(event.thread)
+                frees.setdefault(id(slot), []).append((k, event.thread))
             elif event.kind == "alloc":
-                allocs.setdefault((event.thread, slot.stream, small(slot)), []).append(k)
-        held: dict[tuple, list[int]] = {}  # pool -> frees of blocks recorded on other streams
-        for k, event in enumerate(events):
-            slot = owner(event.slot)
-            if event.kind == "free" and any(at < k for at, _, _ in recorded.get(id(slot), ())):
-                held.setdefault((event.thread, slot.stream, small(slot)), []).append(k)
-        found: dict[int, tuple[int, tuple[int, ...]]] = {}
-        for pool, frees in held.items():
-            later = allocs.get(pool, [])
-            for k in frees:
-                event, slot = events[k], owner(events[k].slot)
-                records = recorded[id(slot)]
-                if (slot.thread != event.thread or slot.block is None or freed_by[id(slot)] != {event.thread}
-                        or any(thread != event.thread for _, thread, _ in records)):
-                    continue  # (a block another thread frees or records stays out of the pool)
-                at = bisect_right(later, k)
-                if at == len(later) or any(other != k and other < later[at] for other in frees):
-                    continue  # (another recorded block may come back at that alloc too: which one it takes depends on both)
-                found[k] = (later[at], tuple(dict.fromkeys(stream for at, _, stream in records if at < k)))
-        return dict(sorted(found.items())[:MAX_RELEASES])
+                allocs.setdefault(pool(slot), []).append(k)
+        held: dict[tuple, list[Slot]] = {}  # pool -> its blocks held out of it
+        for slot in slots:
+            if slot.kind == "alloc" and slot.stream is not None and (
+                    id(slot) in recorded or any(thread != slot.thread for _, thread in frees.get(id(slot), ()))):
+                held.setdefault(pool(slot), []).append(slot)
+        candidates: dict[int, tuple[int, tuple[int, ...]]] = {}
+        certain: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for slot in (s for blocks in held.values() for s in blocks):
+            records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
+            if not freed or slot.block is None or any(thread != slot.thread for _, thread in freed) \
+                    or any(thread != slot.thread for _, thread, _ in records):
+                continue  # (a block another thread frees or records stays out of the pool)
+            free = freed[0][0]
+            streams = tuple(dict.fromkeys(stream for at, _, stream in records if at < free))
+            later = allocs.get(pool(slot), [])
+            at = bisect_right(later, free)
+            if not streams or at == len(later):
+                continue
+            take = later[at]
+            if any(other is not slot and any(thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))
+                   for other in held[pool(slot)]):
+                continue
+            done = self.free_statements.get(free), slots[events[take].slot].statement
+            if None not in done and all(any(
+                    statements[j].op is Op.SYNC and statements[j].thread == slot.thread and stream in statements[j].streams
+                    for j in range(done[0] + 1, done[1])) for stream in streams):
+                certain[free] = (take, streams)
+            else:
+                candidates[free] = (take, streams)
+        return dict(sorted(candidates.items())[:MAX_RELEASES]), certain
 
     def too_many(self, count: int) -> None:
         first = self.first_choose()
@@ -1079,6 +1112,8 @@ class _Lowerer:
         self.released: dict[int, tuple[int, tuple[int, ...]]] = released or {}
         self.release_syncs: dict[int, list[int]] = {}
         """Alloc tensor event -> the allocator's events it stands behind (`released`)."""
+        self.free_statements: dict[int, int | None] = {}
+        """Free tensor event -> its statement."""
         self.decisions: list[tuple[int, int, str]] = []
         self.cuda_sync_first = cuda_sync_first
         self.driver_choices: set[str] = set()
@@ -2057,8 +2092,9 @@ class _Lowerer:
             self.release_syncs.setdefault(release[0], []).append(event)
         self.tensor_events.append(TensorEvent("free", self.current_thread, slot_of(memory), node.span))
         self.placed.append(len(self.statements))
-        self.emit(node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
-                  form=f"free {self.tensors[tensor].name}")
+        self.free_statements[len(self.tensor_events) - 1] = self.emit(
+            node, op=Op.FREE, stream=None, memory=memory, launch_only=True, bindings=bindings,
+            form=f"free {self.tensors[tensor].name}")
 
     def record_stream(self, node: ast.RecordStreamTask, env, bindings) -> None:
         stream, _ = self.on_stream(node, env, bindings)

@@ -776,6 +776,32 @@ def test_no_variant_where_two_recorded_blocks_could_come_back_at_one_alloc():
     assert len(load_text(RECORDED % (body % "")).variants) == 2  # b is never freed: only a comes back
 
 
+HIDDEN = ("device gpu0 { compute 3 }\ntensor a 1KiB on gpu0\ntensor b 1KiB on gpu0\nbuffer x 1KiB on gpu0\n"
+          "stream main on gpu0\nstream side on gpu0\nthread t {\n  main: alloc a\n  main: kernel fill writes a 1ms\n"
+          "  side: wait_stream main\n  side: kernel c1 reads a, x 1ms\n  side: record_stream a\n  free a\n"
+          "  main: alloc b\n  main: kernel produce writes b, x 1ms\n  sync all\n}\n")
+
+
+def test_a_finding_of_every_program_as_written_needs_no_timing():
+    # the race on x is in the program as written; the timing program's sync orders it away
+    from checker.analyze import check_loaded
+
+    loaded = load_text(HIDDEN)
+    assert len(loaded.variants) == 2
+    (race,) = check_loaded(loaded).findings
+    assert race.buffer == "x" and "(when" not in race.message and "variant" not in race.detail
+
+
+def test_timing_programs_past_the_limit_are_an_unknown():
+    from checker.analyze import check_loaded
+
+    loaded = load_text(HIDDEN, max_statements=10)  # the program as written fits, with its sync it does not
+    assert [p.timings_left for p in loaded.variants] == [1]
+    unknown = [f for f in check_loaded(loaded).findings if f.kind.value == "unknown"]
+    assert [f.detail["reason"] for f in unknown] == ["limit"]
+    assert unknown[0].message.startswith("1 program of the caching allocator's timing")
+
+
 def test_tensor_used_before_its_alloc_when_allocated_twice():
     diagnostic = error_of(TENSORS + "thread a1 {\n  s: alloc a\n  free a\n  s: alloc a\n}\n"
                           "thread user {\n  s: kernel k reads a\n}\n",
