@@ -265,13 +265,16 @@ def _confirmed(program: Program, findings: list[Finding], progress: ProgressCall
     return tuple(kept), tuple(internal)
 
 
-def _expectation_met(program: Program, expectation, findings: list[Finding]) -> tuple[bool, list[int]]:
-    """Whether an expectation holds, and the indices of findings it accounts for."""
+def _expectation_met(programs: tuple[Program, ...], expectation, findings: list[Finding]) -> tuple[bool, list[int]]:
+    """Whether an expectation holds, and the indices of findings it accounts for (`programs`:
+    every program of the spec, whose memories the findings name)."""
     kind = expectation.kind
     if kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE):
         wanted = ((FindingKind.RACE,) if kind is ExpectKind.RACE
                   else (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC))
-        owners = {m.name: set(m.owners) | set(m.tensors) | {m.buffer} for m in program.memories}
+        owners: dict[str, set[str]] = {}
+        for m in (m for program in programs for m in program.memories):
+            owners.setdefault(m.name, set()).update(m.owners, m.tensors, (m.buffer,))
         matched = [i for i, f in enumerate(findings)
                    if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
                                             or expectation.buffer == f.memory
@@ -520,7 +523,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             if open_question:
                 undecided.append(number)
             continue
-        met, matched = _expectation_met(program, expectation, findings)
+        met, matched = _expectation_met(variants, expectation, findings)
         expected.update(matched)
         positive = expectation.kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE, ExpectKind.DEADLOCK,
                                         ExpectKind.MISMATCH)

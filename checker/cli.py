@@ -1218,10 +1218,12 @@ def command_simulate(args) -> int:
 
 def _slowest(loaded):
     """The program of a spec to simulate, and its simulation: with several (one per `choose`
-    branch combination), one that deadlocks, else the one that takes longest."""
+    branch combination), one that deadlocks, else the one that takes longest. (A program of
+    the allocator's timing, `Program.races_only`, is no run: its sync stands for a timing.)"""
     from checker.executor.simulate import simulate
 
-    runs = [(program, simulate(program)) for program in loaded.variants or (loaded.program,)]
+    runs = [(program, simulate(program)) for program in loaded.variants or (loaded.program,)
+            if not program.races_only]
     return max(runs, key=lambda run: (run[1].deadlocked, run[1].makespan))
 
 

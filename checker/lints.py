@@ -106,9 +106,10 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
                             f"`{before.name}` and by {'process' if now.process else 'thread'} `{now.name}`",
                 access.span, "another process's access",
                 secondary=((earlier.span, "first used here"),),
-                help="each process has memory of its own: give each rank its own buffer "
-                     f"(`buffer {memory.buffer}[N] ...`), unless the memory is shared on purpose (CUDA IPC); "
-                     "it is checked as written, as one memory"))
+                help="each process has memory of its own: give each rank its own "
+                     + (f"buffer (`buffer {memory.buffer}[N] ...`)" if memory.name == memory.buffer
+                        else f"element (`{memory.buffer}[rank]`)")
+                     + ", unless the memory is shared on purpose (CUDA IPC); it is checked as written, as one memory"))
     return found
 
 

@@ -1109,6 +1109,7 @@ class _Lowerer:
         `released` (`release_candidates`): free tensor event -> (the alloc event that takes the
         recorded block back, the streams it was recorded on)."""
         self.prefix = prefix
+        self.claimed_defaults = set()
         self.released: dict[int, tuple[int, tuple[int, ...]]] = released or {}
         self.release_syncs: dict[int, list[int]] = {}
         """Alloc tensor event -> the allocator's events it stands behind (`released`)."""
@@ -1177,6 +1178,8 @@ class _Lowerer:
             self.tensor_slot: dict[int, int] = {}
             """The slot each tensor is in on this thread: its latest `alloc` here, or a shared use."""
             self.thread_name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
+            if decl.process:
+                self.claim_defaults(decl, {} if count is None else {decl.name.text: i})
             self.block(decl.body, {} if count is None else {decl.name.text: i}, ())
             self.threads.append(Thread(index, self.thread_name, tuple(self.thread_statements), decl.span,
                                        decl.process))
@@ -1702,6 +1705,32 @@ class _Lowerer:
                 help=f"name the buffer itself: `{memory.name}`, or declare the part as a buffer of its own"))
         return (Access(memory.index, 0, memory.size, True, access_ref.span, self.text(access_ref.span)),)
 
+    def claim_defaults(self, decl: ast.ThreadDecl, env: dict[str, int]) -> None:
+        """A comm that lists `DEVICE.default` (declarations belong to no process) names, in a
+        spec whose threads are all processes, the default stream of the process that writes
+        `DEVICE.default:` for that device first (NCCL on each rank's default stream): it becomes
+        that process's default stream there, for its kernels, calls, memsets and copies alike.
+        Read off the thread's statements before lowering them (a reference whose device depends
+        on a loop variable claims nothing)."""
+        if not all(thread.process for thread in self.thread_decls):
+            return  # (the main process's threads share the default stream the comm names)
+        errors = len(self.errors)
+        for statement in ast.nested_statements(decl.body):
+            ref = getattr(statement, "stream", None)
+            if not isinstance(ref, ast.Ref) or ref.member is None or ref.member.text != "default":
+                continue
+            try:
+                device = self.resolve(ast.Ref(ref.name, ref.index, ref.span), env, "device")
+            except (SpecError, _Skip):
+                continue
+            finally:
+                del self.errors[errors:]  # (lowering the statement reports what is wrong with it)
+            shared = self.default_streams.get(device)
+            if (shared is not None and shared not in self.claimed_defaults and (device, self.current_thread)
+                    not in self.default_streams and any(shared in members for members in self.comm_members)):
+                self.default_streams[(device, self.current_thread)] = shared
+                self.claimed_defaults.add(shared)
+
     def default_stream(self, device: int) -> int:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
         implicit one), CANN's implicit default stream (which the legacy rules do not touch).
@@ -1717,13 +1746,6 @@ class _Lowerer:
         if cuda:
             stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY
                            and (process is None or s.index in self.process_streams)), None)
-        shared = self.default_streams.get(device)
-        if (stream is None and process is not None and shared is not None and shared not in self.claimed_defaults
-                and any(shared in members for members in self.comm_members)):
-            # A comm declared `DEVICE.default` (declarations belong to no process): the first
-            # process to name that device's default stream owns it, and calls on it meet there.
-            stream = shared
-            self.claimed_defaults.add(shared)
         if stream is None:
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1

@@ -802,6 +802,19 @@ def test_timing_programs_past_the_limit_are_an_unknown():
     assert unknown[0].message.startswith("1 program of the caching allocator's timing")
 
 
+def test_a_timing_program_is_no_run_and_its_races_meet_expectations():
+    from pathlib import Path
+
+    from checker.analyze import check_loaded
+    from checker.cli import _slowest
+
+    spec = (Path(__file__).parent / "semantics" / "s84_tensor_recorded_on_one_of_two_streams.sched").read_text()
+    loaded = load_text(spec + "expect race on b\n")  # (the race is on a's block, which b gets)
+    assert check_loaded(loaded).passed
+    program, simulation = _slowest(loaded)
+    assert not program.races_only and not simulation.deadlocked
+
+
 def test_tensor_used_before_its_alloc_when_allocated_twice():
     diagnostic = error_of(TENSORS + "thread a1 {\n  s: alloc a\n  free a\n  s: alloc a\n}\n"
                           "thread user {\n  s: kernel k reads a\n}\n",
@@ -1178,6 +1191,23 @@ def test_a_buffer_two_processes_use_warns(threads, warned):
     size = "" if "w[" not in threads else "[2]"
     loaded = load_text(f"device gpu0\nbuffer w{size} 1KiB on gpu0\nstream s[2] on gpu0\n{threads}")
     assert bool([d for d in loaded.diagnostics if d.code is Code.SP063]) == warned
+
+
+def test_the_default_stream_a_comm_declares_in_every_program_and_only_where_named():
+    head = "device gpu[2]\nbuffer x[2] 4KiB on gpu\nbuffer z 4KiB on gpu[1]\ncomm c = { gpu[0].default, gpu[1].default }\n"
+    # every program of a `choose` (each lowered anew) gives each rank the comm's member
+    loaded = load_text(head + "thread rank[2] process {\n  choose {\n    gpu[rank].default: kernel a writes x[rank]\n"
+                       "  } or {\n    gpu[rank].default: kernel b reads x[rank]\n  }\n"
+                       "  gpu[rank].default: allreduce c x[rank] 1ms\n}\n")
+    assert loaded.program is not None and len(loaded.variants) == 4  # (a choice per rank)
+    # a memset of the other rank's device does not take that rank's member
+    loaded = load_text(head + "thread rank[2] process {\n  if rank == 0 {\n    memset z 1ms\n  }\n"
+                       "  gpu[rank].default: allreduce c x[rank] 1ms\n}\n")
+    assert loaded.program is not None
+    assert [s.name for s in loaded.program.streams] == ["gpu[0].default", "gpu[1].default", "gpu[1].default@rank[0]"]
+    # with a thread of the main process, the members stay the main process's
+    loaded = load_text(head + "thread main {\n  memset x[0] 1ms\n}\nthread p process {\n  memset x[0] 1ms\n}\n")
+    assert {s.name for s in loaded.program.streams} == {"gpu[0].default", "gpu[1].default", "gpu[0].default@p"}
 
 
 def test_a_process_takes_its_hardware_queues_in_turn():
