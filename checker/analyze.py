@@ -480,8 +480,9 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
         labels = [program.variant for program in unchecked]
         findings.append(messages.unknown(
             f"{len(unchecked)} of the {len(variants)} programs of this spec (one per combination "
-            f"of `choose` branches, runtime behaviours and allocator timings) were not checked: the {options.budget:g} s budget was spent "
-            f"on the others (the first not checked: {labels[0]}; JSON lists them all)",
+            f"of `choose` branches, runtime behaviours and allocator timings) were not checked: "
+            f"the {options.budget:g} s budget was spent on the others (the first not checked: {labels[0]}; "
+            "JSON lists them all)",
             "raise --budget, or give the spec fewer `choose` combinations",
             (), {"reason": "budget", "unchecked": labels}))
     if variants[0].timings_left:
