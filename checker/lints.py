@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, warning
-from checker.ir import Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind
+from checker.ir import Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind, Thread
 
 
 def program_warnings(program: Program, named_streams: set[int] | frozenset[int] = frozenset()) -> list[Diagnostic]:
@@ -55,6 +55,14 @@ def legacy_streams_of_one_process(program: Program) -> list[Diagnostic]:
     return found
 
 
+def _two_processes(program: Program, first: dict, key, statement: Statement) -> tuple[Statement, Thread, Thread] | None:
+    """Notes the first statement that uses `key`; where it and `statement` are threads of two
+    processes (one of them a `process` thread), that statement and the two threads."""
+    earlier = first.setdefault(key, statement)
+    before, now = program.threads[earlier.thread], program.threads[statement.thread]
+    return None if before is now or not (before.process or now.process) else (earlier, before, now)
+
+
 def streams_of_two_processes(program: Program) -> list[Diagnostic]:
     """SP062: a stream that a `process` thread and another thread both enqueue work on. A
     stream belongs to the process that created it, so no runtime shares one between
@@ -65,10 +73,10 @@ def streams_of_two_processes(program: Program) -> list[Diagnostic]:
     for s in program.statements:
         if s.stream is None or s.stream in warned:
             continue
-        earlier = first.setdefault(s.stream, s)
-        before, now = program.threads[earlier.thread], program.threads[s.thread]
-        if before is now or not (before.process or now.process):
+        met = _two_processes(program, first, s.stream, s)
+        if met is None:
             continue
+        earlier, before, now = met
         warned.add(s.stream)
         process, other = (before, now) if before.process else (now, before)
         found.append(warning(
@@ -96,10 +104,10 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
             memory = program.memories[access.memory]
             if memory.owners or memory.buffer in warned:
                 continue
-            earlier = first.setdefault(memory.index, s)
-            before, now = program.threads[earlier.thread], program.threads[s.thread]
-            if before is now or not (before.process or now.process):
+            met = _two_processes(program, first, memory.index, s)
+            if met is None:
                 continue
+            earlier, before, now = met
             warned.add(memory.buffer)
             found.append(warning(
                 Code.SP063, f"buffer `{memory.name}` is used by {'process' if before.process else 'thread'} "
