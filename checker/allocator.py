@@ -63,6 +63,11 @@ class Slot:
     block is never handed out again."""
     freed: bool = False
 
+    @property
+    def owner(self) -> "Slot":
+        """The "alloc" slot whose lifetime this is (a shared use stands for its target)."""
+        return self.target or self
+
 
 class TensorEvent(NamedTuple):
     """What a statement does to a slot: "alloc", "free" or "record" (`record_stream` on
@@ -94,6 +99,12 @@ SMALL_SIZE = 1 << 20
 def rounded(size: int) -> int:
     """The block size PyTorch's `round_size` gives a request of `size` bytes."""
     return max(MIN_BLOCK, -(-size // MIN_BLOCK) * MIN_BLOCK)
+
+
+def pool_of(slot: Slot, tensors: list[Tensor]) -> tuple[int, int | None, bool]:
+    """The pool an "alloc" slot draws from: its thread's (the simulation keeps one allocator
+    per thread), its stream's, small or large by the rounded request (`get_pool`)."""
+    return slot.thread, slot.stream, rounded(tensors[slot.tensor].size) <= SMALL_SIZE
 
 
 SMALL_SEGMENT = 2 << 20
@@ -253,7 +264,7 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                 errors.append(problem)
     if errors:
         return Placement(errors=tuple(errors))
-    owner = lambda index: slots[index].target or slots[index]  # noqa: E731
+    owner = lambda index: slots[index].owner  # noqa: E731
     warnings = []
     # Deferred reuse, whichever thread asks for it (events are in each thread's program order).
     freed_here: set[tuple[int, int]] = set()  # (thread, id of the alloc's slot) freed so far
@@ -289,9 +300,8 @@ def place(slots: list[Slot], events: list[TensorEvent], tensors: list[Tensor], s
                 allocator.release(*given[back.block][:2])
             slot = slots[event.slot]
             tensor = tensors[slot.tensor]
-            size = rounded(tensor.size)
             segment, offset, block_size = allocator.allocate(
-                (slot.thread, slot.stream, size <= SMALL_SIZE), size, tensor.device, slot.stream)
+                pool_of(slot, tensors), rounded(tensor.size), tensor.device, slot.stream)
             slot.block = len(given)
             given.append((segment, offset, block_size, event.slot))
         elif event.kind == "free":

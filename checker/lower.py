@@ -23,7 +23,7 @@ from fractions import Fraction
 
 from checker import ast
 from checker.collectives import program_order_groups
-from checker.allocator import SMALL_SIZE, Slot, Tensor, TensorEvent, place, placeholder, rounded, slot_of
+from checker.allocator import Slot, Tensor, TensorEvent, place, placeholder, pool_of, slot_of
 from checker.codes import Code
 from checker.diagnostics import Diagnostic, SpecError, error, warning
 from checker.ir import (
@@ -900,8 +900,7 @@ class _Lowerer:
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
             for free, (alloc, streams) in candidates.items():
-                slot = self.slots[self.tensor_events[free].slot]
-                slot = slot.target or slot
+                slot = self.slots[self.tensor_events[free].slot].owner
                 line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
                 label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
                          f"work on {', '.join(f'`{self.streams[k].name}`' for k in streams)} done by then")
@@ -939,9 +938,8 @@ class _Lowerer:
         whose timing is open (at most `MAX_RELEASES`, in program order), and those whose
         recorded work is surely done by the alloc (the thread syncs those streams in between)."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
-        owner = lambda k: slots[k].target or slots[k]  # noqa: E731
-        small = lambda slot: rounded(self.tensors[slot.tensor].size) <= SMALL_SIZE  # noqa: E731
-        pool = lambda slot: (slot.thread, slot.stream, small(slot))  # noqa: E731
+        owner = lambda k: slots[k].owner  # noqa: E731
+        pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
         recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
         frees: dict[int, list[tuple[int, int]]] = {}  # id(slot) -> (event, thread)
         allocs: dict[tuple, list[int]] = {}  # pool -> alloc events
@@ -2161,7 +2159,7 @@ class _Lowerer:
                 pieces = tuple(piece.memory for piece in found) if found and len(found) > 1 else ()
             accesses = tuple(placed_access for a in s.accesses for placed_access in placed(a))
             lifetimes = (self.slots[slot_of(a.memory)] for a in s.accesses if a.memory < 0)
-            tensor_allocs = tuple(sorted({(slot.target or slot).statement for slot in lifetimes} - {None}))
+            tensor_allocs = tuple(sorted({slot.owner.statement for slot in lifetimes} - {None}))
             self.budget += max(0, len(accesses) - len(s.accesses))
             if self.budget > self.max_statements:
                 raise SpecError(error(
