@@ -45,6 +45,7 @@ examples:
   streamproof import kineto trace.json.gz -o run.sched --compare
   streamproof import trace.json.gz -o run.sched            (kineto is the default format)
   streamproof import kineto trace.json --et execution_trace.json -o run.sched
+  streamproof import kineto rank0.json.gz rank1.json.gz -o ranks.sched   (one spec, collectives matched)
   streamproof check run.sched && streamproof optimize run.sched
 """
 
@@ -55,9 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("kind", nargs="?", choices=("kineto",), default="kineto",
                         help="trace format: kineto (PyTorch profiler Chrome trace), the default")
-    # (dest `trace_file`, not `trace`: `trace` is the --trace output of other commands, and
+    # (dest `trace_files`, not `trace`: `trace` is the --trace output of other commands, and
     # a TRACE of `-` is standard input, not standard output)
-    parser.add_argument("trace_file", metavar="TRACE", help="the trace (.json or .json.gz), - for standard input")
+    parser.add_argument("trace_files", metavar="TRACE", nargs="+",
+                        help="the trace (.json or .json.gz), - for standard input; several: one per rank of a "
+                             "distributed run, imported into one spec where their collectives meet")
     parser.add_argument("--et", metavar="EXECUTION_TRACE",
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator "
                              "(- for standard input)")
@@ -133,7 +136,7 @@ def _output_problem(args) -> str | None:
     output = args.output
     if output == STDIN:
         return None
-    inputs = [(args.trace_file, "the trace being imported")]
+    inputs = [(path, "the trace being imported") for path in args.trace_files]
     if args.et:
         inputs.append((args.et, "the Execution Trace given with --et"))
     for path, what in inputs:
@@ -172,28 +175,38 @@ def _statements(counts: dict) -> int:
 def _run(args, phase: list[str]) -> int:
     from checker.importers.execution_trace import TraceError, read_execution_trace
     from checker.importers.kineto import import_kineto
+    from checker.importers.ranks import import_ranks
 
     if args.output is None:  # (not `required=`: that would ignore a default from pyproject.toml)
         return _error("the following arguments are required: -o/--output")
-    source = args.trace_file
-    if source == STDIN and args.et == STDIN:
+    sources = args.trace_files
+    if sources.count(STDIN) == 1 and args.et == STDIN:
         return _error("the trace and the --et file cannot both be read from standard input (-)")
+    if sources.count(STDIN) > 1:
+        return _error("only one trace can be read from standard input (-)")
+    if len(sources) > 1 and args.et:
+        return _error("--et goes with one trace: import the ranks of a distributed run without it")
     problem = _output_problem(args)
     if problem is not None:
         return _error(problem)
+    names = [STDIN_NAME if source == STDIN else Path(source).name for source in sources]
+    if len(set(names)) < len(names):
+        names = [_shown(source) for source in sources]
     try:
-        trace = read_json(source)
+        traces = [read_json(source) for source in sources]
         et = read_execution_trace(read_json(args.et)) if args.et else None
     except InputError as exc:
         return _error(str(exc))
     except TraceError as exc:
         return _error(f"{_shown(args.et)}: {exc}")
     try:
-        imported = import_kineto(trace, et, source=STDIN_NAME if source == STDIN else Path(source).name,
-                                 min_gap=args.min_gap)
+        if len(traces) == 1:
+            imported = import_kineto(traces[0], et, source=names[0], min_gap=args.min_gap)
+        else:
+            imported = import_ranks(list(zip(traces, names)), min_gap=args.min_gap)
     except TraceError as exc:
-        return _error(f"{_shown(source)}: {exc}")
-    del trace, et
+        return _error(f"{_shown(sources[0])}: {exc}" if len(traces) == 1 else str(exc))
+    del traces, et
     # Names from the trace reach comments as they are: a lone surrogate cannot be written as
     # UTF-8 and a NUL makes the spec binary to `check` (SP001).
     text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
@@ -214,12 +227,15 @@ def _run(args, phase: list[str]) -> int:
                      "the import); --min-gap makes the spec smaller, or import a shorter profiling window")
     for note in notes:
         print(f"streamproof: note: {note}", file=sys.stderr)
-    result = {"path": args.output, "trace": _shown(source), "counts": c, "notes": notes,
+    result = {"path": args.output, "trace": _shown(sources[0]), "counts": c, "notes": notes,
               "assumptions": imported.assumptions}
+    if len(sources) > 1:
+        result["traces"] = [_shown(source) for source in sources]
     if args.format == "text":
         print(f"wrote {args.output}: {c.get('threads', 0)} thread(s), {c.get('streams', 0)} stream(s), "
               f"{c.get('kernel', 0)} kernels, {c.get('memcpy', 0)} copies, {c.get('memset', 0)} memsets, "
               f"{c.get('wait', 0)} waits, {c.get('sync', 0)} syncs"
+              + (f", {c.get('collective', 0)} collectives on {c['comms']} comm(s)" if c.get("ranks") else "")
               + (f", {c['assumptions']} assumption(s)" if c.get("assumptions") else ""))
     if args.compare and not compare_it:
         result["compare"] = None

@@ -84,6 +84,9 @@ class GpuOp:
     start: int
     dur: int
     correlation: int | None
+    comm: dict | None = None
+    """The collective a communication kernel ran (`COMM_KEYS` of its args, or of the
+    `record_param_comms` operator that launched it), for `ranks.py`."""
 
 
 @dataclass(slots=True)
@@ -169,6 +172,19 @@ MALFORMED = {
 }
 """What the importer does with each kind of malformed event (the note on stderr says so)."""
 
+COMM_KEYS = ("Collective name", "Process Group Name", "Process Group Description", "Process Group Ranks",
+             "Group size", "In msg nelems", "Out msg nelems", "dtype")
+"""What PyTorch's `record_param_comms` writes about a collective, on the operator and on the
+communication kernel it launched: the kind, the process group, its ranks, the sizes."""
+COMM_OPERATOR = "record_param_comms"
+
+
+def _comm_args(args: dict) -> dict | None:
+    if "Collective name" not in args:
+        return None
+    return {key: args[key] for key in COMM_KEYS if key in args}
+
+
 MAX_MICROSECONDS = 1e18
 """A timestamp or duration beyond this (about 31,000 years; timestamps since 1970 are near
 2e15) is corrupt: read as missing, it cannot overflow the nanoseconds computed from it."""
@@ -237,6 +253,12 @@ class _Trace:
 
     def __init__(self, data) -> None:
         events = trace_events(data)
+        info = data.get("distributedInfo") if isinstance(data, dict) else None
+        self.rank = _int(info.get("rank")) if isinstance(info, dict) else -1
+        """`distributedInfo.rank` (-1: not given): which rank of a distributed run this is."""
+        self.comm_ops: dict[tuple, list[tuple[int, int, dict]]] = defaultdict(list)
+        """Per host thread, the `record_param_comms` operators: (start, end, `COMM_KEYS`)."""
+        raw_comm_ops: list[tuple] = []
         raw_calls: list[tuple] = []
         raw_gpu: list[tuple] = []
         raw_ops: list[tuple] = []
@@ -296,12 +318,14 @@ class _Trace:
                     flag("lane", index, ev)
                     continue
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
-                                args.get("correlation")))
+                                args.get("correlation"), _comm_args(args)))
             elif cat in CALL_CATEGORIES:
                 raw_calls.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
                                   args.get("correlation")))
             elif cat in OP_CATEGORIES:
                 rf = args.get("Record function id")
+                if ev.get("name") == COMM_OPERATOR and (meta := _comm_args(args)) is not None:
+                    raw_comm_ops.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), ts, dur, meta))
                 raw_ops.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), ts, dur, str(ev.get("name", "")),
                                 rf if isinstance(rf, int) and rf > 0 else None,
                                 args.get("External id"), cat == "user_annotation"))
@@ -342,9 +366,10 @@ class _Trace:
         o = self.origin
         self.gpu: list[GpuOp] = []
         self.gpu_by_corr: dict[int, list[GpuOp]] = defaultdict(list)
-        for kind, name, device, stream, ts, dur, corr in raw_gpu:
+        for kind, name, device, stream, ts, dur, corr, meta in raw_gpu:
             corr = corr if isinstance(corr, int) and corr >= 0 else None
-            op = GpuOp(kind, name, device, stream, round((ts - o) * 1000), max(0, round(dur * 1000)), corr)
+            op = GpuOp(kind, name, device, stream, round((ts - o) * 1000), max(0, round(dur * 1000)), corr,
+                       meta if kind == "kernel" else None)
             self.gpu.append(op)
             if corr is not None:
                 self.gpu_by_corr[corr].append(op)
@@ -386,6 +411,9 @@ class _Trace:
                                           ext if isinstance(ext, int) else None, annotation))
         for ops in self.ops.values():
             ops.sort(key=lambda op: (op.start, -op.end))
+        for thread, ts, dur, meta in raw_comm_ops:
+            start = round((ts - o) * 1000)
+            self.comm_ops[thread].append((start, start + max(0, round(dur * 1000)), meta))
 
     def _malformed(self, kind: str, index: int, ev) -> None:
         seen = self.malformed.get(kind)
@@ -428,8 +456,13 @@ class _Action:
 
 
 class _Builder:
-    def __init__(self, trace: _Trace, et: ExecutionTrace | None, source: str, min_gap: int) -> None:
+    def __init__(self, trace: _Trace, et: ExecutionTrace | None, source: str, min_gap: int,
+                 prefix: str = "", collectives: dict[int, tuple[str, int]] | None = None) -> None:
         self.t = trace
+        self.prefix = prefix
+        """Put before every name the spec declares: one rank's names among others' (`ranks.py`)."""
+        self.collectives = collectives or {}
+        """id(kernel) -> (the collective statement that stands for it, its duration in ns)."""
         self.et = et
         self.source = source
         self.min_gap = min_gap
@@ -482,8 +515,14 @@ class _Builder:
             by_id[stream].append(device)
         self._stream_names = {}
         for device, stream in self.stream_keys:
-            self._stream_names[(device, stream)] = (f"stream{stream}" if len(by_id[stream]) == 1
-                                                     else f"stream{stream}_gpu{device}")
+            self._stream_names[(device, stream)] = self.prefix + (f"stream{stream}" if len(by_id[stream]) == 1
+                                                                   else f"stream{stream}_gpu{device}")
+
+    def device_name(self, device: int) -> str:
+        return f"{self.prefix}gpu{device}"
+
+    def event_name(self, record: int) -> str:
+        return f"{self.prefix}e{record}"
 
     def kernel_name(self, raw: str) -> str:
         name = self.kernel_names.get(raw)
@@ -497,6 +536,7 @@ class _Builder:
         for key in threads:
             pid, tid = key
             name = "main" if tid == pid and "main" not in used else safe_name(f"t{tid}".replace("-", "m"), "t")
+            name = self.prefix + name
             while name in used:
                 name += "_"
             used.add(name)
@@ -745,10 +785,10 @@ class _Builder:
         return self._handoff(("record", id(recorded)))
 
     def _awaits(self, key: tuple, why: str) -> list[str]:
-        return [f"await handoff[{k}]  # {why}" for k in self.await_before.get(key, ())]
+        return [f"await {self.prefix}handoff[{k}]  # {why}" for k in self.await_before.get(key, ())]
 
     def _notifies(self, key: tuple, why: str) -> list[str]:
-        return [f"notify handoff[{k}]  # {why}" for k in self.notify_after.get(key, ())]
+        return [f"notify {self.prefix}handoff[{k}]  # {why}" for k in self.notify_after.get(key, ())]
 
     def _handoff(self, after: tuple) -> int:
         k = self.handoffs
@@ -902,7 +942,7 @@ class _Builder:
         key = (access.storage, access.device)
         self.storages[key] = self.storages.get(key, False) or pinned
         size = self.et.storage_size.get(key, access.end)
-        return access_text(_storage_name(key), size, access.start, access.end)
+        return access_text(self.prefix + _storage_name(key), size, access.start, access.end)
 
     # -- threads
 
@@ -1017,7 +1057,7 @@ class _Builder:
                             why += f"; assumed: {guess}"
                             self._assume(f"the record of corr {action.record} {guess}")
                         lines.extend(self._awaits(("record", id(call)), "the trace's order on this stream"))
-                        lines.append(f"{stream}: record e{action.record}{why}")
+                        lines.append(f"{stream}: record {self.event_name(action.record)}{why}")
                         self.counts["record"] += 1
                         lines.extend(self._notifies(("record", id(call)), "another thread waits for this record, "
                                                                           "or enqueues onto its stream next"))
@@ -1025,9 +1065,9 @@ class _Builder:
                         stream = self.stream_name(action.stream)
                         why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
                         if action.handoff is not None:
-                            lines.append(f"await handoff[{action.handoff}]  # called after the record it binds to")
+                            lines.append(f"await {self.prefix}handoff[{action.handoff}]  # called after the record it binds to")
                         lines.extend(self._awaits(("wait", id(action)), "the trace's order on this stream"))
-                        lines.append(f"{stream}: wait e{action.record}{why}")
+                        lines.append(f"{stream}: wait {self.event_name(action.record)}{why}")
                         lines.extend(self._notifies(("wait", id(action)),
                                                     "another thread enqueues onto this stream next"))
                         self.counts["wait"] += 1
@@ -1044,16 +1084,20 @@ class _Builder:
                         lines.append(f"# {call.name}: the stream of its record (corr {action.record}) "
                                      "is unknown; the sync is left out")
                         continue
-                    target = f"e{action.record}"
+                    target = self.event_name(action.record)
                     if action.handoff is not None:
-                        lines.append(f"await handoff[{action.handoff}]  # called after the record it binds to")
+                        lines.append(f"await {self.prefix}handoff[{action.handoff}]  # called after the record it binds to")
                 else:
-                    target = f"gpu{action.device}" if action.device is not None else "all"
+                    target = self.device_name(action.device) if action.device is not None else "all"
                 why = action.note or call.name
                 if action.assumed:
                     why += f"; assumed: {action.assumed}"
                     self._assume(action.assumed)
-                lines.append(f"sync {target}  # {comment_text(why)}")
+                # (in a spec of several ranks, one rank's `all` is its own devices)
+                targets = ([self.device_name(d) for d in sorted(self.devices)] if target == "all" and self.prefix
+                           else [target])
+                for target in targets:
+                    lines.append(f"sync {target}  # {comment_text(why)}")
                 self.counts["sync"] += 1
                 cursor = max(cursor, self._released(call, action))
         end = max((c.end for c in t.calls.get(thread, ())), default=0)
@@ -1068,6 +1112,14 @@ class _Builder:
         blocking copy's sync); True when the host waits for it."""
         stream = self.stream_name((gpu.device, gpu.stream))
         dur = f" {duration_text(gpu.dur)}" if gpu.dur > 0 else ""
+        collective = self.collectives.get(id(gpu))
+        if collective is not None:
+            statement, duration = collective
+            self.counts["collective"] += 1
+            measured = f"  # {self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
+            lines.append(f"{stream}: {statement}{f' {duration_text(duration)}' if duration > 0 else ''}{measured}")
+            lines.extend(after)
+            return False
         self.counts[gpu.kind] += 1
         if gpu.kind != "memcpy":
             reads, writes = self._device_accesses(gpu, stack)
@@ -1160,11 +1212,11 @@ class _Builder:
 
     def _placeholder(self, kind: str, device: int) -> str:
         if kind == "Pinned":
-            name, place = "pinned_mem", "host pinned"
+            name, place = f"{self.prefix}pinned_mem", "host pinned"
         elif kind == "Pageable":
-            name, place = "pageable_mem", "host"
+            name, place = f"{self.prefix}pageable_mem", "host"
         else:
-            name, place = f"gpu{device}_mem", f"gpu{device}"
+            name, place = f"{self.device_name(device)}_mem", self.device_name(device)
         used, _ = self.placeholders.get(name, (0, place))
         self.placeholders[name] = (used + 1, place)
         return f"{name}[{used}]"
@@ -1172,6 +1224,14 @@ class _Builder:
     # -- the whole spec
 
     def build(self) -> Imported:
+        spec, observed, first, last = self.assemble()
+        counts = dict(self.counts)
+        counts.update(threads=len(spec.threads), streams=len(self.stream_keys), events=len(self.events),
+                      assumptions=self.assumed, trace_events=self.t.total)
+        return Imported(spec.render(), observed, first, last, self.notes, self.assumptions, counts)
+
+    def assemble(self) -> tuple[SpecText, dict[str, StreamStats], int, int]:
+        """The spec's parts, and the trace's own span per stream and in all."""
         t = self.t
         plans = self.plan()
         self._stream_handoffs(plans)
@@ -1243,10 +1303,7 @@ class _Builder:
         spec.header = self._header(observed, first, last)
         spec.declarations = self._declarations()
         spec.threads = bodies
-        counts = dict(self.counts)
-        counts.update(threads=len(bodies), streams=len(self.stream_keys), events=len(self.events),
-                      assumptions=self.assumed, trace_events=t.total)
-        return Imported(spec.render(), observed, first, last, self.notes, self.assumptions, counts)
+        return spec, observed, first, last
 
     def _observed(self) -> tuple[dict[str, StreamStats], int, int]:
         stats: dict[str, StreamStats] = {}
@@ -1320,13 +1377,14 @@ class _Builder:
             items = [f"compute {_concurrency(compute.get(device, ()))}"]
             for engine in ("h2d", "d2h", "d2d"):
                 items.append(f"{engine} {_concurrency(copies.get((device, engine), ()))}")
-            out.append(f"device gpu{device} {{ {' '.join(items)} }}")
+            out.append(f"device {self.device_name(device)} {{ {' '.join(items)} }}")
         for key in sorted(self.stream_keys):
-            out.append(f"stream {self.stream_name(key)} on gpu{key[0]}")
+            out.append(f"stream {self.stream_name(key)} on {self.device_name(key[0])}")
         for corr in sorted(self.events):
-            out.append(f"event e{corr}")
+            out.append(f"event {self.event_name(corr)}")
         if self.handoffs:
-            out.append(f"notify handoff[{self.handoffs}]  # host hand-offs between threads that the trace implies")
+            out.append(f"notify {self.prefix}handoff[{self.handoffs}]  # host hand-offs between threads that the "
+                       "trace implies")
         for name, (count, place) in sorted(self.placeholders.items()):
             pinned = " pinned" if place.endswith("pinned") else ""
             where = place.split()[0]
@@ -1335,8 +1393,8 @@ class _Builder:
             for key, pinned in sorted(self.storages.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
                 storage, device = key
                 size = self.et.storage_size.get(key, 1)
-                where = "host" + (" pinned" if pinned else "") if device is None else f"gpu{device}"
-                out.append(f"buffer {_storage_name(key)} {size_text(size)} on {where}")
+                where = "host" + (" pinned" if pinned else "") if device is None else self.device_name(device)
+                out.append(f"buffer {self.prefix}{_storage_name(key)} {size_text(size)} on {where}")
         return out
 
 
@@ -1413,6 +1471,12 @@ def import_kineto(trace, et: ExecutionTrace | None = None, *, source: str = "tra
     Raises TraceError when the document is not a Kineto trace.
     """
     parsed = _Trace(trace)
+    check_trace(parsed)
+    return _Builder(parsed, et, source, min_gap).build()
+
+
+def check_trace(parsed: _Trace) -> None:
+    """TraceError when a trace has nothing to import, or times that no spec can hold."""
     if not parsed.gpu and not parsed.calls:
         unread = []
         if parsed.skipped:
@@ -1426,4 +1490,3 @@ def import_kineto(trace, et: ExecutionTrace | None = None, *, source: str = "tra
     if last > MAX_DURATION_NS:
         raise TraceError(f"the trace runs for {last / 1e9:,.0f} s, longer than a spec's times may be "
                          f"({MAX_DURATION_NS / 86_400e9:.1f} days): a timestamp or duration in it looks corrupt")
-    return _Builder(parsed, et, source, min_gap).build()

@@ -1,0 +1,213 @@
+"""`streamproof import kineto RANK0 RANK1 ...`: one spec in which the ranks' collectives meet.
+
+The traces are written here in the shape PyTorch's profiler gives a DDP step on each rank: a
+host thread launches a backward kernel on stream 7, records an event, makes the NCCL stream
+(20) wait for it and launches the collective there; each NCCL kernel carries what
+`record_param_comms` says about it (`Collective name`, `Process Group Name`, `Process Group
+Ranks`), and the trace its `distributedInfo.rank`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checker.analyze import check_loaded
+from checker.codes import Code
+from checker.frontend import load_text
+from checker.importers.kineto import import_kineto
+from checker.importers.ranks import collective_kind, group_ranks, import_ranks
+from checker.executor.simulate import simulate
+from checker.ir import Op
+
+
+def _event(cat, name, pid, tid, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_on_kernel=True,
+               late=0.0, world=2) -> dict:
+    """One rank's trace: per step (collective name, measured us), a backward kernel of 20 us on
+    stream 7 and the collective on stream 20, which waits for the kernel (unless `wait` is
+    False: the bug of a missing `cudaStreamWaitEvent`). `late` delays the rank's host thread."""
+    events, corr, ts = [], 1, 100.0 + late
+    pid = 1000 + rank
+    for name, measured in steps:
+        events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts, 4, correlation=corr))
+        events.append(_event("kernel", "backward_kernel", 0, 7, ts + 5, 20, stream=7, device=0, correlation=corr))
+        kernel_end, corr, ts = ts + 25, corr + 1, ts + 6
+        if wait:
+            events.append(_event("cuda_runtime", "cudaEventRecord", pid, pid, ts, 1, correlation=corr))
+            events.append(_event("cuda_runtime", "cudaStreamWaitEvent", pid, pid, ts + 2, 1, correlation=corr + 1))
+            events.append(_event("cuda_sync", "Stream Wait Event", 0, 20, ts + 3, 1, cuda_sync_kind="Stream Wait Event",
+                                 stream=20, correlation=corr + 1, device=0, wait_on_stream=7,
+                                 wait_on_cuda_event_record_corr_id=corr))
+            corr, ts = corr + 2, ts + 4
+        meta = {"Collective name": name, "Process Group Name": group, "Process Group Description": "default_pg",
+                "Process Group Ranks": ranks, "Group size": world, "In msg nelems": 1024, "Out msg nelems": 1024,
+                "dtype": "Float"}
+        events.append(_event("cpu_op", "record_param_comms", pid, pid, ts, 6, **meta))
+        events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts + 1, 4, correlation=corr))
+        start = max(ts + 6, kernel_end) if wait else ts + 6
+        events.append(_event("kernel", "ncclDevKernel_Generic", 0, 20, start, measured, stream=20, device=0,
+                             correlation=corr, **(meta if meta_on_kernel else {})))
+        corr, ts = corr + 1, max(ts + 10, start + measured) + 2
+    events.append(_event("cuda_runtime", "cudaDeviceSynchronize", pid, pid, ts, 2, correlation=corr))
+    return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}, "traceEvents": events}
+
+
+def two_ranks(steps0, steps1=None, **kwargs):
+    steps1 = steps0 if steps1 is None else steps1
+    return import_ranks([(rank_trace(0, steps0, **kwargs), "rank0.json"), (rank_trace(1, steps1, **kwargs),
+                                                                           "rank1.json")])
+
+
+def load(imported):
+    loaded = load_text(imported.text, "ranks.sched")
+    assert loaded.program is not None, [d.message for d in loaded.diagnostics]
+    return loaded
+
+
+def test_the_kth_collective_of_each_rank_is_one_group_on_one_comm():
+    imported = two_ranks([("allreduce", 30), ("allreduce", 50)])
+    program = load(imported).program
+    assert [c.name for c in program.comms] == ["pg_0"]
+    assert [program.streams[s].name for s in program.comms[0].members] == ["r0_stream20", "r1_stream20"]
+    collectives = [s for s in program.statements if s.op is Op.ALLREDUCE]
+    assert len(collectives) == 4
+    assert {program.threads[s.thread].name for s in collectives} == {"r0_main", "r1_main"}
+    assert imported.counts["collective"] == 4 and imported.counts["comms"] == 1
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP101, Code.SP201, Code.SP202)]
+
+
+def test_each_member_takes_the_shortest_time_measured_in_its_group():
+    # rank 0 arrived first and waited 70 us inside its kernel; rank 1's 30 us is the transfer
+    imported = two_ranks([("allreduce", 100)], [("allreduce", 30)])
+    assert imported.text.count("allreduce pg_0") == 2
+    assert all(" 30us" in line for line in imported.text.splitlines() if "allreduce pg_0" in line)
+    program = load(imported).program
+    assert [s.duration for s in program.statements if s.op is Op.ALLREDUCE] == [30_000, 30_000]
+
+
+def test_ranks_that_disagree_on_the_kind_at_one_position_are_a_mismatch():
+    imported = two_ranks([("allreduce", 30), ("_allgather_base", 30)], [("allreduce", 30), ("reduce_scatter", 30)])
+    findings = check_loaded(load(imported)).findings
+    assert [f.code for f in findings if f.code is Code.SP202]
+
+
+def test_the_group_waits_for_the_late_rank_in_the_simulation():
+    early = rank_trace(0, [("allreduce", 30)])
+    late = rank_trace(1, [("allreduce", 30)], late=500.0)
+    # each rank's timeline starts at its own first event: the lateness is the trace's host gap
+    late["traceEvents"].insert(0, _event("cuda_runtime", "cudaGetDevice", 1001, 1001, 100.0, 1, correlation=999))
+    imported = import_ranks([(early, "rank0.json"), (late, "rank1.json")])
+    program = load(imported).program
+    result = simulate(program)
+    allreduces = {s.index for s in program.statements if s.op is Op.ALLREDUCE}
+    starts = [task.start for task in result.tasks if task.statement in allreduces]
+    assert len(starts) == 2 and min(starts) >= 500_000 and max(starts) == min(starts)
+
+
+def test_ranks_come_from_the_traces_not_their_order():
+    imported = import_ranks([(rank_trace(1, [("allreduce", 30)]), "b.json"),
+                             (rank_trace(0, [("allreduce", 30)]), "a.json")])
+    program = load(imported).program
+    assert [program.streams[s].name for s in program.comms[0].members] == ["r0_stream20", "r1_stream20"]
+
+
+def test_metadata_is_read_off_the_launching_operator_when_the_kernel_has_none():
+    imported = two_ranks([("allreduce", 30)], meta_on_kernel=False)
+    assert imported.counts["collective"] == 2
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"ranks": "[0, 1, 2, 3]", "world": 4}, "rank(s) 2, 3, whose traces were not given"),
+])
+def test_a_group_that_cannot_be_matched_stays_kernels_and_says_why(kwargs, says):
+    imported = two_ranks([("allreduce", 30)], **kwargs)
+    assert imported.counts.get("collective", 0) == 0
+    assert any(says in note for note in imported.notes), imported.notes
+    load(imported)
+
+
+def test_unequal_counts_stay_kernels_and_say_the_windows_differ():
+    imported = two_ranks([("allreduce", 30), ("allreduce", 30)], [("allreduce", 30)])
+    assert imported.counts.get("collective", 0) == 0
+    assert any("profiling windows do not line up" in note for note in imported.notes)
+    load(imported)
+
+
+def test_broadcast_roots_at_the_first_rank_and_says_it_assumed_so():
+    imported = two_ranks([("broadcast", 30)])
+    program = load(imported).program
+    broadcasts = [s for s in program.statements if s.op is Op.BROADCAST]
+    assert len(broadcasts) == 2
+    assert "root r0_stream20" in imported.text
+    assert any("root" in a for a in imported.assumptions)
+
+
+def test_two_traces_of_one_rank_are_refused():
+    from checker.importers.execution_trace import TraceError
+    with pytest.raises(TraceError, match="both rank 0"):
+        import_ranks([(rank_trace(0, [("allreduce", 30)]), "a.json"), (rank_trace(0, [("allreduce", 30)]), "b.json")])
+
+
+def test_one_trace_alone_keeps_its_names_and_its_kernels():
+    imported = import_kineto(rank_trace(0, [("allreduce", 30)]))
+    assert "r0_" not in imported.text and "comm " not in imported.text
+    assert "kernel ncclDevKernel_Generic" in imported.text
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("allreduce", "allreduce"), ("allreduce_coalesced", "allreduce"), ("barrier", "allreduce"),
+    ("_allgather_base", "allgather"), ("all_gather_into_tensor_coalesced", "allgather"),
+    ("reduce_scatter_tensor", "reducescatter"), ("_reduce_scatter_base", "reducescatter"),
+    ("all_to_allv", "alltoall"), ("alltoall_base", "alltoall"), ("broadcast", "broadcast"),
+    ("reduce", "reduce"), ("send", None), ("recv", None), ("gather", None), ("wait", None),
+])
+def test_collective_names_as_pytorch_writes_them(name, kind):
+    assert collective_kind(name) == kind
+
+
+def test_group_ranks_read_as_text_or_list():
+    assert group_ranks({"Process Group Ranks": "[0, 1]"}) == (0, 1)
+    assert group_ranks({"Process Group Ranks": [2, 3]}) == (2, 3)
+    for bad in ("[0, 0]", "[", "[-1]", "[true]", "[]", 7):
+        assert group_ranks({"Process Group Ranks": bad}) is None
+
+
+def test_cli_imports_several_ranks_into_one_spec(run, tmp_path):
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps(rank_trace(rank, [("allreduce", 30), ("allreduce", 40)])))
+        paths.append(str(path))
+    out = tmp_path / "ranks.sched"
+    status, stdout, stderr = run("import", "kineto", *paths, "-o", out, "--compare")
+    assert status == 0, stderr
+    assert "4 collectives on 1 comm(s)" in stdout
+    assert "r0_stream20" in stdout and "r1_stream20" in stdout
+    status, stdout, stderr = run("check", out)
+    assert status == 0, stdout + stderr
+    status, _, stderr = run("import", "kineto", *paths, "--et", paths[0], "-o", tmp_path / "x.sched")
+    assert status == 2 and "--et goes with one trace" in stderr
+
+
+def test_point_to_point_kernels_of_a_group_stay_kernels_and_the_collectives_still_meet():
+    traces = []
+    for rank in (0, 1):
+        trace = rank_trace(rank, [("allreduce", 30), ("allreduce", 30)])
+        pid = 1000 + rank
+        meta = {"Collective name": "send" if rank == 0 else "recv", "Process Group Name": "0",
+                "Process Group Ranks": "[0, 1]", "Group size": 2}
+        trace["traceEvents"].append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, 150.0, 2, correlation=500))
+        trace["traceEvents"].append(_event("kernel", "ncclDevKernel_SendRecv", 0, 21, 153.0, 9, stream=21, device=0,
+                                           correlation=500, **meta))
+        traces.append((trace, f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts["collective"] == 4
+    assert "kernel ncclDevKernel_SendRecv" in imported.text
+    assert any("2 communication kernel(s) of point-to-point" in note for note in imported.notes)
+    load(imported)
