@@ -283,6 +283,7 @@ def import_ranks(traces: list[tuple[object, str]], *, min_gap: int = 0) -> Impor
     spec.header = header
     spec.declarations = declarations
     spec.threads = threads
+    counts["assumptions"] += len(matcher.assumptions)
     counts.update(threads=len(threads), ranks=len(ranks), comms=len(matcher.comms))
     return Imported(spec.render(), streams, min(firsts, default=0), max(lasts, default=0), notes, assumptions,
                     dict(counts))
