@@ -4,6 +4,8 @@
   profiler (Kineto) trace, and optionally a parsed Execution Trace, to spec text
   (`checker/importers/kineto.py`);
 * `import_kineto_file(path, et_path=None)`: the same from files (`.json` or `.json.gz`);
+* `import_ranks([(trace, name), ...])`: several ranks' traces to one spec in which their
+  collectives meet (`checker/importers/ranks.py`);
 * `compare(imported, program) -> Comparison`: the spec's simulation next to the trace.
 
 Bad input raises `TraceError` (or `InputError` for unreadable files) with a one-line message.
@@ -17,8 +19,9 @@ from checker.importers.command import InputError, read_json
 from checker.importers.compare import Comparison, compare
 from checker.importers.execution_trace import ExecutionTrace, TraceError, read_execution_trace
 from checker.importers.kineto import Imported, import_kineto
+from checker.importers.ranks import import_ranks
 
-__all__ = ["import_kineto", "import_kineto_file", "compare", "Comparison", "Imported", "ExecutionTrace",
+__all__ = ["import_kineto", "import_kineto_file", "import_ranks", "compare", "Comparison", "Imported", "ExecutionTrace",
            "read_execution_trace", "TraceError", "InputError"]
 
 
