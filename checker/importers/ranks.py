@@ -20,6 +20,7 @@ up; profile the same steps on every rank).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from dataclasses import dataclass
@@ -74,17 +75,20 @@ class Rank:
         return f"r{self.rank}_"
 
 
-def _comm_meta(rank: Rank, op: GpuOp) -> dict | None:
+def _comm_meta(rank: Rank, op: GpuOp, starts: dict[tuple, list[int]]) -> dict | None:
     """The collective a kernel ran: its own args, else those of the `record_param_comms` that
-    was running on the thread whose call launched it."""
+    was running on the thread whose call launched it (`starts`: per thread, the starts of its
+    `record_param_comms`, in order)."""
     if op.comm is not None:
         return op.comm
     call = rank.trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
-    if call is None:
+    if call is None or call.thread not in starts:
         return None
-    enclosing = [meta for start, end, meta in rank.trace.comm_ops.get(call.thread, ())
-                 if start <= call.start <= end]
-    return enclosing[-1] if enclosing else None
+    index = bisect.bisect_right(starts[call.thread], call.start) - 1
+    if index < 0:
+        return None
+    _, end, meta = rank.trace.comm_ops[call.thread][index]
+    return meta if call.start <= end else None
 
 
 class _Matcher:
@@ -107,10 +111,13 @@ class _Matcher:
         metas: dict[str, dict] = {}
         unnamed = unmatched = 0
         for number, rank in sorted(self.ranks.items()):
+            for ops in rank.trace.comm_ops.values():
+                ops.sort(key=lambda item: item[0])
+            starts = {thread: [start for start, _, _ in ops] for thread, ops in rank.trace.comm_ops.items()}
             for op in rank.trace.gpu:
                 if op.kind != "kernel":
                     continue
-                meta = _comm_meta(rank, op)
+                meta = _comm_meta(rank, op, starts)
                 if meta is None:
                     continue
                 kind = collective_kind(meta.get("Collective name", ""))
