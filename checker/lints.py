@@ -94,14 +94,18 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
     purpose (CUDA IPC handles, shared host memory); more often each rank meant a buffer of its
     own. Checked as written: one memory, whose accesses may race. (Caching-allocator tensors
     are per process already.)"""
-    first: dict[int, Statement] = {}  # memory -> the first statement that accesses it
+    first: dict[int, Statement] = {}  # memory -> the first statement that uses it
     found = []
     warned: set[str] = set()  # (declared buffers: one warning for every element of an array)
     for s in program.statements:
-        for access in s.accesses:
-            if access.memory < 0:
+        # (an alloc or free uses the memory it names too: one process freeing what another uses)
+        uses = [(access.memory, access.span) for access in s.accesses]
+        if s.op in (Op.ALLOC, Op.FREE):
+            uses += [(memory, s.span) for memory in s.lifetime_memories]
+        for index, span in uses:
+            if index < 0:
                 continue  # (a tensor left unplaced by an error the allocator reported)
-            memory = program.memories[access.memory]
+            memory = program.memories[index]
             if memory.owners or memory.buffer in warned:
                 continue
             met = _two_processes(program, first, memory.index, s)
@@ -112,7 +116,7 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
             found.append(warning(
                 Code.SP063, f"buffer `{memory.name}` is used by {'process' if before.process else 'thread'} "
                             f"`{before.name}` and by {'process' if now.process else 'thread'} `{now.name}`",
-                access.span, "another process's access",
+                span, "another process's use",
                 secondary=((earlier.span, "first used here"),),
                 help="each process has memory of its own: give each rank its own "
                      + (f"buffer (`buffer {memory.buffer}[N] ...`)" if memory.name == memory.buffer

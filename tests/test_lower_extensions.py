@@ -1186,6 +1186,11 @@ def test_a_process_takes_the_default_stream_a_comm_declares(runtime):
     ("thread rank[2] process {\n  s[rank]: kernel k reads w[rank]\n}\n", False),
     ("thread rank[2] {\n  s[rank]: kernel k reads w\n}\n", False),
     ("thread main process {\n  s[0]: kernel k reads w[0]\n}\nthread helper {\n  host h reads w[0]\n}\n", True),
+    # a free (or alloc) by one process of memory another uses
+    ("thread a process {\n  s[0]: kernel k reads w[0]\n}\nthread b process {\n  s[1]: free w[0]\n}\n", True),
+    ("thread a process {\n  alloc w[1]\n}\nthread b process {\n  s[1]: kernel k writes w[1]\n}\n", True),
+    ("thread a process {\n  alloc w[0]\n  s[0]: kernel k writes w[0]\n  free w[0]\n}\n"
+     "thread b process {\n  s[1]: kernel k writes w[1]\n}\n", False),
 ])
 def test_a_buffer_two_processes_use_warns(threads, warned):
     size = "" if "w[" not in threads else "[2]"
