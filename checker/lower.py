@@ -353,6 +353,7 @@ class _Lowerer:
             if isinstance(decl, ast.ExpectDecl):
                 self.attempt(lambda d: expectations.append(self.expectation(d)), decl)
         self.expectations = tuple(expectations)
+        self.main_process_defaults = self.find_main_process_defaults()
         self.check_size()
         return self.variants()
 
@@ -1704,14 +1705,13 @@ class _Lowerer:
         return (Access(memory.index, 0, memory.size, True, access_ref.span, self.text(access_ref.span)),)
 
     def claim_defaults(self, decl: ast.ThreadDecl, env: dict[str, int]) -> None:
-        """A comm that lists `DEVICE.default` (declarations belong to no process) names, in a
-        spec whose threads are all processes, the default stream of the process that writes
-        `DEVICE.default:` for that device first (NCCL on each rank's default stream): it becomes
-        that process's default stream there, for its kernels, calls, memsets and copies alike.
-        Read off the thread's statements before lowering them (a reference whose device depends
-        on a loop variable claims nothing)."""
-        if not all(thread.process for thread in self.thread_decls):
-            return  # (the main process's threads share the default stream the comm names)
+        """A comm that lists `DEVICE.default` (declarations belong to no process) names the
+        default stream of the process that writes `DEVICE.default:` for that device first (NCCL
+        on each rank's default stream): it becomes that process's default stream there, for its
+        kernels, calls, memsets and copies alike, unless a thread of the main process may use
+        that device's default stream (`main_process_defaults`). Read off the thread's statements
+        before lowering them (a reference whose device depends on a loop variable claims
+        nothing)."""
         errors = len(self.errors)
         for statement in ast.nested_statements(decl.body):
             ref = getattr(statement, "stream", None)
@@ -1723,11 +1723,39 @@ class _Lowerer:
                 continue
             finally:
                 del self.errors[errors:]  # (lowering the statement reports what is wrong with it)
+            if self.main_process_defaults is None or device in self.main_process_defaults:
+                continue  # (the main process's threads use that device's default stream: it stays theirs)
             shared = self.default_streams.get(device)
             if (shared is not None and shared not in self.claimed_defaults and (device, self.current_thread)
                     not in self.default_streams and any(shared in members for members in self.comm_members)):
                 self.default_streams[(device, self.current_thread)] = shared
                 self.claimed_defaults.add(shared)
+
+    def find_main_process_defaults(self) -> frozenset[int] | None:
+        """The devices whose default stream a thread of the main process (one not declared
+        `process`) may use, read off its statements before any is lowered: `DEVICE.default:`,
+        and a `memcpy` or host `memset` (which run there); None for every device, where one
+        names a device through a loop variable or uses a call whose device is not read here."""
+        devices: set[int] = set()
+        for decl in self.thread_decls:
+            if decl.process:
+                continue
+            for statement in ast.nested_statements(decl.body):
+                if isinstance(statement, (ast.Memcpy, ast.HostMemset)):
+                    return None
+                ref = getattr(statement, "stream", None)
+                if not isinstance(ref, ast.Ref) or ref.member is None or ref.member.text != "default":
+                    continue
+                if ref.index is not None and next(_variables(ref.index), None) is not None:
+                    return None
+                errors = len(self.errors)
+                try:
+                    devices.add(self.resolve(ast.Ref(ref.name, ref.index, ref.span), {}, "device"))
+                except (SpecError, _Skip):
+                    pass
+                finally:
+                    del self.errors[errors:]  # (lowering the statement reports what is wrong with it)
+        return frozenset(devices)
 
     def default_stream(self, device: int) -> int:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
@@ -1980,8 +2008,17 @@ class _Lowerer:
         """SP021 unless `stream` (written as `ref`) is a member of the comm."""
         if stream not in self.comm_members[comm_index]:
             comm = self.comms[comm_index]
+            device = self.streams[stream].device
+            help = None
+            if (self.process_streams is not None and ref.member is not None
+                    and self.default_streams.get(device) in self.comm_members[comm_index]):
+                help = (f"the comm's `{self.devices[device].name}.default` stays the main process's: a thread not "
+                        "declared `process` uses that device's default stream (or a `memcpy`, a `memset`, or names "
+                        "a device through a variable); declare that thread `process` too, or give the comm a "
+                        "stream of its own")
             raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
-                                  ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),)))
+                                  ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),),
+                                  help=help))
 
     def collective(self, node: ast.CollectiveTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)

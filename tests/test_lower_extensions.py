@@ -1215,6 +1215,28 @@ def test_the_default_stream_a_comm_declares_in_every_program_and_only_where_name
     assert {s.name for s in loaded.program.streams} == {"gpu[0].default", "gpu[1].default", "gpu[0].default@p"}
 
 
+def test_processes_take_the_comm_s_default_streams_beside_a_main_process_thread_that_leaves_them():
+    from checker.analyze import check_loaded
+
+    head = ("device gpu[2]\nbuffer x[2] 4KiB on gpu\nbuffer h 4KiB on host pinned\n"
+            "comm c = { gpu[0].default, gpu[1].default }\n"
+            "thread rank[2] process {\n  gpu[rank].default: kernel k writes x[rank] 1ms\n"
+            "  gpu[rank].default: allreduce c x[rank] 1ms\n}\n")
+    # a logger thread of the main process uses no default stream: the ranks claim theirs
+    loaded = load_text(head + "thread logger {\n  host log reads h\n}\n")
+    assert loaded.program is not None, [d.message for d in loaded.diagnostics]
+    assert [(s.name, s.context) for s in loaded.program.streams] == [("gpu[0].default", 0), ("gpu[1].default", 1)]
+    assert check_loaded(loaded).findings == ()
+    # one that uses gpu[0]'s keeps it: rank 0's own default stream is not the member, and the
+    # error says why
+    loaded = load_text(head + "thread watcher {\n  gpu[0].default: kernel peek reads x[0]\n}\n")
+    assert loaded.program is None
+    [error] = [d for d in loaded.diagnostics if d.code is Code.SP021]
+    assert "gpu[0].default@rank[0]" in error.message and "stays the main process's" in error.help
+    # (rank 1 claimed gpu[1]'s: only rank 0's call is refused)
+    assert len([d for d in loaded.diagnostics if d.code is Code.SP021]) == 1
+
+
 def test_a_process_takes_its_hardware_queues_in_turn():
     p = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] process {\n  s[rank]: kernel k\n"
                 "  s[rank + 2]: kernel k\n}\n")
