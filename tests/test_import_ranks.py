@@ -33,7 +33,9 @@ def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_o
     False: the bug of a missing `cudaStreamWaitEvent`). `late` delays the rank's host thread."""
     events, corr, ts = [], 1, 100.0 + late
     pid = 1000 + rank
-    for name, measured in steps:
+    for step, (name, measured) in enumerate(steps):
+        # (the operators carry record function ids for an Execution Trace: `execution_trace`)
+        events.append(_event("cpu_op", "aten::mul_", pid, pid, ts - 0.5, 5, **{"Record function id": 100 + 2 * step}))
         events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts, 4, correlation=corr))
         events.append(_event("kernel", "backward_kernel", 0, 7, ts + 5, 20, stream=7, device=0, correlation=corr))
         kernel_end, corr, ts = ts + 25, corr + 1, ts + 6
@@ -47,7 +49,8 @@ def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_o
         meta = {"Collective name": name, "Process Group Name": group, "Process Group Description": "default_pg",
                 "Process Group Ranks": ranks, "Group size": world, "In msg nelems": 1024, "Out msg nelems": 1024,
                 "dtype": "Float"}
-        events.append(_event("cpu_op", "record_param_comms", pid, pid, ts, 6, **meta))
+        events.append(_event("cpu_op", "record_param_comms", pid, pid, ts, 6,
+                             **meta, **{"Record function id": 101 + 2 * step}))
         events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts + 1, 4, correlation=corr))
         start = max(ts + 6, kernel_end) if wait else ts + 6
         events.append(_event("kernel", "ncclDevKernel_Generic", 0, 20, start, measured, stream=20, device=0,
@@ -55,6 +58,26 @@ def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_o
         corr, ts = corr + 1, max(ts + 10, start + measured) + 2
     events.append(_event("cuda_runtime", "cudaDeviceSynchronize", pid, pid, ts, 2, correlation=corr))
     return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}, "traceEvents": events}
+
+
+def execution_trace(steps: int) -> dict:
+    """The Execution Trace of a `rank_trace`: each step's `aten::mul_` writes the gradient
+    (storage 7) in place and its `record_param_comms` allreduces it in place."""
+    grad = [3, 7, 0, 1024, 4, "cuda:0"]
+    nodes = []
+    for step in range(steps):
+        nodes.append({"id": 10 + 2 * step, "name": "aten::mul_", "ctrl_deps": 1,
+                      "op_schema": "aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)",
+                      "inputs": {"values": [grad, grad], "shapes": [[1024], [1024]],
+                                 "types": ["Tensor(float)", "Tensor(float)"]},
+                      "outputs": {"values": [grad], "shapes": [[1024]], "types": ["Tensor(float)"]},
+                      "attrs": [{"name": "rf_id", "type": "uint64", "value": 100 + 2 * step}]})
+        nodes.append({"id": 11 + 2 * step, "name": "record_param_comms", "ctrl_deps": 1,
+                      "inputs": {"values": [[grad], 0], "shapes": [[[1024]], []],
+                                 "types": ["GenericList[Tensor(float)]", "Int"]},
+                      "outputs": {"values": [[grad]], "shapes": [[[1024]]], "types": ["GenericList[Tensor(float)]"]},
+                      "attrs": [{"name": "rf_id", "type": "uint64", "value": 101 + 2 * step}]})
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": nodes}
 
 
 def two_ranks(steps0, steps1=None, **kwargs):
@@ -192,7 +215,28 @@ def test_cli_imports_several_ranks_into_one_spec(run, tmp_path):
     status, stdout, stderr = run("check", out)
     assert status == 0, stdout + stderr
     status, _, stderr = run("import", "kineto", *paths, "--et", paths[0], "-o", tmp_path / "x.sched")
-    assert status == 2 and "--et goes with one trace" in stderr
+    assert status == 2 and "1 --et file(s) for 2 trace(s)" in stderr
+
+
+def test_with_each_rank_s_execution_trace_a_missing_wait_before_the_allreduce_races(run, tmp_path):
+    # DDP's bug class: the gradient's allreduce on the NCCL stream does not wait for the kernel
+    # that writes the gradient on the compute stream, on one rank
+    paths = []
+    for rank in (0, 1):
+        trace, et = tmp_path / f"rank{rank}.json", tmp_path / f"et{rank}.json"
+        trace.write_text(json.dumps(rank_trace(rank, [("allreduce", 30)], wait=rank == 0)))
+        et.write_text(json.dumps(execution_trace(1)))
+        paths.append((str(trace), str(et)))
+    out = tmp_path / "ranks.sched"
+    status, stdout, stderr = run("import", "kineto", paths[0][0], paths[1][0], "--et", paths[0][1],
+                                 "--et", paths[1][1], "-o", out)
+    assert status == 0, stderr
+    text = out.read_text()
+    assert "r0_stream20: allreduce pg_0 r0_s7_gpu0" in text and "r1_stream20: allreduce pg_0 r1_s7_gpu0" in text
+    loaded = load_text(text, "ranks.sched")
+    findings = check_loaded(loaded).findings
+    races = [f for f in findings if f.code is Code.SP101]
+    assert races and {f.buffer for f in races} == {"r1_s7_gpu0"}
 
 
 def test_point_to_point_kernels_of_a_group_stay_kernels_and_the_collectives_still_meet():

@@ -61,9 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace_files", metavar="TRACE", nargs="+",
                         help="the trace (.json or .json.gz), - for standard input; several: one per rank of a "
                              "distributed run, imported into one spec where their collectives meet")
-    parser.add_argument("--et", metavar="EXECUTION_TRACE",
+    parser.add_argument("--et", metavar="EXECUTION_TRACE", action="append",
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator "
-                             "(- for standard input)")
+                             "(- for standard input); with several traces, one --et per trace, in order")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="where to write the .sched spec, - for standard output (required; pyproject.toml may set it)")
     parser.add_argument("--compare", action="store_true",
@@ -137,8 +137,7 @@ def _output_problem(args) -> str | None:
     if output == STDIN:
         return None
     inputs = [(path, "the trace being imported") for path in args.trace_files]
-    if args.et:
-        inputs.append((args.et, "the Execution Trace given with --et"))
+    inputs += [(path, "the Execution Trace given with --et") for path in args.et or ()]
     for path, what in inputs:
         if overwrites(output, path):
             return (f"-o {output} is {what}{' (standard input)' if path == STDIN else ''}: writing the "
@@ -180,12 +179,14 @@ def _run(args, phase: list[str]) -> int:
     if args.output is None:  # (not `required=`: that would ignore a default from pyproject.toml)
         return _error("the following arguments are required: -o/--output")
     sources = args.trace_files
-    if sources.count(STDIN) == 1 and args.et == STDIN:
+    ets = args.et or []
+    if sources.count(STDIN) == 1 and STDIN in ets:
         return _error("the trace and the --et file cannot both be read from standard input (-)")
-    if sources.count(STDIN) > 1:
-        return _error("only one trace can be read from standard input (-)")
-    if len(sources) > 1 and args.et:
-        return _error("--et goes with one trace: import the ranks of a distributed run without it")
+    if sources.count(STDIN) + ets.count(STDIN) > 1:
+        return _error("only one input can be read from standard input (-)")
+    if ets and len(ets) != len(sources):
+        return _error(f"{len(ets)} --et file(s) for {len(sources)} trace(s): give one Execution Trace per trace, "
+                      "in the same order, or none")
     problem = _output_problem(args)
     if problem is not None:
         return _error(problem)
@@ -194,19 +195,23 @@ def _run(args, phase: list[str]) -> int:
         names = [_shown(source) for source in sources]
     try:
         traces = [read_json(source) for source in sources]
-        et = read_execution_trace(read_json(args.et)) if args.et else None
+        parsed_ets = []
+        for path in ets:
+            try:
+                parsed_ets.append(read_execution_trace(read_json(path)))
+            except TraceError as exc:
+                return _error(f"{_shown(path)}: {exc}")
     except InputError as exc:
         return _error(str(exc))
-    except TraceError as exc:
-        return _error(f"{_shown(args.et)}: {exc}")
     try:
         if len(traces) == 1:
-            imported = import_kineto(traces[0], et, source=names[0], min_gap=args.min_gap)
+            imported = import_kineto(traces[0], parsed_ets[0] if parsed_ets else None, source=names[0],
+                                     min_gap=args.min_gap)
         else:
-            imported = import_ranks(list(zip(traces, names)), min_gap=args.min_gap)
+            imported = import_ranks(list(zip(traces, names)), parsed_ets or None, min_gap=args.min_gap)
     except TraceError as exc:
         return _error(f"{_shown(sources[0])}: {exc}" if len(traces) == 1 else str(exc))
-    del traces, et
+    del traces, parsed_ets
     # Names from the trace reach comments as they are: a lone surrogate cannot be written as
     # UTF-8 and a NUL makes the spec binary to `check` (SP001).
     text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")

@@ -89,6 +89,19 @@ class GpuOp:
     `record_param_comms` operator that launched it), for `ranks.py`."""
 
 
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """What a communication kernel stands for in a spec of several ranks (`ranks.py`)."""
+
+    kind: str
+    """`allreduce`, `allgather`, `reducescatter`, `alltoall`, `broadcast` or `reduce`."""
+    comm: str
+    root: str | None
+    """The root's stream (`broadcast`, `reduce`), None otherwise."""
+    duration: int
+    """ns: the shortest time measured in its group."""
+
+
 @dataclass(slots=True)
 class Call:
     """One runtime (or driver) call on a host thread."""
@@ -457,12 +470,12 @@ class _Action:
 
 class _Builder:
     def __init__(self, trace: _Trace, et: ExecutionTrace | None, source: str, min_gap: int,
-                 prefix: str = "", collectives: dict[int, tuple[str, int]] | None = None) -> None:
+                 prefix: str = "", collectives: dict[int, Collective] | None = None) -> None:
         self.t = trace
         self.prefix = prefix
         """Put before every name the spec declares: one rank's names among others' (`ranks.py`)."""
         self.collectives = collectives or {}
-        """id(kernel) -> (the collective statement that stands for it, its duration in ns)."""
+        """id(kernel) -> the collective that stands for it."""
         self.et = et
         self.source = source
         self.min_gap = min_gap
@@ -1114,10 +1127,12 @@ class _Builder:
         dur = f" {duration_text(gpu.dur)}" if gpu.dur > 0 else ""
         collective = self.collectives.get(id(gpu))
         if collective is not None:
-            statement, duration = collective
             self.counts["collective"] += 1
+            root = f" root {collective.root}" if collective.root is not None else ""
+            took = f" {duration_text(collective.duration)}" if collective.duration > 0 else ""
             measured = f"  # {self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
-            lines.append(f"{stream}: {statement}{f' {duration_text(duration)}' if duration > 0 else ''}{measured}")
+            memory = self._collective_memory(gpu, stack)
+            lines.append(f"{stream}: {collective.kind} {collective.comm}{root} {memory}{took}{measured}")
             lines.extend(after)
             return False
         self.counts[gpu.kind] += 1
@@ -1159,6 +1174,16 @@ class _Builder:
                 self._pageable_syncs.append((lines, len(lines), storages))
             lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
         return sync_api or pageable
+
+    def _collective_memory(self, gpu: GpuOp, stack) -> str:
+        """A collective's buffer (`DST <- SRC` where it reads one tensor and writes another):
+        the operator's tensors where the Execution Trace has them, a placeholder otherwise."""
+        reads, writes = self._device_accesses(gpu, stack)
+        if writes and reads and reads[0] != writes[0]:
+            return f"{writes[0]} <- {reads[0]}"
+        if writes or reads:
+            return (writes or reads)[0]
+        return self._placeholder("comm", gpu.device)
 
     def _device_accesses(self, gpu: GpuOp, stack) -> tuple[list[str], list[str]]:
         if self.et is None:
@@ -1215,6 +1240,8 @@ class _Builder:
             name, place = f"{self.prefix}pinned_mem", "host pinned"
         elif kind == "Pageable":
             name, place = f"{self.prefix}pageable_mem", "host"
+        elif kind == "comm":
+            name, place = f"{self.device_name(device)}_comm", self.device_name(device)
         else:
             name, place = f"{self.device_name(device)}_mem", self.device_name(device)
         used, _ = self.placeholders.get(name, (0, place))
@@ -1388,7 +1415,8 @@ class _Builder:
         for name, (count, place) in sorted(self.placeholders.items()):
             pinned = " pinned" if place.endswith("pinned") else ""
             where = place.split()[0]
-            out.append(f"buffer {name}[{count}] 1B on {where}{pinned}  # placeholder: one element per copy")
+            out.append(f"buffer {name}[{count}] 1B on {where}{pinned}  # placeholder: one element per "
+                       + ("collective" if name.endswith("_comm") else "copy"))
         if self.et is not None:
             for key, pinned in sorted(self.storages.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
                 storage, device = key

@@ -26,7 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from checker.importers.execution_trace import TraceError
-from checker.importers.kineto import GpuOp, Imported, _Builder, _Trace, check_trace
+from checker.importers.execution_trace import ExecutionTrace
+from checker.importers.kineto import Collective, GpuOp, Imported, _Builder, _Trace, check_trace
 from checker.spec_text import SpecText, safe_name, title_text
 
 KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
@@ -36,6 +37,8 @@ KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgath
 NCCL runs a barrier as an allreduce of one element. Send and recv are left out: the kernel does
 not name its peer."""
 ROOTED = frozenset({"broadcast", "reduce"})
+ROOT_MARK = "{{root:{}}}"
+"""Where a rooted collective's root stream goes, until every rank's streams are named."""
 
 
 def collective_kind(name: str) -> str | None:
@@ -100,10 +103,8 @@ class _Matcher:
         self.assumptions: list[str] = []
         self.comms: list[tuple[str, tuple[int, ...], dict[int, tuple[int, int]]]] = []
         """(comm name, its ranks in order, each rank's (device, stream) for it)."""
-        self.collectives: dict[int, dict[int, tuple[str, int]]] = {r.rank: {} for r in ranks}
-        """rank -> id(kernel) -> (statement, duration ns), for that rank's `_Builder`."""
-        self.placeholders: dict[str, tuple[int, str]] = {}
-        """Placeholder memory the collectives use: name -> (elements, device name)."""
+        self.collectives: dict[int, dict[int, Collective]] = {r.rank: {} for r in ranks}
+        """rank -> id(kernel) -> the collective it stands for, for that rank's `_Builder`."""
         self.matched = 0
 
     def match(self) -> None:
@@ -189,20 +190,13 @@ class _Matcher:
             for r in members:
                 op, kind = ordered[r][k]
                 # (the root's stream is named once every rank is written: `_with_root`)
-                root = f" root {{root:{comm}}}" if kind in ROOTED else ""
+                root = ROOT_MARK.format(comm) if kind in ROOTED else None
                 rooted = rooted or kind in ROOTED
-                self.collectives[r][id(op)] = (f"{kind} {comm}{root} {self._placeholder(r, op.device)}", duration)
+                self.collectives[r][id(op)] = Collective(kind, comm, root, duration)
             self.matched += 1
         if rooted:
             self.assumptions.append(f"process group {name!r}: the root of each broadcast or reduce is its first "
                                     f"rank, {members[0]} (the trace does not name it)")
-
-    def _placeholder(self, rank: int, device: int) -> str:
-        name = f"{self.ranks[rank].prefix}gpu{device}_comm"
-        used, place = self.placeholders.get(name, (0, f"{self.ranks[rank].prefix}gpu{device}"))
-        self.placeholders[name] = (used + 1, place)
-        return f"{name}[{used}]"
-
 
 def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
     """Each (parsed trace, its name) as a rank: its `distributedInfo.rank`, else its place."""
@@ -224,8 +218,13 @@ def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
     return [Rank(k, source, t) for k, (t, source) in enumerate(parsed)]
 
 
-def import_ranks(traces: list[tuple[object, str]], *, min_gap: int = 0) -> Imported:
-    """One spec from several ranks' Kineto traces (each parsed JSON with its name)."""
+def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | None] | None = None, *,
+                 min_gap: int = 0) -> Imported:
+    """One spec from several ranks' Kineto traces (each parsed JSON with its name), and
+    optionally each one's Execution Trace (in the same order)."""
+    ets = ets or [None] * len(traces)
+    if len(ets) != len(traces):
+        raise TraceError(f"{len(ets)} Execution Traces for {len(traces)} traces: give one per trace, in order")
     ranks = read_ranks(traces)
     for rank in ranks:
         try:
@@ -235,8 +234,8 @@ def import_ranks(traces: list[tuple[object, str]], *, min_gap: int = 0) -> Impor
     unnumbered = any(r.trace.rank < 0 for r in ranks)
     matcher = _Matcher(ranks)
     matcher.match()
-    builders = [_Builder(rank.trace, None, rank.source, min_gap, prefix=rank.prefix,
-                         collectives=matcher.collectives[rank.rank]) for rank in ranks]
+    builders = [_Builder(rank.trace, et, rank.source, min_gap, prefix=rank.prefix,
+                         collectives=matcher.collectives[rank.rank]) for rank, et in zip(ranks, ets)]
     parts = [builder.assemble() for builder in builders]
     spec = SpecText(title_text(f"imported from {len(ranks)} ranks: {', '.join(r.source for r in ranks)}"))
     header = [f"Imported by `streamproof import kineto` from the traces of {len(ranks)} ranks; each rank's "
@@ -244,7 +243,7 @@ def import_ranks(traces: list[tuple[object, str]], *, min_gap: int = 0) -> Impor
               f"{matcher.matched:,} collective(s) matched across ranks on {len(matcher.comms)} comm(s) (one per "
               "process group): the k-th collective of each rank on a comm is one group, each member taking the "
               "shortest time measured in its group (the last rank to arrive waited least).",
-              "Without an Execution Trace collectives use placeholder memory, one element each."]
+              "Collectives use the tensors an Execution Trace gives, placeholder memory otherwise."]
     if unnumbered:
         header.append("The traces name no rank (distributedInfo.rank): ranks are numbered in the order given.")
     header.extend(f"Assumed: {a}" for a in matcher.assumptions)
@@ -275,10 +274,8 @@ def import_ranks(traces: list[tuple[object, str]], *, min_gap: int = 0) -> Impor
         counts["events"] += len(builder.events)
         counts["assumptions"] += builder.assumed
         counts["trace_events"] += rank.trace.total
-    if matcher.placeholders or matcher.comms:
-        declarations.append("# collectives")
-    for name, (count, place) in sorted(matcher.placeholders.items()):
-        declarations.append(f"buffer {name}[{count}] 1B on {place}  # placeholder: one element per collective")
+    if matcher.comms:
+        declarations.append("# collectives: one comm per process group")
     by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
     roots = {}
     for comm, members, lanes in matcher.comms:
@@ -302,4 +299,4 @@ def _with_root(line: str, roots: dict[str, str]) -> str:
         return line
     start = line.index("{root:")
     end = line.index("}", start)
-    return line[:start] + roots[line[start + 6:end]] + line[end + 1:]
+    return line[:start] + roots[line[start + len("{root:"):end]] + line[end + 1:]
