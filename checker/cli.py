@@ -470,6 +470,11 @@ def _config_value(action: argparse.Action, key: str, value, problem):
         if any("\0" in v for v in values):
             raise problem(f"`{key}`: a path cannot hold a NUL character")
         return values
+    if isinstance(action, argparse._AppendAction):  # (`--et`, one per trace: a path or a list)
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) and "\0" not in v for v in values):
+            raise problem(f"`{key}` must be a path or a list of paths")
+        return values
     if action.nargs == 0:  # a switch
         if not isinstance(value, bool):
             raise problem(f"`{key}` must be true or false")

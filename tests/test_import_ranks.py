@@ -27,10 +27,11 @@ def _event(cat, name, pid, tid, ts, dur, **args):
 
 
 def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_on_kernel=True,
-               late=0.0, world=2) -> dict:
+               late=0.0, world=2, seqs=None, root=None, nccl_stream=20) -> dict:
     """One rank's trace: per step (collective name, measured us), a backward kernel of 20 us on
-    stream 7 and the collective on stream 20, which waits for the kernel (unless `wait` is
-    False: the bug of a missing `cudaStreamWaitEvent`). `late` delays the rank's host thread."""
+    stream 7 and the collective on stream `nccl_stream`, which waits for the kernel (unless
+    `wait` is False: the bug of a missing `cudaStreamWaitEvent`). `late` delays the rank's host
+    thread; `seqs` gives each collective its `Seq`, `root` its `Rank` (a rooted one's root)."""
     events, corr, ts = [], 1, 100.0 + late
     pid = 1000 + rank
     for step, (name, measured) in enumerate(steps):
@@ -49,12 +50,16 @@ def rank_trace(rank: int, steps, *, group="0", ranks="[0, 1]", wait=True, meta_o
         meta = {"Collective name": name, "Process Group Name": group, "Process Group Description": "default_pg",
                 "Process Group Ranks": ranks, "Group size": world, "In msg nelems": 1024, "Out msg nelems": 1024,
                 "dtype": "Float"}
+        if seqs is not None:
+            meta["Seq"] = seqs[step]
+        if root is not None:
+            meta["Rank"] = root
         events.append(_event("cpu_op", "record_param_comms", pid, pid, ts, 6,
                              **meta, **{"Record function id": 101 + 2 * step}))
         events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts + 1, 4, correlation=corr))
         start = max(ts + 6, kernel_end) if wait else ts + 6
-        events.append(_event("kernel", "ncclDevKernel_Generic", 0, 20, start, measured, stream=20, device=0,
-                             correlation=corr, **(meta if meta_on_kernel else {})))
+        events.append(_event("kernel", "ncclDevKernel_Generic", 0, nccl_stream, start, measured, stream=nccl_stream,
+                             device=0, correlation=corr, **(meta if meta_on_kernel else {})))
         corr, ts = corr + 1, max(ts + 10, start + measured) + 2
     events.append(_event("cuda_runtime", "cudaDeviceSynchronize", pid, pid, ts, 2, correlation=corr))
     return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}, "traceEvents": events}
@@ -255,3 +260,110 @@ def test_point_to_point_kernels_of_a_group_stay_kernels_and_the_collectives_stil
     assert "kernel ncclDevKernel_SendRecv" in imported.text
     assert any("2 communication kernel(s) of point-to-point" in note for note in imported.notes)
     load(imported)
+
+
+def test_a_trace_s_names_cannot_break_the_spec():
+    # (operator names reach the spec's comments as they are)
+    traces = []
+    for rank in (0, 1):
+        trace = rank_trace(rank, [("broadcast", 30)])
+        trace["traceEvents"].append(_event("user_annotation", "step{root:x} }{", 1000 + rank, 1000 + rank, 90.0, 200))
+        traces.append((trace, f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert "step{root:x} }{" in imported.text
+    load(imported)
+
+
+def test_an_execution_trace_in_pyproject_still_goes_with_one_trace(run, tmp_path, monkeypatch):
+    from pathlib import Path
+    fixtures = Path(__file__).parent / "fixtures" / "traces"
+    (tmp_path / "pyproject.toml").write_text('[tool.streamproof.import]\net = "et.json"\n')
+    (tmp_path / "et.json").write_text((fixtures / "two_streams_et.json").read_text())
+    (tmp_path / "t.json").write_text((fixtures / "two_streams.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    from checker.cli import main
+    status = main(["import", "kineto", "t.json", "-o", "a.sched"])
+    assert status == 0
+    # one on the command line replaces the configured one, and does not add to it
+    status = main(["import", "kineto", "t.json", "--et", "et.json", "-o", "b.sched"])
+    assert status == 0
+    assert (tmp_path / "a.sched").read_text() == (tmp_path / "b.sched").read_text()
+    assert "writes s" in (tmp_path / "a.sched").read_text()
+
+
+def test_a_kernel_another_operator_launches_inside_a_collective_is_no_collective():
+    # ProcessGroupNCCL's barrier fills a tensor with zeros (a kernel on the compute stream)
+    # inside its record_param_comms, before the allreduce
+    traces = []
+    for rank in (0, 1):
+        trace = rank_trace(rank, [("barrier", 30), ("allreduce", 30)], meta_on_kernel=False)
+        pid = 1000 + rank
+        comm_op = next(e for e in trace["traceEvents"] if e["name"] == "record_param_comms")
+        at = comm_op["ts"] + 0.2
+        trace["traceEvents"] += [
+            _event("cpu_op", "aten::zeros", pid, pid, at, 0.7),
+            _event("cuda_runtime", "cudaLaunchKernel", pid, pid, at + 0.1, 0.5, correlation=700),
+            _event("kernel", "fill_kernel", 0, 7, at + 1, 2, stream=7, device=0, correlation=700)]
+        traces.append((trace, f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts["collective"] == 4, imported.notes
+    assert "kernel fill_kernel" in imported.text
+    load(imported)
+
+
+def test_sequence_numbers_line_up_windows_that_start_apart():
+    # rank 0's profiler started one collective earlier than rank 1's
+    imported = import_ranks([(rank_trace(0, [("allreduce", 30)] * 3, seqs=[5, 6, 7]), "rank0.json"),
+                             (rank_trace(1, [("allreduce", 30)] * 3, seqs=[6, 7, 8]), "rank1.json")])
+    assert imported.counts["collective"] == 4  # seq 6 and 7 on both ranks
+    assert any("2 collective(s) whose sequence number" in note for note in imported.notes)
+    program = load(imported).program
+    thread0 = [program.statements[i] for i in program.threads[0].statements]
+    assert [s.op for s in thread0 if s.op in (Op.KERNEL, Op.ALLREDUCE) and program.streams[s.stream].name == "r0_stream20"] \
+        == [Op.KERNEL, Op.ALLREDUCE, Op.ALLREDUCE]
+
+
+def test_the_root_the_trace_names_is_the_root():
+    imported = two_ranks([("broadcast", 30)], root=1)
+    assert "root r1_stream20" in imported.text and "root r0_stream20" not in imported.text
+    assert not imported.assumptions
+
+
+def test_collectives_of_two_groups_that_overlapped_keep_overlapping():
+    traces = []
+    for rank in (0, 1):
+        first = rank_trace(rank, [("allreduce", 100)], group="dp")
+        second = rank_trace(rank, [("allreduce", 100)], group="tp", nccl_stream=21)
+        for event in second["traceEvents"]:
+            if "correlation" in event["args"]:
+                event["args"]["correlation"] += 100
+            if "wait_on_cuda_event_record_corr_id" in event["args"]:
+                event["args"]["wait_on_cuda_event_record_corr_id"] += 100
+        first["traceEvents"] += second["traceEvents"]
+        traces.append((first, f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts["comms"] == 2 and "comm 2" in imported.text
+    program = load(imported).program
+    allreduces = {s.index for s in program.statements if s.op is Op.ALLREDUCE}
+    spans = [(t.start, t.end) for t in simulate(program).tasks if t.statement in allreduces]
+    assert len(spans) == 4 and max(start for start, _ in spans) < min(end for _, end in spans)
+
+
+def test_ranks_are_numbered_from_the_traces_first_and_in_order_after():
+    named = rank_trace(1, [("allreduce", 30)])
+    unnamed = rank_trace(0, [("allreduce", 30)])
+    del unnamed["distributedInfo"]
+    imported = import_ranks([(named, "a.json"), (unnamed, "b.json")])
+    assert "b.json is rank 0" in imported.text and "r1_main" in imported.text
+    garbage = rank_trace(1, [("allreduce", 30)])
+    garbage["distributedInfo"]["rank"] = "stream 1"
+    imported = import_ranks([(garbage, "a.json"), (unnamed, "b.json")])
+    assert "a.json is rank 0" in imported.text and "b.json is rank 1" in imported.text
+
+
+def test_no_traces_and_a_member_that_measured_nothing():
+    from checker.importers.execution_trace import TraceError
+    with pytest.raises(TraceError, match="no traces"):
+        import_ranks([])
+    imported = two_ranks([("allreduce", 0)], [("allreduce", 30)])
+    assert all(" 30us" in line for line in imported.text.splitlines() if "allreduce pg_0" in line)

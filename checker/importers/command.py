@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace_files", metavar="TRACE", nargs="+",
                         help="the trace (.json or .json.gz), - for standard input; several: one per rank of a "
                              "distributed run, imported into one spec where their collectives meet")
-    parser.add_argument("--et", metavar="EXECUTION_TRACE", action="append",
+    parser.add_argument("--et", metavar="EXECUTION_TRACE", action=_EachTrace,
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator "
                              "(- for standard input); with several traces, one --et per trace, in order")
     parser.add_argument("-o", "--output", metavar="OUT",
@@ -73,6 +73,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write host gaps shorter than this into the next one (default 0: every gap); "
                              "makes large specs smaller")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+class _EachTrace(argparse._AppendAction):
+    """`--et`, once per trace; those on the command line replace a default from
+    pyproject.toml instead of adding to it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, "_et_given", False)
+        items = list(getattr(namespace, self.dest, None) or []) if given else []
+        namespace._et_given = True
+        setattr(namespace, self.dest, [*items, values])
 
 
 def _duration_ns(text: str) -> int:

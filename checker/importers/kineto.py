@@ -186,9 +186,10 @@ MALFORMED = {
 """What the importer does with each kind of malformed event (the note on stderr says so)."""
 
 COMM_KEYS = ("Collective name", "Process Group Name", "Process Group Description", "Process Group Ranks",
-             "Group size", "In msg nelems", "Out msg nelems", "dtype")
+             "Group size", "In msg nelems", "Out msg nelems", "dtype", "Seq", "Rank")
 """What PyTorch's `record_param_comms` writes about a collective, on the operator and on the
-communication kernel it launched: the kind, the process group, its ranks, the sizes."""
+communication kernel it launched: the kind, the process group, its ranks, the sizes, its
+sequence number in the group, and (for a rooted one) the root's rank in the group."""
 COMM_OPERATOR = "record_param_comms"
 
 
@@ -267,7 +268,9 @@ class _Trace:
     def __init__(self, data) -> None:
         events = trace_events(data)
         info = data.get("distributedInfo") if isinstance(data, dict) else None
-        self.rank = _int(info.get("rank")) if isinstance(info, dict) else -1
+        rank = info.get("rank") if isinstance(info, dict) else None
+        self.rank = (rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0
+                     else int(rank) if isinstance(rank, str) and rank.strip().isdigit() else -1)
         """`distributedInfo.rank` (-1: not given): which rank of a distributed run this is."""
         self.comm_ops: dict[tuple, list[tuple[int, int, dict]]] = defaultdict(list)
         """Per host thread, the `record_param_comms` operators: (start, end, `COMM_KEYS`)."""
@@ -1251,14 +1254,16 @@ class _Builder:
     # -- the whole spec
 
     def build(self) -> Imported:
+        self.prepare()
         spec, observed, first, last = self.assemble()
         counts = dict(self.counts)
         counts.update(threads=len(spec.threads), streams=len(self.stream_keys), events=len(self.events),
                       assumptions=self.assumed, trace_events=self.t.total)
         return Imported(spec.render(), observed, first, last, self.notes, self.assumptions, counts)
 
-    def assemble(self) -> tuple[SpecText, dict[str, StreamStats], int, int]:
-        """The spec's parts, and the trace's own span per stream and in all."""
+    def prepare(self) -> None:
+        """What each thread does, and the names of the streams (which a spec of several ranks
+        reads before any rank is written: a collective's root is another rank's stream)."""
         t = self.t
         plans = self.plan()
         self._stream_handoffs(plans)
@@ -1312,6 +1317,11 @@ class _Builder:
             self.notes.append(f"{len(orphans)} GPU operation(s) have no runtime call in the trace; "
                               "each is issued at its start by the thread that launched most onto its stream")
         self._name_streams()
+        self._plans, self._threads = plans, threads
+
+    def assemble(self) -> tuple[SpecText, dict[str, StreamStats], int, int]:
+        """The spec's parts, and the trace's own span per stream and in all (`prepare` first)."""
+        plans, threads = self._plans, self._threads
         names = self.thread_names(threads)
         bodies = [self.thread_text(thread, names[thread], plans.get(thread, ())) for thread in threads]
         if self.et is not None and self.et_unlinked and not self.et_linked:
@@ -1394,16 +1404,21 @@ class _Builder:
         t = self.t
         out = []
         compute: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        comm: dict[int, list[tuple[int, int]]] = defaultdict(list)
         copies: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
         for op in t.gpu:
             if op.kind == "memcpy":
                 copies[(op.device, _memcpy_engine(op.name))].append((op.start, op.start + op.dur))
+            elif id(op) in self.collectives:  # (a collective takes a unit of the comm engine)
+                comm[op.device].append((op.start, op.start + op.dur))
             else:
                 compute[op.device].append((op.start, op.start + op.dur))
         for device in sorted(self.devices):
             items = [f"compute {_concurrency(compute.get(device, ()))}"]
             for engine in ("h2d", "d2h", "d2d"):
                 items.append(f"{engine} {_concurrency(copies.get((device, engine), ()))}")
+            if device in comm:
+                items.append(f"comm {_concurrency(comm[device])}")
             out.append(f"device {self.device_name(device)} {{ {' '.join(items)} }}")
         for key in sorted(self.stream_keys):
             out.append(f"stream {self.stream_name(key)} on {self.device_name(key[0])}")

@@ -1,53 +1,61 @@
 """Several ranks' PyTorch profiler traces -> one `.sched` spec in which their collectives meet.
 
-Each trace is one rank of a distributed run (its `distributedInfo.rank`, else its place on the
-command line) and is imported as on its own (`kineto.py`), every name it declares prefixed
-`rN_`. The communication kernels become collectives: PyTorch writes, on each NCCL kernel (and
-on the `record_param_comms` operator that launched it), the collective's kind and its process
-group's name and ranks. A process group whose every rank is imported, and which each rank ran
-on one stream, becomes a `comm` of those streams, and the k-th collective each rank ran on it
-stands for the k-th of the others, as NCCL matches them (the language's comm positions).
+Each trace is one rank of a distributed run (its `distributedInfo.rank`; traces without one
+take the lowest numbers left, in the order given) and is imported as on its own (`kineto.py`),
+every name it declares prefixed `rN_`. The communication kernels become collectives: PyTorch's
+`record_param_comms` writes, on the operator and on the NCCL kernel it launches, the
+collective's kind, its process group's name and ranks, its sequence number in the group
+(`Seq`) and, for a rooted one, the root's rank in the group (`Rank`). A process group whose
+every rank is imported, and which each rank ran on one stream, becomes a `comm` of those
+streams; its collectives are matched across ranks by sequence number where every one has one
+(those outside the window every rank profiled stay kernels), else the k-th of each rank with
+the k-th of the others, as NCCL matches them.
 
 A collective's measured time includes its wait for the last rank to arrive, which the spec's
 group start already models: every member takes the shortest time measured in its group (the
 last rank to arrive waited least).
 
-What cannot be matched stays a kernel, with a note saying why: point-to-point kernels (the
-trace does not name the peer), a group with a rank not imported, run on two streams by one
-rank, or whose ranks ran different numbers of collectives (profiling windows that do not line
-up; profile the same steps on every rank).
+What cannot be matched stays a kernel, with a note saying why: point-to-point kernels (send,
+recv), a group with a rank not imported, run on two streams by one rank, or (without sequence
+numbers) whose ranks ran different numbers of collectives.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from checker.importers.execution_trace import TraceError
-from checker.importers.execution_trace import ExecutionTrace
-from checker.importers.kineto import Collective, GpuOp, Imported, _Builder, _Trace, check_trace
+from checker.importers.execution_trace import ExecutionTrace, TraceError
+from checker.importers.kineto import COMM_OPERATOR, Collective, CpuOp, GpuOp, Imported, _Builder, _Trace, check_trace
 from checker.spec_text import SpecText, safe_name, title_text
 
 KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
          "reducescatter": "reducescatter", "alltoall": "alltoall", "alltoallv": "alltoall",
          "broadcast": "broadcast", "reduce": "reduce"}
 """`Collective name` as PyTorch writes it (normalised by `collective_kind`) -> the statement.
-NCCL runs a barrier as an allreduce of one element. Send and recv are left out: the kernel does
-not name its peer."""
+NCCL runs a barrier as an allreduce of one element."""
 ROOTED = frozenset({"broadcast", "reduce"})
-ROOT_MARK = "{{root:{}}}"
-"""Where a rooted collective's root stream goes, until every rank's streams are named."""
 
 
-def collective_kind(name: str) -> str | None:
+def collective_kind(name) -> str | None:
     """`allreduce`, `_allgather_base`, `all_gather_into_tensor_coalesced`, `reduce_scatter_tensor`,
     `all_to_allv`, ... -> the statement's collective, None for one the spec cannot match."""
     key = str(name).lower().strip().lstrip("_")
     for part in ("_coalesced", "_into_tensor", "_tensor", "_base", "_single"):
         key = key.replace(part, "")
     return KINDS.get(key.replace("_", ""))
+
+
+def _whole(value) -> int | None:
+    """A non-negative integer written as a number or as digits; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
 
 
 def group_ranks(meta: dict) -> tuple[int, ...] | None:
@@ -78,20 +86,54 @@ class Rank:
         return f"r{self.rank}_"
 
 
-def _comm_meta(rank: Rank, op: GpuOp, starts: dict[tuple, list[int]]) -> dict | None:
-    """The collective a kernel ran: its own args, else those of the `record_param_comms` that
-    was running on the thread whose call launched it (`starts`: per thread, the starts of its
-    `record_param_comms`, in order)."""
-    if op.comm is not None:
-        return op.comm
-    call = rank.trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
-    if call is None or call.thread not in starts:
-        return None
-    index = bisect.bisect_right(starts[call.thread], call.start) - 1
-    if index < 0:
-        return None
-    _, end, meta = rank.trace.comm_ops[call.thread][index]
-    return meta if call.start <= end else None
+@dataclass(frozen=True)
+class _Run:
+    """One rank's communication kernel, as the matching reads it."""
+
+    op: GpuOp
+    kind: str
+    seq: int | None
+    root: int | None
+    """For a rooted collective, the root's rank in the group (`Rank`), when written."""
+
+
+def _launchers(trace: _Trace) -> dict[int, CpuOp]:
+    """Correlation id -> the operator that made the call: the innermost one running on the
+    launching thread then, or the one around it where that is ProcessGroupNCCL's own
+    `nccl:all_reduce`-style record (a sweep over each thread's operators and calls, both in
+    time order)."""
+    out: dict[int, CpuOp] = {}
+    for thread, calls in trace.calls.items():
+        ops = trace.ops.get(thread, [])
+        stack: list[CpuOp] = []
+        k = 0
+        for call in calls:  # (sorted by start)
+            while k < len(ops) and ops[k].start <= call.start:
+                while stack and stack[-1].end < ops[k].start:
+                    stack.pop()
+                stack.append(ops[k])
+                k += 1
+            while stack and stack[-1].end < call.start:
+                stack.pop()
+            if stack and call.correlation is not None:
+                titled = len(stack) > 1 and stack[-1].name.startswith(("nccl:", "gloo:"))
+                out[call.correlation] = stack[-2] if titled else stack[-1]
+    return out
+
+
+def _comm_meta(rank: Rank, op: GpuOp, launchers: dict[int, CpuOp], operator_meta: dict) -> dict | None:
+    """What PyTorch wrote about the collective a kernel ran: the `record_param_comms` operator
+    that launched it (when that is the innermost operator at the launch: a kernel some other
+    operator launched inside it, like a barrier's zero fill, is no collective), with the
+    kernel's own args over it."""
+    launcher = launchers.get(op.correlation) if op.correlation is not None else None
+    from_operator = None
+    if launcher is not None and launcher.name == COMM_OPERATOR:
+        call = rank.trace.call_by_corr.get(op.correlation)
+        from_operator = operator_meta.get((call.thread, launcher.start, launcher.end)) if call else None
+    if op.comm is None:
+        return from_operator
+    return {**(from_operator or {}), **op.comm}
 
 
 class _Matcher:
@@ -102,23 +144,26 @@ class _Matcher:
         self.notes: list[str] = []
         self.assumptions: list[str] = []
         self.comms: list[tuple[str, tuple[int, ...], dict[int, tuple[int, int]]]] = []
-        """(comm name, its ranks in order, each rank's (device, stream) for it)."""
+        """(comm name, its ranks in group order, each rank's (device, stream) for it)."""
         self.collectives: dict[int, dict[int, Collective]] = {r.rank: {} for r in ranks}
         """rank -> id(kernel) -> the collective it stands for, for that rank's `_Builder`."""
+        self.roots: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
+        """(rank, id(kernel)) -> the root's rank and its stream, named once every rank's are
+        (`name_roots`)."""
         self.matched = 0
 
     def match(self) -> None:
-        groups: dict[str, dict[int, list[tuple[GpuOp, str]]]] = defaultdict(lambda: defaultdict(list))
+        groups: dict[str, dict[int, list[_Run]]] = defaultdict(lambda: defaultdict(list))
         metas: dict[str, dict] = {}
         unnamed = unmatched = 0
         for number, rank in sorted(self.ranks.items()):
-            for ops in rank.trace.comm_ops.values():
-                ops.sort(key=lambda item: item[0])
-            starts = {thread: [start for start, _, _ in ops] for thread, ops in rank.trace.comm_ops.items()}
+            launchers = _launchers(rank.trace)
+            operator_meta = {(thread, start, end): meta for thread, ops in rank.trace.comm_ops.items()
+                             for start, end, meta in ops}
             for op in rank.trace.gpu:
                 if op.kind != "kernel":
                     continue
-                meta = _comm_meta(rank, op, starts)
+                meta = _comm_meta(rank, op, launchers, operator_meta)
                 if meta is None:
                     continue
                 kind = collective_kind(meta.get("Collective name", ""))
@@ -128,11 +173,12 @@ class _Matcher:
                 elif name is None:
                     unnamed += 1
                 else:
-                    groups[str(name)][number].append((op, kind))
+                    root = _whole(meta.get("Rank")) if kind in ROOTED else None
+                    groups[str(name)][number].append(_Run(op, kind, _whole(meta.get("Seq")), root))
                     metas.setdefault(str(name), meta)
         if unmatched:
             self.notes.append(f"{unmatched:,} communication kernel(s) of point-to-point or other operations "
-                              "(send, recv, gather, scatter: the trace does not name the peer or root) stay kernels")
+                              "(send, recv, gather, scatter) stay kernels")
         if unnamed:
             self.notes.append(f"{unnamed:,} communication kernel(s) name no process group (PyTorch writes "
                               "`Process Group Name` since 2.2): they stay kernels")
@@ -140,41 +186,73 @@ class _Matcher:
         for name in sorted(groups):
             self._group(name, metas[name], groups[name], used_names)
 
-    def _group(self, name: str, meta: dict, by_rank: dict[int, list[tuple[GpuOp, str]]], used_names: set[str]) -> None:
-        """One process group's collectives as one comm's, or a note saying why they cannot be."""
+    def _members(self, name: str, meta: dict, by_rank: dict[int, list[_Run]]) -> tuple[int, ...] | None:
+        """The group's ranks in group order, or None (with a note) where they cannot all be met."""
         members = group_ranks(meta)
+        size = _whole(meta.get("Group size"))
+        if members is not None and size is not None and size > len(members):
+            self.notes.append(f"process group {name!r} lists {len(members)} of its {size} ranks (the profiler "
+                              "shortens long lists): its collectives stay kernels")
+            return None
         if members is None:
-            if meta.get("Group size") == len(self.ranks) and set(by_rank) == set(self.ranks):
-                members = tuple(sorted(self.ranks))
-            else:
-                self.notes.append(f"process group {name!r}: the trace does not list its ranks; its "
-                                  "collectives stay kernels")
-                return
+            if size == len(self.ranks) and set(by_rank) == set(self.ranks):
+                return tuple(sorted(self.ranks))
+            self.notes.append(f"process group {name!r}: the trace does not list its ranks; its "
+                              "collectives stay kernels")
+            return None
         if len(members) < 2:
-            return  # (a group of one rank meets nobody: its kernels are kernels)
+            return None  # (a group of one rank meets nobody: its kernels are kernels)
         missing = [r for r in members if r not in self.ranks]
         if missing:
             self.notes.append(f"process group {name!r} spans rank(s) {', '.join(map(str, missing))}, whose traces "
                               "were not given: its collectives stay kernels")
-            return
+            return None
         strangers = [r for r in by_rank if r not in members]
         if strangers:
             self.notes.append(f"process group {name!r}: rank {strangers[0]} ran its collectives without being "
                               "one of its ranks; they stay kernels")
-            return
-        counts = {r: len(by_rank.get(r, ())) for r in members}
+            return None
+        return members
+
+    def _positions(self, name: str, members: tuple[int, ...],
+                   by_rank: dict[int, list[_Run]]) -> list[dict[int, _Run]] | None:
+        """Each group of the comm: one collective per rank. By sequence number where every
+        collective has one (unique per rank), else by position in stream order."""
+        ordered = {r: sorted(by_rank.get(r, ()), key=lambda run: run.op.start) for r in members}
+        numbered = all(run.seq is not None for runs in ordered.values() for run in runs)
+        if numbered and all(len({run.seq for run in runs}) == len(runs) for runs in ordered.values()):
+            by_seq = {r: {run.seq: run for run in runs} for r, runs in ordered.items()}
+            common = sorted(set.intersection(*(set(seqs) for seqs in by_seq.values())))
+            outside = sum(len(runs) for runs in ordered.values()) - len(common) * len(members)
+            if outside:
+                self.notes.append(f"process group {name!r}: {outside:,} collective(s) whose sequence number (`Seq`) "
+                                  "not every rank's trace has (profiling windows that do not line up) stay kernels")
+            return [{r: by_seq[r][seq] for r in members} for seq in common]
+        counts = {r: len(runs) for r, runs in ordered.items()}
         if len(set(counts.values())) > 1:
             self.notes.append(f"process group {name!r}: the ranks ran different numbers of collectives ("
                               + ", ".join(f"rank {r}: {n}" for r, n in counts.items())
-                              + "): the profiling windows do not line up (profile the same steps on every "
-                                "rank); they stay kernels")
+                              + ") and the trace numbers none of them (`Seq`): the profiling windows do not "
+                                "line up (profile the same steps on every rank); they stay kernels")
+            return None
+        return [{r: ordered[r][k] for r in members} for k in range(counts[members[0]])]
+
+    def _group(self, name: str, meta: dict, by_rank: dict[int, list[_Run]], used_names: set[str]) -> None:
+        """One process group's collectives as one comm's, or a note saying why they cannot be."""
+        members = self._members(name, meta, by_rank)
+        if members is None:
+            return
+        positions = self._positions(name, members, by_rank)
+        if not positions:
             return
         streams: dict[int, tuple[int, int]] = {}
         for r in members:
-            lanes = {(op.device, op.stream) for op, _ in by_rank[r]}
+            lanes = {(run.op.device, run.op.stream) for position in positions for run in (position[r],)}
             if len(lanes) > 1:
-                self.notes.append(f"process group {name!r}: rank {r} ran its collectives on {len(lanes)} "
-                                  "streams; they stay kernels")
+                self.notes.append(f"process group {name!r}: rank {r} ran its collectives on {len(lanes)} streams "
+                                  "(recent PyTorch runs a synchronous collective on the caller's stream and an "
+                                  "asynchronous one on its NCCL stream), and a comm has one stream per rank: they "
+                                  "stay kernels")
                 return
             streams[r] = lanes.pop()
         comm = safe_name(f"pg_{name}", "pg")
@@ -182,46 +260,56 @@ class _Matcher:
             comm += "_"
         used_names.add(comm)
         self.comms.append((comm, members, streams))
-        # (in stream order: the order each rank enqueued them, which NCCL matches)
-        ordered = {r: sorted(by_rank[r], key=lambda item: item[0].start) for r in members}
-        rooted = False
-        for k in range(counts[members[0]]):
-            duration = min(ordered[r][k][0].dur for r in members)
-            for r in members:
-                op, kind = ordered[r][k]
-                # (the root's stream is named once every rank is written: `_with_root`)
-                root = ROOT_MARK.format(comm) if kind in ROOTED else None
-                rooted = rooted or kind in ROOTED
-                self.collectives[r][id(op)] = Collective(kind, comm, root, duration)
+        guessed = False
+        for position in positions:
+            # (a member that measured nothing, or a corrupt time, is no measure of the transfer)
+            measured = [run.op.dur for run in position.values() if run.op.dur > 0]
+            duration = min(measured, default=0)
+            for r, run in position.items():
+                if run.kind in ROOTED:
+                    root = run.root if run.root is not None and run.root < len(members) else None
+                    guessed = guessed or root is None
+                    root_rank = members[root if root is not None else 0]
+                    self.roots[(r, id(run.op))] = (root_rank, streams[root_rank])
+                self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration)
             self.matched += 1
-        if rooted:
-            self.assumptions.append(f"process group {name!r}: the root of each broadcast or reduce is its first "
-                                    f"rank, {members[0]} (the trace does not name it)")
+        if guessed:
+            self.assumptions.append(f"process group {name!r}: a broadcast or reduce whose root the trace does not "
+                                    f"name (`Rank`) is rooted at the group's first rank, {members[0]}")
+
+    def name_roots(self, builders: dict[int, _Builder]) -> None:
+        """Each rooted collective's root stream, by the name its rank's spec gives it."""
+        for (rank, key), (root_rank, lane) in self.roots.items():
+            collective = self.collectives[rank][key]
+            self.collectives[rank][key] = replace(collective, root=builders[root_rank].stream_name(lane))
+
 
 def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
-    """Each (parsed trace, its name) as a rank: its `distributedInfo.rank`, else its place."""
+    """Each (parsed trace, its name) as a rank: its `distributedInfo.rank`; the traces without
+    one take the lowest numbers no trace names, in the order given."""
     parsed = []
     for data, source in traces:
         try:
             parsed.append((_Trace(data), source))
         except TraceError as exc:
             raise TraceError(f"{source}: {exc}") from None
-    given = [t.rank for t, _ in parsed]
-    if all(r >= 0 for r in given):
-        seen: dict[int, str] = {}
-        for (t, source) in parsed:
-            if t.rank in seen:
-                raise TraceError(f"{source} and {seen[t.rank]} are both rank {t.rank} (distributedInfo.rank): "
-                                 "give each rank's trace once")
-            seen[t.rank] = source
-        return [Rank(t.rank, source, t) for t, source in parsed]
-    return [Rank(k, source, t) for k, (t, source) in enumerate(parsed)]
+    seen: dict[int, str] = {}
+    for trace, source in parsed:
+        if trace.rank >= 0:
+            if trace.rank in seen:
+                raise TraceError(f"{source} and {seen[trace.rank]} are both rank {trace.rank} "
+                                 "(distributedInfo.rank): give each rank's trace once")
+            seen[trace.rank] = source
+    free = (n for n in range(len(parsed) + len(seen)) if n not in seen)
+    return [Rank(trace.rank if trace.rank >= 0 else next(free), source, trace) for trace, source in parsed]
 
 
 def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | None] | None = None, *,
                  min_gap: int = 0) -> Imported:
     """One spec from several ranks' Kineto traces (each parsed JSON with its name), and
     optionally each one's Execution Trace (in the same order)."""
+    if not traces:
+        raise TraceError("no traces to import")
     ets = ets or [None] * len(traces)
     if len(ets) != len(traces):
         raise TraceError(f"{len(ets)} Execution Traces for {len(traces)} traces: give one per trace, in order")
@@ -231,21 +319,25 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
             check_trace(rank.trace)
         except TraceError as exc:
             raise TraceError(f"{rank.source}: {exc}") from None
-    unnumbered = any(r.trace.rank < 0 for r in ranks)
+    unnumbered = [r for r in ranks if r.trace.rank < 0]
     matcher = _Matcher(ranks)
     matcher.match()
     builders = [_Builder(rank.trace, et, rank.source, min_gap, prefix=rank.prefix,
                          collectives=matcher.collectives[rank.rank]) for rank, et in zip(ranks, ets)]
+    for builder in builders:
+        builder.prepare()
+    matcher.name_roots({rank.rank: builder for rank, builder in zip(ranks, builders)})
     parts = [builder.assemble() for builder in builders]
     spec = SpecText(title_text(f"imported from {len(ranks)} ranks: {', '.join(r.source for r in ranks)}"))
     header = [f"Imported by `streamproof import kineto` from the traces of {len(ranks)} ranks; each rank's "
               "names begin with `rN_`, and its timeline starts at its own first event.",
               f"{matcher.matched:,} collective(s) matched across ranks on {len(matcher.comms)} comm(s) (one per "
-              "process group): the k-th collective of each rank on a comm is one group, each member taking the "
-              "shortest time measured in its group (the last rank to arrive waited least).",
+              "process group, matched by sequence number or position): each member takes the shortest time "
+              "measured in its group (the last rank to arrive waited least).",
               "Collectives use the tensors an Execution Trace gives, placeholder memory otherwise."]
     if unnumbered:
-        header.append("The traces name no rank (distributedInfo.rank): ranks are numbered in the order given.")
+        header.append(f"{len(unnumbered)} trace(s) name no rank (distributedInfo.rank): "
+                      + ", ".join(f"{r.source} is rank {r.rank}" for r in unnumbered) + ".")
     header.extend(f"Assumed: {a}" for a in matcher.assumptions)
     header.extend(f"Note: {n}" for n in matcher.notes)
     declarations: list[str] = []
@@ -277,13 +369,8 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
     if matcher.comms:
         declarations.append("# collectives: one comm per process group")
     by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
-    roots = {}
     for comm, members, lanes in matcher.comms:
-        names = [by_rank[r].stream_name(lanes[r]) for r in members]
-        roots[comm] = names[0]
-        declarations.append(f"comm {comm} = {{ {', '.join(names)} }}")
-    for thread in threads:
-        thread.lines[:] = [_with_root(line, roots) for line in thread.lines]
+        declarations.append(f"comm {comm} = {{ {', '.join(by_rank[r].stream_name(lanes[r]) for r in members)} }}")
     spec.header = header
     spec.declarations = declarations
     spec.threads = threads
@@ -291,12 +378,3 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
     counts.update(threads=len(threads), ranks=len(ranks), comms=len(matcher.comms))
     return Imported(spec.render(), streams, min(firsts, default=0), max(lasts, default=0), notes, assumptions,
                     dict(counts))
-
-
-def _with_root(line: str, roots: dict[str, str]) -> str:
-    """A rooted collective's root is the comm's first member, named once the streams are."""
-    if "{root:" not in line:
-        return line
-    start = line.index("{root:")
-    end = line.index("}", start)
-    return line[:start] + roots[line[start + len("{root:"):end]] + line[end + 1:]
