@@ -189,6 +189,37 @@ def test_makespan_of_a_program_with_races_is_decided_by_other_runs_and_own_chain
         assert any("proven lower bound" in d.message for d in report.diagnostics if d.code.value == "SP401")
 
 
+SHARED_RECORD = """
+device d0 { }
+buffer x 2KiB on d0
+buffer h 2KiB on host pinned
+stream a on d0
+stream b on d0
+event e
+thread t1 {
+  a: record e
+}
+thread t2 {
+  a: kernel k writes x 1s
+  a: record e
+  b: wait e
+  b: copy h <- x 10ns
+}
+"""
+"""Both threads record `e` on stream `a`, so the wait binds to a record behind the 1 s kernel
+whichever thread records last (rule 3): the copy ends 1 s + 10 ns in, in every execution. Each
+thread's own chain (1 s) does not show it; the must-happen-before order does."""
+
+
+@pytest.mark.parametrize("limit, passes", [("1000000010ns", True), ("1s", False)])
+def test_makespan_of_racing_threads_bounded_by_the_orders_every_execution_keeps(limit, passes):
+    report = check(SHARED_RECORD + f"expect makespan <= {limit}\n")
+    assert report.passed is passes
+    assert not [f for f in report.findings if f.code.value == "SP301"]
+    if not passes:
+        assert any("1000.00001 ms exceeds 1000 ms" in d.message for d in report.diagnostics)
+
+
 def test_a_race_free_run_of_no_time_meets_a_makespan_bound():
     untimed = RACING_FLAG.replace(" 1us", "")  # every execution that finishes takes 0 ns
     assert check(untimed + "expect makespan <= 1us\n").passed

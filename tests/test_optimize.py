@@ -205,6 +205,31 @@ thread t {
     assert result.report.classification.kind == "host-bound"
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
+    # `_must_chains` bounds every finishing execution of a program without an exact model:
+    # random programs of racing threads (shared streams, events, a flag, a notify), launch
+    # costs and host time; each shuffled, interleaved run in time is an execution
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_smt import make_spec
+    from checker.executor.simulate import simulate
+    from checker.optimize import _must_chains, _own_chains
+
+    text = make_spec(seed, 2 + seed % 2, 10, signals=seed % 3 != 0)
+    text = text.replace("compute 2 copy 2", "compute 2 copy 2 launch 2us").replace(
+        "host consume reads host_out", "host consume reads host_out 3us")
+    program = load(text)
+    bound = _must_chains(program)
+    assert bound == 0 or bound >= _own_chains(program)  # (0: a step no execution takes, no makespan)
+    for shuffle in range(10):
+        for interleave in (False, True):
+            run = simulate(program, shuffle=shuffle, interleave=interleave)
+            assert run.deadlocked or run.makespan >= bound
+
+
 def test_nondeterministic_program_is_not_claimed_optimal():
     # No exact model (the threads race for the stream): the run (2 ms) is above every bound
     # that needs no model (the engines' work, 1 ms; t2's chain, 1.5 ms), so nothing is proven.

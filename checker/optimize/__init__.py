@@ -233,7 +233,67 @@ def _loose_lower(program: Program) -> tuple[int, int]:
                 total += launch_of(program, st) + (st.duration if st.stream is None else 0)
         host = max(host, total)
     work = max(load, host)
-    return work, max(work, _own_chains(program))
+    return work, max(work, _own_chains(program), _must_chains(program))
+
+
+MAX_MUST_CHAIN_STATEMENTS = MAX_STATEMENTS
+"""The largest program whose must-happen-before order the lower bound reads (the order costs
+steps x chains)."""
+
+
+def _must_chains(program: Program) -> int:
+    """The longest chain in time of the must-happen-before order (`checker/smt/order.py`):
+    every step of a finishing execution comes no sooner than each step it surely follows, a
+    task ends its duration after it starts (a collective member, after its group's last
+    start), starts its launch cost after its enqueue, and a thread's next statement comes the
+    enqueue's launch cost or its host function's duration later. Unlike `_own_chains`, it
+    reads the orders between threads every execution keeps (a wait on a record another
+    thread may also make, whose candidates are all behind the same task)."""
+    from checker.optimize.model import launch_of
+    from checker.smt.layout import Layout
+    from checker.smt.order import compute
+    from checker.smt.rules import TooLarge
+    from checker.witness import StepKind
+
+    if len(program.statements) > MAX_MUST_CHAIN_STATEMENTS:
+        return 0
+    try:
+        layout = Layout(program)
+        order = compute(layout)
+    except TooLarge:
+        return 0
+    steps, statements, clocks = layout.steps, program.statements, order.clocks
+    if order.impossible:
+        return 0  # (no execution finishes: no makespan to bound)
+    step_id = layout.step_id
+    earliest = [0] * len(steps)
+    # (a step's clock sums to more than the clock of every step it follows: a topological order)
+    for s in sorted(range(len(steps)), key=lambda s: sum(clocks[s])):
+        kind, index = steps[s]
+        statement = statements[index]
+        at = 0
+        for chain, position in enumerate(clocks[s]):
+            if position >= 0 and layout.chains[chain][position] == s:
+                position -= 1  # (on its own chain: the step before it there)
+            if position >= 0:
+                at = max(at, earliest[layout.chains[chain][position]])
+        if kind is StepKind.ISSUE:
+            previous = layout.previous[index]
+            if previous is not None and statements[previous].stream is not None:
+                at = max(at, earliest[step_id[(StepKind.ISSUE, previous)]] + launch_of(program, statements[previous]))
+        elif kind is StepKind.RETURN:
+            issue = earliest[step_id[(StepKind.ISSUE, index)]]
+            at = max(at, issue + (launch_of(program, statement) if statement.stream is not None
+                                  else statement.duration if statement.op in (Op.HOST, Op.FREE) else 0))
+        elif kind in (StepKind.START, StepKind.COMPLETE):
+            at = max(at, earliest[step_id[(StepKind.ISSUE, index)]] + launch_of(program, statement))
+        elif kind is StepKind.END:
+            members = layout.group_members.get(s, (index,))
+            at = max([at] + [earliest[step_id[(StepKind.START, m)]] for m in members
+                             if (StepKind.START, m) in step_id]) if len(members) > 1 else at
+            at = max(at, earliest[step_id[(StepKind.START, index)]]) + statement.duration
+        earliest[s] = at
+    return max(earliest, default=0)
 
 
 def _own_chains(program: Program) -> int:
