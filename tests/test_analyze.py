@@ -220,6 +220,15 @@ def test_makespan_of_racing_threads_bounded_by_the_orders_every_execution_keeps(
         assert any("1000.00001 ms exceeds 1000 ms" in d.message for d in report.diagnostics)
 
 
+@pytest.mark.parametrize("limit, passes", [("2s", True), ("1999999999ns", False)])
+def test_makespan_of_threads_sharing_a_stream_is_at_least_the_stream_s_work(limit, passes):
+    # whichever thread enqueues first, the two 1 s kernels run one after the other
+    report = check("device d { compute 2 }\nstream s on d\nthread a {\n  s: kernel k 1s\n}\n"
+                   f"thread b {{\n  s: kernel k 1s\n}}\nexpect makespan <= {limit}\n")
+    assert report.passed is passes
+    assert not [f for f in report.findings if f.code.value == "SP301"]
+
+
 def test_a_race_free_run_of_no_time_meets_a_makespan_bound():
     untimed = RACING_FLAG.replace(" 1us", "")  # every execution that finishes takes 0 ns
     assert check(untimed + "expect makespan <= 1us\n").passed

@@ -233,7 +233,17 @@ def _loose_lower(program: Program) -> tuple[int, int]:
                 total += launch_of(program, st) + (st.duration if st.stream is None else 0)
         host = max(host, total)
     work = max(load, host)
-    return work, max(work, _own_chains(program), _must_chains(program))
+    return work, max(work, _own_chains(program), _must_chains(program), _stream_loads(program))
+
+
+def _stream_loads(program: Program) -> int:
+    """The most time one stream's tasks take one after another: a stream runs its tasks in
+    order, whichever thread enqueued them and in whatever order the threads did."""
+    loads: dict[int, int] = {}
+    for st in program.statements:
+        if st.stream is not None and st.running:
+            loads[st.stream] = loads.get(st.stream, 0) + st.duration
+    return max(loads.values(), default=0)
 
 
 MAX_MUST_CHAIN_STATEMENTS = MAX_STATEMENTS
