@@ -233,20 +233,28 @@ def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
 
 
 def test_nondeterministic_program_is_not_claimed_optimal():
-    # No exact model (the threads race for the stream): the run (2 ms) is above every bound
-    # that needs no model (the engines' work, 1 ms; t2's chain, 1.5 ms), so nothing is proven.
+    # No exact model (the threads race for the stream): the run (t1's kernel first, 3 ms) is
+    # above every bound that needs no model (the engines' work, 1 ms; the stream's, t2's
+    # chain and the orders every execution keeps, 2 ms), so nothing is proven; t2's kernel
+    # first would end in 2 ms.
     program = load("""
 device d { compute 2 }
 buffer x 1MiB on d
 stream a on d
 thread t1 { a: kernel k1 writes x 1ms }
-thread t2 { host h 500us
-            a: kernel k2 writes x 1ms }
+thread t2 { a: kernel k2 writes x 1ms
+            sync a
+            host h 1ms }
 """)
     result = optimize(program, timeout=5)
-    assert result.program == 2_000_000 and result.proven_lower_program < result.program
+    assert result.program == 3_000_000 and result.proven_lower_program == 2_000_000
     assert not result.optimal_program and not result.optimal_bound
     assert any("share stream" in note for note in result.notes)
+    # Where the stream's work is the run, it is optimal, though the threads still race.
+    result = optimize(load("device d { compute 2 }\nbuffer x 1MiB on d\nstream a on d\n"
+                           "thread t1 { a: kernel k1 writes x 1ms }\nthread t2 { host h 500us\n"
+                           "  a: kernel k2 writes x 1ms }\n"), timeout=5)
+    assert result.program == result.proven_lower_program == 2_000_000 and result.optimal_program
     # With one unit the engine's work is the run: optimal, though the threads still race.
     result = optimize(load("device d { compute 1 }\nbuffer x 1MiB on d\nstream a on d\n"
                            "thread t1 { a: kernel k1 writes x 1ms }\nthread t2 { a: kernel k2 writes x 1ms }\n"),
