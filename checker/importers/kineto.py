@@ -94,10 +94,11 @@ class Collective:
     """What a communication kernel stands for in a spec of several ranks (`ranks.py`)."""
 
     kind: str
-    """`allreduce`, `allgather`, `reducescatter`, `alltoall`, `broadcast` or `reduce`."""
+    """`allreduce`, `allgather`, `reducescatter`, `alltoall`, `broadcast`, `reduce`, `send`
+    or `recv`."""
     comm: str
-    root: str | None
-    """The root's stream (`broadcast`, `reduce`), None otherwise."""
+    peer: str | None
+    """The root's stream (`broadcast`, `reduce`), the peer's (`send`, `recv`), None otherwise."""
     duration: int
     """ns: the shortest time measured in its group."""
 
@@ -1131,11 +1132,13 @@ class _Builder:
         collective = self.collectives.get(id(gpu))
         if collective is not None:
             self.counts["collective"] += 1
-            root = f" root {collective.root}" if collective.root is not None else ""
+            kind, comm, peer = collective.kind, collective.comm, collective.peer
             took = f" {duration_text(collective.duration)}" if collective.duration > 0 else ""
             measured = f"  # {self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
-            memory = self._collective_memory(gpu, stack)
-            lines.append(f"{stream}: {collective.kind} {collective.comm}{root} {memory}{took}{measured}")
+            memory = self._collective_memory(gpu, stack, kind)
+            call = (f"send {comm} to {peer}" if kind == "send" else f"recv {comm} from {peer}" if kind == "recv"
+                    else f"{kind} {comm} root {peer}" if peer is not None else f"{kind} {comm}")
+            lines.append(f"{stream}: {call} {memory}{took}{measured}")
             lines.extend(after)
             return False
         self.counts[gpu.kind] += 1
@@ -1178,10 +1181,14 @@ class _Builder:
             lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
         return sync_api or pageable
 
-    def _collective_memory(self, gpu: GpuOp, stack) -> str:
-        """A collective's buffer (`DST <- SRC` where it reads one tensor and writes another):
-        the operator's tensors where the Execution Trace has them, a placeholder otherwise."""
+    def _collective_memory(self, gpu: GpuOp, stack, kind: str) -> str:
+        """A collective's buffer (`DST <- SRC` where it reads one tensor and writes another; a
+        send's is what it reads, a recv's what it writes): the operator's tensors where the
+        Execution Trace has them, a placeholder otherwise."""
         reads, writes = self._device_accesses(gpu, stack)
+        if kind in ("send", "recv"):
+            found = reads + writes if kind == "send" else writes + reads
+            return found[0] if found else self._placeholder("comm", gpu.device)
         if writes and reads and reads[0] != writes[0]:
             return f"{writes[0]} <- {reads[0]}"
         if writes or reads:
@@ -1263,7 +1270,7 @@ class _Builder:
 
     def prepare(self) -> None:
         """What each thread does, and the names of the streams (which a spec of several ranks
-        reads before any rank is written: a collective's root is another rank's stream)."""
+        reads before any rank is written: a collective's root or peer is another rank's stream)."""
         t = self.t
         plans = self.plan()
         self._stream_handoffs(plans)

@@ -15,9 +15,15 @@ A collective's measured time includes its wait for the last rank to arrive, whic
 group start already models: every member takes the shortest time measured in its group (the
 last rank to arrive waited least).
 
-What cannot be matched stays a kernel, with a note saying why: point-to-point kernels (send,
-recv), a group with a rank not imported, run on two streams by one rank, or (without sequence
-numbers) whose ranks ran different numbers of collectives.
+Sends and recvs name their peer (`Dst Rank`, `Src Rank`, or `Rank` in the group): each pair
+of ranks that talks in a process group becomes a comm of its two streams (PyTorch gives each
+pair a communicator and a stream of its own), the k-th send from one meeting the k-th recv on
+the other from it.
+
+What cannot be matched stays a kernel, with a note saying why: gather, scatter and batched or
+peerless sends and recvs, a group with a rank not imported, run on two streams by one rank, or
+(without sequence numbers) whose ranks ran different numbers of collectives, and a pair whose
+sends and recvs do not number the same.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgath
 """`Collective name` as PyTorch writes it (normalised by `collective_kind`) -> the statement.
 NCCL runs a barrier as an allreduce of one element."""
 ROOTED = frozenset({"broadcast", "reduce"})
+POINT_TO_POINT = frozenset({"send", "recv"})
 
 
 def collective_kind(name) -> str | None:
@@ -56,6 +63,20 @@ def _whole(value) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return None
+
+
+def _peer(meta: dict) -> tuple[str, int] | None:
+    """A send's or recv's kind and its peer's global rank (`Dst Rank` of a send, `Src Rank` of a
+    recv, else `Rank`, the peer's rank in the group, read through `Process Group Ranks`); None
+    for anything else, or a peer not written."""
+    kind = str(meta.get("Collective name", "")).lower().strip().lstrip("_")
+    if kind not in POINT_TO_POINT:
+        return None
+    peer = _whole(meta.get("Dst Rank" if kind == "send" else "Src Rank"))
+    if peer is None:
+        in_group, members = _whole(meta.get("Rank")), group_ranks(meta)
+        peer = members[in_group] if members is not None and in_group is not None and in_group < len(members) else None
+    return None if peer is None else (kind, peer)
 
 
 def group_ranks(meta: dict) -> tuple[int, ...] | None:
@@ -147,14 +168,16 @@ class _Matcher:
         """(comm name, its ranks in group order, each rank's (device, stream) for it)."""
         self.collectives: dict[int, dict[int, Collective]] = {r.rank: {} for r in ranks}
         """rank -> id(kernel) -> the collective it stands for, for that rank's `_Builder`."""
-        self.roots: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
-        """(rank, id(kernel)) -> the root's rank and its stream, named once every rank's are
-        (`name_roots`)."""
+        self.peers: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
+        """(rank, id(kernel)) -> the rank and stream of a rooted collective's root or of a send's
+        or recv's peer, named once every rank's streams are (`name_peers`)."""
         self.matched = 0
 
     def match(self) -> None:
         groups: dict[str, dict[int, list[_Run]]] = defaultdict(lambda: defaultdict(list))
         metas: dict[str, dict] = {}
+        pairs: dict[tuple[str, int, int], list[_Run]] = defaultdict(list)
+        """(group, rank, peer) -> that rank's sends to and receives from the peer (`_Run.root`: the peer)."""
         unnamed = unmatched = 0
         for number, rank in sorted(self.ranks.items()):
             launchers = _launchers(rank.trace)
@@ -168,7 +191,10 @@ class _Matcher:
                     continue
                 kind = collective_kind(meta.get("Collective name", ""))
                 name = meta.get("Process Group Name", meta.get("Process Group Description"))
-                if kind is None:
+                peer = _peer(meta) if name is not None else None
+                if peer is not None:
+                    pairs[(str(name), number, peer[1])].append(_Run(op, peer[0], None, peer[1]))
+                elif kind is None:
                     unmatched += 1
                 elif name is None:
                     unnamed += 1
@@ -177,14 +203,58 @@ class _Matcher:
                     groups[str(name)][number].append(_Run(op, kind, _whole(meta.get("Seq")), root))
                     metas.setdefault(str(name), meta)
         if unmatched:
-            self.notes.append(f"{unmatched:,} communication kernel(s) of point-to-point or other operations "
-                              "(send, recv, gather, scatter) stay kernels")
+            self.notes.append(f"{unmatched:,} communication kernel(s) of operations the spec does not match "
+                              "(gather, scatter, batched or peerless send and recv) stay kernels")
         if unnamed:
             self.notes.append(f"{unnamed:,} communication kernel(s) name no process group (PyTorch writes "
                               "`Process Group Name` since 2.2): they stay kernels")
         used_names: set[str] = set()
         for name in sorted(groups):
             self._group(name, metas[name], groups[name], used_names)
+        for (name, rank, peer) in sorted(pairs):
+            if rank < peer:
+                self._pair(name, rank, peer, pairs, used_names)
+        lonely = {(name, min(rank, peer), max(rank, peer)) for (name, rank, peer) in pairs
+                  if peer not in self.ranks or (name, peer, rank) not in pairs}
+        if lonely:
+            self.notes.append(f"{len(lonely)} pair(s) of ranks with sends or recvs of only one side in the traces "
+                              "(a peer not imported, or outside its window) stay kernels")
+
+    def _pair(self, name: str, a: int, b: int, pairs: dict, used_names: set[str]) -> None:
+        """The sends and recvs between ranks a and b in one process group as a comm of their
+        two streams (PyTorch gives each pair of ranks a communicator and a stream of its own):
+        the k-th send from one with the k-th recv on the other from it, or a note."""
+        if b not in self.ranks or (name, b, a) not in pairs:
+            return
+        runs = {a: sorted(pairs[(name, a, b)], key=lambda run: run.op.start),
+                b: sorted(pairs[(name, b, a)], key=lambda run: run.op.start)}
+        lanes = {r: {(run.op.device, run.op.stream) for run in runs[r]} for r in (a, b)}
+        where = f"process group {name!r}, ranks {a} and {b}"
+        if any(len(lane) > 1 for lane in lanes.values()):
+            self.notes.append(f"{where}: a rank ran its sends and recvs with the other on several streams; "
+                              "they stay kernels")
+            return
+        sends = {r: [run for run in runs[r] if run.kind == "send"] for r in (a, b)}
+        recvs = {r: [run for run in runs[r] if run.kind == "recv"] for r in (a, b)}
+        if len(sends[a]) != len(recvs[b]) or len(sends[b]) != len(recvs[a]):
+            self.notes.append(f"{where}: {len(sends[a])} send(s) from {a} against {len(recvs[b])} recv(s) on {b}, "
+                              f"{len(sends[b])} from {b} against {len(recvs[a])} on {a} (profiling windows that "
+                              "do not line up): they stay kernels")
+            return
+        comm = safe_name(f"pg_{name}_p2p_{a}_{b}", "pg")
+        while comm in used_names:
+            comm += "_"
+        used_names.add(comm)
+        streams = {r: lanes[r].pop() for r in (a, b)}
+        self.comms.append((comm, (a, b), streams))
+        for sender, receiver in ((a, b), (b, a)):
+            for send, recv in zip(sends[sender], recvs[receiver]):
+                measured = [run.op.dur for run in (send, recv) if run.op.dur > 0]
+                duration = min(measured, default=0)
+                for rank, run, peer in ((sender, send, receiver), (receiver, recv, sender)):
+                    self.peers[(rank, id(run.op))] = (peer, streams[peer])
+                    self.collectives[rank][id(run.op)] = Collective(run.kind, comm, None, duration)
+                self.matched += 1
 
     def _members(self, name: str, meta: dict, by_rank: dict[int, list[_Run]]) -> tuple[int, ...] | None:
         """The group's ranks in group order, or None (with a note) where they cannot all be met."""
@@ -270,18 +340,18 @@ class _Matcher:
                     root = run.root if run.root is not None and run.root < len(members) else None
                     guessed = guessed or root is None
                     root_rank = members[root if root is not None else 0]
-                    self.roots[(r, id(run.op))] = (root_rank, streams[root_rank])
+                    self.peers[(r, id(run.op))] = (root_rank, streams[root_rank])
                 self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration)
             self.matched += 1
         if guessed:
             self.assumptions.append(f"process group {name!r}: a broadcast or reduce whose root the trace does not "
                                     f"name (`Rank`) is rooted at the group's first rank, {members[0]}")
 
-    def name_roots(self, builders: dict[int, _Builder]) -> None:
-        """Each rooted collective's root stream, by the name its rank's spec gives it."""
-        for (rank, key), (root_rank, lane) in self.roots.items():
+    def name_peers(self, builders: dict[int, _Builder]) -> None:
+        """Each root's or peer's stream, by the name its rank's spec gives it."""
+        for (rank, key), (peer, lane) in self.peers.items():
             collective = self.collectives[rank][key]
-            self.collectives[rank][key] = replace(collective, root=builders[root_rank].stream_name(lane))
+            self.collectives[rank][key] = replace(collective, peer=builders[peer].stream_name(lane))
 
 
 def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
@@ -326,7 +396,7 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
                          collectives=matcher.collectives[rank.rank]) for rank, et in zip(ranks, ets)]
     for builder in builders:
         builder.prepare()
-    matcher.name_roots({rank.rank: builder for rank, builder in zip(ranks, builders)})
+    matcher.name_peers({rank.rank: builder for rank, builder in zip(ranks, builders)})
     parts = [builder.assemble() for builder in builders]
     spec = SpecText(title_text(f"imported from {len(ranks)} ranks: {', '.join(r.source for r in ranks)}"))
     header = [f"Imported by `streamproof import kineto` from the traces of {len(ranks)} ranks; each rank's "
