@@ -114,8 +114,9 @@ class _Run:
     op: GpuOp
     kind: str
     seq: int | None
-    root: int | None
-    """For a rooted collective, the root's rank in the group (`Rank`), when written."""
+    other: int | None
+    """A rooted collective's root (its rank in the group, `Rank`, when written), or a send's
+    or recv's peer (its rank)."""
 
 
 def _launchers(trace: _Trace) -> dict[int, CpuOp]:
@@ -177,7 +178,7 @@ class _Matcher:
         groups: dict[str, dict[int, list[_Run]]] = defaultdict(lambda: defaultdict(list))
         metas: dict[str, dict] = {}
         pairs: dict[tuple[str, int, int], list[_Run]] = defaultdict(list)
-        """(group, rank, peer) -> that rank's sends to and receives from the peer (`_Run.root`: the peer)."""
+        """(group, rank, peer) -> that rank's sends to and receives from the peer."""
         unnamed = unmatched = 0
         for number, rank in sorted(self.ranks.items()):
             launchers = _launchers(rank.trace)
@@ -337,7 +338,7 @@ class _Matcher:
             duration = min(measured, default=0)
             for r, run in position.items():
                 if run.kind in ROOTED:
-                    root = run.root if run.root is not None and run.root < len(members) else None
+                    root = run.other if run.other is not None and run.other < len(members) else None
                     guessed = guessed or root is None
                     root_rank = members[root if root is not None else 0]
                     self.peers[(r, id(run.op))] = (root_rank, streams[root_rank])
