@@ -256,7 +256,8 @@ def _must_chains(program: Program) -> int:
     every step of a finishing execution comes no sooner than each step it surely follows, a
     task ends its duration after it starts (a collective member, after its group's last
     start), starts its launch cost after its enqueue, and a thread's next statement comes the
-    enqueue's launch cost or its host function's duration later. Unlike `_own_chains`, it
+    enqueue's launch cost or its host function's duration later; and a stream's tasks end no
+    sooner than the earliest of them may start plus all their time. Unlike `_own_chains`, it
     reads the orders between threads every execution keeps (a wait on a record another
     thread may also make, whose candidates are all behind the same task)."""
     from checker.optimize.model import launch_of
@@ -303,7 +304,15 @@ def _must_chains(program: Program) -> int:
                              if (StepKind.START, m) in step_id]) if len(members) > 1 else at
             at = max(at, earliest[step_id[(StepKind.START, index)]]) + statement.duration
         earliest[s] = at
-    return max(earliest, default=0)
+    # A stream's tasks run one after another, none before the earliest of them may start.
+    first: dict[int, int] = {}
+    work: dict[int, int] = {}
+    for st in statements:
+        if st.stream is not None and st.running:
+            start = earliest[step_id[(StepKind.START, st.index)]]
+            first[st.stream] = min(first.get(st.stream, start), start)
+            work[st.stream] = work.get(st.stream, 0) + st.duration
+    return max([*earliest, *(first[s] + work[s] for s in work)], default=0)
 
 
 def _own_chains(program: Program) -> int:
