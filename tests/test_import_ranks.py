@@ -412,3 +412,29 @@ def test_no_traces_and_a_member_that_measured_nothing():
         import_ranks([])
     imported = two_ranks([("allreduce", 0)], [("allreduce", 30)])
     assert all(" 30us" in line for line in imported.text.splitlines() if "allreduce pg_0" in line)
+
+
+def test_a_group_a_rank_ran_on_two_streams_meets_on_a_stream_of_its_own():
+    # recent PyTorch: the DDP bucket's allreduce (asynchronous) on the NCCL stream 20, the
+    # loss allreduce (synchronous) on the caller's stream 7; NCCL runs them in order
+    traces = []
+    for rank in (0, 1):
+        trace = rank_trace(rank, [("allreduce", 30), ("allreduce", 40)], wait=False)
+        second = [e for e in trace["traceEvents"] if e["name"] == "ncclDevKernel_Generic"][1]
+        second["tid"] = second["args"]["stream"] = 7
+        traces.append((trace, f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts["collective"] == 4, imported.notes
+    assert "comm pg_0 = { r0_pg_0, r1_pg_0 }" in imported.text
+    lines = [line.split("#")[0].strip() for line in imported.text.splitlines()]
+    assert lines[lines.index("r0_stream7: record r0_pg_0_in[1]") + 1:][:4] == [
+        "r0_pg_0: wait r0_pg_0_in[1]", "r0_pg_0: allreduce pg_0 r0_gpu0_comm[1] 40us",
+        "r0_pg_0: record r0_pg_0_out[1]", "r0_stream7: wait r0_pg_0_out[1]"]
+    program = load(imported).program
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP201, Code.SP202, Code.SP101)]
+    # the second allreduce waits for the first (one communicator), though on other streams
+    result = simulate(program)
+    allreduces = [s.index for s in program.statements if s.op is Op.ALLREDUCE and s.thread == 0]
+    spans = {task.statement: (task.start, task.end) for task in result.tasks}
+    assert spans[allreduces[1]][0] >= spans[allreduces[0]][1]

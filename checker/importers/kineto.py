@@ -101,6 +101,11 @@ class Collective:
     """The root's stream (`broadcast`, `reduce`), the peer's (`send`, `recv`), None otherwise."""
     duration: int
     """ns: the shortest time measured in its group."""
+    via: str | None = None
+    """The comm's member stream where the rank ran the group's collectives on several streams
+    (`ranks.py`): the collective runs there, between a record and a wait on its own stream."""
+    position: int = 0
+    """Its place among the rank's collectives through `via` (the events that bridge to it)."""
 
 
 @dataclass(slots=True)
@@ -1138,7 +1143,14 @@ class _Builder:
             memory = self._collective_memory(gpu, stack, kind)
             call = (f"send {comm} to {peer}" if kind == "send" else f"recv {comm} from {peer}" if kind == "recv"
                     else f"{kind} {comm} root {peer}" if peer is not None else f"{kind} {comm}")
-            lines.append(f"{stream}: {call} {memory}{took}{measured}")
+            via, k = collective.via, collective.position
+            if via is None:
+                lines.append(f"{stream}: {call} {memory}{took}{measured}")
+            else:  # (NCCL orders a communicator's kernels whatever streams they are launched on)
+                lines += [f"{stream}: record {via}_in[{k}]  # the collective after this stream's earlier work",
+                          f"{via}: wait {via}_in[{k}]", f"{via}: {call} {memory}{took}{measured}",
+                          f"{via}: record {via}_out[{k}]",
+                          f"{stream}: wait {via}_out[{k}]  # this stream's later work after the collective"]
             lines.extend(after)
             return False
         self.counts[gpu.kind] += 1

@@ -165,8 +165,12 @@ class _Matcher:
         self.ranks = {r.rank: r for r in ranks}
         self.notes: list[str] = []
         self.assumptions: list[str] = []
-        self.comms: list[tuple[str, tuple[int, ...], dict[int, tuple[int, int]]]] = []
-        """(comm name, its ranks in group order, each rank's (device, stream) for it)."""
+        self.comms: list[tuple[str, tuple[int, ...], dict[int, tuple[int, int] | str]]] = []
+        """(comm name, its ranks in group order, each rank's (device, stream) for it, or the
+        name of the member stream made for it: `bridges`)."""
+        self.bridges: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+        """rank -> member streams made for comms it ran on several streams: (name, device,
+        collectives through it)."""
         self.collectives: dict[int, dict[int, Collective]] = {r.rank: {} for r in ranks}
         """rank -> id(kernel) -> the collective it stands for, for that rank's `_Builder`."""
         self.peers: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
@@ -316,21 +320,24 @@ class _Matcher:
         positions = self._positions(name, members, by_rank)
         if not positions:
             return
-        streams: dict[int, tuple[int, int]] = {}
-        for r in members:
-            lanes = {(run.op.device, run.op.stream) for position in positions for run in (position[r],)}
-            if len(lanes) > 1:
-                self.notes.append(f"process group {name!r}: rank {r} ran its collectives on {len(lanes)} streams "
-                                  "(recent PyTorch runs a synchronous collective on the caller's stream and an "
-                                  "asynchronous one on its NCCL stream), and a comm has one stream per rank: they "
-                                  "stay kernels")
-                return
-            streams[r] = lanes.pop()
         comm = safe_name(f"pg_{name}", "pg")
         while comm in used_names:
             comm += "_"
+        streams: dict[int, tuple[int, int] | str] = {}
+        for r in members:
+            lanes = {(position[r].op.device, position[r].op.stream) for position in positions}
+            if len({device for device, _ in lanes}) > 1:
+                self.notes.append(f"process group {name!r}: rank {r} ran its collectives on several devices; "
+                                  "they stay kernels")
+                return
+            # Recent PyTorch runs a synchronous collective on the caller's stream and an
+            # asynchronous one on its NCCL stream; NCCL still runs a communicator's kernels one
+            # after another: the comm's member is a stream of its own, bridged to each stream
+            # that launched a collective by a record and a wait either side.
+            streams[r] = lanes.pop() if len(lanes) == 1 else f"{self.ranks[r].prefix}{comm}"
         used_names.add(comm)
         self.comms.append((comm, members, streams))
+        through = {r: 0 for r in members}
         guessed = False
         for position in positions:
             # (a member that measured nothing, or a corrupt time, is no measure of the transfer)
@@ -342,8 +349,13 @@ class _Matcher:
                     guessed = guessed or root is None
                     root_rank = members[root if root is not None else 0]
                     self.peers[(r, id(run.op))] = (root_rank, streams[root_rank])
-                self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration)
+                via = streams[r] if isinstance(streams[r], str) else None
+                self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration, via, through[r])
+                through[r] += 1
             self.matched += 1
+        for r in members:
+            if isinstance(streams[r], str):
+                self.bridges[r].append((streams[r], positions[0][r].op.device, through[r]))
         if guessed:
             self.assumptions.append(f"process group {name!r}: a broadcast or reduce whose root the trace does not "
                                     f"name (`Rank`) is rooted at the group's first rank, {members[0]}")
@@ -352,7 +364,8 @@ class _Matcher:
         """Each root's or peer's stream, by the name its rank's spec gives it."""
         for (rank, key), (peer, lane) in self.peers.items():
             collective = self.collectives[rank][key]
-            self.collectives[rank][key] = replace(collective, peer=builders[peer].stream_name(lane))
+            name = lane if isinstance(lane, str) else builders[peer].stream_name(lane)
+            self.collectives[rank][key] = replace(collective, peer=name)
 
 
 def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
@@ -425,6 +438,10 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
         header.extend(f"  {line}" for line in part.header[1:] if line not in shared)
         declarations.append(f"# rank {rank.rank}")
         declarations.extend(part.declarations)
+        for name, device, count in matcher.bridges.get(rank.rank, ()):
+            declarations += [f"stream {name} on {builder.device_name(device)}  # the comm's member: NCCL runs a "
+                             "communicator's kernels in order, whatever stream launched them",
+                             f"event {name}_in[{count}]", f"event {name}_out[{count}]"]
         threads.extend(part.threads)
         streams.update(observed)
         firsts.append(first)
@@ -441,7 +458,8 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
         declarations.append("# collectives: one comm per process group")
     by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
     for comm, members, lanes in matcher.comms:
-        declarations.append(f"comm {comm} = {{ {', '.join(by_rank[r].stream_name(lanes[r]) for r in members)} }}")
+        names = (lanes[r] if isinstance(lanes[r], str) else by_rank[r].stream_name(lanes[r]) for r in members)
+        declarations.append(f"comm {comm} = {{ {', '.join(names)} }}")
     spec.header = header
     spec.declarations = declarations
     spec.threads = threads
