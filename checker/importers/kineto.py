@@ -1365,7 +1365,9 @@ class _Builder:
         stats: dict[str, StreamStats] = {}
         first, last = -1, 0
         for op in self.t.gpu:
-            name = self.stream_name((op.device, op.stream))
+            collective = self.collectives.get(id(op))
+            # (a collective the spec runs on its comm's own member stream is observed there)
+            name = collective.via if collective is not None and collective.via else self.stream_name((op.device, op.stream))
             s = stats.get(name)
             if s is None:
                 s = stats[name] = StreamStats(name, op.device)

@@ -450,7 +450,7 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
         assumptions.extend(f"rank {rank.rank}: {a}" for a in builder.assumptions)
         for key, value in builder.counts.items():
             counts[key] += value
-        counts["streams"] += len(builder.stream_keys)
+        counts["streams"] += len(builder.stream_keys) + len(matcher.bridges.get(rank.rank, ()))
         counts["events"] += len(builder.events)
         counts["assumptions"] += builder.assumed
         counts["trace_events"] += rank.trace.total
