@@ -438,3 +438,15 @@ def test_a_group_a_rank_ran_on_two_streams_meets_on_a_stream_of_its_own():
     allreduces = [s.index for s in program.statements if s.op is Op.ALLREDUCE and s.thread == 0]
     spans = {task.statement: (task.start, task.end) for task in result.tasks}
     assert spans[allreduces[1]][0] >= spans[allreduces[0]][1]
+
+
+def test_the_python_api_imports_rank_files(tmp_path):
+    import streamproof as sp
+
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps(rank_trace(rank, [("allreduce", 30)])))
+        paths.append(path)
+    imported = sp.import_ranks_files(paths)
+    assert imported.counts["collective"] == 2 and sp.load_text(imported.text).program is not None

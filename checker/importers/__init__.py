@@ -5,7 +5,8 @@
   (`checker/importers/kineto.py`);
 * `import_kineto_file(path, et_path=None)`: the same from files (`.json` or `.json.gz`);
 * `import_ranks([(trace, name), ...])`: several ranks' traces to one spec in which their
-  collectives meet (`checker/importers/ranks.py`);
+  collectives meet (`checker/importers/ranks.py`); `import_ranks_files(paths, et_paths=None)`
+  the same from files;
 * `compare(imported, program) -> Comparison`: the spec's simulation next to the trace.
 
 Bad input raises `TraceError` (or `InputError` for unreadable files) with a one-line message.
@@ -21,7 +22,7 @@ from checker.importers.execution_trace import ExecutionTrace, TraceError, read_e
 from checker.importers.kineto import Imported, import_kineto
 from checker.importers.ranks import import_ranks
 
-__all__ = ["import_kineto", "import_kineto_file", "import_ranks", "compare", "Comparison", "Imported", "ExecutionTrace",
+__all__ = ["import_kineto", "import_kineto_file", "import_ranks", "import_ranks_files", "compare", "Comparison", "Imported", "ExecutionTrace",
            "read_execution_trace", "TraceError", "InputError"]
 
 
@@ -29,3 +30,11 @@ def import_kineto_file(path, et_path=None, *, min_gap: int = 0) -> Imported:
     """A spec from a Kineto trace file, with the Execution Trace file of the same run if given."""
     et = read_execution_trace(read_json(str(et_path))) if et_path else None
     return import_kineto(read_json(str(path)), et, source=Path(path).name, min_gap=min_gap)
+
+
+def import_ranks_files(paths, et_paths=None, *, min_gap: int = 0) -> Imported:
+    """One spec from the Kineto trace files of several ranks of a run (and, if given, each
+    one's Execution Trace file, in the same order): `streamproof import kineto R0 R1 ...`."""
+    paths = [str(path) for path in paths]
+    ets = [read_execution_trace(read_json(str(path))) for path in et_paths] if et_paths else None
+    return import_ranks([(read_json(path), Path(path).name) for path in paths], ets, min_gap=min_gap)
