@@ -1269,7 +1269,7 @@ class _OptimizeDisplay:
 
 def command_optimize(args) -> int:
 
-    from checker.crosscheck import emit_as_run, simulated_makespan
+    from checker.crosscheck import emit_as_run, must_chain, simulated_makespan
     from checker.optimize import optimize
     from checker.report.perf import optimize_text
 
@@ -1293,7 +1293,7 @@ def command_optimize(args) -> int:
             display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)
         with display or contextlib.nullcontext():
             result = optimize(program, timeout=args.timeout, progress=display.update if display else None,
-                              solver=args.solver, simulated=simulated_makespan(simulation))
+                              solver=args.solver, simulated=simulated_makespan(simulation), must_chain=must_chain)
         data = result.to_json()
         _engine_names(data)
         stuck: list[dict] = []

@@ -1,15 +1,21 @@
 """Where two backends meet, here rather than in either (backends never import each other):
 an optimizer schedule replayed step by step by the executor, the optimizer told the
-executor's simulated makespan of the program as written, and a synthesized spec's makespan
-bound set to what the executor's run of it reaches."""
+executor's simulated makespan of the program as written and the SMT backend's
+must-happen-before order in time (`must_chain`), and a synthesized spec's makespan bound set
+to what the executor's run of it reaches."""
 
 from __future__ import annotations
 
 from checker.executor.replay import replay
 from checker.executor.simulate import Simulation, simulate
-from checker.ir import Program
+from checker.ir import Op, Program
 from checker.optimize import OptimizeResult, emit, optimize
+from checker.optimize.model import launch_of
 from checker.optimize.schedule import Schedule
+from checker.smt.layout import Layout
+from checker.smt.order import compute
+from checker.smt.rules import TooLarge
+from checker.witness import StepKind
 
 
 def simulated_makespan(simulation: Simulation) -> int | None:
@@ -18,8 +24,74 @@ def simulated_makespan(simulation: Simulation) -> int | None:
 
 
 def optimize_as_written(program: Program, **options) -> OptimizeResult:
-    """`optimize` with the simulated makespan of the program as written."""
-    return optimize(program, simulated=simulated_makespan(simulate(program)), **options)
+    """`optimize` with the simulated makespan of the program as written (and `must_chain`)."""
+    return optimize(program, simulated=simulated_makespan(simulate(program)), must_chain=must_chain, **options)
+
+
+MUST_CHAIN_STATEMENTS = 4000
+"""The largest program whose must-happen-before order the lower bound reads (the order costs
+steps x chains)."""
+
+
+def must_chain(program: Program) -> int:
+    """The longest chain in time of the must-happen-before order (`checker/smt/order.py`):
+    every step of a finishing execution comes no sooner than each step it surely follows, a
+    task ends its duration after it starts (a collective member, after its group's last
+    start), starts its launch cost after its enqueue, and a thread's next statement comes the
+    enqueue's launch cost or its host function's duration later; and a stream's tasks end no
+    sooner than the earliest of them may start plus all their time. A lower bound on every
+    execution's makespan for `optimize` where it has no exact model: unlike the chains of each
+    thread's own orders it reads there, it reads the orders between threads every execution
+    keeps (a wait on a record another thread may also make, whose candidates are all behind
+    the same task). The SMT backend's order, read for the optimizer: hence here."""
+
+    if len(program.statements) > MUST_CHAIN_STATEMENTS:
+        return 0
+    try:
+        layout = Layout(program)
+        order = compute(layout)
+    except TooLarge:
+        return 0
+    steps, statements, clocks = layout.steps, program.statements, order.clocks
+    if order.impossible:
+        return 0  # (no execution finishes: no makespan to bound)
+    step_id = layout.step_id
+    earliest = [0] * len(steps)
+    # (a step's clock sums to more than the clock of every step it follows: a topological order)
+    for s in sorted(range(len(steps)), key=lambda s: sum(clocks[s])):
+        kind, index = steps[s]
+        statement = statements[index]
+        at = 0
+        for chain, position in enumerate(clocks[s]):
+            if position >= 0 and layout.chains[chain][position] == s:
+                position -= 1  # (on its own chain: the step before it there)
+            if position >= 0:
+                at = max(at, earliest[layout.chains[chain][position]])
+        if kind is StepKind.ISSUE:
+            previous = layout.previous[index]
+            if previous is not None and statements[previous].stream is not None:
+                at = max(at, earliest[step_id[(StepKind.ISSUE, previous)]] + launch_of(program, statements[previous]))
+        elif kind is StepKind.RETURN:
+            issue = earliest[step_id[(StepKind.ISSUE, index)]]
+            at = max(at, issue + (launch_of(program, statement) if statement.stream is not None
+                                  else statement.duration if statement.op in (Op.HOST, Op.FREE) else 0))
+        elif kind in (StepKind.START, StepKind.COMPLETE):
+            at = max(at, earliest[step_id[(StepKind.ISSUE, index)]] + launch_of(program, statement))
+        elif kind is StepKind.END:
+            members = layout.group_members.get(s, (index,))
+            at = max([at] + [earliest[step_id[(StepKind.START, m)]] for m in members
+                             if (StepKind.START, m) in step_id]) if len(members) > 1 else at
+            at = max(at, earliest[step_id[(StepKind.START, index)]]) + statement.duration
+        earliest[s] = at
+    # A stream's tasks run one after another, none before the earliest of them may start.
+    first: dict[int, int] = {}
+    work: dict[int, int] = {}
+    for st in statements:
+        if st.stream is not None and st.running:
+            start = earliest[step_id[(StepKind.START, st.index)]]
+            first[st.stream] = min(first.get(st.stream, start), start)
+            work[st.stream] = work.get(st.stream, 0) + st.duration
+    return max([*earliest, *(first[s] + work[s] for s in work)], default=0)
 
 
 def replays(program: Program, schedule: Schedule) -> tuple[bool, str]:

@@ -207,7 +207,7 @@ thread t {
 
 @pytest.mark.parametrize("seed", range(12))
 def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
-    # `_must_chains` (and `_stream_loads`) bound every finishing execution of a program
+    # `crosscheck.must_chain` (and `_stream_loads`) bound every finishing execution of a program
     # without an exact model:
     # random programs of racing threads (shared streams, events, a flag, a notify), launch
     # costs and host time; each shuffled, interleaved run in time is an execution
@@ -217,13 +217,14 @@ def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     from bench_smt import make_spec
     from checker.executor.simulate import simulate
-    from checker.optimize import _must_chains, _own_chains, _stream_loads
+    from checker.crosscheck import must_chain
+    from checker.optimize import _own_chains, _stream_loads
 
     text = make_spec(seed, 2 + seed % 2, 10, signals=seed % 3 != 0)
     text = text.replace("compute 2 copy 2", "compute 2 copy 2 launch 2us").replace(
         "host consume reads host_out", "host consume reads host_out 3us")
     program = load(text)
-    bound = _must_chains(program)
+    bound = must_chain(program)
     assert bound == 0 or bound >= _own_chains(program)  # (0: a step no execution takes, no makespan)
     bound = max(bound, _stream_loads(program))
     for shuffle in range(10):

@@ -22,7 +22,8 @@ from checker.importers.execution_trace import ExecutionTrace, TraceError, read_e
 from checker.importers.kineto import Imported, import_kineto
 from checker.importers.ranks import import_ranks
 
-__all__ = ["import_kineto", "import_kineto_file", "import_ranks", "import_ranks_files", "compare", "Comparison", "Imported", "ExecutionTrace",
+__all__ = ["import_kineto", "import_kineto_file", "import_ranks", "import_ranks_files", "compare", "Comparison",
+           "Imported", "ExecutionTrace",
            "read_execution_trace", "TraceError", "InputError"]
 
 

@@ -1087,7 +1087,8 @@ class _Builder:
                         stream = self.stream_name(action.stream)
                         why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
                         if action.handoff is not None:
-                            lines.append(f"await {self.prefix}handoff[{action.handoff}]  # called after the record it binds to")
+                            lines.append(f"await {self.prefix}handoff[{action.handoff}]  "
+                                         "# called after the record it binds to")
                         lines.extend(self._awaits(("wait", id(action)), "the trace's order on this stream"))
                         lines.append(f"{stream}: wait {self.event_name(action.record)}{why}")
                         lines.extend(self._notifies(("wait", id(action)),

@@ -118,20 +118,23 @@ def _restrict(source: TimedModel, times, target: TimedModel) -> tuple[int, ...] 
 def optimize(program: Program, timeout: float = 30.0,
              progress: Callable[[Progress], None] | None = None,
              rlimit: int | None = None, solver: str = "auto",
-             simulated: int | None = None) -> OptimizeResult:
+             simulated: int | None = None,
+             must_chain: Callable[[Program], int] | None = None) -> OptimizeResult:
     """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
 
     Never claims optimality it has not proved: on a timeout the best schedules found are
     reported with `optimal` false and the best proven lower bounds. `simulated` is the
     executor's simulated makespan of the program as written (None: unknown, or it
-    deadlocks); the caller runs the simulation, since no backend imports another. Raises
+    deadlocks); the caller runs the simulation, since no backend imports another. `must_chain`,
+    where the program has no exact model: a lower bound on every execution's makespan from
+    another backend (`crosscheck.must_chain`: the must-happen-before order in time). Raises
     ValueError for an unknown `solver` and SolverUnavailable for `cpsat` without OR-Tools.
     """
-    return _optimize(program, timeout, progress, rlimit, engine(solver), simulated)
+    return _optimize(program, timeout, progress, rlimit, engine(solver), simulated, must_chain)
 
 
 def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
-              simulated: int | None) -> OptimizeResult:
+              simulated: int | None, must_chain=None) -> OptimizeResult:
     start = time.monotonic()
     deadline = start + max(0.0, timeout)
     notes: list[str] = []
@@ -140,13 +143,13 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
     if len(program.statements) > MAX_STATEMENTS:
         return _unsupported(program, Unsupported(
             f"{len(program.statements)} statements is more than the optimizer's limit of "
-            f"{MAX_STATEMENTS}"), simulated, notes)
+            f"{MAX_STATEMENTS}"), simulated, notes, must_chain)
     exact = program_model(program)
     if isinstance(exact, Unsupported):
-        return _unsupported(program, exact, simulated, notes)
+        return _unsupported(program, exact, simulated, notes, must_chain)
     relaxed = bound_model(program, exact)
     if isinstance(relaxed, Unsupported):  # pragma: no cover - a relaxation of an acyclic model
-        return _unsupported(program, relaxed, simulated, notes)
+        return _unsupported(program, relaxed, simulated, notes, must_chain)
     lower = core.lower_bound(relaxed)
     half = start + (deadline - start) * PROGRAM_SHARE
     solver = "z3" if which == "z3" else "cpsat" if which == "cpsat" else "auto"
@@ -185,9 +188,11 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
 
 
 def _unsupported(program: Program, why: Unsupported, simulated: int | None,
-                 notes: list[str]) -> OptimizeResult:
+                 notes: list[str], must_chain=None) -> OptimizeResult:
     value = None if why.deadlock else simulated
     work, chains = (0, 0) if why.deadlock else _loose_lower(program)
+    if must_chain is not None and not why.deadlock and (value is None or chains < value):
+        chains = max(chains, must_chain(program))
     # Bounds that need no model: where the run meets one, that minimum is the run.
     program_met = value is not None and chains >= value
     bound_met = value is not None and work >= value
@@ -233,7 +238,7 @@ def _loose_lower(program: Program) -> tuple[int, int]:
                 total += launch_of(program, st) + (st.duration if st.stream is None else 0)
         host = max(host, total)
     work = max(load, host)
-    return work, max(work, _own_chains(program), _must_chains(program), _stream_loads(program))
+    return work, max(work, _own_chains(program), _stream_loads(program))
 
 
 def _stream_loads(program: Program) -> int:
@@ -244,75 +249,6 @@ def _stream_loads(program: Program) -> int:
         if st.stream is not None and st.running:
             loads[st.stream] = loads.get(st.stream, 0) + st.duration
     return max(loads.values(), default=0)
-
-
-MAX_MUST_CHAIN_STATEMENTS = MAX_STATEMENTS
-"""The largest program whose must-happen-before order the lower bound reads (the order costs
-steps x chains)."""
-
-
-def _must_chains(program: Program) -> int:
-    """The longest chain in time of the must-happen-before order (`checker/smt/order.py`):
-    every step of a finishing execution comes no sooner than each step it surely follows, a
-    task ends its duration after it starts (a collective member, after its group's last
-    start), starts its launch cost after its enqueue, and a thread's next statement comes the
-    enqueue's launch cost or its host function's duration later; and a stream's tasks end no
-    sooner than the earliest of them may start plus all their time. Unlike `_own_chains`, it
-    reads the orders between threads every execution keeps (a wait on a record another
-    thread may also make, whose candidates are all behind the same task)."""
-    from checker.optimize.model import launch_of
-    from checker.smt.layout import Layout
-    from checker.smt.order import compute
-    from checker.smt.rules import TooLarge
-    from checker.witness import StepKind
-
-    if len(program.statements) > MAX_MUST_CHAIN_STATEMENTS:
-        return 0
-    try:
-        layout = Layout(program)
-        order = compute(layout)
-    except TooLarge:
-        return 0
-    steps, statements, clocks = layout.steps, program.statements, order.clocks
-    if order.impossible:
-        return 0  # (no execution finishes: no makespan to bound)
-    step_id = layout.step_id
-    earliest = [0] * len(steps)
-    # (a step's clock sums to more than the clock of every step it follows: a topological order)
-    for s in sorted(range(len(steps)), key=lambda s: sum(clocks[s])):
-        kind, index = steps[s]
-        statement = statements[index]
-        at = 0
-        for chain, position in enumerate(clocks[s]):
-            if position >= 0 and layout.chains[chain][position] == s:
-                position -= 1  # (on its own chain: the step before it there)
-            if position >= 0:
-                at = max(at, earliest[layout.chains[chain][position]])
-        if kind is StepKind.ISSUE:
-            previous = layout.previous[index]
-            if previous is not None and statements[previous].stream is not None:
-                at = max(at, earliest[step_id[(StepKind.ISSUE, previous)]] + launch_of(program, statements[previous]))
-        elif kind is StepKind.RETURN:
-            issue = earliest[step_id[(StepKind.ISSUE, index)]]
-            at = max(at, issue + (launch_of(program, statement) if statement.stream is not None
-                                  else statement.duration if statement.op in (Op.HOST, Op.FREE) else 0))
-        elif kind in (StepKind.START, StepKind.COMPLETE):
-            at = max(at, earliest[step_id[(StepKind.ISSUE, index)]] + launch_of(program, statement))
-        elif kind is StepKind.END:
-            members = layout.group_members.get(s, (index,))
-            at = max([at] + [earliest[step_id[(StepKind.START, m)]] for m in members
-                             if (StepKind.START, m) in step_id]) if len(members) > 1 else at
-            at = max(at, earliest[step_id[(StepKind.START, index)]]) + statement.duration
-        earliest[s] = at
-    # A stream's tasks run one after another, none before the earliest of them may start.
-    first: dict[int, int] = {}
-    work: dict[int, int] = {}
-    for st in statements:
-        if st.stream is not None and st.running:
-            start = earliest[step_id[(StepKind.START, st.index)]]
-            first[st.stream] = min(first.get(st.stream, start), start)
-            work[st.stream] = work.get(st.stream, 0) + st.duration
-    return max([*earliest, *(first[s] + work[s] for s in work)], default=0)
 
 
 def _own_chains(program: Program) -> int:
