@@ -450,3 +450,18 @@ def test_the_python_api_imports_rank_files(tmp_path):
         paths.append(path)
     imported = sp.import_ranks_files(paths)
     assert imported.counts["collective"] == 2 and sp.load_text(imported.text).program is not None
+
+
+def test_a_directory_stands_for_the_traces_in_it(run, tmp_path):
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    for rank in (0, 1):  # (tensorboard_trace_handler's names; the Execution Trace beside them is left alone)
+        (folder / f"worker{rank}.1700000000.pt.trace.json").write_text(json.dumps(rank_trace(rank, [("allreduce", 30)])))
+    (folder / "execution_trace.json").write_text(json.dumps(execution_trace(1)))
+    out = tmp_path / "step.sched"
+    status, stdout, stderr = run("import", "kineto", folder, "-o", out)
+    assert status == 0, stderr
+    assert "2 collectives on 1 comm(s)" in stdout
+    (tmp_path / "empty").mkdir()
+    status, _, stderr = run("import", "kineto", tmp_path / "empty", "-o", out)
+    assert status == 2 and "no .json or .json.gz trace in it" in stderr

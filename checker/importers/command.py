@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # (dest `trace_files`, not `trace`: `trace` is the --trace output of other commands, and
     # a TRACE of `-` is standard input, not standard output)
     parser.add_argument("trace_files", metavar="TRACE", nargs="+",
-                        help="the trace (.json or .json.gz), - for standard input; several: one per rank of a "
-                             "distributed run, imported into one spec where their collectives meet")
+                        help="the trace (.json or .json.gz), - for standard input; several (or a directory of "
+                             "them): one per rank of a distributed run, imported into one spec where their "
+                             "collectives meet")
     parser.add_argument("--et", metavar="EXECUTION_TRACE", action=_EachTrace,
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator "
                              "(- for standard input); with several traces, one --et per trace, in order")
@@ -177,6 +178,24 @@ def run(args) -> int:
                   "or without --et)")
 
 
+def _expand(paths: list[str]) -> list[str] | str:
+    """The traces, a directory standing for the traces in it (the profiler's output folder of
+    a distributed run, one per rank): its `*.pt.trace.json[.gz]` files (PyTorch's
+    `tensorboard_trace_handler` names), else every `.json` and `.json.gz` file, by name; a
+    message for a directory with none."""
+    out: list[str] = []
+    for path in paths:
+        if path == STDIN or not os.path.isdir(path):
+            out.append(path)
+            continue
+        files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+        named = [p for p in files if p.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
+        if not files:
+            return f"{path} is a directory with no .json or .json.gz trace in it"
+        out += [str(p) for p in (named or files)]
+    return out
+
+
 def _statements(counts: dict) -> int:
     """About how many statements the written spec has (its threads' lines but comments)."""
     return sum(counts.get(kind, 0) for kind in ("kernel", "memcpy", "memset", "host", "record", "wait", "sync"))
@@ -189,7 +208,10 @@ def _run(args, phase: list[str]) -> int:
 
     if args.output is None:  # (not `required=`: that would ignore a default from pyproject.toml)
         return _error("the following arguments are required: -o/--output")
-    sources = args.trace_files
+    sources = _expand(args.trace_files)
+    if isinstance(sources, str):
+        return _error(sources)
+    args.trace_files = sources
     ets = args.et or []
     if sources.count(STDIN) == 1 and STDIN in ets:
         return _error("the trace and the --et file cannot both be read from standard input (-)")
