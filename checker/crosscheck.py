@@ -9,7 +9,7 @@ from __future__ import annotations
 from checker.executor.replay import replay
 from checker.executor.simulate import Simulation, simulate
 from checker.ir import Op, Program
-from checker.optimize import OptimizeResult, emit, optimize
+from checker.optimize import OptimizeResult, emit, optimize, stream_work
 from checker.optimize.model import launch_of
 from checker.optimize.schedule import Schedule
 from checker.smt.layout import Layout
@@ -85,12 +85,11 @@ def must_chain(program: Program) -> int:
         earliest[s] = at
     # A stream's tasks run one after another, none before the earliest of them may start.
     first: dict[int, int] = {}
-    work: dict[int, int] = {}
     for st in statements:
         if st.stream is not None and st.running:
             start = earliest[step_id[(StepKind.START, st.index)]]
             first[st.stream] = min(first.get(st.stream, start), start)
-            work[st.stream] = work.get(st.stream, 0) + st.duration
+    work = stream_work(statements)
     return max([*earliest, *(first[s] + work[s] for s in work)], default=0)
 
 

@@ -229,6 +229,19 @@ def test_makespan_of_threads_sharing_a_stream_is_at_least_the_stream_s_work(limi
     assert not [f for f in report.findings if f.code.value == "SP301"]
 
 
+def test_the_calls_of_one_group_batch_on_a_stream_are_not_added_up():
+    # the two allreduces of each rank's stream are one fused launch (not ordered by the
+    # stream): the program ends at 1 ms + 1 us, which a bound that added them up would refuse
+    spec = ("device g[2] { compute 1 comm 4 }\nbuffer x[2] 1KiB on g[0]\nbuffer y[2] 1KiB on g[1]\n"
+            "stream a on g[0]\nstream b on g[1]\ncomm c = { a, b }\n"
+            "thread t {\n  group {\n    a: allreduce c x[0] 1ms\n    a: allreduce c x[1] 1ms\n"
+            "    b: allreduce c y[0] 1ms\n    b: allreduce c y[1] 1ms\n  }\n}\n"
+            "thread u {\n  a: kernel k 1us\n}\n")
+    assert check(spec + "expect makespan <= 1.001ms\n").passed
+    report = check(spec + "expect makespan <= 1.0009ms\n")
+    assert not report.passed and not [f for f in report.findings if f.code.value == "SP301"]
+
+
 def test_a_race_free_run_of_no_time_meets_a_makespan_bound():
     untimed = RACING_FLAG.replace(" 1us", "")  # every execution that finishes takes 0 ns
     assert check(untimed + "expect makespan <= 1us\n").passed

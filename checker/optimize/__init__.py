@@ -241,14 +241,28 @@ def _loose_lower(program: Program) -> tuple[int, int]:
     return work, max(work, _own_chains(program), _stream_loads(program))
 
 
+def stream_work(statements) -> dict[int, int]:
+    """Per stream, the time its tasks take one after another: a stream runs its tasks in
+    order, whichever thread enqueued them and in whatever order the threads did; the tasks of
+    one `group` batch on it are not ordered among themselves, so a batch counts its longest."""
+    work: dict[int, int] = {}
+    batches: dict[tuple[int, int], int] = {}
+    for st in statements:
+        if st.stream is None or not st.running:
+            continue
+        if st.batch is None:
+            work[st.stream] = work.get(st.stream, 0) + st.duration
+        else:
+            key = (st.stream, st.batch)
+            longer = max(0, st.duration - batches.get(key, 0))
+            batches[key] = batches.get(key, 0) + longer
+            work[st.stream] = work.get(st.stream, 0) + longer
+    return work
+
+
 def _stream_loads(program: Program) -> int:
-    """The most time one stream's tasks take one after another: a stream runs its tasks in
-    order, whichever thread enqueued them and in whatever order the threads did."""
-    loads: dict[int, int] = {}
-    for st in program.statements:
-        if st.stream is not None and st.running:
-            loads[st.stream] = loads.get(st.stream, 0) + st.duration
-    return max(loads.values(), default=0)
+    """The most time one stream's tasks take one after another (`stream_work`)."""
+    return max(stream_work(program.statements).values(), default=0)
 
 
 def _own_chains(program: Program) -> int:
