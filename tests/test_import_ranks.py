@@ -465,3 +465,28 @@ def test_a_directory_stands_for_the_traces_in_it(run, tmp_path):
     (tmp_path / "empty").mkdir()
     status, _, stderr = run("import", "kineto", tmp_path / "empty", "-o", out)
     assert status == 2 and "no .json or .json.gz trace in it" in stderr
+
+
+def test_a_bridged_group_launched_from_two_threads_keeps_the_trace_s_order():
+    # rank 0: the autograd thread's bucket allreduce on the NCCL stream, then the main thread's
+    # allgather on its own stream; nothing else orders the two threads' enqueues onto the
+    # comm's member stream, so the trace's order is kept by a hand-off (else the swapped order
+    # is a mismatch that did not happen)
+    def trace(rank, layout):
+        pid, events = 1000 + rank, []
+        for corr, (tid, ts, name, stream) in enumerate(layout, start=1):
+            meta = {"Collective name": name, "Process Group Name": "0", "Process Group Ranks": "[0, 1]",
+                    "Group size": 2}
+            events.append(_event("cpu_op", "record_param_comms", pid, tid, ts, 6, **meta))
+            events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, tid, ts + 1, 4, correlation=corr))
+            events.append(_event("kernel", "ncclDevKernel_Generic", 0, stream, ts + 6, 30, stream=stream, device=0,
+                                 correlation=corr, **meta))
+        return {"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
+
+    imported = import_ranks([
+        (trace(0, [(2000, 100, "allreduce", 20), (1000, 300, "_allgather_base", 7)]), "rank0.json"),
+        (trace(1, [(1001, 100, "allreduce", 20), (1001, 300, "_allgather_base", 20)]), "rank1.json")])
+    assert "comm pg_0 = { r0_pg_0, r1_stream20 }" in imported.text
+    assert "await r0_handoff[0]" in imported.text
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP202, Code.SP201)]

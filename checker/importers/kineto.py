@@ -829,13 +829,17 @@ class _Builder:
         interleaving of the threads would be checked, with later work enqueued ahead of earlier
         (a record of the main thread ahead of the backward kernels an autograd thread launched
         before it, so what waits for the record reads what they still write)."""
-        by_stream: dict[tuple[int, int], list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
+        by_stream: dict[tuple, list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
         for thread, plan in plans.items():
             for position, (call, actions) in enumerate(plan):
                 for action in actions:
                     if action.kind == "launch":
                         for op in self.ops_of(call):
-                            by_stream[(op.device, op.stream)].append((call.start, position, thread, ("gpu", id(op))))
+                            item = (call.start, position, thread, ("gpu", id(op)))
+                            by_stream[(op.device, op.stream)].append(item)
+                            collective = self.collectives.get(id(op))
+                            if collective is not None and collective.via is not None:
+                                by_stream[("via", collective.via)].append(item)  # (its comm's own stream too)
                     elif action.kind == "record" and action.record in self.record_stream:
                         by_stream[self.record_stream[action.record]].append(
                             (call.start, position, thread, ("record", id(call))))
