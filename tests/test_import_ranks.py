@@ -490,3 +490,15 @@ def test_a_bridged_group_launched_from_two_threads_keeps_the_trace_s_order():
     assert "await r0_handoff[0]" in imported.text
     findings = check_loaded(load(imported)).findings
     assert not [f for f in findings if f.code in (Code.SP202, Code.SP201)]
+
+
+def test_a_send_that_ended_before_its_recv_began_is_noted():
+    # stage 0's send kernel ends (the data buffered) before stage 1's recv starts
+    early, late = pipeline_trace(0, "s"), pipeline_trace(1, "r")
+    for event in late["traceEvents"]:
+        event["ts"] += 50
+    imported = import_ranks([(early, "stage0.json"), (late, "stage1.json")])
+    assert imported.counts["collective"] == 2
+    assert any("in 1 send/recv pair(s) one side ended before the other began" in n for n in imported.notes)
+    aligned = import_ranks([(pipeline_trace(0, "s"), "stage0.json"), (pipeline_trace(1, "r"), "stage1.json")])
+    assert not any("ended before" in n for n in aligned.notes)

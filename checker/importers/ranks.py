@@ -177,6 +177,8 @@ class _Matcher:
         """(rank, id(kernel)) -> the rank and stream of a rooted collective's root or of a send's
         or recv's peer, named once every rank's streams are (`name_peers`)."""
         self.matched = 0
+        self.apart = 0
+        """Matched send/recv pairs whose two sides did not overlap in the trace."""
 
     def match(self) -> None:
         groups: dict[str, dict[int, list[_Run]]] = defaultdict(lambda: defaultdict(list))
@@ -219,6 +221,10 @@ class _Matcher:
         for (name, rank, peer) in sorted(pairs):
             if rank < peer:
                 self._pair(name, rank, peer, pairs, used_names)
+        if self.apart:
+            self.notes.append(f"in {self.apart} send/recv pair(s) one side ended before the other began in the trace "
+                              "(NCCL buffered the data, or the ranks' clocks differ); the spec starts each pair "
+                              "together, so a circle of sends that a run got through this way is a deadlock to `check`")
         lonely = {(name, min(rank, peer), max(rank, peer)) for (name, rank, peer) in pairs
                   if peer not in self.ranks or (name, peer, rank) not in pairs}
         if lonely:
@@ -252,14 +258,24 @@ class _Matcher:
         used_names.add(comm)
         streams = {r: lanes[r].pop() for r in (a, b)}
         self.comms.append((comm, (a, b), streams))
+        apart = 0
         for sender, receiver in ((a, b), (b, a)):
             for send, recv in zip(sends[sender], recvs[receiver]):
+                # (by the traces' own clocks: each rank's spec times start at its first event)
+                sent, received = self._clock(sender, send.op), self._clock(receiver, recv.op)
+                if sent + send.op.dur <= received or received + recv.op.dur <= sent:
+                    apart += 1
                 measured = [run.op.dur for run in (send, recv) if run.op.dur > 0]
                 duration = min(measured, default=0)
                 for rank, run, peer in ((sender, send, receiver), (receiver, recv, sender)):
                     self.peers[(rank, id(run.op))] = (peer, streams[peer])
                     self.collectives[rank][id(run.op)] = Collective(run.kind, comm, None, duration)
                 self.matched += 1
+        self.apart += apart
+
+    def _clock(self, rank: int, op: GpuOp) -> int:
+        """When `op` started by its trace's clock (ns)."""
+        return round(self.ranks[rank].trace.origin * 1000) + op.start
 
     def _members(self, name: str, meta: dict, by_rank: dict[int, list[_Run]]) -> tuple[int, ...] | None:
         """The group's ranks in group order, or None (with a note) where they cannot all be met."""
