@@ -390,7 +390,8 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             continue  # met: a run ends by the bound
         if verdict.status != "violated" and not searched:
             # Other runs than the first: threads and stream heads in random orders.
-            found = shortest_shuffled_run(program, seconds=seconds(min(max(options.timeout, 1.0), 10.0)))
+            found = shortest_shuffled_run(program, seconds=seconds(min(max(options.timeout, 1.0), 10.0)),
+                                          enough=min(e.limit for e in expectations))
             shortest = min((m for m in (shortest, found) if m is not None), default=None)
             searched = True
             if shortest is not None and shortest <= limit:
