@@ -8,6 +8,12 @@ launches, flow events. Each stage runs in a fresh process so its peak memory (ma
 its own; ratios below 1.0 meet the target.
 
     python bench/bench_import.py [--events 200000] [--keep DIR]
+    python bench/bench_import.py --ranks 8 --steps 5000     (several ranks' traces, one spec)
+
+With `--ranks`, each rank's trace is a DDP-like loop (a backward kernel, an event the NCCL
+stream waits for, an allreduce whose process-group metadata sits on the launching
+`record_param_comms` only), imported into one spec with the collectives matched; the time per
+collective is printed (no target: the measurement of bench/README.md's log).
 """
 
 from __future__ import annotations
@@ -148,6 +154,48 @@ def synthetic_trace(events: int = 200_000, seed: int = 1) -> dict:
             "distributedInfo": {"rank": 0}, "traceEvents": out, "traceName": "synthetic"}
 
 
+def rank_trace(rank: int, ranks: int, steps: int, seed: int = 1) -> dict:
+    """One rank of a DDP-like run (`--ranks`): per step a backward kernel on stream 7, a record
+    the NCCL stream 20 waits for, and an allreduce launched inside `record_param_comms`."""
+    import random
+
+    rng = random.Random(seed * 1000 + rank)
+    pid, out, ts, corr = 5000 + rank, [], 1000.0, 1
+    meta = {"Collective name": "allreduce", "Process Group Name": "0", "Process Group Ranks": str(list(range(ranks))),
+            "Group size": ranks, "dtype": "Float", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20}
+
+    def event(cat, name, tid, start, dur, **args):
+        out.append({"ph": "X", "cat": cat, "name": name, "pid": pid if cat != "kernel" else 0, "tid": tid,
+                    "ts": round(start, 3), "dur": round(dur, 3), "args": args})
+
+    for step in range(steps):
+        event("cuda_runtime", "cudaLaunchKernel", pid, ts, 4, correlation=corr)
+        kernel_end = ts + 5 + rng.uniform(20, 40)
+        event("kernel", KERNELS[1], 7, ts + 5, kernel_end - ts - 5, stream=7, device=0, correlation=corr)
+        event("cuda_runtime", "cudaEventRecord", pid, ts + 6, 1, correlation=corr + 1)
+        event("cuda_runtime", "cudaStreamWaitEvent", pid, ts + 8, 1, correlation=corr + 2)
+        event("cuda_sync", "Stream Wait Event", 20, ts + 9, 1, cuda_sync_kind="Stream Wait Event", stream=20,
+              correlation=corr + 2, device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=corr + 1)
+        event("cpu_op", "record_param_comms", pid, ts + 10, 6, Seq=step + 1, **meta)
+        event("cuda_runtime", "cudaLaunchKernel", pid, ts + 11, 4, correlation=corr + 3)
+        start = max(ts + 16, kernel_end)
+        event("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 20, start, rng.uniform(30, 60), stream=20,
+              device=0, correlation=corr + 3)
+        corr, ts = corr + 4, ts + rng.uniform(60, 90)
+    return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": ranks}, "traceEvents": out}
+
+
+RANKS_CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    sys.path.insert(0, {root!r})
+    from checker.cli import main
+    t0, c0 = time.perf_counter(), time.process_time()
+    status = main(["import", "kineto", *{traces!r}, "-o", {spec!r}, "--format", "json"])
+    result = {{"status": status, "import_s": time.perf_counter() - t0, "import_cpu_s": time.process_time() - c0,
+              "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}
+    print("RESULT " + json.dumps(result))
+""")
+
 IMPORT_CHILD = textwrap.dedent("""
     import json, resource, sys, time
     sys.path.insert(0, {root!r})
@@ -192,9 +240,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--keep", metavar="DIR", help="keep the trace and the spec in DIR")
+    parser.add_argument("--ranks", type=int, help="import this many ranks' traces into one spec instead")
+    parser.add_argument("--steps", type=int, default=1000, help="with --ranks: steps (allreduces) per rank")
     args = parser.parse_args()
     directory = args.keep or tempfile.mkdtemp(prefix="bench_import_")
     os.makedirs(directory, exist_ok=True)
+    if args.ranks:
+        return ranks_main(args, directory)
     trace_path = os.path.join(directory, "synthetic_trace.json.gz")
     spec_path = os.path.join(directory, "synthetic.sched")
     trace = synthetic_trace(args.events)
@@ -219,6 +271,33 @@ def main() -> None:
           f"{', deadlocked' if spec['deadlocked'] else ''}); {spec['max_rss_mb']:.0f} MB max RSS")
     if not args.keep:
         for path in (trace_path, spec_path):
+            os.remove(path)
+        os.rmdir(directory)
+
+
+def ranks_main(args, directory: str) -> None:
+    traces = []
+    for rank in range(args.ranks):
+        path = os.path.join(directory, f"rank{rank}.pt.trace.json")
+        with open(path, "w") as f:
+            json.dump(rank_trace(rank, args.ranks, args.steps), f)
+        traces.append(path)
+    spec_path = os.path.join(directory, "ranks.sched")
+    imported = _child(RANKS_CHILD.format(root=ROOT, traces=traces, spec=spec_path))
+    if imported["status"] != 0:
+        raise SystemExit(f"import failed with status {imported['status']}")
+    collectives = args.ranks * args.steps
+    print(f"{args.ranks} ranks x {args.steps:,} steps: import {imported['import_cpu_s']:.2f} s CPU "
+          f"({imported['import_s']:.2f} s wall), {imported['max_rss_mb']:.0f} MB max RSS, "
+          f"{imported['import_cpu_s'] / collectives * 1000:.3f} ms per collective; spec "
+          f"{os.path.getsize(spec_path) / 2**20:.1f} MB")
+    spec = _child(SPEC_CHILD.format(root=ROOT, spec=spec_path))
+    print(f"written spec: {spec['statements']:,} statements; parse+lower {spec['load_cpu_s']:.2f} s, "
+          f"check {spec['check_cpu_s']:.2f} s ({spec['status']}, {spec['findings']} findings), "
+          f"simulate {spec['simulate_cpu_s']:.2f} s (makespan {spec['makespan_ms']:.1f} ms"
+          f"{', deadlocked' if spec['deadlocked'] else ''})")
+    if not args.keep:
+        for path in [*traces, spec_path]:
             os.remove(path)
         os.rmdir(directory)
 
