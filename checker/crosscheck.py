@@ -44,7 +44,6 @@ def must_chain(program: Program) -> int:
     thread's own orders it reads there, it reads the orders between threads every execution
     keeps (a wait on a record another thread may also make, whose candidates are all behind
     the same task). The SMT backend's order, read for the optimizer: hence here."""
-
     if len(program.statements) > MUST_CHAIN_STATEMENTS:
         return 0
     try:
