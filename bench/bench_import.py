@@ -236,6 +236,15 @@ def _child(code: str) -> dict:
     raise SystemExit(f"child failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
 
 
+def _written_spec(spec_path: str) -> None:
+    """What the written spec then costs: parse and lower, check, simulate (a fresh process)."""
+    spec = _child(SPEC_CHILD.format(root=ROOT, spec=spec_path))
+    print(f"written spec: {spec['statements']:,} statements; parse+lower {spec['load_cpu_s']:.2f} s, "
+          f"check {spec['check_cpu_s']:.2f} s ({spec['status']}, {spec['findings']} findings), "
+          f"simulate {spec['simulate_cpu_s']:.2f} s (makespan {spec['makespan_ms']:.1f} ms"
+          f"{', deadlocked' if spec['deadlocked'] else ''}); {spec['max_rss_mb']:.0f} MB max RSS")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
@@ -264,11 +273,7 @@ def main() -> None:
           f"{imported['max_rss_mb']:.0f} MB max RSS")
     print(f"  ratio to target (30 s, 1 GB): time {imported['import_cpu_s'] / 30:.2f}, "
           f"memory {imported['max_rss_mb'] / 1024:.2f}")
-    spec = _child(SPEC_CHILD.format(root=ROOT, spec=spec_path))
-    print(f"written spec: {spec['statements']:,} statements; parse+lower {spec['load_cpu_s']:.2f} s, "
-          f"check {spec['check_cpu_s']:.2f} s ({spec['status']}, {spec['findings']} findings), "
-          f"simulate {spec['simulate_cpu_s']:.2f} s (makespan {spec['makespan_ms']:.1f} ms"
-          f"{', deadlocked' if spec['deadlocked'] else ''}); {spec['max_rss_mb']:.0f} MB max RSS")
+    _written_spec(spec_path)
     if not args.keep:
         for path in (trace_path, spec_path):
             os.remove(path)
@@ -291,11 +296,7 @@ def ranks_main(args, directory: str) -> None:
           f"({imported['import_s']:.2f} s wall), {imported['max_rss_mb']:.0f} MB max RSS, "
           f"{imported['import_cpu_s'] / collectives * 1000:.3f} ms per collective; spec "
           f"{os.path.getsize(spec_path) / 2**20:.1f} MB")
-    spec = _child(SPEC_CHILD.format(root=ROOT, spec=spec_path))
-    print(f"written spec: {spec['statements']:,} statements; parse+lower {spec['load_cpu_s']:.2f} s, "
-          f"check {spec['check_cpu_s']:.2f} s ({spec['status']}, {spec['findings']} findings), "
-          f"simulate {spec['simulate_cpu_s']:.2f} s (makespan {spec['makespan_ms']:.1f} ms"
-          f"{', deadlocked' if spec['deadlocked'] else ''})")
+    _written_spec(spec_path)
     if not args.keep:
         for path in [*traces, spec_path]:
             os.remove(path)

@@ -138,6 +138,12 @@ def _variables(node):
 
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
             ">": operator.gt, ">=": operator.ge}
+def _default_ref(statement) -> ast.Ref | None:
+    """The `DEVICE.default` a statement enqueues onto (None: it names no default stream)."""
+    ref = getattr(statement, "stream", None)
+    return ref if isinstance(ref, ast.Ref) and ref.member is not None and ref.member.text == "default" else None
+
+
 def _chain_text(names: list[str]) -> str:
     """`a -> b -> a`, with the middle of a long chain left out."""
     if len(names) > 12:
@@ -1712,17 +1718,11 @@ class _Lowerer:
         that device's default stream (`main_process_defaults`). Read off the thread's statements
         before lowering them (a reference whose device depends on a loop variable claims
         nothing)."""
-        errors = len(self.errors)
         for statement in ast.nested_statements(decl.body):
-            ref = getattr(statement, "stream", None)
-            if not isinstance(ref, ast.Ref) or ref.member is None or ref.member.text != "default":
+            ref = _default_ref(statement)
+            device = None if ref is None else self.quiet_device(ref, env)
+            if device is None:
                 continue
-            try:
-                device = self.resolve(ast.Ref(ref.name, ref.index, ref.span), env, "device")
-            except (SpecError, _Skip):
-                continue
-            finally:
-                del self.errors[errors:]  # (lowering the statement reports what is wrong with it)
             if self.main_process_defaults is None or device in self.main_process_defaults:
                 continue  # (the main process's threads use that device's default stream: it stays theirs)
             shared = self.default_streams.get(device)
@@ -1743,19 +1743,26 @@ class _Lowerer:
             for statement in ast.nested_statements(decl.body):
                 if isinstance(statement, (ast.Memcpy, ast.HostMemset)):
                     return None
-                ref = getattr(statement, "stream", None)
-                if not isinstance(ref, ast.Ref) or ref.member is None or ref.member.text != "default":
+                ref = _default_ref(statement)
+                if ref is None:
                     continue
                 if ref.index is not None and next(_variables(ref.index), None) is not None:
                     return None
-                errors = len(self.errors)
-                try:
-                    devices.add(self.resolve(ast.Ref(ref.name, ref.index, ref.span), {}, "device"))
-                except (SpecError, _Skip):
-                    pass
-                finally:
-                    del self.errors[errors:]  # (lowering the statement reports what is wrong with it)
+                device = self.quiet_device(ref, {})
+                if device is not None:
+                    devices.add(device)
         return frozenset(devices)
+
+    def quiet_device(self, ref: ast.Ref, env: dict[str, int]) -> int | None:
+        """The device of a `DEVICE.default` read before its statement is lowered; None where it
+        does not resolve (lowering the statement reports what is wrong with it)."""
+        errors = len(self.errors)
+        try:
+            return self.resolve(ast.Ref(ref.name, ref.index, ref.span), env, "device")
+        except (SpecError, _Skip):
+            return None
+        finally:
+            del self.errors[errors:]
 
     def default_stream(self, device: int) -> int:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an

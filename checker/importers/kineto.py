@@ -253,6 +253,18 @@ def _int(value, default: int = -1) -> int:
     return default
 
 
+def whole(value) -> int | None:
+    """A non-negative integer written as a number or as digits; None otherwise (a rank, a
+    sequence number: unlike `_int`, no lane names, and nothing negative)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
 def trace_events(data) -> list:
     """The event list of a Chrome trace (object or bare array form); TraceError otherwise."""
     if isinstance(data, dict):
@@ -274,9 +286,8 @@ class _Trace:
     def __init__(self, data) -> None:
         events = trace_events(data)
         info = data.get("distributedInfo") if isinstance(data, dict) else None
-        rank = info.get("rank") if isinstance(info, dict) else None
-        self.rank = (rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0
-                     else int(rank) if isinstance(rank, str) and rank.strip().isdigit() else -1)
+        rank = whole(info.get("rank")) if isinstance(info, dict) else None
+        self.rank = -1 if rank is None else rank
         """`distributedInfo.rank` (-1: not given): which rank of a distributed run this is."""
         self.comm_ops: dict[tuple, list[tuple[int, int, dict]]] = defaultdict(list)
         """Per host thread, the `record_param_comms` operators: (start, end, `COMM_KEYS`)."""

@@ -33,7 +33,9 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from checker.importers.execution_trace import ExecutionTrace, TraceError
-from checker.importers.kineto import COMM_OPERATOR, Collective, CpuOp, GpuOp, Imported, _Builder, _Trace, check_trace
+from checker.importers.kineto import (
+    COMM_OPERATOR, Collective, CpuOp, GpuOp, Imported, _Builder, _Trace, check_trace, whole,
+)
 from checker.spec_text import SpecText, safe_name, title_text
 
 KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
@@ -54,15 +56,13 @@ def collective_kind(name) -> str | None:
     return KINDS.get(key.replace("_", ""))
 
 
-def _whole(value) -> int | None:
-    """A non-negative integer written as a number or as digits; None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
+def _unique(text: str, used: set[str]) -> str:
+    """A comm name for `text` that no other comm of the spec has (and now taken)."""
+    name = safe_name(text, "pg")
+    while name in used:
+        name += "_"
+    used.add(name)
+    return name
 
 
 def _peer(meta: dict) -> tuple[str, int] | None:
@@ -72,9 +72,9 @@ def _peer(meta: dict) -> tuple[str, int] | None:
     kind = str(meta.get("Collective name", "")).lower().strip().lstrip("_")
     if kind not in POINT_TO_POINT:
         return None
-    peer = _whole(meta.get("Dst Rank" if kind == "send" else "Src Rank"))
+    peer = whole(meta.get("Dst Rank" if kind == "send" else "Src Rank"))
     if peer is None:
-        in_group, members = _whole(meta.get("Rank")), group_ranks(meta)
+        in_group, members = whole(meta.get("Rank")), group_ranks(meta)
         peer = members[in_group] if members is not None and in_group is not None and in_group < len(members) else None
     return None if peer is None else (kind, peer)
 
@@ -206,8 +206,8 @@ class _Matcher:
                 elif name is None:
                     unnamed += 1
                 else:
-                    root = _whole(meta.get("Rank")) if kind in ROOTED else None
-                    groups[str(name)][number].append(_Run(op, kind, _whole(meta.get("Seq")), root))
+                    root = whole(meta.get("Rank")) if kind in ROOTED else None
+                    groups[str(name)][number].append(_Run(op, kind, whole(meta.get("Seq")), root))
                     metas.setdefault(str(name), meta)
         if unmatched:
             self.notes.append(f"{unmatched:,} communication kernel(s) of operations the spec does not match "
@@ -252,10 +252,7 @@ class _Matcher:
                               f"{len(sends[b])} from {b} against {len(recvs[a])} on {a} (profiling windows that "
                               "do not line up): they stay kernels")
             return
-        comm = safe_name(f"pg_{name}_p2p_{a}_{b}", "pg")
-        while comm in used_names:
-            comm += "_"
-        used_names.add(comm)
+        comm = _unique(f"pg_{name}_p2p_{a}_{b}", used_names)
         streams = {r: lanes[r].pop() for r in (a, b)}
         self.comms.append((comm, (a, b), streams))
         apart = 0
@@ -280,7 +277,7 @@ class _Matcher:
     def _members(self, name: str, meta: dict, by_rank: dict[int, list[_Run]]) -> tuple[int, ...] | None:
         """The group's ranks in group order, or None (with a note) where they cannot all be met."""
         members = group_ranks(meta)
-        size = _whole(meta.get("Group size"))
+        size = whole(meta.get("Group size"))
         if members is not None and size is not None and size > len(members):
             self.notes.append(f"process group {name!r} lists {len(members)} of its {size} ranks (the profiler "
                               "shortens long lists): its collectives stay kernels")
@@ -336,22 +333,19 @@ class _Matcher:
         positions = self._positions(name, members, by_rank)
         if not positions:
             return
-        comm = safe_name(f"pg_{name}", "pg")
-        while comm in used_names:
-            comm += "_"
-        streams: dict[int, tuple[int, int] | str] = {}
+        lanes = {r: {(position[r].op.device, position[r].op.stream) for position in positions} for r in members}
         for r in members:
-            lanes = {(position[r].op.device, position[r].op.stream) for position in positions}
-            if len({device for device, _ in lanes}) > 1:
+            if len({device for device, _ in lanes[r]}) > 1:
                 self.notes.append(f"process group {name!r}: rank {r} ran its collectives on several devices; "
                                   "they stay kernels")
                 return
-            # Recent PyTorch runs a synchronous collective on the caller's stream and an
-            # asynchronous one on its NCCL stream; NCCL still runs a communicator's kernels one
-            # after another: the comm's member is a stream of its own, bridged to each stream
-            # that launched a collective by a record and a wait either side.
-            streams[r] = lanes.pop() if len(lanes) == 1 else f"{self.ranks[r].prefix}{comm}"
-        used_names.add(comm)
+        comm = _unique(f"pg_{name}", used_names)
+        # Recent PyTorch runs a synchronous collective on the caller's stream and an asynchronous
+        # one on its NCCL stream; NCCL still runs a communicator's kernels one after another: the
+        # comm's member is then a stream of its own, bridged to each stream that launched a
+        # collective by a record and a wait either side.
+        streams: dict[int, tuple[int, int] | str] = {
+            r: next(iter(lanes[r])) if len(lanes[r]) == 1 else f"{self.ranks[r].prefix}{comm}" for r in members}
         self.comms.append((comm, members, streams))
         through = {r: 0 for r in members}
         guessed = False
@@ -426,7 +420,8 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
                          collectives=matcher.collectives[rank.rank]) for rank, et in zip(ranks, ets)]
     for builder in builders:
         builder.prepare()
-    matcher.name_peers({rank.rank: builder for rank, builder in zip(ranks, builders)})
+    by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
+    matcher.name_peers(by_rank)
     parts = [builder.assemble() for builder in builders]
     spec = SpecText(title_text(f"imported from {len(ranks)} ranks: {', '.join(r.source for r in ranks)}"))
     header = [f"Imported by `streamproof import kineto` from the traces of {len(ranks)} ranks; each rank's "
@@ -472,7 +467,6 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
         counts["trace_events"] += rank.trace.total
     if matcher.comms:
         declarations.append("# collectives: one comm per process group")
-    by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
     for comm, members, lanes in matcher.comms:
         names = (lanes[r] if isinstance(lanes[r], str) else by_rank[r].stream_name(lanes[r]) for r in members)
         declarations.append(f"comm {comm} = {{ {', '.join(names)} }}")
