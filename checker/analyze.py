@@ -327,6 +327,11 @@ def in_exact_time(program: Program) -> tuple[Program, int] | None:
     return replace(program, statements=statements, devices=devices, expectations=expectations), scale
 
 
+TIMED_SEARCH_UP_TO = 400
+"""Statements past which `expect makespan` does not explore every run in time: each run
+re-runs the program from its start."""
+
+
 def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnostic], list[Finding]]:
     """`expect makespan <= D`: the program run in time must end by D. Its tasks start as soon
     as they may, and an engine that several want goes to the higher priority (the contract's
@@ -337,6 +342,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
 
     from checker.crosscheck import optimize_as_written, shortest_shuffled_run
     from checker.executor.simulate import simulate
+    from checker.executor.timed import Outcome, timed_search
     from checker.messages import exact_ms
     from checker.optimize import check_makespan
 
@@ -395,6 +401,22 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             shortest = min((m for m in (shortest, found) if m is not None), default=None)
             searched = True
             if shortest is not None and shortest <= limit:
+                continue
+        if verdict.status != "violated" and len(program.statements) <= TIMED_SEARCH_UP_TO:
+            # Every run in time: one that ends by the bound, or none does.
+            search = timed_search(program, limit, seconds=seconds(min(max(options.timeout, 1.0), 10.0)))
+            if search.outcome is Outcome.MET:
+                shortest = min(m for m in (shortest, search.run.makespan) if m is not None)
+                continue
+            if search.outcome is Outcome.NOT_MET:
+                if search.finished or search.cut:
+                    not_met(verdict.expectation, f"no run ends by {ms(limit)} ms: every order of what "
+                                                 "the threads and stream heads may do at one instant was "
+                                                 f"run ({search.runs:,} runs, those that could not end "
+                                                 "by the bound cut short)")
+                else:
+                    not_met(verdict.expectation, "no run in time of the program finishes (each one "
+                                                 "deadlocks): it has no makespan")
                 continue
         asking = seconds(options.timeout)
         if verdict.status != "violated" and (shortest is None or shortest > limit) and finishes is None \

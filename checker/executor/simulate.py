@@ -29,14 +29,14 @@ import gc
 import heapq
 from itertools import islice
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 from checker import collectives
 from checker.ir import NS_PER_MS, Engine, Op, Program
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.witness import StepKind
 from checker.executor.machine import NEED_BEGUN, Machine
-from checker.executor.state import QUEUED, RUNNING, Store
+from checker.executor.state import DONE, QUEUED, RUNNING, Store
 
 
 class TaskTime(NamedTuple):
@@ -152,6 +152,16 @@ def simulate(program: Program, shuffle: int | None = None, interleave: bool = Fa
             gc.enable()
 
 
+class Chooser(Protocol):
+    """What `_Simulator.run_choosing` asks at each choice (`timed_search` explores them all)."""
+
+    def pick(self, simulator: "_Simulator", options: int) -> int | None:
+        """Which of `options` (> 1) instant steps goes next; None abandons the run."""
+
+    def goes_on(self, simulator: "_Simulator") -> bool:
+        """Time has just moved on: whether the run is worth going on with."""
+
+
 class _Simulator:
     """One simulation run. `run` repeats its phases until nothing is left to happen: at each
     instant, tasks due end (`_end_due_tasks`); then threads step (`_run_threads`), stream heads
@@ -159,9 +169,9 @@ class _Simulator:
     round changes nothing; then time jumps (`_next_event_time`)."""
 
     def __init__(self, program: Program, shuffle: int | None = None, interleave: bool = False,
-                 guide: Sequence[int] | None = None) -> None:
+                 guide: Sequence[int] | None = None, machine: Machine | None = None) -> None:
         p = self.p = program
-        m = self.m = Machine(program)
+        m = self.m = machine if machine is not None else Machine(program)
         order = list(range(len(p.threads)))
         self.stream_rank = list(range(len(p.streams)))
         """Per stream: its place in the order stream heads are taken in at an instant."""
@@ -263,6 +273,10 @@ class _Simulator:
         self.device_busy = 0
         self.trail: list = []
         """Every step fired so far, in order."""
+        self.quiet: list[bool] | None = None
+        """Per statement: a head `run_choosing` lets act without a choice (`_quiet_heads`)."""
+        self.stream_tasks: list[list[int]] | None = None
+        """Per stream, its tasks outside `group` batches (`earliest_end`, made on first use)."""
         self._effects = m.effects
         self._update = self.store.update
         self.issue_steps, self.return_steps, self.start_steps, self.end_steps, self.complete_steps = (
@@ -298,6 +312,162 @@ class _Simulator:
         makespan = max(max(self.finish, default=0), max(self.clock, default=0), 0)
         stuck = () if finished else self.m.stuck(self.store)
         return self._result(makespan, not finished, stuck)
+
+    def run_choosing(self, chooser: "Chooser", reduce: bool = True) -> Simulation | None:
+        """Run as `run` does, but let `chooser` order what may happen at one instant: each
+        time more than one thread step or stream head could go next, it picks one (any
+        order is an execution in time: threads that race for a stream, an event, a flag or
+        a notify). With `reduce`, heads whose order changes nothing act without a choice
+        (`_quiet_heads`). None when the chooser abandons the run."""
+        trail = self.trail
+        if self.quiet is None:
+            self.quiet = self._quiet_heads() if reduce else [False] * len(self.p.statements)
+        while True:
+            self._end_due_tasks()
+            while True:  # until handing out units changes nothing
+                while True:  # one instant step at a time, until none is left
+                    options = self._instant_options()
+                    if not options:
+                        break
+                    quiet = next((o for o in options if o[0] == 1 and self.quiet[o[1]]), None)
+                    if quiet is not None:  # (no other order to try: see `quiet`)
+                        self._act(quiet)
+                        continue
+                    pick = chooser.pick(self, len(options)) if len(options) > 1 else 0
+                    if pick is None:
+                        return None
+                    self._act(options[pick])
+                before = len(trail)
+                self._hand_out_units()
+                if len(trail) == before:
+                    break
+            upcoming = self._next_due()
+            if upcoming is None:
+                break
+            self.now = upcoming
+            if not chooser.goes_on(self):
+                return None
+        finished = self.m.finished(self.store)
+        makespan = max(max(self.finish, default=0), max(self.clock, default=0), 0)
+        stuck = () if finished else self.m.stuck(self.store)
+        return self._result(makespan, not finished, stuck)
+
+    def _instant_options(self) -> list[tuple[int, int]]:
+        """What could happen next at this instant: (0, thread) for a thread whose next step
+        (issue or return) is due and legal, (1, task) for a stream head (or a task of the
+        batch at a head) whose first step is legal and that has not yet acted."""
+        m, store, now, clock = self.m, self.store, self.now, self.clock
+        options = []
+        for t, stmts in enumerate(m.thread_stmts):
+            v = store.threads[t]
+            k = v >> 1
+            if k >= len(stmts):
+                continue
+            i = stmts[k]
+            if not v & 1:
+                if clock[t] + self.launch_of[i] > now or (
+                        m.issue_note[i] >= 0 and m.blocker(store, self.issue_steps[i]) is not None):
+                    continue
+            elif clock[t] > now or m.return_blocker(store, i) is not None:
+                continue
+            options.append((0, t))
+        batch, status = m.batch, store.status
+        for q in store.queues:
+            if not q:
+                continue
+            heads = [q[0]]
+            if batch[q[0]] is not None:
+                for h in islice(q, 1, None):
+                    if batch[h] != batch[q[0]]:
+                        break
+                    heads.append(h)
+            for h in heads:
+                if status[h] == QUEUED and h not in self.waiting and m.first_step_blocker(store, h) is None:
+                    options.append((1, h))
+        return options
+
+    def _quiet_heads(self) -> list[bool]:
+        """Per statement: a stream head whose action no other order needs to be tried for.
+        Joining an engine pool fires no step, and units go out only once the instant has
+        settled, by priority and enqueue order, whoever joined first; an instant task that
+        only completes (a record or wait of a snapshot event, an alloc, a free, a task of no
+        duration) can only let other steps go, never stop one, and none can stop it. What
+        sets or clears a flag or a notify, or reads one, and a collective member (its group
+        takes units at once) keep their orders."""
+        m, p = self.m, self.p
+        touchy = {Op.RESET, Op.NOTIFY, Op.AWAIT}
+        quiet = []
+        for st in p.statements:
+            i = st.index
+            if st.stream is None or m.in_group[i] or st.op in touchy:
+                quiet.append(False)
+            elif st.op in (Op.RECORD, Op.WAIT):
+                quiet.append(not m.flag_event[st.event])
+            else:
+                quiet.append(not m.interval[i] or self.needs_engine[i])
+        return quiet
+
+    def _act(self, option: tuple[int, int]) -> None:
+        """Take one of `_instant_options`."""
+        kind, x = option
+        if kind == 1:
+            self._take_head(x)
+            return
+        stmts = self.m.thread_stmts[x]
+        v = self.store.threads[x]
+        i = stmts[v >> 1]
+        taken = self._issue(x, i, v >> 1) if not v & 1 else self._return(x, i)
+        assert taken, "an instant option must be legal"
+
+    def _next_due(self) -> int | None:
+        """When something can happen next (`run_choosing`): a task ends or a thread is due."""
+        m, store, now = self.m, self.store, self.now
+        upcoming = [self.ends[0][0]] if self.ends else []
+        for t, stmts in enumerate(m.thread_stmts):
+            v = store.threads[t]
+            if v >> 1 < len(stmts):
+                due = self.clock[t] + (0 if v & 1 else self.launch_of[stmts[v >> 1]])
+                if due > now:
+                    upcoming.append(due)
+        return min(upcoming) if upcoming else None
+
+    def state_key(self) -> tuple:
+        """Everything that decides what can still happen from here, and when: equal keys have
+        the same runs ahead (`timed_search` remembers the ones it has explored)."""
+        begin, seq = self.begin, self.seq
+        pending = sorted((seq[x], x) for q in self.store.queues for x in q if begin[x] < 0)
+        return (self.now, self.store.freeze(), tuple(self.clock),
+                tuple((end, x) for end, _, x in sorted(self.ends)),
+                tuple(sorted((key, len(units)) for key, units in self.free_units.items())),
+                tuple(sorted(self.waiting)), tuple(x for _, x in pending),
+                tuple(sorted(tuple(sorted(g.members)) for g in self.gathered)))
+
+    def earliest_end(self) -> int:
+        """A lower bound on the makespan of every run from here: each thread still has its
+        launches and host functions to go through, one after another, and each stream its
+        tasks (those outside `group` batches) one after another."""
+        m, store, now = self.m, self.store, self.now
+        bound = max([now, *self.clock])
+        for t, stmts in enumerate(m.thread_stmts):
+            v = store.threads[t]
+            rest = stmts[(v >> 1) + (v & 1):]
+            bound = max(bound, self.clock[t] + sum(self.launch_of[i] + self.host_time[i] for i in rest))
+        ending = {x: end for end, _, x in self.ends}
+        status = store.status
+        if self.stream_tasks is None:
+            self.stream_tasks = [[] for _ in self.p.streams]
+            for st in self.p.statements:
+                if st.stream is not None and m.batch[st.index] is None:
+                    self.stream_tasks[st.stream].append(st.index)
+        for tasks in self.stream_tasks:
+            start, left = now, 0
+            for x in tasks:
+                if status[x] == RUNNING:
+                    start = max(start, ending.get(x, now + m.duration[x]))
+                elif self.begin[x] < 0 and status[x] != DONE:
+                    left += m.duration[x]
+            bound = max(bound, start + left)
+        return bound
 
     # ------------------------------------------------------------------ phases
 
@@ -460,10 +630,9 @@ class _Simulator:
         this scan is read in it when its stream comes later in the order, as a scan of every
         stream would reach it."""
         m, store = self.m, self.store
-        batch, interval, status = m.batch, m.interval, store.status
+        batch, status = m.batch, store.status
         first_step_blocker = m.first_step_blocker
-        needs_engine, ekey, prio, seq = self.needs_engine, self.ekey, self.prio, self.seq
-        waiting, wanting, asleep, active = self.waiting, self.wanting, self.asleep, self.active
+        waiting, asleep, active = self.waiting, self.asleep, self.active
         if not active:
             return
         rank = self.stream_rank
@@ -494,27 +663,31 @@ class _Simulator:
                 if blocked is not None:
                     self._park_head(h, blocked)
                     continue
-                if not interval[h]:
-                    self._begin_task(h, None, None)
-                    self._fire(self.complete_steps[h])
-                    self._end_task(h)
-                    continue
-                if m.in_group[h]:
-                    self._spin(h)
-                    continue
-                if not needs_engine[h]:
-                    self._begin_task(h, None, None)
-                    self._fire(self.start_steps[h])
-                    self._started(h)
-                    continue
-                key = ekey[h]
-                if key not in self.free_units:
-                    self._pool(h)
-                heapq.heappush(wanting.setdefault(key, []), (prio[h], seq[h], h))
-                waiting.add(h)
+                self._take_head(h)
             if q and q[0] == heads[0] and all(status[h] != QUEUED or h in waiting or h in asleep for h in heads):
                 active.discard(stream)  # (as the next scan would find: one scan less per instant)
         self.scan = None
+
+    def _take_head(self, h: int) -> None:
+        """Stream head h, whose first step is legal, acts: an instant task completes, a
+        collective member starts spinning, an engine-free task starts, the others join their
+        engine pool's queue for a unit."""
+        if not self.m.interval[h]:
+            self._begin_task(h, None, None)
+            self._fire(self.complete_steps[h])
+            self._end_task(h)
+        elif self.m.in_group[h]:
+            self._spin(h)
+        elif not self.needs_engine[h]:
+            self._begin_task(h, None, None)
+            self._fire(self.start_steps[h])
+            self._started(h)
+        else:
+            key = self.ekey[h]
+            if key not in self.free_units:
+                self._pool(h)
+            heapq.heappush(self.wanting.setdefault(key, []), (self.prio[h], self.seq[h], h))
+            self.waiting.add(h)
 
     def _hand_out_units(self) -> None:
         """4. Engine units to the gathered collective groups (each takes all its units at once,
