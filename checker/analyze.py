@@ -410,10 +410,11 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
                 continue
             if search.outcome is Outcome.NOT_MET:
                 if search.finished or search.cut:
-                    not_met(verdict.expectation, f"no run ends by {ms(limit)} ms: every order of what "
-                                                 "the threads and stream heads may do at one instant was "
-                                                 f"run ({search.runs:,} runs, those that could not end "
-                                                 "by the bound cut short)")
+                    runs = f"{search.runs:,} run{'s' if search.runs != 1 else ''}"
+                    not_met(verdict.expectation, f"no run in time ends by {ms(limit)} ms: every order of "
+                                                 "what the threads and stream heads may do at one instant "
+                                                 f"was tried ({runs}; a run that could no longer end by "
+                                                 "the bound was cut short)")
                 else:
                     not_met(verdict.expectation, "no run in time of the program finishes (each one "
                                                  "deadlocks): it has no makespan")

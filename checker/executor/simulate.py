@@ -434,18 +434,32 @@ class _Simulator:
     def state_key(self) -> tuple:
         """Everything that decides what can still happen from here, and when: equal keys have
         the same runs ahead (`timed_search` remembers the ones it has explored)."""
-        begin, seq = self.begin, self.seq
-        pending = sorted((seq[x], x) for q in self.store.queues for x in q if begin[x] < 0)
-        return (self.now, self.store.freeze(), tuple(self.clock),
+        seq, now, store = self.seq, self.now, self.store
+        # Enqueue order decides only which of the tasks that want one engine pool, at one
+        # priority, gets a unit first (a collective member: which group does).
+        ending = {x for _, _, x in self.ends}
+        pending = sorted((self.ekey[x], self.prio[x], seq[x], x) for q in store.queues for x in q
+                         if self.needs_engine[x] and x not in ending)
+        clocks = []  # (a clock in the past matters only as far as it says when a thread is due)
+        for t, stmts in enumerate(self.m.thread_stmts):
+            v = store.threads[t]
+            if v >> 1 >= len(stmts):
+                clocks.append(max(self.clock[t], now))
+            else:
+                clocks.append(max(self.clock[t], now - (0 if v & 1 else self.launch_of[stmts[v >> 1]])))
+        return (now, store.freeze(), tuple(clocks),
                 tuple((end, x) for end, _, x in sorted(self.ends)),
                 tuple(sorted((key, len(units)) for key, units in self.free_units.items())),
-                tuple(sorted(self.waiting)), tuple(x for _, x in pending),
-                tuple(sorted(tuple(sorted(g.members)) for g in self.gathered)))
+                tuple(sorted(self.waiting)), tuple((key, priority, x) for key, priority, _, x in pending),
+                tuple(sorted(tuple(sorted(g.members)) for g in self.gathered)),
+                tuple(x for _, _, x in sorted((self.prio[x], seq[x], x) for _, _, _, x in pending
+                                              if self.m.in_group[x])))
 
     def earliest_end(self) -> int:
         """A lower bound on the makespan of every run from here: each thread still has its
-        launches and host functions to go through, one after another, and each stream its
-        tasks (those outside `group` batches) one after another."""
+        launches and host functions to go through, one after another, each stream its tasks
+        (those outside `group` batches) one after another, and each engine its tasks' work
+        (those outside collectives) shared among its units."""
         m, store, now = self.m, self.store, self.now
         bound = max([now, *self.clock])
         for t, stmts in enumerate(m.thread_stmts):
@@ -459,14 +473,22 @@ class _Simulator:
             for st in self.p.statements:
                 if st.stream is not None and m.batch[st.index] is None:
                     self.stream_tasks[st.stream].append(st.index)
+        work: dict[tuple[int, str], int] = {}
         for tasks in self.stream_tasks:
             start, left = now, 0
             for x in tasks:
                 if status[x] == RUNNING:
                     start = max(start, ending.get(x, now + m.duration[x]))
+                    if x in ending and self.unit_of[x] is not None and not m.in_group[x]:
+                        work[self.ekey[x]] = work.get(self.ekey[x], 0) + ending[x] - now
                 elif self.begin[x] < 0 and status[x] != DONE:
                     left += m.duration[x]
+                    if self.needs_engine[x] and not m.in_group[x]:
+                        work[self.ekey[x]] = work.get(self.ekey[x], 0) + m.duration[x]
             bound = max(bound, start + left)
+        for (device, engine), busy in work.items():
+            units = self.p.devices[device].count(Engine(engine))
+            bound = max(bound, now + -(-busy // units))
         return bound
 
     # ------------------------------------------------------------------ phases

@@ -84,11 +84,12 @@ class _Choices:
 
 
 def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1_000_000,
-                 reduce: bool = True) -> TimedSearch:
+                 reduce: bool = True, remember: bool = True) -> TimedSearch:
     """Whether some run in time of `program` ends by `limit` (ns), exploring every order of
     the steps that may go at one instant until one does, every run is seen, or `seconds`
-    (or `max_runs` runs) have gone. `reduce=False` tries the orders of quiet stream heads
-    too (`_Simulator._quiet_heads`), for tests."""
+    (or `max_runs` runs) have gone. For tests, `reduce=False` tries the orders of quiet
+    stream heads too (`_Simulator._quiet_heads`), `remember=False` explores states seen
+    before again."""
     deadline = time.monotonic() + seconds
     machine = Machine(program)
     path: list[list] = []
@@ -113,7 +114,8 @@ def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1
             if point[0] + 1 < point[1]:
                 point[0] += 1
                 break
-            explored.add(point[2])
+            if remember:
+                explored.add(point[2])
             path.pop()
         else:
             return TimedSearch(Outcome.NOT_MET, runs, finished, cut)

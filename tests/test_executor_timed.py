@@ -1,0 +1,167 @@
+"""Every run in time (`timed_search`): what `expect makespan` on racing threads rests on."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from checker.analyze import in_exact_time
+from checker.crosscheck import must_chain
+from checker.determinism import nondeterminism
+from checker.executor.replay import replay
+from checker.executor.simulate import simulate
+from checker.executor.timed import Outcome, timed_search
+from checker.frontend import load_text
+from checker.ir import NS_PER_MS
+
+from strategies import specs
+from test_analyze import check
+
+ORDER_MATTERS = """device d { compute 1 }
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream a on d
+stream b on d
+thread t0 { a: kernel long writes x 2ms }
+thread t1 { b: kernel short writes y 1ms
+            sync b
+            host after reads y 2ms }
+"""
+
+FORCED_BY_TIME = """device d { compute 2 launch 2us }
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream a on d
+stream b on d
+thread producer { a: kernel k writes x 1ms }
+thread consumer {
+  host prepare 3us
+  sync a
+  b: kernel j writes y 1ms
+}
+"""
+
+
+def load(text: str):
+    loaded = load_text(text, "spec.sched")
+    assert loaded.program is not None, loaded.diagnostics
+    return loaded.program
+
+
+def test_a_run_the_first_order_misses_is_found_and_replayed():
+    # Both kernels want the one compute unit at 0: the first enqueued gets it. t0 first (the
+    # simulated run) ends at 5 ms; t1 first at 3 ms, which only another order shows.
+    program = load(ORDER_MATTERS)
+    assert simulate(program).makespan == 5 * NS_PER_MS
+    search = timed_search(program, 3 * NS_PER_MS, seconds=10)
+    assert search.outcome is Outcome.MET and search.run.makespan == 3 * NS_PER_MS
+    checked = replay(program, search.run.steps)
+    assert checked.ok and checked.finished
+    assert timed_search(program, 3 * NS_PER_MS - 1, seconds=10).outcome is Outcome.NOT_MET
+
+
+class _Scripted:
+    """A chooser that takes the given options in turn and keeps the state key at each choice."""
+
+    def __init__(self, picks):
+        self.picks, self.keys = list(picks), []
+
+    def pick(self, simulator, options):
+        self.keys.append(simulator.state_key())
+        return self.picks.pop(0) if self.picks else 0
+
+    def goes_on(self, simulator):
+        return True
+
+
+def test_states_that_differ_in_enqueue_order_are_not_the_same():
+    # With two more threads stepping at 0, t0-then-t1 and t1-then-t0 both reach a choice
+    # between t2 and t3 with every thread at the same place: only the enqueue order, which
+    # decides who gets the unit, tells them apart (5 ms against 3 ms).
+    from checker.executor.simulate import _Simulator
+
+    program = load(ORDER_MATTERS + "thread t2 { host h2 }\nthread t3 { host h3 }\n")
+    first, second = _Scripted([0, 0]), _Scripted([1, 0])
+    assert _Simulator(program).run_choosing(first).makespan == 5 * NS_PER_MS
+    assert _Simulator(program).run_choosing(second).makespan == 3 * NS_PER_MS
+    assert first.keys[2][1] == second.keys[2][1]  # (the machine states are the same)
+    assert first.keys[2] != second.keys[2]
+
+
+def test_a_bound_only_time_rules_out_fails_the_check():
+    # The consumer's sync comes at 3 us, after the producer's kernel is enqueued (2 us of
+    # launch): every run in time waits for it and ends at 2.004 ms. An execution where the
+    # producer is slower would end by 2 ms, so no bound over every execution rules 2 ms out.
+    report = check(FORCED_BY_TIME + "expect makespan <= 2ms\n")
+    assert not [f for f in report.findings if f.code.value == "SP301"]
+    (diagnostic,) = [d for d in report.diagnostics if d.code.value == "SP401"]
+    assert "no run in time ends by 2 ms" in diagnostic.message
+    report = check(FORCED_BY_TIME + "expect makespan <= 2.004ms\n")
+    assert report.passed, (report.diagnostics, report.findings)
+
+
+def test_out_of_runs_is_unknown():
+    # (the first run, t0 first, cannot end by 3 ms; the other order is left to try)
+    search = timed_search(load(ORDER_MATTERS), 3 * NS_PER_MS, seconds=10, max_runs=1)
+    assert search.outcome is Outcome.UNKNOWN and search.runs == 1
+
+
+def _minimum(program, start: int, **options) -> int | None | str:
+    """The least makespan of any run in time (None: none finishes; "unknown")."""
+    best, limit = None, start
+    while limit >= 0:
+        search = timed_search(program, limit, seconds=2, **options)
+        if search.outcome is Outcome.UNKNOWN:
+            return "unknown"
+        if search.outcome is Outcome.NOT_MET:
+            break
+        best = search.run.makespan
+        limit = best - 1
+    return best
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(max_statements=6, shared_comms=True))
+def test_the_reduced_search_agrees_with_every_order(text):
+    # Quiet heads acting without a choice and states remembered change how many runs are
+    # tried, never the least makespan; it is at most every shuffled run's, and at least the
+    # chain of orders every execution keeps.
+    program = load(text)
+    timed = in_exact_time(program)
+    if nondeterminism(program) is None or timed is None:
+        return
+    program = timed[0]
+    runs = [simulate(program, shuffle=seed, interleave=seed % 2 == 1) for seed in range(20)]
+    finished = [run.makespan for run in runs if not run.deadlocked]
+    start = min(finished, default=10**15)
+    reduced = _minimum(program, start)
+    full = _minimum(program, start, reduce=False, remember=False)
+    if "unknown" in (reduced, full):
+        return
+    assert reduced == full
+    if finished:
+        assert reduced is not None and reduced <= min(finished)
+    bound = must_chain(program)
+    if reduced is not None and bound:
+        assert reduced >= bound
+
+
+def test_a_record_and_a_reset_of_one_flag_at_one_instant_go_in_either_order():
+    # Enqueued record then reset, on two streams: record then reset leaves the flag clear
+    # and the wait (at 1 us) blocks forever; reset then record lets it through. The search
+    # must try both (neither head acts without a choice).
+    program = load("""device d { compute 1 }
+buffer x 1MiB on d
+event f flag
+stream a on d
+stream b on d
+stream c on d
+thread t0 { a: record f
+            b: reset f }
+thread t2 { host h 1us
+            c: wait f
+            c: kernel k writes x 1ms }
+""")
+    assert simulate(program).deadlocked
+    search = timed_search(program, 1_001_000, seconds=10)
+    assert search.outcome is Outcome.MET and search.run.makespan == 1_001_000
+    assert timed_search(program, 1_000_999, seconds=10).outcome is Outcome.NOT_MET
