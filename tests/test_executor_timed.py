@@ -109,7 +109,7 @@ def _minimum(program, start: int, **options) -> int | None | str:
     """The least makespan of any run in time (None: none finishes; "unknown")."""
     best, limit = None, start
     while limit >= 0:
-        search = timed_search(program, limit, seconds=2, **options)
+        search = timed_search(program, limit, seconds=10, max_runs=1500, **options)
         if search.outcome is Outcome.UNKNOWN:
             return "unknown"
         if search.outcome is Outcome.NOT_MET:

@@ -12,13 +12,14 @@ machine (`machine.Machine`: `initial`, `enabled`, `apply`) drives every mode:
   reports what they show (races, dead uses, a deadlock), never what they do not;
 * `simulate(program)` runs the program in time on its engines and reports the makespan,
   per-task times, engine use, the critical path and the `Timing` of every statement (which
-  `checker/report/` draws as a timeline).
+  `checker/report/` draws as a timeline); `timed_search(program, limit, seconds)` explores
+  every run in time of a program whose threads race, for one that ends by `limit`.
 
 Modules: `state.py` (State, the mutable Store, the update table and its two interpreters),
 `layout.py` (memory segments), `machine.py` (the rules: blockers, enabled steps, effects),
 which builds `reduction.py`'s tables (steps exploration may take alone) and explains itself
 through `explain.py` (what a stuck statement waits for); `data.py` (abstract bytes for
-replays); then the modes `explore.py`, `walks.py`, `replay.py`, `simulate.py`.
+replays); then the modes `explore.py`, `walks.py`, `replay.py`, `simulate.py` (and `timed.py` over it).
 """
 
 from checker.executor.explore import Exploration, explore

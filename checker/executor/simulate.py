@@ -152,6 +152,20 @@ def simulate(program: Program, shuffle: int | None = None, interleave: bool = Fa
             gc.enable()
 
 
+def simulate_choosing(program: Program, chooser: "Chooser", reduce: bool = True,
+                      machine: Machine | None = None) -> Simulation | None:
+    """`simulate`, with `chooser` deciding the order of what may happen at one instant
+    (`_Simulator.run_choosing`); None when it abandons the run. `machine`: the program's, if
+    already built (`timed_search` runs a program many times)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Simulator(program, machine=machine).run_choosing(chooser, reduce)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Chooser(Protocol):
     """What `_Simulator.run_choosing` asks at each choice (`timed_search` explores them all)."""
 

@@ -5,7 +5,7 @@ notify), every order of what may happen at one instant (a thread's next step, a 
 acting) is a run of its own, and `expect makespan <= D` is met when one of them ends by D.
 Random orders (`crosscheck.shortest_shuffled_run`) can show that one does; ruling it out
 takes every run. `timed_search` explores them depth first, stateless as CHESS does: each run
-re-runs the simulator (`_Simulator.run_choosing`) with the choices made so far, then takes
+re-runs the simulator (`simulate_choosing`) with the choices made so far, then takes
 the next untried choice at the deepest point that has one. Two things keep it small:
 
 * a run stops once no continuation of it can end by D (`earliest_end`: each thread's launches
@@ -25,7 +25,7 @@ from enum import Enum
 from checker.ir import Program
 from checker.executor.machine import Machine
 from checker.executor.replay import replay
-from checker.executor.simulate import Simulation, _Simulator
+from checker.executor.simulate import Simulation, _Simulator, simulate_choosing
 
 
 class Outcome(Enum):
@@ -99,7 +99,7 @@ def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1
         if runs >= max_runs or time.monotonic() > deadline:
             return TimedSearch(Outcome.UNKNOWN, runs, finished, cut)
         choices = _Choices(path, limit, explored)
-        run = _Simulator(program, machine=machine).run_choosing(choices, reduce)
+        run = simulate_choosing(program, choices, reduce, machine)
         runs += 1
         cut += choices.cut
         if run is not None and not run.deadlocked:
