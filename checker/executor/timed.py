@@ -28,6 +28,11 @@ from checker.executor.replay import replay
 from checker.executor.simulate import Simulation, _Simulator, simulate_choosing
 
 
+REMEMBERED = 200_000
+"""Explored states kept at most (each holds the machine state): past it, states are explored
+again when met again, which costs time, never soundness."""
+
+
 class Outcome(Enum):
     MET = "met"
     """A run ends by the bound (`TimedSearch.run`, replayed by the executor)."""
@@ -114,7 +119,7 @@ def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1
             if point[0] + 1 < point[1]:
                 point[0] += 1
                 break
-            if remember:
+            if remember and len(explored) < REMEMBERED:
                 explored.add(point[2])
             path.pop()
         else:
