@@ -1184,6 +1184,7 @@ def _deadlock_text(path: str, headline: str, stuck: list[dict], notes=()) -> lis
 
 
 def command_simulate(args) -> int:
+    from checker.determinism import nondeterminism
     from checker.report.perf import simulate_text
 
     sources = _sources(args)
@@ -1199,6 +1200,7 @@ def command_simulate(args) -> int:
         data = simulation.to_json()
         if program.variant:
             data["variant"] = program.variant
+        data["threads_race"] = nondeterminism(program)
         for item, node in zip(data["critical_path"], simulation.critical_path):
             item["what"] = program.describe(program.statements[node.statement])
         deadlocked = bool(data.get("deadlocked"))

@@ -444,3 +444,20 @@ def test_an_output_that_names_a_spec_in_an_input_folder_is_refused(run, tmp_path
     spec.write_text("device d\nstream s on d\nthread t {\n  s: kernel k 1us\n}\n")
     status, _, err = run("check", folder, "-o", spec)
     assert status == 2 and "input folder" in err and spec.read_text().startswith("device d")
+
+
+def test_simulate_says_when_its_run_is_one_of_several(run, tmp_path):
+    # Two threads share a stream: the simulated run is one order of theirs at each instant.
+    racing = tmp_path / "racing.sched"
+    racing.write_text("device d { compute 2 launch 2us }\nbuffer x 1MiB on d\nstream a on d\n"
+                      "thread producer { a: kernel k writes x 1ms }\n"
+                      "thread consumer {\n  host prepare 3us\n  sync a\n}\n")
+    status, out, _ = run("simulate", racing)
+    assert status == 0 and "note: threads share stream `a` (one syncs it), so this is one run in time" in out
+    status, out, _ = run("simulate", "--format", "json", racing)
+    assert json.loads(out)["files"][0]["threads_race"] == "threads share stream `a` (one syncs it)"
+    spec = CONFORMANCE.parent.parent / "specs" / "copy_compute_sync.sched"
+    status, out, _ = run("simulate", spec)
+    assert status == 0 and "one run in time of several" not in out
+    status, out, _ = run("simulate", "--format", "json", spec)
+    assert json.loads(out)["files"][0]["threads_race"] is None

@@ -29,6 +29,10 @@ def simulate_text(path: str, data: dict) -> list[str]:
             out.append(f"    line {item['line']:<4} {what:<44} {_ms(item['start'])} -> {_ms(item['end'])}")
         if len(chain) > 16:
             out.append(f"    ... {len(chain) - 16} more")
+    if data.get("threads_race"):
+        out.append(f"  note: {data['threads_race']}, so this is one run in time of several (here the "
+                   "threads step in declaration order at each instant); `check` tries every order for "
+                   "`expect makespan`")
     return out
 
 
