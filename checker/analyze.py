@@ -327,11 +327,6 @@ def in_exact_time(program: Program) -> tuple[Program, int] | None:
     return replace(program, statements=statements, devices=devices, expectations=expectations), scale
 
 
-TIMED_SEARCH_UP_TO = 400
-"""Statements past which `expect makespan` does not explore every run in time: each run
-re-runs the program from its start."""
-
-
 def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnostic], list[Finding]]:
     """`expect makespan <= D`: the program run in time must end by D. Its tasks start as soon
     as they may, and an engine that several want goes to the higher priority (the contract's
@@ -342,7 +337,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
 
     from checker.crosscheck import optimize_as_written, shortest_shuffled_run
     from checker.executor.simulate import simulate
-    from checker.executor.timed import Outcome, timed_search
+    from checker.executor.timed import STATEMENTS_UP_TO, Outcome, timed_search
     from checker.messages import exact_ms
     from checker.optimize import check_makespan
 
@@ -402,7 +397,7 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             searched = True
             if shortest is not None and shortest <= limit:
                 continue
-        if verdict.status != "violated" and len(program.statements) <= TIMED_SEARCH_UP_TO:
+        if verdict.status != "violated" and len(program.statements) <= STATEMENTS_UP_TO:
             # Every run in time: one that ends by the bound, or none does.
             search = timed_search(program, limit, seconds=seconds(min(max(options.timeout, 1.0), 10.0)))
             if search.outcome is Outcome.MET:

@@ -519,7 +519,7 @@ class Program:
         from checker.crosscheck import optimize_as_written
 
         _limit("timeout", timeout)
-        return optimize_as_written(self.program, timeout=timeout)
+        return optimize_as_written(self.program, runs_in_time=True, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)

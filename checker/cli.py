@@ -1271,7 +1271,7 @@ class _OptimizeDisplay:
 
 def command_optimize(args) -> int:
 
-    from checker.crosscheck import emit_as_run, must_chain, simulated_makespan
+    from checker.crosscheck import best_run_in_time, emit_as_run, must_chain, simulated_makespan
     from checker.optimize import optimize
     from checker.report.perf import optimize_text
 
@@ -1295,7 +1295,8 @@ def command_optimize(args) -> int:
             display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)
         with display or contextlib.nullcontext():
             result = optimize(program, timeout=args.timeout, progress=display.update if display else None,
-                              solver=args.solver, simulated=simulated_makespan(simulation), must_chain=must_chain)
+                              solver=args.solver, simulated=simulated_makespan(simulation), must_chain=must_chain,
+                              best_run=best_run_in_time)
         data = result.to_json()
         _engine_names(data)
         stuck: list[dict] = []

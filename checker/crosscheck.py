@@ -23,9 +23,11 @@ def simulated_makespan(simulation: Simulation) -> int | None:
     return None if simulation.deadlocked else int(simulation.makespan)
 
 
-def optimize_as_written(program: Program, **options) -> OptimizeResult:
-    """`optimize` with the simulated makespan of the program as written (and `must_chain`)."""
-    return optimize(program, simulated=simulated_makespan(simulate(program)), must_chain=must_chain, **options)
+def optimize_as_written(program: Program, runs_in_time: bool = False, **options) -> OptimizeResult:
+    """`optimize` with the simulated makespan of the program as written (and `must_chain`;
+    with `runs_in_time`, `best_run_in_time` too)."""
+    return optimize(program, simulated=simulated_makespan(simulate(program)), must_chain=must_chain,
+                    best_run=best_run_in_time if runs_in_time else None, **options)
 
 
 MUST_CHAIN_STATEMENTS = 4000
@@ -135,6 +137,19 @@ def shortest_shuffled_run(program: Program, seconds: float, tries: int = 2000,
             if enough is not None and best <= enough:
                 break
     return best
+
+
+def best_run_in_time(program: Program, seconds: float) -> tuple[int, bool] | None:
+    """The makespan of the run in time that ends first, as far as `seconds` let the search
+    go, and whether the search saw every run (`timed_search` with `least`; each run found is
+    replayed by the executor); None when none finished, or the program is too large to search.
+    For `optimize` where threads race: the simulated run is only one of their orders."""
+    from checker.executor.timed import STATEMENTS_UP_TO, timed_search
+
+    if len(program.statements) > STATEMENTS_UP_TO or seconds <= 0:
+        return None
+    search = timed_search(program, 1 << 62, seconds=seconds, least=True)
+    return (int(search.run.makespan), search.least) if search.run is not None else None
 
 
 def guided_run(program: Program, issued: tuple[int, ...]) -> int | None:

@@ -28,6 +28,10 @@ from checker.executor.replay import replay
 from checker.executor.simulate import Simulation, _Simulator, simulate_choosing
 
 
+STATEMENTS_UP_TO = 400
+"""Programs past this many statements are not searched (`check`, `optimize`): each run
+re-runs the program from its start."""
+
 REMEMBERED = 200_000
 """Explored states kept at most (each holds the machine state): past it, states are explored
 again when met again, which costs time, never soundness."""
@@ -52,7 +56,9 @@ class TimedSearch:
     cut: int
     """Runs stopped because no continuation could end by the bound."""
     run: Simulation | None = None
-    """MET: the run that ends by the bound."""
+    """MET: the run that ends by the bound (with `least`, the one that ends first)."""
+    least: bool = False
+    """`run` ends first of every run in time (`least`: the search saw them all)."""
 
 
 class _Choices:
@@ -89,20 +95,23 @@ class _Choices:
 
 
 def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1_000_000,
-                 reduce: bool = True, remember: bool = True) -> TimedSearch:
+                 least: bool = False, reduce: bool = True, remember: bool = True) -> TimedSearch:
     """Whether some run in time of `program` ends by `limit` (ns), exploring every order of
     the steps that may go at one instant until one does, every run is seen, or `seconds`
-    (or `max_runs` runs) have gone. For tests, `reduce=False` tries the orders of quiet
-    stream heads too (`_Simulator._quiet_heads`), `remember=False` explores states seen
-    before again."""
+    (or `max_runs` runs) have gone. With `least`, a run that ends by the limit lowers it to
+    just below its makespan and the search goes on (branch and bound: what was explored or
+    cut stays so under a lower limit), for the run that ends first. For tests,
+    `reduce=False` tries the orders of quiet stream heads too (`_Simulator._quiet_heads`),
+    `remember=False` explores states seen before again."""
     deadline = time.monotonic() + seconds
     machine = Machine(program)
     path: list[list] = []
     explored: set = set()
     runs = finished = cut = 0
+    best = None
     while True:
         if runs >= max_runs or time.monotonic() > deadline:
-            return TimedSearch(Outcome.UNKNOWN, runs, finished, cut)
+            return TimedSearch(Outcome.MET if best else Outcome.UNKNOWN, runs, finished, cut, best)
         choices = _Choices(path, limit, explored)
         run = simulate_choosing(program, choices, reduce, machine)
         runs += 1
@@ -113,7 +122,9 @@ def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1
                 checked = replay(program, run.steps)
                 if not (checked.ok and checked.finished):
                     raise AssertionError(f"a run in time the executor cannot replay: {checked.reason}")
-                return TimedSearch(Outcome.MET, runs, finished, cut, run)
+                if not least:
+                    return TimedSearch(Outcome.MET, runs, finished, cut, run)
+                best, limit = run, run.makespan - 1
         while path:  # the deepest choice point with an option left
             point = path[-1]
             if point[0] + 1 < point[1]:
@@ -123,4 +134,6 @@ def timed_search(program: Program, limit: int, seconds: float, max_runs: int = 1
                 explored.add(point[2])
             path.pop()
         else:
+            if best is not None:
+                return TimedSearch(Outcome.MET, runs, finished, cut, best, least=True)
             return TimedSearch(Outcome.NOT_MET, runs, finished, cut)

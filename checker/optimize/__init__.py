@@ -119,7 +119,8 @@ def optimize(program: Program, timeout: float = 30.0,
              progress: Callable[[Progress], None] | None = None,
              rlimit: int | None = None, solver: str = "auto",
              simulated: int | None = None,
-             must_chain: Callable[[Program], int] | None = None) -> OptimizeResult:
+             must_chain: Callable[[Program], int] | None = None,
+             best_run: Callable[[Program, float], tuple[int, bool] | None] | None = None) -> OptimizeResult:
     """Minimum makespans of a program and of its overlap relaxation within `timeout` seconds.
 
     Never claims optimality it has not proved: on a timeout the best schedules found are
@@ -127,14 +128,16 @@ def optimize(program: Program, timeout: float = 30.0,
     executor's simulated makespan of the program as written (None: unknown, or it
     deadlocks); the caller runs the simulation, since no backend imports another. `must_chain`,
     where the program has no exact model: a lower bound on every execution's makespan from
-    another backend (`crosscheck.must_chain`: the must-happen-before order in time). Raises
+    another backend (`crosscheck.must_chain`: the must-happen-before order in time); `best_run`,
+    there too: the makespan of the shortest run in time found within the seconds given, and
+    whether it is the least of them (`crosscheck.best_run_in_time`). Raises
     ValueError for an unknown `solver` and SolverUnavailable for `cpsat` without OR-Tools.
     """
-    return _optimize(program, timeout, progress, rlimit, engine(solver), simulated, must_chain)
+    return _optimize(program, timeout, progress, rlimit, engine(solver), simulated, must_chain, best_run)
 
 
 def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
-              simulated: int | None, must_chain=None) -> OptimizeResult:
+              simulated: int | None, must_chain=None, best_run=None) -> OptimizeResult:
     start = time.monotonic()
     deadline = start + max(0.0, timeout)
     notes: list[str] = []
@@ -143,10 +146,10 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
     if len(program.statements) > MAX_STATEMENTS:
         return _unsupported(program, Unsupported(
             f"{len(program.statements)} statements is more than the optimizer's limit of "
-            f"{MAX_STATEMENTS}"), simulated, notes, must_chain)
+            f"{MAX_STATEMENTS}"), simulated, notes, must_chain, best_run, deadline - time.monotonic())
     exact = program_model(program)
     if isinstance(exact, Unsupported):
-        return _unsupported(program, exact, simulated, notes, must_chain)
+        return _unsupported(program, exact, simulated, notes, must_chain, best_run, deadline - time.monotonic())
     relaxed = bound_model(program, exact)
     if isinstance(relaxed, Unsupported):  # pragma: no cover - a relaxation of an acyclic model
         return _unsupported(program, relaxed, simulated, notes, must_chain)
@@ -188,16 +191,24 @@ def _optimize(program: Program, timeout: float, progress, rlimit, which: str,
 
 
 def _unsupported(program: Program, why: Unsupported, simulated: int | None,
-                 notes: list[str], must_chain=None) -> OptimizeResult:
+                 notes: list[str], must_chain=None, best_run=None, seconds: float = 0.0) -> OptimizeResult:
     value = None if why.deadlock else simulated
     work, chains = (0, 0) if why.deadlock else _loose_lower(program)
     if must_chain is not None and not why.deadlock and (value is None or chains < value):
         chains = max(chains, must_chain(program))
+    what = "the simulated makespan"
+    if best_run is not None and not why.deadlock and (value is None or max(work, chains) < value):
+        found = best_run(program, seconds)  # (another order of the threads' steps at one instant)
+        if found is not None and (value is None or found[0] < value):
+            value = found[0]
+            what = ("the makespan of the run in time that ends first (every order of what the threads "
+                    "and stream heads may do at one instant tried)" if found[1]
+                    else "the makespan of the shortest run in time found")
     # Bounds that need no model: where the run meets one, that minimum is the run.
     program_met = value is not None and chains >= value
     bound_met = value is not None and work >= value
     notes.append(why.reason if why.deadlock else
-                 f"no exact model: {why.reason}; `program` and `bound` are the simulated makespan, "
+                 f"no exact model: {why.reason}; `program` and `bound` are {what}, "
                  + ("optimal: it meets the busiest engine's work or host thread's time" if bound_met
                     else "optimal for the program (it meets the longest chain of orders every execution "
                          "keeps) but not proven for the bound" if program_met
