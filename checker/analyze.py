@@ -406,10 +406,12 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             if search.outcome is Outcome.NOT_MET:
                 if search.finished or search.cut:
                     runs = f"{search.runs:,} run{'s' if search.runs != 1 else ''}"
-                    not_met(verdict.expectation, f"no run in time ends by {ms(limit)} ms: every order of "
-                                                 "what the threads and stream heads may do at one instant "
-                                                 f"was tried ({runs}; a run that could no longer end by "
-                                                 "the bound was cut short)")
+                    cut = (f", {search.cut:,} of them cut short once they could no longer end by it"
+                           if search.cut else "")
+                    found = f"; the shortest run found ends at {ms(shortest)} ms" if shortest is not None else ""
+                    not_met(verdict.expectation, f"no run in time ends by {ms(limit)} ms (searched in every "
+                                                 "order of what the threads and stream heads may do at one "
+                                                 f"instant: {runs}{cut}){found}")
                 else:
                     not_met(verdict.expectation, "no run in time of the program finishes (each one "
                                                  "deadlocks): it has no makespan")

@@ -169,3 +169,81 @@ thread t2 { host h 1us
     search = timed_search(program, 1_001_000, seconds=10)
     assert search.outcome is Outcome.MET and search.run.makespan == 1_001_000
     assert timed_search(program, 1_000_999, seconds=10).outcome is Outcome.NOT_MET
+
+
+def test_states_whose_groups_gather_in_another_order_are_not_the_same():
+    # Groups c and g both gather by 5 us (h holds d1's comm unit until then); c goes first
+    # exactly when its member of no duration, s0's, was enqueued before g's members: 17 us,
+    # against 16 us otherwise. A state key without the order of members of no duration took
+    # the two for one state and missed the 16 us run.
+    program = load("""device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 4KiB on d0
+buffer a2 4KiB on d0
+buffer b 4KiB on d1
+buffer b2 4KiB on d1
+buffer b3 4KiB on d1
+stream s0 on d0
+stream s2 on d0
+stream s1 on d1
+stream s3 on d1
+stream s5 on d1
+comm c = { s0, s1 }
+comm g = { s2, s3 }
+comm h = { s5 }
+notify n
+thread tH {
+  s5: allreduce h b3 5us
+  notify n
+}
+thread tA {
+  host x 1us
+  s0: allreduce c a
+}
+thread tB {
+  host y 1us
+  s2: allreduce g a2
+}
+thread tC {
+  host z 1us
+  s3: allreduce g b2 1us
+  s1: allreduce c b 1us
+  s3: kernel k writes b2 10us
+}
+""")
+    assert simulate(program).makespan == 17_000
+    search = timed_search(program, 16_000, seconds=20)
+    assert search.outcome is Outcome.MET and search.run.makespan == 16_000
+
+
+def test_groups_that_gather_at_one_instant_take_units_by_priority():
+    # Both groups gather at 0, the low-priority one first in stream order; units go out once
+    # the instant has settled, to the higher priority: c, then g, then the kernel behind g.
+    program = load("""device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 4KiB on d0
+buffer a2 4KiB on d0
+buffer b 4KiB on d1
+buffer b2 4KiB on d1
+stream s0 on d0 priority low
+stream s1 on d1 priority low
+stream s2 on d0 priority high
+stream s3 on d1 priority high
+comm g = { s0, s1 }
+comm c = { s2, s3 }
+thread t {
+  group {
+    s2: allreduce c a2 1us
+    s3: allreduce c b2 1us
+  }
+  group {
+    s0: allreduce g a 1us
+    s1: allreduce g b 1us
+  }
+  s1: kernel k writes b 10us
+}
+""")
+    run = simulate(program)
+    starts = {program.statements[task.statement].span.line: task.start for task in run.tasks}
+    assert starts[15] == starts[16] == 0 and starts[19] == starts[20] == 1_000
+    assert run.makespan == 12_000

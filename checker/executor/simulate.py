@@ -447,13 +447,18 @@ class _Simulator:
 
     def state_key(self) -> tuple:
         """Everything that decides what can still happen from here, and when: equal keys have
-        the same runs ahead (`timed_search` remembers the ones it has explored)."""
+        the same runs ahead (`timed_search` remembers the ones it has explored). What only
+        reports a run (causes, unit numbers, busy time) is left out."""
         seq, now, store = self.seq, self.now, self.store
         # Enqueue order decides only which of the tasks that want one engine pool, at one
-        # priority, gets a unit first (a collective member: which group does).
+        # priority, gets a unit first, and which gathered group does (by its members'
+        # priority and enqueue order, those of no duration too).
         ending = {x for _, _, x in self.ends}
+        in_group = self.m.in_group
         pending = sorted((self.ekey[x], self.prio[x], seq[x], x) for q in store.queues for x in q
-                         if self.needs_engine[x] and x not in ending)
+                         if self.needs_engine[x] and not in_group[x] and x not in ending)
+        members = sorted((self.prio[x], seq[x], x) for q in store.queues for x in q
+                         if in_group[x] and x not in ending)
         clocks = []  # (a clock in the past matters only as far as it says when a thread is due)
         for t, stmts in enumerate(self.m.thread_stmts):
             v = store.threads[t]
@@ -466,8 +471,7 @@ class _Simulator:
                 tuple(sorted((key, len(units)) for key, units in self.free_units.items())),
                 tuple(sorted(self.waiting)), tuple((key, priority, x) for key, priority, _, x in pending),
                 tuple(sorted(tuple(sorted(g.members)) for g in self.gathered)),
-                tuple(x for _, _, x in sorted((self.prio[x], seq[x], x) for _, _, _, x in pending
-                                              if self.m.in_group[x])))
+                tuple(x for _, _, x in members))
 
     def earliest_end(self) -> int:
         """A lower bound on the makespan of every run from here: each thread still has its
@@ -854,13 +858,13 @@ class _Simulator:
 
     def _spin(self, h: int) -> None:
         """Collective member h starts and waits for its peers, holding no engine; the last
-        to start gathers the group, which then waits for its units (`_start_group`)."""
+        to start gathers the group, which then waits for its units: they go out once the
+        instant has settled, as every task's do (`_hand_out_units`, `_start_group`)."""
         self.begin[h] = self.now
         self._fire(self.start_steps[h])
         g = self.m.group(self.store, h)
         if g.complete and all(self.store.status[x] == RUNNING for x in g.members):
-            if not self._start_group(g):
-                self.gathered.append(g)
+            self.gathered.append(g)
 
     def _start_group(self, g) -> bool:
         """Start a gathered group if one unit of each engine its members need is free (False:
