@@ -16,7 +16,17 @@ from checker.ir import NS_PER_MS
 from strategies import specs
 from test_analyze import check
 
-ORDER_MATTERS = """device d { compute 1 }
+SHARED_STREAM = """device d { compute 2 }
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream a on d
+thread t0 { a: kernel long writes x 2ms }
+thread t1 { a: kernel short writes y 1ms
+            sync a
+            host after reads y 2ms }
+"""
+
+ENGINE_TIE = """device d { compute 1 }
 buffer x 1MiB on d
 buffer y 1MiB on d
 stream a on d
@@ -48,9 +58,9 @@ def load(text: str):
 
 
 def test_a_run_the_first_order_misses_is_found_and_replayed():
-    # Both kernels want the one compute unit at 0: the first enqueued gets it. t0 first (the
-    # simulated run) ends at 5 ms; t1 first at 3 ms, which only another order shows.
-    program = load(ORDER_MATTERS)
+    # Both threads enqueue on stream a at 0: t0 first (the simulated run) ends at 5 ms (t1's
+    # sync waits for both kernels); t1 first at 3 ms, which only the other order shows.
+    program = load(SHARED_STREAM)
     assert simulate(program).makespan == 5 * NS_PER_MS
     search = timed_search(program, 3 * NS_PER_MS, seconds=10)
     assert search.outcome is Outcome.MET and search.run.makespan == 3 * NS_PER_MS
@@ -73,18 +83,17 @@ class _Scripted:
         return True
 
 
-def test_states_that_differ_in_enqueue_order_are_not_the_same():
-    # With two more threads stepping at 0, t0-then-t1 and t1-then-t0 both reach a choice
-    # between t2 and t3 with every thread at the same place: only the enqueue order, which
-    # decides who gets the unit, tells them apart (5 ms against 3 ms).
+def test_engine_ties_go_to_the_thread_declared_first_whatever_order_the_steps_took():
+    # Both kernels want the one compute unit at 0, on streams of their own: the tie goes to
+    # t0's (declared first) even when t1 steps first, so the program has one run in time.
     from checker.executor.simulate import _Simulator
 
-    program = load(ORDER_MATTERS + "thread t2 { host h2 }\nthread t3 { host h3 }\n")
-    first, second = _Scripted([0, 0]), _Scripted([1, 0])
-    assert _Simulator(program).run_choosing(first).makespan == 5 * NS_PER_MS
-    assert _Simulator(program).run_choosing(second).makespan == 3 * NS_PER_MS
-    assert first.keys[2][1] == second.keys[2][1]  # (the machine states are the same)
-    assert first.keys[2] != second.keys[2]
+    program = load(ENGINE_TIE)
+    assert simulate(program).makespan == 5 * NS_PER_MS
+    assert _Simulator(program).run_choosing(_Scripted([1])).makespan == 5 * NS_PER_MS
+    assert timed_search(program, 5 * NS_PER_MS - 1, seconds=10).outcome is Outcome.NOT_MET
+    report = check(ENGINE_TIE + "expect makespan <= 3ms\n")
+    assert [d for d in report.diagnostics if d.code.value == "SP401"]
 
 
 def test_a_bound_only_time_rules_out_fails_the_check():
@@ -101,7 +110,7 @@ def test_a_bound_only_time_rules_out_fails_the_check():
 
 def test_out_of_runs_is_unknown():
     # (the first run, t0 first, cannot end by 3 ms; the other order is left to try)
-    search = timed_search(load(ORDER_MATTERS), 3 * NS_PER_MS, seconds=10, max_runs=1)
+    search = timed_search(load(SHARED_STREAM), 3 * NS_PER_MS, seconds=10, max_runs=1)
     assert search.outcome is Outcome.UNKNOWN and search.runs == 1
 
 
@@ -171,11 +180,11 @@ thread t2 { host h 1us
     assert timed_search(program, 1_000_999, seconds=10).outcome is Outcome.NOT_MET
 
 
-def test_states_whose_groups_gather_in_another_order_are_not_the_same():
-    # Groups c and g both gather by 5 us (h holds d1's comm unit until then); c goes first
-    # exactly when its member of no duration, s0's, was enqueued before g's members: 17 us,
-    # against 16 us otherwise. A state key without the order of members of no duration took
-    # the two for one state and missed the 16 us run.
+def test_gathered_groups_go_by_their_members_declared_order_at_one_instant():
+    # Groups c and g both gather by 5 us (h holds d1's comm unit until then); their members
+    # were enqueued at 1 us, c's first by declaration order (tA before tB and tC), whatever
+    # order the threads' steps took: c takes the unit first in every run, 17 us (g first
+    # would end at 16 us).
     program = load("""device d0 { comm 1 }
 device d1 { comm 1 }
 buffer a 4KiB on d0
@@ -212,8 +221,7 @@ thread tC {
 }
 """)
     assert simulate(program).makespan == 17_000
-    search = timed_search(program, 16_000, seconds=20)
-    assert search.outcome is Outcome.MET and search.run.makespan == 16_000
+    assert timed_search(program, 16_999, seconds=20).outcome is Outcome.NOT_MET
 
 
 def test_groups_that_gather_at_one_instant_take_units_by_priority():

@@ -270,13 +270,17 @@ class _Simulator:
         self.unit_of: list = [None] * n
         self.cause: list[tuple | None] = [None] * n  # what the task part waited for last
         self.tcause: list[tuple | None] = [None] * n  # what the thread part waited for last
-        self.seq = [0] * n  # enqueue order
-        self.enqueued = 0
+        self.seq: list[tuple[int, int, int]] = [(0, 0, 0)] * n
+        """Per task, when it was enqueued, as (time, thread, position in the thread): which of
+        two tasks was "enqueued first" where they want the last unit at one priority. Threads
+        that enqueue at one instant go in declaration order, whatever order their steps took
+        (an order only a race for a stream, an event, a flag or a notify makes a run of its
+        own: `run_choosing` then need not try the others for the units' sake)."""
         self.prev_on_stream = [-1] * n
         self.last_on_stream = [-1] * len(p.streams)
         self.flag_setter = [-1] * len(p.events)
         self.note_setter = [-1] * len(p.notifies)
-        self.ends: list[tuple[int, int, int]] = []  # (time, seq, task): a heap
+        self.ends: list[tuple[int, tuple, int]] = []  # (time, seq, task): a heap
         self.gathered: list = []
         """Collective groups whose members have all started and that wait for engine units."""
         # Engine units: free unit ids per (device, engine), and who released each last.
@@ -622,8 +626,7 @@ class _Simulator:
             self.active.add(s)
             self.prev_on_stream[i] = self.last_on_stream[s]
             self.last_on_stream[s] = i
-            self.enqueued += 1
-            self.seq[i] = self.enqueued
+            self.seq[i] = (now, t, k)
             self.host_busy += self.launch_of[i]
         elif self.notifies[i] >= 0:
             self.note_setter[self.notifies[i]] = i
