@@ -180,18 +180,21 @@ thread t2 { host h 1us
     assert timed_search(program, 1_000_999, seconds=10).outcome is Outcome.NOT_MET
 
 
-def test_gathered_groups_go_by_their_members_declared_order_at_one_instant():
-    # Groups c and g both gather by 5 us (h holds d1's comm unit until then); their members
-    # were enqueued at 1 us, c's first by declaration order (tA before tB and tC), whatever
-    # order the threads' steps took: c takes the unit first in every run, 17 us (g first
-    # would end at 16 us).
-    program = load("""device d0 { comm 1 }
+TWO_COMM_DEVICES = """device d0 { comm 1 }
 device d1 { comm 1 }
 buffer a 4KiB on d0
 buffer a2 4KiB on d0
 buffer b 4KiB on d1
 buffer b2 4KiB on d1
-buffer b3 4KiB on d1
+"""
+
+
+def test_gathered_groups_go_by_their_members_declared_order_at_one_instant():
+    # Groups c and g both gather by 5 us (h holds d1's comm unit until then); their members
+    # were enqueued at 1 us, c's first by declaration order (tA before tB and tC), whatever
+    # order the threads' steps took: c takes the unit first in every run, 17 us (g first
+    # would end at 16 us).
+    program = load(TWO_COMM_DEVICES + """buffer b3 4KiB on d1
 stream s0 on d0
 stream s2 on d0
 stream s1 on d1
@@ -227,13 +230,7 @@ thread tC {
 def test_groups_that_gather_at_one_instant_take_units_by_priority():
     # Both groups gather at 0, the low-priority one first in stream order; units go out once
     # the instant has settled, to the higher priority: c, then g, then the kernel behind g.
-    program = load("""device d0 { comm 1 }
-device d1 { comm 1 }
-buffer a 4KiB on d0
-buffer a2 4KiB on d0
-buffer b 4KiB on d1
-buffer b2 4KiB on d1
-stream s0 on d0 priority low
+    program = load(TWO_COMM_DEVICES + """stream s0 on d0 priority low
 stream s1 on d1 priority low
 stream s2 on d0 priority high
 stream s3 on d1 priority high

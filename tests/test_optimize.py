@@ -233,13 +233,7 @@ def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
             assert run.deadlocked or run.makespan >= bound
 
 
-def test_racing_threads_report_the_run_in_time_that_ends_first():
-    # The simulated run takes t1's kernel first (3 ms); t2's first ends at 2 ms, which meets
-    # t2's own chain: with every run in time searched (`optimize` on the command line and in
-    # the API), that is the minimum, proven.
-    from checker.crosscheck import best_run_in_time
-
-    program = load("""
+RACING_FOR_A_STREAM = """
 device d { compute 2 }
 buffer x 1MiB on d
 stream a on d
@@ -247,7 +241,16 @@ thread t1 { a: kernel k1 writes x 1ms }
 thread t2 { a: kernel k2 writes x 1ms
             sync a
             host h 1ms }
-""")
+"""
+
+
+def test_racing_threads_report_the_run_in_time_that_ends_first():
+    # The simulated run takes t1's kernel first (3 ms); t2's first ends at 2 ms, which meets
+    # t2's own chain: with every run in time searched (`optimize` on the command line and in
+    # the API), that is the minimum, proven.
+    from checker.crosscheck import best_run_in_time
+
+    program = load(RACING_FOR_A_STREAM)
     assert optimize(program, timeout=5).program == 3_000_000
     result = optimize(program, runs_in_time=True, timeout=5)
     assert result.simulated == 3_000_000 and result.program == 2_000_000 and result.optimal_program
@@ -260,15 +263,7 @@ def test_nondeterministic_program_is_not_claimed_optimal():
     # above every bound that needs no model (the engines' work, 1 ms; the stream's, t2's
     # chain and the orders every execution keeps, 2 ms), so nothing is proven; t2's kernel
     # first would end in 2 ms.
-    program = load("""
-device d { compute 2 }
-buffer x 1MiB on d
-stream a on d
-thread t1 { a: kernel k1 writes x 1ms }
-thread t2 { a: kernel k2 writes x 1ms
-            sync a
-            host h 1ms }
-""")
+    program = load(RACING_FOR_A_STREAM)
     result = optimize(program, timeout=5)
     assert result.program == 3_000_000 and result.proven_lower_program == 2_000_000
     assert not result.optimal_program and not result.optimal_bound
