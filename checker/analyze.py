@@ -400,6 +400,11 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
         if verdict.status != "violated" and len(program.statements) <= STATEMENTS_UP_TO:
             # Every run in time: one that ends by the bound, or none does.
             search = timed_search(program, limit, seconds=seconds(min(max(options.timeout, 1.0), 10.0)))
+            if search.unreplayed:
+                diagnostics.append(error(
+                    Code.SP402, f"internal error: a run in time did not replay: {search.unreplayed}",
+                    verdict.expectation.span, "checked here",
+                    help="this is a bug in streamproof; please report it with this spec"))
             if search.outcome is Outcome.MET:
                 shortest = min(m for m in (shortest, search.run.makespan) if m is not None)
                 continue

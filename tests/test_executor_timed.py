@@ -252,3 +252,20 @@ thread t {
     starts = {program.statements[task.statement].span.line: task.start for task in run.tasks}
     assert starts[15] == starts[16] == 0 and starts[19] == starts[20] == 1_000
     assert run.makespan == 12_000
+
+
+def test_a_run_that_does_not_replay_is_an_internal_error_never_a_verdict(monkeypatch):
+    # (the executor made to refuse every run of the search, and no shuffled run tried: the
+    # 3 ms run is no verdict, and SP402 says why)
+    import checker.crosscheck as crosscheck
+    import checker.executor.timed as timed
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(timed, "replay", lambda program, steps: SimpleNamespace(
+        ok=False, finished=False, reason="step 3 is illegal"))
+    monkeypatch.setattr(crosscheck, "shortest_shuffled_run", lambda *args, **options: None)
+    search = timed_search(load(SHARED_STREAM), 3 * NS_PER_MS, seconds=10)
+    assert search.outcome is Outcome.UNKNOWN and search.unreplayed == "step 3 is illegal"
+    report = check(SHARED_STREAM + "expect makespan <= 3ms\n")
+    assert not report.passed
+    assert [d for d in report.diagnostics if d.code.value == "SP402" and "did not replay" in d.message]
