@@ -6,10 +6,14 @@ acting) is a run of its own, and `expect makespan <= D` is met when one of them 
 Random orders (`crosscheck.shortest_shuffled_run`) can show that one does; ruling it out
 takes every run. `timed_search` explores them depth first, stateless as CHESS does: each run
 re-runs the simulator (`simulate_choosing`) with the choices made so far, then takes
-the next untried choice at the deepest point that has one. Two things keep it small:
+the next untried choice at the deepest point that has one. Three things keep it small:
 
+* stream heads whose order changes nothing act without a choice (`_Simulator._quiet_heads`),
+  and engine ties never branch (enqueued first is by instant, thread declared first, program
+  order, whatever order the steps took);
 * a run stops once no continuation of it can end by D (`earliest_end`: each thread's launches
-  and host functions still to go, each stream's tasks still to run, one after another);
+  and host functions still to go, each stream's tasks still to run, one after another, each
+  engine's work over its units);
 * a choice point whose state (`state_key`: everything that decides what can still happen, and
   when) was explored to the end before, without a run that ends by D, is not explored again.
 
@@ -43,7 +47,7 @@ class Outcome(Enum):
     NOT_MET = "not met"
     """Every run was explored (or ruled out by `earliest_end`): none ends by the bound."""
     UNKNOWN = "unknown"
-    """The time or the runs allowed ran out first."""
+    """The time or the runs allowed ran out first (or a run did not replay: `unreplayed`)."""
 
 
 @dataclass(frozen=True, slots=True)
