@@ -269,3 +269,47 @@ def test_a_run_that_does_not_replay_is_an_internal_error_never_a_verdict(monkeyp
     report = check(SHARED_STREAM + "expect makespan <= 3ms\n")
     assert not report.passed
     assert [d for d in report.diagnostics if d.code.value == "SP402" and "did not replay" in d.message]
+
+
+def test_the_group_with_the_most_urgent_member_takes_the_units_first():
+    # w's first member was enqueued first, but v has a high-priority member: v goes first
+    # (1 us), then w (2 us), then the kernel behind w on s1 (5 us); w first would end at 4 us.
+    program = load("""device d0 { compute 1 comm 1 }
+device d1 { compute 1 comm 1 }
+buffer x[2] 1MiB on d0
+buffer y[2] 1MiB on d1
+stream s0 on d0
+stream s1 on d1
+stream s2 on d1 priority high
+stream s3 on d0
+comm w = { s0, s1 }
+comm v = { s2, s3 }
+thread t {
+  group {
+    s0: allreduce w x[0] 1us
+    s3: allreduce v x[1] 1us
+    s1: allreduce w y[0] 1us
+    s2: allreduce v y[1] 1us
+  }
+  s1: kernel k writes y[0] 3us
+}
+""")
+    assert simulate(program).makespan == 5_000
+
+
+def test_a_task_a_start_lets_begin_waits_for_the_next_round_of_the_instant():
+    # b (high priority) is queued behind a in hardware queue 0 (s0 and s2 share it): it may
+    # begin only once a has, so at 0 the second unit goes to c (low priority), and b waits
+    # for a unit until 1 us: 3 us, not 2.
+    program = load("""device d0 { compute 2 copy 1 queues 2 }
+buffer x[3] 1MiB on d0
+stream s0 on d0
+stream s1 on d0 priority low
+stream s2 on d0 priority high
+thread t {
+  s0: kernel a writes x[0] 1us
+  s2: kernel b writes x[1] 2us
+  s1: kernel c writes x[2] 1us
+}
+""")
+    assert simulate(program).makespan == 3_000
