@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from contextlib import contextmanager
 from itertools import islice
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, Sequence
@@ -141,15 +142,8 @@ def simulate(program: Program, shuffle: int | None = None, interleave: bool = Fa
     indices in the order some execution issued them), the rounds go the same way, each to the
     thread whose next statement comes first in that order: a run in time that follows an
     execution the solver found, as far as time lets it."""
-    # The run allocates many small long-lived objects; the cyclic collector would rescan them
-    # over and over (quadratic time) and there are no cycles to find.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _no_cyclic_collector():
         return _Simulator(program, shuffle, interleave, guide).run()
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def simulate_choosing(program: Program, chooser: "Chooser", reduce: bool = True,
@@ -157,10 +151,18 @@ def simulate_choosing(program: Program, chooser: "Chooser", reduce: bool = True,
     """`simulate`, with `chooser` deciding the order of what may happen at one instant
     (`_Simulator.run_choosing`); None when it abandons the run. `machine`: the program's, if
     already built (`timed_search` runs a program many times)."""
+    with _no_cyclic_collector():
+        return _Simulator(program, machine=machine).run_choosing(chooser, reduce)
+
+
+@contextmanager
+def _no_cyclic_collector():
+    """A run allocates many small long-lived objects; the cyclic collector would rescan them
+    over and over (quadratic time) and there are no cycles to find."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Simulator(program, machine=machine).run_choosing(chooser, reduce)
+        yield
     finally:
         if enabled:
             gc.enable()
@@ -389,17 +391,11 @@ class _Simulator:
             elif clock[t] > now or m.return_blocker(store, i) is not None:
                 continue
             options.append((0, t))
-        batch, status = m.batch, store.status
+        status = store.status
         for q in store.queues:
             if not q:
                 continue
-            heads = [q[0]]
-            if batch[q[0]] is not None:
-                for h in islice(q, 1, None):
-                    if batch[h] != batch[q[0]]:
-                        break
-                    heads.append(h)
-            for h in heads:
+            for h in self._heads(q):
                 if status[h] == QUEUED and h not in self.waiting and m.first_step_blocker(store, h) is None:
                     options.append((1, h))
         return options
@@ -483,7 +479,7 @@ class _Simulator:
         (those outside `group` batches) one after another, and each engine its tasks' work
         (those outside collectives) shared among its units."""
         m, store, now = self.m, self.store, self.now
-        bound = max([now, *self.clock])
+        bound = now
         for t, stmts in enumerate(m.thread_stmts):
             v = store.threads[t]
             rest = stmts[(v >> 1) + (v & 1):]
@@ -673,7 +669,7 @@ class _Simulator:
         this scan is read in it when its stream comes later in the order, as a scan of every
         stream would reach it."""
         m, store = self.m, self.store
-        batch, status = m.batch, store.status
+        status = store.status
         first_step_blocker = m.first_step_blocker
         waiting, asleep, active = self.waiting, self.asleep, self.active
         if not active:
@@ -687,13 +683,7 @@ class _Simulator:
             if not q:
                 active.discard(stream)
                 continue
-            heads = [q[0]]  # the head, or every task of the batch at the head
-            b = batch[q[0]]
-            if b is not None:
-                for h in islice(q, 1, None):
-                    if batch[h] != b:
-                        break
-                    heads.append(h)
+            heads = self._heads(q)
             if all(status[h] != QUEUED or h in waiting or h in asleep for h in heads):
                 # Running, queued for a unit or blocked: nothing to do here until one of them
                 # ends or what blocks it happens.
@@ -710,6 +700,17 @@ class _Simulator:
             if q and q[0] == heads[0] and all(status[h] != QUEUED or h in waiting or h in asleep for h in heads):
                 active.discard(stream)  # (as the next scan would find: one scan less per instant)
         self.scan = None
+
+    def _heads(self, queue) -> list[int]:
+        """The head of a stream's (non-empty) queue, or every task of the batch at its head."""
+        batch = self.m.batch
+        heads = [queue[0]]
+        if batch[queue[0]] is not None:
+            for h in islice(queue, 1, None):
+                if batch[h] != batch[queue[0]]:
+                    break
+                heads.append(h)
+        return heads
 
     def _take_head(self, h: int) -> None:
         """Stream head h, whose first step is legal, acts: an instant task completes, a

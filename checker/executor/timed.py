@@ -85,8 +85,7 @@ class _Choices:
         self.depth += 1
         if depth < len(self.path):
             return self.path[depth][0]
-        if simulator.earliest_end() > self.limit:
-            self.cut = True
+        if not self.goes_on(simulator):
             return None
         key = simulator.state_key()
         if key in self.explored:
