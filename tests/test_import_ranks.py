@@ -16,6 +16,7 @@ import pytest
 from checker.analyze import check_loaded
 from checker.codes import Code
 from checker.frontend import load_text
+from checker.importers.execution_trace import read_execution_trace
 from checker.importers.kineto import import_kineto
 from checker.importers.ranks import collective_kind, group_ranks, import_ranks
 from checker.executor.simulate import simulate
@@ -193,7 +194,8 @@ def test_one_trace_alone_keeps_its_names_and_its_kernels():
     ("_allgather_base", "allgather"), ("all_gather_into_tensor_coalesced", "allgather"),
     ("reduce_scatter_tensor", "reducescatter"), ("_reduce_scatter_base", "reducescatter"),
     ("all_to_allv", "alltoall"), ("alltoall_base", "alltoall"), ("broadcast", "broadcast"),
-    ("reduce", "reduce"), ("send", None), ("recv", None), ("gather", None), ("wait", None),
+    ("reduce", "reduce"), ("send", None), ("recv", None), ("gather", "reduce"), ("scatter", "broadcast"),
+    ("wait", None),
 ])
 def test_collective_names_as_pytorch_writes_them(name, kind):
     assert collective_kind(name) == kind
@@ -502,3 +504,147 @@ def test_a_send_that_ended_before_its_recv_began_is_noted():
     assert any("in 1 send/recv pair(s) one side ended before the other began" in n for n in imported.notes)
     aligned = import_ranks([(pipeline_trace(0, "s"), "stage0.json"), (pipeline_trace(1, "r"), "stage1.json")])
     assert not any("ended before" in n for n in aligned.notes)
+
+
+# -- gather and scatter, roots, batched sends and recvs
+
+
+def test_gather_and_scatter_are_the_rooted_collectives_of_the_same_memory():
+    # (NCCL runs them as grouped sends to and from the root: every rank reads its input and the
+    # root writes in a gather, as in a reduce; the root reads and every rank writes in a scatter)
+    imported = two_ranks([("gather", 30), ("scatter", 40)], root=1)
+    program = load(imported).program
+    assert [s.op for s in program.statements if s.op in (Op.REDUCE, Op.BROADCAST)] == \
+        [Op.REDUCE, Op.BROADCAST, Op.REDUCE, Op.BROADCAST]
+    assert imported.text.count("root r1_stream20") == 4 and not imported.assumptions
+    assert "  # gather: ncclDevKernel_Generic" in imported.text and "  # scatter: ncclDevKernel_Generic" in imported.text
+    assert imported.counts["collective"] == 4
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP201, Code.SP202)]
+
+
+def test_ranks_that_each_name_themselves_as_the_root_say_nothing_of_the_root():
+    # PyTorch before about 2.4 wrote each caller's own rank as a broadcast's `Rank`
+    traces = [(rank_trace(rank, [("broadcast", 30)], root=rank), f"rank{rank}.json") for rank in (0, 1)]
+    imported = import_ranks(traces)
+    assert imported.text.count("root r0_stream20") == 2
+    assert any("names itself" in a for a in imported.assumptions)
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code is Code.SP202]
+    # ranks that name each other as the root did call different roots: a mismatch
+    traces = [(rank_trace(rank, [("broadcast", 30)], root=1 - rank), f"rank{rank}.json") for rank in (0, 1)]
+    imported = import_ranks(traces)
+    assert "root r1_stream20" in imported.text and "root r0_stream20" in imported.text
+    findings = check_loaded(load(imported)).findings
+    assert [f for f in findings if f.code is Code.SP202]
+
+
+def batch_trace(rank: int, batches, *, world=2, peer_keys=True, stream=20) -> dict:
+    """A pipeline stage that calls `batch_isend_irecv`: per batch, one `record_param_comms` per
+    send or recv (`batches`: lists of ("send" | "recv", peer)), none of which launches anything,
+    then `nccl:coalesced` around the launch of the one kernel that runs them all, which carries
+    no collective args (PyTorch launches it when the group ends)."""
+    pid, events, ts, corr = 1000 + rank, [], 100.0, 1
+    ranks = str(list(range(world)))
+    for number, calls in enumerate(batches):
+        for kind, peer in calls:
+            meta = {"Collective name": kind, "Process Group Name": "0", "Process Group Ranks": ranks,
+                    "Group size": world, "In msg nelems": 64, "Out msg nelems": 64, "dtype": "Float",
+                    "Rank": peer, "Seq": number + 1, "Record function id": 200 + int(ts)}
+            if peer_keys:
+                meta["Dst Rank" if kind == "send" else "Src Rank"] = peer
+            events.append(_event("cpu_op", "record_param_comms", pid, pid, ts, 2, **meta))
+            ts += 3
+        events.append(_event("user_annotation", "nccl:coalesced", pid, pid, ts, 1))
+        events.append(_event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts + 0.2, 0.5, correlation=corr))
+        events.append(_event("kernel", "ncclDevKernel_SendRecv", 0, stream, ts + 2, 12 + rank, stream=stream,
+                             device=0, correlation=corr))
+        ts, corr = ts + 20, corr + 1
+    return {"distributedInfo": {"rank": rank, "world_size": world}, "traceEvents": events}
+
+
+def test_a_batch_of_sends_and_recvs_is_one_group_on_the_process_group_s_comm():
+    # (1F1B's steady state: each stage sends its activation and receives a gradient at once,
+    # which unbatched would wait in a circle)
+    imported = import_ranks([(batch_trace(0, [[("send", 1), ("recv", 1)]] * 2), "stage0.json"),
+                             (batch_trace(1, [[("send", 0), ("recv", 0)]] * 2), "stage1.json")])
+    assert imported.counts["collective"] == 8, imported.notes
+    assert "comm pg_0_batched = { r0_stream20, r1_stream20 }" in imported.text
+    assert imported.text.count("group {  # ncclDevKernel_SendRecv") == 4
+    assert "  r0_stream20: send pg_0_batched to r1_stream20 r0_gpu0_comm[0] 6us" in imported.text
+    assert "  r1_stream20: recv pg_0_batched from r0_stream20 r1_gpu0_comm[1] 6us" in imported.text
+    program = load(imported).program
+    assert len([s for s in program.statements if s.op is Op.SEND]) == 4
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP101, Code.SP201, Code.SP202)]
+    assert simulate(program).makespan > 0
+    # (a batch runs as one kernel: a stream's next work waits for all of it)
+    assert not any("stay kernels" in note for note in imported.notes)
+
+
+def test_batched_calls_of_three_stages_pair_by_peer():
+    # stage 1 receives from stage 0 and sends to stage 2 in one batch
+    imported = import_ranks([(batch_trace(0, [[("send", 1)]], world=3), "s0.json"),
+                             (batch_trace(1, [[("recv", 0), ("send", 2)]], world=3), "s1.json"),
+                             (batch_trace(2, [[("recv", 1)]], world=3), "s2.json")])
+    assert imported.counts["collective"] == 4, imported.notes
+    assert "comm pg_0_batched = { r0_stream20, r1_stream20, r2_stream20 }" in imported.text
+    assert "r1_stream20: recv pg_0_batched from r0_stream20" in imported.text
+    assert "r1_stream20: send pg_0_batched to r2_stream20" in imported.text
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP201, Code.SP202)]
+
+
+@pytest.mark.parametrize("peer_keys", [True, False])
+def test_batches_whose_calls_do_not_number_the_same_stay_kernels(peer_keys):
+    imported = import_ranks([(batch_trace(0, [[("send", 1)], [("send", 1)]], peer_keys=peer_keys), "a.json"),
+                             (batch_trace(1, [[("recv", 0)]], peer_keys=peer_keys), "b.json")])
+    assert imported.counts.get("collective", 0) == 0
+    assert any("2 batched send(s) from 0 against 1 recv(s) on 1" in note for note in imported.notes)
+    assert "kernel ncclDevKernel_SendRecv" in imported.text
+    load(imported)
+
+
+def test_a_batch_with_a_rank_not_imported_stays_kernels():
+    imported = import_ranks([(batch_trace(0, [[("send", 1), ("recv", 2)]], world=3), "a.json"),
+                             (batch_trace(1, [[("recv", 0)]], world=3), "b.json")])
+    assert imported.counts.get("collective", 0) == 0
+    assert any("rank 2, whose trace was not given" in note for note in imported.notes)
+
+
+def test_the_peer_s_global_rank_on_the_kernel_is_read():
+    # Kineto copies `Dst Rank` and `Src Rank` onto the kernel, never `Rank`: a send whose
+    # record is not the launching operator still finds its peer
+    traces = []
+    for rank in (0, 1):
+        trace = pipeline_trace(rank, "s" if rank == 0 else "r")
+        for event in trace["traceEvents"]:
+            event["args"].pop("Rank", None)
+        traces.append((trace, f"stage{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts["collective"] == 2, imported.notes
+    assert "r0_stream30: send pg_0_p2p_0_1 to r1_stream30" in imported.text
+
+
+def test_a_batched_send_uses_its_own_record_s_tensors():
+    traces, ets = [], []
+    for rank in (0, 1):
+        trace = batch_trace(rank, [[("send", 1 - rank), ("recv", 1 - rank)]])
+        records = [e for e in trace["traceEvents"] if e["name"] == "record_param_comms"]
+        nodes = []
+        for k, (record, storage) in enumerate(zip(records, (11, 12))):
+            tensor = [5 + k, storage, 0, 64, 4, "cuda:0"]
+            nodes.append({"id": 20 + k, "name": "record_param_comms", "ctrl_deps": 1,
+                          "inputs": {"values": [[tensor], 0], "shapes": [[[64]], []],
+                                     "types": ["GenericList[Tensor(float)]", "Int"]},
+                          "outputs": {"values": [[tensor]], "shapes": [[[64]]],
+                                      "types": ["GenericList[Tensor(float)]"]},
+                          "attrs": [{"name": "rf_id", "type": "uint64",
+                                     "value": record["args"]["Record function id"]}]})
+        traces.append((trace, f"stage{rank}.json"))
+        ets.append(read_execution_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": nodes}))
+    imported = import_ranks(traces, ets)
+    assert "r0_stream20: send pg_0_batched to r1_stream20 r0_s11_gpu0" in imported.text, imported.text
+    assert "r0_stream20: recv pg_0_batched from r1_stream20 r0_s12_gpu0" in imported.text
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP101, Code.SP201, Code.SP202)]

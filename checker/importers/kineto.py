@@ -106,6 +106,23 @@ class Collective:
     (`ranks.py`): the collective runs there, between a record and a wait on its own stream."""
     position: int = 0
     """Its place among the rank's collectives through `via` (the events that bridge to it)."""
+    called: str | None = None
+    """What PyTorch called it, where the statement is another collective of the same shape
+    (`gather` is written as a `reduce`, `scatter` as a `broadcast`)."""
+    operator: CpuOp | None = None
+    """The `record_param_comms` of a batched send or recv, whose tensors it uses (the batch's
+    kernel is launched after every such record has closed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One communication kernel that ran several sends and recvs (`batch_isend_irecv`: NCCL
+    fuses the calls of one group into one kernel), written as a `group` of them."""
+
+    members: tuple[Collective, ...]
+    """In the order the rank called them."""
+    via = None
+    """(batches run on the stream that launched them: see `Collective.via`)"""
 
 
 @dataclass(slots=True)
@@ -192,10 +209,12 @@ MALFORMED = {
 """What the importer does with each kind of malformed event (the note on stderr says so)."""
 
 COMM_KEYS = ("Collective name", "Process Group Name", "Process Group Description", "Process Group Ranks",
-             "Group size", "In msg nelems", "Out msg nelems", "dtype", "Seq", "Rank")
+             "Group size", "In msg nelems", "Out msg nelems", "dtype", "Seq", "Rank", "Dst Rank", "Src Rank")
 """What PyTorch's `record_param_comms` writes about a collective, on the operator and on the
 communication kernel it launched: the kind, the process group, its ranks, the sizes, its
-sequence number in the group, and (for a rooted one) the root's rank in the group."""
+sequence number in the group, (on the operator only) `Rank`: for a rooted one the root's rank
+in the group, for a send or recv the peer's, and (on both) a send's or recv's peer's global
+rank (`Dst Rank`, `Src Rank`)."""
 COMM_OPERATOR = "record_param_comms"
 
 
@@ -1151,11 +1170,25 @@ class _Builder:
         stream = self.stream_name((gpu.device, gpu.stream))
         dur = f" {duration_text(gpu.dur)}" if gpu.dur > 0 else ""
         collective = self.collectives.get(id(gpu))
+        measured = f"{self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
+        if isinstance(collective, Batch):
+            # (NCCL runs the sends and recvs of one group as one kernel: a `group` of them)
+            lines.append(f"group {{  # {measured}, {len(collective.members)} sends and recvs in one kernel")
+            for member in collective.members:
+                self.counts["collective"] += 1
+                took = f" {duration_text(member.duration)}" if member.duration > 0 else ""
+                memory = self._collective_memory(gpu, stack, member.kind, member.operator)
+                call = (f"send {member.comm} to {member.peer}" if member.kind == "send"
+                        else f"recv {member.comm} from {member.peer}")
+                lines.append(f"  {stream}: {call} {memory}{took}")
+            lines.append("}")
+            lines.extend(after)
+            return False
         if collective is not None:
             self.counts["collective"] += 1
             kind, comm, peer = collective.kind, collective.comm, collective.peer
             took = f" {duration_text(collective.duration)}" if collective.duration > 0 else ""
-            measured = f"  # {self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
+            measured = f"  # {collective.called + ': ' if collective.called else ''}{measured}"
             memory = self._collective_memory(gpu, stack, kind)
             call = (f"send {comm} to {peer}" if kind == "send" else f"recv {comm} from {peer}" if kind == "recv"
                     else f"{kind} {comm} root {peer}" if peer is not None else f"{kind} {comm}")
@@ -1209,11 +1242,15 @@ class _Builder:
             lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
         return sync_api or pageable
 
-    def _collective_memory(self, gpu: GpuOp, stack, kind: str) -> str:
+    def _collective_memory(self, gpu: GpuOp, stack, kind: str, operator: CpuOp | None = None) -> str:
         """A collective's buffer (`DST <- SRC` where it reads one tensor and writes another; a
         send's is what it reads, a recv's what it writes): the operator's tensors where the
-        Execution Trace has them, a placeholder otherwise."""
-        reads, writes = self._device_accesses(gpu, stack)
+        Execution Trace has them (a batched send's or recv's own `record_param_comms`, else the
+        operators around the launch), a placeholder otherwise."""
+        if operator is not None:
+            reads, writes = self._device_accesses(gpu, [[operator.end, operator, True, False]])
+        else:
+            reads, writes = self._device_accesses(gpu, stack)
         if kind in ("send", "recv"):
             found = reads + writes if kind == "send" else writes + reads
             return found[0] if found else self._placeholder("comm", gpu.device)

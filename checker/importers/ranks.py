@@ -20,10 +20,17 @@ of ranks that talks in a process group becomes a comm of its two streams (PyTorc
 pair a communicator and a stream of its own), the k-th send from one meeting the k-th recv on
 the other from it.
 
-What cannot be matched stays a kernel, with a note saying why: gather, scatter and batched or
-peerless sends and recvs, a group with a rank not imported, run on two streams by one rank, or
-(without sequence numbers) whose ranks ran different numbers of collectives, and a pair whose
-sends and recvs do not number the same.
+Batched sends and recvs (`batch_isend_irecv`) run as one kernel that PyTorch launches after
+their `record_param_comms` have closed, so the kernel carries none of what they say: it is
+read as the batch of the sends and recvs its thread recorded since its last launch, and becomes
+a `group` of them on a comm of the process group's streams. Gather and scatter (grouped sends
+to and from the root in NCCL) are written as the collective of the same shape: a `reduce` (every
+rank reads its input, the root writes) and a `broadcast` (the root reads, every rank writes).
+
+What cannot be matched stays a kernel, with a note saying why: peerless sends and recvs, a
+group with a rank not imported, run on two streams by one rank, or (without sequence numbers)
+whose ranks ran different numbers of collectives, and a pair whose sends and recvs do not
+number the same.
 """
 
 from __future__ import annotations
@@ -34,15 +41,20 @@ from dataclasses import dataclass, replace
 
 from checker.importers.execution_trace import ExecutionTrace, TraceError
 from checker.importers.kineto import (
-    COMM_OPERATOR, Collective, CpuOp, GpuOp, Imported, _Builder, _Trace, check_trace, whole,
+    COMM_OPERATOR, Batch, Collective, CpuOp, GpuOp, Imported, _Builder, _Trace, check_trace, whole,
 )
 from checker.spec_text import SpecText, safe_name, title_text
 
 KINDS = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
          "reducescatter": "reducescatter", "alltoall": "alltoall", "alltoallv": "alltoall",
-         "broadcast": "broadcast", "reduce": "reduce"}
+         "broadcast": "broadcast", "reduce": "reduce", "gather": "reduce", "scatter": "broadcast"}
 """`Collective name` as PyTorch writes it (normalised by `collective_kind`) -> the statement.
-NCCL runs a barrier as an allreduce of one element."""
+NCCL runs a barrier as an allreduce of one element. PyTorch runs a gather as sends to the root
+inside one NCCL group (the root receives from every rank), a scatter as the root's sends: the
+statement of the same memory, a `reduce` (every rank reads its input; the root writes its
+output) and a `broadcast` (the root reads its input; every rank writes its output). Their ranks
+start together in the spec, where a rank other than the root waits only for the root."""
+RENAMED = frozenset({"gather", "scatter"})
 ROOTED = frozenset({"broadcast", "reduce"})
 POINT_TO_POINT = frozenset({"send", "recv"})
 
@@ -117,6 +129,61 @@ class _Run:
     other: int | None
     """A rooted collective's root (its rank in the group, `Rank`, when written), or a send's
     or recv's peer (its rank)."""
+    called: str | None = None
+    """PyTorch's name where the statement is another collective (`RENAMED`)."""
+
+
+@dataclass(frozen=True)
+class _Batched:
+    """One send or recv of a batch: its record, read off the host thread."""
+
+    kind: str
+    peer: int
+    """The peer's rank."""
+    group: str
+    seq: int | None
+    operator: CpuOp | None
+    """Its `record_param_comms` (its tensors, with an Execution Trace)."""
+
+
+def _batches(trace: _Trace, launchers: dict[int, CpuOp]) -> list[tuple[GpuOp, list[_Batched]]]:
+    """Each send-and-recv kernel launched outside any `record_param_comms`, with the sends and
+    recvs it ran: the records of its launching thread that launched no kernel themselves and
+    closed before its launch (and after the thread's last such kernel), of the process group
+    and sequence number of the last of them (PyTorch numbers a batch once). `batch_isend_irecv`
+    records each call, then launches one kernel for all of them when the group ends."""
+    records = {(thread, op.start, op.end): op for thread, ops in trace.ops.items() for op in ops
+               if op.name == COMM_OPERATOR}
+    launched: set[tuple] = set()
+    kernels: list[tuple[int, tuple, GpuOp]] = []
+    for op in trace.gpu:
+        call = trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
+        if call is None:
+            continue
+        launcher = launchers.get(op.correlation)
+        if launcher is not None and launcher.name == COMM_OPERATOR:
+            launched.add((call.thread, launcher.start, launcher.end))
+        elif op.kind == "kernel" and op.comm is None and "sendrecv" in op.name.lower().replace("_", ""):
+            kernels.append((call.start, call.thread, op))
+    pending: dict[tuple, list[tuple[int, _Batched]]] = defaultdict(list)
+    for thread, ops in trace.comm_ops.items():
+        for start, end, meta in sorted(ops, key=lambda item: item[1]):
+            peer = _peer(meta)
+            group = meta.get("Process Group Name", meta.get("Process Group Description"))
+            if (thread, start, end) in launched or peer is None or group is None:
+                continue
+            pending[thread].append((end, _Batched(peer[0], peer[1], str(group), whole(meta.get("Seq")),
+                                                  records.get((thread, start, end)))))
+    out: list[tuple[GpuOp, list[_Batched]]] = []
+    for at, thread, op in sorted(kernels, key=lambda item: item[0]):
+        waiting = pending.get(thread, [])
+        taken = [item for end, item in waiting if end <= at]
+        if not taken:
+            continue
+        pending[thread] = [(end, item) for end, item in waiting if end > at]
+        last = taken[-1]
+        out.append((op, [item for item in taken if (item.group, item.seq) == (last.group, last.seq)]))
+    return out
 
 
 def _launchers(trace: _Trace) -> dict[int, CpuOp]:
@@ -171,11 +238,13 @@ class _Matcher:
         self.bridges: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
         """rank -> member streams made for comms it ran on several streams: (name, device,
         collectives through it)."""
-        self.collectives: dict[int, dict[int, Collective]] = {r.rank: {} for r in ranks}
-        """rank -> id(kernel) -> the collective it stands for, for that rank's `_Builder`."""
-        self.peers: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
-        """(rank, id(kernel)) -> the rank and stream of a rooted collective's root or of a send's
-        or recv's peer, named once every rank's streams are (`name_peers`)."""
+        self.collectives: dict[int, dict[int, Collective | Batch]] = {r.rank: {} for r in ranks}
+        """rank -> id(kernel) -> the collective (or batch of sends and recvs) it stands for, for
+        that rank's `_Builder`."""
+        self.peers: dict[tuple[int, int, int | None], tuple[int, tuple[int, int]]] = {}
+        """(rank, id(kernel), place in its batch or None) -> the rank and stream of a rooted
+        collective's root or of a send's or recv's peer, named once every rank's streams are
+        (`name_peers`)."""
         self.matched = 0
         self.apart = 0
         """Matched send/recv pairs whose two sides did not overlap in the trace."""
@@ -185,11 +254,15 @@ class _Matcher:
         metas: dict[str, dict] = {}
         pairs: dict[tuple[str, int, int], list[_Run]] = defaultdict(list)
         """(group, rank, peer) -> that rank's sends to and receives from the peer."""
+        batched: dict[str, dict[int, list[tuple[GpuOp, list[_Batched]]]]] = defaultdict(dict)
+        """group -> rank -> its batches of sends and recvs in that group."""
         unnamed = unmatched = 0
         for number, rank in sorted(self.ranks.items()):
             launchers = _launchers(rank.trace)
             operator_meta = {(thread, start, end): meta for thread, ops in rank.trace.comm_ops.items()
                              for start, end, meta in ops}
+            for op, members in _batches(rank.trace, launchers):
+                batched[members[0].group].setdefault(number, []).append((op, members))
             for op in rank.trace.gpu:
                 if op.kind != "kernel":
                     continue
@@ -207,11 +280,13 @@ class _Matcher:
                     unnamed += 1
                 else:
                     root = whole(meta.get("Rank")) if kind in ROOTED else None
-                    groups[str(name)][number].append(_Run(op, kind, whole(meta.get("Seq")), root))
+                    called = str(meta.get("Collective name")).lower().strip().lstrip("_")
+                    groups[str(name)][number].append(_Run(op, kind, whole(meta.get("Seq")), root,
+                                                          called if called in RENAMED else None))
                     metas.setdefault(str(name), meta)
         if unmatched:
             self.notes.append(f"{unmatched:,} communication kernel(s) of operations the spec does not match "
-                              "(gather, scatter, batched or peerless send and recv) stay kernels")
+                              "(peerless sends and recvs, or calls it has no statement for) stay kernels")
         if unnamed:
             self.notes.append(f"{unnamed:,} communication kernel(s) name no process group (PyTorch writes "
                               "`Process Group Name` since 2.2): they stay kernels")
@@ -221,6 +296,8 @@ class _Matcher:
         for (name, rank, peer) in sorted(pairs):
             if rank < peer:
                 self._pair(name, rank, peer, pairs, used_names)
+        for name in sorted(batched):
+            self._batched(name, batched[name], used_names)
         if self.apart:
             self.notes.append(f"in {self.apart} send/recv pair(s) one side ended before the other began in the trace "
                               "(NCCL buffered the data, or the ranks' clocks differ); the spec starts each pair "
@@ -265,9 +342,73 @@ class _Matcher:
                 measured = [run.op.dur for run in (send, recv) if run.op.dur > 0]
                 duration = min(measured, default=0)
                 for rank, run, peer in ((sender, send, receiver), (receiver, recv, sender)):
-                    self.peers[(rank, id(run.op))] = (peer, streams[peer])
+                    self.peers[(rank, id(run.op), None)] = (peer, streams[peer])
                     self.collectives[rank][id(run.op)] = Collective(run.kind, comm, None, duration)
                 self.matched += 1
+        self.apart += apart
+
+    def _batched(self, name: str, by_rank: dict[int, list[tuple[GpuOp, list[_Batched]]]],
+                 used_names: set[str]) -> None:
+        """One process group's batches of sends and recvs as `group`s on a comm of the ranks'
+        streams (a batch runs on the group's own communicator, and NCCL fuses it into one
+        kernel): the k-th send from one rank to another with the k-th recv there from it, or a
+        note saying why they stay kernels."""
+        where = f"process group {name!r}"
+        lanes = {r: {(op.device, op.stream) for op, _ in batches} for r, batches in by_rank.items()}
+        several = [r for r, lane in lanes.items() if len(lane) > 1]
+        if several:
+            self.notes.append(f"{where}: rank {several[0]} ran its batched sends and recvs on several streams; "
+                              "they stay kernels")
+            return
+        sends: dict[tuple[int, int], list[tuple[GpuOp, int]]] = defaultdict(list)
+        recvs: dict[tuple[int, int], list[tuple[GpuOp, int]]] = defaultdict(list)
+        for r, batches in by_rank.items():
+            for op, members in batches:
+                for part, member in enumerate(members):
+                    (sends if member.kind == "send" else recvs)[(r, member.peer)].append((op, part))
+        selves = sorted({r for r, peer in [*sends, *recvs] if peer == r})
+        if selves:
+            self.notes.append(f"{where}: rank {selves[0]} sends to or receives from itself in a batch; the "
+                              "group's batches stay kernels")
+            return
+        strangers = sorted({peer for _, peer in [*sends, *recvs] if peer not in by_rank})
+        if strangers:
+            why = "was not given" if strangers[0] not in self.ranks else "has no batch of the group"
+            self.notes.append(f"{where}: batched sends and recvs with rank {strangers[0]}, whose trace {why}, "
+                              "stay kernels")
+            return
+        for (a, b) in sorted({*sends, *((b, a) for a, b in recvs)}):
+            if len(sends.get((a, b), ())) != len(recvs.get((b, a), ())):
+                self.notes.append(f"{where}: {len(sends.get((a, b), ()))} batched send(s) from {a} against "
+                                  f"{len(recvs.get((b, a), ()))} recv(s) on {b} (profiling windows that do not "
+                                  "line up): the group's batches stay kernels")
+                return
+        comm = _unique(f"pg_{name}_batched", used_names)
+        members = tuple(sorted(by_rank))
+        streams = {r: next(iter(lanes[r])) for r in members}
+        self.comms.append((comm, members, streams))
+        # (a batch's kernel ran all of its calls: each takes its share of the measured time)
+        sizes = {id(op): len(calls) for batches in by_rank.values() for op, calls in batches}
+        share = {id(op): op.dur // sizes[id(op)] for batches in by_rank.values() for op, _ in batches}
+        operators = {(id(op), part): call.operator for batches in by_rank.values() for op, calls in batches
+                     for part, call in enumerate(calls)}
+        parts: dict[int, list[Collective]] = {}
+        apart = 0
+        for (sender, receiver), out in sorted(sends.items()):
+            for (send, s_part), (recv, r_part) in zip(out, recvs[(receiver, sender)]):
+                sent, received = self._clock(sender, send), self._clock(receiver, recv)
+                if sent + send.dur <= received or received + recv.dur <= sent:
+                    apart += 1
+                duration = min((share[id(op)] for op in (send, recv) if share[id(op)] > 0), default=0)
+                for rank, op, part, kind, peer in ((sender, send, s_part, "send", receiver),
+                                                   (receiver, recv, r_part, "recv", sender)):
+                    calls = parts.setdefault(id(op), [None] * sizes[id(op)])
+                    calls[part] = Collective(kind, comm, None, duration, operator=operators[(id(op), part)])
+                    self.peers[(rank, id(op), part)] = (peer, streams[peer])
+                self.matched += 1
+        for r, batches in by_rank.items():
+            for op, _ in batches:
+                self.collectives[r][id(op)] = Batch(tuple(parts[id(op)]))
         self.apart += apart
 
     def _clock(self, rank: int, op: GpuOp) -> int:
@@ -348,34 +489,49 @@ class _Matcher:
             r: next(iter(lanes[r])) if len(lanes[r]) == 1 else f"{self.ranks[r].prefix}{comm}" for r in members}
         self.comms.append((comm, members, streams))
         through = {r: 0 for r in members}
-        guessed = False
+        guessed = selves = False
         for position in positions:
             # (a member that measured nothing, or a corrupt time, is no measure of the transfer)
             measured = [run.op.dur for run in position.values() if run.op.dur > 0]
             duration = min(measured, default=0)
+            # PyTorch before about 2.4 wrote each caller's own rank as a rooted collective's
+            # `Rank`; later ones write the root. Every member naming itself says nothing of the root.
+            own = all(run.other == members.index(r) for r, run in position.items())
+            selves = selves or (own and any(run.kind in ROOTED for run in position.values()))
             for r, run in position.items():
                 if run.kind in ROOTED:
-                    root = run.other if run.other is not None and run.other < len(members) else None
+                    root = run.other if run.other is not None and run.other < len(members) and not own else None
                     guessed = guessed or root is None
                     root_rank = members[root if root is not None else 0]
-                    self.peers[(r, id(run.op))] = (root_rank, streams[root_rank])
+                    self.peers[(r, id(run.op), None)] = (root_rank, streams[root_rank])
                 via = streams[r] if isinstance(streams[r], str) else None
-                self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration, via, through[r])
+                self.collectives[r][id(run.op)] = Collective(run.kind, comm, None, duration, via, through[r],
+                                                             run.called)
                 through[r] += 1
             self.matched += 1
         for r in members:
             if isinstance(streams[r], str):
                 self.bridges[r].append((streams[r], positions[0][r].op.device, through[r]))
-        if guessed:
+        if selves:
+            self.assumptions.append(f"process group {name!r}: a broadcast, reduce, gather or scatter for which every "
+                                    "rank names itself (`Rank`: PyTorch before about 2.4 wrote each caller's own rank "
+                                    f"there, not the root) is rooted at the group's first rank, {members[0]} (were "
+                                    "every rank its own root, the calls would not match)")
+        elif guessed:
             self.assumptions.append(f"process group {name!r}: a broadcast or reduce whose root the trace does not "
                                     f"name (`Rank`) is rooted at the group's first rank, {members[0]}")
 
     def name_peers(self, builders: dict[int, _Builder]) -> None:
         """Each root's or peer's stream, by the name its rank's spec gives it."""
-        for (rank, key), (peer, lane) in self.peers.items():
-            collective = self.collectives[rank][key]
+        for (rank, key, part), (peer, lane) in self.peers.items():
+            found = self.collectives[rank][key]
             name = lane if isinstance(lane, str) else builders[peer].stream_name(lane)
-            self.collectives[rank][key] = replace(collective, peer=name)
+            if isinstance(found, Batch):
+                members = list(found.members)
+                members[part] = replace(members[part], peer=name)
+                self.collectives[rank][key] = Batch(tuple(members))
+            else:
+                self.collectives[rank][key] = replace(found, peer=name)
 
 
 def read_ranks(traces: list[tuple[object, str]]) -> list[Rank]:
