@@ -9,6 +9,7 @@ its own; ratios below 1.0 meet the target.
 
     python bench/bench_import.py [--events 200000] [--keep DIR]
     python bench/bench_import.py --ranks 8 --steps 5000     (several ranks' traces, one spec)
+    python bench/bench_import.py --ascend                   (an Ascend trace_view.json of as many events)
 
 With `--ranks`, each rank's trace is a DDP-like loop (a backward kernel, an event the NCCL
 stream waits for, an allreduce whose process-group metadata sits on the launching
@@ -228,6 +229,74 @@ SPEC_CHILD = textwrap.dedent("""
 """)
 
 
+def ascend_trace(events: int = 200_000, seed: int = 1) -> list:
+    """An Ascend profiler trace (torch_npu's trace_view.json, msprof's timeline) of about
+    `events` events: a training loop whose operators the task queue's dequeue thread launches
+    onto a compute stream, with a copy stream whose records the compute stream waits for, and a
+    stream sync from the main thread every 50 operators. Times are msprof's strings of
+    microseconds since 1970; pids packed as msprof packs them."""
+    import random
+
+    rng = random.Random(seed)
+    pid, device = 4242, 0
+    cann, hardware = (pid << 10) | (7 << 5) | 31, (pid << 10) | (14 << 5) | device
+    main, dequeue = pid, pid + 7
+    out: list = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "process_name", "pid": cann, "tid": 0, "args": {"name": "CANN"}},
+        {"ph": "M", "name": "process_name", "pid": hardware, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "process_labels", "pid": hardware, "tid": 0, "args": {"labels": "NPU 0"}},
+    ] + [{"ph": "M", "name": "thread_name", "pid": hardware, "tid": s, "args": {"name": f"Stream {s}"}}
+         for s in (2, 5)]
+    base = 1_742_490_378_000_000_000
+    now = 0
+    free = {2: 0, 5: 0}
+    connection = 1000
+
+    def ts(ns: int) -> str:
+        us, frac = divmod(base + ns, 1000)
+        return f"{us}.{frac:03d}"
+
+    def call(name: str, thread: int, dur: int, **args) -> int:
+        nonlocal now, connection
+        connection += 1
+        out.append({"name": name, "pid": cann, "tid": thread, "ts": ts(now), "dur": dur / 1000, "ph": "X",
+                    "args": {"Thread Id": thread, "Mode": "ACL_RTS", "level": "acl", "id": "0",
+                             "connection_id": connection, **args}})
+        now += dur + 500
+        return connection
+
+    def task(link: int, stream: int, name: str, dur: int, kind: str) -> None:
+        start = max(free[stream], now + 2_000)
+        free[stream] = start + dur
+        out.append({"name": name, "pid": hardware, "tid": stream, "ts": ts(start), "dur": dur / 1000, "ph": "X",
+                    "args": {"Task Type": kind, "Physic Stream Id": stream, "Task Id": len(out),
+                             "Subtask Id": 4294967295, "connection_id": link}})
+
+    step = 0
+    while len(out) < events:
+        step += 1
+        name = rng.choice(["aclnnAdd", "aclnnMatmul", "aclnnSoftmax", "aclnnMul"])
+        out.append({"ph": "X", "name": f"aten::{name[5:].lower()}", "pid": pid, "tid": main,
+                    "ts": (base + now) / 1000, "dur": 3.0, "cat": "cpu_op", "args": {}})
+        out.append({"ph": "X", "name": f"Dequeue@{name}", "pid": pid, "tid": dequeue,
+                    "ts": (base + now) / 1000, "dur": 3.0, "cat": "dequeue", "args": {"correlation_id": step}})
+        if step % 10 == 0:  # a copy on the side stream, then the compute stream waits for it
+            link = call("AscendCL@aclrtMemcpyAsync", dequeue, 1_500)
+            task(link, 5, "MEMCPY_ASYNC", rng.randint(5_000, 20_000), "PCIE_DMA_SQE")
+            out[-1]["args"]["operation"] = "host to device"
+            link = call("AscendCL@aclrtRecordEvent", dequeue, 800, event_id=step)
+            task(link, 5, "EVENT_RECORD", 20, "EVENT_RECORD_SQE")
+            link = call("AscendCL@aclrtStreamWaitEvent", dequeue, 800, event_id=step)
+            task(link, 2, "EVENT_WAIT", 20, "EVENT_WAIT_SQE")
+            free[2] = max(free[2], free[5])
+        link = call("Node@launch", dequeue, 1_200, item_id=name)
+        task(link, 2, f"{name}_AiCore", rng.randint(2_000, 30_000), "AI_CORE")
+        if step % 50 == 0:
+            call("AscendCL@aclrtSynchronizeStream", main, max(1_000, free[2] - now) + 1_000)
+    return out
+
+
 def _child(code: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     for line in proc.stdout.splitlines():
@@ -251,6 +320,8 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="keep the trace and the spec in DIR")
     parser.add_argument("--ranks", type=int, help="import this many ranks' traces into one spec instead")
     parser.add_argument("--steps", type=int, default=1000, help="with --ranks: steps (allreduces) per rank")
+    parser.add_argument("--ascend", action="store_true",
+                        help="an Ascend profiler trace (trace_view.json) instead of a Kineto one")
     args = parser.parse_args()
     directory = args.keep or tempfile.mkdtemp(prefix="bench_import_")
     os.makedirs(directory, exist_ok=True)
@@ -258,8 +329,8 @@ def main() -> None:
         return ranks_main(args, directory)
     trace_path = os.path.join(directory, "synthetic_trace.json.gz")
     spec_path = os.path.join(directory, "synthetic.sched")
-    trace = synthetic_trace(args.events)
-    count = len(trace["traceEvents"])
+    trace = ascend_trace(args.events) if args.ascend else synthetic_trace(args.events)
+    count = len(trace) if args.ascend else len(trace["traceEvents"])
     with gzip.open(trace_path, "wt") as f:
         json.dump(trace, f)
     del trace

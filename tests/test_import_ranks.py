@@ -571,15 +571,92 @@ def test_a_batch_of_sends_and_recvs_is_one_group_on_the_process_group_s_comm():
     assert imported.counts["collective"] == 8, imported.notes
     assert "comm pg_0_batched = { r0_stream20, r1_stream20 }" in imported.text
     assert imported.text.count("group {  # ncclDevKernel_SendRecv") == 4
-    assert "  r0_stream20: send pg_0_batched to r1_stream20 r0_gpu0_comm[0] 6us" in imported.text
-    assert "  r1_stream20: recv pg_0_batched from r0_stream20 r1_gpu0_comm[1] 6us" in imported.text
+    # (each call takes the kernel's time, the shorter side's, and a comm unit of its own)
+    assert "  r0_stream20: send pg_0_batched to r1_stream20 r0_gpu0_comm[0] 12us" in imported.text
+    assert "  r1_stream20: recv pg_0_batched from r0_stream20 r1_gpu0_comm[1] 12us" in imported.text
+    assert "device r0_gpu0 { compute 1 h2d 1 d2h 1 d2d 1 comm 2 }" in imported.text
     program = load(imported).program
     assert len([s for s in program.statements if s.op is Op.SEND]) == 4
     findings = check_loaded(load(imported)).findings
     assert not [f for f in findings if f.code in (Code.SP101, Code.SP201, Code.SP202)]
-    assert simulate(program).makespan > 0
-    # (a batch runs as one kernel: a stream's next work waits for all of it)
     assert not any("stay kernels" in note for note in imported.notes)
+
+
+def test_a_batch_takes_the_time_its_kernel_took_whatever_the_comm_units():
+    # a two-call batch of 100 us takes 100 us: its calls run at once, each on a comm unit of
+    # its own (not one after the other on one unit, nor two halves side by side on two)
+    traces = []
+    for rank in (0, 1):
+        trace = batch_trace(rank, [[("send", 1 - rank), ("recv", 1 - rank)]])
+        kernel = next(e for e in trace["traceEvents"] if e["cat"] == "kernel")
+        kernel["dur"] = 100.0
+        traces.append((trace, f"stage{rank}.json"))
+    imported = import_ranks(traces)
+    program = load(imported).program
+    assert imported.text.count("] 100us\n") == 4
+    assert "comm 2 }" in imported.text
+    assert 100_000 <= simulate(program).makespan <= 110_000
+
+
+def test_a_single_send_on_the_batches_stream_meets_its_peer_in_call_order():
+    # rank 0 sends A alone, then B in a batch; rank 1 receives A in a batch, then B alone, all
+    # on each rank's NCCL stream: one communicator, so NCCL pairs A with A and B with B
+    trace0 = pipeline_trace(0, "s")
+    trace1 = batch_trace(1, [[("recv", 0)]])
+    late0 = batch_trace(0, [[("send", 1)]], stream=30)
+    late1 = pipeline_trace(1, "r")
+    for trace, late in ((trace0, late0), (trace1, late1)):
+        shift = 1000.0
+        for event in late["traceEvents"]:
+            event = dict(event, ts=event["ts"] + shift)
+            if "correlation" in event["args"]:
+                event["args"] = dict(event["args"], correlation=event["args"]["correlation"] + 100)
+            trace["traceEvents"].append(event)
+    # (both ranks' single and batched calls on stream 30, as pipeline_trace puts them)
+    for trace in (trace1,):
+        for event in trace["traceEvents"]:
+            if event["cat"] == "kernel" and event["ts"] < 1000:
+                event["tid"] = event["args"]["stream"] = 30
+    imported = import_ranks([(trace0, "stage0.json"), (trace1, "stage1.json")])
+    assert imported.counts["collective"] == 4, imported.notes
+    assert "comm pg_0_batched = { r0_stream30, r1_stream30 }" in imported.text
+    assert "p2p" not in imported.text
+    findings = check_loaded(load(imported)).findings
+    assert not [f for f in findings if f.code in (Code.SP201, Code.SP202)]
+
+
+def test_a_batch_whose_record_names_no_peer_stays_a_kernel_and_says_so():
+    traces = []
+    for rank in (0, 1):
+        trace = batch_trace(rank, [[("send", 1 - rank), ("recv", 1 - rank)]], peer_keys=False)
+        record = next(e for e in trace["traceEvents"] if e["name"] == "record_param_comms")
+        del record["args"]["Rank"]
+        traces.append((trace, f"stage{rank}.json"))
+    imported = import_ranks(traces)
+    assert imported.counts.get("collective", 0) == 0
+    assert any("whose calls' records do not all name their peer" in note for note in imported.notes)
+    load(imported)
+
+
+def test_records_of_another_sequence_number_are_left_out_and_counted():
+    stage0 = batch_trace(0, [[("send", 1), ("recv", 1)]])
+    record = next(e for e in stage0["traceEvents"] if e["name"] == "record_param_comms")
+    record["args"]["Seq"] = 99  # (a stale record of an earlier batch whose kernel is not in the trace)
+    imported = import_ranks([(stage0, "stage0.json"), (batch_trace(1, [[("send", 0)]]), "stage1.json")])
+    assert imported.counts["collective"] == 2, imported.notes
+    assert "r0_stream20: recv pg_0_batched from r1_stream20" in imported.text
+    assert any("1 send or recv record(s) that launched nothing belong to no batch" in note
+               for note in imported.notes)
+
+
+@pytest.mark.parametrize("value", ["\u00b9", "\u0663", "-1", "1.5"])
+def test_numbers_written_in_other_scripts_are_unreadable_not_a_crash(value):
+    traces = [(rank_trace(rank, [("allreduce", 30)], seqs=[value]), f"rank{rank}.json") for rank in (0, 1)]
+    imported = import_ranks(traces)
+    load(imported)
+    imported = import_ranks([(batch_trace(rank, [[("send", 1 - rank)] if rank == 0 else [("recv", 0)]]),
+                              f"s{rank}.json") for rank in (0, 1)])
+    load(imported)
 
 
 def test_batched_calls_of_three_stages_pair_by_peer():

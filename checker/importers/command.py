@@ -29,6 +29,8 @@ statement, linear but some four times the import itself: 200,000 statements take
 and 600,000 over a minute (and 1.5 GB). Past it the comparison is skipped with a note."""
 
 STDIN = "-"
+ASCEND_TRACE = "ASCEND_PROFILER_OUTPUT/trace_view.json"
+"""Where the Ascend profiler writes its trace in a rank's `..._ascend_pt` folder."""
 STDIN_NAME = "<stdin>"
 """How messages and the spec's title name a trace read from standard input."""
 
@@ -190,6 +192,14 @@ def _expand(paths: list[str]) -> list[str] | str:
             continue
         files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
         named = [p for p in files if p.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
+        # (the Ascend profiler: a `..._ascend_pt` folder per rank, its trace inside)
+        ascend = sorted(p / ASCEND_TRACE for p in [Path(path), *sorted(Path(path).iterdir())]
+                        if p.is_dir() and (p / ASCEND_TRACE).is_file())
+        if (Path(path) / ASCEND_TRACE.split("/")[-1]).is_file() and Path(path).name == ASCEND_TRACE.split("/")[0]:
+            ascend = [Path(path) / ASCEND_TRACE.split("/")[-1]]  # (the profiler's output folder itself)
+        if ascend and not named:
+            out += [str(p) for p in ascend]
+            continue
         if not files:
             return f"{path} is a directory with no .json or .json.gz trace in it"
         out += [str(p) for p in (named or files)]
@@ -202,6 +212,7 @@ def _statements(counts: dict) -> int:
 
 
 def _run(args, phase: list[str]) -> int:
+    from checker.importers.ascend import is_ascend, profiled_rank
     from checker.importers.execution_trace import TraceError, read_execution_trace
     from checker.importers.kineto import import_kineto
     from checker.importers.ranks import import_ranks
@@ -228,6 +239,11 @@ def _run(args, phase: list[str]) -> int:
         names = [_shown(source) for source in sources]
     try:
         traces = [read_json(source) for source in sources]
+        for k, (source, trace) in enumerate(zip(sources, traces)):
+            # (an Ascend trace's rank is in the profiler's folder, not in the trace)
+            if source != STDIN and is_ascend(trace) and (rank := profiled_rank(source)) is not None:
+                traces[k] = {"traceEvents": trace if isinstance(trace, list) else trace.get("traceEvents", []),
+                             "distributedInfo": {"rank": rank}}
         parsed_ets = []
         for path in ets:
             try:

@@ -83,7 +83,7 @@ def _device(text) -> int | None | bool:
         return None
     if text.startswith("cuda"):
         _, _, index = text.partition(":")
-        return int(index) if index.isdigit() else 0
+        return int(index) if index.isascii() and index.isdigit() else 0
     return False
 
 

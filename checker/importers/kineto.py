@@ -31,6 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from checker.parse import MAX_DURATION_NS
+from checker.importers.ascend import as_kineto, is_ascend
 from checker.importers.execution_trace import ExecutionTrace, TraceError
 from checker.spec_text import (
     SpecText, ThreadText, access_text, comment_text, duration_text, rw_text, safe_name, size_text,
@@ -43,26 +44,29 @@ CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver",
 OP_CATEGORIES = frozenset({"cpu_op", "operator", "user_annotation"})
 
 RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
-                          "cuEventRecordWithFlags", "hipEventRecord"})
-WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
-STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"})
-STREAM_QUERY_CALLS = frozenset({"cudaStreamQuery", "cuStreamQuery", "hipStreamQuery"})
+                          "cuEventRecordWithFlags", "hipEventRecord", "aclrtRecordEvent"})
+WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent", "aclrtStreamWaitEvent"})
+STREAM_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize",
+                               "aclrtSynchronizeStream", "aclrtSynchronizeStreamWithTimeout"})
+STREAM_QUERY_CALLS = frozenset({"cudaStreamQuery", "cuStreamQuery", "hipStreamQuery", "aclrtStreamQuery"})
 """Calls that return at once, done or not (`cudaErrorNotReady`), with no `cuda_sync` event:
 one that returned after the work on its stream was done saw it done (`query S`)."""
-EVENT_SYNC_CALLS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize"})
-EVENT_QUERY_CALLS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery"})
+EVENT_SYNC_CALLS = frozenset({"cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize",
+                              "aclrtSynchronizeEvent", "aclrtSynchronizeEventWithTimeout"})
+EVENT_QUERY_CALLS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery", "aclrtQueryEvent",
+                              "aclrtQueryEventStatus"})
 """Calls that return at once, done or not: CUPTI reports them as an `Event Sync`, but only a
 query that found the recorded work done orders anything (CUDA runtime API, `cudaEventQuery`:
 `cudaErrorNotReady` "if all captured work has not yet been completed")."""
 DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize",
-                               "cudaThreadSynchronize"})
+                               "cudaThreadSynchronize", "aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout"})
 FREE_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFree_v2", "cuMemFreeHost",
                         "hipFree", "hipHostFree"})
 """Calls that synchronize the device before they return (CUDA documents frees as synchronizing)."""
 SYNC_COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol",
                              "cudaMemcpyFromSymbol", "cudaMemcpyPeer", "cuMemcpyHtoD", "cuMemcpyHtoD_v2",
                              "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyDtoD", "cuMemcpyDtoD_v2",
-                             "hipMemcpy"})
+                             "hipMemcpy", "aclrtMemcpy", "aclrtMemcpy2d"})
 """Copies the host waits for whatever the memory (the non-`Async` API)."""
 
 MEMCPY_NAME = re.compile(r"Memcpy (\w+) \(([^)]*?) -> ([^)]*?)\)")
@@ -147,6 +151,8 @@ class SyncEvent:
     """Correlation id of the `cudaEventRecord` call; -1 for none."""
     event: int = -1
     """`wait_on_cuda_event_id`: older Kineto names the event but not its record (-1: not given)."""
+    assumed: str = ""
+    """Why the binding is a guess, where the trace it came from did not say (`ascend.py`)."""
 
 
 @dataclass(slots=True)
@@ -279,7 +285,7 @@ def whole(value) -> int | None:
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value)
     return None
 
@@ -303,6 +309,16 @@ class _Trace:
     """One pass over the events: calls, GPU work, sync events, operators, thread names."""
 
     def __init__(self, data) -> None:
+        if is_ascend(data):
+            data = as_kineto(data)
+        self.ascend = isinstance(data, dict) and data.get("streamproofFlavour") == "ascend"
+        """Read from an Ascend profiler trace (`ascend.py`): its devices are NPUs."""
+        queues = data.get("streamproofQueueThreads") if self.ascend else None
+        self.adapter_notes: list[str] = [str(n) for n in data.get("streamproofNotes") or ()] if self.ascend else []
+        """What reading the Ascend trace left out (`ascend.py`)."""
+        self.queue_threads: set[tuple] = {(_ident(q[0]), _ident(q[1])) for q in queues or ()
+                                          if isinstance(q, list) and len(q) == 2}
+        """The threads of torch_npu's task queue that make other threads' runtime calls."""
         events = trace_events(data)
         info = data.get("distributedInfo") if isinstance(data, dict) else None
         rank = whole(info.get("rank")) if isinstance(info, dict) else None
@@ -397,7 +413,9 @@ class _Trace:
                                  # (older Kineto: the event without its record; a trace that names
                                  # the record, -1 for none, has nothing to infer)
                                  -1 if "wait_on_cuda_event_record_corr_id" in args
-                                 else _int(args.get("wait_on_cuda_event_id")))
+                                 else _int(args.get("wait_on_cuda_event_id")),
+                                 comment_text(args["assumed"]) if self.ascend and isinstance(args.get("assumed"), str)
+                                 else "")
                 if corr >= 0:
                     self.syncs[corr] = sync
                 if sync.record >= 0 and sync.wait_on_stream >= 0:
@@ -480,7 +498,7 @@ class _Trace:
 
     def malformed_notes(self) -> list[str]:
         """One line per kind of malformed event: how many, what was done, the first of them."""
-        out = []
+        out = list(self.adapter_notes)
         for kind, (count, first) in self.malformed.items():
             out.append(f"{count:,} event(s) {MALFORMED[kind]}; the first is {first}")
         if self.unpaired:
@@ -505,6 +523,9 @@ class _Action:
     note: str = ""
     handoff: int | None = None
     """A wait or event sync bound to another thread's record: the `handoff[k]` it awaits first."""
+    drained: tuple[int, ...] = ()
+    """A sync on a thread whose runtime calls a task queue makes: the hand-offs the queue's
+    threads give after the last item they issued before it (`_queue_handoffs`)."""
 
 
 class _Builder:
@@ -533,6 +554,8 @@ class _Builder:
         self.notify_after: dict[tuple, list[int]] = defaultdict(list)
         """("record", id(call)) or ("gpu", id(op)) -> the hand-offs given right after it is written
         (a record by its call: a correlation id may come again)."""
+        self.handoff_why: dict[int, str] = {}
+        """Hand-offs awaited for another reason than their item's kind says (`_queue_handoffs`)."""
         self.await_before: dict[tuple, list[int]] = defaultdict(list)
         """("gpu", id(op)), ("record", id(call)) or ("wait", id(action)) -> the hand-offs awaited
         right before it is written."""
@@ -568,10 +591,14 @@ class _Builder:
         self._stream_names = {}
         for device, stream in self.stream_keys:
             self._stream_names[(device, stream)] = self.prefix + (f"stream{stream}" if len(by_id[stream]) == 1
-                                                                   else f"stream{stream}_gpu{device}")
+                                                                   else f"stream{stream}_{self.device_word}{device}")
 
     def device_name(self, device: int) -> str:
-        return f"{self.prefix}gpu{device}"
+        return f"{self.prefix}{self.device_word}{device}"
+
+    @property
+    def device_word(self) -> str:
+        return "npu" if self.t.ascend else "gpu"
 
     def event_name(self, record: int) -> str:
         return f"{self.prefix}e{record}"
@@ -667,7 +694,7 @@ class _Builder:
             if other is not None:
                 inferred_record_stream[corr] = other
         needed: set[int] = set()
-        if not t.has_cuda_sync:
+        if not t.has_cuda_sync and not t.ascend:
             self.no_sync_note = True
             self.notes.append("the trace has no cuda_sync events (profile with "
                               "experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) for "
@@ -683,6 +710,9 @@ class _Builder:
             i = bisect.bisect_right(record_times, before) - 1
             return records[i][1] if i >= 0 else None
 
+        queued = sorted((call.start, stream) for queue in t.queue_threads
+                        for call, stream in zip(t.calls.get(queue, ()), launched.get(queue, ())) if stream is not None)
+        """The task queue's launches, (call start, stream), in time order."""
         for thread, calls in t.calls.items():
             streams = launched[thread]
             nxt: list[tuple[int, int] | None] = [None] * len(calls)
@@ -716,7 +746,9 @@ class _Builder:
                         actions.extend(replace(action, assumed=assumed) if action.kind != "note" else action
                                        for action in self._exact(replace(sync, record=corr), call, needed))
                 elif sync is not None:
-                    actions.extend(self._exact(sync, call, needed))
+                    found = self._exact(sync, call, needed)
+                    actions.extend(replace(action, assumed=sync.assumed) if sync.assumed and action.kind != "note"
+                                   else action for action in found)
                 elif name in RECORD_CALLS:
                     if call.correlation is not None:
                         actions.append(_Action("record", record=call.correlation))
@@ -744,6 +776,13 @@ class _Builder:
                     if last is not None:
                         stream, how = self._synced_stream(thread_streams, last, call)
                         actions.append(_Action("sync_stream", stream=stream, assumed=f"{name} synchronizes {how}"))
+                    elif queued:  # (a thread whose launches the task queue made)
+                        before = [stream for start, stream in queued if start < call.start]
+                        if before:
+                            recent = list(dict.fromkeys(reversed(before)))
+                            stream, how = self._synced_stream(recent, recent[0], call)
+                            actions.append(_Action("sync_stream", stream=stream,
+                                                   assumed=f"{name} synchronizes {how} (made by the task queue)"))
                 elif name in STREAM_QUERY_CALLS and last is not None:
                     if self._done_by(last, call):
                         actions.append(_Action("sync_stream", stream=last, note=f"{name} found it done",
@@ -837,7 +876,8 @@ class _Builder:
         return self._handoff(("record", id(recorded)))
 
     def _awaits(self, key: tuple, why: str) -> list[str]:
-        return [f"await {self.prefix}handoff[{k}]  # {why}" for k in self.await_before.get(key, ())]
+        return [f"await {self.prefix}handoff[{k}]  # {self.handoff_why.get(k, why)}"
+                for k in self.await_before.get(key, ())]
 
     def _notifies(self, key: tuple, why: str) -> list[str]:
         return [f"notify {self.prefix}handoff[{k}]  # {why}" for k in self.notify_after.get(key, ())]
@@ -882,6 +922,51 @@ class _Builder:
             for (_, _, before, earlier), (_, _, after, later) in zip(items, items[1:]):
                 if before != after:
                     self.await_before[later].append(self._handoff(earlier))
+
+    def _queue_handoffs(self, plans) -> None:
+        """torch_npu's task queue: the runtime calls of the threads that queue operators are made
+        by its dequeue thread, in the order they were queued, and a synchronization first waits
+        for the queue to drain, then calls the runtime on its own thread (`ascend.py`). So what
+        the dequeue thread issued before a sync's call was issued before the sync in every
+        execution: it gives a hand-off right after its last item before the call, which the
+        sync awaits."""
+        queues = [q for q in self.t.queue_threads if q in plans]
+        if not queues:
+            return
+        items: dict[tuple, list[tuple[int, tuple]]] = {}
+        for queue in queues:
+            found: list[tuple[int, tuple]] = []
+            for call, actions in plans[queue]:
+                for action in actions:
+                    ops = self.ops_of(call) if action.kind == "launch" else ()
+                    if ops:
+                        found.append((call.start, ("gpu", id(ops[-1]))))
+                    elif action.kind == "record" and action.record in self.record_stream:
+                        found.append((call.start, ("record", id(call))))
+                    elif action.kind == "wait" and action.record in self.record_stream:
+                        found.append((call.start, ("wait", id(action))))
+            items[queue] = found
+        starts = {queue: [start for start, _ in found] for queue, found in items.items()}
+        for thread, plan in plans.items():
+            if thread in self.t.queue_threads:
+                continue
+            for call, actions in plan:
+                for k, action in enumerate(actions):
+                    if action.kind not in ("sync_stream", "sync_event", "sync_device"):
+                        continue
+                    drained = []
+                    for queue in queues:
+                        i = bisect.bisect_left(starts[queue], call.start) - 1
+                        if i >= 0:
+                            drained.append(self._handoff(items[queue][i][1]))
+                    actions[k] = replace(action, drained=tuple(drained))
+                    # (and what the thread queues after the sync returns is issued after it)
+                    for queue in queues:
+                        j = bisect.bisect_left(starts[queue], call.end)
+                        if j < len(items[queue]):
+                            handoff = self._handoff(("sync", id(actions[k])))
+                            self.handoff_why[handoff] = "queued after another thread's sync returned"
+                            self.await_before[items[queue][j][1]].append(handoff)
 
     def _launched(self) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
         """Per stream, the GPU work whose launch call is in the trace: (start, end, call start),
@@ -1085,7 +1170,8 @@ class _Builder:
                         gap_to(issue)
                         source_comment()
                         lines.extend(self._awaits(("gpu", id(gpu)), "the trace's launch order on this stream"))
-                        after = self._notifies(("gpu", id(gpu)), "another thread enqueues onto this stream next")
+                        after = self._notifies(("gpu", id(gpu)), "another thread enqueues onto this stream next, "
+                                                                 "or syncs after it")
                         blocking = self._launch(lines, call, gpu, stack, after)
                         if blocking:  # the host resumed when the copy was done (plus the call's return)
                             cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
@@ -1150,11 +1236,15 @@ class _Builder:
                 if action.assumed:
                     why += f"; assumed: {action.assumed}"
                     self._assume(action.assumed)
+                lines.extend(f"await {self.prefix}handoff[{k}]  # the task queue issued what was queued before "
+                             "this sync" for k in action.drained)
                 # (in a spec of several ranks, one rank's `all` is its own devices)
                 targets = ([self.device_name(d) for d in sorted(self.devices)] if target == "all" and self.prefix
                            else [target])
                 for target in targets:
                     lines.append(f"sync {target}  # {comment_text(why)}")
+                lines.extend(self._notifies(("sync", id(action)), "the task queue issues what is queued after "
+                                                                  "this sync returns"))
                 self.counts["sync"] += 1
                 cursor = max(cursor, self._released(call, action))
         end = max((c.end for c in t.calls.get(thread, ())), default=0)
@@ -1173,7 +1263,8 @@ class _Builder:
         measured = f"{self.kernel_name(gpu.name)}, {duration_text(gpu.dur) if gpu.dur else '0'} measured"
         if isinstance(collective, Batch):
             # (NCCL runs the sends and recvs of one group as one kernel: a `group` of them)
-            lines.append(f"group {{  # {measured}, {len(collective.members)} sends and recvs in one kernel")
+            calls = len(collective.members)
+            lines.append(f"group {{  # {measured}, {calls} call{'s' if calls > 1 else ''} in one kernel")
             for member in collective.members:
                 self.counts["collective"] += 1
                 took = f" {duration_text(member.duration)}" if member.duration > 0 else ""
@@ -1339,6 +1430,7 @@ class _Builder:
         t = self.t
         plans = self.plan()
         self._stream_handoffs(plans)
+        self._queue_handoffs(plans)
         self.notes.extend(t.malformed_notes())
         if self.repeated_ids:
             self.notes.append(f"{self.repeated_ids} runtime call(s) repeat the correlation id of an earlier call "
@@ -1356,7 +1448,7 @@ class _Builder:
         orphans = [op for op in t.gpu if op.correlation is None or op.correlation not in t.call_by_corr]
         threads = sorted(t.calls, key=lambda k: (-len(t.calls[k]), str(k)))
         if orphans:
-            fallback = threads[0] if threads else ("gpu", "gpu")
+            fallback = threads[0] if threads else ("device", "device")
             extra: dict[tuple, list] = defaultdict(list)
             # Work that ran on a stream before work launched in the trace was enqueued before
             # that launch (work launched before the profiling window, most often).
@@ -1444,14 +1536,21 @@ class _Builder:
                f"{c.get('record', 0):,} records, {c.get('wait', 0):,} waits, {c.get('sync', 0):,} syncs.",
                f"Observed GPU span {(last - first) / 1e6:.3f} ms; host gaps between runtime calls are "
                "`host cpu` statements; the devices declare no launch cost (it is in the gaps).",
-               "Engine counts are the most operations the trace ran at once on each engine.",
-               "Streams are independent: the legacy default stream's implicit synchronization is not modelled.",
-               "Comments name the operator that issued the statements below them."]
+               "Engine counts are the most operations the trace ran at once on each engine."]
+        if not t.ascend:
+            out.append("Streams are independent: the legacy default stream's implicit synchronization is not modelled.")
+        out.append("Comments name the operator that issued the statements below them.")
         if self.handoffs:
             out.append("Threads hand off to each other (`handoff`) where the trace orders them: a wait or event "
                        "sync after the other thread's record it binds to, and launches onto a shared stream in "
                        "the order the stream ran them. Otherwise threads interleave freely.")
-        if t.has_cuda_sync:
+        if t.ascend:
+            out.append("Read from an Ascend profiler trace (torch_npu's trace_view.json, msprof's timeline): "
+                       "tasks are tied to the runtime calls that launched them by connection id; records and "
+                       "waits are the record and wait tasks on their streams, and the calls name neither the "
+                       "stream a sync waits for nor (but in the newest builds) a wait's event: those are "
+                       "inferred, marked `assumed:`.")
+        elif t.has_cuda_sync:
             out.append("Waits and syncs are exact: they come from the trace's cuda_sync events"
                        + (" (but those marked `assumed:`)." if self.assumed else "."))
         else:
@@ -1484,7 +1583,9 @@ class _Builder:
             if op.kind == "memcpy":
                 copies[(op.device, _memcpy_engine(op.name))].append((op.start, op.start + op.dur))
             elif id(op) in self.collectives:  # (a collective takes a unit of the comm engine)
-                comm[op.device].append((op.start, op.start + op.dur))
+                found = self.collectives[id(op)]
+                calls = len(found.members) if isinstance(found, Batch) else 1  # (a batch's calls run at once)
+                comm[op.device].extend([(op.start, op.start + op.dur)] * calls)
             else:
                 compute[op.device].append((op.start, op.start + op.dur))
         for device in sorted(self.devices):
@@ -1600,8 +1701,9 @@ def check_trace(parsed: _Trace) -> None:
             unread.append(f"{parsed.skipped:,} event(s) were unreadable (no timestamp, stream or device)")
         if parsed.unpaired:
             unread.append(f"{parsed.unpaired:,} begin/end (B/E) event(s) are not read: only complete (X) events are")
-        raise TraceError("the trace has no GPU activity and no runtime calls (is it a PyTorch "
-                         "profiler trace recorded with ProfilerActivity.CUDA?)" + "".join(f"; {u}" for u in unread))
+        device, asked = ("NPU", "ProfilerActivity.NPU") if parsed.ascend else ("GPU", "ProfilerActivity.CUDA")
+        raise TraceError(f"the trace has no {device} activity and no runtime calls (is it a PyTorch profiler trace "
+                         f"recorded with {asked}?)" + "".join(f"; {u}" for u in unread))
     last = max([op.start + op.dur for op in parsed.gpu]
                + [call.end for calls in parsed.calls.values() for call in calls])
     if last > MAX_DURATION_NS:

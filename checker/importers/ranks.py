@@ -35,6 +35,7 @@ number the same.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -146,44 +147,73 @@ class _Batched:
     """Its `record_param_comms` (its tensors, with an Execution Trace)."""
 
 
-def _batches(trace: _Trace, launchers: dict[int, CpuOp]) -> list[tuple[GpuOp, list[_Batched]]]:
+def _batches(trace: _Trace, launchers: dict[int, CpuOp]) -> tuple[list[tuple[GpuOp, list[_Batched]]], list[str]]:
     """Each send-and-recv kernel launched outside any `record_param_comms`, with the sends and
-    recvs it ran: the records of its launching thread that launched no kernel themselves and
-    closed before its launch (and after the thread's last such kernel), of the process group
-    and sequence number of the last of them (PyTorch numbers a batch once). `batch_isend_irecv`
-    records each call, then launches one kernel for all of them when the group ends."""
+    recvs it ran (`batch_isend_irecv` records each call, then launches one kernel for all of
+    them when the group ends): the records of its launching thread that launched nothing
+    themselves, made after the thread's launch before this one, of the process group and
+    sequence number of the last of them (PyTorch numbers a batch once); and notes on what
+    could not be read."""
     records = {(thread, op.start, op.end): op for thread, ops in trace.ops.items() for op in ops
                if op.name == COMM_OPERATOR}
-    launched: set[tuple] = set()
+    launches: dict[tuple, list[int]] = {}
+    """Per thread, the starts of its calls that launched GPU work (or are named as launches)."""
+    for thread, calls in trace.calls.items():
+        launches[thread] = [call.start for call in calls
+                            if (call.correlation is not None and call.correlation in trace.gpu_by_corr)
+                            or "launch" in call.name.lower()]
     kernels: list[tuple[int, tuple, GpuOp]] = []
     for op in trace.gpu:
         call = trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
-        if call is None:
-            continue
-        launcher = launchers.get(op.correlation)
-        if launcher is not None and launcher.name == COMM_OPERATOR:
-            launched.add((call.thread, launcher.start, launcher.end))
-        elif op.kind == "kernel" and op.comm is None and "sendrecv" in op.name.lower().replace("_", ""):
+        launcher = launchers.get(op.correlation) if call is not None else None
+        if call is not None and op.kind == "kernel" and op.comm is None and (
+                launcher is None or launcher.name != COMM_OPERATOR) \
+                and "sendrecv" in op.name.lower().replace("_", ""):
             kernels.append((call.start, call.thread, op))
-    pending: dict[tuple, list[tuple[int, _Batched]]] = defaultdict(list)
+    pending: dict[tuple, list[tuple[int, int, _Batched | None]]] = defaultdict(list)
+    """Per thread, its send and recv records that launched nothing: (start, end, the call, or
+    None where the trace does not name its peer or its process group)."""
     for thread, ops in trace.comm_ops.items():
+        starts = launches.get(thread, [])
         for start, end, meta in sorted(ops, key=lambda item: item[1]):
+            if str(meta.get("Collective name", "")).lower().strip().lstrip("_") not in POINT_TO_POINT:
+                continue
+            i = bisect.bisect_left(starts, start)
+            if i < len(starts) and starts[i] <= end:
+                continue  # (it launched its own kernel: an unbatched send or recv)
             peer = _peer(meta)
             group = meta.get("Process Group Name", meta.get("Process Group Description"))
-            if (thread, start, end) in launched or peer is None or group is None:
-                continue
-            pending[thread].append((end, _Batched(peer[0], peer[1], str(group), whole(meta.get("Seq")),
-                                                  records.get((thread, start, end)))))
+            call = None if peer is None or group is None else _Batched(
+                peer[0], peer[1], str(group), whole(meta.get("Seq")), records.get((thread, start, end)))
+            pending[thread].append((start, end, call))
     out: list[tuple[GpuOp, list[_Batched]]] = []
+    unread = stale = 0
     for at, thread, op in sorted(kernels, key=lambda item: item[0]):
+        starts = launches.get(thread, [])
+        i = bisect.bisect_left(starts, at) - 1
+        since = starts[i] if i >= 0 else None
         waiting = pending.get(thread, [])
-        taken = [item for end, item in waiting if end <= at]
+        taken = [item for item in waiting if item[1] <= at and (since is None or item[0] > since)]
+        stale += sum(1 for item in waiting if item[1] <= at) - len(taken)
+        pending[thread] = [item for item in waiting if item[1] > at]
         if not taken:
             continue
-        pending[thread] = [(end, item) for end, item in waiting if end > at]
-        last = taken[-1]
-        out.append((op, [item for item in taken if (item.group, item.seq) == (last.group, last.seq)]))
-    return out
+        if any(call is None for _, _, call in taken):
+            unread += 1
+            continue
+        last = taken[-1][2]
+        chosen = [call for _, _, call in taken if (call.group, call.seq) == (last.group, last.seq)]
+        stale += len(taken) - len(chosen)
+        out.append((op, chosen))
+    notes = []
+    if unread:
+        notes.append(f"{unread:,} batched send-and-recv kernel(s) whose calls' records do not all name their peer "
+                     "and process group stay kernels")
+    if stale:
+        notes.append(f"{stale:,} send or recv record(s) that launched nothing belong to no batch (made before their "
+                     "thread's previous launch, or of another process group or sequence number than the batch "
+                     "launched next) and are left out")
+    return out, notes
 
 
 def _launchers(trace: _Trace) -> dict[int, CpuOp]:
@@ -261,7 +291,9 @@ class _Matcher:
             launchers = _launchers(rank.trace)
             operator_meta = {(thread, start, end): meta for thread, ops in rank.trace.comm_ops.items()
                              for start, end, meta in ops}
-            for op, members in _batches(rank.trace, launchers):
+            found, notes = _batches(rank.trace, launchers)
+            self.notes.extend(f"rank {number}: {note}" for note in notes)
+            for op, members in found:
                 batched[members[0].group].setdefault(number, []).append((op, members))
             for op in rank.trace.gpu:
                 if op.kind != "kernel":
@@ -284,6 +316,22 @@ class _Matcher:
                     groups[str(name)][number].append(_Run(op, kind, whole(meta.get("Seq")), root,
                                                           called if called in RENAMED else None))
                     metas.setdefault(str(name), meta)
+            # A send or recv the rank ran on the stream of its batches in that group went through
+            # the same communicator (NCCL pairs them in call order with the batches' calls): a
+            # batch of one call there.
+            for group, by_rank in batched.items():
+                lanes = {(op.device, op.stream) for op, _ in by_rank.get(number, ())}
+                for key in [key for key in pairs if key[0] == group and key[1] == number]:
+                    alone = [run for run in pairs[key] if (run.op.device, run.op.stream) in lanes]
+                    if not alone:
+                        continue
+                    pairs[key] = [run for run in pairs[key] if (run.op.device, run.op.stream) not in lanes]
+                    if not pairs[key]:
+                        del pairs[key]
+                    for run in alone:
+                        launcher = launchers.get(run.op.correlation) if run.op.correlation is not None else None
+                        by_rank[number].append((run.op, [_Batched(run.kind, key[2], group, None, launcher)]))
+                    by_rank[number].sort(key=lambda item: item[0].start)
         if unmatched:
             self.notes.append(f"{unmatched:,} communication kernel(s) of operations the spec does not match "
                               "(peerless sends and recvs, or calls it has no statement for) stay kernels")
@@ -387,9 +435,10 @@ class _Matcher:
         members = tuple(sorted(by_rank))
         streams = {r: next(iter(lanes[r])) for r in members}
         self.comms.append((comm, members, streams))
-        # (a batch's kernel ran all of its calls: each takes its share of the measured time)
+        # (a batch's kernel ran all of its calls at once: each takes the kernel's measured time,
+        # and the device has a comm unit for each, `_Builder._declarations`)
         sizes = {id(op): len(calls) for batches in by_rank.values() for op, calls in batches}
-        share = {id(op): op.dur // sizes[id(op)] for batches in by_rank.values() for op, _ in batches}
+        share = {id(op): op.dur for batches in by_rank.values() for op, _ in batches}
         operators = {(id(op), part): call.operator for batches in by_rank.values() for op, calls in batches
                      for part, call in enumerate(calls)}
         parts: dict[int, list[Collective]] = {}
