@@ -404,3 +404,20 @@ def test_the_cli_reads_the_profiler_output_folder_itself(run, tmp_path):
     status, stdout, stderr = run("import", "kineto", folder, "-o", out)
     assert status == 0, stderr
     assert "stream5: wait" in out.read_text()
+
+
+def test_a_group_of_some_of_the_ranks_is_the_ranks_that_ran_its_collectives():
+    # four ranks, two tensor-parallel groups of two: HCCL names each group, not its ranks
+    traces = []
+    for rank in range(4):
+        t = Trace(pid=4000 + rank)
+        t.allreduce(7, 31_000, 60_000, group=f"{1000 + rank // 2}", size=2)
+        traces.append((as_kineto(t.json(), rank=rank), f"rank{rank}.json"))
+    imported = import_ranks(traces)
+    assert "comm pg_1000 = { r0_stream7, r1_stream7 }" in imported.text, imported.notes
+    assert "comm pg_1001 = { r2_stream7, r3_stream7 }" in imported.text
+    assert any("the 2 imported ranks that ran its collectives (2, 3)" in a for a in imported.assumptions)
+    # a group that only some of its ranks' traces show stays kernels
+    imported = import_ranks(traces[:3])
+    assert "comm pg_1001" not in imported.text
+    assert any("1 of the imported ranks ran its collectives where it has 2" in note for note in imported.notes)

@@ -475,8 +475,16 @@ class _Matcher:
         if members is None:
             if size == len(self.ranks) and set(by_rank) == set(self.ranks):
                 return tuple(sorted(self.ranks))
-            self.notes.append(f"process group {name!r}: the trace does not list its ranks; its "
-                              "collectives stay kernels")
+            if size is not None and size == len(by_rank) > 1:
+                # (HCCL names a group, not its ranks: those that ran its collectives, when they
+                # are as many as the group has)
+                self.assumptions.append(f"process group {name!r}: the trace does not list its ranks; they are "
+                                        f"the {size} imported ranks that ran its collectives ("
+                                        + ", ".join(map(str, sorted(by_rank))) + "), in rank order")
+                return tuple(sorted(by_rank))
+            self.notes.append(f"process group {name!r}: the trace does not list its ranks"
+                              + (f", and {len(by_rank)} of the imported ranks ran its collectives where it has "
+                                 f"{size}" if size is not None else "") + "; its collectives stay kernels")
             return None
         if len(members) < 2:
             return None  # (a group of one rank meets nobody: its kernels are kernels)
