@@ -28,7 +28,8 @@ BASE = 1_742_490_378_000_000_000  # ns since 1970
 class Trace:
     """One rank's Ascend trace, built call by call (times in ns from BASE)."""
 
-    def __init__(self, pid: int = 4321, device: int = 0, *, event_ids: bool = True, queue: bool = False) -> None:
+    def __init__(self, pid: int = 4321, device: int = 0, *, event_ids: bool = True, queue: bool = False,
+                 communication: str = "Communication") -> None:
         self.pid, self.device, self.event_ids, self.queue = pid, device, event_ids, queue
         self.cann = (pid << 10) | (7 << 5) | 31
         self.hardware = (pid << 10) | (14 << 5) | device
@@ -39,7 +40,7 @@ class Trace:
             {"ph": "M", "name": "process_name", "pid": self.cann, "tid": 0, "args": {"name": "CANN"}},
             {"ph": "M", "name": "process_name", "pid": self.hardware, "tid": 0, "args": {"name": "Ascend Hardware"}},
             {"ph": "M", "name": "process_labels", "pid": self.hardware, "tid": 0, "args": {"labels": f"NPU {device}"}},
-            {"ph": "M", "name": "process_name", "pid": self.communication, "tid": 0, "args": {"name": "Communication"}},
+            {"ph": "M", "name": "process_name", "pid": self.communication, "tid": 0, "args": {"name": communication}},
         ]
         self.streams: set[int] = set()
         self.connection = 1000
@@ -230,10 +231,11 @@ def test_a_sync_that_overlaps_the_queue_s_calls_keeps_its_thread_and_the_queue_s
     assert not [f for f in findings if f.code is Code.SP201]
 
 
-def test_a_collective_s_steps_are_one_collective_that_two_ranks_meet_on():
+@pytest.mark.parametrize("communication", ["Communication", "HCCL"])  # (older traces: "HCCL")
+def test_a_collective_s_steps_are_one_collective_that_two_ranks_meet_on(communication):
     traces = []
     for rank in (0, 1):
-        t = Trace(pid=4000 + rank)
+        t = Trace(pid=4000 + rank, communication=communication)
         t.kernel("grad", 2, 10_000, 20_000)
         t.record(2, 30_000)
         t.wait(7, 12_000, 30_010)
@@ -421,3 +423,13 @@ def test_a_group_of_some_of_the_ranks_is_the_ranks_that_ran_its_collectives():
     imported = import_ranks(traces[:3])
     assert "comm pg_1001" not in imported.text
     assert any("1 of the imported ranks ran its collectives where it has 2" in note for note in imported.notes)
+
+
+def test_the_profiler_s_own_marker_tasks_are_no_work():
+    t = Trace()
+    t.task(-1, 2, "PROFILING_ENABLE", 1_000, 500, "STARS_COMMON")
+    t.kernel("add", 2, 10_000, 5_000)
+    t.task(-1, 2, "PROFILING_DISABLE", 90_000, 500, "STARS_COMMON")
+    imported = import_kineto(t.json())
+    assert "PROFILING" not in imported.text.split("spec ", 1)[1]
+    assert "stream2: kernel add 5us" in imported.text

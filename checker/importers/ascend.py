@@ -41,7 +41,10 @@ from decimal import Decimal, InvalidOperation
 HARDWARE = "Ascend Hardware"
 HOST = "CANN"
 PYTHON = "Python"
-COMMUNICATION = "Communication"
+COMMUNICATION = frozenset({"Communication", "HCCL"})
+"""(older traces name the process "HCCL"; its threads are still `Group G Communication`)"""
+MARKER_TASKS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
+"""Tasks the profiler itself puts on a stream: no work of the program's."""
 
 RECORD_TASKS = frozenset({"EVENT_RECORD", "EVENT_RECORD_SQE"})
 WAIT_TASKS = frozenset({"EVENT_WAIT", "EVENT_WAIT_SQE"})
@@ -286,6 +289,8 @@ def as_kineto(data, rank: int | None = None) -> dict:
         if ph != "X":
             continue
         if role == HARDWARE:
+            if str(ev.get("name", "")) in MARKER_TASKS:
+                continue
             stream = _int(_key(ev.get("tid")))
             if stream is None:
                 stream = _int(args.get("Physic Stream Id", args.get("Stream Id")))
@@ -293,7 +298,7 @@ def as_kineto(data, rank: int | None = None) -> dict:
                 (spans[id(ev)][0] or 0, index, ev, _int(args.get("connection_id"))))
         elif role == HOST:
             calls[(reader.host_pid(pid), _key(ev.get("tid")))].append(ev)
-        elif role == COMMUNICATION:
+        elif role in COMMUNICATION:
             connection = _int(args.get("connection_id"))
             kind = _collective(str(ev.get("name", "")))
             if connection is not None and kind is not None:
