@@ -22,10 +22,12 @@ one launch on one stream are one, as an operator's subtasks or a collective's st
 CANN calls become runtime calls whose correlation id is their `connection_id`, a record task
 says which stream the record was on (`cuda_event`), a wait task which stream waited, and for
 which record (`cuda_sync`): the record of the same `event_id` made last before the wait's call
-where the trace names events, else the latest record before it (marked as an assumption). A
-collective's tasks carry what its Communication slice says (`Collective name`, its group,
-`Group size`). Times become whole nanoseconds from the trace's first event (msprof writes them
-as strings of microseconds since 1970, which a float cannot hold to the nanosecond).
+where the trace names events, else one on another stream chosen by the device's timing (marked
+as an assumption). A collective's tasks carry what its Communication slice says (`Collective
+name`, its group, `Group size`). A blocking call another thread made while the task queue was
+idle is written on the queue's dequeue thread (`_drain_into_queue`). Times become whole
+nanoseconds from the trace's first event (msprof writes them as strings of microseconds since
+1970, which a float cannot hold to the nanosecond). What is left out is said in notes.
 """
 
 from __future__ import annotations
