@@ -1,15 +1,25 @@
 """Whether a program's orders depend on how its host threads interleave.
 
-A program is *deterministic* when what every wait, sync and queue orders against is fixed by
-program order alone: no flag events, no notifies, and no stream, event, hardware queue or
-legacy-stream device shared by two threads (collectives match by position, so comms may be
-shared). Such a program has one partial order of steps (`checker/order.py`); the fast path
-and the optimizer's exact model both need it, and the SMT engine takes the rest.
+A program is *deterministic* when what every wait, sync and queue orders against is fixed:
+no flag events, no notifies but one-shot hand-offs between host threads (a notify that one
+statement sets and at most one statement awaits), no hardware queue or legacy-stream device
+shared by two threads, and every stream and event that two threads use is used in an order
+the threads' hand-offs fix: each of its uses happens before the next one in every execution
+(collectives match by position, so comms may be shared). Such a program has one partial order
+of steps (`checker/order.py`); the fast path and the optimizer's exact model both need it, and
+the SMT engine takes the rest.
+
+An imported trace is such a program: where two threads enqueue onto one stream, or one waits
+for another's record, the importer keeps the trace's order with hand-offs.
 """
 
 from __future__ import annotations
 
 from checker.ir import Op, Program, StreamMode, SyncKind
+
+MAX_CLOCK_ENTRIES = 5_000_000
+"""Uses of shared streams and events x threads whose hand-off clocks are compared; beyond
+this the program is left to the solver."""
 
 
 def nondeterminism(program: Program) -> str | None:
@@ -17,45 +27,156 @@ def nondeterminism(program: Program) -> str | None:
 
     The optimizer asks the same question before building its exact timing model.
     """
-    owner_stream: dict[int, int] = {}
-    owner_event: dict[int, int] = {}
+    handoffs = _handoffs(program)
+    if isinstance(handoffs, str):
+        return handoffs
+    if handoffs and host_order(program) is None:
+        return "its threads hand off to each other in a circle"
+    users_stream: dict[int, set[int]] = {}
+    users_event: dict[int, set[int]] = {}
     for st in program.statements:
-        if st.op in (Op.NOTIFY, Op.AWAIT):
-            return "it uses notifies"
         flagged = st.event if st.event is not None else (
             st.target if st.op is Op.SYNC and st.sync is SyncKind.EVENT else None)
         if flagged is not None and program.events[flagged].flag:
             return f"it uses flag events (`{program.events[flagged].name}`)"
-        if st.stream is not None and owner_stream.setdefault(st.stream, st.thread) != st.thread:
-            return f"threads share stream `{program.streams[st.stream].name}`"
-        if st.event is not None and owner_event.setdefault(st.event, st.thread) != st.thread:
-            return f"threads share event `{program.events[st.event].name}`"
+        if st.stream is not None:
+            users_stream.setdefault(st.stream, set()).add(st.thread)
+        if st.event is not None:
+            users_event.setdefault(st.event, set()).add(st.thread)
     for st in program.statements:
         if st.op is not Op.SYNC:
             continue
-        if st.sync is SyncKind.EVENT and owner_event.get(st.target, st.thread) != st.thread:
-            return f"threads share event `{program.events[st.target].name}`"
         if st.sync is SyncKind.EVENT:
+            users_event.setdefault(st.target, set()).add(st.thread)
             continue
         for stream in program.synced_streams(st):  # a stream, a device's, all, or a set
-            if owner_stream.get(stream, st.thread) != st.thread:
-                how = {SyncKind.STREAM: "it", SyncKind.DEVICE: "its device"}.get(st.sync, "it with others")
-                return f"threads share stream `{program.streams[stream].name}` (one syncs {how})"
+            if stream in users_stream:
+                users_stream[stream].add(st.thread)
+    shared_streams = {stream for stream, users in users_stream.items() if len(users) > 1}
+    shared_events = {event for event, users in users_event.items() if len(users) > 1}
     used_on: dict[int, list] = {}
     for s in program.streams:
-        if s.index in owner_stream:
+        if s.index in users_stream:
             used_on.setdefault(s.device, []).append(s)
     for device in program.devices:
         used = used_on.get(device.index, [])
         if device.queues is not None:  # (hardware queues and the legacy stream are per process)
             by_queue: dict[tuple, set[int]] = {}
             for s in used:
-                by_queue.setdefault((s.context, s.queue or 0), set()).add(owner_stream[s.index])
-            if any(len(owners) > 1 for owners in by_queue.values()):
+                by_queue.setdefault((s.context, s.queue or 0), set()).update(users_stream[s.index])
+            if any(len(users) > 1 for users in by_queue.values()):
                 return f"threads share a hardware queue of `{device.name}`"
         for context in {s.context for s in used if s.mode is StreamMode.LEGACY}:
-            owners = {owner_stream[s.index] for s in used
-                      if s.context == context and s.mode is not StreamMode.NONBLOCKING}
-            if len(owners) > 1:
+            users = set().union(*(users_stream[s.index] for s in used
+                                  if s.context == context and s.mode is not StreamMode.NONBLOCKING))
+            if len(users) > 1:
                 return f"threads share the legacy stream of `{device.name}`"
+    if not shared_streams and not shared_events:
+        return None
+    for st in program.statements:
+        if st.stream in shared_streams and (st.group is not None or st.batch is not None):
+            return f"threads share stream `{program.streams[st.stream].name}` (with collective or batched calls on it)"
+    return _unordered_use(program, handoffs, shared_streams, shared_events)
+
+
+def _handoffs(program: Program) -> dict[int, int] | str:
+    """Each awaited notify's one `notify` statement (notify -> statement), or why the program's
+    notifies are not one-shot hand-offs between host threads."""
+    setters: dict[int, list[int]] = {}
+    awaiters: dict[int, list[int]] = {}
+    for st in program.statements:
+        if st.op in (Op.NOTIFY, Op.AWAIT):
+            if st.stream is not None:
+                return "it uses notifies on streams"
+            (setters if st.op is Op.NOTIFY else awaiters).setdefault(st.notify, []).append(st.index)
+    for notify, found in awaiters.items():
+        if len(found) > 1 or len(setters.get(notify, ())) != 1:
+            return "it uses notifies (other than one notify and one await of each)"
+    for notify, found in setters.items():
+        if len(found) > 1:
+            return "it uses notifies (other than one notify and one await of each)"
+    return {notify: setters[notify][0] for notify in awaiters}
+
+
+def host_order(program: Program) -> list[int] | None:
+    """Every statement, in an order each thread's program order and each one-shot hand-off
+    (its notify before its await) agree with; None where the hand-offs wait in a circle (or
+    the notifies are no hand-offs)."""
+    handoffs = _handoffs(program)
+    if isinstance(handoffs, str):
+        return None
+    statements = program.statements
+    cursor = [0] * len(program.threads)
+    notified: set[int] = set()
+    out: list[int] = []
+    moved = True
+    while moved:
+        moved = False
+        for thread in program.threads:
+            mine = thread.statements
+            k = cursor[thread.index]
+            while k < len(mine):
+                st = statements[mine[k]]
+                if st.op is Op.AWAIT and st.notify not in notified:
+                    break
+                out.append(st.index)
+                if st.op is Op.NOTIFY:
+                    notified.add(st.notify)
+                k += 1
+            if k != cursor[thread.index]:
+                cursor[thread.index] = k
+                moved = True
+    return out if len(out) == len(statements) else None
+
+
+def _unordered_use(program: Program, handoffs: dict[int, int], streams: set[int], events: set[int]) -> str | None:
+    """Why a stream or event two threads use is not used in one order fixed by the hand-offs,
+    or None: in a hand-off order of the statements, each use of it on one thread happens
+    before the next use on another (a vector clock of the threads' positions, joined at each
+    await with its notify's)."""
+    order = host_order(program)
+    assert order is not None  # (`nondeterminism` has ruled out a circle)
+    threads = len(program.threads)
+    statements = program.statements
+    uses = 0
+    for st in statements:
+        if st.stream in streams or st.event in events or (st.op is Op.SYNC and (
+                (st.sync is SyncKind.EVENT and st.target in events)
+                or (st.sync is not SyncKind.EVENT and streams.intersection(program.synced_streams(st))))):
+            uses += 1
+    if max(uses, threads) * threads > MAX_CLOCK_ENTRIES:
+        return f"threads share streams or events in {uses:,} uses, too many to order ({threads} threads)"
+    clock = {t.index: [-1] * threads for t in program.threads}
+    position = [0] * len(statements)
+    at_notify: dict[int, list[int]] = {}
+    last: dict[tuple, tuple[int, int, str]] = {}
+    """("stream" | "event", index) -> the thread and position of its latest use (and how a
+    sync used it)."""
+    for i in order:
+        st = statements[i]
+        mine = clock[st.thread]
+        if st.op is Op.AWAIT:
+            mine[:] = [a if a >= b else b for a, b in zip(mine, at_notify[st.notify])]
+        mine[st.thread] += 1
+        position[i] = mine[st.thread]
+        if st.op is Op.NOTIFY:
+            at_notify[st.notify] = list(mine)
+        used: list[tuple] = []
+        if st.stream in streams:
+            used.append(("stream", st.stream, ""))
+        if st.event in events:
+            used.append(("event", st.event, ""))
+        if st.op is Op.SYNC:
+            if st.sync is SyncKind.EVENT:
+                if st.target in events:
+                    used.append(("event", st.target, ""))
+            else:
+                how = {SyncKind.STREAM: "it", SyncKind.DEVICE: "its device"}.get(st.sync, "it with others")
+                used += [("stream", s, f" (one syncs {how})") for s in program.synced_streams(st) if s in streams]
+        for kind, index, how in used:
+            before = last.get((kind, index))
+            if before is not None and before[0] != st.thread and mine[before[0]] < before[1]:
+                name = program.streams[index].name if kind == "stream" else program.events[index].name
+                return f"threads share {kind} `{name}`{how or before[2]}"
+            last[(kind, index)] = (st.thread, position[i], how)
     return None

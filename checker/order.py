@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from checker.determinism import host_order
 from checker.ir import Op, Program, Statement, StreamMode, SyncKind
 from checker.witness import Step, StepKind, task_steps, thread_steps
 
@@ -56,6 +57,7 @@ class EdgeKind(str, enum.Enum):
     SYNC = "sync"
     RETURN = "blocking call"
     GROUP = "collective group"
+    HANDOFF = "hand-off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,24 +198,35 @@ class _Builder:
         for stream in program.streams:
             if stream.mode is StreamMode.LEGACY:
                 legacy_of.setdefault((stream.device, stream.context), []).append(stream.index)
-        for thread in program.threads:
-            previous: tuple[int, int] | None = None
-            for i in thread.statements:
-                s = program.statements[i]
-                issue = self.node_of[key(StepKind.ISSUE, i)]
-                if previous is not None:
-                    self.edge(previous[0], issue, EdgeKind.PROGRAM, previous[1])
-                steps = thread_steps(s)
-                if len(steps) == 2:
-                    ret = self.node_of[key(StepKind.RETURN, i)]
-                    self.edge(issue, ret, EdgeKind.PROGRAM, self.launch(s) if s.stream is not None else s.duration)
-                    previous = (ret, 0)
-                else:
-                    previous = (issue, self.launch(s))
-                if s.stream is not None:
-                    self.task(s, issue, last_record, legacy_of)
-                elif s.sync is not None:
-                    self.sync(s, last_record)
+        # Statements in an order of their issues every execution agrees with (each thread's
+        # program order, and each hand-off's notify before its await), so that what a task,
+        # wait or sync finds enqueued before it is what it finds in every execution.
+        order = host_order(program)
+        if order is None:
+            raise ValueError("the program's threads are not ordered by one-shot hand-offs")
+        previous_of: dict[int, tuple[int, int]] = {}
+        notified: dict[int, int] = {}
+        for i in order:
+            s = program.statements[i]
+            issue = self.node_of[key(StepKind.ISSUE, i)]
+            previous = previous_of.get(s.thread)
+            if previous is not None:
+                self.edge(previous[0], issue, EdgeKind.PROGRAM, previous[1])
+            steps = thread_steps(s)
+            if len(steps) == 2:
+                ret = self.node_of[key(StepKind.RETURN, i)]
+                self.edge(issue, ret, EdgeKind.PROGRAM, self.launch(s) if s.stream is not None else s.duration)
+                previous_of[s.thread] = (ret, 0)
+            else:
+                previous_of[s.thread] = (issue, self.launch(s))
+            if s.op is Op.NOTIFY:
+                notified[s.notify] = issue
+            elif s.op is Op.AWAIT:
+                self.edge(notified[s.notify], issue, EdgeKind.HANDOFF)
+            if s.stream is not None:
+                self.task(s, issue, last_record, legacy_of)
+            elif s.sync is not None:
+                self.sync(s, last_record)
         self.groups()
         return PartialOrder(program, tuple(self.steps), self.node_of, tuple(self.edges),
                             tuple(self.chains), chain_count, frozenset(self.never), self.joint,

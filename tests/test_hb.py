@@ -384,3 +384,86 @@ def test_a_member_held_by_its_own_group_is_listed_as_stuck():
     assert set(deadlock.statements) == {i for i, _ in searched.stuck} == {0, 1, 2}
     (why,) = [item.waits_for for item in deadlock.stuck if item.statement == 0]
     assert "starts together" in why and "(line 9)" in why
+
+
+# -- threads that hand off to each other (imported traces: the trace's order on a shared stream)
+
+
+@pytest.mark.parametrize("body, reason", [
+    # a shared stream used in the order the hand-off fixes
+    ("notify h\nthread a {\n s1: kernel k writes x\n notify h\n}\nthread b {\n await h\n s1: kernel k reads x\n sync s1\n}",
+     None),
+    # a shared event: the wait binds to the record made before the hand-off
+    ("notify h\nthread a {\n s1: record e\n notify h\n}\nthread b {\n await h\n s2: wait e\n}", None),
+    # the hand-off comes after the other thread's use: unordered
+    ("notify h\nthread a {\n notify h\n s1: kernel k writes x\n}\nthread b {\n await h\n s1: kernel k reads x\n}",
+     "stream `s1`"),
+    ("notify h\nthread a {\n s1: kernel k writes x\n notify h\n}\nthread b {\n await h\n sync d\n}\n"
+     "thread c {\n s1: kernel k reads x\n}", "stream `s1`"),
+    # hand-offs in a circle; a notify awaited twice; one notified twice
+    ("notify h[2]\nthread a {\n await h[1]\n notify h[0]\n}\nthread b {\n await h[0]\n notify h[1]\n}", "circle"),
+    ("notify h\nthread a {\n notify h\n}\nthread b {\n await h\n await h\n}", "notifies"),
+    ("notify h\nthread a {\n notify h\n notify h\n}\nthread b {\n await h\n}", "notifies"),
+    # collective calls on a stream two threads share stay with the solver
+    ("comm c = { s1, s2 }\nnotify h\nthread a {\n s1: allreduce c x\n notify h\n}\n"
+     "thread b {\n await h\n s1: kernel k reads x\n s2: allreduce c y\n}", "collective"),
+])
+def test_hand_offs_that_order_shared_streams_and_events_keep_a_program_deterministic(body, reason):
+    found = nondeterminism(program_of(HEADER + body))
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and reason in found, found
+
+
+@st.composite
+def handoff_specs(draw) -> str:
+    """Two or three threads on shared streams and events, each cross-thread step of one
+    global script handed off (notify, then await) with some probability: the fast path takes
+    those whose hand-offs order every shared use, the solver the rest."""
+    threads = draw(st.integers(2, 3))
+    out = ["device d { compute 2 copy 2 }", "buffer a 4KiB on d", "buffer t 4KiB on d",
+           "buffer h 4KiB on host pinned", "event e[2]", "stream s0 on d", "stream s1 on d", "stream s2 on d"]
+    stream = st.sampled_from(["s0", "s1", "s2"])
+    region = st.sampled_from(["a", "a[0:2KiB]", "a[2KiB:]", "t"])
+    bodies: list[list[str]] = [[] for _ in range(threads)]
+    handoffs = 0
+    previous = None
+    for _ in range(draw(st.integers(3, 9))):
+        thread = draw(st.integers(0, threads - 1))
+        if previous is not None and previous != thread and draw(st.integers(0, 9)) < 8:
+            bodies[previous].append(f"notify n[{handoffs}]")
+            bodies[thread].append(f"await n[{handoffs}]")
+            handoffs += 1
+        previous = thread
+        kind = draw(st.sampled_from(["kernel", "kernel", "copy", "record", "wait", "sync", "host"]))
+        s = draw(stream)
+        if kind == "kernel":
+            bodies[thread].append(f"{s}: kernel k {draw(st.sampled_from(['reads', 'writes']))} {draw(region)}")
+        elif kind == "copy":
+            bodies[thread].append(f"{s}: copy {draw(region)} <- h")
+        elif kind in ("record", "wait"):
+            bodies[thread].append(f"{s}: {kind} e[{draw(st.integers(0, 1))}]")
+        elif kind == "sync":
+            bodies[thread].append("sync " + draw(st.sampled_from(["s0", "s1", "e[0]", "d"])))
+        else:
+            bodies[thread].append(f"host f {draw(st.sampled_from(['reads', 'writes']))} h")
+    if handoffs:
+        out.append(f"notify n[{handoffs}]")
+    text = "\n".join(out) + "\n"
+    for k, body in enumerate(bodies):
+        text += f"thread w{k} {{\n" + "".join(f"  {line}\n" for line in body or ["host idle"]) + "}\n"
+    return text
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(handoff_specs())
+@example(  # a sync of a stream another thread enqueued onto before handing off
+    "device d { compute 2 copy 2 }\nbuffer a 4KiB on d\nbuffer t 4KiB on d\nbuffer h 4KiB on host pinned\n"
+    "event e[2]\nstream s0 on d\nstream s1 on d\nstream s2 on d\nnotify n[1]\n"
+    "thread w0 {\n  s0: kernel k writes a\n  notify n[0]\n}\n"
+    "thread w1 {\n  await n[0]\n  sync s0\n  host f reads h\n  s1: kernel k reads a\n}\n")
+def test_agrees_with_the_explorer_on_threads_ordered_by_hand_offs(text):
+    program = program_of(text)
+    if nondeterminism(program) is None:
+        _assert_agrees_with_the_explorer(text, program)

@@ -63,7 +63,8 @@ thread t {
   }
   notify n
 }
-thread u {
+thread u {  # (two awaits of one notify: no one-shot hand-off, so the solver decides it)
+  await n
   await n
 }
 """
