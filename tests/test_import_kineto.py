@@ -838,3 +838,28 @@ def test_a_current_trace_s_wait_for_a_record_outside_it_is_still_left_out():
     imported = import_kineto({"traceEvents": events})
     assert statements(load(imported).program, Op.WAIT) == []
     assert "the event was never recorded" in imported.text
+
+
+def test_a_sync_of_a_stream_another_thread_launched_onto_keeps_the_trace_s_order():
+    # The autograd thread launches backward on stream 7; the main thread then synchronizes the
+    # device (its backward() returned first) and launches the optimizer step on stream 7.
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 11.0, 3, correlation=101),
+        _event("kernel", "k_backward", 0, 7, 15.0, 100, stream=7, device=0, correlation=101),
+        _event("cuda_runtime", "cudaDeviceSynchronize", 1, 1, 50.0, 70, correlation=102),
+        _event("cuda_sync", "Context Sync", 0, 7, 50.0, 70, cuda_sync_kind="Context Sync", stream=-1, device=0,
+               correlation=102),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 125.0, 3, correlation=103),
+        _event("kernel", "k_step", 0, 7, 130.0, 20, stream=7, device=0, correlation=103),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 2, 160.0, 3, correlation=104),
+        _event("kernel", "k_next", 0, 7, 165.0, 20, stream=7, device=0, correlation=104),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    text = imported.text
+    main = text.split("thread main {", 1)[1].split("\n}", 1)[0]
+    assert main.index("await handoff[") < main.index("sync gpu0")
+    program = load(imported).program
+    from checker.determinism import nondeterminism
+    assert nondeterminism(program) is None  # (the hand-offs fix every order on stream 7)
+    report = check_loaded(load(imported), Options(timeout=10))
+    assert report.status.value == "clean", [f.message for f in report.findings]

@@ -900,6 +900,7 @@ class _Builder:
         (a record of the main thread ahead of the backward kernels an autograd thread launched
         before it, so what waits for the record reads what they still write)."""
         by_stream: dict[tuple, list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
+        syncs: list[tuple[int, int, tuple, _Action]] = []
         for thread, plan in plans.items():
             for position, (call, actions) in enumerate(plan):
                 for action in actions:
@@ -915,6 +916,18 @@ class _Builder:
                             (call.start, position, thread, ("record", id(call))))
                     elif action.kind == "wait" and action.record in self.record_stream:
                         by_stream[action.stream].append((call.start, position, thread, ("wait", id(action))))
+                    elif action.kind in ("sync_stream", "sync_device"):
+                        syncs.append((call.start, position, thread, action))
+        # A sync is a use of the streams it waits for: what it waits for is what was enqueued
+        # there before it, so it keeps the trace's order with the other threads' work there too.
+        for start, position, thread, action in syncs:
+            if action.kind == "sync_stream":
+                synced = [action.stream]
+            else:
+                synced = [key for key in by_stream if key[0] != "via" and (action.device is None or key[0] == action.device)]
+            for key in synced:
+                if key in by_stream:
+                    by_stream[key].append((start, position, thread, ("sync", id(action))))
         for items in by_stream.values():
             if len({thread for _, _, thread, _ in items}) < 2:
                 continue
@@ -951,7 +964,7 @@ class _Builder:
             if thread in self.t.queue_threads:
                 continue
             for call, actions in plan:
-                for k, action in enumerate(actions):
+                for action in actions:
                     if action.kind not in ("sync_stream", "sync_event", "sync_device"):
                         continue
                     drained = []
@@ -959,12 +972,12 @@ class _Builder:
                         i = bisect.bisect_left(starts[queue], call.start) - 1
                         if i >= 0:
                             drained.append(self._handoff(items[queue][i][1]))
-                    actions[k] = replace(action, drained=tuple(drained))
+                    action.drained = tuple(drained)
                     # (and what the thread queues after the sync returns is issued after it)
                     for queue in queues:
                         j = bisect.bisect_left(starts[queue], call.end)
                         if j < len(items[queue]):
-                            handoff = self._handoff(("sync", id(actions[k])))
+                            handoff = self._handoff(("returned", id(action)))
                             self.handoff_why[handoff] = "queued after another thread's sync returned"
                             self.await_before[items[queue][j][1]].append(handoff)
 
@@ -1238,13 +1251,18 @@ class _Builder:
                     self._assume(action.assumed)
                 lines.extend(f"await {self.prefix}handoff[{k}]  # the task queue issued what was queued before "
                              "this sync" for k in action.drained)
+                lines.extend(self._awaits(("sync", id(action)), "the trace's order on the stream it syncs"))
                 # (in a spec of several ranks, one rank's `all` is its own devices)
                 targets = ([self.device_name(d) for d in sorted(self.devices)] if target == "all" and self.prefix
                            else [target])
                 for target in targets:
                     lines.append(f"sync {target}  # {comment_text(why)}")
-                lines.extend(self._notifies(("sync", id(action)), "the task queue issues what is queued after "
-                                                                  "this sync returns"))
+                lines.extend(self._notifies(("returned", id(action)), "the task queue issues what is queued after "
+                                                                      "this sync returns"))
+                # (after it returns: what it waits for was enqueued before it, and needs nothing
+                # enqueued after it, so waiting for its return holds nothing up)
+                lines.extend(self._notifies(("sync", id(action)), "another thread enqueues onto a stream it "
+                                                                  "syncs next"))
                 self.counts["sync"] += 1
                 cursor = max(cursor, self._released(call, action))
         end = max((c.end for c in t.calls.get(thread, ())), default=0)
