@@ -433,3 +433,16 @@ def test_the_profiler_s_own_marker_tasks_are_no_work():
     imported = import_kineto(t.json())
     assert "PROFILING" not in imported.text.split("spec ", 1)[1]
     assert "stream2: kernel add 5us" in imported.text
+
+
+def test_a_thread_that_launches_itself_keeps_its_syncs():
+    # (a sync moved away from its own thread's launch would no longer wait for it)
+    t = two_streams(queue=True)
+    t.kernel("own", 7, 45_000, 2_000)
+    launch = next(e for e in reversed(t.events) if e["name"] == "Node@launch")
+    launch["tid"] = t.main  # (the main thread launches this one itself)
+    t.sync_stream(50_000)
+    imported = import_kineto(t.json())
+    main = imported.text.split("thread main {", 1)[1].split("\n}", 1)[0]
+    assert "stream7: kernel own" in main and main.count("sync stream") == 2
+    load(imported)

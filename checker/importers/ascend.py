@@ -94,7 +94,8 @@ def _drain_into_queue(kept: list[_Call], queues: list[tuple], notes: list[str]) 
     drain and then runs on the caller's thread while the dequeue thread has nothing to do. Such
     a call is written on the dequeue thread, at its time: the same order (after everything
     queued before it, before everything queued after it) in a program of one thread. A call
-    that overlaps one of the dequeue thread's stays where it was."""
+    that overlaps one of the dequeue thread's, or of a thread that makes other calls itself,
+    stays where it was."""
     if len(queues) != 1:
         return
     queue = queues[0]
@@ -102,9 +103,13 @@ def _drain_into_queue(kept: list[_Call], queues: list[tuple], notes: list[str]) 
     if not mine:
         return
     starts = [start for start, _ in mine]
+    # (a thread that made calls of its own besides blocking ones keeps them all: its syncs are
+    # ordered with its own launches by its program order)
+    launching = {call.thread for call in kept if call.name not in BLOCKING_CALLS}
     moved = 0
     for call in kept:
-        if call.thread == queue or call.thread[0] != queue[0] or call.name not in BLOCKING_CALLS:
+        if call.thread == queue or call.thread[0] != queue[0] or call.name not in BLOCKING_CALLS \
+                or call.thread in launching:
             continue
         i = bisect.bisect_left(starts, call.end)
         if (i and mine[i - 1][1] > call.start) or (i < len(mine) and mine[i][0] < call.end):
