@@ -15,6 +15,8 @@ for another's record, the importer keeps the trace's order with hand-offs.
 
 from __future__ import annotations
 
+from collections import deque
+
 from checker.ir import Op, Program, StreamMode, SyncKind
 
 MAX_CLOCK_ENTRIES = 5_000_000
@@ -101,31 +103,34 @@ def _handoffs(program: Program) -> dict[int, int] | str:
 def host_order(program: Program) -> list[int] | None:
     """Every statement, in an order each thread's program order and each one-shot hand-off
     (its notify before its await) agree with; None where the hand-offs wait in a circle (or
-    the notifies are no hand-offs)."""
+    the notifies are no hand-offs). Each thread runs until an await whose notify has not come,
+    and runs on once it comes: linear in the statements."""
     handoffs = _handoffs(program)
     if isinstance(handoffs, str):
         return None
     statements = program.statements
     cursor = [0] * len(program.threads)
     notified: set[int] = set()
+    blocked: dict[int, int] = {}
+    """notify -> the thread waiting for it."""
+    ready = deque(thread.index for thread in program.threads)
     out: list[int] = []
-    moved = True
-    while moved:
-        moved = False
-        for thread in program.threads:
-            mine = thread.statements
-            k = cursor[thread.index]
-            while k < len(mine):
-                st = statements[mine[k]]
-                if st.op is Op.AWAIT and st.notify not in notified:
-                    break
-                out.append(st.index)
-                if st.op is Op.NOTIFY:
-                    notified.add(st.notify)
-                k += 1
-            if k != cursor[thread.index]:
-                cursor[thread.index] = k
-                moved = True
+    while ready:
+        thread = ready.popleft()
+        mine = program.threads[thread].statements
+        k = cursor[thread]
+        while k < len(mine):
+            st = statements[mine[k]]
+            if st.op is Op.AWAIT and st.notify not in notified:
+                blocked[st.notify] = thread
+                break
+            out.append(st.index)
+            if st.op is Op.NOTIFY:
+                notified.add(st.notify)
+                if st.notify in blocked:
+                    ready.append(blocked.pop(st.notify))
+            k += 1
+        cursor[thread] = k
     return out if len(out) == len(statements) else None
 
 

@@ -467,3 +467,17 @@ def test_agrees_with_the_explorer_on_threads_ordered_by_hand_offs(text):
     program = program_of(text)
     if nondeterminism(program) is None:
         _assert_agrees_with_the_explorer(text, program)
+
+
+def test_the_hand_off_order_of_a_long_chain_written_backwards():
+    # each thread awaits the next one's notify: the order runs the threads last to first
+    from checker.determinism import host_order
+
+    threads = 300
+    program = program_of("device d { compute 1 }\nnotify h[300]\nthread w[300] {\n"
+                         "  if w < 299 {\n    await h[w + 1]\n  }\n  notify h[w]\n}\n")
+    order = host_order(program)
+    assert order is not None and len(order) == len(program.statements)
+    threads_in_order = list(dict.fromkeys(program.statements[i].thread for i in order))
+    assert threads_in_order == list(range(threads - 1, -1, -1))
+    assert nondeterminism(program) is None

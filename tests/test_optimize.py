@@ -564,3 +564,27 @@ def test_past_the_model_limit_a_run_that_meets_a_bound_needing_no_model_is_optim
     assert result.proven_lower_program == result.program
     assert result.optimal_program and result.optimal_bound is (not chained)
     assert ("not proven for the bound" in result.notes[0]) is chained
+
+
+def test_synthesis_refuses_threads_that_hand_off_to_each_other():
+    # The hand-off orders the free after the alloc on the other thread: a spec keeping each
+    # thread's own orders only would free before it allocates.
+    from checker.optimize import EmitError, emit
+
+    program = load("""device d { compute 1 }
+buffer h 1MiB on host
+stream s on d
+notify n
+thread a {
+  alloc h
+  s: kernel k 1ms
+  notify n
+}
+thread b {
+  await n
+  free h
+}
+""")
+    result = optimize(program, timeout=20)
+    with pytest.raises(EmitError, match="hand off"):
+        emit(program, result)

@@ -139,6 +139,10 @@ class _Synthesizer:
     def __init__(self, program: Program, result):
         if result.bound_schedule is None or result.deadlock:
             raise EmitError("no overlap bound to reach: " + "; ".join(result.notes))
+        if any(st.op in (Op.NOTIFY, Op.AWAIT) for st in program.statements):
+            # (the synthesized spec keeps each thread's own orders, not the hand-offs' between them)
+            raise EmitError("its threads hand off to each other (notify, await), which a synthesized spec "
+                            "would not keep")
         from checker.optimize.model import bound_model, program_model
 
         exact = program_model(program)
