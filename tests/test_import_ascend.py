@@ -446,3 +446,19 @@ def test_a_thread_that_launches_itself_keeps_its_syncs():
     main = imported.text.split("thread main {", 1)[1].split("\n}", 1)[0]
     assert "stream7: kernel own" in main and main.count("sync stream") == 2
     load(imported)
+
+
+def test_the_python_api_reads_the_rank_beside_each_ascend_trace(tmp_path):
+    from checker.importers import import_ranks_files
+
+    paths = []
+    for rank in (0, 1):
+        t = Trace(pid=4000 + rank)
+        t.allreduce(7, 31_000, 60_000)
+        folder = tmp_path / f"w{rank}_ascend_pt"
+        (folder / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        (folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text(json.dumps(t.json()))
+        (folder / f"profiler_info_{1 - rank}.json").write_text(json.dumps({"rank_id": 1 - rank}))
+        paths.append(folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    imported = import_ranks_files(paths)
+    assert "host thread 4000" in imported.text.split("thread r1_main", 1)[1].split("\n", 1)[0]

@@ -2,7 +2,8 @@
 
 * `import_kineto(trace, et=None, source=..., min_gap=0) -> Imported`: a parsed PyTorch
   profiler (Kineto) trace, and optionally a parsed Execution Trace, to spec text
-  (`checker/importers/kineto.py`);
+  (`checker/importers/kineto.py`; an Ascend profiler trace is read through
+  `checker/importers/ascend.py`);
 * `import_kineto_file(path, et_path=None)`: the same from files (`.json` or `.json.gz`);
 * `import_ranks([(trace, name), ...])`: several ranks' traces to one spec in which their
   collectives meet (`checker/importers/ranks.py`); `import_ranks_files(paths, et_paths=None)`
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from checker.importers.ascend import with_profiled_rank
 from checker.importers.command import InputError, read_json
 from checker.importers.compare import Comparison, compare
 from checker.importers.execution_trace import ExecutionTrace, TraceError, read_execution_trace
@@ -38,4 +40,6 @@ def import_ranks_files(paths, et_paths=None, *, min_gap: int = 0) -> Imported:
     one's Execution Trace file, in the same order): `streamproof import kineto R0 R1 ...`."""
     paths = [str(path) for path in paths]
     ets = [read_execution_trace(read_json(str(path))) for path in et_paths] if et_paths else None
-    return import_ranks([(read_json(path), Path(path).name) for path in paths], ets, min_gap=min_gap)
+    # (an Ascend trace's rank is in its profiler folder: `profiler_info_N.json`)
+    return import_ranks([(with_profiled_rank(read_json(path), path), Path(path).name) for path in paths], ets,
+                        min_gap=min_gap)

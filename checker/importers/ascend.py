@@ -524,6 +524,15 @@ def as_kineto(data, rank: int | None = None) -> dict:
     return converted
 
 
+def with_profiled_rank(data, path: str):
+    """An Ascend trace read from `path`, with the rank its profiler folder names
+    (`profiled_rank`) as a Kineto trace's `distributedInfo`; any other trace as it is."""
+    if not is_ascend(data) or (rank := profiled_rank(path)) is None:
+        return data
+    return {"traceEvents": data if isinstance(data, list) else data.get("traceEvents", []),
+            "distributedInfo": {"rank": rank}}
+
+
 def profiled_rank(path: str) -> int | None:
     """The rank of the trace at `path`, where the Ascend profiler wrote it: its output folder
     (`..._ascend_pt`, the trace's folder or the one above) holds `profiler_info_{rank}.json`,

@@ -212,7 +212,7 @@ def _statements(counts: dict) -> int:
 
 
 def _run(args, phase: list[str]) -> int:
-    from checker.importers.ascend import is_ascend, profiled_rank
+    from checker.importers.ascend import with_profiled_rank
     from checker.importers.execution_trace import TraceError, read_execution_trace
     from checker.importers.kineto import import_kineto
     from checker.importers.ranks import import_ranks
@@ -238,12 +238,9 @@ def _run(args, phase: list[str]) -> int:
     if len(set(names)) < len(names):
         names = [_shown(source) for source in sources]
     try:
-        traces = [read_json(source) for source in sources]
-        for k, (source, trace) in enumerate(zip(sources, traces)):
-            # (an Ascend trace's rank is in the profiler's folder, not in the trace)
-            if source != STDIN and is_ascend(trace) and (rank := profiled_rank(source)) is not None:
-                traces[k] = {"traceEvents": trace if isinstance(trace, list) else trace.get("traceEvents", []),
-                             "distributedInfo": {"rank": rank}}
+        # (an Ascend trace's rank is in the profiler's folder, not in the trace)
+        traces = [read_json(source) if source == STDIN else with_profiled_rank(read_json(source), source)
+                  for source in sources]
         parsed_ets = []
         for path in ets:
             try:
