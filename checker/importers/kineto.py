@@ -928,13 +928,56 @@ class _Builder:
             for key in synced:
                 if key in by_stream:
                     by_stream[key].append((start, position, thread, ("sync", id(action))))
+        # Each item goes by its call's start, but no sooner than its thread's earlier items and,
+        # for a wait bound to another thread's record, just after that record: a wait called
+        # while another thread's record call ran, or at the same microsecond, took effect after
+        # it (or it could not have bound to it), and the order on the stream must agree.
+        effective = self._effective_times(plans)
         for items in by_stream.values():
             if len({thread for _, _, thread, _ in items}) < 2:
                 continue
-            items.sort(key=lambda item: (item[0], str(item[2]), item[1]))
+            items.sort(key=lambda item: (effective.get(item[3], 2 * item[0]), str(item[2]), item[1]))
             for (_, _, before, earlier), (_, _, after, later) in zip(items, items[1:]):
                 if before != after:
                     self.await_before[later].append(self._handoff(earlier))
+
+    def _effective_times(self, plans) -> dict[tuple, int]:
+        """Per stream item (`("gpu" | "record" | "wait" | "sync", id)`), twice the time it took
+        effect by: its call's start, no sooner than its thread's earlier items, and a wait bound
+        to a record another thread made one half-nanosecond after that record (a longest path
+        over each thread's order and the bindings, relaxed until it settles)."""
+        sequence: dict[tuple, list[tuple[tuple, int, int | None]]] = {}
+        """thread -> its items in program order: (key, 2 x call start, the bound record's key)."""
+        for thread, plan in plans.items():
+            mine = sequence[thread] = []
+            for call, actions in plan:
+                for action in actions:
+                    if action.kind == "launch":
+                        mine += [(("gpu", id(op)), 2 * call.start, None) for op in self.ops_of(call)]
+                    elif action.kind == "record":
+                        mine.append((("record", id(call)), 2 * call.start, None))
+                    elif action.kind == "wait":
+                        recorded = self.t.call_by_corr.get(action.record)
+                        bound = ("record", id(recorded)) if recorded is not None and recorded.thread != thread else None
+                        mine.append((("wait", id(action)), 2 * call.start, bound))
+                    elif action.kind in ("sync_stream", "sync_device"):
+                        mine.append((("sync", id(action)), 2 * call.start, None))
+        effective: dict[tuple, int] = {}
+        for _ in range(8):  # (a binding points back across threads; a few rounds settle it)
+            changed = False
+            for mine in sequence.values():
+                latest = None
+                for key, start, bound in mine:
+                    time = start if latest is None else max(start, latest)
+                    if bound is not None and bound in effective:
+                        time = max(time, effective[bound] + 1)
+                    if effective.get(key) != time:
+                        effective[key] = time
+                        changed = True
+                    latest = time
+            if not changed:
+                break
+        return effective
 
     def _queue_handoffs(self, plans) -> None:
         """torch_npu's task queue: the runtime calls of the threads that queue operators are made
@@ -1325,9 +1368,9 @@ class _Builder:
         sync_api = call.name in SYNC_COPY_CALLS and not device_to_device
         if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
             lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
-            lines.extend(after)
             if sync_api:
                 lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
+            lines.extend(after)  # (after the sync: another thread's next work there came after it)
             return sync_api
         src, dst, storages = self._copy_ends(gpu, src_kind, dst_kind, stack)
         if src_kind == "Pageable" and dst_kind not in HOST_KINDS and call.end < gpu.start + gpu.dur:
@@ -1343,12 +1386,12 @@ class _Builder:
             lines.extend(after)
             return False
         lines.append(f"{stream}: copy {dst} <- {src}{dur}")
-        lines.extend(after)
         pageable = "Pageable" in (src_kind, dst_kind)
         if sync_api or storages:
             if storages and not sync_api:
                 self._pageable_syncs.append((lines, len(lines), storages))
             lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
+        lines.extend(after)  # (after the sync: another thread's next work there came after it)
         return sync_api or pageable
 
     def _collective_memory(self, gpu: GpuOp, stack, kind: str, operator: CpuOp | None = None) -> str:
