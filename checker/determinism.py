@@ -4,8 +4,9 @@ A program is *deterministic* when what every wait, sync and queue orders against
 no flag events, no notifies but one-shot hand-offs between host threads (a notify that one
 statement sets and at most one statement awaits), no hardware queue or legacy-stream device
 shared by two threads, and every stream and event that two threads use is used in an order
-the threads' hand-offs fix: each of its uses happens before the next one in every execution
-(collectives match by position, so comms may be shared). Such a program has one partial order
+the threads' hand-offs fix: each enqueue onto the stream (record of the event) happens before
+the next use on another thread in every execution, and each use before the next enqueue
+(record) on another (collectives match by position, so comms may be shared). Such a program has one partial order
 of steps (`checker/order.py`); the fast path and the optimizer's exact model both need it, and
 the SMT engine takes the rest.
 
@@ -136,9 +137,11 @@ def host_order(program: Program) -> list[int] | None:
 
 def _unordered_use(program: Program, handoffs: dict[int, int], streams: set[int], events: set[int]) -> str | None:
     """Why a stream or event two threads use is not used in one order fixed by the hand-offs,
-    or None: in a hand-off order of the statements, each use of it on one thread happens
-    before the next use on another (a vector clock of the threads' positions, joined at each
-    await with its notify's)."""
+    or None: in a hand-off order of the statements, each use that changes it (an enqueue onto
+    the stream, a record of the event) happens before every later use on another thread, and
+    every use happens before the next change on another thread; uses that only read it (syncs,
+    waits) need not be ordered among themselves. Happens-before is a vector clock of the
+    threads' positions, joined at each await with its notify's."""
     order = host_order(program)
     assert order is not None  # (`nondeterminism` has ruled out a circle)
     threads = len(program.threads)
@@ -154,9 +157,12 @@ def _unordered_use(program: Program, handoffs: dict[int, int], streams: set[int]
     clock = {t.index: [-1] * threads for t in program.threads}
     position = [0] * len(statements)
     at_notify: dict[int, list[int]] = {}
-    last: dict[tuple, tuple[int, int, str]] = {}
-    """("stream" | "event", index) -> the thread and position of its latest use (and how a
-    sync used it)."""
+    last_write: dict[tuple, tuple[int, int, str]] = {}
+    """("stream" | "event", index) -> the thread and position of the latest use that changed it
+    (an enqueue onto the stream, a record of the event)."""
+    reads: dict[tuple, list[tuple[int, int, str]]] = {}
+    """The uses since then that only read it (a sync of the stream; a wait for or sync of the
+    event), with how a sync read it: they need not be ordered among themselves."""
     for i in order:
         st = statements[i]
         mine = clock[st.thread]
@@ -166,22 +172,29 @@ def _unordered_use(program: Program, handoffs: dict[int, int], streams: set[int]
         position[i] = mine[st.thread]
         if st.op is Op.NOTIFY:
             at_notify[st.notify] = list(mine)
-        used: list[tuple] = []
+        used: list[tuple[str, int, bool, str]] = []
         if st.stream in streams:
-            used.append(("stream", st.stream, ""))
+            used.append(("stream", st.stream, True, ""))
         if st.event in events:
-            used.append(("event", st.event, ""))
+            used.append(("event", st.event, st.op is not Op.WAIT, ""))
         if st.op is Op.SYNC:
             if st.sync is SyncKind.EVENT:
                 if st.target in events:
-                    used.append(("event", st.target, ""))
+                    used.append(("event", st.target, False, ""))
             else:
                 how = {SyncKind.STREAM: "it", SyncKind.DEVICE: "its device"}.get(st.sync, "it with others")
-                used += [("stream", s, f" (one syncs {how})") for s in program.synced_streams(st) if s in streams]
-        for kind, index, how in used:
-            before = last.get((kind, index))
-            if before is not None and before[0] != st.thread and mine[before[0]] < before[1]:
-                name = program.streams[index].name if kind == "stream" else program.events[index].name
-                return f"threads share {kind} `{name}`{how or before[2]}"
-            last[(kind, index)] = (st.thread, position[i], how)
+                used += [("stream", s, False, f" (one syncs {how})") for s in program.synced_streams(st) if s in streams]
+        for kind, index, writes, how in used:
+            key = (kind, index)
+            earlier = [last_write[key]] if key in last_write else []
+            if writes:
+                earlier += reads.pop(key, [])
+            for thread, at, used_how in earlier:
+                if thread != st.thread and mine[thread] < at:
+                    name = program.streams[index].name if kind == "stream" else program.events[index].name
+                    return f"threads share {kind} `{name}`{how or used_how}"
+            if writes:
+                last_write[key] = (st.thread, position[i], how)
+            else:
+                reads.setdefault(key, []).append((st.thread, position[i], how))
     return None

@@ -395,6 +395,13 @@ def test_a_member_held_by_its_own_group_is_listed_as_stuck():
      None),
     # a shared event: the wait binds to the record made before the hand-off
     ("notify h\nthread a {\n s1: record e\n notify h\n}\nthread b {\n await h\n s2: wait e\n}", None),
+    # two threads that only sync a stream (wait for an event) after the hand-off need no order
+    # between their syncs (waits)
+    ("notify h\nthread a {\n s1: kernel k writes x\n s1: record e\n notify h\n sync s1\n s2: wait e\n}\n"
+     "thread b {\n await h\n sync s1\n sync e\n}", None),
+    # but a record after another thread's unordered wait changes what the wait binds to
+    ("notify h\nthread a {\n s1: record e\n notify h\n s1: record e\n}\nthread b {\n await h\n s2: wait e\n}",
+     "event `e`"),
     # the hand-off comes after the other thread's use: unordered
     ("notify h\nthread a {\n notify h\n s1: kernel k writes x\n}\nthread b {\n await h\n s1: kernel k reads x\n}",
      "stream `s1`"),
