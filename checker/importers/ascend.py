@@ -264,172 +264,221 @@ def as_kineto(data, rank: int | None = None) -> dict:
     """The Kineto-shaped trace (`traceEvents`, and `distributedInfo` for a known rank) of an
     Ascend one; `kineto.py` reads what it says the same way as a CUDA trace's."""
     events = data if isinstance(data, list) else data.get("traceEvents", [])
-    reader = _Reader(events)
-    spans: dict[int, tuple[int | None, int]] = {
-        id(ev): (_ns(ev.get("ts")), max(0, _ns(ev.get("dur")) or 0))
-        for ev in events if isinstance(ev, dict) and ev.get("ph") == "X"}
-    """id(event) -> its start and duration in ns (start None: unreadable), read once."""
-    origin = min((start for start, _ in spans.values() if start is not None), default=0)
+    converter = _Converter(events)
+    converter.read()
+    converter.operations()
+    converter.choose_calls()
+    converter.index_records()
+    converter.write_tasks()
+    converted: dict = {"traceEvents": converter.out, "streamproofFlavour": "ascend",
+                       "streamproofNotes": converter.notes,
+                       "streamproofQueueThreads": [list(q) for q in converter.queues]}
+    if rank is not None:
+        converted["distributedInfo"] = {"rank": rank}
+    elif isinstance(data, dict) and isinstance(data.get("distributedInfo"), dict):
+        converted["distributedInfo"] = data["distributedInfo"]
+    return converted
 
-    def us(ev: dict):
+
+class _Converter:
+    """One Ascend trace rewritten as a Kineto one, stage by stage (`as_kineto`): read the
+    events by process, group each stream's tasks into operations, choose the runtime calls,
+    index the records, write the operations."""
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+        self.reader = _Reader(events)
+        self.spans: dict[int, tuple[int | None, int]] = {
+            id(ev): (_ns(ev.get("ts")), max(0, _ns(ev.get("dur")) or 0))
+            for ev in events if isinstance(ev, dict) and ev.get("ph") == "X"}
+        """id(event) -> its start and duration in ns (start None: unreadable), read once."""
+        self.origin = min((start for start, _ in self.spans.values() if start is not None), default=0)
+        self.out: list = []
+        """The Kineto trace's events."""
+        self.notes: list[str] = []
+        self.counts: dict[str, int] = defaultdict(int)
+        self.on_stream: dict[tuple, list[tuple[int, int, dict, int | None]]] = defaultdict(list)
+        """(device, stream) -> its tasks: (start, index, event, connection id)."""
+        self.calls: dict[tuple, list[dict]] = defaultdict(list)
+        """host thread -> its CANN calls."""
+        self.slices: dict[int, tuple[str, dict, str]] = {}
+        """connection id -> a collective's Communication slice: (op name, args, group)."""
+        self.tasks: dict[tuple, list[dict]] = {}
+        """(device, stream, connection id or None, ordinal) -> the tasks of one operation there."""
+        self.queues: list[tuple] = []
+        self.calls_by_connection: dict[int, _Call] = {}
+
+    def us(self, ev: dict):
         """An event's start from the trace's first event, in microseconds (None: unreadable)."""
-        start = spans[id(ev)][0]
-        return None if start is None else (start - origin) / 1000
+        start = self.spans[id(ev)][0]
+        return None if start is None else (start - self.origin) / 1000
 
-    out: list[dict] = []
-    on_stream: dict[tuple, list[tuple[int, int, dict, int | None]]] = defaultdict(list)
-    """(device, stream) -> its tasks: (start, index, event, connection id)."""
-    calls: dict[tuple, list[dict]] = defaultdict(list)
-    """host thread -> its CANN calls."""
-    slices: dict[int, tuple[str, dict, str]] = {}
-    """connection id -> a collective's Communication slice: (op name, args, group)."""
-    for index, ev in enumerate(events):
-        if not isinstance(ev, dict):
-            out.append(ev)  # (kineto.py says what it skipped)
-            continue
-        ph, pid, args = ev.get("ph"), _key(ev.get("pid")), ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        role = reader.role(pid)
-        if ph == "M":
-            if ev.get("name") == "thread_name" and role in (PYTHON, HOST):
-                out.append({**ev, "pid": reader.host_pid(pid) if role == HOST else pid})
-            continue
-        if ph != "X":
-            continue
-        if role == HARDWARE:
-            if str(ev.get("name", "")) in MARKER_TASKS:
+    def span(self, tasks: list[dict]) -> tuple[float | None, float | None]:
+        """The first start (from the trace's first event) and the span, in microseconds."""
+        spans = self.spans
+        begun = [s for t in tasks if (s := spans[id(t)][0]) is not None]
+        if not begun:
+            return None, tasks[0].get("dur")
+        first = min(begun)
+        last = max(s + spans[id(t)][1] for t in tasks if (s := spans[id(t)][0]) is not None)
+        return (first - self.origin) / 1000, (last - first) / 1000
+
+    def read(self) -> None:
+        """Each event by its process: tasks per stream, calls per host thread, collectives'
+        slices, and torch_npu's operators (passed on as operators)."""
+        reader, out = self.reader, self.out
+        for index, ev in enumerate(self.events):
+            if not isinstance(ev, dict):
+                out.append(ev)  # (kineto.py says what it skipped)
                 continue
-            stream = _int(_key(ev.get("tid")))
-            if stream is None:
-                stream = _int(args.get("Physic Stream Id", args.get("Stream Id")))
-            on_stream[(reader.device(pid), stream)].append(
-                (spans[id(ev)][0] or 0, index, ev, _int(args.get("connection_id"))))
-        elif role == HOST:
-            calls[(reader.host_pid(pid), _key(ev.get("tid")))].append(ev)
-        elif role in COMMUNICATION:
-            connection = _int(args.get("connection_id"))
-            kind = _collective(str(ev.get("name", "")))
-            if connection is not None and kind is not None:
-                match = GROUP_THREAD.match(reader.threads.get((pid, _key(ev.get("tid"))), ""))
-                slices.setdefault(connection, (kind, args, match.group(1) if match else ""))
-        elif role == PYTHON and ev.get("cat") in ("cpu_op", "dequeue", "user_annotation"):
-            out.append({**ev, "cat": "cpu_op" if ev.get("cat") != "user_annotation" else "user_annotation",
-                        "ts": us(ev)})
-    notes: list[str] = []
-    counts: dict[str, int] = defaultdict(int)
-
-    # A stream's tasks in time order; back-to-back tasks of one launch are one operation (an
-    # operator's subtasks, a collective's steps). A connection id no call in the trace has
-    # (msprof writes -1 for a task it could not tie to its launch) ties nothing: such a task is
-    # an operation of its own.
-    called = {c for mine in calls.values() for ev in mine
-              if isinstance(ev.get("args"), dict) and (c := _int(ev["args"].get("connection_id"))) is not None}
-    tasks: dict[tuple, list[dict]] = {}
-    """(device, stream, connection id or None, ordinal) -> the tasks of one operation there."""
-    for (device, stream), found in on_stream.items():
-        found.sort(key=lambda item: (item[0], item[1]))
-        previous = None
-        for start, index, ev, connection in found:
-            linked = connection if connection is not None and connection >= 0 and (
-                connection in called or connection in slices) else None
-            if linked is not None and previous is not None and previous[2] == linked:
-                tasks[previous].append(ev)
-                continue
-            previous = (device, stream, linked, index)
-            tasks[previous] = [ev]
-    # A collective whose steps ran on several streams (HCCL's secondary streams) is one, on the
-    # stream of its first step.
-    first_stream: dict[int, tuple] = {}
-    for key, group in tasks.items():
-        if key[2] in slices:
-            start = spans[id(group[0])][0] or 0
-            if key[2] not in first_stream or start < first_stream[key[2]][0]:
-                first_stream[key[2]] = (start, key[:2])
-    for key in [key for key in tasks if key[2] in slices and key[:2] != first_stream[key[2]][1]]:
-        del tasks[key]
-        counts["secondary"] += 1
-    if counts["secondary"]:
-        notes.append(f"{counts['secondary']:,} step(s) of collectives on streams other than the one of their first "
-                     "step (HCCL's secondary streams) are left out: each collective runs on its first step's stream")
-
-    # The runtime calls that matter: those that launched a task or a collective, and those read
-    # by name (a record, a wait, a sync, a copy). Calls nest (`AscendCL@...` around `Node@launch`
-    # around `Runtime@...`): of nested ones, the outermost read by name, else the innermost.
-    launched = {key[2] for key in tasks if key[2] is not None} | set(slices)
-    marks: dict[int, str] = {}
-    """connection id -> the call a record or wait task was made by (`Runtime@...` calls say the same)."""
-    for key, group in tasks.items():
-        kinds = _kinds(group)
-        if key[2] is not None and kinds & RECORD_TASKS:
-            marks[key[2]] = "aclrtRecordEvent"
-        elif key[2] is not None and kinds & WAIT_TASKS:
-            marks[key[2]] = "aclrtStreamWaitEvent"
-    kept: list[_Call] = []
-    for thread, mine in calls.items():
-        open_calls: list[_Call] = []
-        for ev in sorted(mine, key=lambda e: (spans[id(e)][0] or 0, -spans[id(e)][1])):
-            start, dur = spans[id(ev)]
+            ph, pid = ev.get("ph"), _key(ev.get("pid"))
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            name, connection = _api(str(ev.get("name", ""))), _int(args.get("connection_id"))
-            special = name in SPECIAL_CALLS or connection in marks
-            if start is None or not (special or connection in launched):
+            role = reader.role(pid)
+            if ph == "M":
+                if ev.get("name") == "thread_name" and role in (PYTHON, HOST):
+                    out.append({**ev, "pid": reader.host_pid(pid) if role == HOST else pid})
                 continue
-            name = marks.get(connection, name)
-            call = _Call(thread, ev, name, connection if connection in launched or special else None,
-                         start, start + dur, special)
-            while open_calls and open_calls[-1].end < start:
-                open_calls.pop()
-            outer = open_calls[-1] if open_calls and open_calls[-1].end >= call.end else None
-            if outer is not None:
-                if outer.special:
-                    if outer.connection not in launched and call.connection in launched:
-                        outer.connection = call.connection  # (a copy's task, launched inside it)
+            if ph != "X":
+                continue
+            if role == HARDWARE:
+                if str(ev.get("name", "")) in MARKER_TASKS:
                     continue
-                if call.special or outer.connection == call.connection or outer.connection not in launched:
-                    outer.dropped = True
-            open_calls.append(call)
-            kept.append(call)
-    kept = [call for call in kept if not call.dropped]
-    queues = sorted({(pid, _key(ev.get("tid"))) for ev in events if isinstance(ev, dict) and ev.get("ph") == "X"
-                     and ev.get("cat") == "dequeue" and reader.role(pid := _key(ev.get("pid"))) == PYTHON}, key=str)
-    _drain_into_queue(kept, queues, notes)
-    calls_by_connection: dict[int, _Call] = {}
-    for call in kept:
-        out.append({"ph": "X", "cat": "runtime", "name": call.name, "pid": call.thread[0], "tid": call.thread[1],
-                    "ts": us(call.event), "dur": call.event.get("dur"),
-                    "args": {"correlation": call.connection} if call.connection is not None else {}})
-        if call.connection is not None:
-            calls_by_connection.setdefault(call.connection, call)
+                stream = _int(_key(ev.get("tid")))
+                if stream is None:
+                    stream = _int(args.get("Physic Stream Id", args.get("Stream Id")))
+                self.on_stream[(reader.device(pid), stream)].append(
+                    (self.spans[id(ev)][0] or 0, index, ev, _int(args.get("connection_id"))))
+            elif role == HOST:
+                self.calls[(reader.host_pid(pid), _key(ev.get("tid")))].append(ev)
+            elif role in COMMUNICATION:
+                connection = _int(args.get("connection_id"))
+                kind = _collective(str(ev.get("name", "")))
+                if connection is not None and kind is not None:
+                    match = GROUP_THREAD.match(reader.threads.get((pid, _key(ev.get("tid"))), ""))
+                    self.slices.setdefault(connection, (kind, args, match.group(1) if match else ""))
+            elif role == PYTHON and ev.get("cat") in ("cpu_op", "dequeue", "user_annotation"):
+                out.append({**ev, "cat": "cpu_op" if ev.get("cat") != "user_annotation" else "user_annotation",
+                            "ts": self.us(ev)})
+        self.queues = sorted({(pid, _key(ev.get("tid"))) for ev in self.events
+                              if isinstance(ev, dict) and ev.get("ph") == "X" and ev.get("cat") == "dequeue"
+                              and reader.role(pid := _key(ev.get("pid"))) == PYTHON}, key=str)
 
-    # Records first: which stream each record was on and when its task ended; then every record
-    # call in time order, of each event and of all.
-    record_stream: dict[int, tuple[int, int]] = {}
-    record_end: dict[int, int] = {}
-    for (device, stream, connection, _), group in tasks.items():
-        if connection is not None and stream is not None and _kinds(group) & RECORD_TASKS:
-            record_stream[connection] = (device, stream)
-            record_end[connection] = max((spans[id(t)][0] or 0) + spans[id(t)][1] for t in group)
-    records = sorted((call for connection in record_stream
-                      if (call := calls_by_connection.get(connection)) is not None and call.name in RECORD_CALLS),
-                     key=lambda call: call.start)
-    by_event: dict[int, list[_Call]] = defaultdict(list)
-    for call in records:
-        if call.event_id is not None:
-            by_event[call.event_id].append(call)
-    starts = {id(found): [call.start for call in found] for found in (records, *by_event.values())}
+    def operations(self) -> None:
+        """A stream's tasks in time order; back-to-back tasks of one launch are one operation (an
+        operator's subtasks, a collective's steps). A connection id no call in the trace has
+        (msprof writes -1 for a task it could not tie to its launch) ties nothing: such a task is
+        an operation of its own. A collective whose steps ran on several streams (HCCL's
+        secondary streams) is one, on the stream of its first step."""
+        slices, tasks = self.slices, self.tasks
+        called = {c for mine in self.calls.values() for ev in mine
+                  if isinstance(ev.get("args"), dict) and (c := _int(ev["args"].get("connection_id"))) is not None}
+        for (device, stream), found in self.on_stream.items():
+            found.sort(key=lambda item: (item[0], item[1]))
+            previous = None
+            for start, index, ev, connection in found:
+                linked = connection if connection is not None and connection >= 0 and (
+                    connection in called or connection in slices) else None
+                if linked is not None and previous is not None and previous[2] == linked:
+                    tasks[previous].append(ev)
+                    continue
+                previous = (device, stream, linked, index)
+                tasks[previous] = [ev]
+        first_stream: dict[int, tuple] = {}
+        for key, group in tasks.items():
+            if key[2] in slices:
+                start = self.spans[id(group[0])][0] or 0
+                if key[2] not in first_stream or start < first_stream[key[2]][0]:
+                    first_stream[key[2]] = (start, key[:2])
+        secondary = [key for key in tasks if key[2] in slices and key[:2] != first_stream[key[2]][1]]
+        for key in secondary:
+            del tasks[key]
+        if secondary:
+            self.notes.append(f"{len(secondary):,} step(s) of collectives on streams other than the one of their "
+                              "first step (HCCL's secondary streams) are left out: each collective runs on its "
+                              "first step's stream")
 
-    def latest(found: list[_Call], at: int) -> int:
+    def choose_calls(self) -> None:
+        """The runtime calls that matter: those that launched a task or a collective, and those
+        read by name (a record, a wait, a sync, a copy). Calls nest (`AscendCL@...` around
+        `Node@launch` around `Runtime@...`): of nested ones, the outermost read by name, else
+        the innermost. A record's or wait's call is named as such whatever its level."""
+        spans = self.spans
+        launched = {key[2] for key in self.tasks if key[2] is not None} | set(self.slices)
+        marks: dict[int, str] = {}
+        for key, group in self.tasks.items():
+            kinds = _kinds(group)
+            if key[2] is not None and kinds & RECORD_TASKS:
+                marks[key[2]] = "aclrtRecordEvent"
+            elif key[2] is not None and kinds & WAIT_TASKS:
+                marks[key[2]] = "aclrtStreamWaitEvent"
+        kept: list[_Call] = []
+        for thread, mine in self.calls.items():
+            open_calls: list[_Call] = []
+            for ev in sorted(mine, key=lambda e: (spans[id(e)][0] or 0, -spans[id(e)][1])):
+                start, dur = spans[id(ev)]
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                name, connection = _api(str(ev.get("name", ""))), _int(args.get("connection_id"))
+                special = name in SPECIAL_CALLS or connection in marks
+                if start is None or not (special or connection in launched):
+                    continue
+                call = _Call(thread, ev, marks.get(connection, name),
+                             connection if connection in launched or special else None, start, start + dur, special)
+                while open_calls and open_calls[-1].end < start:
+                    open_calls.pop()
+                outer = open_calls[-1] if open_calls and open_calls[-1].end >= call.end else None
+                if outer is not None:
+                    if outer.special:
+                        if outer.connection not in launched and call.connection in launched:
+                            outer.connection = call.connection  # (a copy's task, launched inside it)
+                        continue
+                    if call.special or outer.connection == call.connection or outer.connection not in launched:
+                        outer.dropped = True
+                open_calls.append(call)
+                kept.append(call)
+        kept = [call for call in kept if not call.dropped]
+        _drain_into_queue(kept, self.queues, self.notes)
+        for call in kept:
+            self.out.append({"ph": "X", "cat": "runtime", "name": call.name, "pid": call.thread[0],
+                             "tid": call.thread[1], "ts": self.us(call.event), "dur": call.event.get("dur"),
+                             "args": {"correlation": call.connection} if call.connection is not None else {}})
+            if call.connection is not None:
+                self.calls_by_connection.setdefault(call.connection, call)
+
+    def index_records(self) -> None:
+        """Which stream each record was on and when its task ended; every record call in time
+        order, of each event and of all (`bind`)."""
+        spans = self.spans
+        self.record_stream: dict[int, tuple[int, int]] = {}
+        self.record_end: dict[int, int] = {}
+        for (device, stream, connection, _), group in self.tasks.items():
+            if connection is not None and stream is not None and _kinds(group) & RECORD_TASKS:
+                self.record_stream[connection] = (device, stream)
+                self.record_end[connection] = max((spans[id(t)][0] or 0) + spans[id(t)][1] for t in group)
+        self.records = sorted((call for connection in self.record_stream
+                               if (call := self.calls_by_connection.get(connection)) is not None
+                               and call.name in RECORD_CALLS), key=lambda call: call.start)
+        self.by_event: dict[int, list[_Call]] = defaultdict(list)
+        for call in self.records:
+            if call.event_id is not None:
+                self.by_event[call.event_id].append(call)
+        self.starts = {id(found): [call.start for call in found] for found in (self.records, *self.by_event.values())}
+
+    def _latest(self, found: list[_Call], at: int) -> int:
         """How many of `found` (in call order) were made at or before `at`."""
-        return bisect.bisect_right(starts.get(id(found), ()), at)
+        return bisect.bisect_right(self.starts.get(id(found), ()), at)
 
-    def bind(waiter: _Call, where: tuple, end: int, blocked: bool) -> tuple[_Call | None, str]:
-        """The record a wait task waited for, and why that is a guess ("" when the trace says)."""
+    def bind(self, waiter: _Call, where: tuple, end: int, blocked: bool) -> tuple[_Call | None, str]:
+        """The record a wait task waited for, and why that is a guess ("" when the trace says):
+        the latest record of its event before its call, where the trace names events; else a
+        record on another stream, by the device's timing."""
         if waiter.event_id is not None:
-            same = by_event.get(waiter.event_id, [])
-            n = latest(same, waiter.start)
+            same = self.by_event.get(waiter.event_id, [])
+            n = self._latest(same, waiter.start)
             if n:
                 return same[n - 1], ""
-        n = latest(records, waiter.start)
-        others = [call for call in reversed(records[max(0, n - 64):n]) if record_stream[call.connection] != where]
+        records, record_end = self.records, self.record_end
+        n = self._latest(records, waiter.start)
+        others = [call for call in reversed(records[max(0, n - 64):n]) if self.record_stream[call.connection] != where]
         if not others:
             return None, ""
         why = "names no record of its event before it" if waiter.event_id is not None else "does not name the events"
@@ -444,62 +493,71 @@ def as_kineto(data, rank: int | None = None) -> dict:
         return bound, (f"binds to the latest aclrtRecordEvent on another stream before it (connection "
                        f"{bound.connection}): the trace {why}")
 
-    for (device, stream, connection, _), group in tasks.items():
-        group.sort(key=lambda t: spans[id(t)][0] or 0)
-        records_here = [t for t in group if _kinds([t]) & RECORD_TASKS]
-        waits_here = [t for t in group if _kinds([t]) & WAIT_TASKS]
-        rest = [t for t in group if not _kinds([t]) & (RECORD_TASKS | WAIT_TASKS)]
-        where = {"stream": stream, "device": device}
+    def write_tasks(self) -> None:
+        """Each operation: its record (`cuda_event`), its wait (`cuda_sync`, bound by `bind`), its
+        copy (`gpu_memcpy`) and its work (a `kernel`, a collective's with the slice's facts)."""
+        for (device, stream, connection, _), group in self.tasks.items():
+            group.sort(key=lambda t: self.spans[id(t)][0] or 0)
+            where = {"stream": stream, "device": device}
+            recorded = [t for t in group if _kinds([t]) & RECORD_TASKS]
+            waited = [t for t in group if _kinds([t]) & WAIT_TASKS]
+            work = [t for t in group if not _kinds([t]) & (RECORD_TASKS | WAIT_TASKS)]
+            if recorded:
+                self._write_record(recorded, where, connection)
+            if waited:
+                self._write_wait(waited, where, connection)
+            if work:
+                self._write_work(work, where, connection)
+        if self.counts["wait"]:
+            self.notes.append(f"{self.counts['wait']:,} wait task(s) (EVENT_WAIT) have no aclrtStreamWaitEvent call "
+                              "in the trace: nothing says which record they waited for, so the order they kept is lost")
+        if self.counts["record"]:
+            self.notes.append(f"{self.counts['record']:,} record task(s) (EVENT_RECORD) have no call in the trace "
+                              "and are left out")
 
-        def span(of: list[dict]) -> tuple[float | None, float | None]:
-            begun = [s for t in of if (s := spans[id(t)][0]) is not None]
-            if not begun:
-                return None, of[0].get("dur")
-            first = min(begun)
-            return (first - origin) / 1000, (max(s + spans[id(t)][1] for t in of
-                                                 if (s := spans[id(t)][0]) is not None) - first) / 1000
+    def _write_record(self, tasks: list[dict], where: dict, connection: int | None) -> None:
+        if connection is None or connection not in self.calls_by_connection:
+            self.counts["record"] += 1
+            return
+        self.out.append({"ph": "X", "cat": "cuda_event", "name": "EVENT_RECORD", "pid": where["device"],
+                         "tid": where["stream"], "ts": self.span(tasks)[0], "dur": 0,
+                         "args": {**where, "correlation": connection}})
 
-        if records_here:
-            if connection is not None and connection in calls_by_connection:
-                out.append({"ph": "X", "cat": "cuda_event", "name": "EVENT_RECORD", "pid": device, "tid": stream,
-                            "ts": span(records_here)[0], "dur": 0, "args": {**where, "correlation": connection}})
-            else:
-                counts["record"] += 1
-        if waits_here:
-            waiter = calls_by_connection.get(connection) if connection is not None else None
-            if waiter is None or waiter.name not in WAIT_CALLS:
-                counts["wait"] += 1
-            else:
-                ts, dur = span(waits_here)
-                end = max((spans[id(t)][0] or 0) + spans[id(t)][1] for t in waits_here)
-                bound, why = bind(waiter, (device, stream), end, (dur or 0) > 1)
-                sync = {**where, "correlation": connection, "cuda_sync_kind": "Stream Wait Event",
-                        "wait_on_cuda_event_record_corr_id": -1 if bound is None else bound.connection}
-                if bound is not None:
-                    sync["wait_on_stream"] = record_stream[bound.connection][1]
-                if why:
-                    sync["assumed"] = f"aclrtStreamWaitEvent (connection {connection}) {why}"
-                out.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": device, "tid": stream,
-                            "ts": ts, "dur": 0, "args": sync})
-        if not rest:
-            continue
+    def _write_wait(self, tasks: list[dict], where: dict, connection: int | None) -> None:
+        waiter = self.calls_by_connection.get(connection) if connection is not None else None
+        if waiter is None or waiter.name not in WAIT_CALLS:
+            self.counts["wait"] += 1
+            return
+        ts, dur = self.span(tasks)
+        end = max((self.spans[id(t)][0] or 0) + self.spans[id(t)][1] for t in tasks)
+        bound, why = self.bind(waiter, (where["device"], where["stream"]), end, (dur or 0) > 1)
+        sync = {**where, "correlation": connection, "cuda_sync_kind": "Stream Wait Event",
+                "wait_on_cuda_event_record_corr_id": -1 if bound is None else bound.connection}
+        if bound is not None:
+            sync["wait_on_stream"] = self.record_stream[bound.connection][1]
+        if why:
+            sync["assumed"] = f"aclrtStreamWaitEvent (connection {connection}) {why}"
+        self.out.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": where["device"],
+                         "tid": where["stream"], "ts": ts, "dur": 0, "args": sync})
+
+    def _write_work(self, tasks: list[dict], where: dict, connection: int | None) -> None:
         kernel_args = {**where, "correlation": connection}
-        copies = [t for t in rest if _kinds([t]) & COPY_TASKS
+        copies = [t for t in tasks if _kinds([t]) & COPY_TASKS
                   or (isinstance(t.get("args"), dict) and "operation" in t["args"])]
         if copies:
             operation = next((str(t["args"]["operation"]).lower() for t in copies
                               if isinstance(t.get("args"), dict) and "operation" in t["args"]), "")
-            ts, dur = span(copies)
-            out.append({"ph": "X", "cat": "gpu_memcpy", "name": _copy_kind(operation),
-                        "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": kernel_args})
-            rest = [t for t in rest if t not in copies]
-            if not rest:
-                continue
-        name = str(rest[0].get("name", ""))
-        collective = slices.get(connection) if connection is not None else None
+            ts, dur = self.span(copies)
+            self.out.append({"ph": "X", "cat": "gpu_memcpy", "name": _copy_kind(operation), "pid": where["device"],
+                             "tid": where["stream"], "ts": ts, "dur": dur, "args": kernel_args})
+            tasks = [t for t in tasks if t not in copies]
+            if not tasks:
+                return
+        name = str(tasks[0].get("name", ""))
+        collective = self.slices.get(connection) if connection is not None else None
         if collective is not None:
             kind, facts, group_name = collective
-            launch = calls_by_connection.get(connection)
+            launch = self.calls_by_connection.get(connection)
             item = launch.event.get("args", {}).get("item_id") if launch is not None and \
                 isinstance(launch.event.get("args"), dict) else None
             name = str(item) if item else name
@@ -507,21 +565,9 @@ def as_kineto(data, rank: int | None = None) -> dict:
                                 "Group size": _int(facts.get("rank_size")), "In msg nelems": facts.get("count"),
                                 "Out msg nelems": facts.get("count"), "dtype": facts.get("data_type")})
             kernel_args = {k: v for k, v in kernel_args.items() if v is not None}
-        ts, dur = span(rest)
-        out.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts,
-                    "dur": dur, "args": kernel_args})
-    if counts["wait"]:
-        notes.append(f"{counts['wait']:,} wait task(s) (EVENT_WAIT) have no aclrtStreamWaitEvent call in the trace: "
-                     "nothing says which record they waited for, so the order they kept is lost")
-    if counts["record"]:
-        notes.append(f"{counts['record']:,} record task(s) (EVENT_RECORD) have no call in the trace and are left out")
-    converted: dict = {"traceEvents": out, "streamproofFlavour": "ascend", "streamproofNotes": notes,
-                       "streamproofQueueThreads": [list(q) for q in queues]}
-    if rank is not None:
-        converted["distributedInfo"] = {"rank": rank}
-    elif isinstance(data, dict) and isinstance(data.get("distributedInfo"), dict):
-        converted["distributedInfo"] = data["distributedInfo"]
-    return converted
+        ts, dur = self.span(tasks)
+        self.out.append({"ph": "X", "cat": "kernel", "name": name, "pid": where["device"], "tid": where["stream"],
+                         "ts": ts, "dur": dur, "args": kernel_args})
 
 
 def with_profiled_rank(data, path: str):
