@@ -2,7 +2,9 @@
 
 For a deterministic program (`checker/determinism.py`) the executions are exactly the
 linearizations of one partial order over steps (docs/semantics.md). This module builds that
-order from the rules, once; two consumers read it:
+order from the rules, once, reading the statements in an order of their issues that every
+execution agrees with (`determinism.host_order`: each thread's program order, and each
+one-shot hand-off's notify before its await, which is an edge too); two consumers read it:
 
 * the fast path (`checker/hb.py`) adds vector clocks to answer "does a happen before b",
 * the optimizer (`checker/optimize/model.py`) reads each edge's `delay` (launch costs,
