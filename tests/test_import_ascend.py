@@ -462,3 +462,27 @@ def test_the_python_api_reads_the_rank_beside_each_ascend_trace(tmp_path):
         paths.append(folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
     imported = import_ranks_files(paths)
     assert "host thread 4000" in imported.text.split("thread r1_main", 1)[1].split("\n", 1)[0]
+
+
+def test_a_private_use_backend_s_kineto_trace_ties_calls_to_kernels_by_name_and_time():
+    # the plain PyTorch profiler on torch_npu: `privateuse1_runtime` calls named after the
+    # kernel, at its start, and kernels with no correlation id
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "NPU"}},
+        {"ph": "M", "name": "thread_name", "pid": 47, "tid": 47, "args": {"name": "NPU stream 47"}},
+        {"ph": "X", "cat": "privateuse1_runtime", "name": "MatMulV2_1", "pid": 900, "tid": 901,
+         "ts": 4307764842639.312, "dur": 0.0},
+        {"ph": "X", "cat": "kernel", "name": "MatMulV2_1", "pid": 0, "tid": 47, "ts": 4307764842639.312,
+         "dur": 8.84, "args": {"streamId": 47, "type": "KERNEL_AICORE"}},
+        {"ph": "X", "cat": "privateuse1_runtime", "name": "Relu_2", "pid": 900, "tid": 901,
+         "ts": 4307764842650.0, "dur": 0.0},
+        {"ph": "X", "cat": "kernel", "name": "Relu_2", "pid": 0, "tid": 47, "ts": 4307764842650.0, "dur": 2.0,
+         "args": {"streamId": 47, "type": "KERNEL_AIVEC"}},
+    ]
+    imported = import_kineto({"traceEvents": events})
+    assert "device npu0 {" in imported.text
+    body = imported.text.split("thread t901 {", 1)[1]
+    assert "stream47: kernel MatMulV2_1 8840ns" in body and "stream47: kernel Relu_2 2us" in body
+    assert not any("no runtime call" in note for note in imported.notes)
+    assert any("records no event records, waits or synchronizations" in note for note in imported.notes)
+    load(imported)

@@ -40,7 +40,11 @@ from checker.spec_text import (
 
 GPU_CATEGORIES = {"kernel": "kernel", "concurrent_kernel": "kernel", "gpu_memcpy": "memcpy",
                   "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
-CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "xpu_runtime", "xpu_driver"})
+CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "xpu_runtime", "xpu_driver",
+                             "privateuse1_runtime", "privateuse1_driver"})
+PRIVATE_CALLS = frozenset({"privateuse1_runtime", "privateuse1_driver"})
+"""A PrivateUse1 backend's calls (torch_npu's Kineto-style export): named after the kernel they
+launched, at its start, with no correlation id (`_Trace._link_private`)."""
 OP_CATEGORIES = frozenset({"cpu_op", "operator", "user_annotation"})
 
 RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
@@ -224,6 +228,28 @@ rank (`Dst Rank`, `Src Rank`)."""
 COMM_OPERATOR = "record_param_comms"
 
 
+def _link_private(raw_calls: list[tuple], raw_gpu: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """A PrivateUse1 backend's calls and GPU work with correlation ids where the trace has none:
+    a call and a kernel of the same name at the same time are one launch (torch_npu writes the
+    call named after the kernel it launched, at the kernel's start)."""
+    unlinked: dict[tuple, list[int]] = defaultdict(list)
+    for k, (_, name, ts, _, corr) in enumerate(raw_calls):
+        if corr is None:
+            unlinked[(name, ts)].append(k)
+    if not unlinked:
+        return raw_calls, raw_gpu
+    calls, gpu = list(raw_calls), list(raw_gpu)
+    fresh = 1 << 40  # (beyond the ids a trace writes)
+    for k, (kind, name, device, stream, ts, dur, corr, meta) in enumerate(gpu):
+        found = unlinked.get((name, ts)) if corr is None else None
+        if found:
+            fresh += 1
+            i = found.pop(0)
+            calls[i] = calls[i][:4] + (fresh,)
+            gpu[k] = (kind, name, device, stream, ts, dur, fresh, meta)
+    return calls, gpu
+
+
 def _comm_args(args: dict) -> dict | None:
     if "Collective name" not in args:
         return None
@@ -328,6 +354,7 @@ class _Trace:
         """Per host thread, the `record_param_comms` operators: (start, end, `COMM_KEYS`)."""
         raw_comm_ops: list[tuple] = []
         raw_calls: list[tuple] = []
+        private = False
         raw_gpu: list[tuple] = []
         raw_ops: list[tuple] = []
         self.syncs: dict[int, SyncEvent] = {}
@@ -390,6 +417,8 @@ class _Trace:
             elif cat in CALL_CATEGORIES:
                 raw_calls.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
                                   args.get("correlation")))
+                if cat in PRIVATE_CALLS:
+                    private = True
             elif cat in OP_CATEGORIES:
                 rf = args.get("Record function id")
                 if ev.get("name") == COMM_OPERATOR and (meta := _comm_args(args)) is not None:
@@ -434,6 +463,10 @@ class _Trace:
                 origin = ts
         self.origin = origin if origin is not None else 0.0
         o = self.origin
+        self.private = private
+        """A PrivateUse1 backend's trace (torch_npu's Kineto-style export): its devices are NPUs."""
+        if private:
+            raw_calls, raw_gpu = _link_private(raw_calls, raw_gpu)
         self.gpu: list[GpuOp] = []
         self.gpu_by_corr: dict[int, list[GpuOp]] = defaultdict(list)
         for kind, name, device, stream, ts, dur, corr, meta in raw_gpu:
@@ -598,7 +631,7 @@ class _Builder:
 
     @property
     def device_word(self) -> str:
-        return "npu" if self.t.ascend else "gpu"
+        return "npu" if self.t.ascend or self.t.private else "gpu"
 
     def event_name(self, record: int) -> str:
         return f"{self.prefix}e{record}"
@@ -694,7 +727,12 @@ class _Builder:
             if other is not None:
                 inferred_record_stream[corr] = other
         needed: set[int] = set()
-        if not t.has_cuda_sync and not t.ascend:
+        if t.private and not t.has_cuda_sync:
+            self.no_sync_note = True
+            self.notes.append("the trace is a PrivateUse1 backend's (torch_npu's Kineto-style export): it records no "
+                              "event records, waits or synchronizations, so the spec has none; torch_npu.profiler's "
+                              "own trace (ASCEND_PROFILER_OUTPUT/trace_view.json) records them")
+        elif not t.has_cuda_sync and not t.ascend:
             self.no_sync_note = True
             self.notes.append("the trace has no cuda_sync events (profile with "
                               "experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) for "
@@ -1598,7 +1636,7 @@ class _Builder:
                f"Observed GPU span {(last - first) / 1e6:.3f} ms; host gaps between runtime calls are "
                "`host cpu` statements; the devices declare no launch cost (it is in the gaps).",
                "Engine counts are the most operations the trace ran at once on each engine."]
-        if not t.ascend:
+        if not (t.ascend or t.private):
             out.append("Streams are independent: the legacy default stream's implicit synchronization is not modelled.")
         out.append("Comments name the operator that issued the statements below them.")
         if self.handoffs:
@@ -1614,6 +1652,9 @@ class _Builder:
         elif t.has_cuda_sync:
             out.append("Waits and syncs are exact: they come from the trace's cuda_sync events"
                        + (" (but those marked `assumed:`)." if self.assumed else "."))
+        elif t.private:
+            out.append("A PrivateUse1 backend's trace (torch_npu's Kineto-style export): calls are tied to the "
+                       "kernels of their name at their start; it records no event records, waits or syncs.")
         else:
             out.append("The trace has no cuda_sync events: event bindings and synchronized streams are inferred.")
         if self.et is not None:
