@@ -10,8 +10,8 @@ the next use on another thread in every execution, and each use before the next 
 of steps (`checker/order.py`); the fast path and the optimizer's exact model both need it, and
 the SMT engine takes the rest.
 
-An imported trace is such a program: where two threads enqueue onto one stream, or one waits
-for another's record, the importer keeps the trace's order with hand-offs.
+Most imported traces of several threads are such programs: where two threads use one stream,
+or one waits for another's record, the importer keeps the trace's order with hand-offs.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ def nondeterminism(program: Program) -> str | None:
 
     The optimizer asks the same question before building its exact timing model.
     """
-    handoffs = _handoffs(program)
-    if isinstance(handoffs, str):
-        return handoffs
-    if handoffs and host_order(program) is None:
+    problem = _handoff_problem(program)
+    if problem is not None:
+        return problem
+    order = _order(program)
+    if order is None:
         return "its threads hand off to each other in a circle"
     users_stream: dict[int, set[int]] = {}
     users_event: dict[int, set[int]] = {}
@@ -79,12 +80,12 @@ def nondeterminism(program: Program) -> str | None:
     for st in program.statements:
         if st.stream in shared_streams and (st.group is not None or st.batch is not None):
             return f"threads share stream `{program.streams[st.stream].name}` (with collective or batched calls on it)"
-    return _unordered_use(program, handoffs, shared_streams, shared_events)
+    return _unordered_use(program, order, shared_streams, shared_events)
 
 
-def _handoffs(program: Program) -> dict[int, int] | str:
-    """Each awaited notify's one `notify` statement (notify -> statement), or why the program's
-    notifies are not one-shot hand-offs between host threads."""
+def _handoff_problem(program: Program) -> str | None:
+    """Why the program's notifies are not one-shot hand-offs between host threads (each notified
+    by one host statement and awaited by at most one), or None."""
     setters: dict[int, list[int]] = {}
     awaiters: dict[int, list[int]] = {}
     for st in program.statements:
@@ -98,7 +99,7 @@ def _handoffs(program: Program) -> dict[int, int] | str:
     for notify, found in setters.items():
         if len(found) > 1:
             return "it uses notifies (other than one notify and one await of each)"
-    return {notify: setters[notify][0] for notify in awaiters}
+    return None
 
 
 def host_order(program: Program) -> list[int] | None:
@@ -106,9 +107,11 @@ def host_order(program: Program) -> list[int] | None:
     (its notify before its await) agree with; None where the hand-offs wait in a circle (or
     the notifies are no hand-offs). Each thread runs until an await whose notify has not come,
     and runs on once it comes: linear in the statements."""
-    handoffs = _handoffs(program)
-    if isinstance(handoffs, str):
-        return None
+    return None if _handoff_problem(program) is not None else _order(program)
+
+
+def _order(program: Program) -> list[int] | None:
+    """`host_order` of a program whose notifies are one-shot hand-offs."""
     statements = program.statements
     cursor = [0] * len(program.threads)
     notified: set[int] = set()
@@ -135,15 +138,13 @@ def host_order(program: Program) -> list[int] | None:
     return out if len(out) == len(statements) else None
 
 
-def _unordered_use(program: Program, handoffs: dict[int, int], streams: set[int], events: set[int]) -> str | None:
+def _unordered_use(program: Program, order: list[int], streams: set[int], events: set[int]) -> str | None:
     """Why a stream or event two threads use is not used in one order fixed by the hand-offs,
     or None: in a hand-off order of the statements, each use that changes it (an enqueue onto
     the stream, a record of the event) happens before every later use on another thread, and
     every use happens before the next change on another thread; uses that only read it (syncs,
     waits) need not be ordered among themselves. Happens-before is a vector clock of the
     threads' positions, joined at each await with its notify's."""
-    order = host_order(program)
-    assert order is not None  # (`nondeterminism` has ruled out a circle)
     threads = len(program.threads)
     statements = program.statements
     uses = 0

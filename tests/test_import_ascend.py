@@ -486,3 +486,30 @@ def test_a_private_use_backend_s_kineto_trace_ties_calls_to_kernels_by_name_and_
     assert not any("no runtime call" in note for note in imported.notes)
     assert any("records no event records, waits or synchronizations" in note for note in imported.notes)
     load(imported)
+
+
+def test_an_event_sync_left_out_leaves_no_hand_off_behind():
+    # an event sync on the main thread (kept there: it overlaps a call of the dequeue thread)
+    # whose record has no task in the trace is left out: the queue must not await it
+    t = Trace(queue=True)
+    t.call("AscendCL@aclrtRecordEvent", event_id=3)  # (a record with no task)
+    t.kernel("a", 2, 20_000, 5_000)
+    start = t.now
+    t.call("AscendCL@aclrtSynchronizeEvent", dur=10_000, thread=t.main)
+    t.now = start + 2_000
+    t.kernel("b", 2, 40_000, 5_000)
+    t.now = start + 20_000
+    t.kernel("c", 2, 60_000, 5_000)
+    imported = import_kineto(t.json())
+    loaded = load(imported)
+    assert not [d for d in loaded.diagnostics if "never notified" in d.message]
+    findings = check_loaded(loaded).findings
+    assert not [f for f in findings if f.code is Code.SP201], imported.text
+
+
+@pytest.mark.parametrize("connection", ["--5", "5-", " 7 ", "\u0663", "1e3"])
+def test_a_connection_id_that_is_no_number_is_told_not_a_crash(connection):
+    t = two_streams()
+    launch = next(e for e in t.events if e["name"] == "Node@launch")
+    launch["args"]["connection_id"] = connection
+    load(import_kineto(t.json()))

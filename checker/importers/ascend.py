@@ -63,13 +63,11 @@ BLOCKING_CALLS = frozenset({
 })
 """Calls that block their thread until work on the device is done."""
 
-RECORD_CALLS = frozenset({"aclrtRecordEvent"})
-WAIT_CALLS = frozenset({"aclrtStreamWaitEvent"})
-SPECIAL_CALLS = frozenset({
-    "aclrtRecordEvent", "aclrtStreamWaitEvent", "aclrtSynchronizeStream", "aclrtSynchronizeStreamWithTimeout",
-    "aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeEvent",
-    "aclrtSynchronizeEventWithTimeout", "aclrtQueryEvent", "aclrtQueryEventStatus", "aclrtStreamQuery",
-    "aclrtMemcpy", "aclrtMemcpy2d", "aclrtMemcpyAsync", "aclrtMemsetAsync", "aclrtMemset",
+ACL_RECORD_CALLS = frozenset({"aclrtRecordEvent"})
+ACL_WAIT_CALLS = frozenset({"aclrtStreamWaitEvent"})
+SPECIAL_CALLS = ACL_RECORD_CALLS | ACL_WAIT_CALLS | BLOCKING_CALLS | frozenset({
+    "aclrtQueryEvent", "aclrtQueryEventStatus", "aclrtStreamQuery", "aclrtMemcpyAsync", "aclrtMemsetAsync",
+    "aclrtMemset",
 })
 """Runtime calls read by their name (`kineto.py` has them beside the CUDA ones): kept even
 where they launch nothing, and kept over the calls inside them."""
@@ -103,8 +101,8 @@ def _drain_into_queue(kept: list[_Call], queues: list[tuple], notes: list[str]) 
     if not mine:
         return
     starts = [start for start, _ in mine]
-    # (a thread that made calls of its own besides blocking ones keeps them all: its syncs are
-    # ordered with its own launches by its program order)
+    # (a thread that made other runtime calls itself keeps them all: its syncs are ordered with
+    # its own launches, records and waits by its program order)
     launching = {call.thread for call in kept if call.name not in BLOCKING_CALLS}
     moved = 0
     for call in kept:
@@ -173,7 +171,7 @@ def _int(value) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
-    if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
         return int(value)
     return None
 
@@ -456,7 +454,7 @@ class _Converter:
                 self.record_end[connection] = max((spans[id(t)][0] or 0) + spans[id(t)][1] for t in group)
         self.records = sorted((call for connection in self.record_stream
                                if (call := self.calls_by_connection.get(connection)) is not None
-                               and call.name in RECORD_CALLS), key=lambda call: call.start)
+                               and call.name in ACL_RECORD_CALLS), key=lambda call: call.start)
         self.by_event: dict[int, list[_Call]] = defaultdict(list)
         for call in self.records:
             if call.event_id is not None:
@@ -525,7 +523,7 @@ class _Converter:
 
     def _write_wait(self, tasks: list[dict], where: dict, connection: int | None) -> None:
         waiter = self.calls_by_connection.get(connection) if connection is not None else None
-        if waiter is None or waiter.name not in WAIT_CALLS:
+        if waiter is None or waiter.name not in ACL_WAIT_CALLS:
             self.counts["wait"] += 1
             return
         ts, dur = self.span(tasks)
@@ -581,8 +579,8 @@ def with_profiled_rank(data, path: str):
 
 def profiled_rank(path: str) -> int | None:
     """The rank of the trace at `path`, where the Ascend profiler wrote it: its output folder
-    (`..._ascend_pt`, the trace's folder or the one above) holds `profiler_info_{rank}.json`,
-    whose `rank_id` is the rank (-1 or missing: a run without ranks)."""
+    (`..._ascend_pt`, the trace's folder or the one above) holds `profiler_info_{N}.json`, whose
+    `rank_id` is the rank (where it is -1, missing or unreadable, the N of the file's name)."""
     folder = os.path.dirname(os.path.abspath(path))
     for where in (folder, os.path.dirname(folder)):
         try:

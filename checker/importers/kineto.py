@@ -29,6 +29,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from checker.parse import MAX_DURATION_NS
 from checker.importers.ascend import as_kineto, is_ascend
@@ -129,7 +130,7 @@ class Batch:
 
     members: tuple[Collective, ...]
     """In the order the rank called them."""
-    via = None
+    via: ClassVar[None] = None
     """(batches run on the stream that launched them: see `Collective.via`)"""
 
 
@@ -583,15 +584,18 @@ class _Builder:
         """id(call) -> the GPU work it launched (by correlation id; `ops_of`)."""
         self.handoffs = 0
         """Host hand-offs between threads (`notify handoff[N]`): one per wait or event sync bound
-        to another thread's record, and one per change of launching thread on a stream."""
+        to another thread's record, one per change of thread among a stream's users (launches,
+        records, waits, syncs: `_stream_handoffs`), and those of torch_npu's task queue
+        (`_queue_handoffs`)."""
         self.notify_after: dict[tuple, list[int]] = defaultdict(list)
-        """("record", id(call)) or ("gpu", id(op)) -> the hand-offs given right after it is written
-        (a record by its call: a correlation id may come again)."""
+        """("record", id(call)), ("gpu", id(op)), ("wait", id(action)), ("sync", id(action)) or
+        ("returned", id(action)) -> the hand-offs given right after it is written (a sync's after
+        it returns; a record by its call: a correlation id may come again)."""
         self.handoff_why: dict[int, str] = {}
         """Hand-offs awaited for another reason than their item's kind says (`_queue_handoffs`)."""
         self.await_before: dict[tuple, list[int]] = defaultdict(list)
-        """("gpu", id(op)), ("record", id(call)) or ("wait", id(action)) -> the hand-offs awaited
-        right before it is written."""
+        """("gpu", id(op)), ("record", id(call)), ("wait", id(action)) or ("sync", id(action)) ->
+        the hand-offs awaited right before it is written."""
         self._launched_ops: dict[tuple[int, int], list[tuple[int, int, int]]] | None = None
         self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
         """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
@@ -779,7 +783,7 @@ class _Builder:
                     else:
                         if sync.wait_on_stream >= 0 and corr not in t.record_streams:
                             record_stream.setdefault(corr, (sync.device, sync.wait_on_stream))
-                        assumed = (f"{name} (event {sync.event}) binds to the latest cudaEventRecord before it "
+                        assumed = (f"{name} (event {sync.event}) binds to the latest record call before it "
                                    f"(corr {corr}): the trace names the event but not its record")
                         actions.extend(replace(action, assumed=assumed) if action.kind != "note" else action
                                        for action in self._exact(replace(sync, record=corr), call, needed))
@@ -801,14 +805,14 @@ class _Builder:
                         record_for_wait(corr, target)
                         actions.append(_Action("wait", stream=target, record=corr,
                                                assumed=f"{name} waits on the stream of the next launch on this thread "
-                                                       f"and binds to the latest cudaEventRecord before it (corr {corr})",
+                                                       f"and binds to the latest record call before it (corr {corr})",
                                                handoff=self._bound(corr, call)))
                 elif name in EVENT_SYNC_CALLS:
                     corr = latest_record(thread, call.start)
                     if corr is not None:
                         needed.add(corr)
                         actions.append(_Action("sync_event", record=corr,
-                                               assumed=f"{name} waits for the latest cudaEventRecord before it (corr {corr})",
+                                               assumed=f"{name} waits for the latest record call before it (corr {corr})",
                                                handoff=self._bound(corr, call)))
                 elif name in STREAM_SYNC_CALLS:
                     if last is not None:
@@ -931,7 +935,7 @@ class _Builder:
         return self.ops_of_call.get(id(call)) or self.t.gpu_by_corr.get(call.correlation, [])
 
     def _stream_handoffs(self, plans) -> None:
-        """Where two threads enqueue onto one stream (launches, records, waits), their work keeps
+        """Where two threads use one stream (launches, records, waits, syncs), their work keeps
         the trace's order on it, by the times of the calls: the thread of each item that
         follows another thread's awaits a hand-off given right after that item. Otherwise every
         interleaving of the threads would be checked, with later work enqueued ahead of earlier
@@ -1001,7 +1005,10 @@ class _Builder:
                     elif action.kind in ("sync_stream", "sync_device"):
                         mine.append((("sync", id(action)), 2 * call.start, None))
         effective: dict[tuple, int] = {}
-        for _ in range(8):  # (a binding points back across threads; a few rounds settle it)
+        # (a binding points across threads: each round settles one more link of a chain of
+        # them, so as many rounds as there are bound waits settle every one)
+        bindings = sum(1 for mine in sequence.values() for _, _, bound in mine if bound is not None)
+        for _ in range(bindings + 1):
             changed = False
             for mine in sequence.values():
                 latest = None
@@ -1048,6 +1055,8 @@ class _Builder:
                 for action in actions:
                     if action.kind not in ("sync_stream", "sync_event", "sync_device"):
                         continue
+                    if action.kind == "sync_event" and action.record not in self.record_stream:
+                        continue  # (left out of the spec: nothing to order it with)
                     drained = []
                     for queue in queues:
                         i = bisect.bisect_left(starts[queue], call.start) - 1
@@ -1633,7 +1642,8 @@ class _Builder:
                f"{t.total:,} trace events: {c.get('kernel', 0):,} kernels, {c.get('memcpy', 0):,} memcpys, "
                f"{c.get('memset', 0):,} memsets on {len(self.stream_keys)} stream(s); "
                f"{c.get('record', 0):,} records, {c.get('wait', 0):,} waits, {c.get('sync', 0):,} syncs.",
-               f"Observed GPU span {(last - first) / 1e6:.3f} ms; host gaps between runtime calls are "
+               f"Observed {'NPU' if self.device_word == 'npu' else 'GPU'} span {(last - first) / 1e6:.3f} ms; "
+               "host gaps between runtime calls are "
                "`host cpu` statements; the devices declare no launch cost (it is in the gaps).",
                "Engine counts are the most operations the trace ran at once on each engine."]
         if not (t.ascend or t.private):
@@ -1641,8 +1651,10 @@ class _Builder:
         out.append("Comments name the operator that issued the statements below them.")
         if self.handoffs:
             out.append("Threads hand off to each other (`handoff`) where the trace orders them: a wait or event "
-                       "sync after the other thread's record it binds to, and launches onto a shared stream in "
-                       "the order the stream ran them. Otherwise threads interleave freely.")
+                       "sync after the other thread's record it binds to, and the launches, records, waits and "
+                       "syncs of several threads on one stream in the order of their calls (a bound wait after "
+                       "its record)" + (", and torch_npu's task queue around the syncs of other threads"
+                                        if t.queue_threads else "") + ". Otherwise threads interleave freely.")
         if t.ascend:
             out.append("Read from an Ascend profiler trace (torch_npu's trace_view.json, msprof's timeline): "
                        "tasks are tied to the runtime calls that launched them by connection id; records and "

@@ -438,7 +438,7 @@ class _Matcher:
         # (a batch's kernel ran all of its calls at once: each takes the kernel's measured time,
         # and the device has a comm unit for each, `_Builder._declarations`)
         sizes = {id(op): len(calls) for batches in by_rank.values() for op, calls in batches}
-        share = {id(op): op.dur for batches in by_rank.values() for op, _ in batches}
+        measured = {id(op): op.dur for batches in by_rank.values() for op, _ in batches}
         operators = {(id(op), part): call.operator for batches in by_rank.values() for op, calls in batches
                      for part, call in enumerate(calls)}
         parts: dict[int, list[Collective]] = {}
@@ -448,7 +448,7 @@ class _Matcher:
                 sent, received = self._clock(sender, send), self._clock(receiver, recv)
                 if sent + send.dur <= received or received + recv.dur <= sent:
                     apart += 1
-                duration = min((share[id(op)] for op in (send, recv) if share[id(op)] > 0), default=0)
+                duration = min((measured[id(op)] for op in (send, recv) if measured[id(op)] > 0), default=0)
                 for rank, op, part, kind, peer in ((sender, send, s_part, "send", receiver),
                                                    (receiver, recv, r_part, "recv", sender)):
                     calls = parts.setdefault(id(op), [None] * sizes[id(op)])
