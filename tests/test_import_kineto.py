@@ -889,3 +889,21 @@ def test_a_run_of_several_threads_that_completed_does_not_deadlock(name):
     if name.startswith("memcpy"):
         from checker.determinism import nondeterminism
         assert nondeterminism(loaded.program) is None
+
+
+def test_bindings_that_wait_for_each_other_in_a_circle_do_not_hang_the_import():
+    # (a corrupt trace: each thread's wait is bound to the other thread's later record)
+    events = [
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 10.0, 1, correlation=1),
+        _event("cuda_sync", "Stream Wait Event", 0, 7, 10.5, 0.1, cuda_sync_kind="Stream Wait Event", stream=7,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=4, correlation=1),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 20.0, 1, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 2, 11.0, 1, correlation=3),
+        _event("cuda_sync", "Stream Wait Event", 0, 7, 11.5, 0.1, cuda_sync_kind="Stream Wait Event", stream=7,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=2, correlation=3),
+        _event("cuda_runtime", "cudaEventRecord", 1, 2, 21.0, 1, correlation=4),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 30.0, 1, correlation=5),
+        _event("kernel", "k", 0, 7, 31.0, 5, stream=7, device=0, correlation=5),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    assert load_text(imported.text, "circle.sched").program is not None

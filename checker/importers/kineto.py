@@ -43,6 +43,9 @@ GPU_CATEGORIES = {"kernel": "kernel", "concurrent_kernel": "kernel", "gpu_memcpy
                   "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "xpu_runtime", "xpu_driver",
                              "privateuse1_runtime", "privateuse1_driver"})
+SETTLE_ROUNDS = 64
+"""Rounds of `_Builder._effective_times` before it gives up on a trace's bindings (a chain of
+that many waits, each bound to a record of a thread whose earlier wait is bound the same way)."""
 PRIVATE_CALLS = frozenset({"privateuse1_runtime", "privateuse1_driver"})
 """A PrivateUse1 backend's calls (torch_npu's Kineto-style export): named after the kernel they
 launched, at its start, with no correlation id (`_Trace._link_private`)."""
@@ -987,7 +990,8 @@ class _Builder:
         """Per stream item (`("gpu" | "record" | "wait" | "sync", id)`), twice the time it took
         effect by: its call's start, no sooner than its thread's earlier items, and a wait bound
         to a record another thread made one half-nanosecond after that record (a longest path
-        over each thread's order and the bindings, relaxed until it settles)."""
+        over each thread's order and the bindings, relaxed until it settles; empty where it does
+        not: each item then goes by its call's start)."""
         sequence: dict[tuple, list[tuple[tuple, int, int | None]]] = {}
         """thread -> its items in program order: (key, 2 x call start, the bound record's key)."""
         for thread, plan in plans.items():
@@ -1006,9 +1010,9 @@ class _Builder:
                         mine.append((("sync", id(action)), 2 * call.start, None))
         effective: dict[tuple, int] = {}
         # (a binding points across threads: each round settles one more link of a chain of
-        # them, so as many rounds as there are bound waits settle every one)
-        bindings = sum(1 for mine in sequence.values() for _, _, bound in mine if bound is not None)
-        for _ in range(bindings + 1):
+        # them; bindings that wait for each other in a circle, which only a corrupt trace can
+        # have, never settle: past SETTLE_ROUNDS rounds each item goes by its call's start)
+        for _ in range(SETTLE_ROUNDS):
             changed = False
             for mine in sequence.values():
                 latest = None
@@ -1021,8 +1025,8 @@ class _Builder:
                         changed = True
                     latest = time
             if not changed:
-                break
-        return effective
+                return effective
+        return {}
 
     def _queue_handoffs(self, plans) -> None:
         """torch_npu's task queue: the runtime calls of the threads that queue operators are made
