@@ -232,6 +232,15 @@ rank (`Dst Rank`, `Src Rank`)."""
 COMM_OPERATOR = "record_param_comms"
 
 
+def _collective_text(collective: Collective, memory: str) -> str:
+    """A collective's statement after its stream: the call, its memory and its duration."""
+    kind, comm, peer = collective.kind, collective.comm, collective.peer
+    call = (f"send {comm} to {peer}" if kind == "send" else f"recv {comm} from {peer}" if kind == "recv"
+            else f"{kind} {comm} root {peer}" if peer is not None else f"{kind} {comm}")
+    took = f" {duration_text(collective.duration)}" if collective.duration > 0 else ""
+    return f"{call} {memory}{took}"
+
+
 def _link_private(raw_calls: list[tuple], raw_gpu: list[tuple]) -> tuple[list[tuple], list[tuple]]:
     """A PrivateUse1 backend's calls and GPU work with correlation ids where the trace has none:
     a call and a kernel of the same name at the same time are one launch (torch_npu writes the
@@ -946,23 +955,19 @@ class _Builder:
         before it, so what waits for the record reads what they still write)."""
         by_stream: dict[tuple, list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
         syncs: list[tuple[int, int, tuple, _Action]] = []
-        for thread, plan in plans.items():
-            for position, (call, actions) in enumerate(plan):
-                for action in actions:
-                    if action.kind == "launch":
-                        for op in self.ops_of(call):
-                            item = (call.start, position, thread, ("gpu", id(op)))
-                            by_stream[(op.device, op.stream)].append(item)
-                            collective = self.collectives.get(id(op))
-                            if collective is not None and collective.via is not None:
-                                by_stream[("via", collective.via)].append(item)  # (its comm's own stream too)
-                    elif action.kind == "record" and action.record in self.record_stream:
-                        by_stream[self.record_stream[action.record]].append(
-                            (call.start, position, thread, ("record", id(call))))
-                    elif action.kind == "wait" and action.record in self.record_stream:
-                        by_stream[action.stream].append((call.start, position, thread, ("wait", id(action))))
-                    elif action.kind in ("sync_stream", "sync_device"):
-                        syncs.append((call.start, position, thread, action))
+        for thread, position, call, action, key, op in self._stream_items(plans):
+            item = (call.start, position, thread, key)
+            if op is not None:
+                by_stream[(op.device, op.stream)].append(item)
+                collective = self.collectives.get(id(op))
+                if collective is not None and collective.via is not None:
+                    by_stream[("via", collective.via)].append(item)  # (its comm's own stream too)
+            elif key[0] == "record" and action.record in self.record_stream:
+                by_stream[self.record_stream[action.record]].append(item)
+            elif key[0] == "wait" and action.record in self.record_stream:
+                by_stream[action.stream].append(item)
+            elif key[0] == "sync":
+                syncs.append((call.start, position, thread, action))
         # A sync is a use of the streams it waits for: what it waits for is what was enqueued
         # there before it, so it keeps the trace's order with the other threads' work there too.
         for start, position, thread, action in syncs:
@@ -986,28 +991,39 @@ class _Builder:
                 if before != after:
                     self.await_before[later].append(self._handoff(earlier))
 
+    def _stream_items(self, plans):
+        """Each thread's uses of streams in program order, as (thread, position in its plan,
+        call, action, key, the GPU operation or None): each operation a launch enqueued
+        (`("gpu", id(op))`), each record (`("record", id(call))`), wait (`("wait", id(action))`)
+        and stream or device sync (`("sync", id(action))`). The keys are those of
+        `notify_after` and `await_before`."""
+        for thread, plan in plans.items():
+            for position, (call, actions) in enumerate(plan):
+                for action in actions:
+                    if action.kind == "launch":
+                        for op in self.ops_of(call):
+                            yield thread, position, call, action, ("gpu", id(op)), op
+                    elif action.kind == "record":
+                        yield thread, position, call, action, ("record", id(call)), None
+                    elif action.kind == "wait":
+                        yield thread, position, call, action, ("wait", id(action)), None
+                    elif action.kind in ("sync_stream", "sync_device"):
+                        yield thread, position, call, action, ("sync", id(action)), None
+
     def _effective_times(self, plans) -> dict[tuple, int]:
         """Per stream item (`("gpu" | "record" | "wait" | "sync", id)`), twice the time it took
         effect by: its call's start, no sooner than its thread's earlier items, and a wait bound
         to a record another thread made one half-nanosecond after that record (a longest path
         over each thread's order and the bindings, relaxed until it settles; empty where it does
         not: each item then goes by its call's start)."""
-        sequence: dict[tuple, list[tuple[tuple, int, int | None]]] = {}
+        sequence: dict[tuple, list[tuple[tuple, int, tuple | None]]] = defaultdict(list)
         """thread -> its items in program order: (key, 2 x call start, the bound record's key)."""
-        for thread, plan in plans.items():
-            mine = sequence[thread] = []
-            for call, actions in plan:
-                for action in actions:
-                    if action.kind == "launch":
-                        mine += [(("gpu", id(op)), 2 * call.start, None) for op in self.ops_of(call)]
-                    elif action.kind == "record":
-                        mine.append((("record", id(call)), 2 * call.start, None))
-                    elif action.kind == "wait":
-                        recorded = self.t.call_by_corr.get(action.record)
-                        bound = ("record", id(recorded)) if recorded is not None and recorded.thread != thread else None
-                        mine.append((("wait", id(action)), 2 * call.start, bound))
-                    elif action.kind in ("sync_stream", "sync_device"):
-                        mine.append((("sync", id(action)), 2 * call.start, None))
+        for thread, _, call, action, key, _ in self._stream_items(plans):
+            bound = None
+            if key[0] == "wait":
+                recorded = self.t.call_by_corr.get(action.record)
+                bound = ("record", id(recorded)) if recorded is not None and recorded.thread != thread else None
+            sequence[thread].append((key, 2 * call.start, bound))
         effective: dict[tuple, int] = {}
         # (a binding points across threads: each round settles one more link of a chain of
         # them; bindings that wait for each other in a circle, which only a corrupt trace can
@@ -1038,19 +1054,11 @@ class _Builder:
         queues = [q for q in self.t.queue_threads if q in plans]
         if not queues:
             return
-        items: dict[tuple, list[tuple[int, tuple]]] = {}
-        for queue in queues:
-            found: list[tuple[int, tuple]] = []
-            for call, actions in plans[queue]:
-                for action in actions:
-                    ops = self.ops_of(call) if action.kind == "launch" else ()
-                    if ops:
-                        found.append((call.start, ("gpu", id(ops[-1]))))
-                    elif action.kind == "record" and action.record in self.record_stream:
-                        found.append((call.start, ("record", id(call))))
-                    elif action.kind == "wait" and action.record in self.record_stream:
-                        found.append((call.start, ("wait", id(action))))
-            items[queue] = found
+        items: dict[tuple, list[tuple[int, tuple]]] = {queue: [] for queue in queues}
+        for thread, _, call, action, key, op in self._stream_items({queue: plans[queue] for queue in queues}):
+            if (op is not None and op is self.ops_of(call)[-1]) or (
+                    key[0] in ("record", "wait") and action.record in self.record_stream):
+                items[thread].append((call.start, key))
         starts = {queue: [start for start, _ in found] for queue, found in items.items()}
         for thread, plan in plans.items():
             if thread in self.t.queue_threads:
@@ -1379,28 +1387,21 @@ class _Builder:
             lines.append(f"group {{  # {measured}, {calls} call{'s' if calls > 1 else ''} in one kernel")
             for member in collective.members:
                 self.counts["collective"] += 1
-                took = f" {duration_text(member.duration)}" if member.duration > 0 else ""
                 memory = self._collective_memory(gpu, stack, member.kind, member.operator)
-                call = (f"send {member.comm} to {member.peer}" if member.kind == "send"
-                        else f"recv {member.comm} from {member.peer}")
-                lines.append(f"  {stream}: {call} {memory}{took}")
+                lines.append(f"  {stream}: {_collective_text(member, memory)}")
             lines.append("}")
             lines.extend(after)
             return False
         if collective is not None:
             self.counts["collective"] += 1
-            kind, comm, peer = collective.kind, collective.comm, collective.peer
-            took = f" {duration_text(collective.duration)}" if collective.duration > 0 else ""
             measured = f"  # {collective.called + ': ' if collective.called else ''}{measured}"
-            memory = self._collective_memory(gpu, stack, kind)
-            call = (f"send {comm} to {peer}" if kind == "send" else f"recv {comm} from {peer}" if kind == "recv"
-                    else f"{kind} {comm} root {peer}" if peer is not None else f"{kind} {comm}")
+            statement = _collective_text(collective, self._collective_memory(gpu, stack, collective.kind))
             via, k = collective.via, collective.position
             if via is None:
-                lines.append(f"{stream}: {call} {memory}{took}{measured}")
+                lines.append(f"{stream}: {statement}{measured}")
             else:  # (NCCL orders a communicator's kernels whatever streams they are launched on)
                 lines += [f"{stream}: record {via}_in[{k}]  # the collective after this stream's earlier work",
-                          f"{via}: wait {via}_in[{k}]", f"{via}: {call} {memory}{took}{measured}",
+                          f"{via}: wait {via}_in[{k}]", f"{via}: {statement}{measured}",
                           f"{via}: record {via}_out[{k}]",
                           f"{stream}: wait {via}_out[{k}]  # this stream's later work after the collective"]
             lines.extend(after)
