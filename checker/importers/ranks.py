@@ -383,12 +383,8 @@ class _Matcher:
         apart = 0
         for sender, receiver in ((a, b), (b, a)):
             for send, recv in zip(sends[sender], recvs[receiver]):
-                # (by the traces' own clocks: each rank's spec times start at its first event)
-                sent, received = self._clock(sender, send.op), self._clock(receiver, recv.op)
-                if sent + send.op.dur <= received or received + recv.op.dur <= sent:
-                    apart += 1
-                measured = [run.op.dur for run in (send, recv) if run.op.dur > 0]
-                duration = min(measured, default=0)
+                duration, separate = self._met(sender, send.op, receiver, recv.op)
+                apart += separate
                 for rank, run, peer in ((sender, send, receiver), (receiver, recv, sender)):
                     self.peers[(rank, id(run.op), None)] = (peer, streams[peer])
                     self.collectives[rank][id(run.op)] = Collective(run.kind, comm, None, duration)
@@ -438,17 +434,14 @@ class _Matcher:
         # (a batch's kernel ran all of its calls at once: each takes the kernel's measured time,
         # and the device has a comm unit for each, `_Builder._declarations`)
         sizes = {id(op): len(calls) for batches in by_rank.values() for op, calls in batches}
-        measured = {id(op): op.dur for batches in by_rank.values() for op, _ in batches}
         operators = {(id(op), part): call.operator for batches in by_rank.values() for op, calls in batches
                      for part, call in enumerate(calls)}
         parts: dict[int, list[Collective]] = {}
         apart = 0
         for (sender, receiver), out in sorted(sends.items()):
             for (send, s_part), (recv, r_part) in zip(out, recvs[(receiver, sender)]):
-                sent, received = self._clock(sender, send), self._clock(receiver, recv)
-                if sent + send.dur <= received or received + recv.dur <= sent:
-                    apart += 1
-                duration = min((measured[id(op)] for op in (send, recv) if measured[id(op)] > 0), default=0)
+                duration, separate = self._met(sender, send, receiver, recv)
+                apart += separate
                 for rank, op, part, kind, peer in ((sender, send, s_part, "send", receiver),
                                                    (receiver, recv, r_part, "recv", sender)):
                     calls = parts.setdefault(id(op), [None] * sizes[id(op)])
@@ -463,6 +456,15 @@ class _Matcher:
     def _clock(self, rank: int, op: GpuOp) -> int:
         """When `op` started by its trace's clock (ns)."""
         return round(self.ranks[rank].trace.origin * 1000) + op.start
+
+    def _met(self, sender: int, send: GpuOp, receiver: int, recv: GpuOp) -> tuple[int, bool]:
+        """A send and the recv it meets: the time the pair takes (the shorter side's measured
+        time; a side that measured nothing is no measure of the transfer), and whether one side
+        ended before the other began by the traces' own clocks (each rank's spec times start at
+        its first event)."""
+        sent, received = self._clock(sender, send), self._clock(receiver, recv)
+        duration = min((op.dur for op in (send, recv) if op.dur > 0), default=0)
+        return duration, sent + send.dur <= received or received + recv.dur <= sent
 
     def _members(self, name: str, meta: dict, by_rank: dict[int, list[_Run]]) -> tuple[int, ...] | None:
         """The group's ranks in group order, or None (with a note) where they cannot all be met."""
