@@ -571,7 +571,8 @@ class _Converter:
 def with_profiled_rank(data, path: str):
     """An Ascend trace read from `path`, with the rank its profiler folder names
     (`profiled_rank`) as a Kineto trace's `distributedInfo`; any other trace as it is."""
-    if not is_ascend(data) or (rank := profiled_rank(path)) is None:
+    # (the folder first: scanning the trace's events is the dearer look)
+    if (rank := profiled_rank(path)) is None or not is_ascend(data):
         return data
     return {"traceEvents": data if isinstance(data, list) else data.get("traceEvents", []),
             "distributedInfo": {"rank": rank}}

@@ -29,8 +29,9 @@ statement, linear but some four times the import itself: 200,000 statements take
 and 600,000 over a minute (and 1.5 GB). Past it the comparison is skipped with a note."""
 
 STDIN = "-"
-ASCEND_TRACE = "ASCEND_PROFILER_OUTPUT/trace_view.json"
-"""Where the Ascend profiler writes its trace in a rank's `..._ascend_pt` folder."""
+ASCEND_OUTPUT, ASCEND_TRACE = "ASCEND_PROFILER_OUTPUT", "trace_view.json"
+"""Where the Ascend profiler writes its trace: `ASCEND_OUTPUT/ASCEND_TRACE` in a rank's
+`..._ascend_pt` folder."""
 STDIN_NAME = "<stdin>"
 """How messages and the spec's title name a trace read from standard input."""
 
@@ -190,13 +191,17 @@ def _expand(paths: list[str]) -> list[str] | str:
         if path == STDIN or not os.path.isdir(path):
             out.append(path)
             continue
-        files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+        folder = Path(path)
+        entries = sorted(folder.iterdir())
+        files = [p for p in entries if p.is_file() and p.name.endswith((".json", ".json.gz"))]
         named = [p for p in files if p.name.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
-        # (the Ascend profiler: a `..._ascend_pt` folder per rank, its trace inside)
-        ascend = sorted(p / ASCEND_TRACE for p in [Path(path), *sorted(Path(path).iterdir())]
-                        if p.is_dir() and (p / ASCEND_TRACE).is_file())
-        if (Path(path) / ASCEND_TRACE.split("/")[-1]).is_file() and Path(path).name == ASCEND_TRACE.split("/")[0]:
-            ascend = [Path(path) / ASCEND_TRACE.split("/")[-1]]  # (the profiler's output folder itself)
+        # (the Ascend profiler: a `..._ascend_pt` folder per rank, its trace inside; or the
+        # output folder itself)
+        if folder.name == ASCEND_OUTPUT:
+            ascend = [p for p in files if p.name == ASCEND_TRACE]
+        else:
+            ascend = [p / ASCEND_OUTPUT / ASCEND_TRACE for p in [folder, *entries]
+                      if (p / ASCEND_OUTPUT / ASCEND_TRACE).is_file()]
         if ascend and not named:
             out += [str(p) for p in ascend]
             continue
