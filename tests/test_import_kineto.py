@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from checker.analyze import Options, check_loaded
+from checker.codes import Code
 from checker.frontend import load_text
 from checker.importers import compare, import_kineto, import_kineto_file, read_execution_trace
 from checker.importers.execution_trace import TraceError, parse_schema
