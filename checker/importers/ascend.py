@@ -176,9 +176,9 @@ def _int(value) -> int | None:
     return None
 
 
-def _key(value):
-    """A pid or tid as a key: numbers and strings as they are, anything else (a corrupt
-    trace's list or object) as its text."""
+def trace_key(value):
+    """A process or thread id as a key (here and in the Kineto reader): numbers and strings as
+    they are, anything else (a corrupt trace's list or object) as its text."""
     if value is None or isinstance(value, (int, float, str)):
         return value
     return json.dumps(value, sort_keys=True, default=str)
@@ -227,11 +227,11 @@ class _Reader:
             if not isinstance(ev, dict) or ev.get("ph") != "M" or not isinstance(ev.get("args"), dict):
                 continue
             if ev.get("name") == "process_name":
-                self.processes[_key(ev.get("pid"))] = str(ev["args"].get("name", ""))
+                self.processes[trace_key(ev.get("pid"))] = str(ev["args"].get("name", ""))
             elif ev.get("name") == "process_labels":
-                self.labels[_key(ev.get("pid"))] = str(ev["args"].get("labels", ""))
+                self.labels[trace_key(ev.get("pid"))] = str(ev["args"].get("labels", ""))
             elif ev.get("name") == "thread_name":
-                self.threads[(_key(ev.get("pid")), _key(ev.get("tid")))] = str(ev["args"].get("name", ""))
+                self.threads[(trace_key(ev.get("pid")), trace_key(ev.get("tid")))] = str(ev["args"].get("name", ""))
         self.devices: dict[object, int] = {}
         pythons = [pid for pid, name in self.processes.items() if name == PYTHON]
         self.python = pythons[0] if len(pythons) == 1 else None
@@ -329,7 +329,7 @@ class _Converter:
             if not isinstance(ev, dict):
                 out.append(ev)  # (kineto.py says what it skipped)
                 continue
-            ph, pid = ev.get("ph"), _key(ev.get("pid"))
+            ph, pid = ev.get("ph"), trace_key(ev.get("pid"))
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             role = reader.role(pid)
             if ph == "M":
@@ -341,25 +341,25 @@ class _Converter:
             if role == HARDWARE:
                 if str(ev.get("name", "")) in MARKER_TASKS:
                     continue
-                stream = _int(_key(ev.get("tid")))
+                stream = _int(trace_key(ev.get("tid")))
                 if stream is None:
                     stream = _int(args.get("Physic Stream Id", args.get("Stream Id")))
                 self.on_stream[(reader.device(pid), stream)].append(
                     (self.spans[id(ev)][0] or 0, index, ev, _int(args.get("connection_id"))))
             elif role == HOST:
-                self.calls[(reader.host_pid(pid), _key(ev.get("tid")))].append(ev)
+                self.calls[(reader.host_pid(pid), trace_key(ev.get("tid")))].append(ev)
             elif role in COMMUNICATION:
                 connection = _int(args.get("connection_id"))
                 kind = _collective(str(ev.get("name", "")))
                 if connection is not None and kind is not None:
-                    match = GROUP_THREAD.match(reader.threads.get((pid, _key(ev.get("tid"))), ""))
+                    match = GROUP_THREAD.match(reader.threads.get((pid, trace_key(ev.get("tid"))), ""))
                     self.slices.setdefault(connection, (kind, args, match.group(1) if match else ""))
             elif role == PYTHON and ev.get("cat") in ("cpu_op", "dequeue", "user_annotation"):
                 out.append({**ev, "cat": "cpu_op" if ev.get("cat") != "user_annotation" else "user_annotation",
                             "ts": self.us(ev)})
-        self.queues = sorted({(pid, _key(ev.get("tid"))) for ev in self.events
+        self.queues = sorted({(pid, trace_key(ev.get("tid"))) for ev in self.events
                               if isinstance(ev, dict) and ev.get("ph") == "X" and ev.get("cat") == "dequeue"
-                              and reader.role(pid := _key(ev.get("pid"))) == PYTHON}, key=str)
+                              and reader.role(pid := trace_key(ev.get("pid"))) == PYTHON}, key=str)
 
     def operations(self) -> None:
         """A stream's tasks in time order; back-to-back tasks of one launch are one operation (an

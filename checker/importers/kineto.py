@@ -24,7 +24,6 @@ Everything is linear in the number of events apart from per-thread sorts.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import re
 from collections import defaultdict
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from checker.parse import MAX_DURATION_NS
-from checker.importers.ascend import as_kineto, is_ascend
+from checker.importers.ascend import as_kineto, is_ascend, trace_key
 from checker.importers.execution_trace import ExecutionTrace, TraceError
 from checker.spec_text import (
     SpecText, ThreadText, access_text, comment_text, duration_text, rw_text, safe_name, size_text,
@@ -292,14 +291,6 @@ def _number(value) -> float | None:
     return number if math.isfinite(number) and abs(number) <= MAX_MICROSECONDS else None
 
 
-def _ident(value):
-    """A process or thread id as a key: numbers and strings as they are, anything else (a
-    corrupt trace's list or object) as its text."""
-    if value is None or isinstance(value, (int, float, str)):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 def _int(value, default: int = -1) -> int:
     if isinstance(value, bool):
         return default
@@ -355,7 +346,7 @@ class _Trace:
         queues = data.get("streamproofQueueThreads") if self.ascend else None
         self.adapter_notes: list[str] = [str(n) for n in data.get("streamproofNotes") or ()] if self.ascend else []
         """What reading the Ascend trace left out (`ascend.py`)."""
-        self.queue_threads: set[tuple] = {(_ident(q[0]), _ident(q[1])) for q in queues or ()
+        self.queue_threads: set[tuple] = {(trace_key(q[0]), trace_key(q[1])) for q in queues or ()
                                           if isinstance(q, list) and len(q) == 2}
         """The threads of torch_npu's task queue that make other threads' runtime calls."""
         events = trace_events(data)
@@ -392,7 +383,7 @@ class _Trace:
             ph = ev.get("ph")
             if ph == "M":
                 if ev.get("name") == "thread_name" and isinstance(ev.get("args"), dict):
-                    self.thread_names[(_ident(ev.get("pid")), _ident(ev.get("tid")))] = str(ev["args"].get("name", ""))
+                    self.thread_names[(trace_key(ev.get("pid")), trace_key(ev.get("tid")))] = str(ev["args"].get("name", ""))
                 continue
             if ph != "X":
                 if ph in ("B", "E"):
@@ -428,15 +419,15 @@ class _Trace:
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
                                 args.get("correlation"), _comm_args(args)))
             elif cat in CALL_CATEGORIES:
-                raw_calls.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
+                raw_calls.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
                                   args.get("correlation")))
                 if cat in PRIVATE_CALLS:
                     private = True
             elif cat in OP_CATEGORIES:
                 rf = args.get("Record function id")
                 if ev.get("name") == COMM_OPERATOR and (meta := _comm_args(args)) is not None:
-                    raw_comm_ops.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), ts, dur, meta))
-                raw_ops.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), ts, dur, str(ev.get("name", "")),
+                    raw_comm_ops.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), ts, dur, meta))
+                raw_ops.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), ts, dur, str(ev.get("name", "")),
                                 rf if isinstance(rf, int) and rf > 0 else None,
                                 args.get("External id"), cat == "user_annotation"))
                 continue  # operators do not move the origin: they may start before any call
