@@ -1535,6 +1535,8 @@ class _Lowerer:
         target = self.resolve(node.target, env, kind)
         if kind == "event":
             self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.EVENT, target=target, form=form, bindings=bindings)
+        elif kind == "device" and self.process_streams is not None:
+            self.process_sync(node, f"sync {self.text(node.target.span)}", {target}, bindings)
         elif kind == "device":
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
             self.stream_sets.append(index)

@@ -1114,6 +1114,30 @@ def test_a_process_thread_waits_for_its_own_streams():
     assert waits == [(0, 3), (3,)]
 
 
+def test_a_process_thread_s_device_sync_waits_for_its_own_streams_on_that_device():
+    # `sync g[1]` in a process waits for what the process enqueued on g[1] before it (s[1]),
+    # not for its stream on another device (s[0]) nor for the other thread's t; it was left
+    # waiting for nothing, as if all of g[1]'s work were another process's
+    p = program("device g[2] { runtime cuda }\nstream s[2] on g\nstream t on g[1]\n"
+                "thread rank process {\n  sync g[1]\n  s[0]: kernel k\n  s[1]: kernel k\n  sync g[1]\n}\n"
+                "thread other {\n  t: kernel k\n}\n")
+    rank = p.threads[0]
+    syncs = [(p.statements[i].sync, p.statements[i].streams, p.describe(p.statements[i]))
+             for i in rank.statements if p.statements[i].op is Op.SYNC]
+    assert syncs == [(SyncKind.STREAMS, (1,), "sync g[1] (the streams this process used)")]
+
+
+@pytest.mark.parametrize("sync, races", [("sync gpu[0]", False), ("sync gpu[1]", True), ("", True)])
+def test_a_rank_s_device_sync_orders_its_copy_before_its_host_read(sync, races):
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    report = check_loaded(loaded("device gpu[2] { runtime cuda }\nbuffer x 1MiB on gpu[0]\nbuffer h 1MiB on host pinned\n"
+                        f"stream s on gpu[0]\nthread r0 process {{\n  s: copy h <- x\n  {sync}\n"
+                        "  host read_h reads h\n}\n"))
+    assert any(f.kind is FindingKind.RACE for f in report.findings) is races
+
+
 def test_process_is_a_name_everywhere_else():
     p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
