@@ -52,6 +52,7 @@ class Code(str, enum.Enum):
     SP061 = "SP061"
     SP062 = "SP062"
     SP063 = "SP063"
+    SP064 = "SP064"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -106,6 +107,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP061: "one event recorded on streams of two CUDA devices",
     Code.SP062: "a stream used by a process and by another thread",
     Code.SP063: "a buffer used by two processes",
+    Code.SP064: "a free that waits for work only through cudaFree's implicit synchronization",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -1541,12 +1541,13 @@ class _Lowerer:
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
             self.stream_sets.append(index)
         else:
-            blocking = self.blocking_streams(target)
-            if blocking:
-                # A marker on the legacy stream waits for earlier work of the blocking streams too.
+            # A marker on the legacy stream waits for earlier work of the blocking streams too,
+            # and one on a blocking stream for earlier work of the legacy stream.
+            implied = self.blocking_streams(target) or self.legacy_streams(target)
+            if implied:
                 self.legacy_markers.append(self.emit(
                     node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
-                    streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
+                    streams=(target,) + implied, form=form or f"sync {self.text(node.target.span)}",
                     bindings=bindings))
             else:
                 self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target, streams=(target,),
@@ -1921,6 +1922,15 @@ class _Lowerer:
         if s.mode is not StreamMode.LEGACY or self.devices[s.device].runtime is not Runtime.CUDA:
             return ()
         return tuple(t.index for t in self.streams if t.device == s.device and t.mode is StreamMode.BLOCKING)
+
+    def legacy_streams(self, stream: int) -> tuple[int, ...]:
+        """For a blocking CUDA stream: the device's legacy streams, whose earlier work a marker
+        on it waits for (CUDA: after an action on the legacy stream, "all blocking streams wait
+        on the legacy stream"); none for any other stream."""
+        s = self.streams[stream]
+        if s.mode is not StreamMode.BLOCKING or self.devices[s.device].runtime is not Runtime.CUDA:
+            return ()
+        return tuple(t.index for t in self.streams if t.device == s.device and t.mode is StreamMode.LEGACY)
 
     def staged_copy(self, node: ast.CopyTask | ast.Memcpy, source: Access, destination: Access, src_memory: Memory,
                     duration: int, engine: Engine, common: dict, written: str | None = None,

@@ -854,6 +854,27 @@ def test_sp056_a_pool_that_two_threads_allocate_from_and_free_into():
     assert [(w.code, w.primary_span.line) for w in warnings(three)] == [(Code.SP056, 11), (Code.SP056, 15)]
 
 
+def test_sp064_a_free_that_waits_for_work_only_through_cuda_free():
+    head = "device g { runtime cuda }\nbuffer x 1MiB on g\nbuffer h 1MiB on host\nstream t on g nonblocking\n"
+    found = warnings(head + "thread main {\n  alloc x\n  t: kernel k writes x\n  free x\n}\n")
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP064, 8, 3)]
+    assert found[0].message == "`free x` waits for `t: kernel k` only through cudaFree's implicit synchronization"
+    assert "`sync t`" in found[0].help and "`t: free x`" in found[0].help
+    assert [(a.span.line, a.primary) for a in found[0].annotations] == [(8, True), (7, False)]
+    # waited for otherwise: a sync of its stream, of its event, a blocking copy after it on a
+    # legacy stream (which waits for the blocking streams' work, not for nonblocking t's)
+    for wait in ("sync t", "t: record e\n  sync e", "sync g", "sync all"):
+        assert warnings(head + "event e\nthread main {\n  t: kernel k writes x\n  " + wait + "\n  free x\n}\n") == []
+    legacy = "device g { runtime cuda }\nbuffer x 1MiB on g\nbuffer h 1MiB on host\nstream l on g legacy\n"
+    for stream, warned in (("b on g", []), ("b on g nonblocking", [Code.SP064])):
+        text = legacy + f"stream {stream}\nthread main {{\n  b: kernel k writes x\n  memcpy h <- x\n  free x\n}}\n"
+        assert [w.code for w in warnings(text)] == warned
+    # stream-ordered memory is not synchronized by its free: the model reports the use after free
+    assert warnings(head + "thread main {\n  t: alloc x\n  t: kernel k writes x\n  free x\n}\n") == []
+    # not CUDA: a free is only a free
+    assert warnings(head.replace(" { runtime cuda }", "") + "thread main {\n  t: kernel k writes x\n  free x\n}\n") == []
+
+
 def test_sp057_a_send_or_recv_to_its_own_stream():
     head = HEAD + "device d2\nstream s2 on d2\ncomm c = { s, s2 }\n"
     found = warnings(thread("s: send c to s x\n  s: recv c from s x\n  s2: kernel k", head=head))

@@ -354,7 +354,7 @@ def test_sync_stream_sets():
                 "  sync all\n  s: record e\n  sync e\n}\nevent e\n")
     rows = [(s.sync, s.target, s.streams, s.form) for s in p.statements if s.op is Op.SYNC]
     assert rows == [
-        (SyncKind.STREAM, 0, (0,), ""),
+        (SyncKind.STREAMS, 0, (0, 2), "sync s"),        # the blocking `s` and the legacy stream
         (SyncKind.STREAMS, 2, (2, 0), "sync null"),     # the legacy stream and the blocking `s`
         (SyncKind.STREAM, 4, (4,), ""),                 # legacy under cann: the contract's rule
         (SyncKind.STREAMS, 2, (2, 0), "query null"),
