@@ -1153,6 +1153,7 @@ class _Lowerer:
                 self.thread(decl)
             blocks = self.place_tensors({free: alloc for free, (alloc, _) in self.released.items()})
             self.fill_stream_sets()
+            self.fill_legacy_streams()
             self.assign_contexts()
             groups = self.groups()
             program = Program(
@@ -1542,9 +1543,11 @@ class _Lowerer:
             self.stream_sets.append(index)
         else:
             # A marker on the legacy stream waits for earlier work of the blocking streams too,
-            # and one on a blocking stream for earlier work of the legacy stream.
-            implied = self.blocking_streams(target) or self.legacy_streams(target)
-            if implied:
+            # and one on a blocking stream for earlier work of the legacy streams (those are
+            # filled in once every thread is lowered: `fill_legacy_streams`; an implicit default
+            # stream may appear in a thread lowered later).
+            implied = self.blocking_streams(target)
+            if implied or self.waits_for_legacy(target):
                 self.legacy_markers.append(self.emit(
                     node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
                     streams=(target,) + implied, form=form or f"sync {self.text(node.target.span)}",
@@ -1620,7 +1623,10 @@ class _Lowerer:
             if k is None:
                 continue
             s = self.statements[k]
+            # (a stream no process enqueued on yet, synced by a process: that process's)
             own = streams[s.target].context
+            if own is None and s.thread in processes:
+                own = s.thread
             kept = tuple(t for t in s.streams if t == s.target or streams[t].context == own)
             if kept != s.streams:
                 self.statements[k] = replace(s, streams=kept)
@@ -1923,14 +1929,27 @@ class _Lowerer:
             return ()
         return tuple(t.index for t in self.streams if t.device == s.device and t.mode is StreamMode.BLOCKING)
 
-    def legacy_streams(self, stream: int) -> tuple[int, ...]:
-        """For a blocking CUDA stream: the device's legacy streams, whose earlier work a marker
-        on it waits for (CUDA: after an action on the legacy stream, "all blocking streams wait
-        on the legacy stream"); none for any other stream."""
+    def waits_for_legacy(self, stream: int) -> bool:
+        """Whether a marker on `stream` waits for the earlier work of its device's legacy
+        streams: a blocking CUDA stream's does (CUDA: after an action on the legacy stream,
+        "all blocking streams wait on the legacy stream")."""
         s = self.streams[stream]
-        if s.mode is not StreamMode.BLOCKING or self.devices[s.device].runtime is not Runtime.CUDA:
-            return ()
-        return tuple(t.index for t in self.streams if t.device == s.device and t.mode is StreamMode.LEGACY)
+        return s.mode is StreamMode.BLOCKING and self.devices[s.device].runtime is Runtime.CUDA
+
+    def fill_legacy_streams(self) -> None:
+        """Add to each marker on a blocking stream its device's legacy streams, declared or
+        implicit, once every thread is lowered."""
+        for k in self.legacy_markers:
+            s = self.statements[k] if k is not None else None
+            if s is None or not self.waits_for_legacy(s.target):
+                continue
+            device = self.streams[s.target].device
+            legacy = tuple(t.index for t in self.streams if t.device == device and t.mode is StreamMode.LEGACY)
+            if legacy:
+                self.statements[k] = replace(s, streams=s.streams + legacy)
+            else:  # (no legacy stream on the device: the plain sync of one stream)
+                self.statements[k] = replace(s, sync=SyncKind.STREAM,
+                                             form="" if s.form.startswith("sync ") else s.form)
 
     def staged_copy(self, node: ast.CopyTask | ast.Memcpy, source: Access, destination: Access, src_memory: Memory,
                     duration: int, engine: Engine, common: dict, written: str | None = None,

@@ -869,6 +869,17 @@ def test_sp064_a_free_that_waits_for_work_only_through_cuda_free():
     for stream, warned in (("b on g", []), ("b on g nonblocking", [Code.SP064])):
         text = legacy + f"stream {stream}\nthread main {{\n  b: kernel k writes x\n  memcpy h <- x\n  free x\n}}\n"
         assert [w.code for w in warnings(text)] == warned
+    # each lifetime on its own: a synced loop of alloc, kernel, free warns of nothing; an unsynced
+    # first lifetime warns at its own free, not at the next one's
+    loop = head + "thread main {\n  for i in 0..3 {\n    alloc x\n    t: kernel k writes x\n    sync t\n    free x\n  }\n}\n"
+    assert warnings(loop) == []
+    lives = head + ("stream m on g nonblocking\nthread main {\n  alloc x\n  t: kernel k1 writes x\n  free x\n"
+                    "  alloc x\n  m: kernel k2 writes x\n  sync m\n  free x\n}\n")
+    assert [(w.code, w.primary_span.line, w.message.split("`")[3]) for w in warnings(lives)] == [
+        (Code.SP064, 9, "t: kernel k1")]
+    # pinned host memory's cudaFreeHost is not asked about
+    pinned = head.replace("buffer h 1MiB on host", "buffer h 1MiB on host pinned")
+    assert warnings(pinned + "thread main {\n  t: copy h <- x\n  free h\n  sync all\n}\n") == []
     # stream-ordered memory is not synchronized by its free: the model reports the use after free
     assert warnings(head + "thread main {\n  t: alloc x\n  t: kernel k writes x\n  free x\n}\n") == []
     # not CUDA: a free is only a free

@@ -1138,6 +1138,27 @@ def test_a_rank_s_device_sync_orders_its_copy_before_its_host_read(sync, races):
     assert any(f.kind is FindingKind.RACE for f in report.findings) is races
 
 
+@pytest.mark.parametrize("order", ["sync first", "copy first"])
+def test_a_blocking_stream_s_sync_waits_for_an_implicit_default_stream_of_a_thread_lowered_later(order):
+    # the implicit gpu0.default appears when thread b is lowered, after thread a's `sync s`:
+    # which thread is written first must not matter
+    a = "thread a {\n  await go\n  sync s\n  host check reads h\n}\n"
+    b = "thread b {\n  gpu0.default: copy h <- d\n  notify go\n}\n"
+    text = ("device gpu0 { runtime cuda }\nbuffer d 1MiB on gpu0\nbuffer h 1MiB on host pinned\nstream s on gpu0\n"
+            "notify go\n" + (a + b if order == "sync first" else b + a))
+    p = program(text)
+    (sync,) = [s for s in p.statements if s.op is Op.SYNC]
+    assert [p.streams[i].name for i in sync.streams] == ["s", "gpu0.default"]
+
+
+def test_a_process_s_sync_of_a_blocking_stream_it_has_not_used_waits_for_its_own_legacy_stream():
+    p = program("device gpu0 { runtime cuda }\nbuffer d 1MiB on gpu0\nbuffer h 1MiB on host pinned\n"
+                "stream s[2] on gpu0\nthread q process {\n  gpu0.default: copy h <- d\n  sync s[1]\n"
+                "  host check reads h\n}\n")
+    (sync,) = [s for s in p.statements if s.op is Op.SYNC]
+    assert [p.streams[i].name for i in sync.streams] == ["s[1]", "gpu0.default@q"]
+
+
 def test_process_is_a_name_everywhere_else():
     p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
