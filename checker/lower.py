@@ -1602,8 +1602,9 @@ class _Lowerer:
     def assign_contexts(self) -> None:
         """Each stream a `process` thread enqueues work on belongs to that process (the first
         one, where SP062 warns of two), and a marker on a legacy stream waits only for the
-        blocking streams of its own process (`Stream.context`). Under `queues N` a process's
-        streams take its own N queues in turn, in the order they are declared."""
+        blocking streams of its own process (`Stream.context`). Under `queues N` each
+        process's streams take its own N queues in turn, in the order they are declared; so
+        do the main process's (the streams no `process` thread uses)."""
         processes = self.process_threads()
         if not processes:
             return
@@ -1611,13 +1612,13 @@ class _Lowerer:
         for s in self.statements:
             if s.stream is not None and s.thread in processes:
                 context.setdefault(s.stream, s.thread)
-        taken: dict[tuple[int, int], int] = {}  # (device, process) -> its streams numbered so far
-        for stream in sorted(context):
-            thread, old = context[stream], self.streams[stream]
+        taken: dict[tuple[int, int | None], int] = {}  # (device, process) -> its streams numbered so far
+        for old in list(self.streams):
+            thread = context.get(old.index, old.context)  # (None: the main process)
             queues = self.devices[old.device].queues
             position = taken.get((old.device, thread), 0)
             taken[(old.device, thread)] = position + 1
-            self.streams[stream] = replace(old, context=thread, queue=position % queues if queues else old.queue)
+            self.streams[old.index] = replace(old, context=thread, queue=position % queues if queues else old.queue)
         streams = self.streams
         for k in self.legacy_markers:
             if k is None:
@@ -1726,8 +1727,8 @@ class _Lowerer:
         kernels, calls, memsets and copies alike, unless a thread of the main process may use
         that device's default stream (`main_process_defaults`). Read off the thread's statements
         before lowering them (a reference whose device depends on a loop variable claims
-        nothing)."""
-        for statement in ast.nested_statements(decl.body):
+        nothing; an `if` that the thread's index already decides claims for its branch only)."""
+        for statement in self.reachable_statements(decl.body, env):
             ref = _default_ref(statement)
             device = None if ref is None else self.quiet_device(ref, env)
             if device is None:
@@ -1739,6 +1740,34 @@ class _Lowerer:
                     not in self.default_streams and any(shared in members for members in self.comm_members)):
                 self.default_streams[(device, self.current_thread)] = shared
                 self.claimed_defaults.add(shared)
+
+    def reachable_statements(self, body, env: dict[str, int]):
+        """`ast.nested_statements`, but of an `if` whose conditions read only variables of
+        `env` (a thread array's index), only the branch it takes. A `for` or `let` that binds
+        one of those names again takes it out of `env` where it does."""
+        for statement in body:
+            yield statement
+            if isinstance(statement, ast.Let) and statement.variable.text in env:
+                env = {name: value for name, value in env.items() if name != statement.variable.text}
+            if isinstance(statement, ast.If):
+                blocks = statement.bodies()
+                if all(v.name in env for condition, _ in statement.branches for v in _variables(condition)):
+                    try:
+                        blocks = (self.taken(statement, env),)
+                    except SpecError:  # (lowering the statement reports it)
+                        pass
+            elif isinstance(statement, ast.Choose):
+                blocks = statement.branches
+            elif isinstance(statement, ast.For):
+                inner = {name: value for name, value in env.items() if name != statement.variable.text}
+                yield from self.reachable_statements(statement.body, inner)
+                continue
+            elif isinstance(statement, ast.Group):
+                blocks = (statement.body,)
+            else:
+                continue
+            for block in blocks:
+                yield from self.reachable_statements(block, env)
 
     def find_main_process_defaults(self) -> frozenset[int] | None:
         """The devices whose default stream a thread of the main process (one not declared
@@ -2042,6 +2071,17 @@ class _Lowerer:
         notify = self.resolve(node.notify, env, "notify")
         self.emit(node, op=Op.NOTIFY if isinstance(node, ast.NotifyTask) else Op.AWAIT, notify=notify, **common)
 
+    def comm_stream(self, comm_index: int, ref: ast.Ref, env: dict[str, int]) -> int:
+        """A root or peer: the stream `ref` names. `DEVICE.default` there names the comm's
+        member on that device, whichever process owns it (in a `process` thread it would
+        otherwise be the thread's own default stream, not another rank's member)."""
+        if ref.member is not None and ref.member.text == "default":
+            device = self.resolve(ast.Ref(ref.name, ref.index, ref.span), env, "device")
+            members = [m for m in self.comm_members[comm_index] if self.streams[m].device == device]
+            if len(members) == 1:
+                return members[0]
+        return self.resolve(ref, env, "stream")
+
     def member(self, comm_index: int, ref: ast.Ref, stream: int) -> None:
         """SP021 unless `stream` (written as `ref`) is a member of the comm."""
         if stream not in self.comm_members[comm_index]:
@@ -2064,7 +2104,7 @@ class _Lowerer:
         self.member(comm_index, node.stream, stream_index)
         root = None
         if node.root is not None:
-            root = self.resolve(node.root, env, "stream")
+            root = self.comm_stream(comm_index, node.root, env)
             self.member(comm_index, node.root, root)
         read_buffer = self.access(node.access, env, False)
         write_buffer = self.access(node.access, env, True)
@@ -2088,7 +2128,7 @@ class _Lowerer:
         stream_index, common = self.on_stream(node, env, bindings)
         comm_index = self.resolve(node.comm, env, "comm")
         self.member(comm_index, node.stream, stream_index)
-        peer = self.resolve(node.peer, env, "stream")
+        peer = self.comm_stream(comm_index, node.peer, env)
         self.member(comm_index, node.peer, peer)
         send = isinstance(node, ast.SendTask)
         if peer == stream_index and not self.in_group:

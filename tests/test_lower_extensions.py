@@ -1226,6 +1226,27 @@ def test_a_process_takes_the_default_stream_a_comm_declares(runtime):
     assert check_loaded(loaded).findings == ()
 
 
+@pytest.mark.parametrize("body", [
+    "  gpu[rank].default: broadcast c root gpu[0].default w[rank] 1ms\n",
+    "  if rank == 0 {\n    gpu[0].default: send c to gpu[1].default w[0] 1ms\n  } else {\n"
+    "    gpu[1].default: recv c from gpu[0].default w[1] 1ms\n  }\n",
+])
+def test_a_process_names_another_rank_s_default_stream_member_as_root_or_peer(body):
+    # `gpu[0].default` as a root or peer is the comm's member there (rank 0's), not rank 1's
+    # own default stream on gpu[0] (SP021, not a member); and a branch that rank 0 does not
+    # take (the recv on gpu[1]) does not make rank 0 the owner of gpu[1]'s member
+    from checker.analyze import check_loaded
+
+    loaded = load_text("device gpu[2] { runtime cuda }\nbuffer w[2] 1MiB on gpu\n"
+                       "comm c = { gpu[0].default, gpu[1].default }\nthread rank[2] process {\n" + body + "}\n")
+    p = loaded.program
+    assert p is not None, loaded.diagnostics
+    assert [(s.name, s.context) for s in p.streams] == [("gpu[0].default", 0), ("gpu[1].default", 1)]
+    tasks = [s for s in p.statements if s.stream is not None]
+    assert [(s.thread, s.stream, s.root if s.root is not None else s.peer) for s in tasks] == [(0, 0, 0 if "root" in body else 1), (1, 1, 0)]
+    assert check_loaded(loaded).findings == ()
+
+
 @pytest.mark.parametrize("threads, warned", [
     ("thread rank[2] process {\n  s[rank]: kernel k reads w\n}\n", True),
     ("thread rank[2] process {\n  s[rank]: kernel k reads w[rank]\n}\n", False),
@@ -1289,3 +1310,18 @@ def test_a_process_takes_its_hardware_queues_in_turn():
     plain = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] {\n  s[rank]: kernel k\n"
                     "  s[rank + 2]: kernel k\n}\n")
     assert [(s.context, s.queue) for s in plain.streams] == [(None, 0), (None, 1), (None, 0), (None, 1)]
+
+
+@pytest.mark.parametrize("process, deadlock", [(" process", False), ("", True)])
+def test_the_main_process_takes_its_hardware_queues_in_turn_beside_a_process(process, deadlock):
+    # a and c are the main process's first and second streams (b is p's): queues 0 and 1, so
+    # the wait on a does not hold c's record behind it; without `process`, c is the device's
+    # third stream, on a's queue (the contract's rule 10), and the two deadlock
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    loaded = load_text("device g { queues 2 }\nstream a on g\nstream b on g\nstream c on g\n"
+                       "event f flag\nthread main {\n  a: wait f\n  c: record f\n}\n"
+                       f"thread p{process} {{\n  b: kernel k\n}}\n")
+    assert [s.queue for s in loaded.program.streams] == ([0, 0, 1] if process else [0, 1, 0])
+    assert any(f.kind is FindingKind.DEADLOCK for f in check_loaded(loaded).findings) is deadlock

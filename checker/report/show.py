@@ -92,7 +92,10 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
             if s.duration:
                 parts.append(_ms(s.duration))
             if s.engine:
-                parts.append(f"({s.engine.value}{', ' + s.copy.value if s.copy else ''}{', pageable: blocks the thread' if s.blocking else ''})")
+                pageable = any(program.memories[a.memory].on_host and not program.memories[a.memory].pinned
+                               for a in s.accesses)
+                blocks = (", pageable: blocks the thread" if pageable else ", blocks the thread") if s.blocking else ""
+                parts.append(f"({s.engine.value}{', ' + s.copy.value if s.copy else ''}{blocks})")
             if s.bindings:
                 parts.append("[" + " ".join(f"{k}={v}" for k, v in s.bindings) + "]")
             out.append(" ".join(parts))
