@@ -1729,6 +1729,10 @@ class _Lowerer:
         before lowering them (a reference whose device depends on a loop variable claims
         nothing; an `if` that the thread's index already decides claims for its branch only)."""
         for statement in self.reachable_statements(decl.body, env):
+            legacy = self.quiet_legacy_stream(statement, env)
+            if legacy is not None:  # (the process's default stream on that device, from its first statement)
+                self.default_streams.setdefault((self.streams[legacy].device, self.current_thread), legacy)
+                continue
             ref = _default_ref(statement)
             device = None if ref is None else self.quiet_device(ref, env)
             if device is None:
@@ -1740,6 +1744,23 @@ class _Lowerer:
                     not in self.default_streams and any(shared in members for members in self.comm_members)):
                 self.default_streams[(device, self.current_thread)] = shared
                 self.claimed_defaults.add(shared)
+
+    def quiet_legacy_stream(self, statement, env: dict[str, int]) -> int | None:
+        """The declared legacy stream of a CUDA device that `statement` enqueues onto, read
+        before it is lowered; None for any other (or one that does not resolve yet)."""
+        ref = getattr(statement, "stream", None)
+        if not isinstance(ref, ast.Ref) or ref.member is not None:
+            return None
+        entity = self.entities.get(ref.name.text)
+        if entity is None or entity.kind != "stream" or (ref.index is not None and any(
+                v.name not in env for v in _variables(ref.index))):
+            return None
+        try:
+            stream = self.resolve(ref, env, "stream")
+        except SpecError:
+            return None
+        s = self.streams[stream]
+        return stream if s.mode is StreamMode.LEGACY and self.devices[s.device].runtime is Runtime.CUDA else None
 
     def reachable_statements(self, body, env: dict[str, int]):
         """`ast.nested_statements`, but of an `if` whose conditions read only variables of
@@ -1806,7 +1827,7 @@ class _Lowerer:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
         implicit one), CANN's implicit default stream (which the legacy rules do not touch).
         A `process` thread has its own (a default stream per context): a declared legacy
-        stream it has enqueued work on, or an implicit one of its own."""
+        stream it enqueues work on (`claim_defaults`), or an implicit one of its own."""
         process = self.current_thread if self.process_streams is not None else None
         key = device if process is None else (device, process)
         if key in self.default_streams:

@@ -1159,6 +1159,19 @@ def test_a_process_s_sync_of_a_blocking_stream_it_has_not_used_waits_for_its_own
     assert [p.streams[i].name for i in sync.streams] == ["s[1]", "gpu0.default@q"]
 
 
+@pytest.mark.parametrize("process", [" process", ""])
+def test_a_process_s_memset_goes_to_the_legacy_stream_it_uses_later(process):
+    # one legacy stream per process: the memset before the first `L:` runs on L, as it does
+    # in a thread of the main process (it went to an implicit default stream of the process's
+    # own, unordered with L: a race, and SP060)
+    from checker.analyze import check_loaded
+
+    loaded = load_text("device gpu0 { compute 2 runtime cuda }\nbuffer x 1MiB on gpu0\nstream L on gpu0 legacy\n"
+                       f"thread p{process} {{\n  memset x 1ms\n  L: kernel k2 reads x 1ms\n}}\n")
+    assert [s.name for s in loaded.program.streams] == ["L"] and not loaded.diagnostics
+    assert check_loaded(loaded).findings == ()
+
+
 def test_process_is_a_name_everywhere_else():
     p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
