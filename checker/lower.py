@@ -1835,9 +1835,11 @@ class _Lowerer:
         dev = self.devices[device]
         cuda = dev.runtime is Runtime.CUDA
         stream = None
-        if cuda:
+        if cuda:  # (a declared legacy stream; another process's implicit one is not the main process's)
+            own = {value for k, value in self.default_streams.items() if isinstance(k, tuple)}
             stream = next((s.index for s in self.streams if s.device == device and s.mode is StreamMode.LEGACY
-                           and (process is None or s.index in self.process_streams)), None)
+                           and (s.index in self.process_streams if process is not None else s.index not in own
+                                or s.span != dev.span)), None)
         if stream is None:
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1

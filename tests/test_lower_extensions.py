@@ -1172,6 +1172,18 @@ def test_a_process_s_memset_goes_to_the_legacy_stream_it_uses_later(process):
     assert check_loaded(loaded).findings == ()
 
 
+@pytest.mark.parametrize("process_first", [True, False])
+def test_the_main_process_s_default_stream_is_not_a_process_s_whatever_the_thread_order(process_first):
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    p = "thread p process {\n  g0.default: kernel k1 writes d\n}\n"
+    m = "thread m {\n  g0.default: kernel k2 writes d\n}\n"
+    loaded = load_text("device g0 { runtime cuda }\nbuffer d 1MiB on g0\n" + (p + m if process_first else m + p))
+    assert sorted(s.name for s in loaded.program.streams) == ["g0.default", "g0.default@p"]
+    assert [f.kind for f in check_loaded(loaded).findings] == [FindingKind.RACE]
+
+
 def test_process_is_a_name_everywhere_else():
     p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
