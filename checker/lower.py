@@ -1998,7 +1998,7 @@ class _Lowerer:
             device = self.streams[s.target].device
             legacy = tuple(t.index for t in self.streams if t.device == device and t.mode is StreamMode.LEGACY)
             if legacy:
-                self.statements[k] = replace(s, streams=s.streams + legacy)
+                self.statements[k] = replace(s, sync=SyncKind.STREAMS, streams=s.streams + legacy)
             else:  # (no legacy stream on the device: the plain sync of one stream)
                 self.statements[k] = replace(s, sync=SyncKind.STREAM,
                                              form="" if s.form.startswith("sync ") else s.form)
@@ -2019,7 +2019,7 @@ class _Lowerer:
                                sync=SyncKind.STREAMS if len(sync) > 1 else SyncKind.STREAM,
                                target=common["stream"], streams=sync,
                                form=f"{written} (the driver synchronizes the stream)", bindings=common["bindings"])
-            if len(sync) > 1:
+            if len(sync) > 1 or self.waits_for_legacy(common["stream"]):
                 self.legacy_markers.append(marker)
         self.staged += 1
         size = source.end - source.start

@@ -334,7 +334,8 @@ def test_cuda_pageable_copy_lowers_to_two_variants():
     # device to pageable host: still blocking, as under cann
     assert (back.op, back.blocking, back.copy, back.form) == (Op.COPY, True, CopyKind.D2H, "")
     sync, stage2, copy2, back2 = synced.statements
-    assert (sync.op, sync.sync, sync.target, sync.streams) == (Op.SYNC, SyncKind.STREAM, 0, (0,))
+    # (blocking `s`: the driver's sync of it waits for the legacy stream's earlier work too, as `sync s`)
+    assert (sync.op, sync.sync, sync.target, sync.streams) == (Op.SYNC, SyncKind.STREAMS, 0, (0, 2))
     assert sync.form == "copy x <- page[0:4KiB] (the driver synchronizes the stream)"
     assert (stage2.form, copy2.blocking, back2.blocking) == (stage.form, False, True)
     assert stage.origin != copy.origin
