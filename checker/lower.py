@@ -1752,12 +1752,12 @@ class _Lowerer:
         if not isinstance(ref, ast.Ref) or ref.member is not None:
             return None
         entity = self.entities.get(ref.name.text)
-        if entity is None or entity.kind != "stream" or (ref.index is not None and any(
+        if entity is None or entity.broken or entity.kind != "stream" or (ref.index is not None and any(
                 v.name not in env for v in _variables(ref.index))):
             return None
         try:
             stream = self.resolve(ref, env, "stream")
-        except SpecError:
+        except (SpecError, _Skip):  # (lowering the statement reports it)
             return None
         s = self.streams[stream]
         return stream if s.mode is StreamMode.LEGACY and self.devices[s.device].runtime is Runtime.CUDA else None
@@ -1775,7 +1775,7 @@ class _Lowerer:
                 if all(v.name in env for condition, _ in statement.branches for v in _variables(condition)):
                     try:
                         blocks = (self.taken(statement, env),)
-                    except SpecError:  # (lowering the statement reports it)
+                    except (SpecError, _Skip):  # (lowering the statement reports it)
                         pass
             elif isinstance(statement, ast.Choose):
                 blocks = statement.branches

@@ -1185,6 +1185,14 @@ def test_the_main_process_s_default_stream_is_not_a_process_s_whatever_the_threa
     assert [f.kind for f in check_loaded(loaded).findings] == [FindingKind.RACE]
 
 
+def test_a_process_naming_a_stream_declared_in_error_gets_the_diagnostics_not_a_crash():
+    # the look ahead for a process's legacy stream met the broken declaration (an internal error)
+    result = load_text("device gpu0 { runtime cuda }\nstream L on gpux legacy\nthread p process {\n"
+                       "  memset x\n  L: kernel k\n}\n")
+    assert result.program is None
+    assert [(d.code, d.primary_span.line) for d in result.diagnostics] == [(Code.SP010, 2), (Code.SP010, 4)]
+
+
 def test_process_is_a_name_everywhere_else():
     p = program("device g\nbuffer process 1MiB on g\nstream s on g\nthread process process {\n"
                 "  s: kernel k writes process\n}\nthread t {\n  s: kernel k reads process\n}\n")
