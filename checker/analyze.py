@@ -31,7 +31,7 @@ from checker.diagnostics import Diagnostic, error
 from checker.findings import QUESTION_OF, FileReport, Finding, FindingKind, Status, unknown_concerns
 from checker.frontend import Loaded
 from checker.ir import ExpectKind, Program
-from checker.lower import MAX_VARIANTS
+from checker.lower import MAX_RELEASES, MAX_VARIANTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,8 +516,8 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
         findings.append(messages.unknown(
             f"{left} program{'s' if left > 1 else ''} of the caching allocator's timing (a block recorded on "
             f"other streams handed back once their work is done) {'were' if left > 1 else 'was'} not checked: "
-            "past the limit of "
-            f"{MAX_VARIANTS} such programs, or of the statements they unroll to",
+            f"past the limit of {MAX_RELEASES} such programs per program of the spec and {MAX_VARIANTS} in all, "
+            "or of the statements they unroll to",
             "free fewer recorded tensors, give the spec fewer `choose` combinations, or raise --max-statements",
             (), {"reason": "limit", "about": "race"}))
     return findings, internal

@@ -53,6 +53,7 @@ class Code(str, enum.Enum):
     SP062 = "SP062"
     SP063 = "SP063"
     SP064 = "SP064"
+    SP065 = "SP065"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -108,6 +109,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP062: "a stream used by a process and by another thread",
     Code.SP063: "a buffer used by two processes",
     Code.SP064: "a free that waits for work only through cudaFree's implicit synchronization",
+    Code.SP065: "an allocation whose block depends on several held blocks coming back",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -886,7 +886,8 @@ class _Lowerer:
             program = self.run(prefix, cuda_sync_first=False)
             if self.errors:
                 return (program,)  # the other variants would repeat the same errors
-            candidates, certain = self.release_candidates()
+            candidates, certain, left = self.release_candidates()
+            timings_left += left
             if certain:  # (the recorded work is surely done there: the block comes back in every execution)
                 program = self.run(prefix, cuda_sync_first=False, released=certain)
                 if self.errors:
@@ -934,16 +935,18 @@ class _Lowerer:
             programs[0] = replace(programs[0], timings_left=timings_left)
         return tuple(programs)
 
-    def release_candidates(self) -> tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, tuple[int, tuple[int, ...]]]]:
+    def release_candidates(self) -> tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, tuple[int, tuple[int, ...]]],
+                                          int]:
         """Of the program just lowered: frees of tensors recorded on other streams
         (`record_stream` before the free, on the thread that allocated and frees them), each
         with the next alloc of that thread from the same pool, where PyTorch hands the block
         back when the work on those streams is done by then (`process_events` at each
         `malloc`). Only where no other block of that pool held out of it (recorded, or freed by
         another thread) may come back at that alloc too: which one the alloc takes would depend
-        on both. Returns (free event -> (alloc event, recorded streams)) twice: the candidates
-        whose timing is open (at most `MAX_RELEASES`, in program order), and those whose
-        recorded work is surely done by the alloc (the thread syncs those streams in between)."""
+        on both (SP065 warns there). Returns (free event -> (alloc event, recorded streams))
+        twice: the candidates whose timing is open (at most `MAX_RELEASES`, in program order),
+        and those whose recorded work is surely done by the alloc (the thread syncs those
+        streams in between); and how many open candidates the limit left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
         owner = lambda k: slots[k].owner  # noqa: E731
         pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
@@ -977,8 +980,17 @@ class _Lowerer:
             if not streams or at == len(later):
                 continue
             take = later[at]
-            if any(other is not slot and any(thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))
-                   for other in held[pool(slot)]):
+            others = [other for other in held[pool(slot)] if other is not slot and any(
+                thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
+            if others:  # (not modelled: said at the allocation, SP065)
+                alloc_statement = statements[slots[events[take].slot].statement]
+                names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
+                self.warnings.append(warning(
+                    Code.SP065, f"which block this allocation takes depends on blocks held out of its pool "
+                    f"({names}) coming back, which is not modelled", alloc_statement.span, "this allocation",
+                    help="a use of those blocks on a stream they were not recorded on may race with this tensor "
+                         "unseen: sync the recorded streams before the allocation (the blocks then come back in "
+                         "every execution), or allocate from another stream's pool"))
                 continue
             done = self.free_statements.get(free), slots[events[take].slot].statement
             if None not in done and all(any(
@@ -987,7 +999,7 @@ class _Lowerer:
                 certain[free] = (take, streams)
             else:
                 candidates[free] = (take, streams)
-        return dict(sorted(candidates.items())[:MAX_RELEASES]), certain
+        return dict(sorted(candidates.items())[:MAX_RELEASES]), certain, max(0, len(candidates) - MAX_RELEASES)
 
     def too_many(self, count: int) -> None:
         first = self.first_choose()
