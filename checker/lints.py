@@ -58,8 +58,10 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
             elif s.op is Op.FREE:  # (a lifetime ends: later uses are the next one's)
                 uses.pop(s.memory, None)
             elif s.op is Op.SYNC and after is not None and after.op is Op.FREE and after.span == s.span \
-                    and program.memories[after.memory].device is not None and uses.get(after.memory):
-                frees.append((s, after, list(uses[after.memory])))
+                    and program.memories[after.memory].device is not None:
+                waited = [t for t in uses.get(after.memory, ()) if t.stream in program.synced_streams(s)]
+                if waited:  # (the uses that synchronization waits for)
+                    frees.append((s, after, waited))
     if not frees or len(program.statements) > ORDER_LIMIT:
         return []
     implied = {sync.index for sync, _, _ in frees}

@@ -1624,6 +1624,9 @@ class _Lowerer:
         for s in self.statements:
             if s.stream is not None and s.thread in processes:
                 context.setdefault(s.stream, s.thread)
+        for key, stream in self.default_streams.items():  # (a process's own default stream, even if only synced)
+            if isinstance(key, tuple) and key[1] in processes:
+                context.setdefault(stream, key[1])
         taken: dict[tuple[int, int | None], int] = {}  # (device, process) -> its streams numbered so far
         for old in list(self.streams):
             thread = context.get(old.index, old.context)  # (None: the main process)
@@ -1740,11 +1743,14 @@ class _Lowerer:
         that device's default stream (`main_process_defaults`). Read off the thread's statements
         before lowering them (a reference whose device depends on a loop variable claims
         nothing; an `if` that the thread's index already decides claims for its branch only)."""
-        for statement in self.reachable_statements(decl.body, env):
+        for statement in self.reachable_statements(decl.body, env, into_choose=False):
             legacy = self.quiet_legacy_stream(statement, env)
-            if legacy is not None:  # (the process's default stream on that device, from its first statement)
-                self.default_streams.setdefault((self.streams[legacy].device, self.current_thread), legacy)
-                continue
+            key = None if legacy is None else (self.streams[legacy].device, self.current_thread)
+            if key is not None and key not in self.default_streams and legacy not in self.claimed_defaults:
+                # (the process's default stream on that device, from its first statement)
+                self.default_streams[key] = legacy
+                self.claimed_defaults.add(legacy)
+        for statement in self.reachable_statements(decl.body, env):
             ref = _default_ref(statement)
             device = None if ref is None else self.quiet_device(ref, env)
             if device is None:
@@ -1774,10 +1780,11 @@ class _Lowerer:
         s = self.streams[stream]
         return stream if s.mode is StreamMode.LEGACY and self.devices[s.device].runtime is Runtime.CUDA else None
 
-    def reachable_statements(self, body, env: dict[str, int]):
+    def reachable_statements(self, body, env: dict[str, int], into_choose: bool = True):
         """`ast.nested_statements`, but of an `if` whose conditions read only variables of
-        `env` (a thread array's index), only the branch it takes. A `for` or `let` that binds
-        one of those names again takes it out of `env` where it does."""
+        `env` (a thread array's index), only the branch it takes (and, `into_choose` false,
+        no branch of a `choose`: each program takes one). A `for` or `let` that binds one of
+        those names again takes it out of `env` where it does."""
         for statement in body:
             yield statement
             if isinstance(statement, ast.Let) and statement.variable.text in env:
@@ -1790,17 +1797,17 @@ class _Lowerer:
                     except (SpecError, _Skip):  # (lowering the statement reports it)
                         pass
             elif isinstance(statement, ast.Choose):
-                blocks = statement.branches
+                blocks = statement.branches if into_choose else ()
             elif isinstance(statement, ast.For):
                 inner = {name: value for name, value in env.items() if name != statement.variable.text}
-                yield from self.reachable_statements(statement.body, inner)
+                yield from self.reachable_statements(statement.body, inner, into_choose)
                 continue
             elif isinstance(statement, ast.Group):
                 blocks = (statement.body,)
             else:
                 continue
             for block in blocks:
-                yield from self.reachable_statements(block, env)
+                yield from self.reachable_statements(block, env, into_choose)
 
     def find_main_process_defaults(self) -> frozenset[int] | None:
         """The devices whose default stream a thread of the main process (one not declared
@@ -2112,7 +2119,9 @@ class _Lowerer:
         otherwise be the thread's own default stream, not another rank's member)."""
         if ref.member is not None and ref.member.text == "default":
             device = self.resolve(ast.Ref(ref.name, ref.index, ref.span), env, "device")
-            members = [m for m in self.comm_members[comm_index] if self.streams[m].device == device]
+            defaults = set(self.default_streams.values())
+            members = [m for m in self.comm_members[comm_index] if self.streams[m].device == device
+                       and (m in defaults or self.streams[m].mode is StreamMode.LEGACY)]
             if len(members) == 1:
                 return members[0]
         return self.resolve(ref, env, "stream")

@@ -1411,3 +1411,35 @@ def test_allocator_timings_past_four_per_program_are_reported_unknown():
     assert result.program.timings_left == 1 and sum(p.races_only for p in result.variants) == 4
     unknown = [f for f in check_loaded(result).findings if f.kind is FindingKind.UNKNOWN]
     assert len(unknown) == 1 and "1 program of the caching allocator's timing" in unknown[0].message
+
+
+@pytest.mark.parametrize("text, codes, race", [
+    # DEVICE.default as a root names the comm's member only where that member is a default stream
+    ("device g[2] { runtime cuda }\nbuffer x[2] 1MiB on g\nstream s[2] on g\ncomm c = { s[0], s[1] }\n"
+     "thread r[2] {\n  s[r]: broadcast c root g[0].default x[r] 1ms\n}\n", [Code.SP021], None),
+    # a process that takes the declared legacy stream claims the comm's member there too
+    ("device g0 { compute 2 runtime cuda }\nbuffer x 1MiB on g0\nstream L on g0 legacy\ncomm c = { g0.default }\n"
+     "thread t process {\n  L: kernel k1 writes x 1ms\n  g0.default: kernel k3 1ms\n}\n"
+     "thread u process {\n  g0.default: kernel k2 writes x 1ms\n}\n", [Code.SP063], True),
+    # a legacy stream named in one branch of a `choose` is not the process's default in the other
+    ("device g0 { compute 2 runtime cuda }\nbuffer x 1MiB on g0\nstream L on g0 legacy\n"
+     "thread m {\n  L: kernel km writes x 1ms\n}\nthread p process {\n  memset x 1ms\n"
+     "  choose {\n    L: kernel kp 1ms\n  } or {\n    host h\n  }\n}\n", None, True),
+    # cudaFree syncs its own device: no SP064 for a use on another device's stream
+    ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nbuffer a 1MiB on g0\nbuffer b 1MiB on g0\n"
+     "stream s0 on g0\nstream s1 on g1\nthread t {\n  s0: kernel j writes b 1ms\n  s1: kernel k writes a 1ms\n"
+     "  free a\n}\n", [], True),
+    # a process's default stream that it only syncs is its own, not a second legacy stream of the main process
+    ("device g0 { runtime cuda }\nbuffer x 1MiB on g0\nthread p process {\n  sync g0.default\n}\n"
+     "thread m {\n  g0.default: kernel k writes x 1ms\n}\n", [], False),
+])
+def test_regressions_the_lowering_review_found(text, codes, race):
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    result = load_text(text)
+    if race is None:  # an error
+        assert result.program is None and [d.code for d in result.diagnostics] == codes
+        return
+    assert codes is None or sorted(d.code for d in result.diagnostics) == codes, result.diagnostics
+    assert (FindingKind.RACE in {f.kind for f in check_loaded(result).findings}) is race
