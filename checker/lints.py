@@ -17,9 +17,9 @@ from checker.witness import Step, StepKind
 from checker.ir import Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind, Thread
 
 
-ORDER_LIMIT = 50_000
-"""Statements up to which SP064 builds the program's order (at 50,000 it took 0.8 s per
-program variant, beside the 2.8 s of the check)."""
+ORDER_LIMIT = 20_000
+"""Statements up to which SP064 builds the program's order (about 1 s per 28,000 statements
+and program variant, where loading alone takes about as long)."""
 
 
 def program_warnings(program: Program, named_streams: set[int] | frozenset[int] = frozenset()) -> list[Diagnostic]:
