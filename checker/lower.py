@@ -17,6 +17,7 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
+from collections import defaultdict
 from bisect import bisect_right
 from dataclasses import dataclass, fields, is_dataclass, replace
 from fractions import Fraction
@@ -1157,6 +1158,9 @@ class _Lowerer:
         self.legacy_markers: list[int | None] = []
         """Syncs that wait for a legacy stream and the blocking streams of its device
         (`assign_contexts` keeps those of its process)."""
+        self.blocking_syncs: list[tuple[int, str]] = []
+        """Syncs of a blocking CUDA stream, and the form each takes as a marker
+        (`fill_legacy_streams`)."""
         self.exact_durations: list[tuple[int, Fraction]] = []
         self.latest_alloc_on_stream: dict[int, bool] = {}
         """Per memory: whether the latest `alloc` of it lowered so far was a stream one."""
@@ -1554,19 +1558,18 @@ class _Lowerer:
             index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE, target=target, bindings=bindings)
             self.stream_sets.append(index)
         else:
-            # A marker on the legacy stream waits for earlier work of the blocking streams too,
-            # and one on a blocking stream for earlier work of the legacy streams (those are
-            # filled in once every thread is lowered: `fill_legacy_streams`; an implicit default
-            # stream may appear in a thread lowered later).
-            implied = self.blocking_streams(target)
-            if implied or self.waits_for_legacy(target):
+            blocking = self.blocking_streams(target)
+            if blocking:
+                # A marker on the legacy stream waits for earlier work of the blocking streams too.
                 self.legacy_markers.append(self.emit(
                     node, op=Op.SYNC, stream=None, sync=SyncKind.STREAMS, target=target,
-                    streams=(target,) + implied, form=form or f"sync {self.text(node.target.span)}",
+                    streams=(target,) + blocking, form=form or f"sync {self.text(node.target.span)}",
                     bindings=bindings))
             else:
-                self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target, streams=(target,),
-                          form=form, bindings=bindings)
+                index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target,
+                                  streams=(target,), form=form, bindings=bindings)
+                if self.waits_for_legacy(target):
+                    self.blocking_syncs.append((index, form or f"sync {self.text(node.target.span)}"))
 
     def process_sync(self, node, what: str, devices: set[int] | None, bindings, part: int = 0) -> None:
         """A device-wide wait (`sync all`, or the one a call implies on `devices`, None: every
@@ -2008,19 +2011,21 @@ class _Lowerer:
         return s.mode is StreamMode.BLOCKING and self.devices[s.device].runtime is Runtime.CUDA
 
     def fill_legacy_streams(self) -> None:
-        """Add to each marker on a blocking stream its device's legacy streams, declared or
-        implicit, once every thread is lowered."""
-        for k in self.legacy_markers:
-            s = self.statements[k] if k is not None else None
-            if s is None or not self.waits_for_legacy(s.target):
-                continue
-            device = self.streams[s.target].device
-            legacy = tuple(t.index for t in self.streams if t.device == device and t.mode is StreamMode.LEGACY)
+        """A sync of a blocking stream also waits for the earlier work of its device's legacy
+        streams, declared or implicit (a marker on the stream would), found once every thread
+        is lowered: an implicit default stream may appear in a thread lowered later. It then
+        becomes a marker (`legacy_markers`), kept to its process by `assign_contexts`."""
+        on_device: dict[int, list[int]] = defaultdict(list)  # device -> its legacy streams
+        for t in self.streams:
+            if t.mode is StreamMode.LEGACY:
+                on_device[t.device].append(t.index)
+        for k, form in self.blocking_syncs:
+            s = self.statements[k]
+            legacy = on_device.get(self.streams[s.target].device)
             if legacy:
-                self.statements[k] = replace(s, sync=SyncKind.STREAMS, streams=s.streams + legacy)
-            else:  # (no legacy stream on the device: the plain sync of one stream)
-                self.statements[k] = replace(s, sync=SyncKind.STREAM,
-                                             form="" if s.form.startswith("sync ") else s.form)
+                self.statements[k] = replace(s, sync=SyncKind.STREAMS, streams=s.streams + tuple(legacy),
+                                             form=form or s.form)
+                self.legacy_markers.append(k)
 
     def staged_copy(self, node: ast.CopyTask | ast.Memcpy, source: Access, destination: Access, src_memory: Memory,
                     duration: int, engine: Engine, common: dict, written: str | None = None,
@@ -2038,8 +2043,10 @@ class _Lowerer:
                                sync=SyncKind.STREAMS if len(sync) > 1 else SyncKind.STREAM,
                                target=common["stream"], streams=sync,
                                form=f"{written} (the driver synchronizes the stream)", bindings=common["bindings"])
-            if len(sync) > 1 or self.waits_for_legacy(common["stream"]):
+            if len(sync) > 1:
                 self.legacy_markers.append(marker)
+            elif self.waits_for_legacy(common["stream"]):
+                self.blocking_syncs.append((marker, ""))
         self.staged += 1
         size = source.end - source.start
         staging = Memory(len(self.memories), f"{src_memory.name}.staged#{self.staged}", f"{src_memory.name}.staged#{self.staged}",
