@@ -532,6 +532,9 @@ class Program:
         if statement.form:
             return where + statement.form
         what = statement.op.value
+        if statement.op is Op.COPY and len(statement.accesses) == 2:
+            source, destination = sorted(statement.accesses, key=lambda x: x.write)
+            return f"{where}copy {destination.written_as} <- {source.written_as}"
         if statement.name:
             what += f" {statement.name}"
         elif statement.event is not None:

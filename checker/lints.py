@@ -14,7 +14,7 @@ from checker.codes import Code
 from checker.determinism import nondeterminism
 from checker.diagnostics import Diagnostic, warning
 from checker.witness import Step, StepKind
-from checker.ir import Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind, Thread
+from checker.ir import CopyKind, Op, Program, Runtime, Statement, Stream, StreamMode, SyncKind, Thread
 
 
 ORDER_LIMIT = 20_000
@@ -35,6 +35,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += buffers_of_two_processes(program)
     found += legacy_streams_of_one_process(program)
     found += frees_waiting_through_cuda_free(program)
+    found += uses_waiting_through_a_pageable_copy(program)
     return found
 
 
@@ -90,6 +91,52 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
             secondary=((task.span, "may still be running"),),
             help=f"CUDA says cudaFree may synchronize the device, not that it does: wait for the work "
                  f"first (`sync {stream}`), or free on its stream (`{stream}: {program.describe(free)}`)"))
+    return found
+
+
+def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
+    """SP066: under `runtime cuda`, a use of pageable host memory that a `copy` from the device
+    (`cudaMemcpyAsync`) wrote, by the same thread later, ordered after the copy only because the
+    call blocks until the copy is done. CUDA's "API synchronization behavior" says such a call
+    "might be synchronous with respect to host", and promises the wait only for `cudaMemcpy`;
+    drivers do block (the bytes reach pageable memory through a staging buffer), so the spec is
+    checked that way and this is a warning (onnxruntime#26512 asks where the promise is).
+    Read off the happens-before order of the program with those copies returning at once, so
+    only for programs whose order does not depend on the interleaving."""
+    copies = {s.index: s for s in program.statements
+              if s.op is Op.COPY and s.copy is CopyKind.D2H and s.blocking and s.stream is not None
+              and not s.form.startswith(("memcpy", "item"))
+              and program.devices[program.streams[s.stream].device].runtime is Runtime.CUDA}
+    if not copies or len(program.statements) > ORDER_LIMIT:
+        return []
+    without = replace(program, statements=tuple(
+        replace(s, blocking=False) if s.index in copies else s for s in program.statements))
+    if nondeterminism(without) is not None:
+        return []
+    try:
+        order = hb.build(without)
+    except hb.TooWide:
+        return []
+    found = []
+    for copy in copies.values():
+        written = next(x for x in copy.accesses if x.write)
+        statements = program.threads[copy.thread].statements
+        later = (program.statements[i] for i in statements[statements.index(copy.index) + 1:])
+        use = next((s for s in later if any(written.conflicts(x) for x in s.accesses)
+                    or (s.op is Op.FREE and written.memory in s.lifetime_memories)), None)
+        if use is None:
+            continue
+        begins = Step(StepKind.ISSUE if use.stream is None else StepKind.START, use.index)
+        done = Step(StepKind.END, copy.index)
+        if not order.happened(begins) or order.before(done, begins):
+            continue
+        stream = program.streams[copy.stream].name
+        found.append(warning(
+            Code.SP066, f"`{program.describe(use)}` waits for `{program.describe(copy)}` only because the copy "
+            "to pageable memory blocks the thread", use.span, "uses what the copy wrote",
+            secondary=((copy.span, "a copy from the device to pageable host memory"),),
+            help=f"CUDA says such a cudaMemcpyAsync \"might be synchronous\", not that it is: wait for it "
+                 f"(`sync {stream}`) before the use, or copy into pinned memory and sync"))
     return found
 
 

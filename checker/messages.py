@@ -61,6 +61,16 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
                     f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
                     f"{owner}` after that use and before the free, or order the use before the free with "
                     "an event")
+        if owner is not None and free is None and memory.pool is not None:
+            # A use of the block's next owner on another stream, with no wait after its alloc.
+            earlier = program.statements[max(0, use.index - 20 * STALE_SCAN):use.index]
+            alloc = next((s for s in reversed(earlier) if s.op is Op.ALLOC and s.thread == use.thread
+                          and memory.index in s.lifetime_memories and s.form.startswith((f"alloc {owner} ", f"alloc {owner}["))), None)
+            if alloc is not None:
+                stream, pool = program.streams[use.stream].name, program.streams[memory.pool].name
+                return (f"`{owner}` takes its block from `{pool}`'s pool (line {alloc.span.line}), where work "
+                        f"enqueued before may still use it, and `{stream}` uses it without waiting for `{pool}`: "
+                        f"record an event on `{pool}` after the alloc and wait for it on `{stream}` before the use")
     return general
 
 
@@ -99,6 +109,10 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     for task, other in ((a, b), (b, a)):
         # A host `memcpy`/`memset`: its task runs on the device's default stream (`gpu0.default`).
         if task.form.startswith(("memcpy", "memset")) and "." in stream(task) and "." not in stream(other):
+            if task.index < other.index and not task.blocking:  # (the call returned before its task was done)
+                return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`) and "
+                        f"returns before it is done: wait for that stream before `{stream(other)}` uses the "
+                        f"memory (`sync {stream(task)}`, or an event recorded on it after the call)")
             blocks = (": work its thread enqueues after it is already ordered, since the call blocks until done"
                       if task.blocking else "")
             return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`): make the "

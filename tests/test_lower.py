@@ -886,6 +886,29 @@ def test_sp064_a_free_that_waits_for_work_only_through_cuda_free():
     assert warnings(head.replace(" { runtime cuda }", "") + "thread main {\n  t: kernel k writes x\n  free x\n}\n") == []
 
 
+def test_sp066_a_use_that_waits_only_because_a_pageable_copy_blocks():
+    head = "device g { runtime cuda }\nbuffer d 1MiB on g\nbuffer h 1MiB on host\nstream s on g\n"
+    found = warnings(head + "thread main {\n  s: copy h <- d\n  host use reads h\n  sync s\n}\n")
+    assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP066, 7, 3)]
+    assert found[0].message == ("`host use` waits for `s: copy h <- d` only because the copy to pageable "
+                                "memory blocks the thread")
+    assert "`sync s`" in found[0].help
+    assert [(a.span.line, a.primary) for a in found[0].annotations] == [(7, True), (6, False)]
+    # a later task of the thread that uses the bytes (an upload from them is staged on the host)
+    assert [w.code for w in warnings(head + "buffer e 1MiB on g\nthread main {\n  s: copy h <- d\n"
+                                            "  s: kernel k writes d\n  host use writes h\n  sync s\n}\n")] == [Code.SP066]
+    # waited for otherwise: a sync of the stream or of an event after the copy, or a use of other bytes
+    for between in ("sync s", "s: record e\n  sync e", "sync g"):
+        assert warnings(head + "event e\nthread main {\n  s: copy h <- d\n  " + between + "\n  host use reads h\n}\n") == []
+    assert warnings(head + "buffer o 1MiB on host\nthread main {\n  s: copy h <- d\n  host use reads o\n  sync s\n}\n") == []
+    # pinned memory does not block; `memcpy` (cudaMemcpy) promises the wait; not CUDA: the contract's rule
+    assert warnings(head.replace("on host", "on host pinned") + "thread main {\n  s: copy h <- d\n  sync s\n"
+                    "  host use reads h\n}\n") == []
+    assert warnings(head + "thread main {\n  memcpy h <- d\n  host use reads h\n  s: kernel k reads d\n  sync s\n}\n") == []
+    assert warnings(head.replace(" { runtime cuda }", "") + "thread main {\n  s: copy h <- d\n  host use reads h\n"
+                    "  sync s\n}\n") == []
+
+
 def test_sp057_a_send_or_recv_to_its_own_stream():
     head = HEAD + "device d2\nstream s2 on d2\ncomm c = { s, s2 }\n"
     found = warnings(thread("s: send c to s x\n  s: recv c from s x\n  s2: kernel k", head=head))

@@ -194,10 +194,10 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
     labels = _finding_labels(finding)
     message = finding.message
     if finding.undecided:
-        message += (f" (at least {finding.instances} instance(s) across loop iterations; "
+        message += (f" (at least {finding.instances} instance(s) from loops or thread arrays; "
                     f"{finding.undecided} more left undecided)")
     elif finding.instances > 1:
-        message += f" ({finding.instances} instances across loop iterations)"
+        message += f" ({finding.instances} instances from loops or thread arrays)"
     if finding.help:
         message += f". Help: {finding.help}"
     result: dict = {

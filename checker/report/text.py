@@ -108,11 +108,12 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True) ->
         out.append(f"  = {_style('note', 'help')}: {finding.instances} undecided questions like this one "
                    "(loop instances of the same statements), reported once")
     elif finding.undecided:
-        out.append(f"  = {_style('note', 'help')}: at least {finding.instances:,} instance(s) of this pair across loop "
-                   f"iterations; {finding.undecided:,} more instance pair(s) were left undecided (the solver's "
+        out.append(f"  = {_style('note', 'help')}: at least {finding.instances:,} instance(s) of this pair (the same lines, "
+                   f"repeated by loops or thread arrays); {finding.undecided:,} more instance pair(s) were left undecided (the solver's "
                    "budget ran out, or they were past the most race questions it asks of one program)")
     elif finding.instances > 1:
-        out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair across loop iterations")
+        out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair "
+                   "(the same lines, repeated by loops or thread arrays)")
     for item in finding.stuck[:STUCK_SHOWN]:
         statement = program.statements[item.statement]
         loops = loop_text(statement.bindings)
