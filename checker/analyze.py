@@ -277,8 +277,8 @@ def _expectation_met(programs: tuple[Program, ...], expectation, findings: list[
             owners.setdefault(m.name, set()).update(m.owners, m.tensors, (m.buffer,))
         matched = [i for i, f in enumerate(findings)
                    if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
-                                            or expectation.buffer == f.memory
-                                            or expectation.buffer in owners.get(f.memory, ()))]
+                                            or any(expectation.buffer == m or expectation.buffer in owners.get(m, ())
+                                                   for m in (f.memory, *f.elements)))]
         return bool(matched), matched
     positive = {ExpectKind.DEADLOCK: FindingKind.DEADLOCK, ExpectKind.MISMATCH: FindingKind.COLLECTIVE_MISMATCH}
     if kind in positive:

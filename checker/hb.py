@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from checker import messages, order as partial_order
 from checker.findings import Finding, FindingKind, Stuck
@@ -260,7 +260,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
     signatures: dict[tuple, int] = {}
     """The accesses of one buffer by a statement -> a number (a whole array's are 100,000)."""
     pairs: dict[tuple[int, int], dict[str, list]] = {}
-    """Per pair of source statements, per buffer: [racing instance pairs, first pair's statements, memory]."""
+    """Per pair of source statements, per buffer: [racing instance pairs, first pair's statements, memory,
+    the elements raced on (a dict for its order)]."""
     scanned = 0
     complete = True
     forever: dict[tuple[int, bool], list] = defaultdict(list)
@@ -273,7 +274,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
         if buffer in group:
             group[buffer][0] += count
         else:
-            group[buffer] = [count, other, s, memory]
+            group[buffer] = [count, other, s, memory, {}]
+        group[buffer][4][program.memories[memory].name] = None
 
     def by_memory(s: Statement) -> dict[int, list]:
         grouped: dict[int, list] = {}
@@ -338,10 +340,11 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
                 listed.pop(key, None)
                 listed[key] = run  # (last: the run that ended last)
     for group in pairs.values():
-        for count, a, b, memory in group.values():  # each buffer with its own first pair
+        for count, a, b, memory, elements in group.values():  # each buffer with its own first pair
             witness = order.prefix([graph.node_of[_step_key(_access_steps(a)[0])],
                                     graph.node_of[_step_key(_access_steps(b)[0])]])
-            findings.append(messages.race(program, a, b, program.memories[memory], count, witness))
+            findings.append(messages.race(program, a, b, program.memories[memory], count, witness,
+                                          tuple(elements)))
     return complete
 
 
@@ -369,13 +372,16 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     launch_frees[memory].append((s, graph.node(StepKind.ISSUE, s.index)))
             if not s.launch_only:
                 frees[s.memory].append((s, graph.node_of[_step_key(_access_steps(s)[1])]))
-    reported: set[tuple[int, FindingKind]] = set()
+    reported: dict[tuple[int, FindingKind], int] = {}
+    """(source statement, kind) -> the index of its finding; later instances add their memory."""
+    elements: dict[int, dict[str, None]] = defaultdict(dict)
 
     def report(finding: Finding, s: Statement) -> None:
         key = (s.origin, finding.kind)
         if key not in reported:
-            reported.add(key)
+            reported[key] = len(findings)
             findings.append(finding)
+        elements[reported[key]][finding.memory] = None
 
     def forced_between(first: int, last: int, nodes: list[int]) -> bool:
         return any(order.before(graph.steps[first], graph.steps[g]) and order.before(graph.steps[g], graph.steps[last])
@@ -430,6 +436,9 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     and not all(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
                                 if g in order.clocks)):
                 report(messages.use_before_alloc(program, s, mem, 1, order.prefix([issue], last=issue)), s)
+    for k, names in elements.items():
+        if len(names) > 1:
+            findings[k] = replace(findings[k], elements=tuple(names))
 
 
 def _deadlock(order: HappensBefore) -> Finding | None:

@@ -26,7 +26,7 @@ def _quoted(program: Program, statement: Statement) -> str:
 
 
 def race(program: Program, a: Statement, b: Statement, memory: Memory, instances: int,
-         witness: Witness | None) -> Finding:
+         witness: Witness | None, elements: tuple[str, ...] = ()) -> Finding:
     """Two accesses to overlapping bytes, one a write, that some execution runs at once."""
     a, b = sorted((a, b), key=lambda s: s.index)
     name = f"`{memory.name}`"
@@ -38,6 +38,7 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         FindingKind.RACE,
         f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",
         (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
+        elements=elements if len(elements) > 1 else (),
     )
 
 
@@ -74,22 +75,24 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
     return general
 
 
-def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]) -> list[tuple[int, Memory, int]]:
+def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
+                 ) -> list[tuple[int, Memory, int, tuple[str, ...]]]:
     """The declared buffers that the racing instance pairs of one pair of source statements
     conflict on, each as (the first pair that touches it, its memory there, how many pairs
-    do). Running at once is a property of the pair, so every buffer on which one writes what
-    the other touches races, and each is reported on its own (an `expect race on B` must see
-    each), with a pair and a witness of its own."""
+    do, the elements of it they conflict on). Running at once is a property of the pair, so
+    every buffer on which one writes what the other touches races, and each is reported on
+    its own (an `expect race on B` must see each), with a pair and a witness of its own."""
     found: dict[str, list] = {}
     for k, (a, b) in enumerate(pairs):
         seen: set[str] = set()
         for x, _ in conflicting(a.accesses, b.accesses):
             memory = program.memories[x.memory]
+            entry = found.setdefault(memory.buffer, [k, memory, 0, {}])
+            entry[3][memory.name] = None
             if memory.buffer not in seen:
                 seen.add(memory.buffer)
-                entry = found.setdefault(memory.buffer, [k, memory, 0])
                 entry[2] += 1
-    return [(k, memory, count) for k, memory, count in found.values()]
+    return [(k, memory, count, tuple(elements)) for k, memory, count, elements in found.values()]
 
 
 def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | None = None) -> str:

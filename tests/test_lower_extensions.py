@@ -178,6 +178,38 @@ def test_expect_race_on_an_element_of_a_buffer_array(element, met):
     assert (not unmet) is met, report.diagnostics
 
 
+ELEMENT_SPECS = {
+    "loop": ("device d\nbuffer y[2] 1MiB on d\nstream a on d\nstream b on d\nthread t {\n  for i in 0..2 {\n"
+             "    a: kernel w writes y[i]\n    b: kernel r reads y[i]\n  }\n}\n"),
+    "thread array": ("device d\nbuffer y[2] 1MiB on d\nstream a[2] on d\nstream b[2] on d\nthread t[2] {\n"
+                     "  a[t]: kernel w writes y[t]\n  b[t]: kernel r reads y[t]\n}\n"),
+    "freed in a loop": ("device d\nbuffer y[2] 1MiB on d\nstream a on d\nthread t {\n  for i in 0..2 {\n"
+                        "    alloc y[i]\n    a: kernel w writes y[i]\n    free y[i]\n  }\n}\nexpect race\n"),
+    "two freed buffers": ("device d\nbuffer y[2] 1MiB on d\nstream a on d\nthread t {\n"
+                          "  a: kernel k reads y[0] writes y[1]\n  free y[0]\n  free y[1]\n}\nexpect race\n"),
+}
+
+
+@pytest.mark.parametrize("engine", [(), ("--explore-first", "0"), ("--exhaustive",)], ids=["default", "solver", "exhaustive"])
+@pytest.mark.parametrize("case", sorted(ELEMENT_SPECS))
+def test_expect_on_each_element_that_instances_of_one_finding_cover(run, tmp_path, case, engine):
+    """One finding stands for every loop or thread-array instance of its statements; an
+    expectation on any element one of them races on (or uses dead) is met, in every engine,
+    and one on an element none touches is not."""
+    import json
+
+    kind = "use-after-free" if "freed" in case else "race"
+    for element, met in (("y[0]", True), ("y[1]", True)):
+        spec = tmp_path / "t.sched"
+        spec.write_text(ELEMENT_SPECS[case] + f"expect {kind} on {element}\n")
+        status, out, _ = run("check", *engine, "--format", "json", spec)
+        result = json.loads(out)["files"][0]
+        assert (status == 0) is met, (element, [f["message"] for f in result["findings"]], result["diagnostics"])
+    if case == "loop":  # an element no instance touches
+        spec.write_text(ELEMENT_SPECS[case].replace("y[2]", "y[3]") + "expect race on y[2]\nexpect race on y[0]\n")
+        assert run("check", *engine, spec)[0] == 1
+
+
 def test_expect_race_on_an_element_out_of_range():
     error_of(ARRAY_RACE.replace("ELEMENT", "x[2]"), Code.SP013, 9, 18, "out of range")
 

@@ -58,17 +58,17 @@ def stuck(machine: "Machine", state) -> tuple[tuple[int, str], ...]:
 def killer(machine: "Machine", state, i: int, kind: str = USE_AFTER_FREE) -> int | None:
     """The latest free that made bytes statement i touches dead: completed (run order),
     or enqueued (launch order, for ENQUEUED_AFTER_FREE)."""
+    found = killers(machine, state, i, kind)
+    return found[-1] if found else None
+
+
+def killers(machine: "Machine", state, i: int, kind: str = USE_AFTER_FREE) -> list[int]:
+    """Every free (in program order) that made bytes statement i touches dead, as `killer`
+    finds the latest: a use of two freed buffers names both."""
     m = machine
-    found = None
     if kind == ENQUEUED_AFTER_FREE:
         # (reported when the task starts: its memory may have been allocated again since)
         bad = state.launch_dead & m.launch_touch[i] or m.launch_touch[i]
-        for f in m.frees:
-            if state.status[f] != NEW and m.launch_life[f] & bad:
-                found = f
-        return found
+        return [f for f in m.frees if state.status[f] != NEW and m.launch_life[f] & bad]
     bad = state.dead & state.freed & m.touch[i]
-    for f in m.frees:
-        if state.status[f] == DONE and m.life[f] & bad:
-            found = f
-    return found
+    return [f for f in m.frees if state.status[f] == DONE and m.life[f] & bad]

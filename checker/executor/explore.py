@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 
 from checker import collectives, messages
 from checker.findings import Finding, Stuck
-from checker.ir import Op, Program
+from checker.ir import Memory, Op, Program, Statement
 from checker.executor.machine import (
     ENQUEUED_AFTER_FREE, PRECOMPUTE_CONFLICTS, USE_AFTER_FREE, USE_BEFORE_ALLOC, Machine, State,
 )
+from checker.executor import explain
 from checker.executor.state import bits
 from checker.executor.stubborn import StubbornSets
 from checker.witness import Step, StepKind, Witness
@@ -50,6 +51,8 @@ class DeadUseFound:
     witness: Witness
     free: int | None = None
     """For a use after free: the free that (last) killed the bytes."""
+    frees: tuple[int, ...] = ()
+    """Every free that killed bytes it touches, where known (the memories its finding names)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +266,8 @@ class _Explorer:
                 for i, kind in tr.dead_uses:
                     if (i, kind) not in uses:
                         free = killing_free(m, state, step, i, kind)
-                        uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free)
+                        frees = () if kind == USE_BEFORE_ALLOC else tuple(explain.killers(m, state, i, kind))
+                        uses[(i, kind)] = DeadUseFound(i, kind, witness(tuple(path) + (step,)), free, frees)
             nxt = tr.state
             key = forget(nxt) if reduce else nxt
             if key in visited:
@@ -360,6 +364,21 @@ def _still_shows(machine: Machine, steps, shows) -> bool:
     return shows(state, transitions)
 
 
+def _freed_memory(program: Program, use: Statement, free: int | None) -> Memory:
+    """The memory a dead use touches that `free` freed (its first access's, without one)."""
+    if free is None:
+        return program.memories[use.accesses[0].memory]
+    freed = program.statements[free].lifetime_memories
+    return program.memories[next((a.memory for a in use.accesses if a.memory in freed),
+                                 program.statements[free].memory)]
+
+
+def _with_elements(finding: Finding, memories: list[Memory]) -> Finding:
+    """A dead use's finding naming every memory its loop instances touch (`Finding.elements`)."""
+    names = tuple(dict.fromkeys(m.name for m in memories))
+    return replace(finding, elements=names) if len(names) > 1 else finding
+
+
 def _to_findings(program: Program, result: Exploration, shortened: bool = True) -> tuple[Finding, ...]:
     """Findings in the shape every backend reports: one per source statement (pair), with
     `instances` counting the loop instances the exploration found, and shortened witnesses."""
@@ -372,12 +391,12 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
         key = (min(st[r.a].origin, st[r.b].origin), max(st[r.a].origin, st[r.b].origin))
         races.setdefault(key, []).append(r)
     for group in races.values():
-        for k, memory, count in messages.race_buffers(program, [(st[x.a], st[x.b]) for x in group]):
+        for k, memory, count, elements in messages.race_buffers(program, [(st[x.a], st[x.b]) for x in group]):
             r = group[k]
             both = (1 << r.a) | (1 << r.b)
             witness = Witness(cut(machine, r.witness.steps,
                                   lambda state, _, both=both: state.running & both == both))
-            out.append(messages.race(program, st[r.a], st[r.b], memory, count, witness))
+            out.append(messages.race(program, st[r.a], st[r.b], memory, count, witness, elements))
     uses: dict[tuple[int, str], list] = {}
     for u in result.dead_uses:
         uses.setdefault((st[u.statement].origin, u.kind), []).append(u)
@@ -396,15 +415,18 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
             last = witness.steps[-1] if witness.steps else None
             running = (free is not None and last is not None and last.statement == free.index
                        and last.kind in (StepKind.END, StepKind.RETURN))  # found as the free took effect
-            out.append(messages.use_after_free(program, s, free, memory, len(group), witness,
-                                               launch_order=kind_name == ENQUEUED_AFTER_FREE,
-                                               while_running=running))
+            finding = messages.use_after_free(program, s, free, memory, len(group), witness,
+                                              launch_order=kind_name == ENQUEUED_AFTER_FREE,
+                                              while_running=running)
+            out.append(_with_elements(finding, [_freed_memory(program, st[x.statement], f)
+                                                 for x in group for f in (x.free, *x.frees)]))
         else:
             managed = {x.memory for x in st if x.op is Op.ALLOC and not x.launch_only}
             managed |= {m for a in s.tensor_allocs for m in st[a].lifetime_memories}
-            memory = next((program.memories[a.memory] for a in s.accesses if a.memory in managed),
-                          program.memories[s.accesses[0].memory])
-            out.append(messages.use_before_alloc(program, s, memory, len(group), witness))
+            memories = [next((program.memories[a.memory] for a in st[x.statement].accesses if a.memory in managed),
+                             program.memories[st[x.statement].accesses[0].memory]) for x in group]
+            out.append(_with_elements(messages.use_before_alloc(program, s, memories[0], len(group), witness),
+                                      memories))
     if result.deadlocks:
         # One deadlock finding per program (as the other backends report it): the one with
         # the shortest witness; `Exploration.deadlocks` keeps the other stuck sets.

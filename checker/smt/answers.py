@@ -131,7 +131,7 @@ def racing_buffers(program: Program, races) -> set[tuple[tuple[int, int], str]]:
             continue
         seen.add(shape)
         key = tuple(sorted((sa.origin, sb.origin)))
-        found.update((key, memory.buffer) for _, memory, _ in messages.race_buffers(program, [(sa, sb)]))
+        found.update((key, memory.buffer) for _, memory, _, _ in messages.race_buffers(program, [(sa, sb)]))
     return found
 
 
@@ -140,7 +140,7 @@ def counts_only(program: Program, racing: set, a: Statement, b: Statement) -> li
     instance to, when its source statements already race on each of its buffers: whatever its
     answer, the findings are the same. None when it could make a finding of its own."""
     key = tuple(sorted((a.origin, b.origin)))
-    keys = [(key, memory.buffer) for _, memory, _ in messages.race_buffers(program, [(a, b)])]
+    keys = [(key, memory.buffer) for _, memory, _, _ in messages.race_buffers(program, [(a, b)])]
     return keys if keys and all(k in racing for k in keys) else None
 
 
@@ -206,19 +206,23 @@ def assemble(program: Program, parts: Parts, total: float | None) -> tuple[Findi
         ))
     for key, instances in groups.items():
         pairs = [(statements[i], statements[j]) for i, j in instances]
-        for k, memory, count in messages.race_buffers(program, pairs):
-            finding = messages.race(program, *pairs[k], memory, count, parts.witness(instances[k]))
+        for k, memory, count, elements in messages.race_buffers(program, pairs):
+            finding = messages.race(program, *pairs[k], memory, count, parts.witness(instances[k]), elements)
             findings.append(replace(finding, undecided=undecided.get((key, memory.buffer), 0)))
     findings += parts.dead_unknowns
-    grouped: dict[tuple[FindingKind, int], tuple[Finding, int]] = {}
+    grouped: dict[tuple[FindingKind, int], tuple[Finding, int, dict[str, None]]] = {}
     for index, kind in sorted(parts.dead, key=lambda item: (item[0], item[1] is FindingKind.USE_BEFORE_ALLOC)):
         group = (kind, program.statements[index].origin)
+        found = parts.dead[(index, kind)]
         if group in grouped:
-            finding, count = grouped[group]
-            grouped[group] = (finding, count + 1)
+            finding, count, memories = grouped[group]
+            grouped[group] = (finding, count + 1, memories)
         else:
-            grouped[group] = (parts.dead[(index, kind)], 1)
-    findings += [replace(finding, instances=count) for finding, count in grouped.values()]
+            memories = {}
+            grouped[group] = (found, 1, memories)
+        memories.update(dict.fromkeys((found.memory, *found.elements)))
+    findings += [replace(finding, instances=count, elements=tuple(memories) if len(memories) > 1 else ())
+                 for finding, count, memories in grouped.values()]
     findings += parts.deadlock
     findings += [parts.mismatches[where] for where in sorted(parts.mismatches)]
     if parts.unlisted:

@@ -1371,17 +1371,20 @@ class Analysis:
         issue = position[encoding.step(StepKind.ISSUE, statement.index)]
         # Run order: a segment whose latest alloc or free before the access started is a free.
         best = None
+        dead: dict[str, None] = {}  # every memory dead when the access starts (`Finding.elements`)
         for g in encoding.touched_segments(statement):
             latest = None
             for f in g.frees + g.allocs:
                 at = position.get(encoding._lifetime_step(f))
                 if first is not None and at is not None and at < first and (latest is None or at > latest[0]):
                     latest = (at, f)
-            if (latest is not None and latest[1] in g.frees and latest[1] != statement.index
-                    and (best is None or latest[0] > best[0])):
-                best = (latest[0], program.statements[latest[1]], program.memories[g.memory])
+            if latest is not None and latest[1] in g.frees and latest[1] != statement.index:
+                dead[program.memories[g.memory].name] = None
+                if best is None or latest[0] > best[0]:
+                    best = (latest[0], program.statements[latest[1]], program.memories[g.memory])
         if best is not None:
-            return messages.use_after_free(program, statement, best[1], best[2], 1, verdict.witness)
+            finding = messages.use_after_free(program, statement, best[1], best[2], 1, verdict.witness)
+            return replace(finding, elements=tuple(dead)) if len(dead) > 1 else finding
         # Run order: a free that took effect while the access ran (the witness ends there).
         last = position.get(encoding.last_step(statement))
         for g in encoding.touched_segments(statement):
@@ -1393,15 +1396,20 @@ class Analysis:
                     return messages.use_after_free(program, statement, program.statements[f],
                                                    program.memories[g.memory], 1, shown, while_running=True)
         # Launch order: the latest free enqueued before the statement was.
+        found = None
         for memory in memories:
             frees = encoding.launch_lifetimes(memory.index)[1]
             enqueued = [(position[encoding.step(StepKind.ISSUE, f.index)], f) for f in frees
                         if f.index != statement.index
                         and position.get(encoding.step(StepKind.ISSUE, f.index), issue + 1) < issue]
             if enqueued:
-                free = max(enqueued, key=lambda item: item[0])[1]
-                return messages.use_after_free(program, statement, free, memory, 1, verdict.witness,
-                                               launch_order=True)
+                dead[memory.name] = None
+                if found is None:
+                    free = max(enqueued, key=lambda item: item[0])[1]
+                    found = messages.use_after_free(program, statement, free, memory, 1, verdict.witness,
+                                                    launch_order=True)
+        if found is not None:
+            return replace(found, elements=tuple(dead)) if len(dead) > 1 else found
         return messages.use_after_free(program, statement, None, memories[0], 1, verdict.witness)
 
     # --- deadlock -----------------------------------------------------------------------
