@@ -56,11 +56,11 @@ def program_order_groups(statements, comms) -> tuple[tuple[Group, ...], dict[int
         if s.comm is None:
             continue
         if s.op is Op.SEND:
-            pairs.setdefault((s.comm, s.stream, s.peer), ([], []))[0].append(s.index)
+            pairs.setdefault((s.comm, s.rank_stream, s.peer), ([], []))[0].append(s.index)
         elif s.op is Op.RECV:
-            pairs.setdefault((s.comm, s.peer, s.stream), ([], []))[1].append(s.index)
+            pairs.setdefault((s.comm, s.peer, s.rank_stream), ([], []))[1].append(s.index)
         else:
-            calls.setdefault((s.comm, s.stream), []).append(s.index)
+            calls.setdefault((s.comm, s.rank_stream), []).append(s.index)
     for comm in comms:
         per_stream = [calls.get((comm.index, m), []) for m in comm.members]
         rounds = max((len(v) for v in per_stream), default=0)
@@ -99,10 +99,10 @@ def call_class(statement: Statement) -> tuple | None:
     if statement.group is None or statement.stream is None:
         return None
     if statement.op is Op.SEND:
-        return ("send", statement.comm, statement.stream, statement.peer)
+        return ("send", statement.comm, statement.rank_stream, statement.peer)
     if statement.op is Op.RECV:
-        return ("recv", statement.comm, statement.peer, statement.stream)
-    return ("call", statement.comm, statement.stream)
+        return ("recv", statement.comm, statement.peer, statement.rank_stream)
+    return ("call", statement.comm, statement.rank_stream)
 
 
 def meeting_classes(program: Program, key: tuple) -> tuple[tuple, ...]:
@@ -186,7 +186,7 @@ def meeting_place(statement: Statement) -> tuple:
     if statement.op not in (Op.SEND, Op.RECV):
         return ("call", statement.comm)
     s = statement
-    return ("pair", s.comm, (s.stream, s.peer) if s.op is Op.SEND else (s.peer, s.stream))
+    return ("pair", s.comm, (s.rank_stream, s.peer) if s.op is Op.SEND else (s.peer, s.rank_stream))
 
 
 def met_position(program: Program, group) -> tuple:
@@ -213,7 +213,7 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
     sequences: dict[tuple[int, int], list[Statement]] = defaultdict(list)
     for s in program.statements:  # (sends and recvs pair apart: checked below, per pair)
         if s.operation.collective and not s.operation.pairwise and s.stream is not None:
-            sequences[(s.comm, s.stream)].append(s)
+            sequences[(s.comm, s.rank_stream)].append(s)
     for comm in program.comms:
         if comm.index in interleaved:
             continue

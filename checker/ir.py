@@ -381,6 +381,10 @@ class Statement:
     """Loop and let variables in scope, for messages (`step=3`)."""
     root: int | None = None
     """broadcast/reduce: the root member stream."""
+    member: int | None = None
+    """A comm call enqueued on a stream other than its rank's member (NCCL takes the stream
+    per call): that member, which it meets and is matched as (`rank_stream`). None: its own
+    stream is the member."""
     batch: int | None = None
     """Tasks lowered from one `group { ... }` (one fused launch, as `ncclGroupStart/End`):
     tasks of the same batch on one stream are not ordered among themselves by stream order;
@@ -410,6 +414,11 @@ class Statement:
     def lifetime_memories(self) -> tuple[int, ...]:
         """alloc/free: every memory whose lifetime this statement changes."""
         return self.pieces or (() if self.memory is None else (self.memory,))
+
+    @property
+    def rank_stream(self) -> int | None:
+        """A comm call: the member stream of the comm whose rank it calls for."""
+        return self.member if self.member is not None else self.stream
 
     @property
     def operation(self) -> Operation:

@@ -311,13 +311,13 @@ def ranks_called_by_one_thread(program: Program) -> list[Diagnostic]:
         if s.group is None or s.batch is not None or s.stream is None:
             continue
         key = (s.thread, s.comm)
-        member = first.setdefault(key, s.stream)
-        if member != s.stream and member >= 0:
+        member = first.setdefault(key, s.rank_stream)
+        if member != s.rank_stream and member >= 0:
             first[key] = -1  # once per thread and comm
             comm = program.comms[key[1]].name
             found.append(warning(
                 Code.SP054, f"thread `{program.threads[s.thread].name}` calls comm `{comm}` for two of its "
-                f"ranks (`{program.streams[member].name}`, `{program.streams[s.stream].name}`) outside a `group`",
+                f"ranks (`{program.streams[member].name}`, `{program.streams[s.rank_stream].name}`) outside a `group`",
                 s.span, "a second rank's call",
                 help="NCCL and HCCL may block such a call until every rank has called (one thread driving "
                      "several ranks then hangs); streamproof takes each call as returning at once. Put the "

@@ -228,6 +228,10 @@ class _Lowerer:
         self.thread_names: dict[str, ast.ThreadDecl] = {}
         self.process_streams: set[int] | None = None
         self.comm_members: list[frozenset[int]] = []
+        self.chained: set[int] = set()
+        """Member streams whose rank some comm call reaches from another stream of its device:
+        every call of that rank then waits for the one before (`chain`), so lowering runs again
+        when a run adds one."""
         self.claimed_defaults: set[int] = set()
         """Default streams a comm declares that a `process` thread took as its own."""
         self.streams_on: dict[int, int] = {}
@@ -1125,8 +1129,22 @@ class _Lowerer:
     def run(self, prefix: list[int], cuda_sync_first: bool, released: dict | None = None) -> Program:
         """Lower every thread taking the branches in `prefix` (then every first branch).
         `released` (`release_candidates`): free tensor event -> (the alloc event that takes the
-        recorded block back, the streams it was recorded on)."""
+        recorded block back, the streams it was recorded on). Runs again when it found a rank
+        whose comm calls need `chain`ing: the calls before the first one off its member
+        stream wait and record too."""
+        chained, warnings, warned = len(self.chained), len(self.warnings), len(self.warned)
+        program = self.run_once(prefix, cuda_sync_first, released)
+        if len(self.chained) > chained and not self.errors:
+            del self.warnings[warnings:], self.warned[warned:]
+            program = self.run_once(prefix, cuda_sync_first, released)
+        return program
+
+    def run_once(self, prefix: list[int], cuda_sync_first: bool, released: dict | None) -> Program:
         self.prefix = prefix
+        self.chain_events: dict[int, int] = {}
+        """Chained member stream -> the event its rank's comm calls record after each call."""
+        self.group_records: list[tuple] = []
+        """`comm_call`'s records inside a `group`, emitted after its launch."""
         self.claimed_defaults = set()
         self.released: dict[int, tuple[int, tuple[int, ...]]] = released or {}
         self.release_syncs: dict[int, list[int]] = {}
@@ -1503,6 +1521,9 @@ class _Lowerer:
             if placed:
                 self.placed.append(len(self.statements))
             self.append(statement, part, batch=first + rank[call["comm"]], **call)
+        records, self.group_records = self.group_records, []
+        for statement, record in records:  # (`comm_call`: after the launch)
+            self.append(statement, 2, **record)
 
     def append(self, statement, part: int = 0, **fields) -> int:
         index = len(self.statements)
@@ -2133,34 +2154,52 @@ class _Lowerer:
                 return members[0]
         return self.resolve(ref, env, "stream")
 
-    def member(self, comm_index: int, ref: ast.Ref, stream: int) -> None:
-        """SP021 unless `stream` (written as `ref`) is a member of the comm."""
-        if stream not in self.comm_members[comm_index]:
-            comm = self.comms[comm_index]
-            device = self.streams[stream].device
-            help = None
-            if (self.process_streams is not None and ref.member is not None
-                    and self.default_streams.get(device) in self.comm_members[comm_index]):
-                help = (f"the comm's `{self.devices[device].name}.default` stays the main process's: a thread not "
-                        "declared `process` uses that device's default stream (or a `memcpy`, a `memset`, or names "
-                        "a device through a variable); declare that thread `process` too, or give the comm a "
-                        "stream of its own")
-            raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
-                                  ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),),
-                                  help=help))
+    def member(self, comm_index: int, ref: ast.Ref, stream: int, call: bool = True) -> int:
+        """The comm's member stream whose rank `stream` (written as `ref`) calls for: itself, or
+        for the stream a call is on (`call`), under `runtime cuda`, the one member on its device
+        (NCCL takes the stream per call, and orders a comm's calls on one rank: `comm_call`).
+        SP021 otherwise: a root or a peer names a rank by its member stream."""
+        members = self.comm_members[comm_index]
+        if stream in members:
+            return stream
+        device = self.streams[stream].device
+        on_device = [m for m in members if self.streams[m].device == device]
+        comm = self.comms[comm_index]
+        cuda = self.devices[device].runtime is Runtime.CUDA
+        help = None
+        if (self.process_streams is not None and ref.member is not None
+                and self.default_streams.get(device) in members):
+            help = (f"the comm's `{self.devices[device].name}.default` stays the main process's: a thread not "
+                    "declared `process` uses that device's default stream (or a `memcpy`, a `memset`, or names "
+                    "a device through a variable); declare that thread `process` too, or give the comm a "
+                    "stream of its own")
+        elif call and cuda and len(on_device) == 1 and not self.in_group:
+            self.chained.add(on_device[0])
+            return on_device[0]
+        elif on_device and cuda and call:
+            help = (f"a call of comm `{comm.name}` on another stream of a member's device is that rank's (NCCL "
+                    "takes the stream per call), but not inside a `group` or where several members share the "
+                    "device: call it on the member stream there")
+        elif on_device and call:
+            help = (f"HCCL needs the operators of a comm on one device issued one after another: call it on "
+                    f"`{self.streams[on_device[0]].name}` (or declare the device `runtime cuda` for NCCL, which "
+                    "takes the stream per call)")
+        raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
+                              ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),),
+                              help=help))
 
     def collective(self, node: ast.CollectiveTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)
         comm_index = self.resolve(node.comm, env, "comm")
-        self.member(comm_index, node.stream, stream_index)
+        member = self.member(comm_index, node.stream, stream_index)
         root = None
         if node.root is not None:
             root = self.comm_stream(comm_index, node.root, env)
-            self.member(comm_index, node.root, root)
+            root = self.member(comm_index, node.root, root, call=False)
         read_buffer = self.access(node.access, env, False)
         write_buffer = self.access(node.access, env, True)
         source = self.access(node.source, env, False) if node.source is not None else read_buffer
-        is_root = stream_index == root
+        is_root = member == root
         if node.kind in IN_PLACE_KINDS:
             accesses = (source, write_buffer)
         elif node.kind == "broadcast":
@@ -2172,17 +2211,45 @@ class _Lowerer:
                 accesses = (source,) if node.source is None else (source, write_buffer)
         else:  # reduce: every member contributes its source; the root receives the result
             accesses = (source, write_buffer) if is_root else (source,)
-        self.emit(node, op=Op(node.kind), comm=comm_index, root=root, accesses=self.touch(accesses),
-                  duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+        self.comm_call(node, member, op=Op(node.kind), comm=comm_index, root=root, accesses=self.touch(accesses),
+                       duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+
+    def comm_call(self, node, member: int, **fields) -> None:
+        """Emit a collective or send/recv call of `member`'s rank. NCCL orders the calls of one
+        comm on one rank whatever streams they are on: each launch makes its stream wait for the
+        comm's previous launch to finish (`ncclLaunchPrepare` and `ncclLaunchFinish` in NCCL's
+        src/enqueue.cc, through the comm's device stream). Where a rank's calls use more than
+        one stream (`chained`), each waits for an event recorded after the rank's call before
+        it, which binds in the order the calls are issued."""
+        stream = fields["stream"]
+        if member != stream:
+            fields["member"] = member
+        if member not in self.chained:
+            self.emit(node, **fields)
+            return
+        event = self.chain_events.get(member)
+        if event is None:
+            event = self.chain_events[member] = len(self.events)
+            self.events.append(Event(event, f"{self.comms[fields['comm']].name}.order#{len(self.chain_events)}",
+                                     False, node.span))
+        comm = f"comm `{self.comms[fields['comm']].name}`'s call of `{self.streams[member].name}`'s rank"
+        common = dict(stream=stream, device=fields["device"], bindings=fields["bindings"])
+        self.emit(node, part=1, op=Op.WAIT, event=event, form=f"wait for the {comm} before it (NCCL)", **common)
+        self.emit(node, **fields)
+        record = (node, dict(op=Op.RECORD, event=event, form=f"record after the {comm} (NCCL)", **common))
+        if self.in_group:  # (after the group's launch, which `launch_group` emits)
+            self.group_records.append(record)
+        else:
+            self.emit(record[0], part=2, **record[1])
 
     def point_to_point(self, node: ast.SendTask | ast.RecvTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)
         comm_index = self.resolve(node.comm, env, "comm")
-        self.member(comm_index, node.stream, stream_index)
+        member = self.member(comm_index, node.stream, stream_index)
         peer = self.comm_stream(comm_index, node.peer, env)
-        self.member(comm_index, node.peer, peer)
+        peer = self.member(comm_index, node.peer, peer, call=False)
         send = isinstance(node, ast.SendTask)
-        if peer == stream_index and not self.in_group:
+        if peer == member and not self.in_group:
             # Meaningful (the pair can never meet outside a `group`: a deadlock the engines
             # find), but rarely what was meant.
             self.warnings.append(warning(
@@ -2190,9 +2257,9 @@ class _Lowerer:
                 "its own stream",
                 help="a send and a recv on one stream meet only inside one `group { ... }` (ncclGroupStart/End); "
                      "outside one, the second waits behind the first forever"))
-        self.emit(node, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
-                  accesses=self.touch((self.access(node.access, env, not send),)),
-                  duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+        self.comm_call(node, member, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
+                       accesses=self.touch((self.access(node.access, env, not send),)),
+                       duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
 
     def stream_lifetime(self, node: ast.AllocTask | ast.FreeTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)

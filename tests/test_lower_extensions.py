@@ -214,6 +214,75 @@ def test_expect_race_on_an_element_out_of_range():
     error_of(ARRAY_RACE.replace("ELEMENT", "x[2]"), Code.SP013, 9, 18, "out of range")
 
 
+# -- a comm's calls on several streams of a rank (NCCL) -----------------------------------------
+
+SIDE = """device gpu[2] { runtime cuda }
+buffer g[2] 4MiB on gpu
+buffer h[2] 4MiB on gpu
+stream main[2] on gpu
+stream side[2] on gpu
+comm world = { main }
+thread rank[2] process {
+  main[rank]: kernel fwd writes g[rank]
+  main[rank]: allreduce world g[rank]
+  side[rank]: allgather world h[rank] <- g[rank]
+  side[rank]: kernel use reads h[rank]
+  SYNC
+  main[rank]: kernel next writes g[rank]
+  sync all
+}
+"""
+
+
+def test_a_call_on_another_stream_of_a_members_device_is_that_ranks():
+    p = program(SIDE.replace("SYNC", "sync side[rank]"))
+    calls = [s for s in p.statements if s.comm is not None]
+    assert [(p.streams[s.stream].name, p.streams[s.rank_stream].name) for s in calls] == [
+        ("main[0]", "main[0]"), ("side[0]", "main[0]"), ("main[1]", "main[1]"), ("side[1]", "main[1]")]
+    # matched by each rank's issue order: the allreduces meet, then the allgathers
+    assert sorted(sorted(p.groups[g].members) for g in {s.group for s in calls}) == [
+        [calls[0].index, calls[2].index], [calls[1].index, calls[3].index]]
+    # each call of the rank waits for the one before it (an implicit event), whatever its stream
+    waits = [s for s in p.statements if s.op is Op.WAIT]
+    records = [s for s in p.statements if s.op is Op.RECORD]
+    assert len(waits) == len(records) == 4 and {s.event for s in waits} == {s.event for s in records}
+    assert all(p.statements[w.index + 1].comm is not None and p.statements[w.index + 1].stream == w.stream
+               for w in waits)
+
+
+@pytest.mark.parametrize("engine", [(), ("--explore-first", "0"), ("--exhaustive",)], ids=["default", "solver", "exhaustive"])
+def test_a_side_stream_call_waits_for_the_ranks_call_before_it(run, tmp_path, engine):
+    """The allgather on `side` reads the allreduce's output with no event of the user's: NCCL
+    orders the rank's calls. The kernel on `main` after the allreduce is not ordered with the
+    allgather unless the host waits for `side` first."""
+    import json
+
+    spec = tmp_path / "t.sched"
+    for sync, races in (("sync side[rank]", []), ("host nothing", [(10, 13)])):
+        spec.write_text(SIDE.replace("SYNC", sync))
+        status, out, _ = run("check", *engine, "--format", "json", spec)
+        result = json.loads(out)["files"][0]
+        assert result["status"] != "error", result["diagnostics"]
+        found = sorted({tuple(sorted(loc["line"] for loc in f["locations"][:2])) for f in result["findings"]
+                        if f["kind"] == "race"})
+        assert found == races, result["findings"]
+
+
+def test_a_call_off_the_member_stream_is_refused_where_the_rank_is_unclear():
+    inside = SIDE.replace("  side[rank]: allgather world h[rank] <- g[rank]",
+                          "  group {\n    side[rank]: allgather world h[rank] <- g[rank]\n  }").replace("SYNC", "")
+    error_of(inside, Code.SP021, 11, 5, "is not a member of comm `world`")
+    cann = SIDE.replace(" { runtime cuda }", "").replace("SYNC", "")
+    diagnostic = error_of(cann, Code.SP021, 10, 3, "is not a member of comm `world`")
+    assert "HCCL" in diagnostic.help
+    shared = SIDE.replace("comm world = { main }", "stream extra on gpu[1]\ncomm world = { main[0], main[1], side[1] }")
+    error_of(shared.replace("side[rank]: allgather", "extra: allgather").replace("SYNC", ""), Code.SP021, 11, 3)
+    # a root names a rank by its member stream
+    rooted = SIDE.replace("side[rank]: allgather world h[rank] <- g[rank]",
+                          "main[rank]: broadcast world root side[0] g[rank]").replace("SYNC", "")
+    error_of(rooted, Code.SP021, 10, 36)
+
+
 # -- group ------------------------------------------------------------------------------------
 
 
