@@ -513,3 +513,32 @@ def test_a_connection_id_that_is_no_number_is_told_not_a_crash(connection):
     launch = next(e for e in t.events if e["name"] == "Node@launch")
     launch["args"]["connection_id"] = connection
     load(import_kineto(t.json()))
+
+
+@pytest.mark.parametrize("event_ids", [True, False])
+def test_a_wait_that_blocked_until_a_record_made_after_it_waits_for_that_record(event_ids):
+    # The wait is called before the record; its task blocks from 8 to 45 us, when the record
+    # (after kernel a, 5..45 us) completes: a flag event, whose wait waits for a record to come.
+    t = Trace(event_ids=event_ids)
+    t.kernel("a", 2, 5_000, 40_000)
+    t.wait(5, 8_000, 45_010)
+    record = t.record(2, 45_000)
+    t.kernel("c", 5, 45_100, 5_000)
+    t.sync_stream(51_000)
+    imported = import_kineto(t.json())
+    text = imported.text
+    assert f"event e{record} flag" in text
+    assert f"stream5: wait e{record}" in text and "never recorded" not in text
+    assert ("assumed: aclrtStreamWaitEvent" in text) is not event_ids
+    program = load(imported).program
+    assert simulate(program).makespan >= 50_000  # (c after a, as the wait kept it)
+    assert not [f for f in check_loaded(load(imported)).findings if f.code in (Code.SP101, Code.SP201)]
+
+
+def test_a_wait_that_did_not_block_names_the_npu_it_is_on():
+    t = Trace()
+    t.kernel("a", 2, 5_000, 40_000)
+    t.wait(5, 8_000, 8_010)
+    t.record(2, 45_000)
+    imported = import_kineto(t.json())
+    assert "aclrtStreamWaitEvent on stream 5 of npu0: the event was never recorded" in imported.text

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -908,3 +909,182 @@ def test_bindings_that_wait_for_each_other_in_a_circle_do_not_hang_the_import():
     ]
     imported = import_kineto({"traceEvents": events})
     assert load_text(imported.text, "circle.sched").program is not None
+
+
+# -- orderings the trace shows, and no more (found by an independent fidelity review)
+
+
+def _et_of(*operators: tuple[int, str, list, list]) -> object:
+    """An Execution Trace of (rf_id, name, tensors read, tensors written): tensors are storage
+    ids of 4 KiB on cuda:0; each operator writes its written tensors in place."""
+    nodes = []
+    for rf_id, name, reads, writes in operators:
+        tensors = [[n, storage, 0, 1024, 4, "cuda:0"] for n, storage in enumerate(writes + reads)]
+        kinds = ["Tensor(a!) self" if n < len(writes) else "Tensor other" for n in range(len(tensors))]
+        nodes.append({"name": name, "id": 10 + rf_id, "rf_id": rf_id, "op_schema": f"{name}({', '.join(kinds)})",
+                      "inputs": tensors, "input_types": ["Tensor(float)"] * len(tensors),
+                      "outputs": [], "output_types": []})
+    return read_execution_trace({"schema": "1.0.1", "pid": 1, "nodes": nodes})
+
+
+def _launch(thread: int, ts: float, corr: int, kernel: str, stream: int, start: float, dur: float,
+            rf_id: int | None = None) -> list[dict]:
+    """A launch of `kernel` onto `stream` by `thread` (inside operator `rf_id`, named like the kernel)."""
+    events = [_event("cuda_runtime", "cudaLaunchKernel", 1, thread, ts, 2, correlation=corr),
+              _event("kernel", kernel, 0, stream, start, dur, stream=stream, device=0, correlation=corr)]
+    if rf_id is not None:
+        events.append(_event("cpu_op", f"op::{kernel}", 1, thread, ts, 3, **{"Record function id": rf_id}))
+    return events
+
+
+def _sync(thread: int, ts: float, dur: float, corr: int, stream: int = -1) -> list[dict]:
+    """A cudaStreamSynchronize of `stream` (-1: a cudaDeviceSynchronize) with its cuda_sync event."""
+    kind, name = ("Stream Sync", "cudaStreamSynchronize") if stream >= 0 else ("Context Sync", "cudaDeviceSynchronize")
+    return [_event("cuda_runtime", name, 1, thread, ts, dur, correlation=corr),
+            _event("cuda_sync", kind, 0, max(stream, 0), ts, dur, cuda_sync_kind=kind, stream=stream, device=0,
+                   correlation=corr)]
+
+
+def _races(imported) -> list[str]:
+    report = check_loaded(load(imported), Options(timeout=10))
+    return sorted(f.buffer for f in report.findings if f.kind.value == "race")
+
+
+def test_work_another_thread_enqueues_during_a_sync_is_not_ordered_after_its_return():
+    # Thread 2 runs k1 (reads X) on stream 20 and syncs stream 20 from 10 to 101 us; thread 1
+    # enqueues k2 on stream 20 at 20 us (it runs after k1), then k3 (writes X) on stream 7 at
+    # 30 us, which runs while k1 does: a race the run had.
+    events = (_launch(2, 0.0, 1, "k1", 20, 5.0, 95, rf_id=1) + _sync(2, 10.0, 91, 2, stream=20)
+              + _launch(1, 20.0, 3, "k2", 20, 101.0, 10) + _launch(1, 30.0, 4, "k3", 7, 32.0, 10, rf_id=3)
+              + _sync(1, 45.0, 70, 5, stream=20))
+    imported = import_kineto({"traceEvents": events}, _et_of((1, "op::k1", [501], [502]), (3, "op::k3", [], [501])))
+    assert _races(imported) == ["s501_gpu0"], imported.text
+    # thread 1 enqueues k2 after thread 2 issued its sync, which does not wait for k2
+    program = load(imported).program
+    (sync,) = [s for s in statements(program, Op.SYNC) if program.threads[s.thread].name == "t2"]
+    assert sync.sync is SyncKind.EVENT
+    assert "stream20: record sync_point[0]" in imported.text
+    from checker.determinism import nondeterminism
+    assert nondeterminism(program) is None  # (decided on the fast path, as before)
+
+
+def test_work_another_thread_enqueues_during_a_synchronous_copy_is_not_ordered_after_its_return():
+    # Thread 2 runs k1 (reads X) on stream 20, then cudaMemcpy onto stream 20 from 10 to 60 us
+    # (the copy runs 40..55); thread 1 enqueues k2 on stream 20 at 20 us and k3 (writes X) on
+    # stream 7 at 30 us, which runs while k1 does.
+    events = _launch(2, 0.0, 1, "k1", 20, 5.0, 35, rf_id=1) + [
+        _event("cuda_runtime", "cudaMemcpy", 1, 2, 10.0, 50, correlation=2),
+        _event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 20, 40.0, 15, stream=20, device=0, correlation=2),
+    ] + _launch(1, 20.0, 3, "k2", 20, 55.0, 5) + _launch(1, 30.0, 4, "k3", 7, 32.0, 10, rf_id=4)
+    imported = import_kineto({"traceEvents": events}, _et_of((1, "op::k1", [501], [502]), (4, "op::k3", [], [501])))
+    assert _races(imported) == ["s501_gpu0"], imported.text
+    copier = imported.text.split("thread t2 {", 1)[1]
+    assert copier.index("stream20: copy") < copier.index("notify handoff") < copier.index("sync sync_point[0]")
+
+
+def test_threads_sharing_a_stream_keep_the_order_the_gpu_ran_their_work():
+    # Thread 1's launch call (10..30 us) enqueued kA (writes Y), which ran at 32 us; thread 2's
+    # kB (launched at 12) ran at 15, then it recorded, stream 20 waited, and kC (reads Y) ran
+    # at 21 us, before kA: kA was enqueued after the record, and kC races with it.
+    events = _launch(1, 10.0, 1, "kA", 7, 32.0, 10, rf_id=1)
+    events[0]["dur"] = 20
+    events += _launch(2, 12.0, 2, "kB", 7, 15.0, 5) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 2, 15.0, 1, correlation=3),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 2, 17.0, 1, correlation=4),
+        _event("cuda_sync", "Stream Wait Event", 0, 20, 17.5, 0.1, cuda_sync_kind="Stream Wait Event", stream=20,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=3, correlation=4),
+    ] + _launch(2, 19.0, 5, "kC", 20, 21.0, 5, rf_id=5) + _sync(2, 45.0, 2, 6)
+    imported = import_kineto({"traceEvents": events}, _et_of((1, "op::kA", [], [601]), (5, "op::kC", [601], [602])))
+    text = imported.text
+    first, second = text.split("thread main {", 1)[1].split("\n}", 1)[0], text.split("thread t2 {", 1)[1]
+    (handoff,) = re.findall(r"await (handoff\[\d+\])", first.split("stream7: kernel kA")[0])
+    assert second.index("stream7: kernel kB") < second.index("stream7: record e3") < second.index(f"notify {handoff}")
+    assert _races(imported) == ["s601_gpu0"], imported.text
+
+
+def test_a_sync_after_another_thread_s_sync_follows_its_issue_not_its_return():
+    # Thread 2 syncs the device from 1 to 101 us (k1, reading X on stream 7, ends at 100);
+    # thread 1's own sync of the idle stream 20 at 10 us returned at once, and its k2 (writes
+    # X, on stream 20) ran from 14 to 24 us, while k1 ran.
+    events = (_launch(1, 0.0, 1, "k1", 7, 2.0, 98, rf_id=1) + _sync(2, 1.0, 100, 2)
+              + _sync(1, 10.0, 1, 3, stream=20) + _launch(1, 12.0, 4, "k2", 20, 14.0, 10, rf_id=2)
+              + _sync(1, 25.0, 1, 5, stream=20))
+    imported = import_kineto({"traceEvents": events}, _et_of((1, "op::k1", [501], [502]), (2, "op::k2", [], [501])))
+    assert _races(imported) == ["s501_gpu0"], imported.text
+    text = imported.text
+    main, other = text.split("thread main {", 1)[1].split("\n}", 1)[0], text.split("thread t2 {", 1)[1]
+    (handoff,) = re.findall(r"await (handoff\[\d+\])", main.split("sync stream20")[0].split("stream7: kernel k1")[1])
+    assert other.index("record sync_point") < other.index(f"notify {handoff}") < other.index("sync sync_point")
+    from checker.determinism import nondeterminism
+    assert nondeterminism(load(imported).program) is None  # (the hand-offs fix every order)
+
+
+@pytest.mark.parametrize("cuda_sync", [True, False])
+def test_a_record_and_a_wait_at_the_same_microsecond_keep_the_order_of_their_correlation_ids(cuda_sync):
+    # cudaEventRecord (0 us) then cudaStreamWaitEvent (1 us), both at 10 us: longest first put
+    # the wait before the record, which then bound to nothing, and consume raced with produce.
+    events = _launch(1, 0.0, 1, "produce", 20, 2.0, 50, rf_id=1) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 10.0, 0, correlation=2),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 10.0, 1, correlation=3),
+    ] + _launch(1, 11.0, 4, "consume", 7, 52.0, 5, rf_id=4) + _sync(1, 12.0, 46, 5, stream=7)
+    if cuda_sync:
+        events.append(_event("cuda_sync", "Stream Wait Event", 0, 7, 10.5, 0.1, cuda_sync_kind="Stream Wait Event",
+                             stream=7, device=0, wait_on_stream=20, wait_on_cuda_event_record_corr_id=2, correlation=3))
+    else:
+        events = [e for e in events if e["cat"] != "cuda_sync"]
+    imported = import_kineto({"traceEvents": events},
+                             _et_of((1, "op::produce", [], [501]), (4, "op::consume", [501], [502])))
+    program = load(imported).program
+    (wait,) = statements(program, Op.WAIT)
+    assert record_of(program, wait.event).index < wait.index
+    assert _races(imported) == []
+
+
+@pytest.mark.parametrize("returned, synchronizes", [(21.0, False), (103.0, True)])
+def test_a_cudafree_that_returned_while_earlier_work_ran_did_not_synchronize(returned, synchronizes):
+    # long (writes X) runs 2..102 us on stream 7; cudaFree at 20 us; reads_x (stream 20) after.
+    # CUDA says a free "may" synchronize: one that returned at 21 us did not.
+    events = (_launch(1, 0.0, 1, "long", 7, 2.0, 100, rf_id=1)
+              + [_event("cuda_runtime", "cudaFree", 1, 1, 20.0, returned - 20.0, correlation=2)]
+              + _launch(1, returned + 4, 3, "reads_x", 20, returned + 6, 10, rf_id=3)
+              + _sync(1, returned + 20, 100, 4))
+    imported = import_kineto({"traceEvents": events}, _et_of((1, "op::long", [], [501]), (3, "op::reads_x", [501], [502])))
+    assert len(statements(load(imported).program, Op.SYNC)) == (2 if synchronizes else 1)
+    assert ("it did not synchronize the device" in imported.text) is not synchronizes
+    assert _races(imported) == ([] if synchronizes else ["s501_gpu0"])
+
+
+@pytest.mark.parametrize("consumed, recorded", [(50.0, "stream7_gpu0"), (100.0, "stream7_gpu1")])
+def test_a_record_on_a_stream_id_two_devices_use_goes_where_the_trace_s_times_allow(consumed, recorded):
+    # Stream 7 of gpu0 runs prod (2..50 us), stream 7 of gpu1 runs long (5..100 us); the thread
+    # records "stream 7" at 6 us and stream 20 of gpu1 waits for it. cons, enqueued after the
+    # wait, started at 50 us: the record was gpu0's (gpu1's would have held it until 100 us).
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 0.0, 2, correlation=1),
+        _event("kernel", "prod", 0, 7, 2.0, 48, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 3.0, 2, correlation=2),
+        _event("kernel", "long", 1, 7, 5.0, 95, stream=7, device=1, correlation=2),
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 6.0, 1, correlation=3),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 8.0, 1, correlation=4),
+        _event("cuda_sync", "Stream Wait Event", 1, 20, 8.5, 0.1, cuda_sync_kind="Stream Wait Event", stream=20,
+               device=1, wait_on_stream=7, wait_on_cuda_event_record_corr_id=3, correlation=4),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 10.0, 2, correlation=5),
+        _event("kernel", "cons", 1, 20, consumed, 10, stream=20, device=1, correlation=5),
+    ]
+    program = load(import_kineto({"traceEvents": events})).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.streams[record_of(program, wait.event).stream].name == recorded
+
+
+def test_min_gap_carries_the_gaps_before_syncs_that_did_not_block():
+    # Ten syncs of an idle stream 4 us apart, between two kernels 50 us apart, the run ending
+    # at 58 us: with gaps under 5 (9) us carried, not dropped, the spec still ends then, to
+    # within the gap.
+    events = _launch(1, 0.0, 1, "first", 7, 2.0, 5)
+    for k in range(10):
+        events += _sync(1, 10.0 + 4 * k, 1, 10 + k, stream=20)
+    events += _launch(1, 50.0, 30, "last", 7, 52.0, 5) + _sync(1, 53.0, 5, 31, stream=7)
+    from checker.executor.simulate import simulate
+    for gap in (0, 5_000, 9_000):
+        program = load(import_kineto({"traceEvents": events}, min_gap=gap)).program
+        assert 58_000 - gap <= simulate(program).makespan <= 58_000, gap

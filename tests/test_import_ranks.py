@@ -225,6 +225,23 @@ def test_cli_imports_several_ranks_into_one_spec(run, tmp_path):
     assert status == 2 and "1 --et file(s) for 2 trace(s)" in stderr
 
 
+def test_cli_imports_several_ranks_without_the_format_word(run, tmp_path):
+    # `kineto` may be left out with several traces too (argparse took the first for the word)
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps(rank_trace(rank, [("allreduce", 30)])))
+        paths.append(str(path))
+    named, bare = tmp_path / "named.sched", tmp_path / "bare.sched"
+    assert run("import", "kineto", *paths, "-o", named)[0] == 0
+    status, stdout, stderr = run("import", *paths, "-o", bare)
+    assert status == 0, stderr
+    assert bare.read_text() == named.read_text()
+    with pytest.raises(SystemExit) as exit_status:  # the word alone names no trace
+        run("import", "kineto", "-o", bare)
+    assert exit_status.value.code == 2
+
+
 def test_with_each_rank_s_execution_trace_a_missing_wait_before_the_allreduce_races(run, tmp_path):
     # DDP's bug class: the gradient's allreduce on the NCCL stream does not wait for the kernel
     # that writes the gradient on the compute stream, on one rank

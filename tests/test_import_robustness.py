@@ -149,6 +149,63 @@ def test_events_that_are_not_objects_and_begin_end_pairs_are_told(run, tmp_path)
     assert "1 begin/end (B/E) event(s) were not read" in stderr
 
 
+def _changed(*changes) -> dict:
+    """two_streams.json with each (event index, args or event key, value) set."""
+    data = json.loads(TWO.read_text())
+    for index, key, value in changes:
+        event = data["traceEvents"][index]
+        (event["args"] if key in event.get("args", {}) or key.startswith("wait_on") else event)[key] = value
+    return data
+
+
+@pytest.mark.parametrize("changes, says", [
+    ([(28, "stream", "seven"), (31, "stream", "seven")], "2 event(s) of cuda_sync have a `stream`"),
+    ([(28, "wait_on_cuda_event_record_corr_id", {"x": 1})], "1 event(s) of cuda_sync have a `stream`"),
+    ([(29, "cuda_sync_kind", "Mystery Sync")], "1 event(s) of cuda_sync have a `cuda_sync_kind` the importer"),
+    ([(2, "name", "Memcpy ZtoQ (Foo -> Bar)")], "1 event(s) of gpu_memcpy have a name that says no direction"),
+    ([(25, "ts", -1000000.0)], "1 event(s) have no readable `ts` (a number of microseconds, not negative)"),
+])
+def test_sync_events_memcpy_names_and_times_read_otherwise_are_told(changes, says):
+    # A stream sync of a stream named "seven" was a device sync, a wait for a record id {"x": 1}
+    # was a wait for no record, an unknown kind and an unknown copy were left out or read as a
+    # copy on the device, and a negative time moved the whole timeline, each without a word.
+    imported = import_kineto(_changed(*changes))
+    assert any(says in note for note in imported.notes), imported.notes
+    assert loads(imported.text)
+    assert "gpu0: sync" not in imported.text and "2000" not in imported.text.split("thread main", 1)[1][:200]
+
+
+def test_a_skipped_stream_sync_is_read_from_its_call_not_as_a_device_sync():
+    imported = import_kineto(_changed((31, "stream", "seven")))
+    main = imported.text.split("thread main", 1)[1]
+    assert "sync stream20  # cudaStreamSynchronize; assumed:" in main
+    assert main.count("sync gpu0") == 1  # (only cudaDeviceSynchronize's)
+
+
+def test_a_view_reads_nothing_of_the_tensor_it_views():
+    node = {"id": 5, "name": "aten::view", "rf_id": 9, "op_schema": "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+            "inputs": [[3, 7, 0, 16, 4, "cuda:0"], [4, 4]], "input_types": ["Tensor(float)", "GenericList[Int,Int]"],
+            "outputs": [[5, 7, 0, 16, 4, "cuda:0"]], "output_types": ["Tensor(float)"]}
+    et = read_execution_trace({"schema": "1.0.1", "pid": 1, "nodes": [node]})
+    assert et.operator(9, "aten::view").accesses == ()  # (it was a read of storage 7: a false race)
+    node["outputs"] = [[5, 8, 0, 16, 4, "cuda:0"]]
+    node["name"], node["op_schema"] = "aten::neg", "aten::neg(Tensor self) -> Tensor"
+    et = read_execution_trace({"schema": "1.0.1", "pid": 1, "nodes": [node]})
+    assert sorted((a.storage, a.write) for a in et.operator(9, "aten::neg").accesses) == [(7, False), (8, True)]
+
+
+@pytest.mark.parametrize("field, value", [(3, 10.5), (2, -4), (4, 0), (1, "s7")])
+def test_malformed_et_tensors_are_told(field, value):
+    # numel 10.5 was read as 10 elements; each such tensor is left out, and a note says so
+    et = read_execution_trace(_et_with(_set(field, value)))
+    imported = import_kineto(json.loads(TWO.read_text()), et)
+    (note,) = [n for n in imported.notes if "tensor(s) of the Execution Trace are malformed" in n]
+    assert note.startswith("1 tensor(s)") and "node 3 (aten::copy_, rf_id 11), input 0, tensor" in note
+    assert loads(imported.text)
+    whole = read_execution_trace(_et_with(_set(3, 1024.0)))  # (a whole number written as a float)
+    assert whole.note() is None and whole.operator(11, "aten::copy_").accesses
+
+
 # ---------------------------------------------------------------- 3. the output is never an input
 
 

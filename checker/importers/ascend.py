@@ -455,6 +455,8 @@ class _Converter:
         self.records = sorted((call for connection in self.record_stream
                                if (call := self.calls_by_connection.get(connection)) is not None
                                and call.name in ACL_RECORD_CALLS), key=lambda call: call.start)
+        self.later_records: set[int] = set()
+        """Records a wait made before them waited for (`_later_record`): flag events'."""
         self.by_event: dict[int, list[_Call]] = defaultdict(list)
         for call in self.records:
             if call.event_id is not None:
@@ -468,7 +470,8 @@ class _Converter:
     def bind(self, waiter: _Call, where: tuple, end: int, blocked: bool) -> tuple[_Call | None, str]:
         """The record a wait task waited for, and why that is a guess ("" when the trace says):
         the latest record of its event before its call, where the trace names events; else a
-        record on another stream, by the device's timing."""
+        record on another stream, by the device's timing; else, where none came before it, the
+        later record its blocked task waited for (`_later_record`)."""
         if waiter.event_id is not None:
             same = self.by_event.get(waiter.event_id, [])
             n = self._latest(same, waiter.start)
@@ -478,7 +481,7 @@ class _Converter:
         n = self._latest(records, waiter.start)
         others = [call for call in reversed(records[max(0, n - 64):n]) if self.record_stream[call.connection] != where]
         if not others:
-            return None, ""
+            return self._later_record(waiter, where, end, blocked)
         why = "names no record of its event before it" if waiter.event_id is not None else "does not name the events"
         if blocked:  # (it waited: for the record that completed as it went on)
             ended = [call for call in others if record_end[call.connection] <= end + 1_000]
@@ -490,6 +493,29 @@ class _Converter:
         bound = (own or others)[0]
         return bound, (f"binds to the latest aclrtRecordEvent on another stream before it (connection "
                        f"{bound.connection}): the trace {why}")
+
+    def _later_record(self, waiter: _Call, where: tuple, end: int, blocked: bool) -> tuple[_Call | None, str]:
+        """A wait with no record before its call whose task blocked until a record made after
+        its call completed: the event is a flag event (`aclrtCreateEventWithFlag`, whose wait
+        waits for a record to come), and the wait is bound to that record (`later_records`): of
+        its event's records (else, marked assumed, of the records on other streams) made after
+        its call, the one whose task ended last by the time the wait's did. None where its task
+        did not block: it found nothing to wait for."""
+        if not blocked:
+            return None, ""
+        if waiter.event_id is not None:
+            candidates, why = self.by_event.get(waiter.event_id, []), ""
+        else:
+            candidates, why = [call for call in self.records if self.record_stream[call.connection] != where], (
+                "binds to the aclrtRecordEvent on another stream, made after it, whose task ended last before the "
+                "wait's did: the trace does not name the events")
+        first = bisect.bisect_right([call.start for call in candidates], waiter.start)
+        ended = [call for call in candidates[first:first + 64] if self.record_end[call.connection] <= end + 1_000]
+        if not ended:
+            return None, ""
+        bound = max(ended, key=lambda call: self.record_end[call.connection])
+        self.later_records.add(bound.connection)
+        return bound, why and f"{why} (connection {bound.connection})"
 
     def write_tasks(self) -> None:
         """Each operation: its record (`cuda_event`), its wait (`cuda_sync`, bound by `bind`), its
@@ -531,6 +557,8 @@ class _Converter:
         bound, why = self.bind(waiter, (where["device"], where["stream"]), end, (dur or 0) > 1)
         sync = {**where, "correlation": connection, "cuda_sync_kind": "Stream Wait Event",
                 "wait_on_cuda_event_record_corr_id": -1 if bound is None else bound.connection}
+        if bound is not None and bound.connection in self.later_records:
+            sync["streamproofFlag"] = True  # (a wait for a record made after it: `kineto.py` reads it)
         if bound is not None:
             sync["wait_on_stream"] = self.record_stream[bound.connection][1]
         if why:

@@ -11,6 +11,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -36,6 +37,8 @@ STDIN_NAME = "<stdin>"
 """How messages and the spec's title name a trace read from standard input."""
 
 EXIT_OK, EXIT_ERROR = 0, 2
+FORMAT = "kineto"
+"""The trace format word, the only one (and the default): `import [kineto] TRACE...`."""
 
 DESCRIPTION = """\
 Write a .sched spec from a profiler trace of a real run: streams, kernels, copies and
@@ -57,14 +60,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("kind", nargs="?", choices=("kineto",), default="kineto",
-                        help="trace format: kineto (PyTorch profiler Chrome trace), the default")
+    parser.usage = ("%(prog)s [-h] [kineto] TRACE [TRACE ...] [--et EXECUTION_TRACE] [-o OUT] [--compare]\n"
+                    "       [--min-gap DURATION] [--format {text,json}]")
     # (dest `trace_files`, not `trace`: `trace` is the --trace output of other commands, and
-    # a TRACE of `-` is standard input, not standard output)
-    parser.add_argument("trace_files", metavar="TRACE", nargs="+",
-                        help="the trace (.json or .json.gz), - for standard input; several (or a directory of "
-                             "them): one per rank of a distributed run, imported into one spec where their "
-                             "collectives meet")
+    # a TRACE of `-` is standard input, not standard output; the format word is read off its
+    # front by `_Traces`: an optional positional before one of `+` took the first of several
+    # traces for the format word, a usage error)
+    parser.add_argument("trace_files", metavar="[kineto] TRACE", nargs="+", action=_Traces,
+                        help="the trace format, kineto (PyTorch profiler Chrome trace, the default), which may "
+                             "be left out; then the trace (.json or .json.gz), - for standard input; several (or "
+                             "a directory of them): one per rank of a distributed run, imported into one spec "
+                             "where their collectives meet")
     parser.add_argument("--et", metavar="EXECUTION_TRACE", action=_EachTrace,
                         help="PyTorch Execution Trace of the same run: reads and writes of every operator "
                              "(- for standard input); with several traces, one --et per trace, in order")
@@ -77,6 +83,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write host gaps shorter than this into the next one (default 0: every gap); "
                              "makes large specs smaller")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+class _Traces(argparse.Action):
+    """The TRACE arguments, after the format word `kineto` where it leads them (it may be left
+    out, as it is the only format); `kind` is the format."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        values = list(values)
+        if values[0] == FORMAT:
+            values = values[1:]
+            if not values:
+                parser.error("the following arguments are required: TRACE")
+        elif len(values) > 1 and re.fullmatch(r"[A-Za-z]\w*", values[0]) and not os.path.exists(values[0]):
+            # (a word that is no file, before the traces: a format this command does not read)
+            parser.error(f"argument [kineto] TRACE: invalid choice: {values[0]!r} (choose from {FORMAT!r})")
+        namespace.kind = FORMAT
+        setattr(namespace, self.dest, values)
 
 
 class _EachTrace(argparse._AppendAction):

@@ -66,6 +66,17 @@ class ExecutionTrace:
     """By rf_id (operators without one are left out: nothing links them to the timeline)."""
     storage_size: dict[tuple[int, int | None], int]
     """(storage, device) -> the highest byte any tensor of it reaches."""
+    malformed: tuple[int, str] = (0, "")
+    """Tensors left out as malformed: how many, and where the first is (`note`)."""
+
+    def note(self) -> str | None:
+        """What the importer tells on stderr about the tensors it left out (None: none)."""
+        count, first = self.malformed
+        if not count:
+            return None
+        return (f"{count:,} tensor(s) of the Execution Trace are malformed (a storage id, offset, numel or "
+                "itemsize that is not a whole number or is negative, a shape with a negative dimension, a "
+                f"device that is neither cuda:N nor cpu) and were left out; the first is {first}")
 
     def operator(self, rf_id, name: str | None = None) -> Operator | None:
         """The operator with this rf_id (and, when given, this name)."""
@@ -113,13 +124,9 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
-    """Which arguments an operator writes, and what each return is.
-
-    Returns (argument written?, return written?) where a return is True for a fresh tensor
-    or a mutated alias, False for a view (`Tensor(a)`) and None for a non-tensor; None when
-    the schema cannot be read.
-    """
+def _arguments(schema: str) -> tuple[list[str], str] | None:
+    """A schema's arguments (without the `*` that starts the keyword-only ones) and what follows
+    them (`-> ...`); None when the schema cannot be read."""
     open_at = schema.find("(")
     if open_at < 0:
         return None
@@ -135,9 +142,21 @@ def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
                 break
     if close_at < 0:
         return None
-    args = [a for a in _split_top(schema[open_at + 1:close_at]) if a != "*"]
+    return [a for a in _split_top(schema[open_at + 1:close_at]) if a != "*"], schema[close_at + 1:].strip()
+
+
+def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
+    """Which arguments an operator writes, and what each return is.
+
+    Returns (argument written?, return written?) where a return is True for a fresh tensor
+    or a mutated alias, False for a view (`Tensor(a)`) and None for a non-tensor; None when
+    the schema cannot be read.
+    """
+    found = _arguments(schema)
+    if found is None:
+        return None
+    args, rest = found
     written = ["!" in a.split("=", 1)[0] for a in args]
-    rest = schema[close_at + 1:].strip()
     returns: list[bool | None] = []
     if rest.startswith("->"):
         ret = rest[2:].strip()
@@ -152,6 +171,20 @@ def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
             else:
                 returns.append(True)
     return written, returns
+
+
+def viewed_arguments(schema: str) -> list[bool]:
+    """Which arguments an operator only makes a view of: typed as an alias that is not written
+    (`Tensor(a) self`, `Tensor(a -> *) self`), as `aten::view`, `aten::transpose` or
+    `aten::split` take them. Such an argument's data is neither read nor written (a view
+    operator that has to copy, as `aten::reshape` may, does it through an operator of its own,
+    `aten::clone`, which reads); [] when the schema cannot be read."""
+    found = _arguments(schema)
+    out = []
+    for argument in found[0] if found is not None else ():
+        kind = argument.split("=", 1)[0].split()[0] if argument.split() else ""
+        out.append(kind.startswith("Tensor(") and "!" not in kind)
+    return out
 
 
 def _tensors(value, type_name: str, shape, stride):
@@ -183,15 +216,28 @@ class _OutOfRange(Exception):
     """A tensor whose bytes reach past `MAX_BYTE`; the message names the fields that do."""
 
 
+class _Malformed(Exception):
+    """A tensor whose fields are malformed: it is left out, and counted."""
+
+
+def _whole(value) -> int:
+    """A field that must be a whole number (written as an integer or as a float without a
+    fraction); `_Malformed` otherwise (2.5 elements is no tensor: not read as 2)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _Malformed
+
+
 def _byte_range(tensor: list, shape, stride) -> tuple[int, int] | None:
     """The bytes a tensor covers in its storage (strided extent when strides are known);
-    None for a tensor whose fields are malformed (it is left out); `_OutOfRange` for one that
-    reaches past `MAX_BYTE`."""
-    try:
-        offset, numel, itemsize = int(tensor[2]), int(tensor[3]), int(tensor[4])
-    except (TypeError, ValueError, OverflowError):  # (OverflowError: int() of an infinite float)
-        return None
-    if numel <= 0 or itemsize <= 0 or offset < 0:
+    None for an empty tensor; `_Malformed` for one whose fields are malformed (it is left out);
+    `_OutOfRange` for one that reaches past `MAX_BYTE`."""
+    offset, numel, itemsize = _whole(tensor[2]), _whole(tensor[3]), _whole(tensor[4])
+    if numel < 0 or itemsize <= 0 or offset < 0:
+        raise _Malformed
+    if numel == 0:
         return None
     times = f" x itemsize {_shown(itemsize)}" if itemsize > 1 else ""
     if itemsize > MAX_BYTE:
@@ -203,7 +249,9 @@ def _byte_range(tensor: list, shape, stride) -> tuple[int, int] | None:
     extent = numel
     if (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride)
             and all(isinstance(x, int) and not isinstance(x, bool) for x in shape + stride)):
-        if any(x <= 0 for x in shape):  # empty, or (negative) corrupt
+        if any(x < 0 for x in shape):  # (corrupt)
+            raise _Malformed
+        if 0 in shape:  # (empty)
             return None
         extent = 1
         for n, s in zip(shape, stride):  # (stopping early: a shape of a million huge strides)
@@ -216,8 +264,9 @@ def _byte_range(tensor: list, shape, stride) -> tuple[int, int] | None:
     return start, end
 
 
-def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ...]:
-    """Reads and writes of one operator from its schema and tensor arguments."""
+def _accesses(name: str, schema: str, inputs, outputs, malformed: list[str]) -> tuple[TensorAccess, ...]:
+    """Reads and writes of one operator from its schema and tensor arguments; where each
+    malformed tensor left out was goes to `malformed`."""
     if name in NO_DATA or name.startswith("aten::empty"):
         return ()
     parsed = parse_schema(schema) if schema else None
@@ -225,16 +274,20 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
     seen_inputs: set[int] = set()
 
     def add(tensor, shape, stride, write: bool, where: str) -> None:
+        shown = f"{where}, tensor {_shown(tensor[0]) if isinstance(tensor[0], int) else '?'}"
         device = _device(tensor[5])
         storage = tensor[1]
         # (a negative id would name no buffer a spec can declare: `s-5`)
         if device is False or not isinstance(storage, int) or isinstance(storage, bool) or storage < 0:
+            malformed.append(shown)
             return
         try:
             span = _byte_range(tensor, shape, stride)
+        except _Malformed:
+            malformed.append(shown)
+            return
         except _OutOfRange as exc:
-            raise TraceError(f"{where}, tensor {_shown(tensor[0]) if isinstance(tensor[0], int) else '?'}: "
-                             f"{exc} puts its bytes past 2^62, the most a "
+            raise TraceError(f"{shown}: {exc} puts its bytes past 2^62, the most a "
                              "spec's buffer can hold: the Execution Trace is corrupt (import without --et "
                              "to leave it out)") from None
         if span is None:
@@ -242,8 +295,11 @@ def _accesses(name: str, schema: str, inputs, outputs) -> tuple[TensorAccess, ..
         key = (tensor[1], device, span[0], span[1])
         found[key] = found.get(key, False) or write
 
+    viewed = viewed_arguments(schema) if parsed else []
     values, types, shapes, strides = inputs
     for i, (value, kind) in enumerate(zip(values, types)):
+        if i < len(viewed) and viewed[i]:
+            continue  # (a view of it: its data is not touched)
         write = bool(parsed and i < len(parsed[0]) and parsed[0][i])
         for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
                                               strides[i] if strides and i < len(strides) else None):
@@ -291,6 +347,8 @@ def read_execution_trace(data) -> ExecutionTrace:
     schema = str(data.get("schema", ""))
     operators: dict[int, Operator] = {}
     sizes: dict[tuple[int, int | None], int] = {}
+    left_out: list[str] = []
+    first_left_out = ""
     for node in data["nodes"]:
         if not isinstance(node, dict):
             continue
@@ -301,17 +359,24 @@ def read_execution_trace(data) -> ExecutionTrace:
             continue
         op_schema = node.get("op_schema", attrs.get("op_schema")) or ""
         node_id = node.get("id")
+        malformed: list[str] = []
         try:
             accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
-                                 _io(node, "inputs"), _io(node, "outputs"))
+                                 _io(node, "inputs"), _io(node, "outputs"), malformed)
         except TraceError as exc:  # a field past what a spec can hold: say which node
             shown_id = _shown(node_id) if isinstance(node_id, int) else "?"
             raise TraceError(f"node {shown_id} ({comment_text(name)[:80]}, rf_id {_shown(rf_id)}), {exc}") from None
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             accesses = ()  # a node whose tensors are malformed: its operator touches nothing known
+            malformed = malformed or ["its tensors"]
+        if malformed:
+            if not left_out:
+                shown_id = _shown(node_id) if isinstance(node_id, int) else "?"
+                first_left_out = f"node {shown_id} ({comment_text(name)[:80]}, rf_id {_shown(rf_id)}), {malformed[0]}"
+            left_out.extend(malformed)
         for a in accesses:
             key = (a.storage, a.device)
             if sizes.get(key, 0) < a.end:
                 sizes[key] = a.end
         operators[rf_id] = Operator(node_id if isinstance(node_id, int) else -1, rf_id, name, accesses)
-    return ExecutionTrace(schema, operators, sizes)
+    return ExecutionTrace(schema, operators, sizes, (len(left_out), first_left_out))

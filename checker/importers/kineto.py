@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -42,9 +42,8 @@ GPU_CATEGORIES = {"kernel": "kernel", "concurrent_kernel": "kernel", "gpu_memcpy
                   "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver", "xpu_runtime", "xpu_driver",
                              "privateuse1_runtime", "privateuse1_driver"})
-SETTLE_ROUNDS = 64
-"""Rounds of `_Builder._effective_times` before it gives up on a trace's bindings (a chain of
-that many waits, each bound to a record of a thread whose earlier wait is bound the same way)."""
+RECORDER_LOOKBACK = 4096
+"""How many of a recording thread's calls before a record `_Trace._launched_by_recorder` reads."""
 PRIVATE_CALLS = frozenset({"privateuse1_runtime", "privateuse1_driver"})
 """A PrivateUse1 backend's calls (torch_npu's Kineto-style export): named after the kernel they
 launched, at its start, with no correlation id (`_Trace._link_private`)."""
@@ -160,6 +159,9 @@ class SyncEvent:
     """`wait_on_cuda_event_id`: older Kineto names the event but not its record (-1: not given)."""
     assumed: str = ""
     """Why the binding is a guess, where the trace it came from did not say (`ascend.py`)."""
+    flag: bool = False
+    """A wait for a record made after it, which its task waited for: the event is a flag event
+    (CANN's `aclrtCreateEventWithFlag`; `ascend.py`)."""
 
 
 @dataclass(slots=True)
@@ -214,12 +216,22 @@ TIMED_CATEGORIES = frozenset(GPU_CATEGORIES) | CALL_CATEGORIES | OP_CATEGORIES
 
 MALFORMED = {
     "object": "are not JSON objects and were skipped",
-    "ts": "have no readable `ts` (a number of microseconds) and were skipped",
+    "ts": "have no readable `ts` (a number of microseconds, not negative) and were skipped",
     "dur": "have no valid `dur` (missing, not a number, negative, or over 1e18 us) and were read as lasting 0",
     "lane": "of GPU work name no valid stream or device and were skipped",
     "device": "of cuda_sync name no valid device and were skipped",
+    "sync_kind": "of cuda_sync have a `cuda_sync_kind` the importer does not know and were skipped (their calls "
+                 "are read as in a trace without cuda_sync events)",
+    "sync_field": "of cuda_sync have a `stream`, `wait_on_stream` or record id that is not a number and were "
+                  "skipped (their calls are read as in a trace without cuda_sync events)",
+    "memcpy": "of gpu_memcpy have a name that says no direction the importer knows (as `Memcpy HtoD (Pinned -> "
+              "Device)` does) and were read as copies on the device",
 }
 """What the importer does with each kind of malformed event (the note on stderr says so)."""
+
+SYNC_KINDS = frozenset({"Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"})
+SYNC_FIELDS = ("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id", "wait_on_cuda_event_id", "correlation")
+"""The fields of a `cuda_sync` event the importer reads as numbers (-1: none)."""
 
 COMM_KEYS = ("Collective name", "Process Group Name", "Process Group Description", "Process Group Ranks",
              "Group size", "In msg nelems", "Out msg nelems", "dtype", "Seq", "Rank", "Dst Rank", "Src Rank")
@@ -260,6 +272,25 @@ def _link_private(raw_calls: list[tuple], raw_gpu: list[tuple]) -> tuple[list[tu
             calls[i] = calls[i][:4] + (fresh,)
             gpu[k] = (kind, name, device, stream, ts, dur, fresh, meta)
     return calls, gpu
+
+
+def _in_issue_order(calls: list[Call]) -> None:
+    """Sort one thread's calls in the order it made them: by start, and among calls that start
+    at the same microsecond (the profiler's resolution) by correlation id, which the runtime
+    numbers in the order the calls were made (an enclosing call, made first, has the smaller).
+    Without ids the longer goes first, as an enclosing call does: the longest-first rule alone
+    put a `cudaStreamWaitEvent` (1 us) before the `cudaEventRecord` (0 us) called just before it
+    at the same microsecond, and the wait then bound to no record."""
+    calls.sort(key=lambda c: (c.start, -c.end))
+    i = 0
+    while i < len(calls):
+        j = i + 1
+        while j < len(calls) and calls[j].start == calls[i].start:
+            j += 1
+        tied = calls[i:j]
+        if j - i > 1 and all(c.correlation is not None for c in tied):
+            calls[i:j] = sorted(tied, key=lambda c: c.correlation)
+        i = j
 
 
 def _comm_args(args: dict) -> dict | None:
@@ -308,6 +339,11 @@ def _int(value, default: int = -1) -> int:
     return default
 
 
+def _readable_int(value) -> bool:
+    """Whether `_int` reads `value` as a number (rather than falling back to its default)."""
+    return _int(value, -2) != -2 or _int(value, -3) != -3
+
+
 def whole(value) -> int | None:
     """A non-negative integer written as a number or as digits; None otherwise (a rank, a
     sequence number: unlike `_int`, no lane names, and nothing negative)."""
@@ -333,6 +369,42 @@ def trace_events(data) -> list:
     if isinstance(data, list):
         return data
     raise TraceError("not a Chrome trace (expected a JSON object or array)")
+
+
+class _LaunchedLanes:
+    """Per stream, the GPU work whose launch call is in the trace, by the call's start: when the
+    work launched before a time was done, and when the first work launched after it started."""
+
+    def __init__(self, trace: _Trace) -> None:
+        found: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+        for op in trace.gpu:
+            call = trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
+            if call is not None:
+                found[(op.device, op.stream)].append((call.start, op.start, op.start + op.dur))
+        self.lanes: dict[tuple[int, int], tuple[list[int], list[int], list[float]]] = {}
+        for lane, ops in found.items():
+            ops.sort()
+            done, latest = [], 0
+            for _, _, end in ops:
+                latest = max(latest, end)
+                done.append(latest)
+            first, earliest = [0.0] * len(ops), math.inf
+            for i in range(len(ops) - 1, -1, -1):
+                earliest = min(earliest, ops[i][1])
+                first[i] = earliest
+            self.lanes[lane] = ([called for called, _, _ in ops], done, first)
+
+    def done_before(self, lane: tuple[int, int], at: int) -> int:
+        """When the work launched onto `lane` by calls begun before `at` was done (0: none)."""
+        called, done, _ = self.lanes.get(lane, ([], [], []))
+        i = bisect.bisect_left(called, at)
+        return done[i - 1] if i > 0 else 0
+
+    def first_start_after(self, lane: tuple[int, int], at: int) -> float:
+        """When the first work launched onto `lane` by calls begun after `at` started (inf: none)."""
+        called, _, first = self.lanes.get(lane, ([], [], []))
+        i = bisect.bisect_right(called, at)
+        return first[i] if i < len(called) else math.inf
 
 
 class _Trace:
@@ -363,8 +435,9 @@ class _Trace:
         raw_ops: list[tuple] = []
         self.syncs: dict[int, SyncEvent] = {}
         self.record_streams: dict[int, tuple[int, int]] = {}
-        waited_on: dict[int, tuple[int, int]] = {}
-        """Record -> (device of the waiting stream, recorded stream), from cuda_sync events."""
+        waited_on: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        """Record -> (device of the waiting stream, recorded stream, the cuda_sync's correlation)
+        of each cuda_sync event bound to it."""
         self.thread_names: dict[tuple, str] = {}
         self.has_cuda_sync = False
         self.skipped = 0
@@ -396,7 +469,7 @@ class _Trace:
             if cat not in READ_CATEGORIES:
                 continue
             ts = _number(ev.get("ts"))
-            if ts is None:
+            if ts is None or ts < 0:  # (a profiler's times are never negative: corrupt)
                 self.skipped += 1
                 flag("ts", index, ev)
                 continue
@@ -416,6 +489,8 @@ class _Trace:
                     self.skipped += 1
                     flag("lane", index, ev)
                     continue
+                if GPU_CATEGORIES[cat] == "memcpy" and not _memcpy_known(str(ev.get("name", ""))):
+                    flag("memcpy", index, ev)
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
                                 args.get("correlation"), _comm_args(args)))
             elif cat in CALL_CATEGORIES:
@@ -440,6 +515,14 @@ class _Trace:
                     self.skipped += 1
                     flag("device", index, ev)
                     continue
+                if kind not in SYNC_KINDS:
+                    self.skipped += 1
+                    flag("sync_kind", index, ev)
+                    continue
+                if any(args.get(key) is not None and not _readable_int(args[key]) for key in SYNC_FIELDS):
+                    self.skipped += 1
+                    flag("sync_field", index, ev)
+                    continue
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
                                  _int(args.get("wait_on_cuda_event_record_corr_id")),
@@ -448,11 +531,11 @@ class _Trace:
                                  -1 if "wait_on_cuda_event_record_corr_id" in args
                                  else _int(args.get("wait_on_cuda_event_id")),
                                  comment_text(args["assumed"]) if self.ascend and isinstance(args.get("assumed"), str)
-                                 else "")
+                                 else "", self.ascend and args.get("streamproofFlag") is True)
                 if corr >= 0:
                     self.syncs[corr] = sync
                 if sync.record >= 0 and sync.wait_on_stream >= 0:
-                    waited_on.setdefault(sync.record, (device, sync.wait_on_stream))
+                    waited_on[sync.record].append((device, sync.wait_on_stream, corr))
                 continue
             elif cat == "cuda_event":
                 corr = _int(args.get("correlation"))
@@ -483,16 +566,6 @@ class _Trace:
         for ops in self.gpu_by_corr.values():
             if len(ops) > 1:
                 ops.sort(key=lambda g: g.start)
-        # A cuda_sync names the waiting stream's device; the recorded stream may be on another
-        # (a cross-device wait): take the one device whose work ran on that stream, if just one.
-        devices_of_stream: dict[int, set[int]] = defaultdict(set)
-        for op in self.gpu:
-            devices_of_stream[op.stream].add(op.device)
-        for record, (device, stream) in waited_on.items():
-            devices = devices_of_stream.get(stream, set())
-            if device not in devices and len(devices) == 1:
-                device = next(iter(devices))
-            self.record_streams.setdefault(record, (device, stream))
         self.calls: dict[tuple, list[Call]] = defaultdict(list)
         self.call_by_corr: dict[int, Call] = {}
         for thread, name, ts, dur, corr in raw_calls:
@@ -510,7 +583,8 @@ class _Trace:
                         f"and pid {thread[0]}): the trace merges several processes; import each "
                         "process's (rank's) trace on its own")
         for calls in self.calls.values():
-            calls.sort(key=lambda c: (c.start, -c.end))
+            _in_issue_order(calls)
+        self._record_devices(waited_on)
         self.ops: dict[tuple, list[CpuOp]] = defaultdict(list)
         for thread, ts, dur, name, rf, ext, annotation in raw_ops:
             start = round((ts - o) * 1000)
@@ -521,6 +595,81 @@ class _Trace:
         for thread, ts, dur, meta in raw_comm_ops:
             start = round((ts - o) * 1000)
             self.comm_ops[thread].append((start, start + max(0, round(dur * 1000)), meta))
+
+    def _record_devices(self, waited_on: dict[int, list[tuple[int, int, int]]]) -> None:
+        """The stream of each record a cuda_sync names without a `cuda_event` entry for it. The
+        cuda_sync names the waiting stream's device and the recorded stream's id, which each
+        device numbers on its own: the record may be on another device (a cross-device wait).
+        Where the id ran on one device, it is that one's; where on several, one that the trace's
+        times allow (`_allowed_devices`): the device of the recording thread's latest launch onto
+        that id before the record, else the waiting stream's, else the one whose work ended last
+        (it released the waits); the choice is an assumption where the times allow several."""
+        self.record_device_guesses: dict[int, str] = {}
+        """Records whose device is a choice among several that the times allow: why."""
+        devices_of_stream: dict[int, set[int]] = defaultdict(set)
+        for op in self.gpu:
+            devices_of_stream[op.stream].add(op.device)
+        lanes = _LaunchedLanes(self) if any(len(found) > 1 for found in devices_of_stream.values()) else None
+        for record, waiters in waited_on.items():
+            if record in self.record_streams:
+                continue
+            device, stream, _ = waiters[0]
+            devices = devices_of_stream.get(stream, set())
+            if device not in devices and len(devices) == 1:
+                device = next(iter(devices))
+            elif lanes is not None and len(devices | {device}) > 1:
+                allowed = self._allowed_devices(lanes, record, stream, sorted(devices | {device}), waiters)
+                if len(allowed) > 1:
+                    launched = self._launched_by_recorder(record, stream, allowed)
+                    device = launched if launched is not None else device if device in allowed else allowed[-1]
+                    self.record_device_guesses[record] = (
+                        f"records stream {stream} of device {device} (the trace's times allow devices "
+                        + ", ".join(str(d) for d in sorted(allowed)) + "; this is "
+                        + ("its thread's latest launch onto that stream id" if launched is not None
+                           else "the waiting stream's device" if device == waiters[0][0]
+                           else "the one whose work ended last") + ")")
+                elif allowed:
+                    device = allowed[0]
+            self.record_streams[record] = (device, stream)
+
+    def _allowed_devices(self, lanes: _LaunchedLanes, record: int, stream: int, devices: list[int],
+                         waiters: list[tuple[int, int, int]]) -> list[int]:
+        """Of the devices that ran stream id `stream`, those whose record the trace's times
+        allow, by when the work launched there before the record was done (the last released
+        the waits): the record completed once that work was, and no work enqueued on a waiting
+        stream after its wait started before that (no event sync returned before it). All of
+        them where the times allow none (a corrupt trace)."""
+        recorded = self.call_by_corr.get(record)
+        if recorded is None:
+            return devices
+        released = math.inf
+        for _, _, waiter in waiters:
+            sync, waiting = self.syncs.get(waiter), self.call_by_corr.get(waiter)
+            if sync is None or waiting is None:
+                continue
+            if sync.kind == "Stream Wait Event":
+                released = min(released, lanes.first_start_after((sync.device, sync.stream), waiting.start))
+            elif sync.kind == "Event Sync" and waiting.name not in EVENT_QUERY_CALLS:
+                released = min(released, waiting.end)
+        done = {d: lanes.done_before((d, stream), recorded.start) for d in devices}
+        allowed = sorted((d for d in devices if done[d] <= released), key=lambda d: (done[d], -d))
+        return allowed or devices
+
+    def _launched_by_recorder(self, record: int, stream: int, devices: list[int]) -> int | None:
+        """The device of the recording thread's latest launch onto stream id `stream` before
+        the record, if one of `devices` (a program records the stream it launched onto)."""
+        recorded = self.call_by_corr.get(record)
+        if recorded is None:
+            return None
+        calls = self.calls.get(recorded.thread, [])
+        last = bisect.bisect_right(calls, recorded.start, key=lambda c: c.start)
+        for call in reversed(calls[max(0, last - RECORDER_LOOKBACK):last]):
+            if call.correlation is None:
+                continue
+            for op in self.gpu_by_corr.get(call.correlation, ()):
+                if op.stream == stream and op.device in devices:
+                    return op.device
+        return None
 
     def _malformed(self, kind: str, index: int, ev) -> None:
         seen = self.malformed.get(kind)
@@ -585,6 +734,8 @@ class _Builder:
         self.repeated_ids = 0
         self.ops_of_call: dict[int, list[GpuOp]] = {}
         """id(call) -> the GPU work it launched (by correlation id; `ops_of`)."""
+        self.sync_points = 0
+        """Fresh events recorded where a sync is issued (`_sync_lines`)."""
         self.handoffs = 0
         """Host hand-offs between threads (`notify handoff[N]`): one per wait or event sync bound
         to another thread's record, one per change of thread among a stream's users (launches,
@@ -605,6 +756,8 @@ class _Builder:
         self.stream_keys: set[tuple[int, int]] = set()
         self.devices: set[int] = set()
         self.events: set[int] = set()
+        self.flag_events: set[int] = set()
+        """Records whose event is a flag event: a wait made before them waited for them."""
         self.placeholders: dict[str, tuple[int, str]] = {}
         """Placeholder memory arrays: name -> (elements used, place)."""
         self.storages: dict[tuple[int, int | None], bool] = {}
@@ -705,10 +858,9 @@ class _Builder:
         own: dict[tuple, tuple[list[int], list[int]]] = {}
         for thread, calls in t.calls.items():
             mine = [(c.start, c.correlation) for c in calls if c.name in RECORD_CALLS and c.correlation is not None]
-            own[thread] = ([r[0] for r in mine], [r[1] for r in mine])
+            own[thread] = (sorted(mine), [r[1] for r in sorted(mine)])
             records.extend(mine)
         records.sort()
-        record_times = [r[0] for r in records]
         record_stream = dict(t.record_streams)
         inferred_record_stream: dict[int, tuple[int, int]] = {}
         earlier_streams: dict[int, list[tuple[int, int]]] = {}
@@ -746,13 +898,15 @@ class _Builder:
                               "exact ones): event bindings and synchronized streams are inferred from the "
                               "order of the calls, see the assumptions in the spec's header")
 
-        def latest_record(thread, before: int) -> int | None:
-            """The record a wait at `before` is taken to bind to: the thread's own latest, else anyone's."""
+        def latest_record(thread, call: Call) -> int | None:
+            """The record a wait made by `call` is taken to bind to: the thread's own latest, else
+            anyone's (at the same microsecond, those with a smaller correlation id: made before)."""
+            before = (call.start, call.correlation if call.correlation is not None else math.inf)
             times, corrs = own.get(thread, ((), ()))
-            i = bisect.bisect_right(times, before) - 1
+            i = bisect.bisect_left(times, before) - 1
             if i >= 0:
                 return corrs[i]
-            i = bisect.bisect_right(record_times, before) - 1
+            i = bisect.bisect_left(records, before) - 1
             return records[i][1] if i >= 0 else None
 
         queued = sorted((call.start, stream) for queue in t.queue_threads
@@ -779,7 +933,7 @@ class _Builder:
                 if sync is not None and sync.record < 0 and sync.event >= 0 and sync.stream >= 0 \
                         and sync.kind in ("Stream Wait Event", "Event Sync"):
                     # Older Kineto names the event, not its record: take the latest record before it.
-                    corr = latest_record(thread, call.start)
+                    corr = latest_record(thread, call)
                     if corr is None:
                         actions.append(_Action("note", note=f"{name}: no cudaEventRecord before it in the trace; "
                                                             "left out"))
@@ -798,7 +952,7 @@ class _Builder:
                     if call.correlation is not None:
                         actions.append(_Action("record", record=call.correlation))
                 elif name in WAIT_CALLS:
-                    target, corr = nxt[i], latest_record(thread, call.start)
+                    target, corr = nxt[i], latest_record(thread, call)
                     if target is None:
                         actions.append(_Action("note", note=f"{name}: no later launch on this thread tells its stream; left out"))
                     elif corr is None:
@@ -811,7 +965,7 @@ class _Builder:
                                                        f"and binds to the latest record call before it (corr {corr})",
                                                handoff=self._bound(corr, call)))
                 elif name in EVENT_SYNC_CALLS:
-                    corr = latest_record(thread, call.start)
+                    corr = latest_record(thread, call)
                     if corr is not None:
                         needed.add(corr)
                         actions.append(_Action("sync_event", record=corr,
@@ -841,8 +995,13 @@ class _Builder:
                     guess = (f"{name} synchronizes the device of the thread's last launch (the current "
                              "device is not in the trace)") if several and last_device is not None else ""
                     device = last_device if several else (next(iter(self.devices)) if self.devices else None)
-                    actions.append(_Action("sync_device", device=device, assumed=guess,
-                                           note=f"{name} synchronizes the device" if name in FREE_CALLS else ""))
+                    if name in FREE_CALLS and self._returned_while_busy(device, call):
+                        actions.append(_Action("note", note=f"{name} returned while work enqueued on the device "
+                                                            "before it was still running: it did not synchronize "
+                                                            "the device (CUDA: a free \"may\" synchronize)"))
+                    else:
+                        actions.append(_Action("sync_device", device=device, assumed=guess,
+                                               note=f"{name} synchronizes the device" if name in FREE_CALLS else ""))
                 if streams[i] is not None:
                     last = streams[i]
                     last_device = last[0]
@@ -877,12 +1036,16 @@ class _Builder:
             self.stream_keys.add(key)
             self.devices.add(sync.device)
             if sync.record < 0:
-                return [_Action("note", note=f"{call.name} on {_stream_label(key)}: the event was never "
+                return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: the event was never "
                                              "recorded, so the wait does nothing")]
             if sync.record not in self.t.call_by_corr:
-                return [_Action("note", note=f"{call.name} on {_stream_label(key)}: its record (corr "
+                return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: its record (corr "
                                              f"{sync.record}) is outside the trace; the wait is left out")]
             needed.add(sync.record)
+            if sync.flag:  # (a flag event's wait waits for a record to come: no hand-off after it)
+                self.flag_events.add(sync.record)
+                return [_Action("wait", stream=key, record=sync.record,
+                                note="waits for a record made after it: the event is a flag event")]
             return [_Action("wait", stream=key, record=sync.record, handoff=self._bound(sync.record, call))]
         if kind == "Event Sync":
             if call.name in EVENT_QUERY_CALLS and sync.record >= 0 and self._not_ready(sync.record, call):
@@ -907,6 +1070,9 @@ class _Builder:
             self.devices.add(sync.device)
             return [_Action("sync_device", device=sync.device)]
         return [_Action("note", note=f"{call.name}: unknown cuda_sync kind {kind!r}; left out")]
+
+    def _stream_label(self, key: tuple[int, int]) -> str:
+        return f"stream {key[1]} of {self.device_word}{key[0]}"
 
     def _bound(self, record: int, call: Call) -> int | None:
         """A wait or event sync bound to `record`: when another thread made the record, it was
@@ -939,16 +1105,20 @@ class _Builder:
 
     def _stream_handoffs(self, plans) -> None:
         """Where two threads use one stream (launches, records, waits, syncs), their work keeps
-        the trace's order on it, by the times of the calls: the thread of each item that
-        follows another thread's awaits a hand-off given right after that item. Otherwise every
+        the trace's order on it (the GPU's order of its work, else when the calls took effect:
+        `_effective_times`): the thread of each item that follows another thread's awaits a
+        hand-off given right after that item (`_order_stream`). Otherwise every
         interleaving of the threads would be checked, with later work enqueued ahead of earlier
         (a record of the main thread ahead of the backward kernels an autograd thread launched
         before it, so what waits for the record reads what they still write)."""
         by_stream: dict[tuple, list[tuple[int, int, tuple, tuple]]] = defaultdict(list)
         syncs: list[tuple[int, int, tuple, _Action]] = []
+        ran: dict[tuple, int] = {}
+        """The GPU start of each launch's work (`("gpu", id(op))`)."""
         for thread, position, call, action, key, op in self._stream_items(plans):
-            item = (call.start, position, thread, key)
+            item = (self._took_effect(call, op), position, thread, key)
             if op is not None:
+                ran[key] = op.start
                 by_stream[(op.device, op.stream)].append(item)
                 collective = self.collectives.get(id(op))
                 if collective is not None and collective.via is not None:
@@ -958,7 +1128,7 @@ class _Builder:
             elif key[0] == "wait" and action.record in self.record_stream:
                 by_stream[action.stream].append(item)
             elif key[0] == "sync":
-                syncs.append((call.start, position, thread, action))
+                syncs.append((item[0], position, thread, action))
         # A sync is a use of the streams it waits for: what it waits for is what was enqueued
         # there before it, so it keeps the trace's order with the other threads' work there too.
         for start, position, thread, action in syncs:
@@ -969,18 +1139,31 @@ class _Builder:
             for key in synced:
                 if key in by_stream:
                     by_stream[key].append((start, position, thread, ("sync", id(action))))
-        # Each item goes by its call's start, but no sooner than its thread's earlier items and,
-        # for a wait bound to another thread's record, just after that record: a wait called
-        # while another thread's record call ran, or at the same microsecond, took effect after
-        # it (or it could not have bound to it), and the order on the stream must agree.
+        # Each item goes by the time it took effect (`_effective_times`): no sooner than its
+        # thread's earlier items and, for a wait bound to another thread's record, just after
+        # that record (a wait called while another thread's record call ran, or at the same
+        # microsecond, took effect after it, or it could not have bound to it), and a stream's
+        # GPU work in the order the GPU ran it (`_in_gpu_order` keeps that where the times
+        # settle on none, in a corrupt trace).
         effective = self._effective_times(plans)
-        for items in by_stream.values():
+        for lane, items in by_stream.items():
             if len({thread for _, _, thread, _ in items}) < 2:
                 continue
             items.sort(key=lambda item: (effective.get(item[3], 2 * item[0]), str(item[2]), item[1]))
-            for (_, _, before, earlier), (_, _, after, later) in zip(items, items[1:]):
-                if before != after:
-                    self.await_before[later].append(self._handoff(earlier))
+            if lane[0] != "via":  # (a comm's own stream: its collectives ran on several streams)
+                items = _in_gpu_order(items, ran)
+            self._order_stream([(thread, key) for _, _, thread, key in items])
+
+    def _order_stream(self, items: list[tuple[tuple, tuple]]) -> None:
+        """Hand-offs that keep one stream's items (thread, key), in the trace's order, in that
+        order across threads: each item of a thread after another thread's awaits a hand-off
+        given right after that item. A sync's is given once it is issued, not once it returns
+        (`_sync_lines`): a thread blocked in it could not have given one while another thread
+        enqueued, and what the other thread did next would be ordered after all that the sync
+        waited for, which the trace does not show."""
+        for (before, earlier), (after, later) in zip(items, items[1:]):
+            if before != after:
+                self.await_before[later].append(self._handoff(earlier))
 
     def _stream_items(self, plans):
         """Each thread's uses of streams in program order, as (thread, position in its plan,
@@ -1003,37 +1186,64 @@ class _Builder:
 
     def _effective_times(self, plans) -> dict[tuple, int]:
         """Per stream item (`("gpu" | "record" | "wait" | "sync", id)`), twice the time it took
-        effect by: its call's start, no sooner than its thread's earlier items, and a wait bound
-        to a record another thread made one half-nanosecond after that record (a longest path
-        over each thread's order and the bindings, relaxed until it settles; empty where it does
-        not: each item then goes by its call's start)."""
-        sequence: dict[tuple, list[tuple[tuple, int, tuple | None]]] = defaultdict(list)
-        """thread -> its items in program order: (key, 2 x call start, the bound record's key)."""
-        for thread, _, call, action, key, _ in self._stream_items(plans):
-            bound = None
-            if key[0] == "wait":
+        effect by: when its call did (`_took_effect`; a sync's `_sync_time`), no sooner than its
+        thread's earlier items, a wait bound to a record another thread made one half-nanosecond
+        after that record, and a stream's GPU work a half-nanosecond after the work the GPU ran
+        before it there (a longest path over those orders, so that every stream's order comes
+        from one time and hand-offs along them wait for each other in no circle; empty where the
+        orders do, in a corrupt trace: each item then goes by its call's time)."""
+        base: dict[tuple, int] = {}
+        after: dict[tuple, list[tuple[tuple, int]]] = defaultdict(list)
+        """item -> the items that come after it, and by how much."""
+        ends: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        """Per stream, its launched work's (end, 2 x the time its launch took effect) (`_sync_time`)."""
+        ran: dict[tuple[int, int], list[tuple[int, int, int, tuple]]] = defaultdict(list)
+        """Per stream, its launched work: (GPU start, thread, place in the thread, key)."""
+        syncs: list[tuple[tuple, Call, _Action]] = []
+        previous: dict[tuple, tuple] = {}
+        threads: dict[tuple, int] = {}
+        for n, (thread, _, call, action, key, op) in enumerate(self._stream_items(plans)):
+            base[key] = 2 * self._took_effect(call, op)
+            if thread in previous:
+                after[previous[thread]].append((key, 0))
+            previous[thread] = key
+            if key[0] == "wait" and action.record not in self.flag_events:
                 recorded = self.t.call_by_corr.get(action.record)
-                bound = ("record", id(recorded)) if recorded is not None and recorded.thread != thread else None
-            sequence[thread].append((key, 2 * call.start, bound))
-        effective: dict[tuple, int] = {}
-        # (a binding points across threads: each round settles one more link of a chain of
-        # them; bindings that wait for each other in a circle, which only a corrupt trace can
-        # have, never settle: past SETTLE_ROUNDS rounds each item goes by its call's start)
-        for _ in range(SETTLE_ROUNDS):
-            changed = False
-            for mine in sequence.values():
-                latest = None
-                for key, start, bound in mine:
-                    time = start if latest is None else max(start, latest)
-                    if bound is not None and bound in effective:
-                        time = max(time, effective[bound] + 1)
-                    if effective.get(key) != time:
-                        effective[key] = time
-                        changed = True
-                    latest = time
-            if not changed:
-                return effective
-        return {}
+                if recorded is not None and recorded.thread != thread:
+                    after[("record", id(recorded))].append((key, 1))
+            elif op is not None:
+                ends[(op.device, op.stream)].append((op.start + op.dur, base[key]))
+                ran[(op.device, op.stream)].append((op.start, threads.setdefault(thread, len(threads)), n, key))
+            elif key[0] == "sync":
+                syncs.append((key, call, action))
+        lanes = {lane: _Ends(found) for lane, found in ends.items()}
+        for key, call, action in syncs:
+            base[key] = _sync_time(lanes, call, action, base[key])
+        for found in ran.values():
+            found.sort()
+            for (_, _, _, earlier), (_, _, _, later) in zip(found, found[1:]):
+                after[earlier].append((later, 1))
+        return _longest_paths(base, after)
+
+    def _took_effect(self, call: Call, op: GpuOp | None) -> int:
+        """When a stream item took effect, for the order of several threads' items on a stream
+        where the GPU's order does not say (`_in_gpu_order`): its call's start (the trace's order
+        of the calls), but a launch no sooner than its device became idle before its work began
+        (work enqueued before then would have started then; within its call: by its end it was
+        enqueued). By the calls' starts alone, a launch whose call began first but enqueued after
+        another thread's record (its work ran after what waited for the record) went before it."""
+        if op is None:
+            return call.start
+        idle = self._idle_since(op)
+        return call.start if idle is None else max(call.start, min(call.end, idle))
+
+    def _idle_since(self, op: GpuOp) -> int | None:
+        """When the device became idle before `op` began, where it was idle just before (None:
+        it was running other work then, or had run nothing yet)."""
+        self._idle(op.device, 0, 0)  # (fills the device's busy periods)
+        starts, ends = self._busy[op.device]
+        i = bisect.bisect_left(starts, op.start)
+        return ends[i - 1] if 0 < i < len(starts) and starts[i] == op.start else None
 
     def _queue_handoffs(self, plans) -> None:
         """torch_npu's task queue: the runtime calls of the threads that queue operators are made
@@ -1114,6 +1324,13 @@ class _Builder:
         k = bisect.bisect_left(starts, at)
         return latest[k - 1] if k > 0 else 0
 
+    def _returned_while_busy(self, device: int | None, call: Call) -> bool:
+        """Whether `call` returned before the work launched on `device` (any device: None) by
+        calls begun before it was done, by the trace's own times: a `cudaFree` that did so did
+        not synchronize the device (CUDA documents that frees "may" synchronize, not that they do)."""
+        return any(self._ended_before(key, call.start) > call.end
+                   for key in self._launched() if device is None or key[0] == device)
+
     def _done_by(self, stream: tuple[int, int], call: Call) -> bool:
         return self._ended_before(stream, call.start) <= call.end
 
@@ -1139,8 +1356,10 @@ class _Builder:
 
     def _released(self, call: Call, action: _Action) -> int:
         """When the trace's blocking call was released: the last end, by the call's return, of
-        the work it waited for. The host time from there to the return is in the next gap,
-        so the spec's host resumes when its own simulated work is done plus that time."""
+        the work it waited for (0: none). The host time from there to the return is in the next
+        gap, so the spec's host resumes when its own simulated work is done plus that time. Not
+        the call's start: a gap shorter than `--min-gap` carried up to the call (not written)
+        stays carried when the call did not block past it."""
         if action.kind == "sync_stream":
             key = action.stream
         elif action.kind == "sync_event":
@@ -1155,7 +1374,7 @@ class _Builder:
                 ends = sorted(op.start + op.dur for op in self.t.gpu if (op.device, op.stream) == key)
             self._ends[key] = ends
         i = bisect.bisect_right(ends, call.end) - 1
-        return max(call.start, ends[i]) if i >= 0 else call.start
+        return ends[i] if i >= 0 else 0
 
     def _idle(self, device: int, start: int, end: int) -> bool:
         """Whether no GPU work ran on the device at any time in (start, end)."""
@@ -1273,14 +1492,17 @@ class _Builder:
                         issue = max(call.start, min(call.end, gpu.start))
                         if gpu.start > call.end and self._idle(gpu.device, call.end, gpu.start):
                             issue = gpu.start  # latency the model has no cause for: keep it
+                        carried = max(0, issue - cursor)
                         gap_to(issue)
+                        carried = min(carried, max(0, issue - cursor))  # (0 where the gap was written)
                         source_comment()
                         lines.extend(self._awaits(("gpu", id(gpu)), "the trace's launch order on this stream"))
                         after = self._notifies(("gpu", id(gpu)), "another thread enqueues onto this stream next, "
                                                                  "or syncs after it")
                         blocking = self._launch(lines, call, gpu, stack, after)
                         if blocking:  # the host resumed when the copy was done (plus the call's return)
-                            cursor = max(cursor, issue, min(call.end, gpu.start + gpu.dur))
+                            # (issued early by a gap carried to it, the copy is done as early)
+                            cursor = max(cursor, min(call.end, gpu.start + gpu.dur) - carried)
                     continue
                 if action.kind == "note":
                     gap_to(call.start)
@@ -1304,6 +1526,10 @@ class _Builder:
                             guess = "records the stream of the thread's latest launch (other than the waiting stream's)"
                             why += f"; assumed: {guess}"
                             self._assume(f"the record of corr {action.record} {guess}")
+                        elif action.record in self.t.record_device_guesses:
+                            guess = self.t.record_device_guesses[action.record]
+                            why += f"; assumed: {guess}"
+                            self._assume(f"the record of corr {action.record} {guess}")
                         lines.extend(self._awaits(("record", id(call)), "the trace's order on this stream"))
                         lines.append(f"{stream}: record {self.event_name(action.record)}{why}")
                         self.counts["record"] += 1
@@ -1311,7 +1537,8 @@ class _Builder:
                                                                           "or enqueues onto its stream next"))
                     else:
                         stream = self.stream_name(action.stream)
-                        why = f"  # {call.name}" + (f"; assumed: {action.assumed}" if action.assumed else "")
+                        why = (f"  # {call.name}" + (f": {action.note}" if action.note else "")
+                               + (f"; assumed: {action.assumed}" if action.assumed else ""))
                         if action.handoff is not None:
                             lines.append(f"await {self.prefix}handoff[{action.handoff}]  "
                                          "# called after the record it binds to")
@@ -1345,17 +1572,9 @@ class _Builder:
                 lines.extend(f"await {self.prefix}handoff[{k}]  # the task queue issued what was queued before "
                              "this sync" for k in action.drained)
                 lines.extend(self._awaits(("sync", id(action)), "the trace's order on the stream it syncs"))
-                # (in a spec of several ranks, one rank's `all` is its own devices)
-                targets = ([self.device_name(d) for d in sorted(self.devices)] if target == "all" and self.prefix
-                           else [target])
-                for target in targets:
-                    lines.append(f"sync {target}  # {comment_text(why)}")
+                lines.extend(self._sync_lines(action, target, why))
                 lines.extend(self._notifies(("returned", id(action)), "the task queue issues what is queued after "
                                                                       "this sync returns"))
-                # (after it returns: what it waits for was enqueued before it, and needs nothing
-                # enqueued after it, so waiting for its return holds nothing up)
-                lines.extend(self._notifies(("sync", id(action)), "another thread enqueues onto a stream it "
-                                                                  "syncs next"))
                 self.counts["sync"] += 1
                 cursor = max(cursor, self._released(call, action))
         end = max((c.end for c in t.calls.get(thread, ())), default=0)
@@ -1364,6 +1583,33 @@ class _Builder:
             pop()
         gap_to(max(end, cursor), force=True)
         return text
+
+    def _sync_lines(self, action: _Action, target: str, why: str) -> list[str]:
+        """A stream or device sync. Where another thread enqueues onto what it syncs next, that
+        thread's hand-off is given once the sync is issued, not once it returns (the other
+        thread enqueued while this one was blocked in it): each synced stream records a fresh
+        event, the hand-off follows, and the thread syncs the events, which wait for exactly
+        the work enqueued before the records, as the sync waits for the work enqueued before it."""
+        issued = self._notifies(("sync", id(action)), "another thread enqueues onto (or syncs) a stream this "
+                                                      "syncs next, after it was issued")
+        if not issued:
+            # (in a spec of several ranks, one rank's `all` is its own devices)
+            targets = ([self.device_name(d) for d in sorted(self.devices)] if target == "all" and self.prefix
+                       else [target])
+            return [f"sync {target}  # {comment_text(why)}" for target in targets]
+        if action.kind == "sync_stream":
+            synced = [action.stream]
+        else:  # (a collective's own member stream is bridged back to the stream that launched it)
+            synced = sorted(key for key in self.stream_keys if action.device is None or key[0] == action.device)
+        points = []
+        for key in synced:
+            points.append(f"{self.prefix}sync_point[{self.sync_points}]")
+            self.sync_points += 1
+        out = [f"{self.stream_name(key)}: record {point}  # what the sync below waits for"
+               for key, point in zip(synced, points)]
+        out.extend(issued)
+        out.extend(f"sync {point}  # {comment_text(why)}" for point in points)
+        return out
 
     def _launch(self, lines: list[str], call: Call, gpu: GpuOp, stack, after: list[str]) -> bool:
         """Write one GPU operation, then `after` (hand-offs: right after the enqueue, before a
@@ -1411,9 +1657,7 @@ class _Builder:
         sync_api = call.name in SYNC_COPY_CALLS and not device_to_device
         if src_kind in HOST_KINDS and dst_kind in HOST_KINDS:
             lines.append(f"{stream}: kernel memcpy_{direction}{dur}  # host to host")
-            if sync_api:
-                lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
-            lines.extend(after)  # (after the sync: another thread's next work there came after it)
+            lines.extend(self._copy_sync((gpu.device, gpu.stream), call, after) if sync_api else after)
             return sync_api
         src, dst, storages = self._copy_ends(gpu, src_kind, dst_kind, stack)
         if src_kind == "Pageable" and dst_kind not in HOST_KINDS and call.end < gpu.start + gpu.dur:
@@ -1430,12 +1674,30 @@ class _Builder:
             return False
         lines.append(f"{stream}: copy {dst} <- {src}{dur}")
         pageable = "Pageable" in (src_kind, dst_kind)
-        if sync_api or storages:
-            if storages and not sync_api:
-                self._pageable_syncs.append((lines, len(lines), storages))
+        if sync_api:
+            lines.extend(self._copy_sync((gpu.device, gpu.stream), call, after))
+            return True
+        if storages:
+            self._pageable_syncs.append((lines, len(lines), storages))
             lines.append(f"sync {stream}  # {call.name} returns when the copy is done")
-        lines.extend(after)  # (after the sync: another thread's next work there came after it)
-        return sync_api or pageable
+        lines.extend(after)  # (after the copy: it blocks the thread, a pageable one by itself)
+        return pageable
+
+    def _copy_sync(self, stream: tuple[int, int], call: Call, after: list[str]) -> list[str]:
+        """The sync of a synchronous copy (`cudaMemcpy`), then `after`, the hand-offs to the
+        threads that enqueue onto its stream next. Those were given once the copy was enqueued,
+        not once it was done: a thread blocked in the call could not have given them while the
+        other thread enqueued (it may have, during the copy). So the copy's stream records a
+        fresh event, the hand-offs follow, and the thread syncs the event: it waits for the copy
+        and the work before it, as the call did. (A copy of pageable memory blocks by itself:
+        its hand-offs still come after it.)"""
+        name = self.stream_name(stream)
+        why = f"{call.name} returns when the copy is done"
+        if not after:
+            return [f"sync {name}  # {why}"]
+        point = f"{self.prefix}sync_point[{self.sync_points}]"
+        self.sync_points += 1
+        return [f"{name}: record {point}  # what the sync below waits for", *after, f"sync {point}  # {why}"]
 
     def _collective_memory(self, gpu: GpuOp, stack, kind: str, operator: CpuOp | None = None) -> str:
         """A collective's buffer (`DST <- SRC` where it reads one tensor and writes another; a
@@ -1536,6 +1798,8 @@ class _Builder:
         self._stream_handoffs(plans)
         self._queue_handoffs(plans)
         self.notes.extend(t.malformed_notes())
+        if self.et is not None and (left_out := self.et.note()) is not None:
+            self.notes.append(left_out)
         if self.repeated_ids:
             self.notes.append(f"{self.repeated_ids} runtime call(s) repeat the correlation id of an earlier call "
                               "(a trace merged from processes with one pid?): each GPU operation with that id is "
@@ -1647,10 +1911,12 @@ class _Builder:
         out.append("Comments name the operator that issued the statements below them.")
         if self.handoffs:
             out.append("Threads hand off to each other (`handoff`) where the trace orders them: a wait or event "
-                       "sync after the other thread's record it binds to, and the launches, records, waits and "
-                       "syncs of several threads on one stream in the order of their calls (a bound wait after "
-                       "its record)" + (", and torch_npu's task queue around the syncs of other threads"
-                                        if t.queue_threads else "") + ". Otherwise threads interleave freely.")
+                       "sync after the other thread's record it binds to, and the launches, records and waits of "
+                       "several threads on one stream in the order the GPU ran their work, else of their calls (a "
+                       "bound wait after its record), with each sync after what was enqueued there before it and "
+                       "before what was enqueued after it was issued (a `sync_point` recorded there)"
+                       + (", and torch_npu's task queue around the syncs of other threads"
+                          if t.queue_threads else "") + ". Otherwise threads interleave freely.")
         if t.ascend:
             out.append("Read from an Ascend profiler trace (torch_npu's trace_view.json, msprof's timeline): "
                        "tasks are tied to the runtime calls that launched them by connection id; records and "
@@ -1708,7 +1974,11 @@ class _Builder:
         for key in sorted(self.stream_keys):
             out.append(f"stream {self.stream_name(key)} on {self.device_name(key[0])}")
         for corr in sorted(self.events):
-            out.append(f"event {self.event_name(corr)}")
+            out.append(f"event {self.event_name(corr)}" + (" flag  # a wait made before its record waited for it"
+                                                           if corr in self.flag_events else ""))
+        if self.sync_points:
+            out.append(f"event {self.prefix}sync_point[{self.sync_points}]  # recorded where a sync another "
+                       "thread's later work follows was issued")
         if self.handoffs:
             out.append(f"notify {self.prefix}handoff[{self.handoffs}]  # host hand-offs between threads that the "
                        "trace implies")
@@ -1726,13 +1996,88 @@ class _Builder:
         return out
 
 
+def _longest_paths(base: dict[tuple, int], after: dict[tuple, list[tuple[tuple, int]]]) -> dict[tuple, int]:
+    """Each node's time: its `base`, no sooner than each node before it (`after`: node -> the
+    nodes after it, by how much) plus that much; {} where the order has a circle."""
+    waiting: dict[tuple, int] = defaultdict(int)
+    for node, found in after.items():
+        if node in base:
+            for later, _ in found:
+                waiting[later] += 1
+    time = dict(base)
+    ready = [node for node in base if not waiting[node]]
+    done = 0
+    while ready:
+        node = ready.pop()
+        done += 1
+        for later, by in after.get(node, ()):
+            time[later] = max(time[later], time[node] + by)
+            waiting[later] -= 1
+            if not waiting[later]:
+                ready.append(later)
+    return time if done == len(base) else {}
+
+
+class _Ends:
+    """One stream's launched work by end: (end, 2 x the time its launch took effect), sorted, and
+    from each on the earliest such time of the work ending there or later (`_sync_time`)."""
+
+    def __init__(self, found: list[tuple[int, int]]) -> None:
+        found.sort()
+        self.ends = found
+        self.earliest = [0] * len(found)
+        low = math.inf
+        for i in range(len(found) - 1, -1, -1):
+            low = min(low, found[i][1])
+            self.earliest[i] = low
+
+    def launched_first_after(self, at: int) -> float:
+        """2 x the earliest time a launch took effect of the work that ended after `at` (inf: none)."""
+        i = bisect.bisect_right(self.ends, (at, math.inf))
+        return self.earliest[i] if i < len(self.ends) else math.inf
+
+
+def _sync_time(lanes: dict[tuple[int, int], _Ends], call: Call, action: _Action, time: int) -> int:
+    """Twice the time a stream or device sync took its place among the other threads' work on
+    the streams it syncs (`time`: its call's start), but before any launch whose work ended after
+    the sync returned: it did not wait for that work, so it was enqueued after the sync (the
+    launch's call, begun first, enqueued once the sync had begun)."""
+    if action.kind == "sync_stream":
+        synced = [lanes[action.stream]] if action.stream in lanes else []
+    else:
+        synced = [found for lane, found in lanes.items() if action.device is None or lane[0] == action.device]
+    after = min((found.launched_first_after(call.end) for found in synced), default=math.inf)
+    return int(min(time, after - 1))
+
+
+def _in_gpu_order(items: list[tuple], ran: dict[tuple, int]) -> list[tuple]:
+    """One stream's items (time, position, thread, key), sorted by preference, reordered so
+    that its GPU work comes in the order the GPU ran it (a stream runs its work in the order it
+    was enqueued, whatever the calls' times say) and each thread's items stay in its order;
+    otherwise by preference. A corrupt trace whose GPU order contradicts a thread's own is
+    taken by preference where they disagree."""
+    queues: dict[tuple, deque] = defaultdict(deque)
+    for n, item in sorted(enumerate(items), key=lambda found: (found[1][1], found[0])):  # (program order)
+        queues[item[2]].append((n, item))
+    gpu = [key for _, _, key in sorted((ran[item[3]], n, item[3]) for n, item in enumerate(items) if item[3] in ran)]
+    placed: set[tuple] = set()
+    out: list[tuple] = []
+    g = 0
+    while len(out) < len(items):
+        while g < len(gpu) and gpu[g] in placed:
+            g += 1
+        heads = [queue[0] for queue in queues.values() if queue]
+        ready = [head for head in heads if head[1][3] not in ran or head[1][3] == gpu[g]]
+        n, item = min(ready or heads)
+        queues[item[2]].popleft()
+        placed.add(item[3])
+        out.append(item)
+    return out
+
+
 def _storage_name(key: tuple[int, int | None]) -> str:
     storage, device = key
     return f"s{storage}" if device is None else f"s{storage}_gpu{device}"
-
-
-def _stream_label(key: tuple[int, int]) -> str:
-    return f"stream {key[1]} of gpu{key[0]}"
 
 
 def _concurrency(intervals) -> int:
@@ -1760,6 +2105,20 @@ def _memcpy_kind(name: str) -> tuple[str, str, str]:
         if direction in name:
             return direction, src, dst
     return "DtoD", "Device", "Device"
+
+
+MEMCPY_DIRECTIONS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"})
+MEMORY_KINDS = frozenset({"Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"})
+"""The copy directions and memory kinds CUPTI names (Kineto writes them in a memcpy's name)."""
+
+
+def _memcpy_known(name: str) -> bool:
+    """Whether a memcpy's name says its direction (`_memcpy_kind` reads every other as a copy on
+    the device): `Memcpy HtoD (Pinned -> Device)`, or a direction CUPTI names within it."""
+    m = MEMCPY_NAME.search(name)
+    if m:
+        return m.group(1) in MEMCPY_DIRECTIONS and {m.group(2).strip(), m.group(3).strip()} <= MEMORY_KINDS
+    return any(direction in name for direction in ("HtoD", "DtoH", "DtoD", "PtoP"))
 
 
 def _memcpy_engine(name: str) -> str:
