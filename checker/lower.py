@@ -1844,7 +1844,14 @@ class _Lowerer:
                 continue
             for statement in ast.nested_statements(decl.body):
                 if isinstance(statement, (ast.Memcpy, ast.HostMemset)):
-                    return None
+                    accesses = ((statement.destination, statement.source) if isinstance(statement, ast.Memcpy)
+                                else (statement.access,))
+                    for access in accesses:
+                        found = self.quiet_memory_devices(access)
+                        if found is None:
+                            return None
+                        devices |= found
+                    continue
                 ref = _default_ref(statement)
                 if ref is None:
                     continue
@@ -1854,6 +1861,17 @@ class _Lowerer:
                 if device is not None:
                     devices.add(device)
         return frozenset(devices)
+
+    def quiet_memory_devices(self, access: ast.AccessRef) -> set[int] | None:
+        """The devices whose memory an access may name, read before its statement is lowered:
+        every element's of a buffer or tensor array (host memory names none); None for an
+        alias or a name that is not declared memory."""
+        entity = self.entities.get(access.name.text)
+        if entity is None or entity.broken or entity.kind not in ("buffer", "tensor"):
+            return None
+        if entity.kind == "tensor":
+            return {self.tensors[i].device for i in entity.indices}
+        return {self.memories[i].device for i in entity.indices if self.memories[i].device is not None}
 
     def quiet_device(self, ref: ast.Ref, env: dict[str, int]) -> int | None:
         """The device of a `DEVICE.default` read before its statement is lowered; None where it
@@ -2008,11 +2026,12 @@ class _Lowerer:
         engine = self.copy_engine(device, kind)
         duration = node.duration.nanoseconds if node.duration else 0
         pageable = (src_memory.on_host and not src_memory.pinned) or (dst_memory.on_host and not dst_memory.pinned)
+        written = f"copy {destination.written_as} <- {source.written_as}"
         if pageable and kind is CopyKind.H2D and self.devices[device].runtime is Runtime.CUDA:
-            self.staged_copy(node, source, destination, src_memory, duration, engine, common)
+            self.staged_copy(node, source, destination, src_memory, duration, engine, common, around=lambda task: (
+                self.peer_serialized(node, stream_index, (src_memory, dst_memory), written, bindings, task)))
             return
-        self.peer_serialized(node, stream_index, (src_memory, dst_memory),
-                             f"copy {destination.written_as} <- {source.written_as}", bindings, lambda: self.emit(
+        self.peer_serialized(node, stream_index, (src_memory, dst_memory), written, bindings, lambda: self.emit(
                                  node, op=Op.COPY, accesses=self.touch((source, destination)), duration=duration,
                                  engine=engine, copy=kind, blocking=pageable, **common))
 
@@ -2050,10 +2069,11 @@ class _Lowerer:
 
     def staged_copy(self, node: ast.CopyTask | ast.Memcpy, source: Access, destination: Access, src_memory: Memory,
                     duration: int, engine: Engine, common: dict, written: str | None = None,
-                    sync: tuple[int, ...] | None = None) -> None:
+                    sync: tuple[int, ...] | None = None, around=None) -> None:
         """CUDA: a copy from pageable memory stages the source into a pinned driver buffer and
         may return before the transfer is done; the driver may first synchronize the stream
-        (`copy`: one program variant each way; `memcpy`: always, the streams in `sync`)."""
+        (`copy`: one program variant each way; `memcpy`: always, the streams in `sync`).
+        `around` emits the copy's task given a function that emits it (`peer_serialized`)."""
         written = written or f"copy {destination.written_as} <- {source.written_as}"
         if sync is None:
             self.driver_choices.add(PAGEABLE)
@@ -2076,8 +2096,15 @@ class _Lowerer:
         self.emit(node, part=1, op=Op.HOST, stream=None, name="stage", accesses=(source,), duration=0,
                   form=f"{written} (staging the pageable source)", bindings=common["bindings"])
         staged = Access(staging.index, 0, size, False, source.span, staging.name)
-        self.emit(node, op=Op.COPY, accesses=self.touch((staged, destination)), duration=duration, engine=engine,
-                  copy=CopyKind.H2D, blocking=False, form=written, **common)
+
+        def task() -> None:
+            self.emit(node, op=Op.COPY, accesses=self.touch((staged, destination)), duration=duration,
+                      engine=engine, copy=CopyKind.H2D, blocking=False, form=written, **common)
+
+        if around is None:
+            task()
+        else:
+            around(task)
 
     def memset(self, node: ast.MemsetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
@@ -2097,10 +2124,12 @@ class _Lowerer:
         host = Memory(len(self.memories), f"item#{self.items}", f"item#{self.items}", size, None, False, node.span)
         self.memories.append(host)
         destination = Access(host.index, 0, size, True, node.span, host.name)
-        self.emit(node, op=Op.COPY, accesses=self.touch((source, destination)),
-                  duration=node.duration.nanoseconds if node.duration else 0,
-                  engine=self.copy_engine(self.streams[stream_index].device, CopyKind.D2H), copy=CopyKind.D2H,
-                  blocking=True, form=f"item {source.written_as}", **common)
+        written = f"item {source.written_as}"
+        self.peer_serialized(node, stream_index, (self.mem(source.memory),), written, bindings, lambda: self.emit(
+            node, op=Op.COPY, accesses=self.touch((source, destination)),
+            duration=node.duration.nanoseconds if node.duration else 0,
+            engine=self.copy_engine(self.streams[stream_index].device, CopyKind.D2H), copy=CopyKind.D2H,
+            blocking=True, form=written, **common))
 
     def event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)

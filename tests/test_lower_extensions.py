@@ -1438,6 +1438,32 @@ def test_processes_take_the_comm_s_default_streams_beside_a_main_process_thread_
     assert len([d for d in loaded.diagnostics if d.code is Code.SP021]) == 1
 
 
+def test_a_main_process_memset_keeps_only_its_own_devices_default_stream():
+    """A `memset` or `memcpy` of the main process runs on the default stream of the device of
+    its memory: only that device's stays the main process's; the ranks claim the others."""
+    head = ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nbuffer x0 1MiB on g0\nbuffer x1 1MiB on g1\n"
+            "comm c = { g0.default, g1.default }\nthread m {\n  memset x0\n}\n")
+    loaded = load_text(head + "thread p1 process {\n  g1.default: allreduce c x1\n}\n"
+                              "thread p0 process {\n  g0.default: allreduce c x0\n}\n")
+    assert [d.message for d in loaded.diagnostics if d.code is Code.SP021] == [
+        "stream `g0.default@p0` is not a member of comm `c`"]
+
+
+@pytest.mark.parametrize("statement", ["L0: copy x1 <- pageable", "L0: item x1"])
+def test_a_legacy_stream_copy_from_another_devices_memory_is_peer_ordered(statement):
+    """A staged pageable upload or an `item` on a CUDA legacy stream that touches another
+    device's memory waits for that device's earlier work, as a pinned copy does."""
+    from checker.analyze import check_loaded
+
+    spec = ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nbuffer x1 1MiB on g1\n"
+            "buffer pageable 1MiB on host\nstream L0 on g0 legacy\nstream s1 on g1\n"
+            f"thread t {{\n  s1: kernel w writes x1\n  {statement}\n  s1: kernel after writes x1\n  sync all\n}}\n")
+    report = check_loaded(loaded(spec))
+    assert report.findings == (), [f.message for f in report.findings]
+    unordered = spec.replace("stream L0 on g0 legacy", "stream L0 on g0")
+    assert "race" in [f.kind.value for f in check_loaded(loaded(unordered)).findings]
+
+
 def test_a_process_takes_its_hardware_queues_in_turn():
     p = program("device g { queues 2 }\nstream s[4] on g\nthread rank[2] process {\n  s[rank]: kernel k\n"
                 "  s[rank + 2]: kernel k\n}\n")
