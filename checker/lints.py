@@ -7,6 +7,7 @@ on them); lowering keeps one warning per source line and code.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import replace
 
 from checker import hb
@@ -109,6 +110,9 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
               and program.devices[program.streams[s.stream].device].runtime is Runtime.CUDA}
     if not copies or len(program.statements) > ORDER_LIMIT:
         return []
+    uses = [(copy, use) for copy in copies.values() if (use := _next_use(program, copy)) is not None]
+    if not uses:  # (the order is built only for a use that a sync of the copy's stream does not precede)
+        return []
     without = replace(program, statements=tuple(
         replace(s, blocking=False) if s.index in copies else s for s in program.statements))
     if nondeterminism(without) is not None:
@@ -118,14 +122,7 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
     except hb.TooWide:
         return []
     found = []
-    for copy in copies.values():
-        written = next(x for x in copy.accesses if x.write)
-        statements = program.threads[copy.thread].statements
-        later = (program.statements[i] for i in statements[statements.index(copy.index) + 1:])
-        use = next((s for s in later if any(written.conflicts(x) for x in s.accesses)
-                    or (s.op is Op.FREE and written.memory in s.lifetime_memories)), None)
-        if use is None:
-            continue
+    for copy, use in uses:
         begins = Step(StepKind.ISSUE if use.stream is None else StepKind.START, use.index)
         done = Step(StepKind.END, copy.index)
         if not order.happened(begins) or order.before(done, begins):
@@ -138,6 +135,21 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
             help=f"CUDA says such a cudaMemcpyAsync \"might be synchronous\", not that it is: wait for it "
                  f"(`sync {stream}`) before the use, or copy into pinned memory and sync"))
     return found
+
+
+def _next_use(program: Program, copy: Statement) -> Statement | None:
+    """The first later statement of the copy's thread that touches the bytes it wrote; None
+    where there is none, or a sync of the copy's stream, device or of every device comes first
+    (then the use waits for it that way)."""
+    written = next(x for x in copy.accesses if x.write)
+    statements = program.threads[copy.thread].statements
+    for i in statements[bisect_right(statements, copy.index):]:
+        s = program.statements[i]
+        if any(written.conflicts(x) for x in s.accesses) or (s.op is Op.FREE and written.memory in s.lifetime_memories):
+            return s
+        if s.op is Op.SYNC and copy.stream in program.synced_streams(s):
+            return None
+    return None
 
 
 def legacy_streams_of_one_process(program: Program) -> list[Diagnostic]:
