@@ -110,7 +110,7 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
               and program.devices[program.streams[s.stream].device].runtime is Runtime.CUDA}
     if not copies or len(program.statements) > ORDER_LIMIT:
         return []
-    uses = [(copy, use) for copy in copies.values() if (use := _next_use(program, copy)) is not None]
+    uses = {copy.index: found for copy in copies.values() if (found := _later_uses(program, copy, copies))}
     if not uses:  # (the order is built only for a use that a sync of the copy's stream does not precede)
         return []
     without = replace(program, statements=tuple(
@@ -122,10 +122,10 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
     except hb.TooWide:
         return []
     found = []
-    for copy, use in uses:
-        begins = Step(StepKind.ISSUE if use.stream is None else StepKind.START, use.index)
-        done = Step(StepKind.END, copy.index)
-        if not order.happened(begins) or order.before(done, begins):
+    for k, later in uses.items():
+        copy, done = copies[k], Step(StepKind.END, k)
+        use = next((u for u in later if order.happened(_begins(u)) and not order.before(done, _begins(u))), None)
+        if use is None:
             continue
         stream = program.streams[copy.stream].name
         found.append(warning(
@@ -137,19 +137,31 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
     return found
 
 
-def _next_use(program: Program, copy: Statement) -> Statement | None:
-    """The first later statement of the copy's thread that touches the bytes it wrote; None
-    where there is none, or a sync of the copy's stream, device or of every device comes first
-    (then the use waits for it that way)."""
+MAX_USES = 64
+"""Later uses of one copy's bytes that SP066 looks at."""
+
+
+def _begins(statement: Statement) -> Step:
+    """The step at which a statement's accesses begin."""
+    return Step(StepKind.ISSUE if statement.stream is None else StepKind.START, statement.index)
+
+
+def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement]) -> list[Statement]:
+    """The later statements of the copy's thread that touch the bytes it wrote, up to a sync of
+    its stream, its device or every device (the uses after it wait for the copy that way) or
+    another such copy over those bytes (the uses after it read that one's)."""
     written = next(x for x in copy.accesses if x.write)
     statements = program.threads[copy.thread].statements
+    found: list[Statement] = []
     for i in statements[bisect_right(statements, copy.index):]:
         s = program.statements[i]
+        if (s.op is Op.SYNC and copy.stream in program.synced_streams(s)) or len(found) == MAX_USES:
+            break
         if any(written.conflicts(x) for x in s.accesses) or (s.op is Op.FREE and written.memory in s.lifetime_memories):
-            return s
-        if s.op is Op.SYNC and copy.stream in program.synced_streams(s):
-            return None
-    return None
+            if i in copies:
+                break
+            found.append(s)
+    return found
 
 
 def legacy_streams_of_one_process(program: Program) -> list[Diagnostic]:
@@ -210,6 +222,25 @@ def streams_of_two_processes(program: Program) -> list[Diagnostic]:
             "another thread's work on this stream",
             secondary=((earlier.span, "first used here"),),
             help="a stream belongs to one process: give each process streams of its own"))
+    # A call off its member stream (`Statement.member`) is a use of its rank by its thread's process.
+    ranks: dict[tuple[int, int], Statement] = {}  # (comm, member stream) -> its first call
+    warned_ranks: set[tuple[int, int]] = set()
+    for s in program.statements:
+        key = (s.comm, s.rank_stream)
+        if s.comm is None or s.stream is None or key in warned_ranks:
+            continue
+        met = _two_processes(program, ranks, key, s)
+        if met is None or (met[0].member is None and s.member is None):  # (one stream: warned above)
+            continue
+        earlier, before, now = met
+        warned_ranks.add(key)
+        process, other = (before, now) if before.process else (now, before)
+        found.append(warning(
+            Code.SP062, f"the rank of `{program.streams[s.rank_stream].name}` in comm `{program.comms[s.comm].name}` "
+                        f"is called by process `{process.name}` and by {'process' if other.process else 'thread'} "
+                        f"`{other.name}`", s.span, "another thread's call for this rank",
+            secondary=((earlier.span, "first called here"),),
+            help="a communicator's rank belongs to one process: call it from that process's threads"))
     return found
 
 

@@ -228,10 +228,10 @@ class _Lowerer:
         self.thread_names: dict[str, ast.ThreadDecl] = {}
         self.process_streams: set[int] | None = None
         self.comm_members: list[frozenset[int]] = []
-        self.chained: set[int] = set()
-        """Member streams whose rank some comm call reaches from another stream of its device:
-        every call of that rank then waits for the one before (`chain`), so lowering runs again
-        when a run adds one."""
+        self.chained: set[tuple[int, int]] = set()
+        """(comm, member stream) of the ranks that some call of the comm reaches from another
+        stream of the member's device: every call of the comm there then waits for the one before
+        (`comm_call`), so lowering runs again when a run adds one."""
         self.claimed_defaults: set[int] = set()
         """Default streams a comm declares that a `process` thread took as its own."""
         self.streams_on: dict[int, int] = {}
@@ -1141,8 +1141,8 @@ class _Lowerer:
 
     def run_once(self, prefix: list[int], cuda_sync_first: bool, released: dict | None) -> Program:
         self.prefix = prefix
-        self.chain_events: dict[int, int] = {}
-        """Chained member stream -> the event its rank's comm calls record after each call."""
+        self.chain_events: dict[tuple[int, int], int] = {}
+        """Chained (comm, member stream) -> the event its calls record after each call."""
         self.group_records: list[tuple] = []
         """`comm_call`'s records inside a `group`, emitted after its launch."""
         self.claimed_defaults = set()
@@ -2203,7 +2203,7 @@ class _Lowerer:
                     "a device through a variable); declare that thread `process` too, or give the comm a "
                     "stream of its own")
         elif call and cuda and len(on_device) == 1 and not self.in_group:
-            self.chained.add(on_device[0])
+            self.chained.add((comm_index, on_device[0]))
             return on_device[0]
         elif on_device and cuda and call:
             help = (f"a call of comm `{comm.name}` on another stream of a member's device is that rank's (NCCL "
@@ -2253,12 +2253,13 @@ class _Lowerer:
         stream = fields["stream"]
         if member != stream:
             fields["member"] = member
-        if member not in self.chained:
+        key = (fields["comm"], member)
+        if key not in self.chained:
             self.emit(node, **fields)
             return
-        event = self.chain_events.get(member)
+        event = self.chain_events.get(key)
         if event is None:
-            event = self.chain_events[member] = len(self.events)
+            event = self.chain_events[key] = len(self.events)
             self.events.append(Event(event, f"{self.comms[fields['comm']].name}.order#{len(self.chain_events)}",
                                      False, node.span))
         comm = f"comm `{self.comms[fields['comm']].name}`'s call of `{self.streams[member].name}`'s rank"

@@ -154,6 +154,12 @@ STALE_SCAN = 500
 """Statements `_stale_flag_wait` looks back over."""
 
 
+def _ordering(wait: Statement) -> bool:
+    """A wait of the lowering's own for a comm's order (`comm_call`), which no help should
+    ask the user to move."""
+    return wait.form.endswith("(NCCL)")
+
+
 def _last_wait(program: Program, task: Statement) -> Statement | None:
     """The latest snapshot-event wait before `task` on its stream and thread (within
     STALE_SCAN statements): the one that was to order `task` after another stream's work."""
@@ -161,7 +167,7 @@ def _last_wait(program: Program, task: Statement) -> Statement | None:
     end = bisect_left(thread, task.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
         wait = program.statements[i]
-        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event is not None:
+        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event is not None and not _ordering(wait):
             return None if program.events[wait.event].flag else wait
     return None
 
@@ -234,7 +240,7 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
     end = bisect_left(thread, task.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
         wait = program.statements[i]
-        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None:
+        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None or _ordering(wait):
             continue
         if program.events[wait.event].flag:
             return None

@@ -901,6 +901,10 @@ def test_sp066_a_use_that_waits_only_because_a_pageable_copy_blocks():
     for between in ("sync s", "s: record e\n  sync e", "sync g"):
         assert warnings(head + "event e\nthread main {\n  s: copy h <- d\n  " + between + "\n  host use reads h\n}\n") == []
     assert warnings(head + "buffer o 1MiB on host\nthread main {\n  s: copy h <- d\n  host use reads o\n  sync s\n}\n") == []
+    # a later use past one that stream order covers
+    assert [(w.code, w.primary_span.line) for w in warnings(
+        head + "thread main {\n  s: copy h <- d\n  s: callback cb reads h\n  host use reads h\n  sync s\n}\n")] == [
+        (Code.SP066, 8)]
     # pinned memory does not block; `memcpy` (cudaMemcpy) promises the wait; not CUDA: the contract's rule
     assert warnings(head.replace("on host", "on host pinned") + "thread main {\n  s: copy h <- d\n  sync s\n"
                     "  host use reads h\n}\n") == []

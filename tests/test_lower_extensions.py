@@ -266,6 +266,28 @@ def test_a_side_stream_call_waits_for_the_ranks_call_before_it(run, tmp_path, en
         found = sorted({tuple(sorted(loc["line"] for loc in f["locations"][:2])) for f in result["findings"]
                         if f["kind"] == "race"})
         assert found == races, result["findings"]
+        assert not any("order#" in (f["help"] or "") for f in result["findings"])  # (no advice on implicit events)
+
+
+def test_nccl_orders_the_calls_of_one_comm_not_of_two():
+    """Two comms with the same members: the calls of A on a side stream are not ordered with
+    those of B on the member stream, so they race (and cannot deadlock each other)."""
+    from checker.analyze import check_loaded
+
+    two = ("device d[2] { runtime cuda }\nstream m[2] on d\nstream sd[2] on d\ncomm A = { m }\ncomm B = { m }\n"
+           "buffer x[2] 4KiB on d\nthread rank[2] process {\n  sd[rank]: allreduce A x[rank]\n"
+           "  m[rank]: allreduce B x[rank]\n}\n")
+    assert [f.kind.value for f in check_loaded(loaded(two)).findings] == ["race"]
+    crossed = two.replace("thread rank[2] process {\n  sd[rank]: allreduce A x[rank]\n  m[rank]: allreduce B x[rank]\n}\n",
+                          "thread r0 process {\n  sd[0]: allreduce A x[0]\n  m[0]: allreduce B x[0]\n}\n"
+                          "thread r1 process {\n  m[1]: allreduce B x[1]\n  sd[1]: allreduce A x[1]\n}\n")
+    assert "deadlock" not in [f.kind.value for f in check_loaded(loaded(crossed)).findings]
+
+
+def test_a_rank_called_off_its_member_stream_by_another_process_is_warned():
+    found = load_text(SIDE.replace("SYNC", "") + "thread other process {\n  side[0]: allreduce world h[0]\n}\n",
+                      "t.sched").diagnostics
+    assert [(d.code, d.primary_span.line) for d in found if d.code is Code.SP062] == [(Code.SP062, 17)]
 
 
 def test_a_call_off_the_member_stream_is_refused_where_the_rank_is_unclear():

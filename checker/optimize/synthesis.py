@@ -200,9 +200,9 @@ class _Synthesizer:
                 st = p.statements[i]
                 if st.stream is None or st.operation.synchronizes:
                     continue
-                if st.operation.collective:
-                    lane_of[i] = flat(p.streams[st.stream].name)
-                    kept_streams.add(st.stream)
+                if st.operation.collective:  # (a call off its member stream goes onto the member's)
+                    lane_of[i] = flat(p.streams[st.rank_stream].name)
+                    kept_streams.add(st.rank_stream)
                     continue
                 key = (thread.index, st.device)
                 chains = lanes.setdefault(key, [])
