@@ -67,8 +67,8 @@ class Finding:
     """Which program of the spec (`FileReport.variants`: one per combination of `choose`
     branches) the statement indices and the witness refer to."""
     elements: tuple[str, ...] = ()
-    """Every memory element (`x[1]`) of the buffer that some instance races on or uses dead,
-    in order, when the instances cover more than `memory` (a loop over `x[i]`): an
+    """Every memory (element, `x[1]`) that some instance races on or uses dead, in the order the
+    engine found them, when the instances cover more than `memory` (a loop over `x[i]`): an
     `expect race on x[1]` is met by any of them. Empty: `memory` alone."""
     undecided: int = 0
     """A race's further instance pairs that were left undecided (the solver's budget ran

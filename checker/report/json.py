@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, expectation_span
@@ -54,6 +55,11 @@ def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int,
     return out
 
 
+def _natural(name: str) -> list:
+    """A sort key that puts `x[2]` before `x[10]` (each engine finds elements in its own order)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int, str]] | None = None) -> dict:
     statements = [program.statements[i] for i in finding.statements]
     out = {
@@ -62,7 +68,7 @@ def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int,
         "message": finding.message,
         "buffer": finding.buffer,
         "memory": finding.memory,
-        "elements": list(finding.elements) or ([finding.memory] if finding.memory is not None else []),
+        "elements": sorted(finding.elements, key=_natural) or ([finding.memory] if finding.memory is not None else []),
         "instances": finding.instances,
         "undecided_instances": finding.undecided,
         "expected": finding.expected,
