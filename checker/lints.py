@@ -40,6 +40,19 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     return found
 
 
+def _order_without(program: Program, rewritten: dict[int, Statement]) -> hb.HappensBefore | None:
+    """The happens-before order of `program` with some statements rewritten (a wait the
+    warning asks about taken out); None where that order depends on the interleaving, or is
+    too wide to build."""
+    without = replace(program, statements=tuple(rewritten.get(s.index, s) for s in program.statements))
+    if nondeterminism(without) is not None:
+        return None
+    try:
+        return hb.build(without)
+    except hb.TooWide:
+        return None
+
+
 def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
     """SP064: a host `free` of device memory whose earlier use in the same lifetime (a task
     the same thread enqueued) is ordered before it only by the device synchronization that
@@ -67,14 +80,9 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
     if not frees or len(program.statements) > ORDER_LIMIT:
         return []
     implied = {sync.index for sync, _, _ in frees}
-    without = replace(program, statements=tuple(
-        replace(s, op=Op.HOST, sync=None, target=None, streams=()) if s.index in implied else s
-        for s in program.statements))
-    if nondeterminism(without) is not None:
-        return []
-    try:
-        order = hb.build(without)
-    except hb.TooWide:
+    order = _order_without(program, {i: replace(program.statements[i], op=Op.HOST, sync=None, target=None,
+                                                streams=()) for i in implied})
+    if order is None:
         return []
     found = []
     for _, free, tasks in frees:
@@ -113,13 +121,8 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
     uses = {copy.index: found for copy in copies.values() if (found := _later_uses(program, copy, copies))}
     if not uses:  # (the order is built only for a use that a sync of the copy's stream does not precede)
         return []
-    without = replace(program, statements=tuple(
-        replace(s, blocking=False) if s.index in copies else s for s in program.statements))
-    if nondeterminism(without) is not None:
-        return []
-    try:
-        order = hb.build(without)
-    except hb.TooWide:
+    order = _order_without(program, {i: replace(copy, blocking=False) for i, copy in copies.items()})
+    if order is None:
         return []
     found = []
     for k, later in uses.items():
