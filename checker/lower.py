@@ -1130,8 +1130,8 @@ class _Lowerer:
         """Lower every thread taking the branches in `prefix` (then every first branch).
         `released` (`release_candidates`): free tensor event -> (the alloc event that takes the
         recorded block back, the streams it was recorded on). Runs again when it found a rank
-        whose comm calls need `chain`ing: the calls before the first one off its member
-        stream wait and record too."""
+        whose comm calls are on several streams (`comm_call`): the calls before the first one
+        off its member stream wait and record too."""
         chained, warnings, warned = len(self.chained), len(self.warnings), len(self.warned)
         program = self.run_once(prefix, cuda_sync_first, released)
         if len(self.chained) > chained and not self.errors:
