@@ -5,6 +5,8 @@ fields the engines read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from checker.codes import Code, Severity
@@ -208,6 +210,24 @@ def test_expect_on_each_element_that_instances_of_one_finding_cover(run, tmp_pat
     if case == "loop":  # an element no instance touches
         spec.write_text(ELEMENT_SPECS[case].replace("y[2]", "y[3]") + "expect race on y[2]\nexpect race on y[0]\n")
         assert run("check", *engine, spec)[0] == 1
+
+
+def test_an_element_only_undecided_instances_may_race_on_is_undecided_not_unmet():
+    """A race finding names the elements of the instance pairs it decided; where the budget left
+    some of the array's pairs undecided, `expect race on y[1]` is neither met nor refuted."""
+    from checker.analyze import _left_undecided
+    from checker.findings import Finding, FindingKind
+    from checker.ir import Expectation, ExpectKind, Span
+
+    span = Span(1, 1, 1, 2, 0, 1)
+    race = Finding(FindingKind.RACE, "race", (0, 1), "y", "y[0]", 3, None, undecided=2)
+
+    def on(buffer: str) -> Expectation:
+        return Expectation(ExpectKind.RACE, span, buffer)
+
+    assert _left_undecided(on("y[1]"), [race])
+    assert not _left_undecided(on("y[1]"), [replace(race, undecided=0)])  # all decided: y[1] is not raced on
+    assert not _left_undecided(on("z[1]"), [race]) and not _left_undecided(on("y"), [race])
 
 
 def test_expect_race_on_an_element_out_of_range():
