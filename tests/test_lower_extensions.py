@@ -189,6 +189,10 @@ ELEMENT_SPECS = {
                         "    alloc y[i]\n    a: kernel w writes y[i]\n    free y[i]\n  }\n}\nexpect race\n"),
     "two freed buffers": ("device d\nbuffer y[2] 1MiB on d\nstream a on d\nthread t {\n"
                           "  a: kernel k reads y[0] writes y[1]\n  free y[0]\n  free y[1]\n}\nexpect race\n"),
+    "two freed buffers, two threads": ("device d\nbuffer y[2] 1MiB on d\nstream s on d\nstream u on d\n"
+                                       "stream t on d\nevent z\nthread a {\n  s: record z\n  s: free y[0]\n"
+                                       "  u: free y[1]\n}\nthread b {\n  t: wait z\n  t: kernel r reads y[0], y[1]\n"
+                                       "}\nexpect race\n"),
 }
 
 

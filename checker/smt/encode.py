@@ -636,9 +636,10 @@ class Encoding:
                 ))
         return tuple(segments)
 
-    def touched_segments(self, statement: Statement) -> list[Segment]:
+    def touched_segments(self, statement: Statement, only: int | None = None) -> list[Segment]:
+        """The lifetime segments the statement's accesses touch (of memory `only`, if given)."""
         result = []
-        for memory in sorted({a.memory for a in statement.accesses}):
+        for memory in sorted({a.memory for a in statement.accesses if only is None or a.memory == only}):
             for segment in self._segments_of.get(memory, ()):
                 if any(a.memory == memory and a.start < segment.end and segment.start < a.end
                        for a in statement.accesses):
@@ -674,29 +675,30 @@ class Encoding:
         return _and(self.happened(sa), self.happened(sb),
                     self.precedes(sa, eb), self.precedes(sb, ea))
 
-    def use_after_free(self, statement: Statement):
+    def use_after_free(self, statement: Statement, only: int | None = None):
         """Run order: some byte is dead by a free when the access starts, or a free of bytes
         it touches takes effect while it runs. Launch order: the statement is enqueued after
-        a free of its memory with no alloc enqueued between."""
+        a free of its memory with no alloc enqueued between. (`only`: bytes of that memory.)"""
         first = self.first_step(statement)
         return _or(
             _and(self.happened(first), _or(*[
-                self.dead_after_free(g, first) for g in self.touched_segments(statement)
+                self.dead_after_free(g, first) for g in self.touched_segments(statement, only)
             ])),
-            self.freed_while_running(statement),
-            self.enqueued_after_free(statement),
+            self.freed_while_running(statement, only),
+            self.enqueued_after_free(statement, only),
         )
 
-    def frees_touching(self, statement: Statement) -> dict[int, None]:
+    def frees_touching(self, statement: Statement, only: int | None = None) -> dict[int, None]:
         """The other frees of bytes the statement touches (statement indices, in order)."""
-        return dict.fromkeys(f for g in self.touched_segments(statement) for f in g.frees if f != statement.index)
+        return dict.fromkeys(f for g in self.touched_segments(statement, only) for f in g.frees
+                             if f != statement.index)
 
-    def freed_while_running(self, statement: Statement):
+    def freed_while_running(self, statement: Statement, only: int | None = None):
         """A free of bytes the statement touches takes effect after it started and before it
         ended (or it never ends): the access runs on after the free."""
         first, last = self.first_step(statement), self.last_step(statement)
         cases = []
-        for f in self.frees_touching(statement):
+        for f in self.frees_touching(statement, only):
             step = self.lifetime_step(f)
             if self.order.prec(step, first) or self.order.prec(last, step):
                 continue
@@ -709,14 +711,14 @@ class Encoding:
         return (self.layout.allocs.get(memory, []),
                 [free for free in self.layout.frees.get(memory, []) if free.launch_ordered])
 
-    def enqueued_after_free(self, statement: Statement):
+    def enqueued_after_free(self, statement: Statement, only: int | None = None):
         """Launch order: work enqueued on a stream after a free of its memory. A host
         statement runs when it is issued, so only the frees of caching-allocator blocks
         (launch order alone) count for it this way."""
         # a use whenever it runs: the access must start (for a host statement, its issue)
         first = self.first_step(statement)
         cases = []
-        for memory in dict.fromkeys(a.memory for a in statement.accesses):
+        for memory in dict.fromkeys(a.memory for a in statement.accesses if only is None or a.memory == only):
             allocs, frees = self.launch_lifetimes(memory)
             for free in frees:
                 if free.index == statement.index or not (statement.is_task or free.launch_only):

@@ -45,6 +45,9 @@ from checker.smt.solve import OUT_OF_TIME, Budget, Sat, Session, Unknown, Unsat
 from checker.symmetry import Orbits
 from checker.witness import StepKind
 
+OTHER_DEAD_QUESTIONS = 64
+"""Questions `Analysis._other_dead_memories` asks of one program at most."""
+
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
 COVER = True
@@ -1352,7 +1355,33 @@ class Analysis:
                 continue
             self.parts.dead[key] = self._dead_use(kind, statement, verdict)
             self._dead_from_model(verdict, pending, queries)
+        self._other_dead_memories()
         self.stats["lifetimes"] += time.process_time() - began
+
+    def _other_dead_memories(self) -> None:
+        """For a use after free of a statement that touches several freed memories, the others
+        some execution also uses dead, each asked on its own (`Finding.elements`): the
+        execution found for the statement shows the ones dead in it only. At most
+        OTHER_DEAD_QUESTIONS are asked (a loop over arrays has such a statement per iteration)."""
+        asked = 0
+        for (index, kind), finding in list(self.parts.dead.items()):
+            statement = self.program.statements[index]
+            if kind is not FindingKind.USE_AFTER_FREE or len({a.memory for a in statement.accesses}) < 2:
+                continue
+            named = {finding.memory, *finding.elements}
+            found = [m for m in dict.fromkeys(a.memory for a in statement.accesses)
+                     if self.program.memories[m].name in named]
+            for memory in dict.fromkeys(a.memory for a in statement.accesses):
+                name = self.program.memories[memory].name
+                if name in named or self._spent() or asked >= OTHER_DEAD_QUESTIONS or not (
+                        self.encoding.frees_touching(statement, memory) or self.encoding.launch_lifetimes(memory)[1]):
+                    continue
+                asked += 1
+                if isinstance(self.ask(self.encoding.use_after_free(statement, memory)), Sat):
+                    found.append(memory)
+            names = tuple(dict.fromkeys(self.program.memories[m].name for m in found))
+            if len(names) > 1:
+                self.parts.dead[(index, kind)] = replace(finding, elements=names)
 
     def _dead_cut(self, statement: Statement) -> tuple[int, ...]:
         encoding = self.encoding
