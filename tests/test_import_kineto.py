@@ -1018,6 +1018,49 @@ def test_a_sync_after_another_thread_s_sync_follows_its_issue_not_its_return():
     from checker.determinism import nondeterminism
     assert nondeterminism(load(imported).program) is None  # (the hand-offs fix every order)
 
+@pytest.mark.parametrize("cuda_sync", [True, False])
+def test_a_sync_after_a_record_does_not_wait_for_another_thread_s_work_that_ended_after_it_returned(cuda_sync):
+    # Thread 1 runs k1 on stream 7, records (12 us), has stream 20 wait (13 us) and syncs
+    # stream 7 from 14 to 32 us; thread 2's kB (writes X), launched at 12 us, ran on stream 7
+    # from 18 to 38 us, so the sync did not wait for it; thread 1's k3 (writes X) ran at 34 us,
+    # while kB did: a race the run had. The record and the wait, which took effect after kB's
+    # launch call began, put the sync after kB.
+    events = _launch(1, 7.0, 1, "k1", 7, 13.0, 5) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 12.0, 1, correlation=10),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 13.0, 1, correlation=11),
+    ] + _sync(1, 14.0, 18, 3, stream=7) + _launch(1, 33.0, 12, "k3", 20, 34.0, 3, rf_id=3) \
+        + _launch(2, 12.0, 2, "kB", 7, 18.0, 20, rf_id=2) + _sync(2, 15.0, 25, 5, stream=7)
+    if cuda_sync:
+        events.append(_event("cuda_sync", "Stream Wait Event", 0, 20, 13.5, 0.1, cuda_sync_kind="Stream Wait Event",
+                             stream=20, device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=10,
+                             correlation=11))
+    else:
+        events = [e for e in events if e["cat"] != "cuda_sync"]
+    imported = import_kineto({"traceEvents": events}, _et_of((2, "op::kB", [], [501]), (3, "op::k3", [], [501])))
+    assert _races(imported) == ["s501_gpu0"], imported.text
+    main = imported.text.split("thread main {", 1)[1].split("\n}", 1)[0]
+    assert "await" not in main, imported.text
+
+
+def test_a_record_made_during_another_thread_s_launch_call_follows_the_work_its_event_sync_waited_for():
+    # Thread 3's launch call (2..7 us) enqueued k2 (writes X), which ran on stream 20 from 9 to
+    # 19 us (the device was idle from 8, after thread 2's k1); thread 1 recorded on stream 20
+    # at 3 us, inside that call, and its cudaEventSynchronize of the record blocked from 8 to
+    # 20 us: the record completed only after k2, so k2 was enqueued before it, and thread 1's
+    # k5 (writes X) at 21 us does not race with k2.
+    events = _launch(2, 0.0, 1, "k1", 24, 1.0, 7) + _launch(3, 2.0, 2, "k2", 20, 9.0, 10, rf_id=2) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 3.0, 1, correlation=3),
+        _event("cuda_runtime", "cudaEventSynchronize", 1, 1, 8.0, 12, correlation=4),
+        _event("cuda_sync", "Event Sync", 0, -1, 8.2, 11.6, cuda_sync_kind="Event Sync", stream=-1, device=0,
+               wait_on_stream=20, wait_on_cuda_event_record_corr_id=3, correlation=4),
+    ] + _launch(1, 21.0, 5, "k5", 7, 25.0, 5, rf_id=5)
+    events[2]["dur"] = 5  # (k2's launch call)
+    imported = import_kineto({"traceEvents": events}, _et_of((2, "op::k2", [], [501]), (5, "op::k5", [], [501])))
+    assert _races(imported) == [], imported.text
+    main = imported.text.split("thread main {", 1)[1].split("\n}", 1)[0]
+    assert main.index("await handoff") < main.index("stream20: record e3"), imported.text
+
+
 
 @pytest.mark.parametrize("cuda_sync", [True, False])
 def test_a_record_and_a_wait_at_the_same_microsecond_keep_the_order_of_their_correlation_ids(cuda_sync):

@@ -1197,8 +1197,8 @@ class _Builder:
         """item -> the items that come after it, and by how much."""
         ends: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
         """Per stream, its launched work's (end, 2 x the time its launch took effect) (`_sync_time`)."""
-        ran: dict[tuple[int, int], list[tuple[int, int, int, tuple]]] = defaultdict(list)
-        """Per stream, its launched work: (GPU start, thread, place in the thread, key)."""
+        ran: dict[tuple[int, int], list[tuple[int, int, int, tuple, int]]] = defaultdict(list)
+        """Per stream, its launched work: (GPU start, thread, place in the thread, key, GPU end)."""
         syncs: list[tuple[tuple, Call, _Action]] = []
         previous: dict[tuple, tuple] = {}
         threads: dict[tuple, int] = {}
@@ -1213,17 +1213,69 @@ class _Builder:
                     after[("record", id(recorded))].append((key, 1))
             elif op is not None:
                 ends[(op.device, op.stream)].append((op.start + op.dur, base[key]))
-                ran[(op.device, op.stream)].append((op.start, threads.setdefault(thread, len(threads)), n, key))
+                ran[(op.device, op.stream)].append((op.start, threads.setdefault(thread, len(threads)), n, key,
+                                                    op.start + op.dur))
             elif key[0] == "sync":
                 syncs.append((key, call, action))
         lanes = {lane: _Ends(found) for lane, found in ends.items()}
-        for key, call, action in syncs:
-            base[key] = _sync_time(lanes, call, action, base[key])
+        shown: list[tuple[tuple, tuple]] = []
+        """Orders of items the trace's timing shows (earlier, later)."""
         for found in ran.values():
             found.sort()
-            for (_, _, _, earlier), (_, _, _, later) in zip(found, found[1:]):
+            for (_, _, _, earlier, _), (_, _, _, later, _) in zip(found, found[1:]):
                 after[earlier].append((later, 1))
-        return _longest_paths(base, after)
+        work = {lane: [(start, end, key) for start, _, _, key, end in found] for lane, found in ran.items()}
+        """Per stream, its launched work in the GPU's order: (start, end, key)."""
+        for key, call, action in syncs:
+            base[key] = _sync_time(lanes, call, action, base[key])
+            # ... and that launch comes after it, though the sync's thread's earlier items (a
+            # record, a wait) took effect later than the launch's call: the sync did not wait
+            # for its work, so its stream's order puts it after the sync.
+            if action.kind == "sync_stream":
+                synced = [action.stream]
+            else:
+                synced = [lane for lane in work if action.device is None or lane[0] == action.device]
+            for lane in synced:
+                first = next((later for _, end, later in work.get(lane, ()) if end > call.end), None)
+                if first is not None:
+                    shown.append((key, first))
+        shown.extend(self._released_records(plans, work, base))
+        # (orders the trace's timing shows, left out where they make a circle: a corrupt trace,
+        # or a guessed sync or binding that is wrong)
+        with_shown = defaultdict(list, {node: list(found) for node, found in after.items()})
+        for earlier, later in shown:
+            with_shown[earlier].append((later, 1))
+        return _longest_paths(base, with_shown) or _longest_paths(base, after)
+
+    def _released_records(self, plans, work: dict[tuple[int, int], list[tuple[int, int, tuple]]],
+                          base: dict[tuple, int]) -> list[tuple[tuple, tuple]]:
+        """An event sync that blocked until work on its record's stream ended (`_released`: the
+        last end there by its return, after its call began) shows the record completed only
+        then: that work, and what the stream ran before it, was enqueued before the record,
+        though its launch call took effect later (a record made while another thread's launch
+        call ran). Returns those orders, (work, record) (`_effective_times`). Not for a wait:
+        when the work it held began says too little (a launch's work often begins microseconds
+        after its call returns, so work that ended in between seems to have held it)."""
+        out = []
+        for plan in plans.values():
+            for call, actions in plan:
+                for action in actions:
+                    if action.kind != "sync_event" or action.record not in self.record_stream:
+                        continue
+                    recorded = self.t.call_by_corr.get(action.record)
+                    lane = work.get(self.record_stream[action.record])
+                    if recorded is None or not lane:
+                        continue
+                    released = self._released(call, action)
+                    if released <= max(call.start, recorded.end):
+                        continue  # (it did not block for that work, or it ended before the record)
+                    last = None
+                    for _, end, key in lane:
+                        if end == released:
+                            last = key
+                    if last is not None and ("record", id(recorded)) in base:
+                        out.append((last, ("record", id(recorded))))
+        return out
 
     def _took_effect(self, call: Call, op: GpuOp | None) -> int:
         """When a stream item took effect, for the order of several threads' items on a stream
