@@ -408,8 +408,7 @@ def _to_findings(program: Program, result: Exploration, shortened: bool = True) 
             want in tr.dead_uses for tr in trs)))
         if kind_name in (USE_AFTER_FREE, ENQUEUED_AFTER_FREE):
             free = st[u.free] if u.free is not None else None
-            memory = program.memories[next((a.memory for a in s.accesses if a.memory in free.lifetime_memories),
-                                            free.memory) if free is not None else s.accesses[0].memory]
+            memory = _freed_memory(program, s, u.free)
             if kind_name == ENQUEUED_AFTER_FREE:
                 free, memory = _enqueued_after(machine, u.witness.steps, u.statement) or (free, memory)
             last = witness.steps[-1] if witness.steps else None

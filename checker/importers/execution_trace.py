@@ -15,6 +15,7 @@ Operators are found by `rf_id`, which the Kineto trace of the same run carries a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from checker.errors import TraceError
@@ -124,9 +125,11 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def _arguments(schema: str) -> tuple[list[str], str] | None:
+@functools.lru_cache(maxsize=4096)
+def _arguments(schema: str) -> tuple[tuple[str, ...], str] | None:
     """A schema's arguments (without the `*` that starts the keyword-only ones) and what follows
-    them (`-> ...`); None when the schema cannot be read."""
+    them (`-> ...`); None when the schema cannot be read. Cached: `parse_schema` and
+    `viewed_arguments` both read each operator's, and a trace repeats a few hundred schemas."""
     open_at = schema.find("(")
     if open_at < 0:
         return None
@@ -142,7 +145,7 @@ def _arguments(schema: str) -> tuple[list[str], str] | None:
                 break
     if close_at < 0:
         return None
-    return [a for a in _split_top(schema[open_at + 1:close_at]) if a != "*"], schema[close_at + 1:].strip()
+    return tuple(a for a in _split_top(schema[open_at + 1:close_at]) if a != "*"), schema[close_at + 1:].strip()
 
 
 def parse_schema(schema: str) -> tuple[list[bool], list[bool | None]] | None:
