@@ -28,6 +28,7 @@ import math
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from typing import ClassVar
 
 from checker.parse import MAX_DURATION_NS
@@ -373,14 +374,15 @@ def trace_events(data) -> list:
 
 class _LaunchedLanes:
     """Per stream, the GPU work whose launch call is in the trace, by the call's start: when the
-    work launched before a time was done, and when the first work launched after it started."""
+    work launched before a time was done, and when the first work launched after it started.
+    Built from `(lane, call start, work start, work end)`: by the trace's first pass from the
+    correlation ids (`_Trace._allowed_devices`), and by the builder from the calls it matched
+    each work to (`_Builder._lanes`)."""
 
-    def __init__(self, trace: _Trace) -> None:
+    def __init__(self, launched: Iterable[tuple[tuple[int, int], int, int, int]]) -> None:
         found: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-        for op in trace.gpu:
-            call = trace.call_by_corr.get(op.correlation) if op.correlation is not None else None
-            if call is not None:
-                found[(op.device, op.stream)].append((call.start, op.start, op.start + op.dur))
+        for lane, called, start, end in launched:
+            found[lane].append((called, start, end))
         self.lanes: dict[tuple[int, int], tuple[list[int], list[int], list[float]]] = {}
         for lane, ops in found.items():
             ops.sort()
@@ -393,6 +395,14 @@ class _LaunchedLanes:
                 earliest = min(earliest, ops[i][1])
                 first[i] = earliest
             self.lanes[lane] = ([called for called, _, _ in ops], done, first)
+
+    @classmethod
+    def of_trace(cls, trace: _Trace) -> _LaunchedLanes:
+        """The lanes of the work whose correlation id names a call of the trace."""
+        return cls(((op.device, op.stream), call.start, op.start, op.start + op.dur)
+                   for op in trace.gpu
+                   if op.correlation is not None
+                   and (call := trace.call_by_corr.get(op.correlation)) is not None)
 
     def done_before(self, lane: tuple[int, int], at: int) -> int:
         """When the work launched onto `lane` by calls begun before `at` was done (0: none)."""
@@ -609,7 +619,7 @@ class _Trace:
         devices_of_stream: dict[int, set[int]] = defaultdict(set)
         for op in self.gpu:
             devices_of_stream[op.stream].add(op.device)
-        lanes = _LaunchedLanes(self) if any(len(found) > 1 for found in devices_of_stream.values()) else None
+        lanes = _LaunchedLanes.of_trace(self) if any(len(found) > 1 for found in devices_of_stream.values()) else None
         for record, waiters in waited_on.items():
             if record in self.record_streams:
                 continue
@@ -751,7 +761,8 @@ class _Builder:
         """("gpu", id(op)), ("record", id(call)), ("wait", id(action)) or ("sync", id(action)) ->
         the hand-offs awaited right before it is written."""
         self._launched_ops: dict[tuple[int, int], list[tuple[int, int, int]]] | None = None
-        self._stream_ends: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
+        self._lanes: _LaunchedLanes | None = None
+        """The lanes of `_launched` (`_ended_before`)."""
         """Per stream, launches in call order with the latest end of the work so far (`_not_ready`)."""
         self.stream_keys: set[tuple[int, int]] = set()
         self.devices: set[int] = set()
@@ -1363,18 +1374,11 @@ class _Builder:
 
     def _ended_before(self, stream: tuple[int, int], at: int) -> int:
         """When the work launched onto `stream` by calls begun before `at` was all done (0: none)."""
-        if self._stream_ends is None:
-            self._stream_ends = {}
-            for key, ops in self._launched().items():
-                ops = sorted((called, end) for _, end, called in ops)
-                latest, running = [], 0
-                for _, end in ops:
-                    running = max(running, end)
-                    latest.append(running)
-                self._stream_ends[key] = ([called for called, _ in ops], latest)
-        starts, latest = self._stream_ends.get(stream, ([], []))
-        k = bisect.bisect_left(starts, at)
-        return latest[k - 1] if k > 0 else 0
+        if self._lanes is None:
+            self._lanes = _LaunchedLanes((key, called, start, end)
+                                         for key, ops in self._launched().items()
+                                         for start, end, called in ops)
+        return self._lanes.done_before(stream, at)
 
     def _returned_while_busy(self, device: int | None, call: Call) -> bool:
         """Whether `call` returned before the work launched on `device` (any device: None) by
