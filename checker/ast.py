@@ -197,6 +197,8 @@ class CommDecl:
     """`comm NAME[N] = {...}`: N comms; NAME is the index variable inside the braces."""
     members: tuple[Ref, ...]
     span: Span
+    one_in_flight: bool = False
+    """`comm NAME = {...} one_in_flight`: a library that allows one call in flight per rank."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -736,7 +736,11 @@ class _Parser:
             members.append(self.ref())
         self.skip_newline()
         last = self.expect("}")
-        return CommDecl_(name, count, tuple(members), self.span(first, last))
+        one_in_flight = self.at_keyword("one_in_flight")
+        if one_in_flight:
+            last = self.i
+            self.i += 1
+        return CommDecl_(name, count, tuple(members), self.span(first, last), one_in_flight)
 
     def tensor(self, first):
         name, count = self.declared()

@@ -238,6 +238,8 @@ class Memory:
     tensors: tuple[str, ...] = ()
     """For a caching-allocator block: the tensors (array elements named, `g[1]`) whose blocks
     covered it, in order: an `expect race on g[1]` matches a race on it."""
+    comm: int | None = None
+    """For the state of a `one_in_flight` comm's rank (`Comm.in_flight`): that comm."""
 
     @property
     def on_host(self) -> bool:
@@ -325,6 +327,10 @@ class Comm:
     members: tuple[int, ...]
     """Member streams, one per rank."""
     span: Span
+    in_flight: tuple[int, ...] = ()
+    """For a comm declared `one_in_flight`: per rank, the memory that stands for the state the
+    library keeps per rank (a signal pad, a staging buffer), which every call of that rank writes;
+    two calls of a rank that can run at once race on it. Empty for any other comm."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -574,7 +574,15 @@ class _Lowerer:
             if skipped:
                 raise _Skip
             name = decl.name.text if count is None else f"{decl.name.text}[{i}]"
-            self.comms.append(Comm(len(self.comms), name, tuple(members), decl.span))
+            in_flight = ()
+            if decl.one_in_flight:  # (the library's state of each rank, which every call of it writes)
+                first_memory = len(self.memories)
+                in_flight = tuple(range(first_memory, first_memory + len(members)))
+                self.memories.extend(
+                    Memory(first_memory + rank, f"{name}.in_flight[{rank}]", decl.name.text, 1,
+                           self.streams[stream].device, False, decl.span, comm=len(self.comms))
+                    for rank, stream in enumerate(members))
+            self.comms.append(Comm(len(self.comms), name, tuple(members), decl.span, in_flight))
             self.comm_members.append(frozenset(members))
         self.entities[decl.name.text] = _Entity("comm", decl, tuple(range(first, len(self.comms))), count is not None)
 
@@ -2202,9 +2210,14 @@ class _Lowerer:
                     "declared `process` uses that device's default stream (or a `memcpy`, a `memset`, or names "
                     "a device through a variable); declare that thread `process` too, or give the comm a "
                     "stream of its own")
+        elif call and comm.in_flight and len(on_device) == 1 and not self.in_group:
+            return on_device[0]  # (the library takes the stream per call and orders nothing)
         elif call and cuda and len(on_device) == 1 and not self.in_group:
             self.chained.add((comm_index, on_device[0]))
             return on_device[0]
+        elif on_device and call and comm.in_flight:
+            help = (f"a call of comm `{comm.name}` on another stream of a member's device is that rank's, but not "
+                    "inside a `group` or where several members share the device: call it on the member stream there")
         elif on_device and cuda and call:
             help = (f"a call of comm `{comm.name}` on another stream of a member's device is that rank's (NCCL "
                     "takes the stream per call), but not inside a `group` or where several members share the "
@@ -2240,8 +2253,19 @@ class _Lowerer:
                 accesses = (source,) if node.source is None else (source, write_buffer)
         else:  # reduce: every member contributes its source; the root receives the result
             accesses = (source, write_buffer) if is_root else (source,)
+        accesses += self.in_flight(comm_index, member, node)
         self.comm_call(node, member, op=Op(node.kind), comm=comm_index, root=root, accesses=self.touch(accesses),
                        duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+
+    def in_flight(self, comm_index: int, member: int, node) -> tuple[Access, ...]:
+        """For a call of a `one_in_flight` comm, its write of its rank's state (`Comm.in_flight`):
+        custom all-reduce and symmetric-memory collectives keep one signal pad or staging
+        buffer per rank, so two calls of a rank in flight at once hang or corrupt each other."""
+        comm = self.comms[comm_index]
+        if not comm.in_flight:
+            return ()
+        memory = comm.in_flight[comm.members.index(member)]
+        return (Access(memory, 0, 1, True, node.span, self.memories[memory].name),)
 
     def comm_call(self, node, member: int, **fields) -> None:
         """Emit a collective or send/recv call of `member`'s rank. NCCL orders the calls of one
@@ -2288,7 +2312,8 @@ class _Lowerer:
                 help="a send and a recv on one stream meet only inside one `group { ... }` (ncclGroupStart/End); "
                      "outside one, the second waits behind the first forever"))
         self.comm_call(node, member, op=Op.SEND if send else Op.RECV, comm=comm_index, peer=peer,
-                       accesses=self.touch((self.access(node.access, env, not send),)),
+                       accesses=self.touch((self.access(node.access, env, not send),
+                                            *self.in_flight(comm_index, member, node))),
                        duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
 
     def stream_lifetime(self, node: ast.AllocTask | ast.FreeTask, env, bindings) -> None:
@@ -2440,7 +2465,11 @@ class _Lowerer:
         kind = ExpectKind(decl.kind)
         buffer = None
         ref = decl.buffer
-        if ref is not None:
+        in_flight = ref is not None and ref.index is None and ref.member is None and any(
+            memory.comm is not None and memory.buffer == ref.name.text for memory in self.memories)
+        if in_flight:  # (races on its ranks' state: two calls of a rank at once)
+            buffer = ref.name.text
+        elif ref is not None:
             entity = self.lookup(ref.name, *self.memory_kinds())
             if ref.index is not None or ref.member is not None:  # one element of an array
                 self.resolve(ref, {}, "buffer", "tensor")  # (an element that exists)

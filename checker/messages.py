@@ -34,6 +34,13 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     if len(memory.owners) > 1:
         name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
         help = _block_help(program, a, b, memory)
+    elif memory.comm is not None:
+        comm = program.comms[memory.comm]
+        rank = comm.in_flight.index(memory.index)
+        name += f" (the state of comm `{comm.name}`'s rank {rank}, which allows one call in flight)"
+        help = (f"`{comm.name}` is declared `one_in_flight`: its library keeps one signal pad or staging buffer "
+                f"per rank, and two calls of a rank in flight at once hang or corrupt each other. Order them: "
+                f"issue both on one stream, or make the second's stream wait for an event recorded after the first")
     return Finding(
         FindingKind.RACE,
         f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",

@@ -286,9 +286,13 @@ class _ToAst(Transformer_NonRecursive):
         return ast.NotifyDecl(_name(name), rest[0].value if rest else None, span_of(meta))
 
     def comm_decl(self, meta, name, *members):
-        count = members[0].value if members and isinstance(members[0], _Marker) else None
+        parts = {m.tag: m for m in members if isinstance(m, _Marker)}
+        count = parts["array"].value if "array" in parts else None
         return ast.CommDecl(_name(name), count, tuple(m for m in members if not isinstance(m, _Marker)),
-                            span_of(meta))
+                            span_of(meta), "one_in_flight" in parts)
+
+    def one_in_flight(self, meta):
+        return _Marker("one_in_flight", True, span_of(meta))
 
     def tensor_decl(self, meta, name, *rest):
         count = rest[0].value if isinstance(rest[0], _Marker) and rest[0].tag == "array" else None

@@ -131,6 +131,9 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
     for comm in program.comms:  # a communicator's members may only trade places among themselves
         if {renaming("stream", s) for s in comm.members} != set(comm.members):
             return False
+        for rank, memory in enumerate(comm.in_flight):  # (and a rank's state goes with its member)
+            if renaming("memory", memory) != comm.in_flight[comm.members.index(renaming("stream", comm.members[rank]))]:
+                return False
     device = lambda index: renaming("device", index)  # noqa: E731
     for source, target in renaming.maps["device"].items():
         a, b = program.devices[source], program.devices[target]

@@ -329,6 +329,89 @@ def test_a_call_off_the_member_stream_is_refused_where_the_rank_is_unclear():
     error_of(rooted, Code.SP021, 10, 36)
 
 
+# -- a comm that allows one call in flight per rank (custom all-reduce, symmetric memory) -------
+
+ONE = """device gpu[2]RUNTIME
+buffer g[2] 4MiB on gpu
+buffer h[2] 4MiB on gpu
+stream main[2] on gpu
+stream side[2] on gpu
+event done[2]
+comm car = { main } one_in_flight
+thread rank[2] process {
+  main[rank]: allreduce car g[rank] 1ms
+  ORDER
+  side[rank]: allreduce car h[rank] 1ms
+  sync all
+}
+expect EXPECTATION
+"""
+
+
+@pytest.mark.parametrize("runtime", ["", " { runtime cuda }", " { runtime cann }"])
+def test_a_one_in_flight_comm_is_called_on_any_stream_of_a_rank_and_orders_nothing(runtime):
+    p = program(ONE.replace("RUNTIME", runtime).replace("ORDER", "").replace("EXPECTATION", "race on car"))
+    (comm,) = p.comms
+    assert [p.memories[m].name for m in comm.in_flight] == ["car.in_flight[0]", "car.in_flight[1]"]
+    assert [(p.memories[m].device, p.memories[m].comm) for m in comm.in_flight] == [(0, 0), (1, 0)]
+    calls = [s for s in p.statements if s.comm is not None]
+    assert [(p.streams[s.stream].name, p.streams[s.rank_stream].name) for s in calls] == [
+        ("main[0]", "main[0]"), ("side[0]", "main[0]"), ("main[1]", "main[1]"), ("side[1]", "main[1]")]
+    # every call of a rank writes its rank's state; no implicit wait or record (NCCL's) is added
+    assert [rw(p, s)[-1] for s in calls] == [("car.in_flight[0]", 0, 1, True)] * 2 + [("car.in_flight[1]", 0, 1, True)] * 2
+    assert not any(s.op in (Op.WAIT, Op.RECORD) for s in p.statements)
+    assert sorted(sorted(p.groups[g].members) for g in {s.group for s in calls}) == [
+        [calls[0].index, calls[2].index], [calls[1].index, calls[3].index]]
+
+
+@pytest.mark.parametrize("engine", [(), ("--explore-first", "0"), ("--exhaustive",)], ids=["default", "solver", "exhaustive"])
+def test_two_calls_of_a_rank_in_flight_at_once_race_on_its_state(run, tmp_path, engine):
+    import json
+
+    spec = tmp_path / "t.sched"
+    cases = (("", "race on car", 1), ("main[rank]: record done[rank]\n  side[rank]: wait done[rank]", "no race", 0))
+    for order, expectation, raced in cases:
+        spec.write_text(ONE.replace("RUNTIME", " { runtime cuda }").replace("ORDER", order)
+                        .replace("EXPECTATION", expectation))
+        status, out, _ = run("check", *engine, "--format", "json", spec)
+        result = json.loads(out)["files"][0]
+        assert result["passed"] and status == 0, result
+        races = [f for f in result["findings"] if f["kind"] == "race"]
+        # (one finding for the two ranks' instances of the pair)
+        assert len(races) == raced and all(f["memory"] in ("car.in_flight[0]", "car.in_flight[1]") for f in races)
+        assert all(f["buffer"] == "car" and "one_in_flight" in f["help"] for f in races)
+
+
+def test_a_one_in_flight_comm_keeps_the_rank_clear():
+    inside = ONE.replace("RUNTIME", "").replace("ORDER", "").replace("EXPECTATION", "no race").replace(
+        "  side[rank]: allreduce car h[rank] 1ms", "  group {\n    side[rank]: allreduce car h[rank] 1ms\n  }")
+    diagnostic = error_of(inside, Code.SP021, 12, 5, "is not a member of comm `car`")
+    assert "one after another" not in diagnostic.help and "NCCL" not in diagnostic.help
+    elsewhere = ONE.replace("RUNTIME", "").replace("ORDER", "").replace("EXPECTATION", "no race").replace(
+        "stream side[2] on gpu", "device other\nstream side[2] on other")
+    error_of(elsewhere, Code.SP021, 12, 3, "is not a member of comm `car`")
+    # without the word it is an ordinary comm: HCCL's rule, a call off the member stream is refused
+    error_of(ONE.replace(" one_in_flight", "").replace("RUNTIME", "").replace("ORDER", "")
+             .replace("EXPECTATION", "no race"), Code.SP021, 11, 3)
+
+
+def test_one_in_flight_parses_alike_in_both_parsers_and_round_trips_through_emit(tmp_path, run):
+    from checker import ast, fastparse
+    from checker.parse import parse_with_lark
+
+    source = ONE.replace("RUNTIME", "").replace("ORDER", "").replace("EXPECTATION", "race on car")
+    tree = parse_with_lark(source)
+    assert fastparse.parse(source) == tree
+    (comm,) = [d for d in tree.declarations if isinstance(d, ast.CommDecl)]
+    assert comm.one_in_flight and (comm.span.end_line, comm.span.end_column) == (7, 34)
+    assert program(source).comms[0].in_flight
+    spec, out = tmp_path / "t.sched", tmp_path / "out.sched"
+    spec.write_text(source)
+    status, _, _ = run("optimize", spec, "--emit", out)
+    emitted = out.read_text()
+    assert status == 0 and "comm car = { main_0, main_1 } one_in_flight" in emitted and "buffer car_in_flight" not in emitted
+
+
 # -- group ------------------------------------------------------------------------------------
 
 

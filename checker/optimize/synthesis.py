@@ -110,6 +110,8 @@ def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int
         out.append(f"device {flat(d.name)} {{ {engines}{launch} }}")
     out.append("")
     for m in program.memories:
+        if m.comm is not None:
+            continue  # (a `one_in_flight` comm's state: the comm declares it)
         where = "host" if m.device is None else flat(program.devices[m.device].name)
         pinned = " pinned" if m.pinned else ""
         out.append(f"buffer {flat(m.name)} {m.size}B on {where}{pinned}")
@@ -125,7 +127,9 @@ def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int
     if events:
         out.append(f"event dep[{events}]")
     for c in program.comms:
-        out.append(f"comm {flat(c.name)} = {{ {', '.join(flat(program.streams[i].name) for i in c.members)} }}")
+        one_in_flight = " one_in_flight" if c.in_flight else ""
+        out.append(f"comm {flat(c.name)} = {{ {', '.join(flat(program.streams[i].name) for i in c.members)} }}"
+                   f"{one_in_flight}")
     out.append("")
     return out
 
