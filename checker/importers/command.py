@@ -51,6 +51,7 @@ examples:
   streamproof import kineto trace.json.gz -o run.sched --compare
   streamproof import trace.json.gz -o run.sched            (kineto is the default format)
   streamproof import kineto trace.json --et execution_trace.json -o run.sched
+  streamproof import report.sqlite -o run.sched            (nsys export --type sqlite)
   streamproof import kineto rank0.json.gz rank1.json.gz -o ranks.sched   (one spec, collectives matched)
   streamproof check run.sched && streamproof optimize run.sched
 """
@@ -68,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # traces for the format word, a usage error)
     parser.add_argument("trace_files", metavar="[kineto] TRACE", nargs="+", action=_Traces,
                         help="the trace format, kineto (PyTorch profiler Chrome trace, the default), which may "
-                             "be left out; then the trace (.json or .json.gz), - for standard input; several (or "
+                             "be left out; then the trace (.json or .json.gz, or an Nsight Systems .sqlite export), - for "
+                             "standard input; several (or "
                              "a directory of them): one per rank of a distributed run, imported into one spec "
                              "where their collectives meet")
     parser.add_argument("--et", metavar="EXECUTION_TRACE", action=_EachTrace,
@@ -145,8 +147,14 @@ def _read_at_most_stdin(limit: int) -> bytes:
 
 
 def read_json(path: str):
-    """The JSON document in a file, gzip-compressed or not; `-` is standard input."""
+    """The JSON document in a file, gzip-compressed or not; `-` is standard input. An Nsight
+    Systems SQLite export (a file that starts as SQLite databases do) is read as the Kineto
+    trace it amounts to (`nsys.py`), the database opened read-only."""
     name = _shown(path)
+    from checker.importers import nsys
+
+    if path != STDIN and nsys.is_sqlite(path):
+        return _read_nsys(path, name)
     try:
         data = _read_at_most_stdin(MAX_TRACE_BYTES) if path == STDIN else read_at_most(path, MAX_TRACE_BYTES)
     except TooLarge as exc:
@@ -157,6 +165,8 @@ def read_json(path: str):
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
     except ValueError as exc:  # reading a closed standard input
         raise InputError(f"cannot read {name}: {exc}") from None
+    if data[:len(nsys.MAGIC)] == nsys.MAGIC:  # (an export on standard input, or gzip-compressed)
+        return _read_nsys(data, name)
     try:
         return json.loads(data)
     except UnicodeDecodeError:
@@ -167,6 +177,16 @@ def read_json(path: str):
         raise InputError(f"{name}: not JSON (nested too deeply)") from None
     except ValueError:  # an integer of more digits than Python converts (4,300)
         raise InputError(f"{name}: not a trace: it holds a number of thousands of digits") from None
+
+
+def _read_nsys(source, name: str):
+    from checker.importers.execution_trace import TraceError
+    from checker.importers.nsys import as_kineto
+
+    try:
+        return as_kineto(source)
+    except TraceError as exc:
+        raise InputError(f"{name}: {exc}") from None
 
 
 def _output_problem(args) -> str | None:
@@ -269,6 +289,9 @@ def _run(args, phase: list[str]) -> int:
         # (an Ascend trace's rank is in the profiler's folder, not in the trace)
         traces = [read_json(source) if source == STDIN else with_profiled_rank(read_json(source), source)
                   for source in sources]
+        if ets and any(isinstance(t, dict) and t.get("streamproofFlavour") == "nsys" for t in traces):
+            return _error("--et cannot be used with an Nsight Systems export: the export names no PyTorch "
+                          "operators (record function ids) to link an Execution Trace to")
         parsed_ets = []
         for path in ets:
             try:

@@ -426,8 +426,11 @@ class _Trace:
         self.ascend = isinstance(data, dict) and data.get("streamproofFlavour") == "ascend"
         """Read from an Ascend profiler trace (`ascend.py`): its devices are NPUs."""
         queues = data.get("streamproofQueueThreads") if self.ascend else None
-        self.adapter_notes: list[str] = [str(n) for n in data.get("streamproofNotes") or ()] if self.ascend else []
-        """What reading the Ascend trace left out (`ascend.py`)."""
+        self.nsys = isinstance(data, dict) and data.get("streamproofFlavour") == "nsys"
+        """Read from an Nsight Systems SQLite export (`nsys.py`)."""
+        self.adapter_notes: list[str] = ([str(n) for n in data.get("streamproofNotes") or ()]
+                                         if self.ascend or self.nsys else [])
+        """What reading the Ascend trace or the Nsight Systems export left out (`ascend.py`, `nsys.py`)."""
         self.queue_threads: set[tuple] = {(trace_key(q[0]), trace_key(q[1])) for q in queues or ()
                                           if isinstance(q, list) and len(q) == 2}
         """The threads of torch_npu's task queue that make other threads' runtime calls."""
@@ -905,8 +908,9 @@ class _Builder:
         elif not t.has_cuda_sync and not t.ascend:
             self.no_sync_note = True
             self.notes.append("the trace has no cuda_sync events (profile with "
-                              "experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) for "
-                              "exact ones): event bindings and synchronized streams are inferred from the "
+                              + ("CUDA synchronization traced, see docs/import.md \"Nsight Systems\"," if t.nsys else
+                                 "experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True)")
+                              + " for exact ones): event bindings and synchronized streams are inferred from the "
                               "order of the calls, see the assumptions in the spec's header")
 
         def latest_record(thread, call: Call) -> int | None:
