@@ -104,3 +104,46 @@ def test_features_agree_with_the_executor(seed):
         assert again.program == result.bound, text
     if not hb.analyze(program)[0]:
         assert not hb.analyze(again_loaded.program)[0], text
+
+
+EVERY_KIND = """device g[2]
+buffer x[2] 1MiB on g
+buffer y[2] 2MiB on g
+stream s[2] on g
+comm w = { s }
+thread t[2] process {
+  s[t]: memset x[t] 10us
+  s[t]: allreduce w x[t] 1ms
+  s[t]: allgather w y[t] <- x[t] 1ms
+  s[t]: reducescatter w x[t] 1ms
+  s[t]: alltoall w y[t][0:1MiB] <- x[t] 1ms
+  s[t]: broadcast w root s[0] x[t] 1ms
+  s[t]: broadcast w root s[1] y[t][0:1MiB] <- x[t] 1ms
+  s[t]: reduce w root s[0] x[t] 1ms
+  s[t]: reduce w root s[1] y[t][0:1MiB] <- x[t] 1ms
+  sync s[t]
+  memset y[t] 5us
+}
+"""
+
+
+def test_emit_writes_memsets_and_every_collective_kind():
+    """Each statement is written back as its kind and operands: in place, out of place, rooted
+    (a member that only reads or only writes its buffer written in place), memsets on a stream
+    and on the host's default stream."""
+    program = load_text(EVERY_KIND).program
+    result = optimize(program, timeout=20)
+    text = emit(program, result)
+    for line in ("allgather w y_0 <- x_0", "alltoall w y_0[0:1048576] <- x_0", "broadcast w root s_1 y_1[0:1048576] <- x_1",
+                 "reduce w root s_1 y_1[0:1048576] <- x_1", "reduce w root s_1 x_0 ", "broadcast w root s_0 x_0 ",
+                 "memset x_0 10us", "memset y_1 5us", "reducescatter w x_1 1ms"):
+        assert line in text, (line, text)
+    again = load_text(text).program
+    assert again is not None
+    rewritten = [(s.op, s.root is not None, [(a.start, a.end, a.write) for a in s.accesses])
+                 for s in again.statements if s.op.value not in ("record", "wait", "sync")]
+    original = [(s.op, s.root is not None, [(a.start, a.end, a.write) for a in s.accesses])
+                for s in program.statements if s.op.value not in ("record", "wait", "sync")]
+    assert sorted(map(repr, rewritten)) == sorted(map(repr, original))
+    assert optimize(again, timeout=20).program == result.bound
+    assert not hb.analyze(program)[0] and not hb.analyze(again)[0]

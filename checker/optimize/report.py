@@ -130,10 +130,7 @@ def classify(model: TimedModel, times, makespan: int) -> Classification:
 
 def _describe(program: Program, st) -> str:
     """`s: copy batch_dev <- batch_host (line 23, step=2)`."""
-    text = program.describe(st)
-    if st.op.value == "copy" and len(st.accesses) == 2:
-        source, destination = st.accesses
-        text += f" {program.memories[destination.memory].name} <- {program.memories[source.memory].name}"
+    text = program.describe(st)  # (a copy with its operands)
     where = [f"line {st.span.line}"] + [f"{name}={value}" for name, value in st.bindings]
     return f"{text} ({', '.join(where)})"
 

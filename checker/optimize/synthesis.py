@@ -67,6 +67,18 @@ def _rw(program: Program, st: Statement) -> str:
                    [access_text(program, a) for a in st.accesses if a.write])
 
 
+def _operands(program: Program, st: Statement) -> str:
+    """A collective's buffers as written: `x` where it reads and writes one range (or, a rooted
+    member, only reads or only writes it), `destination <- source` where they differ. A
+    `one_in_flight` comm's state is the comm's, not written."""
+    data = [a for a in st.accesses if program.memories[a.memory].comm is None]
+    reads, writes = [a for a in data if not a.write], [a for a in data if a.write]
+    if reads and writes and (reads[0].memory, reads[0].start, reads[0].end) != \
+            (writes[0].memory, writes[0].start, writes[0].end):
+        return f"{access_text(program, writes[0])} <- {access_text(program, reads[0])}"
+    return access_text(program, (writes or reads)[0])
+
+
 def _dur(st: Statement) -> str:
     return f" {duration_text(st.duration)}" if st.duration else ""
 
@@ -90,10 +102,13 @@ def statement_text(program: Program, st: Statement, stream: str | None) -> str:
         if op is Op.FREE and st.accesses:
             target = access_text(program, st.accesses[0])
         return f"{prefix}{op.value} {target}"
+    if op is Op.MEMSET:
+        return f"{prefix}memset {access_text(program, st.accesses[0])}{_dur(st)}"
     comm = flat(program.comms[st.comm].name) if st.comm is not None else ""
     data = access_text(program, st.accesses[0]) if st.accesses else ""
-    if op is Op.ALLREDUCE:
-        return f"{prefix}allreduce {comm} {data}{_dur(st)}"
+    if st.operation.collective and op not in (Op.SEND, Op.RECV):
+        root = f" root {flat(program.streams[st.root].name)}" if st.root is not None else ""
+        return f"{prefix}{op.value} {comm}{root} {_operands(program, st)}{_dur(st)}"
     if op is Op.SEND:
         return f"{prefix}send {comm} to {flat(program.streams[st.peer].name)} {data}{_dur(st)}"
     if op is Op.RECV:
