@@ -61,7 +61,9 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
     still checked with the synchronization, as drivers have run it: this is a warning. Read
     off the happens-before order of the program (each variant: lowering warns once per line)
     without those synchronizations, so only for programs whose order does not depend on the
-    interleaving. Pinned host memory's `cudaFreeHost` is not asked about."""
+    interleaving. A free of pinned host memory (`cudaFreeHost`, checked as synchronizing every
+    device) is asked about too: CUDA's reference documents no synchronization for it at all,
+    and a driver was seen freeing while a stream still wrote the memory (openxla/xla#47040)."""
     frees: list[tuple[Statement, Statement, list[Statement]]] = []  # (its sync, the free, earlier uses)
     for thread in program.threads:
         uses: dict[int, list[Statement]] = {}  # memory -> the thread's tasks that use it
@@ -72,8 +74,7 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
                     uses.setdefault(access.memory, []).append(s)
             elif s.op is Op.FREE:  # (a lifetime ends: later uses are the next one's)
                 uses.pop(s.memory, None)
-            elif s.op is Op.SYNC and after is not None and after.op is Op.FREE and after.span == s.span \
-                    and program.memories[after.memory].device is not None:
+            elif s.op is Op.SYNC and after is not None and after.op is Op.FREE and after.span == s.span:
                 waited = [t for t in uses.get(after.memory, ()) if t.stream in program.synced_streams(s)]
                 if waited:  # (the uses that synchronization waits for)
                     frees.append((s, after, waited))
@@ -94,12 +95,18 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
         if task is None:
             continue
         stream = program.streams[task.stream].name
+        if program.memories[free.memory].device is None:  # (pinned host memory)
+            call = "cudaFreeHost"
+            help = (f"CUDA documents no synchronization for cudaFreeHost: wait for the work first "
+                    f"(`sync {stream}`)")
+        else:
+            call = "cudaFree"
+            help = (f"CUDA says cudaFree may synchronize the device, not that it does: wait for the work "
+                    f"first (`sync {stream}`), or free on its stream (`{stream}: {program.describe(free)}`)")
         found.append(warning(
             Code.SP064, f"`{program.describe(free)}` waits for `{program.describe(task)}` only through "
-            "cudaFree's implicit synchronization", free.span, "the free",
-            secondary=((task.span, "may still be running"),),
-            help=f"CUDA says cudaFree may synchronize the device, not that it does: wait for the work "
-                 f"first (`sync {stream}`), or free on its stream (`{stream}: {program.describe(free)}`)"))
+            f"{call}'s implicit synchronization", free.span, "the free",
+            secondary=((task.span, "may still be running"),), help=help))
     return found
 
 

@@ -877,9 +877,14 @@ def test_sp064_a_free_that_waits_for_work_only_through_cuda_free():
                     "  alloc x\n  m: kernel k2 writes x\n  sync m\n  free x\n}\n")
     assert [(w.code, w.primary_span.line, w.message.split("`")[3]) for w in warnings(lives)] == [
         (Code.SP064, 9, "t: kernel k1")]
-    # pinned host memory's cudaFreeHost is not asked about
+    # pinned host memory's cudaFreeHost too (CUDA documents no synchronization for it), on any
+    # device's stream; not where the work is waited for
     pinned = head.replace("buffer h 1MiB on host", "buffer h 1MiB on host pinned")
-    assert warnings(pinned + "thread main {\n  t: copy h <- x\n  free h\n  sync all\n}\n") == []
+    (found,) = warnings(pinned + "thread main {\n  t: copy h <- x\n  free h\n  sync all\n}\n")
+    assert found.code is Code.SP064 and found.primary_span.line == 7
+    assert found.message == "`free h` waits for `t: copy h <- x` only through cudaFreeHost's implicit synchronization"
+    assert "`sync t`" in found.help and "free on its stream" not in found.help
+    assert warnings(pinned + "thread main {\n  t: copy h <- x\n  sync t\n  free h\n}\n") == []
     # stream-ordered memory is not synchronized by its free: the model reports the use after free
     assert warnings(head + "thread main {\n  t: alloc x\n  t: kernel k writes x\n  free x\n}\n") == []
     # not CUDA: a free is only a free
