@@ -560,7 +560,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
         elif not met:
             what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
-                                     "not met", help=_unmet_help(expectation.kind)))
+                                     "not met", help=_unmet_help(expectation.kind, diagnostics)))
     findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]
     failing = [f for f in findings if f.fails(options.allow_unknown)]
     has_error = any(d.severity is Severity.ERROR for d in diagnostics)
@@ -589,7 +589,16 @@ def _left_undecided(expectation, findings: list[Finding]) -> bool:
     return any(f.kind is FindingKind.RACE and f.undecided and f.buffer == array for f in findings)
 
 
-def _unmet_help(kind: ExpectKind) -> str:
+def _unmet_help(kind: ExpectKind, diagnostics=()) -> str:
+    warned = {d.code for d in diagnostics}
+    if kind is ExpectKind.DEADLOCK and Code.SP054 in warned:
+        return ("no execution deadlocks as the language has it: a comm call returns at once, while NCCL may block "
+                "a thread that calls several ranks outside a `group` (warning SP054 above): that hang is fixed by a "
+                "`group` around the calls, and then the expectation is dropped")
+    if kind is ExpectKind.DEADLOCK and Code.SP059 in warned:
+        return ("no execution deadlocks as written: two members of a comm share a device (warning SP059 above), "
+                "which NCCL and HCCL refuse or hang on; give each rank its own device, or drop the expectation "
+                "if the hang was fixed")
     return {
         ExpectKind.RACE: "no execution races on this buffer; drop the expectation if the race was fixed",
         ExpectKind.DEADLOCK: "no execution deadlocks; drop the expectation if the hang was fixed",

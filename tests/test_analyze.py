@@ -58,6 +58,21 @@ def test_unmet_expect_deadlock_fails():
     assert report.diagnostics[0].message == "expectation not met: `expect deadlock`"
 
 
+@pytest.mark.parametrize("members, body, warned", [
+    ("device g[2] { runtime cuda }\nstream s[2] on g\n", "  s[0]: allreduce w x[0]\n  s[1]: allreduce w x[1]\n", "SP054"),
+    ("device g[1]\nstream s[2] on g[0]\n", "  s[0]: allreduce w x[0]\n}\nthread u {\n  s[1]: allreduce w x[1]\n",
+     "SP059"),
+])
+def test_an_unmet_expect_deadlock_points_at_the_warning_of_a_hang_the_model_does_not_have(members, body, warned):
+    """NCCL may block a thread that calls several ranks outside a group, and refuses two ranks
+    on one device: the language has neither hang, and the help says so rather than 'fixed'."""
+    report = check(members + "buffer x[2] 1MiB on g[0]\ncomm w = { s }\nthread t {\n" + body + "}\nexpect deadlock\n")
+    (unmet,) = [d for d in report.diagnostics if d.code.value == "SP401"]
+    assert warned in [d.code.value for d in report.diagnostics] and f"warning {warned}" in unmet.help
+    assert check(RACY + "expect deadlock\n").diagnostics[0].help == (
+        "no execution deadlocks; drop the expectation if the hang was fixed")  # (no such warning)
+
+
 def test_expect_deadlock_met():
     text = """device d { compute 1 }
 stream s on d
