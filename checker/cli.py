@@ -175,8 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                        help="solver time per query (default 10); a query that runs out is reported unknown")
     check.add_argument("--budget", type=_positive_float, default=300.0, metavar="SECONDS",
-                       help="solver time for all queries of one spec together (default 300); "
-                            "questions left when it runs out are reported unknown")
+                       help="time for all solver queries of one spec together, or for its --exhaustive "
+                            "search (default 300); questions left when it runs out are reported unknown")
     check.add_argument("--rlimit", type=_positive, default=None, metavar="N",
                        help="also stop each solver query after N Z3 resource units (reproducible across machines)")
     check.add_argument("--allow-unknown", action="store_true", help="do not fail on unknown answers")
