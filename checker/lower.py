@@ -1177,6 +1177,8 @@ class _Lowerer:
         self.staged = 0
         self.items = 0
         self.implicit_events: dict[tuple, int] = {}
+        self.call_streams: dict[tuple[int, int], int] = {}
+        """(device, thread) -> the stream of its host `memcpy`/`memset` under CANN (`call_stream`)."""
         self.slots: list[Slot] = []
         self.tensor_events: list[TensorEvent] = []
         self.placed: list[int] = []
@@ -1919,6 +1921,26 @@ class _Lowerer:
         self.default_streams[key] = stream
         return stream
 
+    def call_stream(self, device: int) -> int:
+        """The stream a host `memcpy` or `memset` runs on. Under `runtime cuda` the device's
+        default stream (the legacy rules order it with the blocking streams). Under `runtime
+        cann` an implicit stream of the thread's own on that device: CANN's reference says
+        aclrtMemcpy and aclrtMemset run at once, "with no implicit device or stream
+        synchronization", so the call is ordered only by the thread's wait for it to finish."""
+        if self.devices[device].runtime is Runtime.CUDA:
+            return self.default_stream(device)
+        key = (device, self.current_thread)
+        stream = self.call_streams.get(key)
+        if stream is None:
+            dev = self.devices[device]
+            position = self.streams_on.get(device, 0)
+            self.streams_on[device] = position + 1
+            stream = self.call_streams[key] = len(self.streams)
+            self.streams.append(Stream(stream, f"{dev.name}.calls@{self.thread_name}", device, 0,
+                                       StreamMode.NONBLOCKING, position % dev.queues if dev.queues else None,
+                                       dev.span))
+        return stream
+
     def copy_engine(self, device: int, kind: CopyKind) -> Engine:
         return Engine(kind.value) if self.devices[device].declares(Engine(kind.value)) else Engine.COPY
 
@@ -1932,7 +1954,7 @@ class _Lowerer:
                                   help="use a `host` statement for host-to-host copies"))
         kind = CopyKind.H2D if src.on_host else CopyKind.D2H if dst.on_host else CopyKind.D2D
         device = dst.device if dst.device is not None else src.device
-        stream = self.default_stream(device)
+        stream = self.call_stream(device)
         if kind is CopyKind.H2D and not src.pinned and self.devices[device].runtime is Runtime.CUDA:
             # CUDA, "API synchronization behavior": from pageable memory "a stream sync is performed
             # before the copy is initiated", and the call "will return once the pageable buffer has
@@ -1995,7 +2017,7 @@ class _Lowerer:
         # asynchronous with respect to the host except when the target is pinned host memory or
         # a Unified Memory region" (device memory here): the call returns once enqueued.
         cuda = self.devices[device].runtime is Runtime.CUDA
-        self.emit(node, op=Op.MEMSET, stream=self.default_stream(device), device=device,
+        self.emit(node, op=Op.MEMSET, stream=self.call_stream(device), device=device,
                   accesses=self.touch((access,)), duration=node.duration.nanoseconds if node.duration else 0,
                   engine=Engine.COMPUTE, blocking=not cuda, bindings=bindings, form=f"memset {access.written_as}")
 

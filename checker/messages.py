@@ -125,8 +125,11 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                         f"memory (`sync {stream(task)}`, or an event recorded on it after the call)")
             blocks = (": work its thread enqueues after it is already ordered, since the call blocks until done"
                       if task.blocking else "")
-            return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`): make the "
-                    f"host wait for `{stream(other)}` before the call (`sync {stream(other)}`){blocks}")
+            where = ("waits for no stream (CANN's aclrtMemcpy and aclrtMemset make no implicit stream "
+                     "synchronization)" if ".calls@" in stream(task)
+                     else f"runs on the device's default stream (`{stream(task)}`)")
+            return (f"{_where(program, task)} {where}: make the host wait for `{stream(other)}` before the "
+                    f"call (`sync {stream(other)}`){blocks}")
     for task in (b, a):
         stale = _stale_flag_wait(program, task)
         if stale is not None:

@@ -503,18 +503,20 @@ def test_a_deadlock_report_names_its_cycle_first_and_stays_short():
     assert program.describe(record) == "s0: record (for w0: wait_stream s0)"
 
 
-def test_race_help_for_a_memcpy_on_the_default_stream_names_a_sync():
-    report = check("""device gpu0
+@pytest.mark.parametrize("runtime, where", [(" { runtime cuda }", "default stream (`gpu0.default`)"),
+                                             ("", "waits for no stream (CANN's aclrtMemcpy")])
+def test_race_help_for_a_memcpy_on_the_default_stream_names_a_sync(runtime, where):
+    report = check(f"""device gpu0{runtime}
 buffer x 4KiB on gpu0
 buffer h 4KiB on host pinned
-stream s on gpu0
-thread t {
+stream s on gpu0 nonblocking
+thread t {{
   s: kernel k writes x 1ms
   memcpy h <- x
-}
+}}
 """)
     (finding,) = report.findings
-    assert "default stream (`gpu0.default`)" in finding.help and "`sync s`" in finding.help
+    assert where in finding.help and "`sync s`" in finding.help
     assert "blocks until done" in finding.help  # (a device-to-host memcpy)
 
 

@@ -696,7 +696,7 @@ def test_default_stream_errors(statement, code, column, message):
 # -- implicitly synchronizing calls ------------------------------------------------------------
 
 
-def test_memcpy_runs_on_the_default_stream():
+def test_memcpy_runs_on_the_default_stream_under_cuda_and_on_its_own_under_cann():
     p = program(CUDA + "device bare { runtime cuda queues 2 }\nbuffer z 1MiB on bare\n"
                 "thread main {\n  memcpy x <- page 1ms\n  memcpy page <- y\n  memcpy y <- x\n"
                 "  memcpy z <- pin\n  memcpy y <- pin\n}\n")
@@ -709,13 +709,14 @@ def test_memcpy_runs_on_the_default_stream():
     rows = [(s.op, p.streams[s.stream].name, s.device, s.copy, s.blocking, s.form) for s in p.statements[2:]]
     assert rows == [
         (Op.COPY, "null", 0, CopyKind.H2D, False, "memcpy x <- page"),
-        (Op.COPY, "n.default", 1, CopyKind.D2H, True, "memcpy page <- y"),
-        (Op.COPY, "n.default", 1, CopyKind.D2D, True, "memcpy y <- x"),
+        # CANN: aclrtMemcpy copies "at once, with no implicit device or stream synchronization"
+        (Op.COPY, "n.calls@main", 1, CopyKind.D2H, True, "memcpy page <- y"),
+        (Op.COPY, "n.calls@main", 1, CopyKind.D2D, True, "memcpy y <- x"),
         (Op.COPY, "bare.default", 2, CopyKind.H2D, True, "memcpy z <- pin"),
-        (Op.COPY, "n.default", 1, CopyKind.H2D, True, "memcpy y <- pin"),
+        (Op.COPY, "n.calls@main", 1, CopyKind.H2D, True, "memcpy y <- pin"),
     ]
-    n_default, bare_default = p.streams[5], p.streams[6]
-    assert (n_default.mode, n_default.device, n_default.queue) == (StreamMode.NONBLOCKING, 1, None)
+    n_calls, bare_default = p.streams[5], p.streams[6]
+    assert (n_calls.mode, n_calls.device, n_calls.queue) == (StreamMode.NONBLOCKING, 1, None)
     assert (bare_default.mode, bare_default.queue) == (StreamMode.LEGACY, 0)
     assert p.statements[2].duration == 10**6 and rw(p, p.statements[2]) == [("page.staged#1", 0, MiB, False), ("x", 0, MiB, True)]
 
@@ -731,8 +732,8 @@ def test_cuda_memcpy_device_to_device_and_memset_return_at_once():
         (Op.MEMSET, "null", None, False),
         (Op.COPY, "null", CopyKind.D2H, True),
         (Op.COPY, "null", CopyKind.H2D, True),
-        (Op.COPY, "n.default", CopyKind.D2D, True),
-        (Op.MEMSET, "n.default", None, True),
+        (Op.COPY, "n.calls@main", CopyKind.D2D, True),
+        (Op.MEMSET, "n.calls@main", None, True),
     ]
 
 
@@ -744,7 +745,7 @@ def test_memsets():
     p = program(CUDA + "thread main {\n  memset y 2us\n  s: memset x[0:1KiB] 1ms\n}\n")
     host, task = p.statements
     assert (host.op, p.streams[host.stream].name, host.blocking, host.engine, host.form, host.duration) == (
-        Op.MEMSET, "n.default", True, Engine.COMPUTE, "memset y", 2000)
+        Op.MEMSET, "n.calls@main", True, Engine.COMPUTE, "memset y", 2000)
     assert rw(p, host) == [("y", 0, MiB, True)]
     assert (task.op, task.stream, task.blocking, task.engine, task.duration) == (Op.MEMSET, 0, False, Engine.COMPUTE, 10**6)
     assert rw(p, task) == [("x", 0, 1024, True)]
@@ -1485,9 +1486,15 @@ def test_a_process_takes_the_default_stream_a_comm_declares(runtime):
             "  gpu[rank].default: allreduce c x[rank] 1ms\n  memset x[rank] 1ms\n  sync all\n}\n")
     loaded = load_text(spec)
     p = loaded.program
-    assert [(s.name, s.context) for s in p.streams] == [("gpu[0].default", 0), ("gpu[1].default", 1)]
-    assert {s.stream for s in p.statements if s.thread == 0 and s.stream is not None} == {0}
-    assert check_loaded(loaded).findings == ()
+    if runtime:
+        assert [(s.name, s.context) for s in p.streams] == [("gpu[0].default", 0), ("gpu[1].default", 1)]
+        assert {s.stream for s in p.statements if s.thread == 0 and s.stream is not None} == {0}
+        assert check_loaded(loaded).findings == ()
+    else:  # (CANN's aclrtMemset runs at once, on no stream: not after the rank's kernel)
+        assert [(s.name, s.context) for s in p.streams] == [
+            ("gpu[0].default", 0), ("gpu[1].default", 1), ("gpu[0].calls@rank[0]", 0), ("gpu[1].calls@rank[1]", 1)]
+        assert {s.stream for s in p.statements if s.thread == 0 and s.op is not Op.MEMSET and s.stream is not None} == {0}
+        assert {(f.kind.value, f.buffer) for f in check_loaded(loaded).findings} == {("race", "x")}
 
 
 @pytest.mark.parametrize("body", [
@@ -1539,9 +1546,14 @@ def test_the_default_stream_a_comm_declares_in_every_program_and_only_where_name
     loaded = load_text(head + "thread rank[2] process {\n  if rank == 0 {\n    memset z 1ms\n  }\n"
                        "  gpu[rank].default: allreduce c x[rank] 1ms\n}\n")
     assert loaded.program is not None
-    assert [s.name for s in loaded.program.streams] == ["gpu[0].default", "gpu[1].default", "gpu[1].default@rank[0]"]
-    # with a thread of the main process, the members stay the main process's
+    assert [s.name for s in loaded.program.streams] == ["gpu[0].default", "gpu[1].default", "gpu[1].calls@rank[0]"]
+    # with a thread of the main process, the members stay the main process's; a memset (CANN:
+    # on no stream) takes none of them
     loaded = load_text(head + "thread main {\n  memset x[0] 1ms\n}\nthread p process {\n  memset x[0] 1ms\n}\n")
+    assert {s.name for s in loaded.program.streams} == {"gpu[0].default", "gpu[1].default", "gpu[0].calls@main",
+                                                        "gpu[0].calls@p"}
+    loaded = load_text(head.replace("device gpu[2]", "device gpu[2] { runtime cuda }")
+                       + "thread main {\n  memset x[0] 1ms\n}\nthread p process {\n  memset x[0] 1ms\n}\n")
     assert {s.name for s in loaded.program.streams} == {"gpu[0].default", "gpu[1].default", "gpu[0].default@p"}
 
 
