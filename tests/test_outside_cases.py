@@ -8,7 +8,11 @@ the issue and its address). tests/peers/ holds translations of CuSan's tests (`c
 test/test_cuda_sanitizer.py), and probes of the CUDA and CANN rules those tests rest on
 (`edge*`, `x*`, `y*`), CANN's documented and implemented behaviour (`cann_*`: the AscendCL
 docs and the runtime's source), NCCL's (`nccl_*`: the user guide's group, point-to-point and
-collective rules, and its source) and the CUDA programming guide's (`cudadoc_*`). Each file's comment names its source and what it expects; where this
+collective rules, and its source) and the CUDA programming guide's (`cudadoc_*`), the MPI Bugs
+Initiative's collective and point-to-point tests read with NCCL's rules (`mbi*`: MBI has MPI
+verdicts; where NCCL's differ, as for eager buffering, the comment says so), and vendor sample
+programs with mutants that drop one synchronization (`sample_*`: NVIDIA cuda-samples, ROCm
+examples, Ascend samples, NCCL's examples). Each file's comment names its source and what it expects; where this
 project's rule differs from the test's expectation the comment says why (docs/semantics.md).
 Every engine must meet every expectation: `check` as users run it, the solver alone, and the
 exhaustive search.
