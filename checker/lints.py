@@ -322,14 +322,17 @@ def never_recorded(program: Program) -> list[Diagnostic]:
 def events_on_two_devices(program: Program) -> list[Diagnostic]:
     """SP061: one event recorded on streams of two CUDA devices. `cudaEventRecord` needs the
     event and the stream on the same device (an event belongs to the device current when it
-    was created), so one of the records fails at run time; the spec is checked as written."""
-    first: dict[int, dict[int, Statement]] = {}  # event -> device -> its first record there
+    was created), so one of the records fails at run time; the spec is checked as written.
+    Records by two `process` threads (or one and the main process) are not compared: each
+    process opens an interprocess event in its own context (`cudaIpcOpenEventHandle`)."""
+    first: dict[tuple, dict[int, Statement]] = {}  # (event, process) -> device -> its first record there
     found = []
     for s in program.statements:
         if s.op is not Op.RECORD or program.devices[s.device].runtime is not Runtime.CUDA \
                 or "#" in program.events[s.event].name:  # (the lowering's own: `wait_stream#1`)
             continue
-        devices = first.setdefault(s.event, {})
+        process = s.thread if s.thread is not None and program.threads[s.thread].process else None
+        devices = first.setdefault((s.event, process), {})
         if s.device in devices:
             continue
         devices[s.device] = s

@@ -471,6 +471,16 @@ def test_sp062_a_stream_that_two_processes_use(threads, warned):
     assert all(text in d.message for d, (_, text) in zip(found, warned))
 
 
+def test_an_interprocess_event_recorded_by_two_processes_is_not_sp061():
+    """Each process opens an IPC event in its own context (cudaIpcOpenEventHandle), on its own
+    device: records by two processes are compared each in its own process only."""
+    head = "device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nstream a on g0\nstream b on g1\nevent e\n"
+    split = load_text(head + "thread p process {\n  a: record e\n}\nthread q process {\n  b: record e\n}\n", "ipc.sched")
+    assert not [d for d in split.diagnostics if d.code is Code.SP061]
+    one = load_text(head + "thread p process {\n  a: record e\n  b: record e\n}\n", "ipc.sched")
+    assert [d.primary_span.line for d in one.diagnostics if d.code is Code.SP061] == [8]
+
+
 def test_the_lowering_s_own_events_are_not_sp061():
     # One `wait_stream` in a loop records its implicit event on each device's stream in turn.
     loaded = load_text("device g[2] { runtime cuda }\nstream s on g[0]\nthread t {\n  for i in 0..2 {\n"
