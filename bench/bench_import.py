@@ -10,6 +10,7 @@ its own; ratios below 1.0 meet the target.
     python bench/bench_import.py [--events 200000] [--keep DIR]
     python bench/bench_import.py --ranks 8 --steps 5000     (several ranks' traces, one spec)
     python bench/bench_import.py --ascend                   (an Ascend trace_view.json of as many events)
+    python bench/bench_import.py --nsys                     (the Kineto run as an Nsight Systems SQLite export)
 
 With `--ranks`, each rank's trace is a DDP-like loop (a backward kernel, an event the NCCL
 stream waits for, an allreduce whose process-group metadata sits on the launching
@@ -314,6 +315,78 @@ def _written_spec(spec_path: str) -> None:
           f"{', deadlocked' if spec['deadlocked'] else ''}); {spec['max_rss_mb']:.0f} MB max RSS")
 
 
+NSYS_SCHEMA = """
+CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT, globalTid INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL,
+ globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+ contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+ demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+ contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+ bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, srcKind INTEGER, dstKind INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+ contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+ value INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION(start INTEGER NOT NULL, end INTEGER NOT NULL,
+ deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER,
+ globalPid INTEGER, syncType INTEGER NOT NULL, eventId INTEGER NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT(deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+ streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, eventId INTEGER NOT NULL);
+"""
+"""The columns of Nsight Systems' SQLite export that `checker/importers/nsys.py` reads."""
+
+
+def nsys_export(trace: dict, path: str) -> None:
+    """The synthetic Kineto trace written as the Nsight Systems SQLite export of the same run:
+    calls, kernels, copies, memsets, synchronization records, event records, NVTX ranges."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.executescript(NSYS_SCHEMA)
+    names: dict[str, int] = {}
+
+    def name(text: str) -> int:
+        if text not in names:
+            names[text] = len(names) + 1
+            db.execute("INSERT INTO StringIds VALUES (?, ?)", (names[text], text))
+        return names[text]
+
+    ns = lambda us: round(us * 1000)  # noqa: E731
+    tid, pid = (PID << 24) | PID, PID << 24
+    kinds = {"Pinned": 2, "Device": 3, "Pageable": 1}
+    for e in trace["traceEvents"]:
+        cat, args = e.get("cat"), e.get("args") or {}
+        if e.get("ph") != "X":
+            continue
+        start, end = ns(e["ts"]), ns(e["ts"] + e["dur"])
+        lane = (start, end, 0, 1, args.get("stream"), args.get("correlation"), pid)
+        if cat == "cuda_runtime":
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,?,?,0)",
+                       (start, end, tid, args["correlation"], name(e["name"] + "_v3020")))
+        elif cat == "kernel":
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?)",
+                       lane + (name(e["name"]), name(e["name"][:20])))
+        elif cat == "gpu_memcpy":  # `Memcpy HtoD (Pinned -> Device)`
+            words = e["name"].replace("(", "").replace(")", "").split()
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       lane + (args.get("bytes", 0), 1 if words[1] == "HtoD" else 2, kinds[words[2]], kinds[words[4]]))
+        elif cat == "gpu_memset":
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,?,?,?,?,0,?)", lane + (args.get("bytes", 0),))
+        elif cat == "cuda_sync":
+            waits = args["cuda_sync_kind"] == "Stream Wait Event"
+            db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (?,?,?,?,?,?,?,?,?)",
+                       lane + (2 if waits else 3, 3 if waits else 0xFFFFFFFF))
+            if waits:
+                db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_CUDA_EVENT VALUES (0,1,?,?,?,3)",
+                           (args["wait_on_stream"], args["wait_on_cuda_event_record_corr_id"], pid))
+        elif cat == "user_annotation":
+            db.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,59,?,?)", (start, end, e["name"], tid))
+    db.commit()
+    db.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
@@ -322,24 +395,31 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="with --ranks: steps (allreduces) per rank")
     parser.add_argument("--ascend", action="store_true",
                         help="an Ascend profiler trace (trace_view.json) instead of a Kineto one")
+    parser.add_argument("--nsys", action="store_true",
+                        help="the same run as an Nsight Systems SQLite export instead of a Kineto trace")
     args = parser.parse_args()
     directory = args.keep or tempfile.mkdtemp(prefix="bench_import_")
     os.makedirs(directory, exist_ok=True)
     if args.ranks:
         return ranks_main(args, directory)
-    trace_path = os.path.join(directory, "synthetic_trace.json.gz")
+    trace_path = os.path.join(directory, "synthetic.sqlite" if args.nsys else "synthetic_trace.json.gz")
     spec_path = os.path.join(directory, "synthetic.sched")
     trace = ascend_trace(args.events) if args.ascend else synthetic_trace(args.events)
     count = len(trace) if args.ascend else len(trace["traceEvents"])
-    with gzip.open(trace_path, "wt") as f:
-        json.dump(trace, f)
+    if args.nsys:
+        if os.path.exists(trace_path):
+            os.remove(trace_path)
+        nsys_export(trace, trace_path)
+    else:
+        with gzip.open(trace_path, "wt") as f:
+            json.dump(trace, f)
     del trace
     size_mb = os.path.getsize(trace_path) / 2**20
     imported = _child(IMPORT_CHILD.format(root=ROOT, trace=trace_path, spec=spec_path))
     if imported["status"] != 0:
         raise SystemExit(f"import failed with status {imported['status']}")
     spec_mb = os.path.getsize(spec_path) / 2**20
-    print(f"trace: {count:,} events ({size_mb:.1f} MB gzip); spec: {spec_mb:.1f} MB")
+    print(f"trace: {count:,} events ({size_mb:.1f} MB {'SQLite' if args.nsys else 'gzip'}); spec: {spec_mb:.1f} MB")
     print(f"import: {imported['import_cpu_s']:.2f} s CPU ({imported['import_s']:.2f} s wall), "
           f"{imported['max_rss_mb']:.0f} MB max RSS")
     print(f"  ratio to target (30 s, 1 GB): time {imported['import_cpu_s'] / 30:.2f}, "
