@@ -428,12 +428,13 @@ class Program:
         self._declare(name, "notify", f"notify {name}{self._count(count, name)}")
         return Notify(name, count)
 
-    def comm(self, name: str, members: Iterable[Stream]) -> Comm:
-        """A communicator: one member stream per rank."""
+    def comm(self, name: str, members: Iterable[Stream], *, one_in_flight: bool = False) -> Comm:
+        """A communicator: one member stream per rank (`one_in_flight`: a library that allows one
+        call in flight per rank, such as custom all-reduce)."""
         streams = [_ref(s, (Stream,), "a comm member") for s in members]
         if not streams:
             raise ValueError(f"{name}: a comm needs at least one member stream")
-        self._declare(name, "comm", f"comm {name} = {{ {', '.join(streams)} }}")
+        self._declare(name, "comm", f"comm {name} = {{ {', '.join(streams)} }}" + " one_in_flight" * bool(one_in_flight))
         return Comm(name)
 
     def thread(self, name: str) -> Thread:

@@ -261,3 +261,20 @@ def test_check_without_symmetries_finds_the_same():
     with_symmetry, without = p.check(), p.check(symmetry=False)
     assert [(f.kind, f.statements) for f in with_symmetry.races] == [(f.kind, f.statements) for f in without.races]
     assert len(with_symmetry.races) == 1
+
+
+def test_a_one_in_flight_comm_races_on_two_calls_of_a_rank():
+    def build(one_in_flight: bool) -> sp.Program:
+        p = sp.Program()
+        gpu = p.device("gpu0")
+        x, y = p.buffer("x", 64, on=gpu), p.buffer("y", 64, on=gpu)
+        main, side = p.stream("main", gpu), p.stream("side", gpu)
+        car = p.comm("car", [main], one_in_flight=one_in_flight)
+        p.thread("t").allreduce(main, car, x).allreduce(side, car, y)
+        return p
+
+    assert "comm car = { main } one_in_flight" in build(True).to_sched()
+    (race,) = build(True).check().races
+    assert race.buffer == "car"
+    with pytest.raises(sp.SpecInvalid):  # an ordinary comm: a call off its member stream is refused
+        build(False).check()
