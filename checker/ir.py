@@ -544,6 +544,8 @@ class Program:
     def describe(self, statement: Statement) -> str:
         """A short human name: `s1: kernel fwd` or `host decode`."""
         where = f"{self.streams[statement.stream].name}: " if statement.stream is not None else ""
+        if ".calls@" in where:  # (CANN's memcpy/memset, on a stream no spec names: `call_stream`)
+            where = ""
         if statement.form:
             return where + statement.form
         what = statement.op.value

@@ -1527,7 +1527,12 @@ class _Lowerer:
             rank.setdefault(call["comm"], len(rank))
         first = self.next_batch
         self.next_batch += len(rank)
+        launched: set[tuple[int, int]] = set()
         for statement, part, call, placed in sorted(deferred, key=lambda item: rank[item[2]["comm"]]):
+            if self.comms[call["comm"]].in_flight and (call["comm"], call["stream"]) in launched:
+                # (a `one_in_flight` comm's calls of one rank in one group are one launch: one call)
+                call = {**call, "accesses": tuple(a for a in call["accesses"] if self.memories[a.memory].comm is None)}
+            launched.add((call["comm"], call["stream"]))
             if placed:
                 self.placed.append(len(self.statements))
             self.append(statement, part, batch=first + rank[call["comm"]], **call)
@@ -1860,7 +1865,8 @@ class _Lowerer:
                         found = self.quiet_memory_devices(access)
                         if found is None:
                             return None
-                        devices |= found
+                        # (under CANN the call runs on no stream: `call_stream`)
+                        devices |= {d for d in found if self.devices[d].runtime is Runtime.CUDA}
                     continue
                 ref = _default_ref(statement)
                 if ref is None:
@@ -1931,14 +1937,11 @@ class _Lowerer:
             return self.default_stream(device)
         key = (device, self.current_thread)
         stream = self.call_streams.get(key)
-        if stream is None:
+        if stream is None:  # (on no hardware queue: it waits behind nothing)
             dev = self.devices[device]
-            position = self.streams_on.get(device, 0)
-            self.streams_on[device] = position + 1
             stream = self.call_streams[key] = len(self.streams)
             self.streams.append(Stream(stream, f"{dev.name}.calls@{self.thread_name}", device, 0,
-                                       StreamMode.NONBLOCKING, position % dev.queues if dev.queues else None,
-                                       dev.span))
+                                       StreamMode.NONBLOCKING, None, dev.span))
         return stream
 
     def copy_engine(self, device: int, kind: CopyKind) -> Engine:
@@ -2229,9 +2232,9 @@ class _Lowerer:
         if (self.process_streams is not None and ref.member is not None
                 and self.default_streams.get(device) in members):
             help = (f"the comm's `{self.devices[device].name}.default` stays the main process's: a thread not "
-                    "declared `process` uses that device's default stream (or a `memcpy`, a `memset`, or names "
-                    "a device through a variable); declare that thread `process` too, or give the comm a "
-                    "stream of its own")
+                    "declared `process` uses that device's default stream (or, under `runtime cuda`, a `memcpy` "
+                    "or a `memset`, or names a device through a variable); declare that thread `process` too, or "
+                    "give the comm a stream of its own")
         elif call and comm.in_flight and len(on_device) == 1 and not self.in_group:
             return on_device[0]  # (the library takes the stream per call and orders nothing)
         elif call and cuda and len(on_device) == 1 and not self.in_group:

@@ -9,6 +9,7 @@ streams with an event, two threads with a notify).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from fractions import Fraction
 
@@ -31,8 +32,9 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     a, b = sorted((a, b), key=lambda s: s.index)
     name = f"`{memory.name}`"
     help = _race_help(program, a, b, witness)
-    if len(memory.owners) > 1:
-        name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in memory.owners)} in turn)"
+    if len(memory.owners) > 1 or len(memory.tensors) > 1:  # (a block that several tensors had)
+        held = memory.tensors if len(memory.tensors) > 1 else memory.owners
+        name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)"
         help = _block_help(program, a, b, memory)
     elif memory.comm is not None:
         comm = program.comms[memory.comm]
@@ -65,9 +67,11 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
         free = next((s for s in later if s.op is Op.FREE and memory.index in s.lifetime_memories and s.launch_only), None)
         if owner is not None and free is not None:
             stream = program.streams[use.stream].name
-            return (f"`free {owner}` (line {free.span.line}) hands its block to the next allocation on its "
+            element = re.match(r"[^\[]+\[[^\]:]*\]", written)  # (as written, `x[step]`, without a byte range)
+            tensor = element.group(0) if element and written.startswith(owner + "[") else owner
+            return (f"`free {tensor}` (line {free.span.line}) hands its block to the next allocation on its "
                     f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
-                    f"{owner}` after that use and before the free, or order the use before the free with "
+                    f"{tensor}` after that use and before the free, or order the use before the free with "
                     "an event")
         if owner is not None and free is None and memory.pool is not None:
             # A use of the block's next owner on another stream, with no wait after its alloc.
@@ -109,6 +113,19 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             return "the two host statements overlap: one must return before the other starts"
         return ("two host threads touch the bytes at once: order them with a notify "
                 "(`notify N` after the first, `await N` before the second)")
+    calls = [s for s in (a, b) if s.stream is not None and ".calls@" in stream(s)]
+    if calls:  # (CANN's memcpy/memset: on no stream a spec can name; the call blocks its thread)
+        call = calls[0]
+        other = b if call is a else a
+        if other.stream is None or ".calls@" in stream(other) or other.thread != call.thread:
+            return (f"`{program.describe(call)}` (line {call.span.line}) waits for no stream (CANN's aclrtMemcpy and aclrtMemset make no "
+                    "implicit stream synchronization) and blocks its thread until done: order the two threads "
+                    "with a notify (`notify N` after the first, `await N` before the second)"
+                    + ("" if other.stream is None or ".calls@" in stream(other) else
+                       f", with the other thread waiting for `{stream(other)}` first (`sync {stream(other)}`)"))
+        return (f"`{program.describe(call)}` (line {call.span.line}) waits for no stream (CANN's aclrtMemcpy and "
+                f"aclrtMemset make no implicit stream synchronization): make the host wait for `{stream(other)}` "
+                f"before the call (`sync {stream(other)}`)")
     if a.stream is None or b.stream is None:
         task = a if b.stream is None else b
         return (f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
@@ -125,11 +142,8 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                         f"memory (`sync {stream(task)}`, or an event recorded on it after the call)")
             blocks = (": work its thread enqueues after it is already ordered, since the call blocks until done"
                       if task.blocking else "")
-            where = ("waits for no stream (CANN's aclrtMemcpy and aclrtMemset make no implicit stream "
-                     "synchronization)" if ".calls@" in stream(task)
-                     else f"runs on the device's default stream (`{stream(task)}`)")
-            return (f"{_where(program, task)} {where}: make the host wait for `{stream(other)}` before the "
-                    f"call (`sync {stream(other)}`){blocks}")
+            return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`): make the "
+                    f"host wait for `{stream(other)}` before the call (`sync {stream(other)}`){blocks}")
     for task in (b, a):
         stale = _stale_flag_wait(program, task)
         if stale is not None:
@@ -164,10 +178,22 @@ STALE_SCAN = 500
 """Statements `_stale_flag_wait` looks back over."""
 
 
-def _ordering(wait: Statement) -> bool:
-    """A wait of the lowering's own for a comm's order (`comm_call`), which no help should
-    ask the user to move."""
-    return wait.form.endswith("(NCCL)")
+def _ordering(program: Program, wait: Statement) -> bool:
+    """A wait of the lowering's own (a comm's order, `comm_call`; a `wait_stream`'s or a
+    peer copy's implicit event, named with `#`), which no help should ask the user to move."""
+    return wait.form.endswith("(NCCL)") or (wait.event is not None and "#" in program.events[wait.event].name)
+
+
+def _meant_for(wait: Statement, task: Statement, other: Statement, bound: bool) -> bool:
+    """Whether `wait` (before `task` on its stream) can have been meant to order `task` after
+    `other`. Where its own thread enqueues it before `other`, only if it binds to no record
+    (`bound` false: it did nothing, the mark of a wait put before its record) and `task` reads
+    what `other` writes; not where it served an earlier access (an earlier iteration's record),
+    nor where `task` overwrites what `other` reads (a back-pressure wait for an earlier reader)."""
+    if other.thread != wait.thread or other.index < wait.index:
+        return True
+    return not bound and any(x.write and not y.write and x.conflicts(y)
+                             for x in other.accesses for y in task.accesses)
 
 
 def _last_wait(program: Program, task: Statement) -> Statement | None:
@@ -177,7 +203,8 @@ def _last_wait(program: Program, task: Statement) -> Statement | None:
     end = bisect_left(thread, task.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
         wait = program.statements[i]
-        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event is not None and not _ordering(wait):
+        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event is not None \
+                and not _ordering(program, wait):
             return None if program.events[wait.event].flag else wait
     return None
 
@@ -205,6 +232,8 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
     # 200,000 statements has tens of thousands, and a report hundreds of findings.
     before = sorted((r for r in issued_records if issued[r.index] < at), key=lambda r: r.index)
     bound = max(before, key=lambda r: issued[r.index]) if before else None
+    if not _meant_for(wait, task, other, bound is not None):
+        return None
     later = [r for r in issued_records if r.stream == other.stream and issued[r.index] > other_at]
     if later:
         after_other = min(later, key=lambda r: issued[r.index])
@@ -250,9 +279,10 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
     end = bisect_left(thread, task.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
         wait = program.statements[i]
-        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None or _ordering(wait):
+        if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None or _ordering(program, wait):
             continue
-        if program.events[wait.event].flag:
+        bound = any(r.thread == wait.thread and r.index < wait.index for r in _records(program).get(wait.event, ()))
+        if program.events[wait.event].flag or not _meant_for(wait, task, other, bound):
             return None
         for record in _records(program).get(wait.event, ()):
             if record.stream == other.stream and (record.thread != wait.thread or record.index > wait.index):

@@ -1711,3 +1711,36 @@ def test_regressions_the_lowering_review_found(text, codes, race):
         return
     assert codes is None or sorted(d.code for d in result.diagnostics) == codes, result.diagnostics
     assert (FindingKind.RACE in {f.kind for f in check_loaded(result).findings}) is race
+
+
+def test_cann_call_streams_take_no_hardware_queue_and_leave_comm_defaults_to_processes():
+    from checker.analyze import check_loaded
+
+    # a memcpy first: `d.default` still takes the queue after `s`, not the memcpy's
+    queued = ("device d { queues 2 }\nstream s on d\nbuffer a 1MiB on d\nbuffer b 1MiB on d\nbuffer h 1MiB on host pinned\n"
+              "notify n\nthread t {\n  memcpy h <- a\n  s: await n\n  d.default: kernel k writes b\n"
+              "  sync d.default\n  notify n\n  sync all\n}\n")
+    result = load_text(queued, "t.sched")
+    assert [(s.name, s.queue) for s in result.program.streams] == [("s", 0), ("d.calls@t", None), ("d.default", 1)]
+    assert not [f for f in check_loaded(result).findings if f.kind.value == "deadlock"]
+    # a main-process memcpy under CANN runs on no stream: the processes keep the comm's default members
+    ranks = ("device d[2]\nbuffer a[2] 1MiB on d\nbuffer h 1MiB on host pinned\ncomm c = { d[0].default, d[1].default }\n"
+             "thread main {\n  memcpy a[0] <- h\n}\nthread r[2] process {\n  d[r].default: allreduce c a[r]\n"
+             "  sync d[r].default\n}\n")
+    assert not [d for d in load_text(ranks, "t.sched").diagnostics if d.code is Code.SP021]
+    assert [d.code for d in load_text(ranks.replace("device d[2]", "device d[2] { runtime cuda }"), "t.sched").diagnostics
+            if d.code is Code.SP021] == [Code.SP021]
+
+
+def test_a_group_of_one_in_flight_calls_of_a_rank_is_one_call():
+    from checker.analyze import check_loaded
+
+    spec = ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nstream m0 on g0\nstream m1 on g1\n"
+            "buffer x 1MiB on g0\nbuffer x2 1MiB on g0\nbuffer y 1MiB on g1\nbuffer y2 1MiB on g1\n"
+            "comm c = { m0, m1 } one_in_flight\nthread r0 {\n  group {\n    m0: send c to m1 x\n"
+            "    m0: recv c from m1 x2\n  }\n  m0: allreduce c x\n}\nthread r1 {\n  group {\n    m1: send c to m0 y\n"
+            "    m1: recv c from m0 y2\n  }\n  m1: allreduce c y\n}\n")
+    p = program(spec)
+    writes = [s.op.value for s in p.statements if any(p.memories[a.memory].comm is not None for a in s.accesses)]
+    assert writes == ["send", "allreduce", "send", "allreduce"]  # (the group's first call of the rank)
+    assert check_loaded(loaded(spec)).findings == ()
