@@ -92,8 +92,18 @@ EXAMPLES = {
 }
 
 
+REPLAY_EXIT_STATUS = """\
+exit status:
+  0  the finding was reproduced step by step
+  1  its steps replay but do not show the finding again
+  2  usage error, unreadable input, an invalid spec, or a witness that is not an
+     execution of this spec (of another spec, or of an earlier version of it)
+"""
+
+
 def _epilog(command: str) -> str:
-    return EXIT_STATUS + "\nexamples:\n" + EXAMPLES[command]
+    status = REPLAY_EXIT_STATUS if command == "replay" else EXIT_STATUS
+    return status + "\nexamples:\n" + EXAMPLES[command]
 
 
 class _Settings:

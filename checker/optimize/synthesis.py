@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from checker.ir import (
-    NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Statement, StreamMode,
+    NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Runtime, Statement, StreamMode,
     accesses_conflict,
 )
 from checker import spec_text
@@ -122,7 +122,8 @@ def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int
     for d in program.devices:
         engines = " ".join(f"{e.value} {n}" for e, n in d.engines) or "compute 1 copy 1 comm 1"
         launch = f" launch {duration_text(d.launch)}" if d.launch else ""
-        out.append(f"device {flat(d.name)} {{ {engines}{launch} }}")
+        runtime = " runtime cuda" if d.runtime is Runtime.CUDA else ""  # (its rules: collectives that spin, ...)
+        out.append(f"device {flat(d.name)} {{ {engines}{launch}{runtime} }}")
     out.append("")
     for m in program.memories:
         if m.comm is not None:
@@ -417,7 +418,7 @@ class _Synthesizer:
         ]
         out += _declarations(p, lane_count, kept_streams, len(event_of))
         for thread in p.threads:
-            out.append(f"thread {flat(thread.name)} {{")
+            out.append(f"thread {flat(thread.name)}{' process' if thread.process else ''} {{")
             out.extend("  " + line for line in body[thread.index])
             out.append("}")
             out.append("")
