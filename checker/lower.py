@@ -2015,6 +2015,14 @@ class _Lowerer:
 
     def host_memset(self, node: ast.HostMemset, env, bindings) -> None:
         access = self.access(node.access, env, True)
+        if self.mem(access.memory).on_host and self.mem(access.memory).pinned:
+            # CUDA's synchronous memsets are synchronous "when the target is pinned host memory";
+            # aclrtMemset takes host memory as well: the thread writes it and returns when done
+            # (ordered with no stream: a race the legacy stream's order would hide is reported).
+            self.emit(node, op=Op.HOST, stream=None, name="memset", accesses=self.touch((access,)),
+                      duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings,
+                      form=f"memset {access.written_as}")
+            return
         device = self.device_memory(access, node, "memset").device
         # CUDA, "API synchronization behavior": "The synchronous memset functions are
         # asynchronous with respect to the host except when the target is pinned host memory or

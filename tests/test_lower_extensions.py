@@ -750,6 +750,11 @@ def test_memsets():
     assert (task.op, task.stream, task.blocking, task.engine, task.duration) == (Op.MEMSET, 0, False, Engine.COMPUTE, 10**6)
     assert rw(p, task) == [("x", 0, 1024, True)]
     error_of(CUDA + "thread main {\n  s: memset page\n}\n", Code.SP012, 13, 13, "`page` is host memory")
+    # on the host: pinned host memory is written by the thread itself (synchronous, no stream);
+    # pageable memory is no memset target
+    host = program(CUDA + "thread main {\n  memset pin 1us\n}\n").statements[0]
+    assert (host.op, host.stream, host.form, host.duration) == (Op.HOST, None, "memset pin", 1000)
+    error_of(CUDA + "thread main {\n  memset page\n}\n", Code.SP012, 13, 10, "`page` is host memory")
     pinned = program(CUDA + "thread main {\n  s: memset pin 1us\n}\n").statements[0]  # reached through the device
     assert (pinned.op, pinned.stream, pinned.blocking) == (Op.MEMSET, 0, False)
 
