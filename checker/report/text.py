@@ -77,7 +77,7 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
     if not steps:
         return []
     involved = set(finding.statements)
-    shown = steps[-limit:]
+    shown = steps[-limit:] if len(steps) > limit + 2 else steps  # (no "the last 10 of 11")
     out = [f"  = {_style('witness', 'help')}: an execution of {len(steps)} steps"
            + (f"; the last {len(shown)}:" if len(shown) < len(steps) else ":")]
     first = len(steps) - len(shown)
