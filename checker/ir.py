@@ -303,6 +303,9 @@ class Stream:
     """The `process` thread whose work the stream carries (None: the program's one process).
     The legacy stream's implicit synchronization (rule 11) and hardware queues (rule 10) are
     per process, as CUDA contexts are: streams of two contexts never order each other."""
+    host_calls: bool = False
+    """The implicit stream of a thread's host `memcpy`/`memset` under CANN (`DEVICE.calls@THREAD`),
+    which orders nothing and which no spec can name: reports show its calls without it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,9 +546,8 @@ class Program:
 
     def describe(self, statement: Statement) -> str:
         """A short human name: `s1: kernel fwd` or `host decode`."""
-        where = f"{self.streams[statement.stream].name}: " if statement.stream is not None else ""
-        if ".calls@" in where:  # (CANN's memcpy/memset, on a stream no spec names: `call_stream`)
-            where = ""
+        stream = self.streams[statement.stream] if statement.stream is not None else None
+        where = f"{stream.name}: " if stream is not None and not stream.host_calls else ""
         if statement.form:
             return where + statement.form
         what = statement.op.value

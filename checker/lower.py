@@ -1941,7 +1941,7 @@ class _Lowerer:
             dev = self.devices[device]
             stream = self.call_streams[key] = len(self.streams)
             self.streams.append(Stream(stream, f"{dev.name}.calls@{self.thread_name}", device, 0,
-                                       StreamMode.NONBLOCKING, None, dev.span))
+                                       StreamMode.NONBLOCKING, None, dev.span, host_calls=True))
         return stream
 
     def copy_engine(self, device: int, kind: CopyKind) -> Engine:

@@ -113,15 +113,16 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             return "the two host statements overlap: one must return before the other starts"
         return ("two host threads touch the bytes at once: order them with a notify "
                 "(`notify N` after the first, `await N` before the second)")
-    calls = [s for s in (a, b) if s.stream is not None and ".calls@" in stream(s)]
+    host_calls = lambda s: s.stream is not None and program.streams[s.stream].host_calls  # noqa: E731
+    calls = [s for s in (a, b) if host_calls(s)]
     if calls:  # (CANN's memcpy/memset: on no stream a spec can name; the call blocks its thread)
         call = calls[0]
         other = b if call is a else a
-        if other.stream is None or ".calls@" in stream(other) or other.thread != call.thread:
+        if other.stream is None or host_calls(other) or other.thread != call.thread:
             return (f"`{program.describe(call)}` (line {call.span.line}) waits for no stream (CANN's aclrtMemcpy and aclrtMemset make no "
                     "implicit stream synchronization) and blocks its thread until done: order the two threads "
                     "with a notify (`notify N` after the first, `await N` before the second)"
-                    + ("" if other.stream is None or ".calls@" in stream(other) else
+                    + ("" if other.stream is None or host_calls(other) else
                        f", with the other thread waiting for `{stream(other)}` first (`sync {stream(other)}`)"))
         return (f"`{program.describe(call)}` (line {call.span.line}) waits for no stream (CANN's aclrtMemcpy and "
                 f"aclrtMemset make no implicit stream synchronization): make the host wait for `{stream(other)}` "
