@@ -1322,6 +1322,13 @@ def command_optimize(args) -> int:
             batch.status = max(batch.status, EXIT_FINDINGS)
             item["makespan"] = {key: None for key in item.get("makespan") or {}}
             item["proven_lower"] = {key: None for key in item.get("proven_lower") or {}}
+            # (the timed model can still schedule a program whose steps get stuck: tasks that
+            # must begin one after another begin together there; no schedule of it stands)
+            item["optimal"] = {key: False for key in item.get("optimal") or {}}
+            item["schedules"] = {key: None for key in item.get("schedules") or {}}
+            for kind in ("program", "bound"):
+                if isinstance((item.get("solver") or {}).get(kind), dict):
+                    item["solver"][kind]["proved_by"] = None
             item["stuck"] = stuck
         elif args.trace or args.svg:
             schedules = (("best execution (program)", result.program_schedule),
