@@ -36,7 +36,7 @@ from checker.spec_text import (
 )
 
 __all__ = [
-    "Program", "Thread", "Device", "Buffer", "Stream", "Event", "Notify", "Comm", "Access",
+    "Program", "Thread", "Graph", "Device", "Buffer", "Stream", "Event", "Notify", "Comm", "Access",
     "CheckResult", "SpecInvalid", "load_file", "load_text",
 ]
 
@@ -314,11 +314,24 @@ class Thread:
         """A comment line in the spec text."""
         return self._add(f"# {comment_text(text)}")
 
+    def launch(self, stream: Stream, graph: "Graph") -> "Thread":
+        """Run a captured graph on `stream` (`cudaGraphLaunch`): after the stream's earlier work;
+        its later work waits for the whole graph."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"the graph must be a Graph, not {graph!r}")
+        return self._add(f"{self._stream(stream)}: launch {graph.name}")
+
     def __enter__(self) -> "Thread":
         return self
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+class Graph(Thread):
+    """A captured graph (`graph NAME { ... }`): the stream work a capture recorded, in the order
+    it was issued, run by `Thread.launch`. Only stream work can be captured: its host methods
+    (`host`, `sync`, host `notify`/`await`/`alloc`/`free`) give SP029 when the spec loads."""
 
 
 def _limit(name: str, value) -> None:
@@ -338,6 +351,7 @@ class Program:
         self._declarations: list[str] = []
         self._names: set[str] = set()
         self._threads: dict[str, Thread] = {}
+        self._graphs: dict[str, Graph] = {}
         self._expectations: list[str] = []
         self._loaded = None
 
@@ -437,6 +451,14 @@ class Program:
         self._declare(name, "comm", f"comm {name} = {{ {', '.join(streams)} }}" + " one_in_flight" * bool(one_in_flight))
         return Comm(name)
 
+    def graph(self, name: str) -> Graph:
+        """A captured graph (declared once; the same name returns the same graph)."""
+        if name not in self._graphs:
+            self._declare(name, "graph", "")
+            self._declarations.pop()
+            self._graphs[name] = Graph(self, name)
+        return self._graphs[name]
+
     def thread(self, name: str) -> Thread:
         """A host thread (its own namespace); the same name returns the same thread."""
         _check_name(name, "thread")
@@ -463,6 +485,11 @@ class Program:
             out.append(f'spec "{title_text(self.title)}"')
             out.append("")
         out.extend(self._declarations)
+        for graph in self._graphs.values():
+            out.append("")
+            out.append(f"graph {graph.name} {{")
+            out.extend(f"  {line}" for line in graph._lines)
+            out.append("}")
         for thread in self._threads.values():
             out.append("")
             out.append(f"thread {thread.name} {{")

@@ -227,6 +227,18 @@ class ThreadDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphDecl:
+    """`graph NAME[N] { ... }`: a captured graph (an extension). The body is the stream work as
+    it was captured; each element is one instantiated exec, launched by `STREAM: launch NAME`."""
+
+    name: Name
+    count: Expr | None
+    """`graph NAME[N]`: N graphs; NAME is the index variable inside the body."""
+    body: tuple["Statement", ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class ExpectDecl:
     kind: str
     """One of ir.ExpectKind's values."""
@@ -238,7 +250,7 @@ class ExpectDecl:
 
 Declaration = (
     SpecTitle | DeviceDecl | BufferDecl | AliasDecl | StreamDecl | EventDecl | NotifyDecl
-    | CommDecl | TensorDecl | ThreadDecl | ExpectDecl
+    | CommDecl | TensorDecl | ThreadDecl | GraphDecl | ExpectDecl
 )
 
 
@@ -409,6 +421,15 @@ class RecordStreamTask:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchTask:
+    """`S: launch G`: one launch of a captured graph on S (`cudaGraphLaunch`)."""
+
+    stream: Ref
+    graph: Ref
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class ItemTask:
     """`S: item ACCESS`: a `.item()`-style read of device memory into the host."""
 
@@ -421,7 +442,7 @@ class ItemTask:
 Task = (
     KernelTask | CallbackTask | CopyTask | MemsetTask | RecordTask | WaitTask | ResetTask
     | NotifyTask | AwaitTask | CollectiveTask | SendTask | RecvTask | AllocTask | FreeTask
-    | WaitStreamTask | RecordStreamTask | ItemTask
+    | WaitStreamTask | RecordStreamTask | ItemTask | LaunchTask
 )
 
 

@@ -37,6 +37,9 @@ class Code(str, enum.Enum):
     SP026 = "SP026"
     SP027 = "SP027"
     SP028 = "SP028"
+    SP029 = "SP029"
+    SP030 = "SP030"
+    SP031 = "SP031"
     # Warnings about a spec that is valid but probably not what was meant.
     SP050 = "SP050"
     SP051 = "SP051"
@@ -95,6 +98,9 @@ SUMMARIES: dict[Code, str] = {
     Code.SP026: "too many branch combinations",
     Code.SP027: "tensor used outside its allocation",
     Code.SP028: "tensor allocation depends on the thread interleaving",
+    Code.SP029: "statement that cannot be captured into a graph",
+    Code.SP030: "graph capture not joined, or waiting on work outside it",
+    Code.SP031: "graph launched by two threads or on another device",
     Code.SP050: "event waited on but never recorded",
     Code.SP051: "stream declared but never used",
     Code.SP052: "notify awaited but never notified",

@@ -91,6 +91,7 @@ StreamDecl_ = _builder(ast.StreamDecl)
 Sync_ = _builder(ast.Sync)
 TensorDecl_ = _builder(ast.TensorDecl)
 ThreadDecl_ = _builder(ast.ThreadDecl)
+GraphDecl_ = _builder(ast.GraphDecl)
 Variable_ = _builder(ast.Variable)
 WaitStreamTask_ = _builder(ast.WaitStreamTask)
 WaitTask_ = _builder(ast.WaitTask)
@@ -758,6 +759,11 @@ class _Parser:
         body = self.block()
         return ThreadDecl_(name, count, body, self.span(first, self.i - 1), process)
 
+    def graph(self, first):
+        name, count = self.declared()
+        body = self.block()
+        return GraphDecl_(name, count, body, self.span(first, self.i - 1))
+
     def expect_decl(self, first):
         kinds, values = self.kinds, self.values
         buffer = None
@@ -797,7 +803,7 @@ class _Parser:
     ITEMS = {
         "spec": spec_title, "device": device, "buffer": buffer, "alias": alias, "stream": stream,
         "event": event, "notify": notify, "comm": comm, "tensor": tensor, "thread": thread,
-        "expect": expect_decl,
+        "graph": graph, "expect": expect_decl,
     }
 
     # -- statements
@@ -989,6 +995,7 @@ class _Parser:
 
 _TARGETED = {
     "record": RecordTask_, "wait": WaitTask_, "reset": ResetTask_, "notify": NotifyTask_, "await": AwaitTask_,
+    "launch": _builder(ast.LaunchTask),
 }
 
 

@@ -306,6 +306,9 @@ class Stream:
     host_calls: bool = False
     """The implicit stream of a thread's host `memcpy`/`memset` under CANN (`DEVICE.calls@THREAD`),
     which orders nothing and which no spec can name: reports show its calls without it."""
+    captured: int | None = None
+    """For the stream that a graph's work captured on a declared stream runs on at its launches
+    (`GRAPH.STREAM`): that declared stream. Reports show it to say where to add an order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +417,9 @@ class Statement:
     form: str = ""
     """How the user wrote it when lowering rewrote it (`wait_stream s1`, `query e`,
     `memcpy`, `item`), for messages; empty when the statement is what was written."""
+    launch: int | None = None
+    """Work of a graph's body: the statement that began its launch (`S: launch G`, a record on
+    the launch stream), for messages."""
 
     @property
     def is_task(self) -> bool:

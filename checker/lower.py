@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from bisect import bisect_right
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from fractions import Fraction
 
 from checker import ast
@@ -84,12 +84,45 @@ IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ROOTED_KINDS = ("broadcast", "reduce")
 
 
+@dataclass(slots=True)
+class _Capture:
+    """The graph being lowered at one launch (`_Lowerer.launch`): which declared streams of
+    its body have joined the capture, and what each one's work is known to come after (a
+    vector clock per stream, counted in body statements), so that an unjoined capture or a
+    wait on outside work is reported where CUDA's and CANN's capture would fail."""
+
+    name: str
+    """The graph, as written at the launch (`g`, `g[1]`)."""
+    key: tuple
+    """The exec the launch runs: (graph element, process thread or None)."""
+    span: Span
+    """The graph's declaration."""
+    start: int
+    """The launch's event recorded on the launch stream before the graph."""
+    device: int
+    """The launch stream's device, which every stream of the body must be on."""
+    node: object
+    """The launch statement."""
+    bindings: tuple
+    """The launch's variables."""
+    begins: int
+    """The launch's first statement (its record on the launch stream)."""
+    origin: int | None = None
+    """The declared stream the capture began on: its first statement's."""
+    clocks: dict = field(default_factory=dict)
+    """Declared stream -> {declared stream: body statements of it known to come before}."""
+    last: dict = field(default_factory=dict)
+    """Declared stream -> the span of its latest statement in the body."""
+    recorded: dict = field(default_factory=dict)
+    """Event -> the clock its latest record in the body captured."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Entity:
     """A declared name: what kind it is, its declaration, and the IR indices it stands for
     (tensors: indices into `_Lowerer.tensors`)."""
 
-    kind: str  # device, buffer, alias, stream, event, notify, comm, tensor
+    kind: str  # device, buffer, alias, stream, event, notify, comm, tensor, graph
     decl: object
     indices: tuple[int, ...]
     array: bool
@@ -126,6 +159,27 @@ _FATAL = frozenset({Code.SP018, Code.SP026})
 _EVENT_OPS = {ast.RecordTask: Op.RECORD, ast.WaitTask: Op.WAIT, ast.ResetTask: Op.RESET}
 _BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose, ast.If})
 """Statements that bind a variable or hold other statements (lowered by `_Lowerer.one`)."""
+_CAPTURABLE = (ast.KernelTask, ast.CallbackTask, ast.CopyTask, ast.MemsetTask, ast.RecordTask, ast.WaitTask,
+               ast.WaitStreamTask, ast.CollectiveTask, ast.SendTask, ast.RecvTask)
+"""What a graph's body may hold besides `for`, `let`, `if` and `group` (`_Lowerer.capture_step`)."""
+_UNCAPTURABLE = {
+    ast.Sync: "a host `sync` cannot be captured into a graph: synchronizing a capturing stream ends the capture "
+              "with an error",
+    ast.Query: "a `query` cannot be captured into a graph: querying a capturing stream ends the capture with an error",
+    ast.HostCall: "a `host` statement cannot be captured into a graph: the host runs it once, during the capture "
+                  "(a `callback` runs at every launch)",
+    ast.Memcpy: "a synchronous `memcpy` cannot be captured into a graph",
+    ast.HostMemset: "a synchronous `memset` cannot be captured into a graph",
+    ast.LaunchTask: "a graph launch inside a graph is not modelled",
+    **{kind: f"{what} cannot be captured into a graph" for kind, what in (
+        (ast.HostNotify, "a host `notify`"), (ast.HostAwait, "a host `await`"), (ast.HostAlloc, "a host `alloc`"),
+        (ast.HostFree, "a host `free`"), (ast.NotifyTask, "a stream `notify`"), (ast.AwaitTask, "a stream `await`"),
+        (ast.ResetTask, "a `reset`"), (ast.AllocTask, "a stream `alloc`"), (ast.FreeTask, "a stream `free`"),
+        (ast.RecordStreamTask, "a `record_stream`"), (ast.ItemTask, "an `item`"))},
+}
+"""Why each statement that a graph's body may not hold cannot be captured."""
+
+
 def _variables(node):
     """The variables an expression or condition reads."""
     if isinstance(node, ast.Variable):
@@ -239,6 +293,16 @@ class _Lowerer:
         self.default_streams: dict = {}
         """Device (for a `process` thread, (device, thread)) -> its default stream, once
         something uses it (`default_stream`)."""
+        self.graph_elements: list[tuple[ast.GraphDecl, dict[str, int], str]] = []
+        """Each declared graph (each element of a graph array): its declaration, the variables
+        its body starts with, and its name (`g`, `g[1]`)."""
+        self.capture: _Capture | None = None
+        """The graph whose body is being lowered at a launch, if any."""
+        self.broken_graphs: set[int] = set()
+        """Graphs whose body had an error at a launch: their other launches are skipped."""
+        self.graph_labels: dict[int, int] = {}
+        self.events_captured: dict[int, tuple[str, Span]] = {}
+        self.events_outside: dict[int, Span] = {}
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
@@ -339,6 +403,8 @@ class _Lowerer:
                 self.attempt(lambda d: self.simple(d, "notify"), decl, "notify")
             elif isinstance(decl, ast.TensorDecl):
                 self.attempt(self.tensor, decl, "tensor")
+            elif isinstance(decl, ast.GraphDecl):
+                self.attempt(self.graph, decl, "graph")
             elif isinstance(decl, (ast.AliasDecl, ast.CommDecl)):
                 kind = "alias" if isinstance(decl, ast.AliasDecl) else "comm"
                 self.attempt(lambda d: self.declare(d.name, kind, d), decl)
@@ -522,6 +588,14 @@ class _Lowerer:
                 table.append(Notify(first + offset, name, decl.span))
         self.declare(decl.name, kind, decl, range(first, first + len(names)), count is not None)
 
+    def graph(self, decl: ast.GraphDecl) -> None:
+        count = self.array_count(decl.count, "graph")
+        first = len(self.graph_elements)
+        for i in range(count or 1):
+            env = {} if count is None else {decl.name.text: i}
+            self.graph_elements.append((decl, env, decl.name.text if count is None else f"{decl.name.text}[{i}]"))
+        self.declare(decl.name, "graph", decl, range(first, len(self.graph_elements)), count is not None)
+
     def comm(self, decl: ast.CommDecl) -> None:
         count = self.array_count(decl.count, "comm")
         first = len(self.comms)
@@ -677,7 +751,28 @@ class _Lowerer:
         return value
 
     def resolve(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> int:
-        """A reference to one element of a declared stream/event/notify/comm/device."""
+        """A reference to one element of a declared stream/event/notify/comm/device/graph. In a
+        graph's body at a launch, a stream stands for the stream its captured work runs on, and
+        an event for the graph's own copy of it (`captured`)."""
+        index = self.resolve_declared(ref, env, *kinds)
+        if ref.member is not None:
+            if self.capture is not None:
+                raise SpecError(error(Code.SP029, "a graph cannot capture work on a device's default stream",
+                                      ref.span, "the default stream", secondary=((self.capture.span, "graph declared here"),),
+                                      help="capture on a stream you declare (CUDA cannot capture the legacy stream, "
+                                           "CANN the default stream)"))
+            return index
+        kind = self.entities[ref.name.text].kind
+        if kind == "event" and self.capture is not None:
+            self.events_captured.setdefault(index, (self.capture.name, ref.span))
+        elif kind == "event":
+            self.events_outside.setdefault(index, ref.span)
+        if self.capture is not None and kind in ("stream", "event"):
+            return self.captured(kind, index, ref)
+        return index
+
+    def resolve_declared(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> int:
+        """`resolve` of the declared element itself."""
         if ref.member is not None:
             return self.default_stream_ref(ref, env, kinds)
         entity = self.lookup(ref.name, *kinds)
@@ -1177,6 +1272,19 @@ class _Lowerer:
         self.staged = 0
         self.items = 0
         self.implicit_events: dict[tuple, int] = {}
+        self.graph_streams: dict[tuple, int] = {}
+        """(exec, declared stream) -> the stream its captured work runs on at a launch."""
+        self.graph_events: dict[tuple, int] = {}
+        """(exec, declared event) -> the graph's own copy of the event."""
+        self.graph_launchers: dict[tuple, tuple[int, Span]] = {}
+        """Exec -> the thread that launched it first, and where."""
+        self.graph_labels: dict[int, int] = {}
+        """The stream of a graph's captured work -> the declared stream it was captured on."""
+        self.events_captured: dict[int, tuple[str, Span]] = {}
+        self.events_outside: dict[int, Span] = {}
+        """Declared event -> where a graph body (which graph) or a statement outside every graph
+        first named it: an event that both name is reported (`shared_events`)."""
+        self.capture = None
         self.call_streams: dict[tuple[int, int], int] = {}
         """(device, thread) -> the stream of its host `memcpy`/`memset` under CANN (`call_stream`)."""
         self.slots: list[Slot] = []
@@ -1195,6 +1303,7 @@ class _Lowerer:
         try:
             for decl in self.thread_decls:
                 self.thread(decl)
+            self.shared_events()
             blocks = self.place_tensors({free: alloc for free, (alloc, _) in self.released.items()})
             self.fill_stream_sets()
             self.fill_legacy_streams()
@@ -1246,6 +1355,7 @@ class _Lowerer:
         says nothing and lowering's own count decides."""
         limit = self.max_statements
         self.sizes_known: dict[tuple, int] = {}
+        self.sizing: set[int] = set()
         self.names_used: dict[int, frozenset[str]] = {}
         self.size_work = 0
         total = 0
@@ -1300,8 +1410,25 @@ class _Lowerer:
                 yield statement, max(self.size(branch, env) for branch in statement.branches)
             elif isinstance(statement, ast.If):
                 yield statement, self.size(self.taken(statement, env), env)
+            elif isinstance(statement, ast.LaunchTask):
+                yield statement, 3 + self.launched_size(statement, env)
             else:
                 yield statement, 1 + self.more_elements(statement)
+
+    def launched_size(self, statement: ast.LaunchTask, env: dict[str, int]) -> int:
+        """How many statements the body of the graph a launch names lowers to."""
+        try:
+            element = self.resolve(statement.graph, env, "graph")
+        except SpecError:
+            raise _SizeUnknown from None
+        decl, graph_env, _ = self.graph_elements[element]
+        if element in self.sizing:  # (a graph that launches itself: lowering reports it)
+            raise _SizeUnknown
+        self.sizing.add(element)
+        try:
+            return self.size(decl.body, graph_env)
+        finally:
+            self.sizing.discard(element)
 
     def more_elements(self, statement) -> int:
         """Accesses beyond one per statement that `reads`/`writes` of whole arrays add (they
@@ -1396,6 +1523,8 @@ class _Lowerer:
         where, what = (loops[0].span, "loop") if loops else (statement.span, "thread")
         self.spend(where, what)
         before = len(self.statements)
+        if self.capture is not None:
+            self.capture_step(statement, env)
         self.LOWER[type(statement)](self, statement, env, tuple(sorted(env.items())))
         emitted = len(self.statements) - before
         if emitted > 1:
@@ -1461,6 +1590,10 @@ class _Lowerer:
             if outermost:
                 self.launch_group()
         elif isinstance(statement, ast.Choose):
+            if self.capture is not None:  # (a graph is captured once: every launch runs the same work)
+                raise SpecError(error(Code.SP029, "a `choose` cannot be captured into a graph", statement.span,
+                                      "not capturable", secondary=((self.capture.span, "graph declared here"),),
+                                      help="declare a graph per branch and `choose` between their launches"))
             self.block(statement.branches[self.decide(statement, env, loops)], env, loops)
         elif isinstance(statement, ast.If):
             taken = self.taken(statement, env)
@@ -1558,6 +1691,8 @@ class _Lowerer:
                 fields["launch_ordered"] = True
         if fields.get("launch_only") and fields["op"] is Op.FREE:
             fields["launch_ordered"] = True
+        if self.capture is not None:
+            fields["launch"] = self.capture.begins
         self.statements.append(Statement(index=index, thread=self.current_thread, span=statement.span,
                                          origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)
@@ -2068,6 +2203,11 @@ class _Lowerer:
         duration = node.duration.nanoseconds if node.duration else 0
         pageable = (src_memory.on_host and not src_memory.pinned) or (dst_memory.on_host and not dst_memory.pinned)
         written = f"copy {destination.written_as} <- {source.written_as}"
+        if pageable and self.capture is not None:
+            raise SpecError(error(Code.SP029, "a copy to or from pageable host memory cannot be captured into a graph",
+                                  node.span, "pageable host memory", secondary=((self.capture.span, "graph declared here"),),
+                                  help="declare the host buffer `pinned` (CANN refuses an asynchronous copy of "
+                                       "unpinned memory in a capture, and CUDA's is synchronous, which a graph is not)"))
         if pageable and kind is CopyKind.H2D and self.devices[device].runtime is Runtime.CUDA:
             self.staged_copy(node, source, destination, src_memory, duration, engine, common, around=lambda task: (
                 self.peer_serialized(node, stream_index, (src_memory, dst_memory), written, bindings, task)))
@@ -2222,13 +2362,16 @@ class _Lowerer:
                        and (m in defaults or self.streams[m].mode is StreamMode.LEGACY)]
             if len(members) == 1:
                 return members[0]
-        return self.resolve(ref, env, "stream")
+        stream = self.resolve(ref, env, "stream")
+        return self.graph_labels.get(stream, stream)  # (in a graph: the rank's member stream)
 
     def member(self, comm_index: int, ref: ast.Ref, stream: int, call: bool = True) -> int:
         """The comm's member stream whose rank `stream` (written as `ref`) calls for: itself, or
         for the stream a call is on (`call`), under `runtime cuda`, the one member on its device
         (NCCL takes the stream per call, and orders a comm's calls on one rank: `comm_call`).
-        SP021 otherwise: a root or a peer names a rank by its member stream."""
+        SP021 otherwise: a root or a peer names a rank by its member stream. A call captured
+        in a graph is the rank's of the stream it was captured on."""
+        stream = self.graph_labels.get(stream, stream)
         members = self.comm_members[comm_index]
         if stream in members:
             return stream
@@ -2521,6 +2664,181 @@ class _Lowerer:
             self.statements[index] = replace(self.statements[index], group=group)
         return groups
 
+    # -- captured graphs (an extension)
+
+    def launch(self, node: ast.LaunchTask, env, bindings) -> None:
+        """`S: launch G` (`cudaGraphLaunch`, CANN `aclmdlRIExecuteAsync`). The graph's work runs
+        on streams of the exec's own, one per declared stream of its body, which stand for the
+        capture's dependencies: stream order and the body's records and waits. The launch
+        begins after the work enqueued on S before it (a record on S that the body's first
+        stream waits for), and S's next work waits for every node (the body is joined into its
+        first stream, which records when it is done). Launches of one exec are ordered one
+        after another, as CUDA's reference for cudaGraphLaunch says ("each launch is ordered
+        behind both any previous work in stream and any previous launches of graphExec"): the
+        exec's streams carry every launch in turn, and a launch's side streams fork from its
+        first stream, which waits for the previous launch to be joined."""
+        stream, common = self.on_stream(node, env, bindings)
+        element = self.resolve(node.graph, env, "graph")
+        decl, graph_env, name = self.graph_elements[element]
+        if element in self.broken_graphs:
+            raise _Skip  # (its body's errors are reported at its first launch)
+        if self.in_group:
+            raise SpecError(error(Code.SP031, f"graph `{name}` is launched inside a `group`", node.span,
+                                  "launch in a group", help="launch it before or after the `group { ... }`"))
+        process = self.current_thread if self.process_streams is not None else None
+        key = (element, process)
+        first_thread, first_span = self.graph_launchers.setdefault(key, (self.current_thread, node.span))
+        if first_thread != self.current_thread:
+            raise SpecError(error(
+                Code.SP031, f"graph `{name}` is launched by two threads of one process", node.span,
+                "launched here too", secondary=((first_span, "and launched here by another thread"),),
+                help="the launches of one exec run one after another in the order they are called, which two "
+                     "threads leave open: give each thread its own graph (`graph NAME[N]` declares N), or "
+                     "declare the threads `process`"))
+        device = self.streams[stream].device
+        start = self.implicit_event(node, "launch", "start")
+        done = self.implicit_event(node, "launch", "done")
+        begins = self.emit(node, part=1, op=Op.RECORD, event=start, form=f"launch {name} (begins)", **common)
+        capture = _Capture(name, key, decl.span, start, device, node, bindings, begins)
+        self.capture = capture
+        errors = len(self.errors)
+        try:
+            self.block(decl.body, dict(graph_env), ())
+        finally:
+            self.capture = None
+        if len(self.errors) > errors:
+            self.broken_graphs.add(element)
+            raise _Skip
+        if capture.origin is None:
+            return  # (an empty graph)
+        origin = capture.clocks[capture.origin]
+        for label, clock in capture.clocks.items():
+            if clock[label] > origin.get(label, 0):
+                raise SpecError(error(
+                    Code.SP030, f"graph `{name}`: the work captured on `{self.streams[label].name}` is not joined "
+                    f"back into `{self.streams[capture.origin].name}`, where the capture began", capture.last[label],
+                    "its last captured work", secondary=((decl.span, "graph declared here"),),
+                    help=f"record an event on `{self.streams[label].name}` after it and wait on it on "
+                         f"`{self.streams[capture.origin].name}` before the graph ends (CUDA's end of capture "
+                         "fails with cudaErrorStreamCaptureUnjoined; CANN's with an unjoined stream error)"))
+        first = self.graph_streams[(key, capture.origin)]
+        self.emit(node, part=2, op=Op.RECORD, stream=first, device=device, event=done, bindings=bindings,
+                  form=f"record (graph {name} done)")
+        self.emit(node, op=Op.WAIT, event=done, form=f"launch {name} (its end)", **common)
+
+    def captured(self, kind: str, index: int, ref: ast.Ref) -> int:
+        """In a graph's body: the exec's stream for a declared stream, or the graph's copy of a
+        declared event (both made at first use)."""
+        capture = self.capture
+        assert capture is not None
+        secondary = ((capture.span, "graph declared here"),)
+        if kind == "event":
+            event = self.events[index]
+            if event.flag:
+                raise SpecError(error(Code.SP029, f"a graph cannot capture a flag event (`{event.name}`)", ref.span,
+                                      "a flag event", secondary=secondary,
+                                      help="use a snapshot event (declared without `flag`) inside the graph"))
+            copy = self.graph_events.get((capture.key, index))
+            if copy is None:
+                copy = self.graph_events[(capture.key, index)] = len(self.events)
+                self.events.append(Event(copy, f"{capture.name}.{event.name}", False, event.span))
+            return copy
+        stream = self.streams[index]
+        if stream.mode is StreamMode.LEGACY:
+            raise SpecError(error(Code.SP029, f"a graph cannot capture work on the legacy stream `{stream.name}`",
+                                  ref.span, "a legacy stream", secondary=secondary,
+                                  help="capture on a stream that is not legacy"))
+        if stream.device != capture.device:
+            raise SpecError(error(
+                Code.SP031, f"graph `{capture.name}` is launched on a stream of "
+                f"`{self.devices[capture.device].name}`, but captures work on `{stream.name}` of "
+                f"`{self.devices[stream.device].name}`", capture.node.span, "launched here",
+                secondary=((ref.span, "captured on this stream"),),
+                help="a graph runs on the device it was captured on: launch it on a stream of that device"))
+        copy = self.graph_streams.get((capture.key, index))
+        if copy is None:
+            process = capture.key[1]
+            name = f"{capture.name}.{stream.name}" + ("" if process is None else f"@{self.thread_name}")
+            copy = self.graph_streams[(capture.key, index)] = len(self.streams)
+            self.streams.append(Stream(copy, name, stream.device, stream.priority, StreamMode.NONBLOCKING, None,
+                                       stream.span, captured=index))
+            self.graph_labels[copy] = index
+            self.named_streams.add(index)
+        return copy
+
+    def capture_step(self, statement, env: dict[str, int]) -> None:
+        """Check that a statement of a graph's body can be captured where it stands, and note
+        what its stream's work now comes after. A stream joins the capture by waiting on an
+        event recorded in it (or `wait_stream` of a stream in it); the body's first stream is
+        where the capture began."""
+        capture = self.capture
+        assert capture is not None
+        secondary = ((capture.span, "graph declared here"),)
+        if not isinstance(statement, _CAPTURABLE):
+            raise SpecError(error(Code.SP029, _UNCAPTURABLE[type(statement)], statement.span,
+                                  "not capturable", secondary=secondary,
+                                  help="a graph holds kernels, copies, memsets, callbacks, collectives and the "
+                                       "records and waits that order them; do the rest in a thread, around "
+                                       "`launch`"))
+        label = self.resolve_declared(statement.stream, env, "stream")
+        if statement.stream.member is not None:
+            self.resolve(statement.stream, env, "stream")  # (SP029: the default stream)
+        joins = None
+        if isinstance(statement, ast.WaitTask):
+            event = self.resolve_declared(statement.event, env, "event")
+            joins = capture.recorded.get(event)
+            if joins is None:
+                raise SpecError(error(
+                    Code.SP030, f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not "
+                    "recorded: a capture cannot wait on work outside it", statement.span, "waits on outside work",
+                    secondary=secondary,
+                    help=f"wait on it on the launch stream before `launch {capture.name}` (CUDA fails the capture "
+                         "with cudaErrorStreamCaptureIsolation)"))
+        elif isinstance(statement, ast.WaitStreamTask):
+            source = self.resolve_declared(statement.source, env, "stream")
+            joins = capture.clocks.get(source)
+            if joins is None:
+                raise SpecError(error(
+                    Code.SP030, f"`{self.streams[source].name}` has captured nothing for graph `{capture.name}` "
+                    "here: a capture cannot wait on work outside it", statement.source.span, "not in the capture",
+                    secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}`"))
+        clock = capture.clocks.get(label)
+        if clock is None and capture.origin is None:
+            capture.origin = label
+            clock = capture.clocks[label] = {}
+            first = self.captured("stream", label, statement.stream)
+            self.emit(capture.node, part=3, op=Op.WAIT, stream=first, device=capture.device, event=capture.start,
+                      bindings=capture.bindings, form=f"wait (graph {capture.name} begins)")
+        elif clock is None:
+            if joins is None:
+                origin = self.streams[capture.origin].name
+                raise SpecError(error(
+                    Code.SP030, f"`{self.streams[label].name}` is not part of graph `{capture.name}`'s capture here",
+                    statement.stream.span, "not capturing", secondary=secondary,
+                    help=f"a stream joins the capture by waiting on an event recorded in it: `{origin}: record E`, "
+                         f"then `{self.streams[label].name}: wait E` (otherwise its work would run at once, "
+                         "outside the graph)"))
+            clock = capture.clocks[label] = {}
+        for other, count in (joins or {}).items():
+            clock[other] = max(clock.get(other, 0), count)
+        clock[label] = clock.get(label, 0) + 1
+        capture.last[label] = statement.span
+        if isinstance(statement, ast.RecordTask):
+            capture.recorded[self.resolve_declared(statement.event, env, "event")] = dict(clock)
+
+    def shared_events(self) -> None:
+        """An event that a graph's body records or waits on is the graph's own: a record inside
+        a capture records nothing at run time (CUDA: waiting on or synchronizing with it is
+        cudaErrorCapturedEvent or reads a stale record), so a use outside every graph is an
+        error."""
+        for event, span in self.events_outside.items():
+            if event in self.events_captured:
+                graph, inside = self.events_captured[event]
+                self.record(error(
+                    Code.SP030, f"event `{self.events[event].name}` is used both inside graph `{graph}` and outside it",
+                    span, "used outside the graph", secondary=((inside, "used inside the graph"),),
+                    help=f"to wait for the graph, record another event on the launch stream after `launch {graph}`"))
+
     LOWER = {
         ast.HostCall: host_call,
         ast.Sync: sync,
@@ -2548,6 +2866,7 @@ class _Lowerer:
         ast.RecvTask: point_to_point,
         ast.AllocTask: stream_lifetime,
         ast.FreeTask: stream_lifetime,
+        ast.LaunchTask: launch,
     }
     """How each kind of statement node is lowered."""
 

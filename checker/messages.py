@@ -40,9 +40,11 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         comm = program.comms[memory.comm]
         rank = comm.in_flight.index(memory.index)
         name += f" (the state of comm `{comm.name}`'s rank {rank}, which allows one call in flight)"
+        order = ("issue both on one stream, or make the second's stream wait for an event recorded after the first"
+                 if a.launch is None and b.launch is None else _graph_help(program, a, b))
         help = (f"`{comm.name}` is declared `one_in_flight`: its library keeps one signal pad or staging buffer "
                 f"per rank, and two calls of a rank in flight at once hang or corrupt each other. Order them: "
-                f"issue both on one stream, or make the second's stream wait for an event recorded after the first")
+                f"{order}")
     return Finding(
         FindingKind.RACE,
         f"race on {name}: {_where(program, a)} and {_where(program, b)} can run at the same time",
@@ -113,6 +115,9 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             return "the two host statements overlap: one must return before the other starts"
         return ("two host threads touch the bytes at once: order them with a notify "
                 "(`notify N` after the first, `await N` before the second)")
+    captured = _graph_help(program, a, b)
+    if captured is not None:
+        return captured
     host_calls = lambda s: s.stream is not None and program.streams[s.stream].host_calls  # noqa: E731
     calls = [s for s in (a, b) if host_calls(s)]
     if calls:  # (CANN's memcpy/memset: on no stream a spec can name; the call blocks its thread)
@@ -173,6 +178,34 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
+    """A race with a graph's work: its streams cannot be named, so the order to add is around
+    its launch (`S: launch G`), or inside its body, on the streams it was captured on."""
+    if a.launch is None and b.launch is None:
+        return None
+    launch = lambda s: program.statements[s.launch]  # noqa: E731
+    graph = lambda s: launch(s).form.removeprefix("launch ").removesuffix(" (begins)")  # noqa: E731
+    where = lambda s: program.streams[launch(s).stream].name  # noqa: E731
+    if a.launch is not None and a.launch == b.launch:
+        captured = lambda s: program.streams[program.streams[s.stream].captured].name  # noqa: E731
+        return (f"order them inside graph `{graph(a)}`: `record E` on `{captured(a)}` after the first, `wait E` on "
+                f"`{captured(b)}` before the second (or capture both on one stream)")
+    if a.launch is not None and b.launch is not None:
+        return (f"the launches of `{graph(a)}` (line {launch(a).span.line}) and `{graph(b)}` (line "
+                f"{launch(b).span.line}) are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
+                f"and wait on it on `{where(b)}` before `launch {graph(b)}`")
+    task, other = (a, b) if a.launch is not None else (b, a)
+    if other.stream is None:
+        return (f"make the host wait for graph `{graph(task)}` before its access: `sync {where(task)}` after "
+                f"`launch {graph(task)}` (line {launch(task).span.line}), or `sync E` on an event recorded there")
+    other_stream = program.streams[other.stream].name
+    if task is a:
+        return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
+                f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second")
+    return (f"order them with an event: `record E` on `{other_stream}` after the first, `wait E` on "
+            f"`{where(task)}` before `launch {graph(task)}` (line {launch(task).span.line})")
 
 
 STALE_SCAN = 500

@@ -309,6 +309,10 @@ class _ToAst(Transformer_NonRecursive):
         count = parts["array"].value if "array" in parts else None
         return ast.ThreadDecl(_name(name), count, rest[-1], span_of(meta), "process" in parts)
 
+    def graph_decl(self, meta, name, *rest):
+        count = rest[0].value if isinstance(rest[0], _Marker) and rest[0].tag == "array" else None
+        return ast.GraphDecl(_name(name), count, rest[-1], span_of(meta))
+
     def block(self, meta, *statements):
         return tuple(statements)
 
@@ -429,6 +433,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def record_stream(self, meta, tensor):
         return ast.RecordStreamTask, (tensor,)
+
+    def launch_graph(self, meta, graph):
+        return ast.LaunchTask, (graph,)
 
     def item(self, meta, access, duration=None):
         return ast.ItemTask, (access, duration)
@@ -578,8 +585,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s kernel k\n}", _THREAD + "s\n}", _THREAD + "s.kernel k\n}", _THREAD + "s[0] kernel k\n}",
         _THREAD + "kernel k\n}",
     ],
-    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item)": [
-        _THREAD + "s: launch k\n}", _THREAD + "s:\n}", _THREAD + "s: sync\n}",
+    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item, launch)": [
+        _THREAD + "s: start k\n}", _THREAD + "s:\n}", _THREAD + "s: sync\n}",
     ],
     "a kernel needs a name: `STREAM: kernel NAME ...`": [
         _THREAD + "s: kernel\n}", _THREAD + "s: kernel reads x\n}",
@@ -775,7 +782,7 @@ _ANY_TOKEN = frozenset({
     "a kernel needs a name: `STREAM: kernel NAME ...`",
     "a callback needs a name: `STREAM: callback NAME ...`",
     "a host call needs a name: `host NAME [reads ...] [writes ...] [DURATION]`",
-    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item)",
+    "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item, launch)",
     "`record`, `wait` and `reset` name an event: `STREAM: record EVENT`",
     "`notify` and `await` name a notify: `notify NOTIFY`",
     "`alloc` and `free` name a buffer",

@@ -519,7 +519,7 @@ CONTEXTS = [
     ("s: kernel k reads x y", "separate the buffers of `reads` or `writes` with `,`"),
     ("s: kernel k reads x, writes y", "no `,` before `writes`: write `reads a, b writes c`"),
     ("s kernel k", "a stream statement is `STREAM: OPERATION ...`"),
-    ("s: launch k", "unknown operation after `STREAM:`"),
+    ("s: start k", "unknown operation after `STREAM:`"),
     ("s: kernel", "a kernel needs a name: `STREAM: kernel NAME ...`"),
     ("s: kernel k(x)", "arguments are written `reads A, B writes C`, not in parentheses"),
     ("s: copy x x", "a copy is written `STREAM: copy DESTINATION <- SOURCE [DURATION]`"),
@@ -923,8 +923,8 @@ def test_misspelled_declaration_keywords(source, word, suggestion):
 
 
 def test_no_suggestion_for_unrelated_words():
-    assert "did you mean" not in only_error(thread("s: launch k")).message
-    assert only_error(thread("s: launch k")).message.startswith("unknown operation after `STREAM:`")
+    assert "did you mean" not in only_error(thread("s: start k")).message
+    assert only_error(thread("s: start k")).message.startswith("unknown operation after `STREAM:`")
 
 
 def test_recovery_goes_on_after_each_statement_and_block():

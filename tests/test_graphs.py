@@ -1,0 +1,391 @@
+"""Captured graphs (`graph NAME { ... }`, `STREAM: launch NAME`), an extension.
+
+A launch means what docs/language.md and docs/semantics.md say it means in the plain
+language: a record on the launch stream, the body on streams of the graph's own (the first
+waiting for that record), a record after the body on its first stream, and a wait for it on
+the launch stream. Random specs are checked against that expansion written out by hand, and
+the engines against each other on them; the capture errors (SP029-SP031) and the help lines
+that name the launch are checked one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker import ast
+from checker.frontend import load_text
+from checker.lower import _CAPTURABLE, _UNCAPTURABLE
+from test_differential import compare
+
+HEADER = """device gpu { compute 2 copy 1 }
+buffer a 1KiB on gpu
+buffer b 1KiB on gpu
+stream s1 on gpu
+stream s2 on gpu
+stream x on gpu
+stream y on gpu
+stream o on gpu
+"""
+
+
+def check_json(run, tmp_path, text: str, *options: str) -> tuple[int, dict]:
+    spec = tmp_path / "spec.sched"
+    spec.write_text(text)
+    status, out, _ = run("check", "--format", "json", *options, spec)
+    return status, json.loads(out)["files"][0]
+
+
+def racing_names(text: str, file_json: dict) -> set[tuple[str, ...]]:
+    """Each race as the sorted pair of the kernel names on its two lines, with its buffer."""
+    lines = text.splitlines()
+
+    def name(line: int) -> str:
+        found = re.search(r"kernel (\w+)", lines[line - 1])
+        return found.group(1) if found else lines[line - 1].strip()
+    return {tuple(sorted(name(location["line"]) for location in f["locations"][:2])) + (f["buffer"],)
+            for f in file_json["findings"] if f["kind"] == "race"}
+
+
+# -- random graphs, against their expansion -------------------------------------------------
+
+ACCESS = st.sampled_from(["", "reads a", "writes a", "reads b", "writes b", "reads a writes b",
+                          "reads b writes a"])
+
+
+@st.composite
+def graph_programs(draw):
+    """(the spec with graphs, the same program with every launch written out)."""
+    counter = iter(range(1000))
+
+    def kernel(stream: str) -> str:
+        return f"{stream}: kernel k{next(counter)} {draw(ACCESS)} {draw(st.integers(0, 3))}us".replace("  ", " ")
+
+    body = [kernel("s1") for _ in range(draw(st.integers(0, 1)))]
+    body += ["s1: record f", "s2: wait f"]
+    for _ in range(draw(st.integers(0, 4))):
+        step = draw(st.sampled_from(["s1", "s2", "s1>s2", "s2>s1"]))
+        if ">" in step:
+            source, target = step.split(">")
+            event = "e1" if source == "s1" else "e2"
+            body += [f"{source}: record {event}", f"{target}: wait {event}"]
+        else:
+            body.append(kernel(step))
+    body += ["s2: record j", "s1: wait j"] + [kernel("s1") for _ in range(draw(st.integers(0, 1)))]
+    second = [kernel("s1")]
+    thread = []
+    for _ in range(draw(st.integers(1, 4))):
+        step = draw(st.sampled_from(["g", "g", "h", "outside", "order", "sync"]))
+        if step in ("g", "h"):
+            thread.append((step, draw(st.sampled_from(["x", "y"]))))
+        elif step == "outside":
+            thread.append(("text", kernel("o")))
+        elif step == "order":
+            source, target = draw(st.permutations(["x", "o"]))
+            thread += [("text", f"{source}: record e3"), ("text", f"{target}: wait e3")]
+        else:
+            thread.append(("text", f"sync {draw(st.sampled_from(['x', 'y', 'o']))}"))
+    other = [kernel("o") for _ in range(draw(st.integers(0, 2)))]
+
+    graphs = HEADER + "event f\nevent j\nevent e1\nevent e2\nevent e3\n"
+    graphs += "graph g {\n" + "".join(f"  {line}\n" for line in body) + "}\n"
+    graphs += "graph h {\n" + "".join(f"  {line}\n" for line in second) + "}\n"
+    graphs += "thread t {\n" + "".join(f"  {line if kind == 'text' else f'{line}: launch {kind}'}\n"
+                                       for kind, line in thread) + "}\n"
+    graphs += "thread u {\n" + "".join(f"  {line}\n" for line in other) + "}\n"
+
+    # The expansion: each graph's streams and events declared in the order lowering makes them.
+    created: list[str] = []
+    lines: list[str] = []
+    for n, (kind, line) in enumerate(thread):
+        if kind == "text":
+            lines.append(line)
+            continue
+        lines += [f"{line}: record start{n}"]
+        for k, statement in enumerate(body if kind == "g" else second):
+            stream, rest = statement.split(": ", 1)
+            if f"{kind}_{stream}" not in created:
+                created.append(f"{kind}_{stream}")
+            if k == 0:
+                lines.append(f"{kind}_{stream}: wait start{n}")
+            rest = re.sub(r"\b(record|wait) (\w+)", rf"\1 {kind}_\2", rest)
+            lines.append(f"{kind}_{stream}: {rest}")
+        lines += [f"{kind}_s1: record done{n}", f"{line}: wait done{n}"]
+    expanded = HEADER + "".join(f"stream {name} on gpu nonblocking\n" for name in created)
+    expanded += "event e3\n" + "".join(f"event g_{e}\n" for e in ("f", "j", "e1", "e2"))
+    expanded += "".join(f"event start{n}\nevent done{n}\n" for n in range(len(thread)))
+    expanded += "thread t {\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
+    expanded += "thread u {\n" + "".join(f"  {line}\n" for line in other) + "}\n"
+    return graphs, expanded
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph_programs())
+def test_a_launch_means_its_expansion(run, tmp_path, pair):
+    graphs, expanded = pair
+    status, with_graphs = check_json(run, tmp_path, graphs)
+    assert with_graphs["status"] != "error", with_graphs["diagnostics"]
+    _, written_out = check_json(run, tmp_path, expanded)
+    assert written_out["status"] != "error", written_out["diagnostics"]
+    assert racing_names(graphs, with_graphs) == racing_names(expanded, written_out)
+    deadlocks = [any(f["kind"] == "deadlock" for f in file["findings"]) for file in (with_graphs, written_out)]
+    assert deadlocks[0] == deadlocks[1]
+    for text in (graphs, expanded):
+        (tmp_path / "spec.sched").write_text(text)
+    spans = []
+    for text in (graphs, expanded):
+        (tmp_path / "spec.sched").write_text(text)
+        _, out, _ = run("simulate", "--format", "json", tmp_path / "spec.sched")
+        spans.append(json.loads(out)["files"][0].get("makespan_ns"))
+    assert spans[0] == spans[1]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph_programs())
+def test_engines_agree_on_graphs(pair):
+    assert compare(pair[0]) == []
+
+
+# -- what a launch orders --------------------------------------------------------------------
+
+def verdict(run, tmp_path, body: str, threads: str) -> set:
+    text = HEADER + "event f\nevent j\nevent e\n" + body + threads
+    status, file = check_json(run, tmp_path, text)
+    assert file["status"] != "error", file["diagnostics"]
+    return racing_names(text, file)
+
+
+def test_launches_of_one_graph_never_overlap_but_two_graphs_do(run, tmp_path):
+    graphs = "graph g {\n  s1: kernel k writes a 1us\n}\ngraph h {\n  s1: kernel l writes a 1us\n}\n"
+    assert verdict(run, tmp_path, graphs, "thread t {\n  x: launch g\n  y: launch g\n}\n") == set()
+    assert verdict(run, tmp_path, graphs, "thread t {\n  x: launch g\n  y: launch h\n}\n") == {("k", "l", "a")}
+
+
+def test_a_launch_comes_after_the_streams_earlier_work_and_before_its_later_work(run, tmp_path):
+    graph = "graph g {\n  s1: kernel k reads a writes b\n}\n"
+    ordered = "thread t {\n  x: kernel before writes a\n  x: launch g\n  x: kernel after reads b\n}\n"
+    assert verdict(run, tmp_path, graph, ordered) == set()
+    other = "thread t {\n  o: kernel before writes a\n  x: launch g\n  o: kernel after reads b\n}\n"
+    assert verdict(run, tmp_path, graph, other) == {("before", "k", "a"), ("after", "k", "b")}
+
+
+def test_the_declared_streams_of_a_body_order_nothing_outside_it(run, tmp_path):
+    """A capture's streams stand for its order only: work enqueued on `s1` itself is not
+    ordered with the graph's work captured on `s1`."""
+    graph = "graph g {\n  s1: kernel k writes a\n}\n"
+    assert verdict(run, tmp_path, graph, "thread t {\n  x: launch g\n  s1: kernel l reads a\n}\n") == {
+        ("k", "l", "a")}
+
+
+def test_a_host_sync_of_the_launch_stream_waits_for_the_whole_graph(run, tmp_path):
+    graph = ("graph g {\n  s1: record f\n  s2: wait f\n  s2: kernel k writes a 5us\n  s2: record j\n"
+             "  s1: wait j\n}\n")
+    text = HEADER + "buffer h 1KiB on host pinned\nevent f\nevent j\n" + graph.replace(
+        "s2: kernel k writes a 5us", "s2: copy h <- a 5us")
+    for threads, races in (("thread t {\n  x: launch g\n  sync x\n  host use reads h\n}\n", 0),
+                           ("thread t {\n  x: launch g\n  host use reads h\n}\n", 1)):
+        status, file = check_json(run, tmp_path, text + threads)
+        assert sum(f["kind"] == "race" for f in file["findings"]) == races, file["findings"]
+
+
+def test_a_graph_inside_races_like_streams_do(run, tmp_path):
+    graph = ("graph g {\n  s1: record f\n  s1: kernel k writes a\n  s2: wait f\n  s2: kernel l writes a\n"
+             "  s2: record j\n  s1: wait j\n}\n")
+    assert verdict(run, tmp_path, graph, "thread t {\n  x: launch g\n}\n") == {("k", "l", "a")}
+
+
+def test_each_process_has_its_own_exec_and_collectives_meet_per_launch(run, tmp_path):
+    text = """device gpu[2] { runtime cuda }
+buffer grad[2] 1MiB on gpu
+stream s[2] on gpu
+stream m[2] on gpu
+comm world = { s[0], s[1] }
+graph step[2] {
+  s[step]: kernel backward writes grad[step] 1us
+  s[step]: allreduce world grad[step] 2us
+}
+thread rank[2] process {
+  for i in 0..3 {
+    m[rank]: launch step[rank]
+  }
+  sync m[rank]
+}
+expect no race
+expect no deadlock
+"""
+    status, file = check_json(run, tmp_path, text)
+    assert status == 0 and file["passed"], file
+    # One rank launching once more: its third call meets nobody.
+    status, file = check_json(run, tmp_path, text.replace("  sync m[rank]", "  if rank == 0 {\n"
+                                                          "    m[0]: launch step[0]\n  }\n  sync m[rank]"))
+    assert status == 1 and any(f["kind"] == "deadlock" for f in file["findings"])
+
+
+def test_a_captured_collective_is_matched_with_an_eager_one(run, tmp_path):
+    text = """device gpu[2] { runtime cuda }
+buffer grad[2] 1MiB on gpu
+stream s[2] on gpu
+stream m[2] on gpu
+comm world = { s[0], s[1] }
+graph step[2] {
+  s[step]: allreduce world grad[step]
+}
+thread rank0 process {
+  m[0]: launch step[0]
+}
+thread rank1 process {
+  s[1]: broadcast world root s[0] grad[1]
+}
+"""
+    status, file = check_json(run, tmp_path, text)
+    assert [f["code"] for f in file["findings"]] == ["SP202"]
+
+
+# -- capture errors ------------------------------------------------------------------------
+
+def diagnostics(run, tmp_path, text: str) -> list[tuple[str, int, str]]:
+    status, file = check_json(run, tmp_path, text)
+    assert status == 2
+    return [(d["code"], d["line"], d["message"]) for d in file["diagnostics"]]
+
+
+@pytest.mark.parametrize("statement,message", [
+    ("sync s1", "a host `sync` cannot be captured"),
+    ("host h reads a", "a `host` statement cannot be captured"),
+    ("s1: notify n", "a stream `notify` cannot be captured"),
+    ("s1: free a", "a stream `free` cannot be captured"),
+    ("x: launch inner", "a graph launch inside a graph is not modelled"),
+    ("gpu.default: kernel k writes a", "a graph cannot capture work on a device's default stream"),
+    ("s1: record fl", "a graph cannot capture a flag event (`fl`)"),
+    ("s1: copy hp <- a", "a copy to or from pageable host memory cannot be captured"),
+    ("choose { s1: kernel k } or { s1: kernel l }", "a `choose` cannot be captured"),
+])
+def test_what_cannot_be_captured_is_sp029(run, tmp_path, statement, message):
+    text = (HEADER + "buffer hp 1KiB on host\nevent fl flag\nnotify n\ngraph inner {\n  s1: kernel i\n}\n"
+            f"graph g {{\n  s1: kernel first writes b\n  {statement}\n}}\nthread t {{\n  x: launch g\n}}\n")
+    found = diagnostics(run, tmp_path, text)
+    line = text.splitlines().index(f"  {statement}") + 1
+    assert [(code, at) for code, at, _ in found] == [("SP029", line)], found
+    assert found[0][2].startswith(message)
+
+
+def test_every_statement_is_capturable_or_has_a_reason():
+    statements = set(ast.Statement.__args__) - {ast.For, ast.Let, ast.If, ast.Group, ast.Choose}
+    assert statements == set(_CAPTURABLE) | set(_UNCAPTURABLE)
+    assert not set(_CAPTURABLE) & set(_UNCAPTURABLE)
+
+
+@pytest.mark.parametrize("body,line,message", [
+    (["s1: record f", "s2: wait f", "s2: kernel k writes a"], 3,
+     "graph `g`: the work captured on `s2` is not joined back into `s1`"),
+    (["s1: kernel k writes a", "s2: kernel l writes b"], 2, "`s2` is not part of graph `g`'s capture here"),
+    (["s1: wait e"], 1, "graph `g` waits on `e`, which it has not recorded"),
+    (["s1: kernel k", "s2: wait_stream s1", "s2: kernel l", "s1: wait_stream x"], 4,
+     "`x` has captured nothing for graph `g` here"),
+])
+def test_a_capture_that_is_not_one_is_sp030(run, tmp_path, body, line, message):
+    text = HEADER + "event f\nevent e\ngraph g {\n" + "".join(f"  {b}\n" for b in body) + "}\n"
+    text += "thread t {\n  x: record e\n  x: launch g\n}\n"
+    found = diagnostics(run, tmp_path, text)
+    first = text.splitlines().index("graph g {") + 1
+    assert [(code, at) for code, at, _ in found] == [("SP030", first + line)], found
+    assert found[0][2].startswith(message)
+
+
+def test_wait_stream_joins_and_is_joined(run, tmp_path):
+    text = HEADER + ("graph g {\n  s1: kernel k writes a\n  s2: wait_stream s1\n  s2: kernel l reads a writes b\n"
+                     "  s1: wait_stream s2\n}\nthread t {\n  x: launch g\n  x: kernel m reads b\n}\n"
+                     "expect no race\n")
+    status, file = check_json(run, tmp_path, text)
+    assert status == 0 and file["passed"], file
+
+
+def test_an_event_recorded_in_a_graph_cannot_be_waited_on_outside_it(run, tmp_path):
+    """NVIDIA/warp PR #1791: the host waited on an event recorded inside the captured graph
+    and read the buffer before the replayed copy landed; the fix records on the stream after
+    the launch."""
+    text = HEADER + """buffer count 4B on host pinned
+event ready
+graph g {
+  s1: kernel nnz writes a
+  s1: copy count <- a
+  s1: record ready
+}
+thread t {
+  x: launch g
+  sync ready
+  host read reads count
+}
+"""
+    found = diagnostics(run, tmp_path, text)
+    assert [(code, line) for code, line, _ in found] == [("SP030", 18)]
+    assert "used both inside graph `g` and outside it" in found[0][2]
+    fixed = text.replace("  s1: record ready\n", "").replace("  x: launch g\n", "  x: launch g\n  x: record ready\n")
+    status, file = check_json(run, tmp_path, fixed + "expect no race\n")
+    assert status == 0 and file["passed"], file
+
+
+def test_one_exec_launched_by_two_threads_or_on_another_device_is_sp031(run, tmp_path):
+    graph = "graph g {\n  s1: kernel k writes a\n}\n"
+    found = diagnostics(run, tmp_path, HEADER + graph + "thread t {\n  x: launch g\n}\nthread u {\n  y: launch g\n}\n")
+    assert [(code, line) for code, line, _ in found] == [("SP031", 16)]
+    assert "launched by two threads of one process" in found[0][2]
+    two = "device gpu2\nstream z on gpu2\n" + HEADER + graph + "thread t {\n  z: launch g\n}\n"
+    found = diagnostics(run, tmp_path, two)
+    assert [(code, line) for code, line, _ in found] == [("SP031", 15)]
+    assert found[0][2] == "graph `g` is launched on a stream of `gpu2`, but captures work on `s1` of `gpu`"
+    arrays = HEADER + "graph g[2] {\n  s1: kernel k writes a\n}\nthread t[2] {\n  x: launch g[t]\n}\n"
+    status, file = check_json(run, tmp_path, arrays)
+    assert file["status"] != "error" and any(f["kind"] == "race" for f in file["findings"])
+
+
+# -- messages --------------------------------------------------------------------------------
+
+def test_race_help_names_the_launch_not_the_graphs_streams(run, tmp_path):
+    graph = ("graph g {\n  s1: record f\n  s1: kernel k writes a\n  s2: wait f\n  s2: kernel l writes a\n"
+             "  s2: record j\n  s1: wait j\n}\ngraph h {\n  s1: kernel m writes b\n}\n")
+    text = HEADER + "event f\nevent j\n" + graph + (
+        "thread t {\n  x: launch g\n  o: kernel n reads b\n  y: launch h\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    helps = {tuple(sorted(re.findall(r"kernel (\w+)", f["message"]))): f["help"] for f in file["findings"]}
+    assert helps[("k", "l")] == ("order them inside graph `g`: `record E` on `s1` after the first, `wait E` on "
+                                 "`s2` before the second (or capture both on one stream)")
+    assert helps[("m", "n")] == ("order them with an event: `record E` on `o` after the first, `wait E` on `y` "
+                                 "before `launch h` (line 25)")
+    assert not any("g.s1" in help for help in helps.values())
+
+
+def test_reports_show_the_graphs_own_streams(run, tmp_path):
+    text = HEADER + "graph g {\n  s1: kernel k writes a\n}\nthread t {\n  x: launch g\n  x: launch g\n}\n"
+    spec = tmp_path / "spec.sched"
+    spec.write_text(text)
+    status, out, _ = run("show", spec)
+    assert "g.s1 on gpu nonblocking" in out
+    assert out.count("x: launch g (begins)") == 2 and out.count("g.s1: kernel k") == 2
+    program = load_text(text, "<graphs>").program
+    assert [s.captured for s in program.streams if s.name == "g.s1"] == [0]
+
+
+def test_the_python_api_builds_graphs():
+    from checker.api import Program
+
+    program = Program("graphs from python")
+    gpu = program.device("gpu", compute=2)
+    a = program.buffer("a", "1KiB", on=gpu)
+    s1, x, o = (program.stream(name, gpu) for name in ("s1", "x", "o"))
+    graph = program.graph("g")
+    graph.kernel(s1, "k", writes=a, duration="1us")
+    assert program.graph("g") is graph
+    program.thread("t").launch(x, graph).kernel(o, "reader", reads=a)
+    assert "graph g {\n  s1: kernel k writes a 1us\n}\n" in program.to_sched()
+    result = program.check()
+    assert [f.help for f in result.findings] == [
+        "order them with an event: `record E` on `x` after `launch g` (line 14), `wait E` on `o` before the second"]
+    with pytest.raises(ValueError):
+        program.graph("a")  # (a buffer's name)
+    with pytest.raises(TypeError):
+        program.thread("t").launch(x, "g")
