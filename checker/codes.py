@@ -102,7 +102,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP030: "graph capture not joined, or waiting on work outside it",
     Code.SP031: "graph launched by two threads or on another device",
     Code.SP050: "event waited on but never recorded",
-    Code.SP051: "stream declared but never used",
+    Code.SP051: "stream or graph declared but never used",
     Code.SP052: "notify awaited but never notified",
     Code.SP053: "alloc or free of part of a buffer",
     Code.SP054: "one thread calls several ranks of a comm outside a group",

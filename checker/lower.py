@@ -430,6 +430,9 @@ class _Lowerer:
             if isinstance(decl, ast.ExpectDecl):
                 self.attempt(lambda d: expectations.append(self.expectation(d)), decl)
         self.expectations = tuple(expectations)
+        for decl in decls:  # (a graph no thread launches is still checked for undeclared names)
+            if isinstance(decl, ast.GraphDecl) and self.entities.get(decl.name.text, _Entity("", None, (), False)).decl is decl:
+                self.attempt(lambda d: self.check_names(d.body), decl)
         self.main_process_defaults = self.find_main_process_defaults()
         self.check_size()
         return self.variants()
@@ -1318,7 +1321,7 @@ class _Lowerer:
             )
         finally:
             self.memories, self.streams, self.events, self.streams_on, self.default_streams = declared
-        found = program_warnings(program, self.named_streams)
+        found = program_warnings(program, self.named_streams) + self.unlaunched_graphs()
         self.warnings += found
         self.warned.append({(w.code, w.primary_span) for w in found})
         return program
@@ -2825,6 +2828,18 @@ class _Lowerer:
         capture.last[label] = statement.span
         if isinstance(statement, ast.RecordTask):
             capture.recorded[self.resolve_declared(statement.event, env, "event")] = dict(clock)
+
+    def unlaunched_graphs(self) -> list[Diagnostic]:
+        """SP051 for a graph (a whole graph array) that no thread launches."""
+        launched = {self.graph_elements[element][0].span for element, _ in self.graph_launchers}
+        found = []
+        for decl in dict.fromkeys(decl for decl, _, _ in self.graph_elements):
+            if decl.span not in launched:
+                what = "graph array" if decl.count is not None else "graph"
+                found.append(warning(Code.SP051, f"{what} `{decl.name.text}` is never launched", decl.name.span,
+                                     "declared here", help=f"launch it on a stream (`STREAM: launch {decl.name.text}`), "
+                                                           "or remove it"))
+        return found
 
     def shared_events(self) -> None:
         """An event that a graph's body records or waits on is the graph's own: a record inside

@@ -389,3 +389,13 @@ def test_the_python_api_builds_graphs():
         program.graph("a")  # (a buffer's name)
     with pytest.raises(TypeError):
         program.thread("t").launch(x, "g")
+
+
+def test_a_graph_no_thread_launches_is_checked_and_warned_about(run, tmp_path):
+    text = HEADER + "graph g {\n  s1: kernel k writes a\n}\ngraph h[2] {\n  s1: kernel l writes b\n}\n"
+    status, file = check_json(run, tmp_path, text + "thread t {\n  x: launch h[1]\n}\n")
+    assert status == 0
+    graphs = [(d["code"], d["line"], d["message"]) for d in file["diagnostics"] if "graph" in d["message"]]
+    assert graphs == [("SP051", 9, "graph `g` is never launched")]
+    found = diagnostics(run, tmp_path, HEADER + "graph g {\n  s9: kernel k\n}\nthread t {\n  x: kernel m\n}\n")
+    assert [(code, line) for code, line, _ in found] == [("SP010", 10)]
