@@ -110,7 +110,9 @@ def test_to_json_shape():
     program = load_file(CONFORMANCE / "c20_double_buffering.sched").program
     data = json.loads(json.dumps(simulate(program).to_json()))
     assert set(data) >= {"makespan", "engines", "tasks"}
-    assert all(set(t) == {"line", "stream", "engine", "start", "end"} for t in data["tasks"])
+    assert all(set(t) == {"statement", "line", "stream", "engine", "start", "end"} for t in data["tasks"])
+    assert all(program.statements[t["statement"]].span.line == t["line"] for t in data["tasks"])
+    assert len({t["statement"] for t in data["tasks"]}) == len(data["tasks"])  # (each loop instance its own)
     first_copy = next(t for t in data["tasks"] if t["engine"] == "copy")
     assert first_copy["line"] == 13 and first_copy["end"] == pytest.approx(8.2)
 

@@ -114,12 +114,13 @@ class Simulation:
             "host_busy": ms(self.host_busy),
             "device_busy": ms(self.device_busy),
             "tasks": [
-                {"line": t.line, "stream": t.stream, "engine": t.engine, "start": ms(t.start),
+                {"statement": t.statement, "line": t.line, "stream": t.stream, "engine": t.engine, "start": ms(t.start),
                  "end": ms(t.end)}
                 for t in self.tasks
             ],
             "critical_path": [
-                {"line": line(n.statement), "part": n.part, "start": ms(n.start), "end": ms(n.end)}
+                {"statement": n.statement, "line": line(n.statement), "part": n.part, "start": ms(n.start),
+                 "end": ms(n.end)}
                 for n in self.critical_path
             ],
             "stuck": [{"line": line(i), "statement": i,
