@@ -2787,24 +2787,20 @@ class _Lowerer:
         if statement.stream.member is not None:
             self.resolve(statement.stream, env, "stream")  # (SP029: the default stream)
         joins = None
-        if isinstance(statement, ast.WaitTask):
-            event = self.resolve_declared(statement.event, env, "event")
-            joins = capture.recorded.get(event)
+        if isinstance(statement, (ast.WaitTask, ast.WaitStreamTask)):
+            if isinstance(statement, ast.WaitTask):
+                event = self.resolve_declared(statement.event, env, "event")
+                joins, span = capture.recorded.get(event), statement.span
+                what = f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not recorded"
+            else:
+                source = self.resolve_declared(statement.source, env, "stream")
+                joins, span = capture.clocks.get(source), statement.source.span
+                what = f"`{self.streams[source].name}` has captured nothing for graph `{capture.name}` here"
             if joins is None:
                 raise SpecError(error(
-                    Code.SP030, f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not "
-                    "recorded: a capture cannot wait on work outside it", statement.span, "waits on outside work",
-                    secondary=secondary,
-                    help=f"wait on it on the launch stream before `launch {capture.name}` (CUDA fails the capture "
-                         "with cudaErrorStreamCaptureIsolation)"))
-        elif isinstance(statement, ast.WaitStreamTask):
-            source = self.resolve_declared(statement.source, env, "stream")
-            joins = capture.clocks.get(source)
-            if joins is None:
-                raise SpecError(error(
-                    Code.SP030, f"`{self.streams[source].name}` has captured nothing for graph `{capture.name}` "
-                    "here: a capture cannot wait on work outside it", statement.source.span, "not in the capture",
-                    secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}`"))
+                    Code.SP030, f"{what}: a capture cannot wait on work outside it", span, "outside the capture",
+                    secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}` "
+                                              "(CUDA fails the capture with cudaErrorStreamCaptureIsolation)"))
         clock = capture.clocks.get(label)
         if clock is None and capture.origin is None:
             capture.origin = label

@@ -198,13 +198,16 @@ def test_a_graph_inside_races_like_streams_do(run, tmp_path):
     assert verdict(run, tmp_path, graph, "thread t {\n  x: launch g\n}\n") == {("k", "l", "a")}
 
 
-def test_each_process_has_its_own_exec_and_collectives_meet_per_launch(run, tmp_path):
-    text = """device gpu[2] { runtime cuda }
+RANKS = """device gpu[2] { runtime cuda }
 buffer grad[2] 1MiB on gpu
 stream s[2] on gpu
 stream m[2] on gpu
 comm world = { s[0], s[1] }
-graph step[2] {
+"""
+
+
+def test_each_process_has_its_own_exec_and_collectives_meet_per_launch(run, tmp_path):
+    text = RANKS + """graph step[2] {
   s[step]: kernel backward writes grad[step] 1us
   s[step]: allreduce world grad[step] 2us
 }
@@ -226,12 +229,7 @@ expect no deadlock
 
 
 def test_a_captured_collective_is_matched_with_an_eager_one(run, tmp_path):
-    text = """device gpu[2] { runtime cuda }
-buffer grad[2] 1MiB on gpu
-stream s[2] on gpu
-stream m[2] on gpu
-comm world = { s[0], s[1] }
-graph step[2] {
+    text = RANKS + """graph step[2] {
   s[step]: allreduce world grad[step]
 }
 thread rank0 process {
