@@ -420,6 +420,10 @@ class Statement:
     launch: int | None = None
     """Work of a graph's body: the statement that began its launch (`S: launch G`, a record on
     the launch stream), for messages."""
+    costs_launch: bool = True
+    """A task its thread pays its device's `launch` time to enqueue (`Program.launch_time`).
+    False for what a graph launch runs beyond its first statement: `cudaGraphLaunch` is one
+    call, however much work the graph holds."""
 
     @property
     def is_task(self) -> bool:
@@ -546,6 +550,13 @@ class Program:
         if statement.sync is SyncKind.DEVICE:
             return tuple(s.index for s in self.streams if s.device == statement.target)
         return tuple(s.index for s in self.streams)
+
+    def launch_time(self, statement: Statement) -> int:
+        """Host time (ns) that issuing `statement` costs its thread: its device's `launch` for
+        an enqueue, nothing for a host statement."""
+        if statement.stream is None or not statement.costs_launch:
+            return 0
+        return self.devices[self.streams[statement.stream].device].launch
 
     def stream_tasks(self, stream: int) -> tuple[Statement, ...]:
         return tuple(s for s in self.statements if s.stream == stream)

@@ -799,6 +799,12 @@ class _Lowerer:
         member = ref.member
         assert member is not None
         device_ref = ast.Ref(ref.name, ref.index, ref.span)
+        named = self.entities.get(ref.name.text)
+        if named is not None and named.kind == "graph":
+            raise SpecError(error(Code.SP012, f"`{self.text(ref.span)}` is a graph's own stream, which only reports show",
+                                  ref.span, "not a name in the spec",
+                                  help=f"order with the graph on its launch stream: `sync STREAM` or an event recorded "
+                                       f"there after `launch {ref.name.text}`"))
         entity = self.lookup(ref.name, "device")
         if member.text != "default":
             raise SpecError(error(Code.SP010, f"a device has no `{member.text}`", member.span, "unknown member",
@@ -1694,8 +1700,9 @@ class _Lowerer:
                 fields["launch_ordered"] = True
         if fields.get("launch_only") and fields["op"] is Op.FREE:
             fields["launch_ordered"] = True
-        if self.capture is not None:
+        if self.capture is not None:  # (the launch's call paid for it all: `launch`)
             fields["launch"] = self.capture.begins
+            fields["costs_launch"] = False
         self.statements.append(Statement(index=index, thread=self.current_thread, span=statement.span,
                                          origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)
@@ -2365,8 +2372,7 @@ class _Lowerer:
                        and (m in defaults or self.streams[m].mode is StreamMode.LEGACY)]
             if len(members) == 1:
                 return members[0]
-        stream = self.resolve(ref, env, "stream")
-        return self.graph_labels.get(stream, stream)  # (in a graph: the rank's member stream)
+        return self.resolve_declared(ref, env, "stream")  # (in a graph too: a rank, not captured work)
 
     def member(self, comm_index: int, ref: ast.Ref, stream: int, call: bool = True) -> int:
         """The comm's member stream whose rank `stream` (written as `ref`) calls for: itself, or
@@ -2670,7 +2676,8 @@ class _Lowerer:
     # -- captured graphs (an extension)
 
     def launch(self, node: ast.LaunchTask, env, bindings) -> None:
-        """`S: launch G` (`cudaGraphLaunch`, CANN `aclmdlRIExecuteAsync`). The graph's work runs
+        """`S: launch G` (`cudaGraphLaunch`, CANN `aclmdlRIExecuteAsync`), one call: the thread pays
+        its device's `launch` time once, for the first statement, whatever the graph holds. The graph's work runs
         on streams of the exec's own, one per declared stream of its body, which stand for the
         capture's dependencies: stream order and the body's records and waits. The launch
         begins after the work enqueued on S before it (a record on S that the body's first
@@ -2686,7 +2693,7 @@ class _Lowerer:
         if element in self.broken_graphs:
             raise _Skip  # (its body's errors are reported at its first launch)
         if self.in_group:
-            raise SpecError(error(Code.SP031, f"graph `{name}` is launched inside a `group`", node.span,
+            raise SpecError(error(Code.SP031, f"a launch of graph `{name}` inside a `group` is not modelled", node.span,
                                   "launch in a group", help="launch it before or after the `group { ... }`"))
         process = self.current_thread if self.process_streams is not None else None
         key = (element, process)
@@ -2726,8 +2733,8 @@ class _Lowerer:
                          "fails with cudaErrorStreamCaptureUnjoined; CANN's with an unjoined stream error)"))
         first = self.graph_streams[(key, capture.origin)]
         self.emit(node, part=2, op=Op.RECORD, stream=first, device=device, event=done, bindings=bindings,
-                  form=f"record (graph {name} done)")
-        self.emit(node, op=Op.WAIT, event=done, form=f"launch {name} (its end)", **common)
+                  form=f"record (graph {name} done)", costs_launch=False)
+        self.emit(node, op=Op.WAIT, event=done, form=f"launch {name} (its end)", costs_launch=False, **common)
 
     def captured(self, kind: str, index: int, ref: ast.Ref) -> int:
         """In a graph's body: the exec's stream for a declared stream, or the graph's copy of a
@@ -2791,12 +2798,15 @@ class _Lowerer:
             if isinstance(statement, ast.WaitTask):
                 event = self.resolve_declared(statement.event, env, "event")
                 joins, span = capture.recorded.get(event), statement.span
-                what = f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not recorded"
+                what = (f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not recorded "
+                        "before this wait")
             else:
                 source = self.resolve_declared(statement.source, env, "stream")
                 joins, span = capture.clocks.get(source), statement.source.span
                 what = f"`{self.streams[source].name}` has captured nothing for graph `{capture.name}` here"
-            if joins is None:
+                if source == label:  # (a stream's wait for itself orders nothing, in a capture too)
+                    joins, what = None, ""
+            if joins is None and what:
                 raise SpecError(error(
                     Code.SP030, f"{what}: a capture cannot wait on work outside it", span, "outside the capture",
                     secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}` "

@@ -67,13 +67,13 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
         owner = next((o for o in memory.owners if written == o or written.startswith(o + "[")), None)
         later = program.statements[use.index + 1:use.index + 1 + 20 * STALE_SCAN]
         free = next((s for s in later if s.op is Op.FREE and memory.index in s.lifetime_memories and s.launch_only), None)
+        stream, after = _nameable(program, use)
         if owner is not None and free is not None:
-            stream = program.streams[use.stream].name
             element = re.match(r"[^\[]+\[[^\]:]*\]", written)  # (as written, `x[step]`, without a byte range)
             tensor = element.group(0) if element and written.startswith(owner + "[") else owner
             return (f"`free {tensor}` (line {free.span.line}) hands its block to the next allocation on its "
                     f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
-                    f"{tensor}` after that use and before the free, or order the use before the free with "
+                    f"{tensor}` after {after} and before the free, or order the use before the free with "
                     "an event")
         if owner is not None and free is None and memory.pool is not None:
             # A use of the block's next owner on another stream, with no wait after its alloc.
@@ -81,11 +81,21 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
             alloc = next((s for s in reversed(earlier) if s.op is Op.ALLOC and s.thread == use.thread
                           and memory.index in s.lifetime_memories and s.form.startswith((f"alloc {owner} ", f"alloc {owner}["))), None)
             if alloc is not None:
-                stream, pool = program.streams[use.stream].name, program.streams[memory.pool].name
+                pool = program.streams[memory.pool].name
                 return (f"`{owner}` takes its block from `{pool}`'s pool (line {alloc.span.line}), where work "
                         f"enqueued before may still use it, and `{stream}` uses it without waiting for `{pool}`: "
                         f"record an event on `{pool}` after the alloc and wait for it on `{stream}` before the use")
     return general
+
+
+def _nameable(program: Program, use: Statement) -> tuple[str, str]:
+    """The stream a spec can name for a task's use, and what to put an order after: the task's
+    own (`that use`), or for a graph's work its launch stream and the launch."""
+    if use.launch is None:
+        return program.streams[use.stream].name, "that use"
+    launch = program.statements[use.launch]
+    return (program.streams[launch.stream].name,
+            f"`{launch.form.removesuffix(' (begins)')}` (line {launch.span.line})")
 
 
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
@@ -193,8 +203,14 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
         return (f"order them inside graph `{graph(a)}`: `record E` on `{captured(a)}` after the first, `wait E` on "
                 f"`{captured(b)}` before the second (or capture both on one stream)")
     if a.launch is not None and b.launch is not None:
-        return (f"the launches of `{graph(a)}` (line {launch(a).span.line}) and `{graph(b)}` (line "
-                f"{launch(b).span.line}) are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
+        first, second = launch(a), launch(b)
+        if first.span == second.span:  # (one launch statement, run by two threads)
+            threads = " and ".join(f"`{program.threads[s.thread].name}`" for s in (first, second))
+            launches = f"the launches of `{graph(a)}` at line {first.span.line} by {threads}"
+        else:
+            launches = (f"the launches of `{graph(a)}` (line {first.span.line}) and `{graph(b)}` (line "
+                        f"{second.span.line})")
+        return (f"{launches} are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
                 f"and wait on it on `{where(b)}` before `launch {graph(b)}`")
     task, other = (a, b) if a.launch is not None else (b, a)
     if other.stream is None:

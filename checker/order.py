@@ -188,9 +188,7 @@ class _Builder:
         return self.node_of[key(task_steps(s)[-1], s.index)]
 
     def launch(self, s: Statement) -> int:
-        if s.stream is None:
-            return 0
-        return self.program.devices[self.program.streams[s.stream].device].launch
+        return self.program.launch_time(s)
 
     def build(self) -> PartialOrder:
         program = self.program

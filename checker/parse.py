@@ -771,6 +771,8 @@ SOFT_KEYWORDS = {
     "memset": "a host memset is written `memset BUFFER [DURATION]`",
     "else": _ELSE_FORM,
     "if": _IF_FORM,
+    "graph": "a `graph` is declared at the top level, outside every thread (`graph NAME { ... }`), and "
+             "launched in one with `STREAM: launch NAME`",
 }
 """Words that start a host statement only where that statement can follow (elsewhere they are
 names); when one is read as a name and the statement fails, its form is the likely fix."""
@@ -917,7 +919,8 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
         word = last.children[0]
     expected_terminals = set(getattr(exc, "accepts", None) or exc.expected or ())
     if (isinstance(word, Token) and word.type == "NAME" and str(word) in SOFT_KEYWORDS
-            and isinstance(token, Token) and token.type not in ("COLON", "LSQB")):
+            and isinstance(token, Token) and token.type not in ("COLON", "LSQB")
+            and not (str(word) in DECLARATION_WORDS and word.column == 1)):
         # `memcpy` alone, `group` without `{`: the word was read as a stream name.
         message = SOFT_KEYWORDS[str(word)]
     elif (isinstance(word, Token) and word.type == "NAME" and str(word) in DECLARATION_WORDS and word.column == 1
@@ -1001,7 +1004,7 @@ def _glued_number(text: str, token) -> Diagnostic | None:
 
 
 DECLARATION_WORDS = frozenset({"spec", "device", "buffer", "alias", "stream", "event", "notify", "comm", "tensor",
-                               "thread", "expect"})
+                               "thread", "graph", "expect"})
 """The words a declaration starts with."""
 
 STATEMENT_WORDS = ("for", "let", "host", "sync", "notify", "await", "alloc", "free", "group", "choose", "query",

@@ -397,3 +397,94 @@ def test_a_graph_no_thread_launches_is_checked_and_warned_about(run, tmp_path):
     assert graphs == [("SP051", 9, "graph `g` is never launched")]
     found = diagnostics(run, tmp_path, HEADER + "graph g {\n  s9: kernel k\n}\nthread t {\n  x: kernel m\n}\n")
     assert [(code, line) for code, line, _ in found] == [("SP010", 10)]
+
+
+def test_a_launch_costs_its_thread_one_launch(run, tmp_path):
+    """`cudaGraphLaunch` is one call: ten captured 1us kernels on a device whose enqueues cost
+    10us take 10us of host time and 10us of work, where ten eager launches take 100us."""
+    head = "device gpu { compute 1 launch 10us }\nstream s on gpu\nstream a on gpu\n"
+    spans = []
+    for text in (head + "graph g {\n  for i in 0..10 {\n    s: kernel k 1us\n  }\n}\n"
+                        "thread t {\n  a: launch g\n  sync a\n}\n",
+                 head + "thread t {\n  for i in 0..10 {\n    a: kernel k 1us\n  }\n  sync a\n}\n"):
+        (tmp_path / "spec.sched").write_text(text)
+        _, out, _ = run("simulate", "--format", "json", tmp_path / "spec.sched")
+        spans.append(json.loads(out)["files"][0]["makespan"])
+    assert spans == [pytest.approx(0.020), pytest.approx(0.101)]
+
+
+def test_peers_and_roots_in_a_graph_name_ranks_on_other_devices(run, tmp_path):
+    text = """device gpu[2] { runtime cuda }
+buffer x[2] 1MiB on gpu
+stream c[2] on gpu
+stream m[2] on gpu
+comm p2p = { c[0], c[1] }
+graph stage[2] {
+  if stage == 0 {
+    c[0]: send p2p to c[1] x[0]
+    c[0]: broadcast p2p root c[0] x[0]
+  } else {
+    c[1]: recv p2p from c[0] x[1]
+    c[1]: broadcast p2p root c[0] x[1]
+  }
+}
+thread rank[2] process {
+  m[rank]: launch stage[rank]
+  sync m[rank]
+}
+expect no deadlock
+expect no race
+"""
+    status, file = check_json(run, tmp_path, text)
+    assert status == 0 and file["passed"], file
+
+
+def test_graph_misuses_get_messages_that_say_what_to_write(run, tmp_path):
+    # A stream's wait for itself is no join and no wait on outside work.
+    text = HEADER + "graph g {\n  s1: wait_stream s1\n  s1: kernel k writes a\n}\nthread t {\n  x: launch g\n}\n"
+    assert check_json(run, tmp_path, text)[0] == 0
+    # The graph's own streams cannot be named.
+    found = diagnostics(run, tmp_path, HEADER + "graph g {\n  s1: kernel k\n}\nthread t {\n  x: launch g\n"
+                                                "  sync g.s1\n}\n")
+    assert found == [("SP012", 14, "`g.s1` is a graph's own stream, which only reports show")]
+    # A graph declared in a thread.
+    found = diagnostics(run, tmp_path, HEADER + "thread t {\n  graph g {\n    s1: kernel k\n  }\n}\n")
+    assert found[0][:2] == ("SP002", 10) and found[0][2].startswith("a `graph` is declared at the top level")
+
+
+def test_a_tensor_used_by_a_graph_gets_its_record_stream_on_the_launch_stream(run, tmp_path):
+    text = """device gpu { compute 2 }
+tensor T 1MiB on gpu
+tensor U 1MiB on gpu
+stream s on gpu
+stream a on gpu
+stream b on gpu
+graph g {
+  s: kernel reader reads T 5us
+}
+thread t {
+  a: alloc T
+  a: kernel init writes T 1us
+  b: wait_stream a
+  b: launch g
+  free T
+  a: alloc U
+  a: kernel k writes U 1us
+  sync all
+}
+"""
+    status, file = check_json(run, tmp_path, text)
+    helps = [f["help"] for f in file["findings"] if f["kind"] == "race"]
+    assert any("write `b: record_stream T` after `launch g` (line 14)" in h for h in helps), helps
+    fixed = text.replace("  b: launch g\n", "  b: launch g\n  b: record_stream T\n")
+    status, file = check_json(run, tmp_path, fixed + "expect no race\nexpect no use-after-free\n")
+    assert status == 0, file["findings"]
+
+
+def test_help_for_one_launch_statement_run_by_two_processes_names_the_threads(run, tmp_path):
+    text = ("device gpu { compute 2 }\nbuffer x 1MiB on gpu\nstream s on gpu\nstream a[2] on gpu\n"
+            "graph g {\n  s: kernel k writes x 1us\n}\nthread p[2] process {\n  a[p]: launch g\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    assert [f["help"] for f in file["findings"]] == [
+        "the launches of `g` at line 9 by `p[0]` and `p[1]` are not ordered: record an event on `a[0]` after "
+        "`launch g` and wait on it on `a[1]` before `launch g`"]

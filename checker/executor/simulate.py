@@ -212,8 +212,7 @@ class _Simulator:
         n = len(p.statements)
         engine_names = {e: e.value for e in Engine}
         # Per statement: what the run needs to know of it.
-        self.launch_of = [p.devices[st.device].launch if st.stream is not None else 0
-                          for st in p.statements]
+        self.launch_of = [p.launch_time(st) for st in p.statements]
         self.ekey = [(st.device, engine_names[st.engine]) if st.engine is not None else None
                      for st in p.statements]
         """The engine pool a task takes a unit of: (device, engine name)."""
@@ -915,7 +914,7 @@ class _Simulator:
                 add(Interval(i, Part.TASK, begin[i], end, unit))
             if issued[i] >= 0:
                 if st.stream is not None:
-                    launch = p.devices[st.device].launch
+                    launch = p.launch_time(st)
                     if launch:
                         add(Interval(i, Part.LAUNCH, issued[i] - launch, issued[i]))
                     if st.blocking:
@@ -962,7 +961,7 @@ class _Simulator:
                 path.append(PathNode(i, "task", begin[i], finish[i]))
                 node = cause[i]
             else:
-                start = issued[i] - (p.devices[st.device].launch if st.stream is not None else 0)
+                start = issued[i] - p.launch_time(st)
                 end = tdone[i] if tdone[i] >= 0 else issued[i]
                 path.append(PathNode(i, "thread", start, end))
                 node = tcause[i]

@@ -154,8 +154,7 @@ def compare(imported: Imported, program: Program) -> Comparison:
     host_work = 0
     for thread in program.threads:
         own = sum(statements[i].duration for i in thread.statements if statements[i].op is Op.HOST)
-        own += sum(program.devices[statements[i].device].launch for i in thread.statements
-                   if statements[i].stream is not None)
+        own += sum(program.launch_time(statements[i]) for i in thread.statements)
         host_work = max(host_work, own)
     return Comparison(tuple(streams), imported.gpu_span, max(0, gpu_last - max(gpu_first, 0)),
                       sim.makespan, sim.deadlocked, host_path, device_path, device_work, host_work)

@@ -100,9 +100,7 @@ class Unsupported:
 
 def launch_of(program: Program, statement: Statement) -> int:
     """Host time the statement costs its thread at `issue` (enqueues only)."""
-    if statement.stream is None:
-        return 0
-    return program.devices[program.streams[statement.stream].device].launch
+    return program.launch_time(statement)
 
 
 def is_running(statement: Statement) -> bool:

@@ -77,7 +77,7 @@ class Schedule:
                 intervals.append(Interval(i, Part.HOST, slot.issue, slot.released))
                 continue
             intervals.append(Interval(i, Part.TASK, slot.start, slot.end, unit_of.get(i)))
-            launch = program.devices[program.streams[st.stream].device].launch
+            launch = program.launch_time(st)
             if launch:
                 intervals.append(Interval(i, Part.LAUNCH, slot.issue, slot.issue + launch))
             if st.blocking:
