@@ -1703,6 +1703,8 @@ class _Lowerer:
         if self.capture is not None:  # (the launch's call paid for it all: `launch`)
             fields["launch"] = self.capture.begins
             fields["costs_launch"] = False
+            # the launch's loop variables too, which tell one launch's work from another's
+            fields["bindings"] = tuple(sorted({**dict(self.capture.bindings), **dict(fields.get("bindings", ()))}.items()))
         self.statements.append(Statement(index=index, thread=self.current_thread, span=statement.span,
                                          origin=self.origin(statement, part), **fields))
         self.thread_statements.append(index)
