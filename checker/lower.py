@@ -2809,6 +2809,7 @@ class _Lowerer:
                 if source == label:  # (a stream's wait for itself orders nothing, in a capture too)
                     joins, what = None, ""
             if joins is None and what:
+                capture.clocks.setdefault(label, {})  # (reported once: its later work is no second error)
                 raise SpecError(error(
                     Code.SP030, f"{what}: a capture cannot wait on work outside it", span, "outside the capture",
                     secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}` "
@@ -2823,6 +2824,7 @@ class _Lowerer:
         elif clock is None:
             if joins is None:
                 origin = self.streams[capture.origin].name
+                capture.clocks[label] = {}  # (reported once: its later work is no second error)
                 raise SpecError(error(
                     Code.SP030, f"`{self.streams[label].name}` is not part of graph `{capture.name}`'s capture here",
                     statement.stream.span, "not capturing", secondary=secondary,

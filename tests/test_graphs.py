@@ -488,3 +488,19 @@ def test_help_for_one_launch_statement_run_by_two_processes_names_the_threads(ru
     assert [f["help"] for f in file["findings"]] == [
         "the launches of `g` at line 9 by `p[0]` and `p[1]` are not ordered: record an event on `a[0]` after "
         "`launch g` and wait on it on `a[1]` before `launch g`"]
+
+
+@pytest.mark.parametrize("report,body,code,line", [
+    # vllm-project/vllm PR #57785 (issue #57759): a side stream's prefetch inside the capture was
+    # never joined back, and the capture failed or the work leaked past it.
+    ("vllm57785", ["s1: kernel forward writes a", "s1: record f", "s2: wait f", "s2: copy b <- a"],
+     "SP030", 4),
+    # NVIDIA/cccl PR #8674: a pool stream waited on an event never recorded in the capture
+    # (cudaErrorStreamCaptureIsolation); the fix forks every pool stream from the capturing one.
+    ("cccl8674", ["s1: kernel produce writes a", "s2: wait e", "s2: kernel consume reads a"], "SP030", 2),
+])
+def test_capture_failures_of_real_reports(run, tmp_path, report, body, code, line):
+    text = HEADER + "event f\nevent e\ngraph g {\n" + "".join(f"  {b}\n" for b in body) + "}\n"
+    text += "thread t {\n  x: record e\n  x: launch g\n}\n"
+    found = diagnostics(run, tmp_path, text)
+    assert [(c, at) for c, at, _ in found] == [(code, text.splitlines().index("graph g {") + 1 + line)], (report, found)
