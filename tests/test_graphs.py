@@ -504,3 +504,17 @@ def test_capture_failures_of_real_reports(run, tmp_path, report, body, code, lin
     text += "thread t {\n  x: record e\n  x: launch g\n}\n"
     found = diagnostics(run, tmp_path, text)
     assert [(c, at) for c, at, _ in found] == [(code, text.splitlines().index("graph g {") + 1 + line)], (report, found)
+
+
+def test_json_races_name_the_launch_of_a_graphs_work(run, tmp_path):
+    from test_json_schemas import validator
+
+    text = HEADER + "graph g {\n  s1: kernel k writes a\n}\nthread t {\n  x: launch g\n  o: kernel l reads a\n}\n"
+    spec = tmp_path / "spec.sched"
+    spec.write_text(text)
+    _, out, _ = run("check", "--format", "json", spec)
+    output = json.loads(out)
+    validator("check").validate(output)
+    detail = output["files"][0]["findings"][0]["detail"]
+    assert detail["a"]["launch"] == {"statement": 0, "line": 13, "stream": "x"}
+    assert "launch" not in detail["b"]

@@ -592,6 +592,11 @@ def _race_bytes(machine, steps, a, b, pair, data, resume=None) -> dict:
         "b": {"statement": b, "line": p.statements[b].span.line, "what": p.describe(p.statements[b]),
               "access": y.written_as, "writes": y.write},
     }
+    for side, index in (("a", a), ("b", b)):
+        launch = p.statements[index].launch
+        if launch is not None:  # (a graph's work: the launch that ran it, which the spec can name)
+            detail[side]["launch"] = {"statement": launch, "line": p.statements[launch].span.line,
+                                      "stream": p.streams[p.statements[launch].stream].name}
     if x.write and y.write:
         detail["kind"] = "write/write"
         detail["a_last"] = data.combined((g, data.written_value(a, g)) for g in _segs(overlap))
