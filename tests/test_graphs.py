@@ -362,7 +362,7 @@ def test_reports_show_the_graphs_own_streams(run, tmp_path):
     spec = tmp_path / "spec.sched"
     spec.write_text(text)
     status, out, _ = run("show", spec)
-    assert "g.s1 on gpu nonblocking" in out
+    assert "g.s1 on gpu (a graph's work captured on s1)" in out
     assert out.count("x: launch g (begins)") == 2 and out.count("g.s1: kernel k") == 2
     program = load_text(text, "<graphs>").program
     assert [s.captured for s in program.streams if s.name == "g.s1"] == [0]

@@ -81,6 +81,9 @@ def show_text(program: Program, limit: int = 2000) -> list[str]:
         extra += f" {s.mode.value}" if s.mode.value != "blocking" else ""
         extra += f" queue {s.queue}" if s.queue is not None else ""
         extra += f" (process {program.threads[s.context].name})" if s.context is not None else ""
+        if s.captured is not None:  # (nonblocking and on no queue, whatever was declared)
+            process = f", process {program.threads[s.context].name}" if s.context is not None else ""
+            extra = f" (a graph's work captured on {program.streams[s.captured].name}{process})"
         out.append(f"  {s.name} on {program.devices[s.device].name}{extra}")
     for t in program.threads:
         out.append(f"thread {t.name}{' (process)' if t.process else ''}: {len(t.statements)} statements")
