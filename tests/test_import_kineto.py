@@ -1131,3 +1131,24 @@ def test_min_gap_carries_the_gaps_before_syncs_that_did_not_block():
     for gap in (0, 5_000, 9_000):
         program = load(import_kineto({"traceEvents": events}, min_gap=gap)).program
         assert 58_000 - gap <= simulate(program).makespan <= 58_000, gap
+
+
+def test_a_graph_launchs_work_is_imported_where_the_trace_puts_it_and_said_to_lack_its_edges():
+    """Kernels a `cudaGraphLaunch` ran share its correlation id and often sit on streams of the
+    driver's own: they are imported as launched by that call, with a note on what is lost."""
+    events = [
+        _event("cuda_runtime", "cudaLaunchKernel", 9, 9, 0.0, 2, correlation=1),
+        _event("kernel", "eager", 0, 7, 3.0, 5, stream=7, device=0, correlation=1),
+        _event("cuda_runtime", "cudaGraphLaunch", 9, 9, 10.0, 9, correlation=2, cbid=311),
+        _event("kernel", "node_a", 0, 23, 20.0, 3, stream=23, device=0, correlation=2,
+               **{"graph id": 12, "graph node id": 51539607553}),
+        _event("kernel", "node_b", 0, 27, 24.0, 12, stream=27, device=0, correlation=2,
+               **{"graph id": 12, "graph node id": 51539607554}),
+    ]
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    assert {program.streams[s.stream].name for s in statements(program, Op.KERNEL)} == {
+        "stream7", "stream23", "stream27"}
+    assert [n for n in imported.notes if "graph launch" in n] == [
+        "1 CUDA graph launch(es) ran 2 GPU operation(s) on 2 stream(s): each is imported in stream order on the "
+        "stream the trace reports; the graph's edges, and its order with the launch stream, are not in the trace"]

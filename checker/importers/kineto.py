@@ -1874,6 +1874,14 @@ class _Builder:
                     for op in self.ops_of_call.get(id(call), ()):
                         owners[(op.device, op.stream)][thread] += 1
         orphans = [op for op in t.gpu if op.correlation is None or op.correlation not in t.call_by_corr]
+        graphed = [op for op in t.gpu if op.correlation is not None and "GraphLaunch" in getattr(
+            t.call_by_corr.get(op.correlation), "name", "")]
+        if graphed:  # (docs/import.md: what an import makes of a graph launch's work)
+            launches = len({op.correlation for op in graphed})
+            streams = len({(op.device, op.stream) for op in graphed})
+            self.notes.append(f"{launches} CUDA graph launch(es) ran {len(graphed)} GPU operation(s) on {streams} "
+                              "stream(s): each is imported in stream order on the stream the trace reports; the "
+                              "graph's edges, and its order with the launch stream, are not in the trace")
         threads = sorted(t.calls, key=lambda k: (-len(t.calls[k]), str(k)))
         if orphans:
             fallback = threads[0] if threads else ("device", "device")
