@@ -62,6 +62,28 @@ def test_race_detail_never_offers_the_value_read_as_an_alternative():
     assert detail["explanation"].count(detail["reader_saw"]) == 1
 
 
+def test_a_pair_racing_on_two_buffers_replays_each_finding_on_its_own_buffer():
+    program = load_text("""
+device d { compute 2 copy 1 }
+stream a on d
+stream b on d
+buffer x[2] 1KiB on d
+buffer y 1KiB on d
+alias low = y[0:512]
+thread main {
+  a: kernel k1 writes x[1], low 10us
+  b: kernel k2 reads x[1], y 10us
+}
+""").program
+    races = [f for f in explore(program).findings(program) if f.kind is FindingKind.RACE]
+    assert sorted((f.memory or f.buffer) for f in races) == ["x[1]", "y"]
+    for finding in races:
+        detail = confirm(program, finding).detail
+        assert detail["memory"] == (finding.memory or finding.buffer)
+        where = "x[1]" if finding.memory == "x[1]" else "y[0:512]"
+        assert f"read {where} " in detail["explanation"], detail["explanation"]
+
+
 def test_deadlock_detail_lists_stuck_participants():
     program = _program("c16_single_hw_queue_deadlock.sched")
     (finding,) = [f for f in explore(program).findings(program) if f.kind is FindingKind.DEADLOCK]

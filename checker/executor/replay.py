@@ -501,7 +501,7 @@ def _confirm_race(machine, finding, steps, data, together, resume=None) -> Confi
     if together is None:
         return Confirmation(False, f"{machine.describe(a)} and {machine.describe(b)} are never "
                                    f"running at the same time in the witness")
-    pair = _conflicting_pair(p, a, b)
+    pair = _conflicting_pair(p, a, b, finding.memory or finding.buffer)
     if pair is None:
         return Confirmation(False, "the two statements touch no common bytes with a write")
     detail = _race_bytes(machine, steps[: together + 1], a, b, pair, data, resume)
@@ -509,8 +509,12 @@ def _confirm_race(machine, finding, steps, data, together, resume=None) -> Confi
     return Confirmation(True, f"both accesses are running after step {together + 1}", detail)
 
 
-def _conflicting_pair(p: Program, a: int, b: int):
-    return next(conflicting(p.statements[a].accesses, p.statements[b].accesses), None)
+def _conflicting_pair(p: Program, a: int, b: int, memory: str | None = None):
+    """The two statements' conflicting accesses, on the finding's memory where it names one
+    (a pair racing on several buffers is one finding per buffer, each replayed on its own)."""
+    pairs = list(conflicting(p.statements[a].accesses, p.statements[b].accesses))
+    named = [pair for pair in pairs if p.memories[pair[0].memory].name == memory]
+    return (named or pairs or [None])[0]
 
 
 def _finish_steps(machine: Machine, state: State, i: int) -> tuple[Step, ...]:
