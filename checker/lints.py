@@ -94,7 +94,12 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
                      and not order.before(Step(StepKind.END, t.index), issued)), None)
         if task is None:
             continue
-        stream = program.streams[task.stream].name
+        # (a graph's work runs on the graph's own streams: the spec names its launch stream)
+        issuer = task if task.launch is None else program.statements[task.launch]
+        stream = program.streams[issuer.stream].name
+        secondary = ((task.span, "may still be running"),)
+        if task.launch is not None:
+            secondary += ((issuer.span, "the graph launch that runs it"),)
         if program.memories[free.memory].device is None:  # (pinned host memory)
             call = "cudaFreeHost"
             help = (f"CUDA documents no synchronization for cudaFreeHost: wait for the work first "
@@ -106,7 +111,7 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
         found.append(warning(
             Code.SP064, f"`{program.describe(free)}` waits for `{program.describe(task)}` only through "
             f"{call}'s implicit synchronization", free.span, "the free",
-            secondary=((task.span, "may still be running"),), help=help))
+            secondary=secondary, help=help))
     return found
 
 

@@ -19,6 +19,9 @@ from checker.witness import StepKind, Witness
 
 
 def _where(program: Program, statement: Statement) -> str:
+    if statement.launch is not None:  # (a graph's work: which of the graph's launches ran it)
+        launch = program.statements[statement.launch].span.line
+        return f"{program.describe(statement)} (line {statement.span.line}, launched at line {launch})"
     return f"{program.describe(statement)} (line {statement.span.line})"
 
 
@@ -399,6 +402,15 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
         help = ("make the free wait for every use (record an event after the use and wait on it "
                 "before the free)")
+    if use.launch is not None:  # (a graph's work: the order to add is around its launch)
+        launch = program.statements[use.launch]
+        stream, graph = program.streams[launch.stream].name, launch.form.removesuffix(" (begins)")
+        if free is not None and (launch_order or (launch.thread == free.thread and launch.index > free.index)):
+            help = (f"`{graph}` (line {launch.span.line}) is enqueued after the free: launch every graph "
+                    f"that uses `{memory.name}` before freeing it (and make the free wait for those launches)")
+        else:
+            help = (f"make the free wait for the graph: `sync {stream}` after `{graph}` (line {launch.span.line}), "
+                    f"or record an event on `{stream}` there and wait on it before the free")
     statements = (use.index,) + ((free.index,) if free is not None else ())
     return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
                    instances, witness, help=help,

@@ -357,6 +357,57 @@ def test_race_help_names_the_launch_not_the_graphs_streams(run, tmp_path):
     assert not any("g.s1" in help for help in helps.values())
 
 
+LIFETIME = """device gpu { runtime cuda }
+buffer x 4MiB on gpu
+stream s on gpu nonblocking
+stream t on gpu nonblocking
+graph g {
+  s: kernel fill writes x
+}
+thread main {
+  alloc x
+  s: launch g
+"""
+
+
+@pytest.mark.parametrize("rest, message, help", [
+    # the host frees while the graph may still run (without cudaFree's synchronization): wait for it
+    ("  free x\n", "g.s: kernel fill (line 6, launched at line 10) can touch `x` after free x (line 11)",
+     "make the free wait for the graph: `sync s` after `launch g` (line 10), or record an event on `s` "
+     "there and wait on it before the free"),
+    # a second launch after the free: the launch itself is the misplaced call
+    ("  sync s\n  t: free x\n  s: launch g\n  sync s\n",
+     "g.s: kernel fill (line 6, launched at line 13) can touch `x` after t: free x (line 12)",
+     "`launch g` (line 13) is enqueued after the free: launch every graph that uses `x` before freeing it "
+     "(and make the free wait for those launches)"),
+])
+def test_use_after_free_of_a_graphs_work_names_its_launch(run, tmp_path, rest, message, help):
+    text = LIFETIME.replace("{ runtime cuda }", "{ }") + rest + "}\n"
+    status, file = check_json(run, tmp_path, text)
+    (finding,) = [f for f in file["findings"] if f["kind"] == "use-after-free"]
+    assert finding["message"].startswith(message), finding["message"]
+    assert finding["help"] == help
+    spec = tmp_path / "spec.sched"
+    _, out, _ = run("check", spec)
+    launch_line = int(re.search(r"launched at line (\d+)", message).group(1))
+    assert re.search(rf"^{launch_line} \|   s: launch g\n +\| +-+ the graph launch that runs it$", out, re.M), out
+
+
+def test_an_implicitly_synchronized_free_of_a_graphs_memory_names_the_launch_stream(run, tmp_path):
+    text = LIFETIME + "  free x\n}\n"
+    from checker.lints import frees_waiting_through_cuda_free
+
+    program = load_text(text, "<graphs>").program
+    (warning,) = frees_waiting_through_cuda_free(program)
+    assert warning.code.value == "SP064"
+    assert warning.help.endswith("wait for the work first (`sync s`), or free on its stream (`s: free x`)")
+    assert "g.s" not in warning.help
+    assert any(a.label == "the graph launch that runs it" and a.span.line == 10 for a in warning.annotations)
+    # and the suggested free on the launch stream is checked clean
+    _, fixed = check_json(run, tmp_path, text.replace("  free x\n}", "  s: free x\n}"))
+    assert fixed["findings"] == [] and fixed["status"] == "clean"
+
+
 def test_reports_show_the_graphs_own_streams(run, tmp_path):
     text = HEADER + "graph g {\n  s1: kernel k writes a\n}\nthread t {\n  x: launch g\n  x: launch g\n}\n"
     spec = tmp_path / "spec.sched"

@@ -66,6 +66,10 @@ def _finding_marks(program: Program, finding: Finding) -> list[Mark]:
         mark = Mark(statement.span, label, position == 0 or finding.kind is FindingKind.DEADLOCK)
         if mark not in marks:  # statements lowered from one (a cudaFree's sync and free) share a span
             marks.append(mark)
+        if statement.launch is not None and finding.kind is not FindingKind.DEADLOCK:
+            launch = Mark(program.statements[statement.launch].span, "the graph launch that runs it", False)
+            if all(m.span != launch.span for m in marks):
+                marks.append(launch)
     expectation = expectation_span(program, finding)
     if expectation is not None:
         marks.append(Mark(expectation, "this expectation", True))
