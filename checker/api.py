@@ -254,12 +254,17 @@ class Thread:
         return self._add(f"{self._stream(stream)}: callback {_check_name(name, 'callback')}{_rw(reads, writes)}"
                          f"{_duration(duration, name)}")
 
-    def record(self, stream: Stream, event: Event) -> "Thread":
-        return self._add(f"{self._stream(stream)}: record {_ref(event, (Event,), 'the event')}")
+    def record(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
+        """Record the event; `external=True` in a `Graph` is an event record node on the
+        declared event, which work outside the graph can wait on."""
+        return self._add(f"{self._stream(stream)}: record {_ref(event, (Event,), 'the event')}"
+                         + (" external" if external else ""))
 
-    def wait(self, stream: Stream, event: Event) -> "Thread":
-        """The stream waits for the latest `record` of the event enqueued before this (snapshot)."""
-        return self._add(f"{self._stream(stream)}: wait {_ref(event, (Event,), 'the event')}")
+    def wait(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
+        """The stream waits for the latest `record` of the event enqueued before this (snapshot);
+        `external=True` in a `Graph` is a wait node, for the latest record before the launch."""
+        return self._add(f"{self._stream(stream)}: wait {_ref(event, (Event,), 'the event')}"
+                         + (" external" if external else ""))
 
     def reset(self, stream: Stream, event: Event) -> "Thread":
         """Clear a flag event."""

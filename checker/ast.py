@@ -311,6 +311,9 @@ class RecordTask:
     stream: Ref
     event: Ref
     span: Span
+    external: bool = False
+    """`external` (in a graph's body): an event record node on the declared event
+    (cudaEventRecordExternal), not on the graph's own copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +321,9 @@ class WaitTask:
     stream: Ref
     event: Ref
     span: Span
+    external: bool = False
+    """`external` (in a graph's body): an event wait node on the declared event
+    (cudaEventWaitExternal), not on the graph's own copy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,10 +29,12 @@ def _builder(cls):
     same object as `cls(...)` in half the time (the `__init__` of a frozen dataclass goes through
     `object.__setattr__` for every field), which counts at hundreds of thousands of nodes."""
     fields = [f.name for f in dataclasses.fields(cls)]
-    namespace = {"new": object.__new__, "cls": cls}
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    namespace = {"new": object.__new__, "cls": cls, "defaults": defaults}
     namespace.update({f"set_{name}": cls.__dict__[name].__set__ for name in fields})
     body = "".join(f"    set_{name}(self, {name})\n" for name in fields)
-    exec(f"def make({', '.join(fields)}):\n    self = new(cls)\n{body}    return self\n", namespace)
+    parameters = ", ".join(f"{name}=defaults[{name!r}]" if name in defaults else name for name in fields)
+    exec(f"def make({parameters}):\n    self = new(cls)\n{body}    return self\n", namespace)
     return namespace["make"]
 
 
@@ -953,6 +955,9 @@ class _Parser:
         cls = _TARGETED.get(op)
         if cls is not None:
             target = self.ref()
+            if op in ("record", "wait") and self.at_keyword("external"):
+                self.i += 1
+                return cls(stream, target, self.span(first, self.i - 1), True)
             return cls(stream, target, self.span(first, self.i - 1))
         if op in _SYMMETRIC or op in _ROOTED:
             comm = self.ref()

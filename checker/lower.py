@@ -2326,6 +2326,9 @@ class _Lowerer:
 
     def event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
+        if getattr(node, "external", False):
+            self.external_event_task(node, env, common)
+            return
         event = self.resolve(node.event, env, "event")
         if isinstance(node, ast.ResetTask) and not self.events[event].flag:
             raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
@@ -2333,6 +2336,27 @@ class _Lowerer:
                                   secondary=((self.events[event].span, "declared without `flag`"),),
                                   help=f"declare it `event {node.event.name.text} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
+
+    def external_event_task(self, node: ast.RecordTask | ast.WaitTask, env, common: dict) -> None:
+        """`record E external` / `wait E external` in a graph's body: an event record or wait
+        node on the declared event, which work outside the graph shares (CUDA's
+        cudaEventRecordExternal, cudaEventWaitExternal). At each launch it acts as a record or
+        wait of E at its place in the body, enqueued by the launch call: a wait outside binds
+        to the latest such record enqueued before it, and a wait node to the latest record of E
+        enqueued before the launch."""
+        what = "record" if isinstance(node, ast.RecordTask) else "wait"
+        if self.capture is None:
+            raise SpecError(error(
+                Code.SP030, f"`{what} ... external` is an event {what} node of a captured graph", node.span,
+                "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (CUDA: "
+                                            f"the external flag is invalid outside stream capture)"))
+        event = self.resolve_declared(node.event, env, "event")
+        if self.events[event].flag:
+            raise SpecError(error(Code.SP029, f"a graph cannot capture a flag event (`{self.events[event].name}`)",
+                                  node.event.span, "a flag event", secondary=((self.capture.span, "graph declared here"),),
+                                  help="use a snapshot event (declared without `flag`)"))
+        self.emit(node, op=_EVENT_OPS[type(node)], event=event,
+                  form=f"{what} {self.events[event].name} external", **common)
 
     def implicit_event(self, node, label: str, *key) -> int:
         """A snapshot event of the lowering's own (`wait_stream`, a peer `memcpy`): one per
@@ -2796,7 +2820,9 @@ class _Lowerer:
         if statement.stream.member is not None:
             self.resolve(statement.stream, env, "stream")  # (SP029: the default stream)
         joins = None
-        if isinstance(statement, (ast.WaitTask, ast.WaitStreamTask)):
+        external = isinstance(statement, (ast.RecordTask, ast.WaitTask)) and statement.external
+        if isinstance(statement, (ast.WaitTask, ast.WaitStreamTask)) and not external:
+            # (a wait node on an outside event, `wait E external`, joins no stream to the capture)
             if isinstance(statement, ast.WaitTask):
                 event = self.resolve_declared(statement.event, env, "event")
                 joins, span = capture.recorded.get(event), statement.span
@@ -2813,7 +2839,8 @@ class _Lowerer:
                 raise SpecError(error(
                     Code.SP030, f"{what}: a capture cannot wait on work outside it", span, "outside the capture",
                     secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}` "
-                                              "(CUDA fails the capture with cudaErrorStreamCaptureIsolation)"))
+                                              "(CUDA fails the capture with cudaErrorStreamCaptureIsolation), or, "
+                                              "for an event, make the wait a wait node (`wait EVENT external`)"))
         clock = capture.clocks.get(label)
         if clock is None and capture.origin is None:
             capture.origin = label
@@ -2836,7 +2863,7 @@ class _Lowerer:
             clock[other] = max(clock.get(other, 0), count)
         clock[label] = clock.get(label, 0) + 1
         capture.last[label] = statement.span
-        if isinstance(statement, ast.RecordTask):
+        if isinstance(statement, ast.RecordTask) and not external:
             capture.recorded[self.resolve_declared(statement.event, env, "event")] = dict(clock)
 
     def unlaunched_graphs(self) -> list[Diagnostic]:
@@ -2862,7 +2889,9 @@ class _Lowerer:
                 self.record(error(
                     Code.SP030, f"event `{self.events[event].name}` is used both inside graph `{graph}` and outside it",
                     span, "used outside the graph", secondary=((inside, "used inside the graph"),),
-                    help=f"to wait for the graph, record another event on the launch stream after `launch {graph}`"))
+                    help=f"to wait for the graph, record another event on the launch stream after `launch {graph}`; "
+                         f"to wait for part of it, make the record an event record node (`record "
+                         f"{self.events[event].name} external`), which work outside the graph shares"))
 
     LOWER = {
         ast.HostCall: host_call,

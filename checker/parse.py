@@ -355,8 +355,8 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Let(_name(variable), value, span_of(meta))
 
     def task_stmt(self, meta, stream, pending):
-        cls, fields = pending
-        return cls(stream, *fields, span_of(meta))
+        cls, fields, *options = pending
+        return cls(stream, *fields, span_of(meta), **(options[0] if options else {}))
 
     @staticmethod
     def _rw(rest) -> tuple:
@@ -389,8 +389,16 @@ class _ToAst(Transformer_NonRecursive):
             return cls, (target,)
         return method
 
-    record = _targeted(ast.RecordTask)
-    wait = _targeted(ast.WaitTask)
+    def _event_node(cls):  # noqa: N805 - builds methods
+        def method(self, meta, target, external=None):
+            return (cls, (target,)) if external is None else (cls, (target,), {"external": True})
+        return method
+
+    record = _event_node(ast.RecordTask)
+    wait = _event_node(ast.WaitTask)
+
+    def external(self, meta):
+        return True
     reset = _targeted(ast.ResetTask)
     notify = _targeted(ast.NotifyTask)
     await_ = _targeted(ast.AwaitTask)

@@ -76,10 +76,20 @@ def graph_programs(draw):
         else:
             body.append(kernel(step))
     body += ["s2: record j", "s1: wait j"] + [kernel("s1") for _ in range(draw(st.integers(0, 1)))]
+    # event nodes on events outside the graph: records anywhere on s1, or on s2 while it is in
+    # the capture; a wait node first on s1
+    for _ in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()):
+            body.insert(draw(st.integers(0, len(body))), "s1: record xr external")
+        else:
+            joined, left = body.index("s2: wait f") + 1, body.index("s2: record j")
+            body.insert(draw(st.integers(joined, left)), "s2: record xr external")
+    if draw(st.booleans()):
+        body.insert(0, "s1: wait xw external")
     second = [kernel("s1")]
     thread = []
     for _ in range(draw(st.integers(1, 4))):
-        step = draw(st.sampled_from(["g", "g", "h", "outside", "order", "sync"]))
+        step = draw(st.sampled_from(["g", "g", "h", "outside", "order", "sync", "node"]))
         if step in ("g", "h"):
             thread.append((step, draw(st.sampled_from(["x", "y"]))))
         elif step == "outside":
@@ -87,11 +97,13 @@ def graph_programs(draw):
         elif step == "order":
             source, target = draw(st.permutations(["x", "o"]))
             thread += [("text", f"{source}: record e3"), ("text", f"{target}: wait e3")]
+        elif step == "node":  # (what the graph's event nodes wait for, and wait on them)
+            thread.append(("text", draw(st.sampled_from(["o: record xw", "o: wait xr"]))))
         else:
             thread.append(("text", f"sync {draw(st.sampled_from(['x', 'y', 'o']))}"))
     other = [kernel("o") for _ in range(draw(st.integers(0, 2)))]
 
-    graphs = HEADER + "event f\nevent j\nevent e1\nevent e2\nevent e3\n"
+    graphs = HEADER + "event f\nevent j\nevent e1\nevent e2\nevent e3\nevent xr\nevent xw\n"
     graphs += "graph g {\n" + "".join(f"  {line}\n" for line in body) + "}\n"
     graphs += "graph h {\n" + "".join(f"  {line}\n" for line in second) + "}\n"
     graphs += "thread t {\n" + "".join(f"  {line if kind == 'text' else f'{line}: launch {kind}'}\n"
@@ -112,11 +124,14 @@ def graph_programs(draw):
                 created.append(f"{kind}_{stream}")
             if k == 0:
                 lines.append(f"{kind}_{stream}: wait start{n}")
-            rest = re.sub(r"\b(record|wait) (\w+)", rf"\1 {kind}_\2", rest)
+            if rest.endswith(" external"):  # (the declared event itself)
+                rest = rest.removesuffix(" external")
+            else:
+                rest = re.sub(r"\b(record|wait) (\w+)", rf"\1 {kind}_\2", rest)
             lines.append(f"{kind}_{stream}: {rest}")
         lines += [f"{kind}_s1: record done{n}", f"{line}: wait done{n}"]
     expanded = HEADER + "".join(f"stream {name} on gpu nonblocking\n" for name in created)
-    expanded += "event e3\n" + "".join(f"event g_{e}\n" for e in ("f", "j", "e1", "e2"))
+    expanded += "event e3\nevent xr\nevent xw\n" + "".join(f"event g_{e}\n" for e in ("f", "j", "e1", "e2"))
     expanded += "".join(f"event start{n}\nevent done{n}\n" for n in range(len(thread)))
     expanded += "thread t {\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
     expanded += "thread u {\n" + "".join(f"  {line}\n" for line in other) + "}\n"
@@ -325,6 +340,77 @@ thread t {
     fixed = text.replace("  s1: record ready\n", "").replace("  x: launch g\n", "  x: launch g\n  x: record ready\n")
     status, file = check_json(run, tmp_path, fixed + "expect no race\n")
     assert status == 0 and file["passed"], file
+
+
+def test_an_event_record_node_is_what_outside_work_waits_on(run, tmp_path):
+    """`record E external` (cudaEventRecordExternal): the wait outside waits for the graph's
+    work up to the node, not for the rest of it; `wait E external` (cudaEventWaitExternal)
+    makes the graph's work after it wait for the latest record enqueued before the launch."""
+    text = HEADER + """event half
+event ready
+graph g {
+  s1: wait ready external
+  s1: kernel first writes a 10us
+  s1: record half external
+  s1: kernel second writes b 50us
+}
+thread t {
+  o: kernel produce writes b 5us
+  o: record ready
+  x: launch g
+  o: wait half
+  o: kernel consume reads a 5us
+  o: kernel late reads b 5us
+  sync o
+}
+"""
+    assert verdict(run, tmp_path, "", text[len(HEADER):]) == {("late", "second", "b")}
+    # without the wait node, `produce` races with `second`; without the record node, the
+    # host's wait on `half` binds to no record, and `consume` races with `first`
+    no_wait = text.replace("  s1: wait ready external\n", "")
+    assert verdict(run, tmp_path, "", no_wait[len(HEADER):]) == {("late", "second", "b"), ("produce", "second", "b")}
+    no_record = text.replace("  s1: record half external\n", "")
+    assert ("consume", "first", "a") in verdict(run, tmp_path, "", no_record[len(HEADER):])
+    # a wait node binds to the latest record before the launch: recording after it is too late
+    late = text.replace("  o: record ready\n  x: launch g\n", "  x: launch g\n  o: record ready\n")
+    assert ("produce", "second", "b") in verdict(run, tmp_path, "", late[len(HEADER):])
+    spec = tmp_path / "spec.sched"
+    spec.write_text(text)
+    _, out, _ = run("show", spec)
+    assert "g.s1: record half external" in out and "g.s1: wait ready external" in out
+
+
+@pytest.mark.parametrize("body, thread, code, message", [
+    ("  s1: kernel k writes a\n", "  o: record e external\n", "SP030",
+     "`record ... external` is an event record node of a captured graph"),
+    ("  s1: kernel k writes a\n", "  o: wait e external\n", "SP030",
+     "`wait ... external` is an event wait node of a captured graph"),
+    ("  s1: kernel k writes a\n  s1: record flagged external\n", "", "SP029",
+     "a graph cannot capture a flag event (`flagged`)"),
+    # a record node joins nothing: a wait inside the capture on it waits on work outside
+    ("  s1: record e external\n  s2: wait e\n  s2: kernel k writes a\n", "", "SP030",
+     "graph `g` waits on `e`, which it has not recorded before this wait"),
+    # nor does a wait node join its stream to the capture
+    ("  s1: kernel k writes a\n  s2: wait e external\n  s2: kernel l writes a\n", "  o: record e\n", "SP030",
+     "`s2` is not part of graph `g`'s capture here"),
+])
+def test_event_nodes_misused_are_errors(run, tmp_path, body, thread, code, message):
+    text = (HEADER + "event e\nevent flagged flag\ngraph g {\n" + body + "}\nthread t {\n  x: launch g\n" + thread
+            + "}\n")
+    found = diagnostics(run, tmp_path, text)
+    assert [c for c, _, _ in found] == [code] and message in found[0][2], found
+
+
+def test_isolation_and_shared_event_help_offer_event_nodes(run, tmp_path):
+    inside = diagnostics(run, tmp_path, HEADER + "event e\ngraph g {\n  s1: wait e\n  s1: kernel k writes a\n}\n"
+                         "thread t {\n  o: record e\n  x: launch g\n}\n")
+    assert [c for c, _, _ in inside] == ["SP030"]
+    _, file = check_json(run, tmp_path, HEADER + "event e\ngraph g {\n  s1: wait e\n  s1: kernel k writes a\n}\n"
+                         "thread t {\n  o: record e\n  x: launch g\n}\n")
+    assert file["diagnostics"][0]["help"].endswith("or, for an event, make the wait a wait node (`wait EVENT external`)")
+    _, file = check_json(run, tmp_path, HEADER + "event e\ngraph g {\n  s1: kernel k writes a\n  s1: record e\n}\n"
+                         "thread t {\n  x: launch g\n  o: wait e\n}\n")
+    assert "(`record e external`)" in file["diagnostics"][0]["help"]
 
 
 def test_one_exec_launched_by_two_threads_or_on_another_device_is_sp031(run, tmp_path):
