@@ -375,6 +375,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     reported: dict[tuple[int, FindingKind], int] = {}
     """(source statement, kind) -> the index of its finding; later instances add their memory."""
     elements: dict[int, dict[str, None]] = defaultdict(dict)
+    instances: dict[int, set[int]] = defaultdict(set)
+    """finding index -> the statements (loop instances of one source statement) it stands for"""
 
     def report(finding: Finding, s: Statement) -> None:
         key = (s.origin, finding.kind)
@@ -382,6 +384,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             reported[key] = len(findings)
             findings.append(finding)
         elements[reported[key]][finding.memory] = None
+        instances[reported[key]].add(s.index)
 
     def forced_between(first: int, last: int, nodes: list[int]) -> bool:
         return any(order.before(graph.steps[first], graph.steps[g]) and order.before(graph.steps[g], graph.steps[last])
@@ -439,6 +442,9 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     for k, names in elements.items():
         if len(names) > 1:
             findings[k] = replace(findings[k], elements=tuple(names))
+    for k, statements in instances.items():
+        if len(statements) > 1:  # (counted as the solver and the exhaustive search count them)
+            findings[k] = replace(findings[k], instances=len(statements))
 
 
 def _deadlock(order: HappensBefore) -> Finding | None:

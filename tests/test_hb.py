@@ -200,6 +200,14 @@ def _assert_agrees_with_the_explorer(text, program):
         return
     races, dead, deadlock, findings = _verdict_hb(program)
     assert (races, dead, deadlock) == _verdict_explorer(program, exploration), text
+    # and as many instances of each dead use (the loop instances of one source statement)
+    searched: dict[tuple[int, str], set[int]] = {}
+    for use in exploration.dead_uses:
+        kind = "use-after-free" if use.kind == "enqueued-after-free" else use.kind
+        searched.setdefault((program.statements[use.statement].origin, kind), set()).add(use.statement)
+    counted = {(program.statements[f.statements[0]].origin, f.kind.value): f.instances for f in findings
+               if f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC)}
+    assert counted == {key: len(uses) for key, uses in searched.items()}, text
     for finding in findings:
         confirmation = confirm(program, finding)
         assert confirmation.ok, (text, finding.kind, confirmation.reason)
@@ -298,6 +306,24 @@ thread t1 {
     dead = {runs.statements[f.statements[0]].span.line for f in hb.analyze(runs)[0]
             if f.kind is FindingKind.USE_AFTER_FREE}
     assert dead == {9}
+
+
+def test_each_loop_instance_of_a_dead_use_is_counted():
+    text = """device gpu
+buffer x 1MiB on gpu
+stream s on gpu
+thread t {
+  for i in 0..3 {
+    s: kernel k reads x 1ms
+  }
+  free x
+  sync s
+}
+"""
+    program = program_of(text)
+    _assert_agrees_with_the_explorer(text, program)
+    (dead,) = [f for f in _verdict_hb(program)[3] if f.kind is FindingKind.USE_AFTER_FREE]
+    assert dead.instances == 3
 
 
 def test_one_hardware_queue_over_many_streams_is_ordered_with_linear_edges():
