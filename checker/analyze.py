@@ -119,6 +119,13 @@ def find(program: Program, options: Options,
     return _confirmed(program, fold_unknowns(program, findings), progress, options.workers)
 
 
+def _place(program: Program, statement) -> tuple:
+    """Where a finding's statement is in the source, the same in every program of a spec: its
+    line and column, and for a graph's work those of the launch that ran it."""
+    launch = program.statements[statement.launch].span if statement.launch is not None else None
+    return (statement.span.line, statement.span.column) + ((launch.line, launch.column) if launch else ())
+
+
 def fold_unknowns(program: Program, findings: list[Finding]) -> list[Finding]:
     """One SP301 per question: unknowns about the same source statements (loop instances of
     one pair) for the same reason become the first of them, with `instances` counting them."""
@@ -485,8 +492,7 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
                           or f.kind is FindingKind.UNKNOWN and f.detail.get("about") != "deadlock")
         internal += [e for e in errors if e not in internal]
         for finding in found:
-            where = tuple((program.statements[i].span.line, program.statements[i].span.column)
-                          for i in finding.statements)
+            where = tuple(_place(program, program.statements[i]) for i in finding.statements)
             if program.races_only and any(k[0] is finding.kind and k[3] == where for k in seen):
                 continue  # (its memory may be named after the block's earlier tensor)
             key = (finding.kind, finding.buffer, finding.message if not finding.statements else "", where)

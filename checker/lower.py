@@ -1642,7 +1642,11 @@ class _Lowerer:
                 work.extend(reversed([getattr(node, f.name) for f in fields(node)]))
 
     def origin(self, statement, part: int = 0) -> int:
+        """The source statement's identity. A graph's work is one per body line and launch
+        line: launches at two lines are two places to fix, and are reported apart."""
         key = id(statement) if part == 0 else (id(statement), part)
+        if self.capture is not None:
+            key = (key, id(self.capture.node))
         return self.origin_ids.setdefault(key, len(self.origin_ids))
 
     def emit(self, statement, part: int = 0, **fields) -> int | None:

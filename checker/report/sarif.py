@@ -234,6 +234,8 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
         result["codeFlows"] = flows
     result["partialFingerprints"] = {"streamproof/v1": _fingerprint(
         finding.code.value, uri, finding.buffer, *(_source_text(report.source, s.span) for s in statements),
+        # (a graph's work: the launch that ran it tells two launches' findings apart)
+        *(_source_text(report.source, program.statements[s.launch].span) for s in statements if s.launch is not None),
         *(() if statements else (finding.message,)))}  # (one about no statement: its words)
     if finding.instances > 1:
         result["occurrenceCount"] = finding.instances
