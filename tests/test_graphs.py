@@ -479,6 +479,19 @@ def test_use_after_free_of_a_graphs_work_names_its_launch(run, tmp_path, rest, m
     assert re.search(rf"^{launch_line} \|   s: launch g\n +\| +-+ the graph launch that runs it$", out, re.M), out
 
 
+def test_launches_at_two_lines_are_two_findings_and_a_loops_launches_one(run, tmp_path):
+    """vllm-project/vllm-omni#6587's shape: the host frees what launches before the free use,
+    and a launch after it uses it too: each launch line is a place to fix."""
+    text = LIFETIME.replace("{ runtime cuda }", "{ }") + (
+        "  for i in 0..2 {\n    s: launch g\n  }\n  free x\n  s: launch g\n  sync s\n}\n")
+    _, file = check_json(run, tmp_path, text)
+    dead = sorted((int(re.search(r"launched at line (\d+)", f["message"]).group(1)), f["instances"], f["help"])
+                  for f in file["findings"] if f["kind"] == "use-after-free")
+    assert [(line, instances) for line, instances, _ in dead] == [(10, 1), (12, 2), (15, 1)], dead
+    assert "`sync s` after `launch g` (line 10)" in dead[0][2]
+    assert dead[2][2].startswith("`launch g` (line 15) is enqueued after the free")
+
+
 def test_an_implicitly_synchronized_free_of_a_graphs_memory_names_the_launch_stream(run, tmp_path):
     text = LIFETIME + "  free x\n}\n"
     from checker.lints import frees_waiting_through_cuda_free
