@@ -331,6 +331,8 @@ class ResetTask:
     stream: Ref
     event: Ref
     span: Span
+    external: bool = False
+    """`external` (in a graph's body): a reset node of the declared flag event."""
 
 
 @dataclass(frozen=True, slots=True)

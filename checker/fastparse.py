@@ -955,7 +955,7 @@ class _Parser:
         cls = _TARGETED.get(op)
         if cls is not None:
             target = self.ref()
-            if op in ("record", "wait") and self.at_keyword("external"):
+            if op in ("record", "wait", "reset") and self.at_keyword("external"):
                 self.i += 1
                 return cls(stream, target, self.span(first, self.i - 1), True)
             return cls(stream, target, self.span(first, self.i - 1))

@@ -2341,24 +2341,26 @@ class _Lowerer:
                                   help=f"declare it `event {node.event.name.text} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
 
-    def external_event_task(self, node: ast.RecordTask | ast.WaitTask, env, common: dict) -> None:
-        """`record E external` / `wait E external` in a graph's body: an event record or wait
-        node on the declared event, which work outside the graph shares (CUDA's
-        cudaEventRecordExternal, cudaEventWaitExternal). At each launch it acts as a record or
-        wait of E at its place in the body, enqueued by the launch call: a wait outside binds
-        to the latest such record enqueued before it, and a wait node to the latest record of E
-        enqueued before the launch."""
-        what = "record" if isinstance(node, ast.RecordTask) else "wait"
+    def external_event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, common: dict) -> None:
+        """`record E external`, `wait E external`, `reset E external` in a graph's body: an
+        event record, wait or reset node on the declared event, which work outside the graph
+        shares (CUDA's cudaEventRecordExternal and cudaEventWaitExternal on snapshot events;
+        CANN's external events, torch_npu's `ExternalEvent`, on flag events). At each launch it
+        acts as that statement at its place in the body, enqueued by the launch call: a wait
+        outside binds to the latest such record enqueued before it, and a snapshot wait node to
+        the latest record of E enqueued before the launch."""
+        what = {ast.RecordTask: "record", ast.WaitTask: "wait", ast.ResetTask: "reset"}[type(node)]
         if self.capture is None:
             raise SpecError(error(
                 Code.SP030, f"`{what} ... external` is an event {what} node of a captured graph", node.span,
                 "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (CUDA: "
                                             f"the external flag is invalid outside stream capture)"))
         event = self.resolve_declared(node.event, env, "event")
-        if self.events[event].flag:
-            raise SpecError(error(Code.SP029, f"a graph cannot capture a flag event (`{self.events[event].name}`)",
-                                  node.event.span, "a flag event", secondary=((self.capture.span, "graph declared here"),),
-                                  help="use a snapshot event (declared without `flag`)"))
+        if isinstance(node, ast.ResetTask) and not self.events[event].flag:
+            raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
+                                  node.span, "not a flag event",
+                                  secondary=((self.events[event].span, "declared without `flag`"),),
+                                  help=f"declare it `event {node.event.name.text} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event,
                   form=f"{what} {self.events[event].name} external", **common)
 
@@ -2777,7 +2779,10 @@ class _Lowerer:
             if event.flag:
                 raise SpecError(error(Code.SP029, f"a graph cannot capture a flag event (`{event.name}`)", ref.span,
                                       "a flag event", secondary=secondary,
-                                      help="use a snapshot event (declared without `flag`) inside the graph"))
+                                      help=f"a graph uses a flag event only through event nodes on the declared "
+                                           f"event, which work outside the graph shares (`wait {event.name} external`, "
+                                           f"`record ...`, `reset ...`: CANN's external events); or use a snapshot "
+                                           f"event (declared without `flag`)"))
             copy = self.graph_events.get((capture.key, index))
             if copy is None:
                 copy = self.graph_events[(capture.key, index)] = len(self.events)
@@ -2814,17 +2819,18 @@ class _Lowerer:
         capture = self.capture
         assert capture is not None
         secondary = ((capture.span, "graph declared here"),)
-        if not isinstance(statement, _CAPTURABLE):
+        if not isinstance(statement, _CAPTURABLE) and not (isinstance(statement, ast.ResetTask) and statement.external):
+            help = ("a graph holds kernels, copies, memsets, callbacks, collectives and the records and waits "
+                    "that order them; do the rest in a thread, around `launch`")
+            if isinstance(statement, ast.ResetTask):
+                help = "a flag event's reset in a graph is a reset node on the declared event: `reset EVENT external`"
             raise SpecError(error(Code.SP029, _UNCAPTURABLE[type(statement)], statement.span,
-                                  "not capturable", secondary=secondary,
-                                  help="a graph holds kernels, copies, memsets, callbacks, collectives and the "
-                                       "records and waits that order them; do the rest in a thread, around "
-                                       "`launch`"))
+                                  "not capturable", secondary=secondary, help=help))
         label = self.resolve_declared(statement.stream, env, "stream")
         if statement.stream.member is not None:
             self.resolve(statement.stream, env, "stream")  # (SP029: the default stream)
         joins = None
-        external = isinstance(statement, (ast.RecordTask, ast.WaitTask)) and statement.external
+        external = isinstance(statement, (ast.RecordTask, ast.WaitTask, ast.ResetTask)) and statement.external
         if isinstance(statement, (ast.WaitTask, ast.WaitStreamTask)) and not external:
             # (a wait node on an outside event, `wait E external`, joins no stream to the capture)
             if isinstance(statement, ast.WaitTask):

@@ -399,7 +399,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def external(self, meta):
         return True
-    reset = _targeted(ast.ResetTask)
+    reset = _event_node(ast.ResetTask)
     notify = _targeted(ast.NotifyTask)
     await_ = _targeted(ast.AwaitTask)
 

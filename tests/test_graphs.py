@@ -380,13 +380,39 @@ thread t {
     assert "g.s1: record half external" in out and "g.s1: wait ready external" in out
 
 
+def test_flag_event_nodes_wait_for_a_set_flag_at_every_launch(run, tmp_path):
+    """vllm-ascend's full-graph decode: the captured graph waits on a flag event (torch_npu's
+    ExternalEvent) that an update stream sets after patching the graph's parameters, and
+    resets it. The wait does not clear the flag: two updates can set it before the first
+    launch resets it, and the second launch then waits forever."""
+    body = ("graph g {\n  s1: wait upd external\n  s1: reset upd external\n  s1: kernel attn reads a 5us\n}\n")
+    threads = ("thread t {\n  for step in 0..2 {\n    x: launch g\n    o: kernel update writes a 1us\n"
+               "    o: record upd\n  }\n  sync x\n}\n")
+    text = HEADER + "event upd flag\n" + body + threads
+    _, file = check_json(run, tmp_path, text)
+    assert file["status"] != "error", file["diagnostics"]
+    assert {f["kind"] for f in file["findings"]} == {"deadlock", "race"}
+    # the update waits for the launch before patching, and the next launch comes after the flag
+    fixed = threads.replace("    o: kernel update", "    x: record launched\n    o: wait launched\n    o: kernel update")
+    fixed = fixed.replace("  for step in 0..2 {\n    x: launch g", "  for step in 0..2 {\n    x: launch g")
+    text = HEADER + "event upd flag\nevent launched\n" + body + fixed
+    _, file = check_json(run, tmp_path, text)
+    assert file["status"] != "error", file["diagnostics"]
+    assert [f["kind"] for f in file["findings"]] == ["deadlock"]  # (the lost set remains)
+    assert compare(text) == [] and compare(HEADER + "event upd flag\n" + body + threads) == []
+
+
 @pytest.mark.parametrize("body, thread, code, message", [
     ("  s1: kernel k writes a\n", "  o: record e external\n", "SP030",
      "`record ... external` is an event record node of a captured graph"),
     ("  s1: kernel k writes a\n", "  o: wait e external\n", "SP030",
      "`wait ... external` is an event wait node of a captured graph"),
-    ("  s1: kernel k writes a\n  s1: record flagged external\n", "", "SP029",
-     "a graph cannot capture a flag event (`flagged`)"),
+    ("  s1: kernel k writes a\n  s1: record flagged\n", "", "SP029", "a graph cannot capture a flag event (`flagged`)"),
+    ("  s1: wait flagged external\n  s1: reset flagged\n", "  o: record flagged\n", "SP029",
+     "a `reset` cannot be captured into a graph"),
+    ("  s1: reset e external\n", "", "SP017", "`reset` needs a flag event; `e` is a snapshot event"),
+    ("  s1: kernel k writes a\n", "  o: reset flagged external\n", "SP030",
+     "`reset ... external` is an event reset node of a captured graph"),
     # a record node joins nothing: a wait inside the capture on it waits on work outside
     ("  s1: record e external\n  s2: wait e\n  s2: kernel k writes a\n", "", "SP030",
      "graph `g` waits on `e`, which it has not recorded before this wait"),
