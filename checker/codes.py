@@ -58,6 +58,7 @@ class Code(str, enum.Enum):
     SP064 = "SP064"
     SP065 = "SP065"
     SP066 = "SP066"
+    SP067 = "SP067"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -118,6 +119,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP064: "a free that waits for work only through cudaFree's implicit synchronization",
     Code.SP065: "an allocation whose block depends on several held blocks coming back",
     Code.SP066: "a use of a pageable copy's destination that waits only through the copy's blocking",
+    Code.SP067: "an expectation repeated, or contradicted by another",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

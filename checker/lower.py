@@ -430,6 +430,7 @@ class _Lowerer:
             if isinstance(decl, ast.ExpectDecl):
                 self.attempt(lambda d: expectations.append(self.expectation(d)), decl)
         self.expectations = tuple(expectations)
+        self.warnings += expectation_conflicts(self.expectations)
         for decl in decls:  # (a graph no thread launches is still checked for undeclared names)
             if isinstance(decl, ast.GraphDecl) and self.entities.get(decl.name.text, _Entity("", None, (), False)).decl is decl:
                 self.attempt(lambda d: self.check_names(d.body), decl)
@@ -2933,6 +2934,30 @@ class _Lowerer:
         ast.LaunchTask: launch,
     }
     """How each kind of statement node is lowered."""
+
+
+_OPPOSITE = {ExpectKind.NO_RACE: ExpectKind.RACE, ExpectKind.NO_DEADLOCK: ExpectKind.DEADLOCK,
+             ExpectKind.NO_USE_AFTER_FREE: ExpectKind.USE_AFTER_FREE, ExpectKind.NO_MISMATCH: ExpectKind.MISMATCH}
+_OPPOSITE.update({kind: negated for negated, kind in list(_OPPOSITE.items())})
+
+
+def expectation_conflicts(expectations: tuple[Expectation, ...]) -> list[Diagnostic]:
+    """SP067: an `expect` line that repeats an earlier one, or that cannot be met together
+    with an earlier one (`no race` and `race on B`): one of them was usually left behind."""
+    found = []
+    for k, later in enumerate(expectations):
+        for earlier in expectations[:k]:
+            same = (later.kind, later.buffer, later.limit, later.exact_limit) == (
+                earlier.kind, earlier.buffer, earlier.limit, earlier.exact_limit)
+            opposite = _OPPOSITE.get(later.kind) is earlier.kind and None in (later.buffer, earlier.buffer)
+            if same or opposite:
+                found.append(warning(
+                    Code.SP067, "this expectation repeats an earlier one" if same else
+                    "this expectation and an earlier one cannot both be met", later.span,
+                    "repeated" if same else "contradicts", secondary=((earlier.span, "the earlier one"),),
+                    help="remove the repeated line" if same else "keep the line that says what the program should do"))
+                break
+    return found
 
 
 class _Stop(Exception):

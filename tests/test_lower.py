@@ -948,3 +948,24 @@ def test_sp058_sync_all_in_a_thread_that_drives_one_rank():
     assert warnings(own) == []
     one_thread = head + "thread t {\n  group {\n    s[0]: allreduce world x[0]\n    s[1]: allreduce world x[1]\n  }\n  sync all\n}\n"
     assert warnings(one_thread) == []
+
+
+@pytest.mark.parametrize("lines, warned", [
+    (["no race", "no race"], ["repeats"]),
+    (["race on x", "race on x"], ["repeats"]),
+    (["no race", "race on x"], ["cannot both"]),
+    (["race", "no race"], ["cannot both"]),
+    (["no deadlock", "deadlock"], ["cannot both"]),
+    (["use-after-free on x", "no use-after-free"], ["cannot both"]),
+    (["race on x", "race on y"], []),
+    (["race on x", "use-after-free on x", "no deadlock", "no mismatch"], []),
+    (["makespan <= 1ms", "makespan <= 2ms"], []),
+    (["makespan <= 1ms", "makespan <= 1000us"], ["repeats"]),
+])
+def test_repeated_and_contradicting_expectations_are_sp067(lines, warned):
+    text = ("device d\nbuffer x 1MiB on d\nbuffer y 1MiB on d\nstream s on d\n"
+            "thread main {\n  s: kernel k writes x, y\n}\n") + "".join(f"expect {line}\n" for line in lines)
+    loaded = load_text(text, "<expect>")
+    found = [d for d in loaded.diagnostics if d.code is Code.SP067]
+    assert ["repeats" if "repeats an earlier" in d.message else "cannot both" for d in found] == warned
+    assert all(d.severity is Severity.WARNING and d.primary_span.line == 7 + len(lines) for d in found)
