@@ -160,7 +160,7 @@ _EVENT_OPS = {ast.RecordTask: Op.RECORD, ast.WaitTask: Op.WAIT, ast.ResetTask: O
 _BLOCKS = frozenset({ast.Let, ast.For, ast.Group, ast.Choose, ast.If})
 """Statements that bind a variable or hold other statements (lowered by `_Lowerer.one`)."""
 _CAPTURABLE = (ast.KernelTask, ast.CallbackTask, ast.CopyTask, ast.MemsetTask, ast.RecordTask, ast.WaitTask,
-               ast.WaitStreamTask, ast.CollectiveTask, ast.SendTask, ast.RecvTask)
+               ast.WaitStreamTask, ast.CollectiveTask, ast.SendTask, ast.RecvTask, ast.AllocTask, ast.FreeTask)
 """What a graph's body may hold besides `for`, `let`, `if` and `group` (`_Lowerer.capture_step`)."""
 _UNCAPTURABLE = {
     ast.Sync: "a host `sync` cannot be captured into a graph: synchronizing a capturing stream ends the capture "
@@ -174,8 +174,7 @@ _UNCAPTURABLE = {
     **{kind: f"{what} cannot be captured into a graph" for kind, what in (
         (ast.HostNotify, "a host `notify`"), (ast.HostAwait, "a host `await`"), (ast.HostAlloc, "a host `alloc`"),
         (ast.HostFree, "a host `free`"), (ast.NotifyTask, "a stream `notify`"), (ast.AwaitTask, "a stream `await`"),
-        (ast.ResetTask, "a `reset`"), (ast.AllocTask, "a stream `alloc`"), (ast.FreeTask, "a stream `free`"),
-        (ast.RecordStreamTask, "a `record_stream`"), (ast.ItemTask, "an `item`"))},
+        (ast.ResetTask, "a `reset`"), (ast.RecordStreamTask, "a `record_stream`"), (ast.ItemTask, "an `item`"))},
 }
 """Why each statement that a graph's body may not hold cannot be captured."""
 
@@ -2538,6 +2537,12 @@ class _Lowerer:
         stream_index, common = self.on_stream(node, env, bindings)
         free = isinstance(node, ast.FreeTask)
         region = self.region(node.access, env, whole_arrays=True)
+        if region.tensor and self.capture is not None:
+            raise SpecError(error(Code.SP029, "a graph cannot capture a tensor's allocation", node.span,
+                                  "a tensor", secondary=((self.capture.span, "graph declared here"),),
+                                  help="allocate the tensor outside the graph, before `launch` (PyTorch gives a "
+                                       "captured graph a memory pool of its own), or use a `buffer`, which a graph "
+                                       "allocates and frees with memory nodes"))
         if region.tensor:
             if free:
                 raise SpecError(error(Code.SP027, "a tensor goes back to its pool when the host frees it",

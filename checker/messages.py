@@ -402,19 +402,46 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
         help = ("make the free wait for every use (record an event after the use and wait on it "
                 "before the free)")
-    if use.launch is not None:  # (a graph's work: the order to add is around its launch)
-        launch = program.statements[use.launch]
-        stream, graph = program.streams[launch.stream].name, launch.form.removesuffix(" (begins)")
-        if free is not None and (launch_order or (launch.thread == free.thread and launch.index > free.index)):
-            help = (f"`{graph}` (line {launch.span.line}) is enqueued after the free: launch every graph "
-                    f"that uses `{memory.name}` before freeing it (and make the free wait for those launches)")
-        else:
-            help = (f"make the free wait for the graph: `sync {stream}` after `{graph}` (line {launch.span.line}), "
-                    f"or record an event on `{stream}` there and wait on it before the free")
+    graph_help = _graph_lifetime_help(program, use, free, memory, launch_order)
+    if graph_help is not None:
+        help = graph_help
     statements = (use.index,) + ((free.index,) if free is not None else ())
     return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
                    instances, witness, help=help,
                    detail={"order": "launch"} if launch_order else {})
+
+
+def _graph_lifetime_help(program: Program, use: Statement, free: Statement | None, memory: Memory,
+                         launch_order: bool) -> str | None:
+    """A dead use with a graph's work on either side: the order to add is inside the graph
+    (a use and a free node of one launch) or around a launch, which the program can name."""
+    if use.launch is None and (free is None or free.launch is None):
+        return None
+    launch = lambda s: program.statements[s.launch]  # noqa: E731
+    graph = lambda s: launch(s).form.removesuffix(" (begins)")  # noqa: E731
+    where = lambda s: program.streams[launch(s).stream].name  # noqa: E731
+    if free is not None and free.launch is not None and free.launch == use.launch:
+        captured = lambda s: program.streams[program.streams[s.stream].captured].name  # noqa: E731
+        if launch_order:
+            return (f"in graph `{graph(use).removeprefix('launch ')}` the use is captured after the free node "
+                    f"(line {free.span.line}): capture every use of `{memory.name}` before its free")
+        return (f"order them inside graph `{graph(use).removeprefix('launch ')}`: `record E` on `{captured(use)}` "
+                f"after the use, `wait E` on `{captured(free)}` before the free (or capture both on one stream)")
+    if free is not None and free.launch is not None:  # (the graph frees what other work uses)
+        if launch_order or (use.thread == launch(free).thread and use.index > launch(free).index):
+            return (f"`{graph(free)}` (line {launch(free).span.line}) frees `{memory.name}` at every launch (line "
+                    f"{free.span.line}): enqueue its uses before that launch, or free it outside the graph after them")
+        if use.stream is None:
+            return (f"make the launch wait for the host: do `{program.describe(use)}` before "
+                    f"`{graph(free)}` (line {launch(free).span.line})")
+        return (f"make the launch wait for the use: `record E` on `{program.streams[use.stream].name}` after it, "
+                f"`wait E` on `{where(free)}` before `{graph(free)}` (line {launch(free).span.line})")
+    stream = where(use)
+    if free is not None and (launch_order or (launch(use).thread == free.thread and launch(use).index > free.index)):
+        return (f"`{graph(use)}` (line {launch(use).span.line}) is enqueued after the free: launch every graph "
+                f"that uses `{memory.name}` before freeing it (and make the free wait for those launches)")
+    return (f"make the free wait for the graph: `sync {stream}` after `{graph(use)}` (line {launch(use).span.line}), "
+            f"or record an event on `{stream}` there and wait on it before the free")
 
 
 def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,

@@ -40,21 +40,34 @@ def check_json(run, tmp_path, text: str, *options: str) -> tuple[int, dict]:
     return status, json.loads(out)["files"][0]
 
 
-def racing_names(text: str, file_json: dict) -> set[tuple[str, ...]]:
-    """Each race as the sorted pair of the kernel names on its two lines, with its buffer."""
+def _named(text: str):
     lines = text.splitlines()
 
     def name(line: int) -> str:
+        """A kernel's name, or the statement without its stream (`free c`)."""
         found = re.search(r"kernel (\w+)", lines[line - 1])
-        return found.group(1) if found else lines[line - 1].strip()
+        return found.group(1) if found else re.sub(r"^\w+: ", "", lines[line - 1].strip())
+    return name
+
+
+def racing_names(text: str, file_json: dict) -> set[tuple[str, ...]]:
+    """Each race as the sorted pair of the kernel names on its two lines, with its buffer."""
+    name = _named(text)
     return {tuple(sorted(name(location["line"]) for location in f["locations"][:2])) + (f["buffer"],)
             for f in file_json["findings"] if f["kind"] == "race"}
+
+
+def dead_names(text: str, file_json: dict) -> set[tuple[str, ...]]:
+    """Each use after free or before alloc as its kind, the use's name and the memory."""
+    name = _named(text)
+    return {(f["kind"], name(f["locations"][0]["line"]), f["buffer"]) for f in file_json["findings"]
+            if f["kind"] in ("use-after-free", "use-before-alloc")}
 
 
 # -- random graphs, against their expansion -------------------------------------------------
 
 ACCESS = st.sampled_from(["", "reads a", "writes a", "reads b", "writes b", "reads a writes b",
-                          "reads b writes a"])
+                          "reads b writes a", "reads c", "writes c"])
 
 
 @st.composite
@@ -86,6 +99,15 @@ def graph_programs(draw):
             body.insert(draw(st.integers(joined, left)), "s2: record xr external")
     if draw(st.booleans()):
         body.insert(0, "s1: wait xw external")
+    if draw(st.booleans()):  # memory nodes: `c` allocated and freed by each launch
+        at = draw(st.integers(0, len(body)))
+        body.insert(at, "s1: alloc c")
+        if draw(st.booleans()):
+            body.insert(draw(st.integers(at + 1, len(body))), "s1: free c")
+        else:
+            joined, left = body.index("s2: wait f") + 1, body.index("s2: record j")
+            if joined > at:
+                body.insert(draw(st.integers(joined, left)), "s2: free c")
     second = [kernel("s1")]
     thread = []
     for _ in range(draw(st.integers(1, 4))):
@@ -103,7 +125,7 @@ def graph_programs(draw):
             thread.append(("text", f"sync {draw(st.sampled_from(['x', 'y', 'o']))}"))
     other = [kernel("o") for _ in range(draw(st.integers(0, 2)))]
 
-    graphs = HEADER + "event f\nevent j\nevent e1\nevent e2\nevent e3\nevent xr\nevent xw\n"
+    graphs = HEADER + "buffer c 1KiB on gpu\nevent f\nevent j\nevent e1\nevent e2\nevent e3\nevent xr\nevent xw\n"
     graphs += "graph g {\n" + "".join(f"  {line}\n" for line in body) + "}\n"
     graphs += "graph h {\n" + "".join(f"  {line}\n" for line in second) + "}\n"
     graphs += "thread t {\n" + "".join(f"  {line if kind == 'text' else f'{line}: launch {kind}'}\n"
@@ -130,7 +152,7 @@ def graph_programs(draw):
                 rest = re.sub(r"\b(record|wait) (\w+)", rf"\1 {kind}_\2", rest)
             lines.append(f"{kind}_{stream}: {rest}")
         lines += [f"{kind}_s1: record done{n}", f"{line}: wait done{n}"]
-    expanded = HEADER + "".join(f"stream {name} on gpu nonblocking\n" for name in created)
+    expanded = HEADER + "buffer c 1KiB on gpu\n" + "".join(f"stream {name} on gpu nonblocking\n" for name in created)
     expanded += "event e3\nevent xr\nevent xw\n" + "".join(f"event g_{e}\n" for e in ("f", "j", "e1", "e2"))
     expanded += "".join(f"event start{n}\nevent done{n}\n" for n in range(len(thread)))
     expanded += "thread t {\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
@@ -147,6 +169,7 @@ def test_a_launch_means_its_expansion(run, tmp_path, pair):
     _, written_out = check_json(run, tmp_path, expanded)
     assert written_out["status"] != "error", written_out["diagnostics"]
     assert racing_names(graphs, with_graphs) == racing_names(expanded, written_out)
+    assert dead_names(graphs, with_graphs) == dead_names(expanded, written_out)
     deadlocks = [any(f["kind"] == "deadlock" for f in file["findings"]) for file in (with_graphs, written_out)]
     assert deadlocks[0] == deadlocks[1]
     for text in (graphs, expanded):
@@ -270,7 +293,8 @@ def diagnostics(run, tmp_path, text: str) -> list[tuple[str, int, str]]:
     ("sync s1", "a host `sync` cannot be captured"),
     ("host h reads a", "a `host` statement cannot be captured"),
     ("s1: notify n", "a stream `notify` cannot be captured"),
-    ("s1: free a", "a stream `free` cannot be captured"),
+    ("s1: alloc t", "a graph cannot capture a tensor's allocation"),
+    ("s1: record_stream t", "a `record_stream` cannot be captured"),
     ("x: launch inner", "a graph launch inside a graph is not modelled"),
     ("gpu.default: kernel k writes a", "a graph cannot capture work on a device's default stream"),
     ("s1: record fl", "a graph cannot capture a flag event (`fl`)"),
@@ -278,7 +302,8 @@ def diagnostics(run, tmp_path, text: str) -> list[tuple[str, int, str]]:
     ("choose { s1: kernel k } or { s1: kernel l }", "a `choose` cannot be captured"),
 ])
 def test_what_cannot_be_captured_is_sp029(run, tmp_path, statement, message):
-    text = (HEADER + "buffer hp 1KiB on host\nevent fl flag\nnotify n\ngraph inner {\n  s1: kernel i\n}\n"
+    text = (HEADER + "buffer hp 1KiB on host\ntensor t 1KiB on gpu\nevent fl flag\nnotify n\n"
+            "graph inner {\n  s1: kernel i\n}\n"
             f"graph g {{\n  s1: kernel first writes b\n  {statement}\n}}\nthread t {{\n  x: launch g\n}}\n")
     found = diagnostics(run, tmp_path, text)
     line = text.splitlines().index(f"  {statement}") + 1
@@ -516,6 +541,38 @@ def test_launches_at_two_lines_are_two_findings_and_a_loops_launches_one(run, tm
     assert [(line, instances) for line, instances, _ in dead] == [(10, 1), (12, 2), (15, 1)], dead
     assert "`sync s` after `launch g` (line 10)" in dead[0][2]
     assert dead[2][2].startswith("`launch g` (line 15) is enqueued after the free")
+
+
+MEMORY = HEADER + "buffer c 1KiB on gpu\nevent f\nevent j\n"
+
+
+@pytest.mark.parametrize("body, thread, dead, help", [
+    # NVIDIA/warp#1418's shape: a captured free ordered after one stream's work, not the other's
+    ("  s1: alloc c\n  s1: kernel produce writes c\n  s1: record f\n  s2: wait f\n  s2: kernel consume reads c\n"
+     "  s1: free c\n  s2: record j\n  s1: wait j\n", "", {"consume"},
+     "order them inside graph `g`: `record E` on `s2` after the use, `wait E` on `s1` before the free (or capture "
+     "both on one stream)"),
+    # the graph frees what outside work enqueued after the launch uses
+    ("  s1: alloc c\n  s1: kernel produce writes c\n  s1: free c\n", "  o: kernel late reads c\n", {"late"},
+     "`launch g` (line 18) frees `c` at every launch (line 15): enqueue its uses before that launch, or free it "
+     "outside the graph after them"),
+    # outside work enqueued before the launch, not ordered before its free node
+    ("  s1: free c\n", None, {"early"},
+     "make the launch wait for the use: `record E` on `o` after it, `wait E` on `x` before `launch g` (line 17)"),
+    # an allocation the graph does not free is live for work ordered after the launch
+    ("  s1: alloc c\n  s1: kernel produce writes c\n", "  x: kernel after reads c\n  x: free c\n", set(), None),
+])
+def test_memory_nodes_allocate_and_free_at_each_launch(run, tmp_path, body, thread, dead, help):
+    threads = ("thread t {\n  x: launch g\n" + thread + "  sync x\n  sync o\n}\n" if thread is not None else
+               "thread t {\n  o: kernel early reads c 5us\n  x: launch g\n  sync x\n  sync o\n}\n")
+    text = MEMORY + "graph g {\n" + body + "}\n" + threads
+    _, file = check_json(run, tmp_path, text)
+    assert file["status"] != "error", file["diagnostics"]
+    found = [f for f in file["findings"] if f["kind"] == "use-after-free"]
+    assert {re.search(r"kernel (\w+)", f["message"]).group(1) for f in found} == dead, found
+    if help is not None:
+        assert found[0]["help"] == help
+    assert compare(text) == []
 
 
 def test_an_implicitly_synchronized_free_of_a_graphs_memory_names_the_launch_stream(run, tmp_path):
