@@ -266,9 +266,10 @@ class Thread:
         return self._add(f"{self._stream(stream)}: wait {_ref(event, (Event,), 'the event')}"
                          + (" external" if external else ""))
 
-    def reset(self, stream: Stream, event: Event) -> "Thread":
-        """Clear a flag event."""
-        return self._add(f"{self._stream(stream)}: reset {_ref(event, (Event,), 'the event')}")
+    def reset(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
+        """Clear a flag event; `external=True` in a `Graph` is a reset node."""
+        return self._add(f"{self._stream(stream)}: reset {_ref(event, (Event,), 'the event')}"
+                         + (" external" if external else ""))
 
     def notify(self, notify: Notify, stream: Stream | None = None) -> "Thread":
         """Set a notify, on a stream or (without one) on this thread."""

@@ -2353,8 +2353,8 @@ class _Lowerer:
         if self.capture is None:
             raise SpecError(error(
                 Code.SP030, f"`{what} ... external` is an event {what} node of a captured graph", node.span,
-                "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (CUDA: "
-                                            f"the external flag is invalid outside stream capture)"))
+                "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (the "
+                                            f"external flag applies only to captured work)"))
         event = self.resolve_declared(node.event, env, "event")
         if isinstance(node, ast.ResetTask) and not self.events[event].flag:
             raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
@@ -2538,8 +2538,8 @@ class _Lowerer:
         free = isinstance(node, ast.FreeTask)
         region = self.region(node.access, env, whole_arrays=True)
         if region.tensor and self.capture is not None:
-            raise SpecError(error(Code.SP029, "a graph cannot capture a tensor's allocation", node.span,
-                                  "a tensor", secondary=((self.capture.span, "graph declared here"),),
+            raise SpecError(error(Code.SP029, f"a graph cannot capture a tensor's {'free' if free else 'allocation'}",
+                                  node.span, "a tensor", secondary=((self.capture.span, "graph declared here"),),
                                   help="allocate the tensor outside the graph, before `launch` (PyTorch gives a "
                                        "captured graph a memory pool of its own), or use a `buffer`, which a graph "
                                        "allocates and frees with memory nodes"))
@@ -2851,12 +2851,15 @@ class _Lowerer:
                 if source == label:  # (a stream's wait for itself orders nothing, in a capture too)
                     joins, what = None, ""
             if joins is None and what:
+                # (a wait node joins no stream: it helps only a stream already in the capture)
+                in_capture = label in capture.clocks or capture.origin is None
                 capture.clocks.setdefault(label, {})  # (reported once: its later work is no second error)
                 raise SpecError(error(
                     Code.SP030, f"{what}: a capture cannot wait on work outside it", span, "outside the capture",
                     secondary=secondary, help=f"wait on it on the launch stream before `launch {capture.name}` "
-                                              "(CUDA fails the capture with cudaErrorStreamCaptureIsolation), or, "
-                                              "for an event, make the wait a wait node (`wait EVENT external`)"))
+                                              "(CUDA fails the capture with cudaErrorStreamCaptureIsolation)" + (
+                                              ", or, for an event, make the wait a wait node (`wait EVENT external`)"
+                                              if isinstance(statement, ast.WaitTask) and in_capture else "")))
         clock = capture.clocks.get(label)
         if clock is None and capture.origin is None:
             capture.origin = label

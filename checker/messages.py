@@ -422,19 +422,24 @@ def _graph_lifetime_help(program: Program, use: Statement, free: Statement | Non
     where = lambda s: program.streams[launch(s).stream].name  # noqa: E731
     if free is not None and free.launch is not None and free.launch == use.launch:
         captured = lambda s: program.streams[program.streams[s.stream].captured].name  # noqa: E731
-        if launch_order:
+        if launch_order or free.index < use.index:
             return (f"in graph `{graph(use).removeprefix('launch ')}` the use is captured after the free node "
                     f"(line {free.span.line}): capture every use of `{memory.name}` before its free")
         return (f"order them inside graph `{graph(use).removeprefix('launch ')}`: `record E` on `{captured(use)}` "
                 f"after the use, `wait E` on `{captured(free)}` before the free (or capture both on one stream)")
     if free is not None and free.launch is not None:  # (the graph frees what other work uses)
         if launch_order or (use.thread == launch(free).thread and use.index > launch(free).index):
+            allocates = any(s.op is Op.ALLOC and s.launch == free.launch and s.memory == free.memory
+                            for s in program.statements[free.launch:free.index])
+            before = "" if allocates else "enqueue its uses before that launch, or "  # (else they run before its alloc)
             return (f"`{graph(free)}` (line {launch(free).span.line}) frees `{memory.name}` at every launch (line "
-                    f"{free.span.line}): enqueue its uses before that launch, or free it outside the graph after them")
+                    f"{free.span.line}): {before}free it outside the graph after them")
         if use.stream is None:
             return (f"make the launch wait for the host: do `{program.describe(use)}` before "
                     f"`{graph(free)}` (line {launch(free).span.line})")
-        return (f"make the launch wait for the use: `record E` on `{program.streams[use.stream].name}` after it, "
+        after = (f"`{program.streams[use.stream].name}` after it" if use.launch is None else
+                 f"`{where(use)}` after `{graph(use)}` (line {launch(use).span.line})")  # (no graph's own stream)
+        return (f"make the launch wait for the use: `record E` on {after}, "
                 f"`wait E` on `{where(free)}` before `{graph(free)}` (line {launch(free).span.line})")
     stream = where(use)
     if free is not None and (launch_order or (launch(use).thread == free.thread and launch(use).index > free.index)):

@@ -462,6 +462,10 @@ def test_isolation_and_shared_event_help_offer_event_nodes(run, tmp_path):
     _, file = check_json(run, tmp_path, HEADER + "event e\ngraph g {\n  s1: kernel k writes a\n  s1: record e\n}\n"
                          "thread t {\n  x: launch g\n  o: wait e\n}\n")
     assert "(`record e external`)" in file["diagnostics"][0]["help"]
+    # a wait that would join its stream to the capture cannot be a wait node, which joins none
+    _, file = check_json(run, tmp_path, HEADER + "event e\ngraph g {\n  s1: kernel k writes a\n  s2: wait e\n}\n"
+                         "thread t {\n  o: record e\n  x: launch g\n}\n")
+    assert "wait node" not in file["diagnostics"][0]["help"]
 
 
 def test_one_exec_launched_by_two_threads_or_on_another_device_is_sp031(run, tmp_path):
@@ -554,8 +558,10 @@ MEMORY = HEADER + "buffer c 1KiB on gpu\nevent f\nevent j\n"
      "both on one stream)"),
     # the graph frees what outside work enqueued after the launch uses
     ("  s1: alloc c\n  s1: kernel produce writes c\n  s1: free c\n", "  o: kernel late reads c\n", {"late"},
-     "`launch g` (line 18) frees `c` at every launch (line 15): enqueue its uses before that launch, or free it "
-     "outside the graph after them"),
+     "`launch g` (line 18) frees `c` at every launch (line 15): free it outside the graph after them"),
+    # a use captured after the free node on the same stream
+    ("  s1: alloc c\n  s1: free c\n  s1: kernel stale reads c\n", "", {"stale"},
+     "in graph `g` the use is captured after the free node (line 14): capture every use of `c` before its free"),
     # outside work enqueued before the launch, not ordered before its free node
     ("  s1: free c\n", None, {"early"},
      "make the launch wait for the use: `record E` on `o` after it, `wait E` on `x` before `launch g` (line 17)"),
