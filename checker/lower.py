@@ -2330,10 +2330,11 @@ class _Lowerer:
 
     def event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
-        if getattr(node, "external", False):
-            self.external_event_task(node, env, common)
-            return
-        event = self.resolve(node.event, env, "event")
+        if node.external:
+            event = self.external_event(node, env)
+            common["form"] = f"{_EVENT_OPS[type(node)].value} {self.events[event].name} external"
+        else:
+            event = self.resolve(node.event, env, "event")
         if isinstance(node, ast.ResetTask) and not self.events[event].flag:
             raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
                                   node.span, "not a flag event",
@@ -2341,28 +2342,22 @@ class _Lowerer:
                                   help=f"declare it `event {node.event.name.text} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
 
-    def external_event_task(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env, common: dict) -> None:
-        """`record E external`, `wait E external`, `reset E external` in a graph's body: an
-        event record, wait or reset node on the declared event, which work outside the graph
-        shares (CUDA's cudaEventRecordExternal and cudaEventWaitExternal on snapshot events;
-        CANN's external events, torch_npu's `ExternalEvent`, on flag events). At each launch it
-        acts as that statement at its place in the body, enqueued by the launch call: a wait
-        outside binds to the latest such record enqueued before it, and a snapshot wait node to
-        the latest record of E enqueued before the launch."""
-        what = {ast.RecordTask: "record", ast.WaitTask: "wait", ast.ResetTask: "reset"}[type(node)]
+    def external_event(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env) -> int:
+        """The event of `record E external`, `wait E external`, `reset E external` in a graph's
+        body: an event record, wait or reset node on the declared event, which work outside the
+        graph shares (CUDA's cudaEventRecordExternal and cudaEventWaitExternal on snapshot
+        events; CANN's external events, torch_npu's `ExternalEvent`, on flag events). At each
+        launch it acts as that statement at its place in the body, enqueued by the launch call:
+        a wait outside binds to the latest such record enqueued before it, and a snapshot wait
+        node to the latest record of E enqueued before it (before the launch, or a record node
+        earlier in the body)."""
         if self.capture is None:
+            what = _EVENT_OPS[type(node)].value
             raise SpecError(error(
                 Code.SP030, f"`{what} ... external` is an event {what} node of a captured graph", node.span,
                 "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (the "
                                             f"external flag applies only to captured work)"))
-        event = self.resolve_declared(node.event, env, "event")
-        if isinstance(node, ast.ResetTask) and not self.events[event].flag:
-            raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
-                                  node.span, "not a flag event",
-                                  secondary=((self.events[event].span, "declared without `flag`"),),
-                                  help=f"declare it `event {node.event.name.text} flag`"))
-        self.emit(node, op=_EVENT_OPS[type(node)], event=event,
-                  form=f"{what} {self.events[event].name} external", **common)
+        return self.resolve_declared(node.event, env, "event")
 
     def implicit_event(self, node, label: str, *key) -> int:
         """A snapshot event of the lowering's own (`wait_stream`, a peer `memcpy`): one per
