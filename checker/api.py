@@ -254,22 +254,23 @@ class Thread:
         return self._add(f"{self._stream(stream)}: callback {_check_name(name, 'callback')}{_rw(reads, writes)}"
                          f"{_duration(duration, name)}")
 
+    def _event_task(self, stream: Stream, op: str, event: Event, external: bool) -> "Thread":
+        return self._add(f"{self._stream(stream)}: {op} {_ref(event, (Event,), 'the event')}"
+                         + (" external" if external else ""))
+
     def record(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
         """Record the event; `external=True` in a `Graph` is an event record node on the
         declared event, which work outside the graph can wait on."""
-        return self._add(f"{self._stream(stream)}: record {_ref(event, (Event,), 'the event')}"
-                         + (" external" if external else ""))
+        return self._event_task(stream, "record", event, external)
 
     def wait(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
         """The stream waits for the latest `record` of the event enqueued before this (snapshot);
         `external=True` in a `Graph` is a wait node, for the latest record before the launch."""
-        return self._add(f"{self._stream(stream)}: wait {_ref(event, (Event,), 'the event')}"
-                         + (" external" if external else ""))
+        return self._event_task(stream, "wait", event, external)
 
     def reset(self, stream: Stream, event: Event, *, external: bool = False) -> "Thread":
         """Clear a flag event; `external=True` in a `Graph` is a reset node."""
-        return self._add(f"{self._stream(stream)}: reset {_ref(event, (Event,), 'the event')}"
-                         + (" external" if external else ""))
+        return self._event_task(stream, "reset", event, external)
 
     def notify(self, notify: Notify, stream: Stream | None = None) -> "Thread":
         """Set a notify, on a stream or (without one) on this thread."""

@@ -96,9 +96,8 @@ def _nameable(program: Program, use: Statement) -> tuple[str, str]:
     own (`that use`), or for a graph's work its launch stream and the launch."""
     if use.launch is None:
         return program.streams[use.stream].name, "that use"
-    launch = program.statements[use.launch]
-    return (program.streams[launch.stream].name,
-            f"`{launch.form.removesuffix(' (begins)')}` (line {launch.span.line})")
+    names = _Launches(program)
+    return names.stream(use), f"`launch {names.graph(use)}` (line {names.launch(use).span.line})"
 
 
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
@@ -193,16 +192,34 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     return help
 
 
+class _Launches:
+    """How help names a graph's work: by what the spec can name (the launch, its graph, the
+    launch stream, the declared stream it was captured on), never by the exec's own streams."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+
+    def launch(self, s: Statement) -> Statement:
+        return self.program.statements[s.launch]
+
+    def graph(self, s: Statement) -> str:
+        return self.launch(s).form.removeprefix("launch ").removesuffix(" (begins)")
+
+    def stream(self, s: Statement) -> str:
+        return self.program.streams[self.launch(s).stream].name
+
+    def captured(self, s: Statement) -> str:
+        return self.program.streams[self.program.streams[s.stream].captured].name
+
+
 def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
     """A race with a graph's work: its streams cannot be named, so the order to add is around
     its launch (`S: launch G`), or inside its body, on the streams it was captured on."""
     if a.launch is None and b.launch is None:
         return None
-    launch = lambda s: program.statements[s.launch]  # noqa: E731
-    graph = lambda s: launch(s).form.removeprefix("launch ").removesuffix(" (begins)")  # noqa: E731
-    where = lambda s: program.streams[launch(s).stream].name  # noqa: E731
+    names = _Launches(program)
+    launch, graph, where, captured = names.launch, names.graph, names.stream, names.captured
     if a.launch is not None and a.launch == b.launch:
-        captured = lambda s: program.streams[program.streams[s.stream].captured].name  # noqa: E731
         return (f"order them inside graph `{graph(a)}`: `record E` on `{captured(a)}` after the first, `wait E` on "
                 f"`{captured(b)}` before the second (or capture both on one stream)")
     if a.launch is not None and b.launch is not None:
@@ -417,15 +434,14 @@ def _graph_lifetime_help(program: Program, use: Statement, free: Statement | Non
     (a use and a free node of one launch) or around a launch, which the program can name."""
     if use.launch is None and (free is None or free.launch is None):
         return None
-    launch = lambda s: program.statements[s.launch]  # noqa: E731
-    graph = lambda s: launch(s).form.removesuffix(" (begins)")  # noqa: E731
-    where = lambda s: program.streams[launch(s).stream].name  # noqa: E731
+    names = _Launches(program)
+    launch, where, captured = names.launch, names.stream, names.captured
+    graph = lambda s: f"launch {names.graph(s)}"  # noqa: E731  (the call, as the spec writes it)
     if free is not None and free.launch is not None and free.launch == use.launch:
-        captured = lambda s: program.streams[program.streams[s.stream].captured].name  # noqa: E731
         if launch_order or free.index < use.index:
-            return (f"in graph `{graph(use).removeprefix('launch ')}` the use is captured after the free node "
+            return (f"in graph `{names.graph(use)}` the use is captured after the free node "
                     f"(line {free.span.line}): capture every use of `{memory.name}` before its free")
-        return (f"order them inside graph `{graph(use).removeprefix('launch ')}`: `record E` on `{captured(use)}` "
+        return (f"order them inside graph `{names.graph(use)}`: `record E` on `{captured(use)}` "
                 f"after the use, `wait E` on `{captured(free)}` before the free (or capture both on one stream)")
     if free is not None and free.launch is not None:  # (the graph frees what other work uses)
         if launch_order or (use.thread == launch(free).thread and use.index > launch(free).index):

@@ -390,16 +390,17 @@ class _ToAst(Transformer_NonRecursive):
         return method
 
     def _event_node(cls):  # noqa: N805 - builds methods
-        def method(self, meta, target, external=None):
-            return (cls, (target,)) if external is None else (cls, (target,), {"external": True})
+        def method(self, meta, target, external=None):  # (`external`: an event node in a graph)
+            return cls, (target,), {"external": external is not None}
         return method
 
     record = _event_node(ast.RecordTask)
     wait = _event_node(ast.WaitTask)
+    reset = _event_node(ast.ResetTask)
 
     def external(self, meta):
         return True
-    reset = _event_node(ast.ResetTask)
+
     notify = _targeted(ast.NotifyTask)
     await_ = _targeted(ast.AwaitTask)
 
