@@ -40,6 +40,7 @@ class Code(str, enum.Enum):
     SP029 = "SP029"
     SP030 = "SP030"
     SP031 = "SP031"
+    SP032 = "SP032"
     # Warnings about a spec that is valid but probably not what was meant.
     SP050 = "SP050"
     SP051 = "SP051"
@@ -102,6 +103,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP029: "statement that cannot be captured into a graph",
     Code.SP030: "graph capture not joined, or waiting on work outside it",
     Code.SP031: "graph launched by two threads or on another device",
+    Code.SP032: "graph memory that CUDA refuses to free or to allocate again",
     Code.SP050: "event waited on but never recorded",
     Code.SP051: "stream or graph declared but never used",
     Code.SP052: "notify awaited but never notified",

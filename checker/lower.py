@@ -1287,6 +1287,9 @@ class _Lowerer:
         """(exec, declared event) -> the graph's own copy of the event."""
         self.graph_launchers: dict[tuple, tuple[int, Span]] = {}
         """Exec -> the thread that launched it first, and where."""
+        self.graph_launches: list[tuple[int, tuple, Span, str]] = []
+        """Every launch in the order lowered: the statement that began it, its exec, where, the
+        graph's name (`graph_memory`)."""
         self.graph_labels: dict[int, int] = {}
         """The stream of a graph's captured work -> the declared stream it was captured on."""
         self.events_captured: dict[int, tuple[str, Span]] = {}
@@ -1313,6 +1316,7 @@ class _Lowerer:
             for decl in self.thread_decls:
                 self.thread(decl)
             self.shared_events()
+            self.graph_memory()
             blocks = self.place_tensors({free: alloc for free, (alloc, _) in self.released.items()})
             self.fill_stream_sets()
             self.fill_legacy_streams()
@@ -2764,6 +2768,7 @@ class _Lowerer:
                     help=f"record an event on `{self.streams[label].name}` after it and wait on it on "
                          f"`{self.streams[capture.origin].name}` before the graph ends (CUDA's end of capture "
                          "fails with cudaErrorStreamCaptureUnjoined; CANN's with an unjoined stream error)"))
+        self.graph_launches.append((begins, key, node.span, name))
         first = self.graph_streams[(key, capture.origin)]
         self.emit(node, part=2, op=Op.RECORD, stream=first, device=device, event=done, bindings=bindings,
                   form=f"record (graph {name} done)", costs_launch=False)
@@ -2879,6 +2884,55 @@ class _Lowerer:
         capture.last[label] = statement.span
         if isinstance(statement, ast.RecordTask) and not external:
             capture.recorded[self.resolve_declared(statement.event, env, "event")] = dict(clock)
+
+    def graph_memory(self) -> None:
+        """SP032 for what CUDA refuses of a graph's memory nodes: a free node of memory that no
+        graph allocates (a capture of `cudaFreeAsync` "must be passed the address of a graph
+        allocation"), and a launch while memory the exec's previous launch allocated and did
+        not free is still live (`cudaGraphLaunch` "will fail with cudaErrorInvalidValue"). A
+        free that another thread may have enqueued in between counts as done: only the
+        launching thread's own order decides it here."""
+        statements = self.statements
+        allocated = {s.memory for s in statements if s.launch is not None and s.op is Op.ALLOC}
+        for s in statements:
+            if s.launch is not None and s.op is Op.FREE and s.memory not in allocated:
+                memory = self.memories[s.memory].name
+                self.record(error(
+                    Code.SP032, f"the free node of `{memory}` frees memory that no graph allocates", s.span,
+                    "a free node", secondary=((statements[s.launch].span, "launched here"),),
+                    help=f"a graph frees only what a graph's alloc node allocated: allocate `{memory}` in a "
+                         f"graph too (`STREAM: alloc {memory}` in its body), or free it outside the graph, "
+                         "after the launch"))
+        body: dict[int, list[Statement]] = defaultdict(list)
+        frees: dict[int, list[Statement]] = defaultdict(list)
+        for s in statements:
+            if s.launch is not None:
+                body[s.launch].append(s)
+            if s.op is Op.FREE:
+                frees[s.memory].append(s)
+        previous: dict[tuple, tuple[int, dict[int, Span]]] = {}
+        for begins, key, span, name in self.graph_launches:
+            thread = statements[begins].thread
+            if key in previous:
+                before, live = previous[key]
+                for memory, alloc in live.items():
+                    if not any(s.launch != before and (s.thread != thread or before < s.index < begins)
+                               for s in frees[memory]):
+                        buffer = self.memories[memory].name
+                        self.record(error(
+                            Code.SP032, f"graph `{name}` is launched again while `{buffer}`, which its last "
+                            "launch allocated, is still live", span, "launched again",
+                            secondary=((statements[before].span, "allocated by this launch"),
+                                       (alloc, "the alloc node")),
+                            help=f"free `{buffer}` between the two launches (`free {buffer}`, or a stream "
+                                 f"`free` after the launch), or free it in the graph's body; CUDA frees it "
+                                 "itself only for an exec instantiated with "
+                                 "cudaGraphInstantiateFlagAutoFreeOnLaunch"))
+            live = {s.memory: s.span for s in body.get(begins, ()) if s.op is Op.ALLOC}
+            for s in body.get(begins, ()):
+                if s.op is Op.FREE:
+                    live.pop(s.memory, None)
+            previous[key] = (begins, live)
 
     def unlaunched_graphs(self) -> list[Diagnostic]:
         """SP051 for a graph (a whole graph array) that no thread launches."""

@@ -400,7 +400,10 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
                    instances: int, witness: Witness | None, launch_order: bool = False,
                    while_running: bool = False) -> Finding:
     """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
-    if while_running and free is not None:
+    if use.op is Op.FREE and free is not None:
+        message = f"{_where(program, use)} frees `{memory.name}` again: {_where(program, free)} frees it too"
+        help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
+    elif while_running and free is not None:
         message = (f"{_where(program, use)} can still be running on `{memory.name}` when "
                    f"{_where(program, free)} frees it")
         help = ("make the free wait for every use to complete (record an event after the use and "

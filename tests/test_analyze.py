@@ -1141,3 +1141,17 @@ def test_race_help_does_not_blame_a_wait_that_served_another_access(body, expect
                         "stream loader on d\nstream worker on d\nevent loaded[2]\nevent consumed[2]\n"
                         "thread main {\n" + body + "}\n")
     assert helps and all(h.startswith(expected) for h in helps), helps
+
+
+@pytest.mark.parametrize("between, double", [("", True), ("  s: alloc x\n", False)])
+def test_a_second_free_is_reported_as_a_double_free(between, double):
+    text = ("device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: alloc x\n  s: kernel k writes x\n"
+            f"  s: free x\n{between}  s: free x\n}}\n")
+    report = check(text)
+    dead = [f for f in report.findings if f.kind is FindingKind.USE_AFTER_FREE]
+    if not double:
+        assert dead == []
+        return
+    (finding,) = dead
+    assert finding.message == "s: free x (line 8) frees `x` again: s: free x (line 7) frees it too"
+    assert finding.help.startswith("free each allocation once")

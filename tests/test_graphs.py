@@ -99,21 +99,28 @@ def graph_programs(draw):
             body.insert(draw(st.integers(joined, left)), "s2: record xr external")
     if draw(st.booleans()):
         body.insert(0, "s1: wait xw external")
+    live = False  # an allocation each launch leaves live (to free before the next: SP032)
     if draw(st.booleans()):  # memory nodes: `c` allocated and freed by each launch
         at = draw(st.integers(0, len(body)))
         body.insert(at, "s1: alloc c")
+        live = True
         if draw(st.booleans()):
             body.insert(draw(st.integers(at + 1, len(body))), "s1: free c")
+            live = False
         else:
             joined, left = body.index("s2: wait f") + 1, body.index("s2: record j")
             if joined > at:
                 body.insert(draw(st.integers(joined, left)), "s2: free c")
+                live = False
     second = [kernel("s1")]
     thread = []
     for _ in range(draw(st.integers(1, 4))):
         step = draw(st.sampled_from(["g", "g", "h", "outside", "order", "sync", "node"]))
         if step in ("g", "h"):
-            thread.append((step, draw(st.sampled_from(["x", "y"]))))
+            stream = draw(st.sampled_from(["x", "y"]))
+            thread.append((step, stream))
+            if step == "g" and live:
+                thread.append(("text", f"{stream}: free c"))
         elif step == "outside":
             thread.append(("text", kernel("o")))
         elif step == "order":
@@ -564,14 +571,16 @@ MEMORY = HEADER + "buffer c 1KiB on gpu\nevent f\nevent j\n"
      "in graph `g` the use is captured after the free node (line 14): capture every use of `c` before its free"),
     # outside work enqueued before the launch, not ordered before its free node
     ("  s1: free c\n", None, {"early"},
-     "make the launch wait for the use: `record E` on `o` after it, `wait E` on `x` before `launch g` (line 17)"),
+     "make the launch wait for the use: `record E` on `o` after it, `wait E` on `x` before `launch g` (line 22)"),
     # an allocation the graph does not free is live for work ordered after the launch
     ("  s1: alloc c\n  s1: kernel produce writes c\n", "  x: kernel after reads c\n  x: free c\n", set(), None),
 ])
 def test_memory_nodes_allocate_and_free_at_each_launch(run, tmp_path, body, thread, dead, help):
     threads = ("thread t {\n  x: launch g\n" + thread + "  sync x\n  sync o\n}\n" if thread is not None else
-               "thread t {\n  o: kernel early reads c 5us\n  x: launch g\n  sync x\n  sync o\n}\n")
-    text = MEMORY + "graph g {\n" + body + "}\n" + threads
+               "thread t {\n  x: launch make\n  sync x\n  o: kernel early reads c 5us\n  x: launch g\n  sync x\n"
+               "  sync o\n}\n")
+    allocates = "graph make {\n  s1: alloc c\n}\n" if thread is None else ""  # (what the free node frees)
+    text = MEMORY + allocates + "graph g {\n" + body + "}\n" + threads
     _, file = check_json(run, tmp_path, text)
     assert file["status"] != "error", file["diagnostics"]
     found = [f for f in file["findings"] if f["kind"] == "use-after-free"]
@@ -579,6 +588,37 @@ def test_memory_nodes_allocate_and_free_at_each_launch(run, tmp_path, body, thre
     if help is not None:
         assert found[0]["help"] == help
     assert compare(text) == []
+
+
+@pytest.mark.parametrize("graphs, thread, line", [
+    # a graph's allocation freed by nothing before the next launch: cudaGraphLaunch fails
+    ("graph g {\n  s1: alloc c\n  s1: kernel k writes c\n}\n", ["x: launch g", "x: launch g", "x: free c"], 18),
+    ("graph g {\n  s1: alloc c\n}\n", ["for i in 0..3 {", "  x: launch g", "}"], 17),
+    # freed in between: by the host, on a stream, or by another graph's free node
+    ("graph g {\n  s1: alloc c\n}\n", ["x: launch g", "sync x", "free c", "x: launch g"], None),
+    ("graph g {\n  s1: alloc c\n}\n", ["x: launch g", "y: free c", "x: launch g", "x: free c"], None),
+    ("graph g {\n  s1: alloc c\n}\ngraph h {\n  s1: free c\n}\n", ["x: launch g", "x: launch h", "x: launch g"],
+     None),
+    # freed by the graph itself, or launched once
+    ("graph g {\n  s1: alloc c\n  s1: free c\n}\n", ["x: launch g", "x: launch g"], None),
+    ("graph g[2] {\n  s1: alloc c\n}\n", ["x: launch g[0]", "x: free c", "x: launch g[1]", "x: free c"], None),
+    # a free node of memory no graph allocates: CUDA's capture refuses it
+    ("graph g {\n  s1: kernel k writes c\n  s1: free c\n}\n", ["alloc c", "x: launch g"], 14),
+])
+def test_graph_memory_that_cuda_refuses_is_sp032(run, tmp_path, graphs, thread, line):
+    text = MEMORY + graphs + "thread t {\n" + "".join(f"  {s}\n" for s in thread) + "}\n"
+    status, file = check_json(run, tmp_path, text)
+    found = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
+    assert found == ([] if line is None else [("SP032", line)]), file["diagnostics"]
+    assert (status == 2) == (line is not None)
+
+
+def test_a_free_another_thread_may_make_between_two_launches_is_not_refused(run, tmp_path):
+    """Whether it comes between them is the interleaving's to say; the check stays silent."""
+    text = (MEMORY + "graph g {\n  s1: alloc c\n}\nthread t {\n  x: launch g\n  x: record f\n  x: launch g\n}\n"
+            "thread u {\n  o: wait f\n  o: free c\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    assert not [d for d in file["diagnostics"] if d["severity"] == "error"]
 
 
 def test_an_implicitly_synchronized_free_of_a_graphs_memory_names_the_launch_stream(run, tmp_path):
