@@ -797,3 +797,14 @@ def test_json_races_name_the_launch_of_a_graphs_work(run, tmp_path):
     detail = output["files"][0]["findings"][0]["detail"]
     assert detail["a"]["launch"] == {"statement": 0, "line": 13, "stream": "x"}
     assert "launch" not in detail["b"]
+
+
+def test_sarif_points_at_the_launch_that_runs_a_graphs_work(run, tmp_path):
+    text = HEADER + "graph g {\n  s1: kernel k writes a\n}\nthread t {\n  x: launch g\n  o: kernel other reads a\n}\n"
+    spec = tmp_path / "spec.sched"
+    spec.write_text(text)
+    _, out, _ = run("check", "--format", "sarif", spec)
+    (result,) = [r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "SP101"]
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 10
+    related = {(r["physicalLocation"]["region"]["startLine"], r["message"]["text"]) for r in result["relatedLocations"]}
+    assert related == {(14, "second access: o: kernel other"), (13, "the graph launch that runs g.s1: kernel k")}

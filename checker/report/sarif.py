@@ -227,6 +227,15 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
         seen.add(key)
         related.append(_location(uri, statement.span, f"stuck: {program.describe(statement)}: {item.waits_for}",
                                  identifier=len(related) + 1))
+    for statement in statements:  # (a graph's work: the launch that runs it, as the text report marks it)
+        if statement.launch is None:
+            continue
+        launch = program.statements[statement.launch]
+        key = (launch.span.start, launch.span.end, "launch")
+        if key not in seen:
+            seen.add(key)
+            related.append(_location(uri, launch.span, f"the graph launch that runs {program.describe(statement)}",
+                                     identifier=len(related) + 1))
     if related:
         result["relatedLocations"] = related
     flows = _code_flow(program, finding, uri, flow_steps)
