@@ -561,6 +561,14 @@ class Program:
     def stream_tasks(self, stream: int) -> tuple[Statement, ...]:
         return tuple(s for s in self.statements if s.stream == stream)
 
+    def launch_of(self, statement: Statement) -> dict | None:
+        """For a captured graph's work, the `launch` that ran it as reports give it (the
+        statement, its line, its stream: what the spec can name); None for other statements."""
+        if statement.launch is None:
+            return None
+        launch = self.statements[statement.launch]
+        return {"statement": statement.launch, "line": launch.span.line, "stream": self.streams[launch.stream].name}
+
     def describe(self, statement: Statement) -> str:
         """A short human name: `s1: kernel fwd` or `host decode`."""
         stream = self.streams[statement.stream] if statement.stream is not None else None

@@ -587,6 +587,13 @@ def test_memory_nodes_allocate_and_free_at_each_launch(run, tmp_path, body, thre
     assert {re.search(r"kernel (\w+)", f["message"]).group(1) for f in found} == dead, found
     if help is not None:
         assert found[0]["help"] == help
+    launch_line = text.splitlines().index("  x: launch g") + 1
+    program = load_text(text, "<memory>").program
+    for f in found:  # (the launch that ran the graph's side of each)
+        graph_work = [program.statements[i].launch is not None for i in f["statements"]]
+        assert any(graph_work)
+        assert f["launches"] == [{"statement": program.statements[i].launch, "line": launch_line, "stream": "x"}
+                                 if work else None for i, work in zip(f["statements"], graph_work)]
     assert compare(text) == []
 
 

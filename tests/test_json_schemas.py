@@ -272,6 +272,7 @@ def test_the_cases_cover_what_the_schemas_describe(outputs):
                                              "collective-mismatch", "unknown"}
     assert {f["status"] for f in files["check"]} == {"clean", "findings", "unknown", "error"}
     assert any(x.get("variant") for x in findings) and any(x["advisory"] for x in findings)
+    assert {x["kind"] for x in findings if x.get("launches")} >= {"race", "use-after-free"}  # (graphs in bugs/)
     assert any(x["expected"] for x in findings) and any(f["undecided_expectations"] for f in files["check"])
     assert any(f["status"] == "clean" and not f["passed"] for f in files["check"])
     assert any(d["severity"] == "warning" for f in files["check"] for d in f["diagnostics"])

@@ -597,10 +597,9 @@ def _race_bytes(machine, steps, a, b, pair, data, resume=None) -> dict:
               "access": y.written_as, "writes": y.write},
     }
     for side, index in (("a", a), ("b", b)):
-        launch = p.statements[index].launch
+        launch = p.launch_of(p.statements[index])
         if launch is not None:  # (a graph's work: the launch that ran it, which the spec can name)
-            detail[side]["launch"] = {"statement": launch, "line": p.statements[launch].span.line,
-                                      "stream": p.streams[p.statements[launch].stream].name}
+            detail[side]["launch"] = launch
     if x.write and y.write:
         detail["kind"] = "write/write"
         detail["a_last"] = data.combined((g, data.written_value(a, g)) for g in _segs(overlap))

@@ -79,6 +79,9 @@ def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int,
         "help": finding.help or None,
         "witness": witness_json(program, finding, names),
     }
+    launches = [program.launch_of(s) for s in statements]
+    if any(launches):  # (a graph's work: the launch that ran it)
+        out["launches"] = launches
     if finding.stuck:
         out["stuck"] = [
             {"statement": item.statement, "line": program.statements[item.statement].span.line,
