@@ -302,6 +302,7 @@ class _Lowerer:
         self.graph_labels: dict[int, int] = {}
         self.events_captured: dict[int, tuple[str, Span]] = {}
         self.events_outside: dict[int, Span] = {}
+        self.event_nodes: set[Span] = set()
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
@@ -1296,6 +1297,8 @@ class _Lowerer:
         self.events_outside: dict[int, Span] = {}
         """Declared event -> where a graph body (which graph) or a statement outside every graph
         first named it: an event that both name is reported (`shared_events`)."""
+        self.event_nodes: set[Span] = set()
+        """Of those outside, the ones that an event node (`wait E external`) named."""
         self.capture = None
         self.call_streams: dict[tuple[int, int], int] = {}
         """(device, thread) -> the stream of its host `memcpy`/`memset` under CANN (`call_stream`)."""
@@ -2361,7 +2364,11 @@ class _Lowerer:
                 Code.SP030, f"`{what} ... external` is an event {what} node of a captured graph", node.span,
                 "outside every graph", help=f"outside a graph, write `{what} {self.text(node.event.span)}` (the "
                                             f"external flag applies only to captured work)"))
-        return self.resolve_declared(node.event, env, "event")
+        event = self.resolve_declared(node.event, env, "event")
+        if event not in self.events_outside:  # (the declared event, which work outside shares: `shared_events`)
+            self.events_outside[event] = node.event.span
+            self.event_nodes.add(node.event.span)
+        return event
 
     def implicit_event(self, node, label: str, *key) -> int:
         """A snapshot event of the lowering's own (`wait_stream`, a peer `memcpy`): one per
@@ -2950,13 +2957,18 @@ class _Lowerer:
         """An event that a graph's body records or waits on is the graph's own: a record inside
         a capture records nothing at run time (CUDA: waiting on or synchronizing with it is
         cudaErrorCapturedEvent or reads a stale record), so a use outside every graph is an
-        error."""
+        error; so is an event node on it (`wait E external`, in any graph), which acts on the
+        declared event that work outside shares."""
         for event, span in self.events_outside.items():
             if event in self.events_captured:
                 graph, inside = self.events_captured[event]
+                name = self.events[event].name
+                node = span in self.event_nodes
                 self.record(error(
-                    Code.SP030, f"event `{self.events[event].name}` is used both inside graph `{graph}` and outside it",
-                    span, "used outside the graph", secondary=((inside, "used inside the graph"),),
+                    Code.SP030, f"event `{name}` is used both inside graph `{graph}` and "
+                    + ("by an event node, which work outside the graph shares" if node else "outside it"),
+                    span, "an event node on the declared event" if node else "used outside the graph",
+                    secondary=((inside, "used inside the graph"),),
                     help=f"to wait for the graph, record another event on the launch stream after `launch {graph}`; "
                          f"to wait for part of it, make the record an event record node (`record "
                          f"{self.events[event].name} external`), which work outside the graph shares"))

@@ -815,3 +815,20 @@ def test_sarif_points_at_the_launch_that_runs_a_graphs_work(run, tmp_path):
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 10
     related = {(r["physicalLocation"]["region"]["startLine"], r["message"]["text"]) for r in result["relatedLocations"]}
     assert related == {(14, "second access: o: kernel other"), (13, "the graph launch that runs g.s1: kernel k")}
+
+
+@pytest.mark.parametrize("producer, consumer, line", [
+    # a graph's own record, and an event node of another graph on the declared event
+    ("  s1: record e\n", "  s1: wait e external\n", 15),
+    # both in one graph
+    ("  s1: record e\n  s1: wait e external\n", "", 13),
+    # the fix: a record node, which the other graph's wait node shares
+    ("  s1: record e external\n", "  s1: wait e external\n", None),
+])
+def test_an_event_node_on_an_event_a_graph_captures_as_its_own_is_sp030(run, tmp_path, producer, consumer, line):
+    text = (HEADER + "event e\ngraph producer {\n  s1: kernel k writes a\n" + producer + "}\n"
+            "graph consumer {\n" + consumer + "  s1: kernel l reads a\n}\n"
+            "thread t {\n  x: launch producer\n  o: launch consumer\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    errors = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
+    assert errors == ([] if line is None else [("SP030", line)]), file["diagnostics"]
