@@ -658,6 +658,39 @@ def test_a_race_with_a_free_answers_the_use_after_free_it_implies() -> None:
         assert confirm(program, finding).ok
 
 
+def test_a_use_after_free_the_solver_leaves_open_is_answered_by_a_run_aimed_at_it(monkeypatch) -> None:
+    """When the solver cannot decide whether a use runs after a free (300 iterations of the
+    freeing loop: one question in 300, whose race was among the pairs counted, not asked),
+    a run aimed at the use and its nearest free shows it, checked by the executor's rules."""
+    from checker.executor.replay import confirm
+    from checker.findings import FindingKind
+    from checker.smt.solve import Unknown
+
+    program = load_text(FREEING_LOOP.replace("..N", "..4")).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    asked = []
+
+    def undecided(query, cut=(), relaxed=False):
+        asked.append(query)
+        return Unknown("no answer within 10 s")
+
+    monkeypatch.setattr(analysis, "ask", undecided)
+    consumes = [s.index for s in program.statements if s.op.value == "kernel" and s.stream == 1]
+    questions = [q for q in analysis.lifetime_questions()
+                 if q[0].index in consumes and q[1] is FindingKind.USE_AFTER_FREE]
+    assert len(questions) == 4
+    analysis.lifetimes(questions, runs=False)  # (no runs, no races: only the solver, which says nothing)
+    assert len(asked) == 4 and not analysis.parts.dead_unknowns
+    for index in consumes:
+        finding = analysis.parts.dead[(index, FindingKind.USE_AFTER_FREE)]
+        assert confirm(program, finding).ok
+    # and a use that no free can overlap stays unknown: no run shows what cannot happen
+    produce = next(s for s in program.statements if s.op.value == "kernel" and s.stream == 0)
+    analysis.lifetimes([(produce, FindingKind.USE_AFTER_FREE, "after it was freed")], runs=False)
+    assert (produce.index, FindingKind.USE_AFTER_FREE) not in analysis.parts.dead
+    assert len(analysis.parts.dead_unknowns) == 1
+
+
 def test_repairs_stop_after_pairs_that_answered_nothing() -> None:
     """Repaired runs for a pair that never races answer nothing and count as fruitless; once
     FRUITLESS pairs in a row were, a session repairs no more, and a racing pair is left to

@@ -47,6 +47,9 @@ from checker.witness import StepKind
 
 OTHER_DEAD_QUESTIONS = 64
 """Questions `Analysis._other_dead_memories` asks of one program at most."""
+DEAD_AIMS = 2
+"""Runs aimed at a use and a free of its bytes (`_dead_from_aimed_runs`), per use after free
+that the runs and the races left: one for each of its nearest frees."""
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
@@ -1312,6 +1315,42 @@ class Analysis:
                     self.parts.dead[key] = self._dead_use(FindingKind.USE_AFTER_FREE, statements[x], verdict)
                     del pending[key]
 
+    def _dead_from_aimed_runs(self, pending: dict) -> None:
+        """Uses after free the solver could not decide: a run aimed at the use x and a free f
+        of its bytes (both started, their ends held open, as for a race pair: `Runner.run`'s
+        `target`), cut once both have started, with f's effect next while x still runs; the
+        executor's step rules (`admits`) check it like any run. In a loop that frees a buffer
+        under another stream's kernel, 300 iterations make more race pairs than are asked
+        (`MAX_RACE_CANDIDATES`), so `_dead_from_races` missed a use whose race went unasked,
+        and the solver ran out of its 10 s on it. (Asked of every dead-use question, such
+        runs answer few: most are no use after free, which the solver proves in hundredths.)"""
+        uses = [key for key in pending if key[1] is FindingKind.USE_AFTER_FREE]
+        if not uses:
+            return
+        encoding, statements = self.encoding, self.program.statements
+        first, last = self._first_last()
+        count = len(statements)
+        for key in uses:
+            x = key[0]
+            nearest = sorted(encoding.frees_touching(statements[x]), key=lambda f: (f < x, abs(f - x)))
+            for f in nearest[:DEAD_AIMS]:
+                if key not in pending or self._spent():
+                    break
+                order, _ = self.runner().run((x * count + f) * 2, AIMED_EAGERNESS,
+                                             ((first[x], last[x]), (first[f], last[f])))
+                self.stats["runs"] += 1
+                position = {step: k for k, step in enumerate(order)}
+                if first[x] not in position or first[f] not in position or first[x] == last[x]:
+                    continue
+                cut = order[:max(position[first[x]], position[first[f]]) + 1]
+                effect = encoding.lifetime_step(f)
+                if last[x] in cut or effect in cut:
+                    continue  # x ended first, or f's effect came before x started: not this way
+                verdict = self.admits(cut + [effect])
+                if verdict is not None:
+                    self.parts.dead[key] = self._dead_use(FindingKind.USE_AFTER_FREE, statements[x], verdict)
+                    del pending[key]
+
     def _races_shown(self):
         """(pair, its witness when called) of each racing pair found, and of each pair its
         orbit carries it to under the program's symmetries (`orbits`; `spread` carries them
@@ -1346,6 +1385,10 @@ class Analysis:
             if query is None and not self._spent():
                 query = self._lifetime_query(statement, kind)
             verdict = self.ask(query, cut=self._dead_cut(statement)) if query is not None else Unknown(OUT_OF_TIME)
+            if isinstance(verdict, Unknown) and kind is FindingKind.USE_AFTER_FREE:
+                self._dead_from_aimed_runs({key: (statement, kind, when)})
+                if key in self.parts.dead:
+                    continue
             if isinstance(verdict, Unknown):
                 self._unknown(self.parts.dead_unknowns, f"whether {described(self.program, statement)} can run {when}",
                               (statement.index,), verdict)
