@@ -691,6 +691,29 @@ def test_a_use_after_free_the_solver_leaves_open_is_answered_by_a_run_aimed_at_i
     assert len(analysis.parts.dead_unknowns) == 1
 
 
+def test_a_use_that_races_with_a_free_gets_aimed_runs_before_the_solver(monkeypatch) -> None:
+    """A use after free whose use races with a free of its bytes in another instance (here,
+    as the first session found it: `racing`) is most likely one: a run aimed at it answers
+    it without a solver question (at 300 iterations of the freeing loop, 13 questions of
+    0.5-10 s each)."""
+    from checker.executor.replay import confirm
+    from checker.findings import FindingKind
+    from checker.smt.queries import racing_classes
+
+    program = load_text(FREEING_LOOP.replace("..N", "..4")).program
+    analysis = Analysis(program, Budget(timeout=60.0))
+    asked = []
+    monkeypatch.setattr(analysis, "ask", lambda query, cut=(), relaxed=False: asked.append(query))
+    consumes = [s.index for s in program.statements if s.op.value == "kernel" and s.stream == 1]
+    frees = [s.index for s in program.statements if s.op.value == "free"]
+    questions = [q for q in analysis.lifetime_questions()
+                 if q[0].index in consumes and q[1] is FindingKind.USE_AFTER_FREE]
+    analysis.lifetimes(questions, runs=False, racing=racing_classes(program, {(consumes[0], frees[0]): None}))
+    assert asked == []
+    for index in consumes:
+        assert confirm(program, analysis.parts.dead[(index, FindingKind.USE_AFTER_FREE)]).ok
+
+
 def test_repairs_stop_after_pairs_that_answered_nothing() -> None:
     """Repaired runs for a pair that never races answer nothing and count as fruitless; once
     FRUITLESS pairs in a row were, a session repairs no more, and a racing pair is left to

@@ -358,7 +358,8 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
                     stats.add(result.stats)
                 # Each job watched the others' pairs: what is left is what no job answered.
                 races = [race for race in races if race[:2] not in merged.races]
-            jobs = split(races, lifetimes, taken, slow=repairing)
+            jobs = split(races, lifetimes, taken, slow=repairing,
+                         racing=queries.racing_classes(program, merged.races))
             finished = []
 
             def done(k: int) -> None:

@@ -73,6 +73,10 @@ class Job:
     """aims: the first session's runs that aimed runs lead in from (`Analysis.leads`)."""
     rare: frozenset = frozenset()
     """aims: the steps only the first session's covering runs took (`Analysis.leads`)."""
+    racing: frozenset = frozenset()
+    """lifetimes: the pairs of source statements known to race when the job was made
+    (`queries.racing_classes`): a use that races with a free of its bytes gets runs aimed at
+    the use after free before the solver is asked (`Analysis.lifetimes`)."""
 
 
 @contextlib.contextmanager
@@ -89,7 +93,7 @@ def fresh_context():
 
 
 def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: str = "races",
-          slow: bool = False) -> list[Job]:
+          slow: bool = False, racing: frozenset = frozenset()) -> list[Job]:
     """Jobs for the questions left: contiguous slices of the race pairs (in the order
     given: the caller lists the pairs of the same source statements together, so that they
     share a session, its models and its queries about any of them), the dead uses, the
@@ -120,7 +124,7 @@ def split(races: list, lifetimes: list, deadlock: frozenset[int] | None, kind: s
             for k in range(0, len(races), size):
                 jobs.append(Job(kind, tuple(races[k:k + size])))
     if lifetimes:
-        jobs.append(Job("lifetimes", tuple(lifetimes)))
+        jobs.append(Job("lifetimes", tuple(lifetimes), racing=racing))
     if deadlock is not None:
         jobs.append(Job("deadlock", tuple(sorted(deadlock))))
     return jobs
@@ -160,7 +164,7 @@ def answer(program: Program, order: MustOrder, job: Job, budget: Budget, deadlin
                              job.leads, job.rare)
         elif job.kind == "lifetimes":
             analysis.lifetimes([(statements[i], FindingKind(kind), when) for i, kind, when in job.questions],
-                               runs=False)
+                               runs=False, racing=job.racing)
         else:
             analysis.deadlock(frozenset(job.questions), runs=False)
         return analysis.parts

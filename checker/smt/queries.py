@@ -190,6 +190,13 @@ def _in_mask(order: list[int], mask: int) -> list[int]:
     return [step for step in order if step >> 3 < size and bits[step >> 3] >> (step & 7) & 1]
 
 
+def racing_classes(program: Program, races) -> frozenset:
+    """The pairs of source statements (origins, unordered) that some racing pair of `races`
+    (statement index pairs) is an instance of."""
+    statements = program.statements
+    return frozenset(frozenset((statements[a].origin, statements[b].origin)) for a, b in races)
+
+
 class Analysis:
     """Asks the questions of one program on one solver session."""
 
@@ -1369,21 +1376,33 @@ class Analysis:
                     yield pair, lambda witness=witness, path=path, length=length: (
                         Carried(witness, self.orbits, path).renamed(length))
 
-    def lifetimes(self, questions=None, runs: bool = True) -> None:
+    def lifetimes(self, questions=None, runs: bool = True, racing: frozenset = frozenset()) -> None:
         """Asks every dead-use question (`questions`: (statement, kind, wording); default:
-        all); a model that answers one is read for the others."""
+        all); a model that answers one is read for the others. A use after free whose use
+        races with a free of its bytes in some instances (those of this session's races, and
+        `racing`: `racing_classes`) gets runs aimed at it first."""
         questions = self.lifetime_questions() if questions is None else questions
         if runs:
             questions = self.harvest_lifetimes(questions)
         began = time.process_time()
         pending = {(s.index, kind): (s, kind, when) for s, kind, when in questions}
         queries: dict = {}
+        statements = self.program.statements
+        racing = racing | racing_classes(self.program, self.parts.races)
         while pending:
             key, (statement, kind, when) = next(iter(pending.items()))
             del pending[key]
             query = queries.pop(key, None)
             if query is None and not self._spent():
                 query = self._lifetime_query(statement, kind)
+            if (query is not None and query is not False and kind is FindingKind.USE_AFTER_FREE
+                    and any(frozenset((statement.origin, statements[f].origin)) in racing
+                            for f in self.encoding.frees_touching(statement))):
+                # Another instance of the use races with an instance of a free of its bytes:
+                # likely a use after free, which a run aimed at it shows sooner than the solver.
+                self._dead_from_aimed_runs({key: (statement, kind, when)})
+                if key in self.parts.dead:
+                    continue
             verdict = self.ask(query, cut=self._dead_cut(statement)) if query is not None else Unknown(OUT_OF_TIME)
             if isinstance(verdict, Unknown) and kind is FindingKind.USE_AFTER_FREE:
                 self._dead_from_aimed_runs({key: (statement, kind, when)})
