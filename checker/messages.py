@@ -422,9 +422,16 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
         help = ("make the free wait for every use (record an event after the use and wait on it "
                 "before the free)")
-    graph_help = _graph_lifetime_help(program, use, free, memory, launch_order)
-    if graph_help is not None:
-        help = graph_help
+    if use.op is Op.FREE and free is not None:
+        if free.launch is not None and use.launch != free.launch:
+            names = _Launches(program)
+            help = (f"`launch {names.graph(free)}` (line {names.launch(free).span.line}) already frees "
+                    f"`{memory.name}` at every launch (line {free.span.line}): drop one of the two frees "
+                    "(without the graph's free node, the allocation outlives the launch until this free)")
+    else:
+        graph_help = _graph_lifetime_help(program, use, free, memory, launch_order)
+        if graph_help is not None:
+            help = graph_help
     statements = (use.index,) + ((free.index,) if free is not None else ())
     return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
                    instances, witness, help=help,

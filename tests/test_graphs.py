@@ -832,3 +832,15 @@ def test_an_event_node_on_an_event_a_graph_captures_as_its_own_is_sp030(run, tmp
     status, file = check_json(run, tmp_path, text)
     errors = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
     assert errors == ([] if line is None else [("SP030", line)]), file["diagnostics"]
+
+
+def test_freeing_outside_what_the_graph_frees_is_a_double_free_with_help_on_which_to_drop(run, tmp_path):
+    body = "  s1: alloc c\n  s1: kernel k writes c\n  s1: free c\n"
+    text = MEMORY + "graph g {\n" + body + "}\nthread t {\n  x: launch g\n  sync x\n  x: free c\n}\n"
+    _, file = check_json(run, tmp_path, text)
+    (dead,) = [f for f in file["findings"] if f["kind"] == "use-after-free"]
+    assert dead["message"] == "x: free c (line 20) frees `c` again: g.s1: free c (line 15, launched at line 18) frees it too"
+    assert dead["help"].startswith("`launch g` (line 18) already frees `c` at every launch (line 15): drop one")
+    # dropping the graph's free node, as the help says, leaves the allocation to the outside free
+    _, fixed = check_json(run, tmp_path, text.replace("  s1: free c\n", ""))
+    assert fixed["status"] == "clean", fixed
