@@ -302,7 +302,7 @@ class _Lowerer:
         self.graph_labels: dict[int, int] = {}
         self.events_captured: dict[int, tuple[str, Span]] = {}
         self.events_outside: dict[int, Span] = {}
-        self.event_nodes: set[Span] = set()
+        self.event_nodes: dict[Span, str] = {}
         self.named_streams: set[int] = set()
         """Streams that statements name without enqueuing on them (a tensor `alloc`'s pool,
         `record_stream`): used, for the never-used warning."""
@@ -1297,8 +1297,8 @@ class _Lowerer:
         self.events_outside: dict[int, Span] = {}
         """Declared event -> where a graph body (which graph) or a statement outside every graph
         first named it: an event that both name is reported (`shared_events`)."""
-        self.event_nodes: set[Span] = set()
-        """Of those outside, the ones that an event node (`wait E external`) named."""
+        self.event_nodes: dict[Span, str] = {}
+        """Of those outside, the ones that an event node (`wait E external`) named, and its graph."""
         self.capture = None
         self.call_streams: dict[tuple[int, int], int] = {}
         """(device, thread) -> the stream of its host `memcpy`/`memset` under CANN (`call_stream`)."""
@@ -2367,7 +2367,7 @@ class _Lowerer:
         event = self.resolve_declared(node.event, env, "event")
         if event not in self.events_outside:  # (the declared event, which work outside shares: `shared_events`)
             self.events_outside[event] = node.event.span
-            self.event_nodes.add(node.event.span)
+            self.event_nodes[node.event.span] = self.capture.name
         return event
 
     def implicit_event(self, node, label: str, *key) -> int:
@@ -2897,8 +2897,9 @@ class _Lowerer:
         graph allocates (a capture of `cudaFreeAsync` "must be passed the address of a graph
         allocation"), and a launch while memory the exec's previous launch allocated and did
         not free is still live (`cudaGraphLaunch` "will fail with cudaErrorInvalidValue"). A
-        free that another thread may have enqueued in between counts as done: only the
-        launching thread's own order decides it here."""
+        free by another thread counts as made in between, wherever it comes: the launching
+        thread's own order decides it here, not the interleaving (nor a free node whose graph
+        frees memory that a graph allocates only at another time)."""
         statements = self.statements
         allocated = {s.memory for s in statements if s.launch is not None and s.op is Op.ALLOC}
         for s in statements:
@@ -2922,22 +2923,31 @@ class _Lowerer:
             thread = statements[begins].thread
             if key in previous:
                 before, live = previous[key]
-                for memory, alloc in live.items():
-                    if not any(s.launch != before and (s.thread != thread or before < s.index < begins)
-                               for s in frees[memory]):
-                        buffer = self.memories[memory].name
-                        self.record(error(
-                            Code.SP032, f"graph `{name}` is launched again while `{buffer}`, which its last "
-                            "launch allocated, is still live", span, "launched again",
-                            secondary=((statements[before].span, "allocated by this launch"),
-                                       (alloc, "the alloc node")),
-                            help=f"free `{buffer}` between the two launches (`free {buffer}`, or a stream "
-                                 f"`free` after the launch), or free it in the graph's body; CUDA frees it "
-                                 "itself only for an exec instantiated with "
-                                 "cudaGraphInstantiateFlagAutoFreeOnLaunch"))
-            live = {s.memory: s.span for s in body.get(begins, ()) if s.op is Op.ALLOC}
-            for s in body.get(begins, ()):
-                if s.op is Op.FREE:
+                left = [(memory, alloc) for memory, alloc in live.items()
+                        if not any(s.launch != before and (s.thread != thread or before < s.index < begins)
+                                   for s in frees[memory])]
+                if left:
+                    names = [self.memories[memory].name for memory, _ in left]
+                    shown = [f"`{n}`" for n in names[:4]] + ([f"{len(names) - 4} more"] if len(names) > 4 else [])
+                    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+                    access = names[0] if len(names) == 1 else self.memories[left[0][0]].buffer
+                    stream = self.streams[statements[begins].stream].name
+                    loop = statements[before].span == span  # (one launch line, in a loop)
+                    self.record(error(
+                        Code.SP032, f"graph `{name}` is launched again while {listed}, which its last launch "
+                        f"allocated, {'is' if len(names) == 1 else 'are'} still live", span,
+                        "launched again at the next iteration" if loop else "launched again",
+                        secondary=(() if loop else ((statements[before].span, "allocated by this launch"),))
+                        + ((left[0][1], "the alloc node"),),
+                        help=f"free {'it' if len(names) == 1 else 'them'} between the two launches on the launch stream (`{stream}: free {access}` "
+                             f"after `launch {name}`), or in the graph's body after its last use; CUDA frees a graph's "
+                             "allocations itself only for an exec instantiated with "
+                             "cudaGraphInstantiateFlagAutoFreeOnLaunch"))
+            live = {}
+            for s in body.get(begins, ()):  # (in body order: a free node ends what an alloc node before it began)
+                if s.op is Op.ALLOC:
+                    live[s.memory] = s.span
+                elif s.op is Op.FREE:
                     live.pop(s.memory, None)
             previous[key] = (begins, live)
 
@@ -2963,11 +2973,21 @@ class _Lowerer:
             if event in self.events_captured:
                 graph, inside = self.events_captured[event]
                 name = self.events[event].name
-                node = span in self.event_nodes
+                node = self.event_nodes.get(span)
+                if node is not None:
+                    where = "the same graph" if node == graph else f"graph `{node}`"
+                    self.record(error(
+                        Code.SP030, f"event `{name}` is used both inside graph `{graph}` and by an event node of "
+                        f"{where}, which acts on the declared event", span, "an event node on the declared event",
+                        secondary=((inside, f"used inside graph `{graph}`"),),
+                        help=f"inside graph `{graph}`, `{name}` is the capture's own and is never recorded at run "
+                             f"time: for the node to see that record, make it a record node (`record {name} "
+                             f"external`); if the graph orders its own streams with `{name}`, use another "
+                             f"declared event for one of the two"))
+                    continue
                 self.record(error(
-                    Code.SP030, f"event `{name}` is used both inside graph `{graph}` and "
-                    + ("by an event node, which work outside the graph shares" if node else "outside it"),
-                    span, "an event node on the declared event" if node else "used outside the graph",
+                    Code.SP030, f"event `{name}` is used both inside graph `{graph}` and outside it",
+                    span, "used outside the graph",
                     secondary=((inside, "used inside the graph"),),
                     help=f"to wait for the graph, record another event on the launch stream after `launch {graph}`; "
                          f"to wait for part of it, make the record an event record node (`record "

@@ -609,6 +609,8 @@ def test_memory_nodes_allocate_and_free_at_each_launch(run, tmp_path, body, thre
     # freed by the graph itself, or launched once
     ("graph g {\n  s1: alloc c\n  s1: free c\n}\n", ["x: launch g", "x: launch g"], None),
     ("graph g[2] {\n  s1: alloc c\n}\n", ["x: launch g[0]", "x: free c", "x: launch g[1]", "x: free c"], None),
+    # the body's order counts: an alloc node after the free node leaves its allocation live
+    ("graph g {\n  s1: alloc c\n  s1: free c\n  s1: alloc c\n}\n", ["x: launch g", "x: launch g", "x: free c"], 19),
     # a free node of memory no graph allocates: CUDA's capture refuses it
     ("graph g {\n  s1: kernel k writes c\n  s1: free c\n}\n", ["alloc c", "x: launch g"], 14),
 ])
@@ -618,6 +620,20 @@ def test_graph_memory_that_cuda_refuses_is_sp032(run, tmp_path, graphs, thread, 
     found = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
     assert found == ([] if line is None else [("SP032", line)]), file["diagnostics"]
     assert (status == 2) == (line is not None)
+
+
+def test_a_relaunch_names_every_live_element_and_its_help_is_a_fix(run, tmp_path):
+    text = (HEADER + "buffer c[2] 1KiB on gpu\ngraph g {\n  s1: alloc c\n  s1: kernel k writes c[0]\n}\n"
+            "thread t {\n  for i in 0..3 {\n    x: launch g\n  }\n  x: free c\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    (error,) = [d for d in file["diagnostics"] if d["severity"] == "error"]
+    assert error["message"] == ("graph `g` is launched again while `c[0]` and `c[1]`, which its last launch "
+                                "allocated, are still live")
+    assert error["help"].startswith("free them between the two launches on the launch stream (`x: free c` after "
+                                    "`launch g`)")
+    fixed = text.replace("    x: launch g\n", "    x: launch g\n    x: free c\n").replace("  }\n  x: free c\n", "  }\n")
+    status, file = check_json(run, tmp_path, fixed)
+    assert status == 0 and file["status"] == "clean", file
 
 
 def test_a_free_another_thread_may_make_between_two_launches_is_not_refused(run, tmp_path):
@@ -832,6 +848,10 @@ def test_an_event_node_on_an_event_a_graph_captures_as_its_own_is_sp030(run, tmp
     status, file = check_json(run, tmp_path, text)
     errors = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
     assert errors == ([] if line is None else [("SP030", line)]), file["diagnostics"]
+    if line is not None:
+        where = "graph `consumer`" if consumer else "the same graph"
+        assert file["diagnostics"][0]["message"] == (f"event `e` is used both inside graph `producer` and by an "
+                                                     f"event node of {where}, which acts on the declared event")
 
 
 def test_freeing_outside_what_the_graph_frees_is_a_double_free_with_help_on_which_to_drop(run, tmp_path):
