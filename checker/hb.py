@@ -378,17 +378,105 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     instances: dict[int, set[int]] = defaultdict(set)
     """finding index -> the statements (loop instances of one source statement) it stands for"""
 
-    def report(finding: Finding, s: Statement) -> None:
-        key = (s.origin, finding.kind)
+    shown: set[tuple[int, int, FindingKind]] = set()
+    """(statement, memory, kind) already counted: its other frees add nothing."""
+
+    def report(kind: FindingKind, s: Statement, memory: int, make) -> None:
+        """Counts the instance s; builds the finding (`make()`, its witness a prefix of the
+        order: linear in the program) only for the first instance of its source statement:
+        a loop freeing a buffer under another stream's kernel has n^2 (use, free) pairs."""
+        shown.add((s.index, memory, kind))
+        key = (s.origin, kind)
         if key not in reported:
             reported[key] = len(findings)
-            findings.append(finding)
-        elements[reported[key]][finding.memory] = None
+            findings.append(make())
+        elements[reported[key]][program.memories[memory].name] = None
         instances[reported[key]].add(s.index)
 
-    def forced_between(first: int, last: int, nodes: list[int]) -> bool:
-        return any(order.before(graph.steps[first], graph.steps[g]) and order.before(graph.steps[g], graph.steps[last])
-                   for g in nodes if g in order.clocks)
+    rank = {node: k for k, node in enumerate(order.order)}
+    latest: dict[tuple, list[int]] = {}
+
+    on_chains: dict[tuple, dict[int, tuple[list[int], list[int]]]] = {}
+
+    def chains_of(nodes: list[int], table: tuple) -> dict[int, tuple[list[int], list[int]]]:
+        """`nodes` by the first chain each is on: (positions, nodes), in position order."""
+        index = on_chains.get(table)
+        if index is None:
+            index = {}
+            for node in nodes:
+                if node in order.position:
+                    chain, at = order.position[node][0]
+                    index.setdefault(chain, ([], []))[0].append(at)
+                    index[chain][1].append(node)
+            for chain, (positions, members) in index.items():
+                paired = sorted(zip(positions, members))
+                index[chain] = ([at for at, _ in paired], [node for _, node in paired])
+            on_chains[table] = index
+        return index
+
+    def latest_before(last: int, nodes: list[int], table: tuple) -> list[int]:
+        """The latest nodes of `nodes` (the allocs of one memory: `table` names them) that come
+        before last in every execution: none of them before another. Found once per last: on
+        each chain, the last node its clock reaches (the ones before it on the chain are
+        before it), then the latest of those."""
+        tops = latest.get((last, table))
+        if tops is None:
+            clock = order.clocks[last]
+            below = []
+            for chain, (positions, members) in chains_of(nodes, table).items():
+                k = bisect_right(positions, clock[chain]) - 1
+                if k >= 0 and members[k] == last:
+                    k -= 1
+                if k >= 0:
+                    below.append(members[k])
+            below.sort(key=rank.__getitem__, reverse=True)
+            tops = []
+            for g in below:  # (later ones first: a node before a kept one is not kept)
+                if not any(order.before(graph.steps[g], graph.steps[t]) for t in tops):
+                    tops.append(g)
+            latest[(last, table)] = tops
+        return tops
+
+    def forced_between(first: int, last: int, nodes: list[int], table: tuple) -> bool:
+        """Whether some node of `nodes` comes between first and last in every execution. Only
+        the latest of those before last matter (one after first is before one of them): a
+        loop that frees a buffer each iteration asked about every alloc for each (use, free)
+        pair."""
+        return any(order.before(graph.steps[first], graph.steps[t]) for t in latest_before(last, nodes, table))
+
+    by_chain: dict[tuple, tuple[dict[int, tuple[list[int], list[int]]], list[int]]] = {}
+
+    def unforced(entries: list, last: int, nodes: list[int], table: tuple) -> list:
+        """The frees of `entries` ((free, node), in order) that no alloc of `nodes` before last
+        surely follows: each free sits on a chain (its first), and one at a position that a
+        latest alloc's clock reaches on that chain is before that alloc. The others are left
+        for `forced_between` to decide, so that a use in a loop reads its own iteration's
+        frees, not every earlier one."""
+        tops = latest_before(last, nodes, table)
+        if not tops or len(entries) < 8:
+            return entries
+        known = by_chain.get(table)
+        if known is None:
+            index: dict[int, tuple[list[int], list[int]]] = {}
+            unplaced = []  # (frees that never happen: the loop skips them itself)
+            for k, (_, node) in enumerate(entries):
+                if node in order.position:
+                    chain, at = order.position[node][0]
+                    positions, members = index.setdefault(chain, ([], []))
+                    positions.append(at)
+                    members.append(k)
+                else:
+                    unplaced.append(k)
+            for chain, (positions, members) in index.items():  # (positions along a chain rise)
+                paired = sorted(zip(positions, members))
+                index[chain] = ([at for at, _ in paired], [k for _, k in paired])
+            known = by_chain[table] = (index, unplaced)
+        index, unplaced = known
+        kept = list(unplaced)
+        for chain, (positions, members) in index.items():
+            reached = max(order.clocks[t][chain] for t in tops)
+            kept += members[bisect_right(positions, reached):]
+        return [entries[k] for k in sorted(kept)]
 
     for s in program.statements:
         for access in s.accesses:
@@ -401,44 +489,53 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 start_step = graph.steps[start]
                 live_allocs = [g for g in allocs.get(memory, ()) if g in order.clocks]
                 # Before alloc: no alloc completion is forced before the access starts.
-                if memory in allocs and not any(order.before(graph.steps[g], start_step) for g in live_allocs):
-                    report(messages.use_before_alloc(program, s, mem, 1, order.prefix([start], last=start)), s)
+                if memory in allocs and not latest_before(start, live_allocs, ("run", memory)):
+                    report(FindingKind.USE_BEFORE_ALLOC, s, memory, lambda: messages.use_before_alloc(
+                        program, s, mem, 1, order.prefix([start], last=start)))
                 end = graph.node_of[_step_key(_access_steps(s)[1])]
-                for free, free_end in frees.get(memory, ()):
+                for free, free_end in unforced(frees.get(memory, []), start, live_allocs, ("run", memory)):
+                    if (s.index, memory, FindingKind.USE_AFTER_FREE) in shown:
+                        break
                     if free.index == s.index or free_end not in order.clocks:
                         continue
                     free_step = graph.steps[free_end]
-                    if not (order.before(start_step, free_step) or forced_between(free_end, start, live_allocs)):
-                        report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                            [start, free_end], last=start, early=free_end)), s)
+                    if not (order.before(start_step, free_step) or forced_between(free_end, start, live_allocs, ("run", memory))):
+                        report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
+                            program, s, free, mem, 1, order.prefix([start, free_end], last=start, early=free_end)))
                     elif not order.before(free_step, start_step) and (
                             end not in order.clocks or not order.before(graph.steps[end], free_step)):
                         # the free can take effect while the access runs
-                        report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                            [start, free_end], last=free_end), while_running=True), s)
+                        report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
+                            program, s, free, mem, 1, order.prefix([start, free_end], last=free_end),
+                            while_running=True))
             # Launch order: work enqueued after a free uses freed memory, whenever it runs
             # (and even if it never starts). A host statement is not enqueued work.
             issue = graph.node(StepKind.ISSUE, s.index)
             if issue not in order.clocks:
                 continue
-            for free, free_issue in launch_frees.get(memory, ()) if start in order.clocks else ():
+            for free, free_issue in unforced(launch_frees.get(memory, []), issue, launch_allocs.get(memory, []),
+                                             ("launch", memory)) if start in order.clocks else ():
                 # (a use whenever it runs: work that never starts uses nothing)
+                if (s.index, memory, FindingKind.USE_AFTER_FREE) in shown:
+                    break
                 if free.index == s.index or free_issue not in order.clocks:
                     continue
                 if not (s.is_task or free.launch_only):
                     continue  # a host statement runs when issued: run order only
                 if order.before(graph.steps[issue], graph.steps[free_issue]):
                     continue
-                if forced_between(free_issue, issue, launch_allocs.get(memory, [])):
+                if forced_between(free_issue, issue, launch_allocs.get(memory, []), ("launch", memory)):
                     continue
-                report(messages.use_after_free(program, s, free, mem, 1, order.prefix(
-                    [issue, free_issue], last=issue, early=free_issue, then=start), launch_order=True), s)
+                report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
+                    program, s, free, mem, 1, order.prefix([issue, free_issue], last=issue, early=free_issue,
+                                                           then=start), launch_order=True))
             # Launch order: a tensor used before its own alloc is issued (whoever had its bytes).
             block_allocs = [graph.node(StepKind.ISSUE, a) for a in s.tensor_allocs] if mem.owners else []
             if (block_allocs and memory not in allocs
                     and not all(order.before(graph.steps[g], graph.steps[issue]) for g in block_allocs
                                 if g in order.clocks)):
-                report(messages.use_before_alloc(program, s, mem, 1, order.prefix([issue], last=issue)), s)
+                report(FindingKind.USE_BEFORE_ALLOC, s, memory, lambda: messages.use_before_alloc(
+                    program, s, mem, 1, order.prefix([issue], last=issue)))
     for k, names in elements.items():
         if len(names) > 1:
             findings[k] = replace(findings[k], elements=tuple(names))

@@ -1389,6 +1389,7 @@ class Analysis:
         queries: dict = {}
         statements = self.program.statements
         racing = racing | racing_classes(self.program, self.parts.races)
+        aimed: set = set()  # (the runs are seeded by the question: asked once)
         while pending:
             key, (statement, kind, when) = next(iter(pending.items()))
             del pending[key]
@@ -1400,11 +1401,12 @@ class Analysis:
                             for f in self.encoding.frees_touching(statement))):
                 # Another instance of the use races with an instance of a free of its bytes:
                 # likely a use after free, which a run aimed at it shows sooner than the solver.
+                aimed.add(key)
                 self._dead_from_aimed_runs({key: (statement, kind, when)})
                 if key in self.parts.dead:
                     continue
             verdict = self.ask(query, cut=self._dead_cut(statement)) if query is not None else Unknown(OUT_OF_TIME)
-            if isinstance(verdict, Unknown) and kind is FindingKind.USE_AFTER_FREE:
+            if isinstance(verdict, Unknown) and kind is FindingKind.USE_AFTER_FREE and key not in aimed:
                 self._dead_from_aimed_runs({key: (statement, kind, when)})
                 if key in self.parts.dead:
                     continue
