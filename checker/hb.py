@@ -499,7 +499,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                     if free.index == s.index or free_end not in order.clocks:
                         continue
                     free_step = graph.steps[free_end]
-                    if not (order.before(start_step, free_step) or forced_between(free_end, start, live_allocs, ("run", memory))):
+                    if not (order.before(start_step, free_step)
+                            or forced_between(free_end, start, live_allocs, ("run", memory))):
                         report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
                             program, s, free, mem, 1, order.prefix([start, free_end], last=start, early=free_end)))
                     elif not order.before(free_step, start_step) and (

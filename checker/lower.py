@@ -2939,8 +2939,9 @@ class _Lowerer:
                         "launched again at the next iteration" if loop else "launched again",
                         secondary=(() if loop else ((statements[before].span, "allocated by this launch"),))
                         + ((left[0][1], "the alloc node"),),
-                        help=f"free {'it' if len(names) == 1 else 'them'} between the two launches on the launch stream (`{stream}: free {access}` "
-                             f"after `launch {name}`), or in the graph's body after its last use; CUDA frees a graph's "
+                        help=f"free {'it' if len(names) == 1 else 'them'} between the two launches on the launch "
+                             f"stream (`{stream}: free {access}` after `launch {name}`), or in the graph's body after "
+                             f"its last use; CUDA frees a graph's "
                              "allocations itself only for an exec instantiated with "
                              "cudaGraphInstantiateFlagAutoFreeOnLaunch"))
             live = {}

@@ -48,8 +48,8 @@ from checker.witness import StepKind
 OTHER_DEAD_QUESTIONS = 64
 """Questions `Analysis._other_dead_memories` asks of one program at most."""
 DEAD_AIMS = 2
-"""Runs aimed at a use and a free of its bytes (`_dead_from_aimed_runs`), per use after free
-that the runs and the races left: one for each of its nearest frees."""
+"""Runs aimed at a use and a free of its bytes (`_dead_from_aimed_runs`) per use-after-free
+question that gets them (`Analysis.lifetimes`): one for each of its nearest frees."""
 
 EAGERNESS = (0.05, 0.3, 0.05, 0.6, 0.15, 0.05)
 """One concrete run per entry: how likely a run ends an interval while other steps could move."""
