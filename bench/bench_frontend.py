@@ -39,20 +39,23 @@ thread main {{
 """
 
 FREEING = """\
-device d {{ compute 2 }}
-buffer tmp 1MiB on d
-stream a on d
-stream b on d
-event e
-thread main {{
+device d {{ compute 2 copy 1 }}
+buffer workspace[2] 1MiB on d
+buffer batch 1MiB on d
+stream main on d
+stream side on d
+event produced
+thread trainer {{
   for i in 0..{iterations} {{
-    a: alloc tmp
-    a: kernel produce writes tmp 1ms
-    a: record e
-    b: wait e
-    b: kernel consume reads tmp 1ms
-    a: free tmp
+    let w = i % 2
+    main: alloc workspace[w]
+    main: kernel forward reads batch writes workspace[w] 1ms
+    main: record produced
+    side: wait produced
+    side: kernel loss reads workspace[w] 1ms
+    main: free workspace[w]
   }}
+  sync all
 }}
 """
 """One thread that frees a buffer each iteration while another stream's kernel may still read
