@@ -93,6 +93,16 @@ def test_schema_is_valid_draft_2020_12(command):
     Draft202012Validator.check_schema(document)
 
 
+def test_a_definition_the_schemas_share_is_the_same_in_each():
+    """Each schema stands alone (a tool validating one output reads one file), so shared
+    definitions are copies: a change to one must reach the others."""
+    first: dict[str, tuple[str, object]] = {}
+    for command in COMMANDS:
+        for name, definition in schema(command).get("$defs", {}).items():
+            owner, known = first.setdefault(name, (command, definition))
+            assert definition == known, f"$defs/{name} differs between {owner} and {command}"
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_property_is_described(command):
     """Every property of every object says what it means (the schemas are the documentation)."""
