@@ -2943,7 +2943,9 @@ class _Lowerer:
                              f"stream (`{stream}: free {access}` after `launch {name}`), or in the graph's body after "
                              f"its last use; CUDA frees a graph's "
                              "allocations itself only for an exec instantiated with "
-                             "cudaGraphInstantiateFlagAutoFreeOnLaunch"))
+                             "cudaGraphInstantiateFlagAutoFreeOnLaunch",
+                        notes=(f"when {', '.join(label for _, _, label in self.decisions)}",)
+                        if self.decisions else ()))
             live = {}
             for s in body.get(begins, ()):  # (in body order: a free node ends what an alloc node before it began)
                 if s.op is Op.ALLOC:

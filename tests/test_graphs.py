@@ -864,3 +864,12 @@ def test_freeing_outside_what_the_graph_frees_is_a_double_free_with_help_on_whic
     # dropping the graph's free node, as the help says, leaves the allocation to the outside free
     _, fixed = check_json(run, tmp_path, text.replace("  s1: free c\n", ""))
     assert fixed["status"] == "clean", fixed
+
+
+def test_a_relaunch_refused_in_one_choose_branch_says_which(run, tmp_path):
+    text = (MEMORY + "buffer other 1KiB on gpu\ngraph g {\n  s1: alloc c\n  s1: kernel k writes c\n}\n"
+            "thread t {\n  x: launch g\n  choose { x: free c } or { x: kernel l writes other }\n  x: launch g\n"
+            "  x: free c\n}\n")
+    status, file = check_json(run, tmp_path, text)
+    (error,) = [d for d in file["diagnostics"] if d["severity"] == "error"]
+    assert error["code"] == "SP032" and error["notes"] == ["when line 19: branch 2 of 2"]

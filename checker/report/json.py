@@ -30,6 +30,8 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict:
         "message": diagnostic.message,
         "help": diagnostic.help or None,
     }
+    if diagnostic.notes:
+        out["notes"] = list(diagnostic.notes)
     out.update(span.to_json() if span else {"line": None, "column": None, "end_line": None, "end_column": None})
     out["labels"] = [
         {**a.span.to_json(), "label": a.label, "primary": a.primary} for a in diagnostic.annotations
