@@ -20,6 +20,7 @@ must-happen-before order (`order.py`): facts every execution shares never reach 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import z3
@@ -185,6 +186,8 @@ class Encoding:
         for segment in self.segments:
             self._segments_of.setdefault(segment.memory, []).append(segment)
         self._items: dict[int, list] = {}
+        self._alloc_positions: dict[int, dict[int, list[int]]] = {}
+        """memory -> thread -> the program positions of its allocs there (`enqueued_after_free`)."""
         self._numerals: dict[int, z3.ArithRef] = {}
         self._positions: dict[int, object] = {}
         self._ready: dict[int, tuple] = {}
@@ -718,19 +721,38 @@ class Encoding:
         # a use whenever it runs: the access must start (for a host statement, its issue)
         first = self.first_step(statement)
         cases = []
+        position = self.layout.position
         for memory in dict.fromkeys(a.memory for a in statement.accesses if only is None or a.memory == only):
             allocs, frees = self.launch_lifetimes(memory)
+            mine = self._allocs_on_thread(memory, allocs).get(statement.thread, [])
             for free in frees:
                 if free.index == statement.index or not (statement.is_task or free.launch_only):
                     continue
                 after = self.enqueued_before(free, statement)
                 if after is False:
                     continue
+                if free.thread == statement.thread and mine:
+                    # An alloc the thread enqueues between the two makes this case false (its
+                    # term is `not (true and true)`): skipped before a term per alloc is built
+                    # (a tensor freed and allocated again each iteration: n^3 terms in all).
+                    k = bisect_right(mine, position[free.index])
+                    if k < len(mine) and mine[k] < position[statement.index]:
+                        continue
                 cases.append(_and(self.happened(first), after, *[
                     _not(_and(self.enqueued_before(free, alloc), self.enqueued_before(alloc, statement)))
                     for alloc in allocs
                 ]))
         return _or(*cases)
+
+    def _allocs_on_thread(self, memory: int, allocs: list[Statement]) -> dict[int, list[int]]:
+        known = self._alloc_positions.get(memory)
+        if known is None:
+            known = self._alloc_positions[memory] = {}
+            for alloc in allocs:
+                known.setdefault(alloc.thread, []).append(self.layout.position[alloc.index])
+            for positions in known.values():
+                positions.sort()
+        return known
 
     def use_before_alloc(self, statement: Statement):
         """Run order: some byte has never been allocated when the access starts. Launch
