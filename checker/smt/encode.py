@@ -745,6 +745,7 @@ class Encoding:
         return _or(*cases)
 
     def _allocs_on_thread(self, memory: int, allocs: list[Statement]) -> dict[int, list[int]]:
+        """Per thread, the sorted program positions of the memory's allocs there."""
         known = self._alloc_positions.get(memory)
         if known is None:
             known = self._alloc_positions[memory] = {}
