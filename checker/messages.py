@@ -400,9 +400,15 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
                    instances: int, witness: Witness | None, launch_order: bool = False,
                    while_running: bool = False) -> Finding:
     """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
-    if use.op is Op.FREE and free is not None:
+    double = use.op is Op.FREE and free is not None
+    if double:
         message = f"{_where(program, use)} frees `{memory.name}` again: {_where(program, free)} frees it too"
         help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
+        if free.launch is not None and use.launch != free.launch:  # (a graph frees it at every launch)
+            names = _Launches(program)
+            help = (f"`launch {names.graph(free)}` (line {names.launch(free).span.line}) already frees "
+                    f"`{memory.name}` at every launch (line {free.span.line}): drop one of the two frees "
+                    "(without the graph's free node, the allocation outlives the launch until this free)")
     elif while_running and free is not None:
         message = (f"{_where(program, use)} can still be running on `{memory.name}` when "
                    f"{_where(program, free)} frees it")
@@ -422,16 +428,9 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
         help = ("make the free wait for every use (record an event after the use and wait on it "
                 "before the free)")
-    if use.op is Op.FREE and free is not None:
-        if free.launch is not None and use.launch != free.launch:
-            names = _Launches(program)
-            help = (f"`launch {names.graph(free)}` (line {names.launch(free).span.line}) already frees "
-                    f"`{memory.name}` at every launch (line {free.span.line}): drop one of the two frees "
-                    "(without the graph's free node, the allocation outlives the launch until this free)")
-    else:
-        graph_help = _graph_lifetime_help(program, use, free, memory, launch_order)
-        if graph_help is not None:
-            help = graph_help
+    graph_help = None if double else _graph_lifetime_help(program, use, free, memory, launch_order)
+    if graph_help is not None:
+        help = graph_help
     statements = (use.index,) + ((free.index,) if free is not None else ())
     return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
                    instances, witness, help=help,
