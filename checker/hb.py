@@ -396,23 +396,28 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
     rank = {node: k for k, node in enumerate(order.order)}
     latest: dict[tuple, list[int]] = {}
 
-    on_chains: dict[tuple, dict[int, tuple[list[int], list[int]]]] = {}
+    on_chains: dict[tuple, tuple[dict[int, tuple[list[int], list[int]]], list[int]]] = {}
 
-    def chains_of(nodes: list[int], table: tuple) -> dict[int, tuple[list[int], list[int]]]:
-        """`nodes` by the first chain each is on: (positions, nodes), in position order."""
-        index = on_chains.get(table)
-        if index is None:
-            index = {}
-            for node in nodes:
+    def chains_of(nodes: list[int], table: tuple) -> tuple[dict[int, tuple[list[int], list[int]]], list[int]]:
+        """`nodes` (the allocs or frees of one memory: `table` names them) by the first chain
+        each is on: chain -> (positions, indices into `nodes`), in position order; and the
+        indices of the nodes that never happen."""
+        known = on_chains.get(table)
+        if known is None:
+            index: dict[int, tuple[list[int], list[int]]] = {}
+            unplaced = []
+            for k, node in enumerate(nodes):
                 if node in order.position:
                     chain, at = order.position[node][0]
                     index.setdefault(chain, ([], []))[0].append(at)
-                    index[chain][1].append(node)
+                    index[chain][1].append(k)
+                else:
+                    unplaced.append(k)
             for chain, (positions, members) in index.items():
                 paired = sorted(zip(positions, members))
-                index[chain] = ([at for at, _ in paired], [node for _, node in paired])
-            on_chains[table] = index
-        return index
+                index[chain] = ([at for at, _ in paired], [k for _, k in paired])
+            known = on_chains[table] = (index, unplaced)
+        return known
 
     def latest_before(last: int, nodes: list[int], table: tuple) -> list[int]:
         """The latest nodes of `nodes` (the allocs of one memory: `table` names them) that come
@@ -423,12 +428,12 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
         if tops is None:
             clock = order.clocks[last]
             below = []
-            for chain, (positions, members) in chains_of(nodes, table).items():
+            for chain, (positions, members) in chains_of(nodes, table)[0].items():
                 k = bisect_right(positions, clock[chain]) - 1
-                if k >= 0 and members[k] == last:
+                if k >= 0 and nodes[members[k]] == last:
                     k -= 1
                 if k >= 0:
-                    below.append(members[k])
+                    below.append(nodes[members[k]])
             below.sort(key=rank.__getitem__, reverse=True)
             tops = []
             for g in below:  # (later ones first: a node before a kept one is not kept)
@@ -444,8 +449,6 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
         pair."""
         return any(order.before(graph.steps[first], graph.steps[t]) for t in latest_before(last, nodes, table))
 
-    by_chain: dict[tuple, tuple[dict[int, tuple[list[int], list[int]]], list[int]]] = {}
-
     def unforced(entries: list, last: int, nodes: list[int], table: tuple) -> list:
         """The frees of `entries` ((free, node), in order) that no alloc of `nodes` before last
         surely follows: each free sits on a chain (its first), and one at a position that a
@@ -455,24 +458,9 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
         tops = latest_before(last, nodes, table)
         if not tops or len(entries) < 8:
             return entries
-        known = by_chain.get(table)
-        if known is None:
-            index: dict[int, tuple[list[int], list[int]]] = {}
-            unplaced = []  # (frees that never happen: the loop skips them itself)
-            for k, (_, node) in enumerate(entries):
-                if node in order.position:
-                    chain, at = order.position[node][0]
-                    positions, members = index.setdefault(chain, ([], []))
-                    positions.append(at)
-                    members.append(k)
-                else:
-                    unplaced.append(k)
-            for chain, (positions, members) in index.items():  # (positions along a chain rise)
-                paired = sorted(zip(positions, members))
-                index[chain] = ([at for at, _ in paired], [k for _, k in paired])
-            known = by_chain[table] = (index, unplaced)
-        index, unplaced = known
-        kept = list(unplaced)
+        key = ("frees", *table)
+        index, unplaced = on_chains.get(key) or chains_of([node for _, node in entries], key)
+        kept = list(unplaced)  # (frees that never happen: the loop skips them itself)
         for chain, (positions, members) in index.items():
             reached = max(order.clocks[t][chain] for t in tops)
             kept += members[bisect_right(positions, reached):]
