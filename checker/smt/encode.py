@@ -20,7 +20,7 @@ must-happen-before order (`order.py`): facts every execution shares never reach 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import z3
@@ -188,6 +188,9 @@ class Encoding:
         self._items: dict[int, list] = {}
         self._alloc_positions: dict[int, dict[int, list[int]]] = {}
         """memory -> thread -> the program positions of its allocs there (`enqueued_after_free`)."""
+        self._lifetime_chains: dict[int, tuple[dict, dict, dict[int, int]]] = {}
+        """id of a segment -> its frees' and allocs' lifetime steps by chain, and the statement of
+        each step (`segment_chains`)."""
         self._numerals: dict[int, z3.ArithRef] = {}
         self._positions: dict[int, object] = {}
         self._ready: dict[int, tuple] = {}
@@ -215,7 +218,7 @@ class Encoding:
 
     def witness(self, order) -> Witness:
         """The witness of an execution order given as step ids."""
-        return Witness(tuple(self.steps[i] for i in order))
+        return Witness(tuple(map(self.steps.__getitem__, order)))
 
     def can_block(self) -> bool:
         """Whether any step can wait on something enqueued later or on nothing at all.
@@ -649,11 +652,23 @@ class Encoding:
                     result.append(segment)
         return result
 
+    def segment_chains(self, segment: Segment) -> tuple[dict, dict, dict[int, int]]:
+        """The lifetime steps of the segment's frees and of its allocs, each grouped by chain
+        (`Layout.by_chain`), and the statement of every such step. Built once per segment: a
+        loop that frees a buffer each iteration asks about each of its uses, and rebuilding
+        these per question made the questions quadratic in the iterations."""
+        known = self._lifetime_chains.get(id(segment))
+        if known is None:
+            frees = {self.lifetime_step(i): i for i in segment.frees}
+            allocs = {self.lifetime_step(i): i for i in segment.allocs}
+            known = self._lifetime_chains[id(segment)] = (
+                self.layout.by_chain(frees), self.layout.by_chain(allocs), frees | allocs)
+        return known
+
     def dead_after_free(self, segment: Segment, now: int):
         """The latest alloc/free of the segment completed before now is a free (SP102)."""
-        item = self.rules.lifetime_state([self.lifetime_step(i) for i in segment.frees],
-                                         [self.lifetime_step(i) for i in segment.allocs], now)
-        return self.set_state(item, now)
+        frees, allocs, _ = self.segment_chains(segment)
+        return self.set_state(self.rules.set_state(frees, allocs, now), now)
 
     def never_allocated(self, segment: Segment, now: int):
         """The segment is covered by some alloc and none has completed before now (SP103).
@@ -701,13 +716,31 @@ class Encoding:
         ended (or it never ends): the access runs on after the free."""
         first, last = self.first_step(statement), self.last_step(statement)
         cases = []
-        for f in self.frees_touching(statement, only):
+        for f in self._frees_open_around(statement, only):
             step = self.lifetime_step(f)
-            if self.order.prec(step, first) or self.order.prec(last, step):
-                continue
             cases.append(_and(self.happened(first), self.happened(step),
                               self.precedes(first, step), self.precedes(step, last)))
         return _or(*cases)
+
+    def _frees_open_around(self, statement: Statement, only: int | None) -> dict[int, None]:
+        """The frees of `frees_touching` whose effect the must order puts neither before the
+        statement's first step nor after its last, in the same order. On a chain the frees
+        before the first step are a prefix and those after the last a suffix: found by
+        bisection, not by asking about every free of the memory."""
+        first, last = self.first_step(statement), self.last_step(statement)
+        prec = self.order.prec
+        found: dict[int, None] = {}
+        for segment in self.touched_segments(statement, only):
+            frees, _, statement_of = self.segment_chains(segment)
+            open_here = []
+            for items in frees.values():
+                lo = bisect_left(range(len(items)), True, key=lambda j: not prec(items[j][1], first))
+                hi = bisect_left(range(lo, len(items)), True, key=lambda j: prec(last, items[j][1])) + lo
+                open_here.extend(statement_of[step] for _, step in items[lo:hi])
+            for f in sorted(open_here):
+                if f != statement.index:
+                    found[f] = None
+        return found
 
     def launch_lifetimes(self, memory: int) -> tuple[list[Statement], list[Statement]]:
         """Every alloc and every launch-ordered free of a memory (`Statement.launch_ordered`)."""

@@ -30,7 +30,7 @@ from checker import collectives, messages
 from checker.executor.machine import IllegalStep, Machine
 from checker.executor.state import USE_BEFORE_ALLOC, Store
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import Program, Statement, StreamMode
+from checker.ir import Op, Program, Statement, StreamMode
 from checker.smt.answers import (Carried, Parts, assemble, conflict_memory, counts_only, described,
                                   instance_class, keep_mismatch, race_question, racing_buffers,
                                   solver_unknown, statement_class)
@@ -232,6 +232,8 @@ class Analysis:
         self._replay: tuple[tuple, list[tuple[int, object]]] = ((), [])
         """The steps of the execution replayed last, and (step count, machine state) taken
         every `CHECKPOINT` steps of it (`_replayed`)."""
+        self._position_cache: tuple[object, dict[int, int]] = ((), {})
+        """An execution order and each step's place in it (`_positions`)."""
         self._bounds: tuple[list[int], list[int]] | None = None
         self._interval_steps: tuple[dict[int, int], dict[int, int]] | None = None
         """Each statement's first step and last step, mapped back to the statement."""
@@ -376,10 +378,19 @@ class Analysis:
     def _cut(self, verdict: Sat, cut: tuple[int, ...]) -> Sat:
         """The same execution with its witness cut after the latest of the `cut` steps (read
         off the order alone: a run's verdict needs no solver session for it)."""
-        position = {step: k for k, step in enumerate(verdict.order)}
+        position = self._positions(verdict.order)
         ends = [position[i] for i in cut if i in position]
         shown = verdict.order[: max(ends) + 1] if ends else verdict.order
         return Sat(self.encoding.witness(shown), verdict.order, verdict.model)
+
+    def _positions(self, order: tuple[int, ...]) -> dict[int, int]:
+        """step -> its place in `order`, kept for the latest order asked about: the dead uses
+        read off one run (a thousand in a loop) each need it."""
+        known, position = self._position_cache
+        if known is not order:
+            position = {step: k for k, step in enumerate(order)}
+            self._position_cache = (order, position)
+        return position
 
     def runner(self) -> Runner:
         if self._runner is None:
@@ -1344,7 +1355,7 @@ class Analysis:
                 if key not in pending or self._spent():
                     break
                 order, _ = self.runner().run((x * count + f) * 2, AIMED_EAGERNESS,
-                                             ((first[x], last[x]), (first[f], last[f])))
+                                             ((first[x], last[x]), (first[f], last[f])), stop=True)
                 self.stats["runs"] += 1
                 position = {step: k for k, step in enumerate(order)}
                 if first[x] not in position or first[f] not in position or first[x] == last[x]:
@@ -1454,7 +1465,7 @@ class Analysis:
     def _dead_use(self, kind: FindingKind, statement: Statement, verdict: Sat) -> Finding:
         """The finding for a dead use the solver found, worded from its execution."""
         encoding, program = self.encoding, self.program
-        position = {step: k for k, step in enumerate(verdict.order)}
+        position = self._positions(verdict.order)
         memories = [program.memories[a.memory] for a in statement.accesses]
         if kind is FindingKind.USE_BEFORE_ALLOC:
             memory = next((program.memories[g.memory] for g in encoding.touched_segments(statement)
@@ -1467,11 +1478,12 @@ class Analysis:
         dead: dict[str, None] = {}  # every memory dead when the access starts (`Finding.elements`)
         for g in encoding.touched_segments(statement):
             latest = None
-            for f in g.frees + g.allocs:
-                at = position.get(encoding._lifetime_step(f))
+            for step, f in encoding.segment_chains(g)[2].items():
+                at = position.get(step)
                 if first is not None and at is not None and at < first and (latest is None or at > latest[0]):
                     latest = (at, f)
-            if latest is not None and latest[1] in g.frees and latest[1] != statement.index:
+            if (latest is not None and program.statements[latest[1]].op is Op.FREE
+                    and latest[1] != statement.index):
                 dead[program.memories[g.memory].name] = None
                 if best is None or latest[0] > best[0]:
                     best = (latest[0], program.statements[latest[1]], program.memories[g.memory])
@@ -1481,10 +1493,11 @@ class Analysis:
         # Run order: a free that took effect while the access ran (the witness ends there).
         last = position.get(encoding.last_step(statement))
         for g in encoding.touched_segments(statement):
-            for f in g.frees:
-                at = position.get(encoding._lifetime_step(f))
-                if (f != statement.index and first is not None and at is not None and first < at
-                        and (last is None or at < last)):
+            for f in sorted(f for step, f in encoding.segment_chains(g)[2].items()
+                            if program.statements[f].op is Op.FREE and first is not None
+                            and (at := position.get(step)) is not None and first < at
+                            and (last is None or at < last)):
+                if f != statement.index:
                     shown = self._cut(verdict, (encoding._lifetime_step(f),)).witness
                     return messages.use_after_free(program, statement, program.statements[f],
                                                    program.memories[g.memory], 1, shown, while_running=True)

@@ -474,7 +474,7 @@ class Runner:
     def run(self, seed: int, eager: float, target: tuple[tuple[int, int], ...] = (),
             after: dict[int, set[int]] | None = None,
             guide: dict[int, int] | None = None, prefix: Sequence[int] = (),
-            stick: float | None = None, lazy: bool = False) -> tuple[list[int], bool]:
+            stick: float | None = None, lazy: bool = False, stop: bool = False) -> tuple[list[int], bool]:
         """One run: the steps taken, in order, and whether it got stuck with steps left.
         `eager`: how likely a step that ends an interval is taken while others could move.
         `target`: (first, last) steps of intervals to bring about together: until every
@@ -494,7 +494,9 @@ class Runner:
         `lazy`: a step that reads a set state (an await, a flag wait) is taken only when no
         other step may be: notifies meet a notify already set and are lost, and records that
         flag waits need are enqueued behind them, as in the executions that hang (a run
-        looking for a deadlock, `Analysis.deadlock_from_runs`)."""
+        looking for a deadlock, `Analysis.deadlock_from_runs`).
+        `stop`: end the run once every first step of `target` has happened (a caller that
+        reads no further; the steps taken are those of the whole run up to there)."""
         rng = random.Random(seed)
         current = rng.randrange(len(self.thread_chains)) if stick is not None else 0
         held = frozenset(last for _, last in target)
@@ -508,7 +510,7 @@ class Runner:
         for thread, chain in enumerate(self.thread_chains):
             if chain:
                 frontier.add(chain[0], (0, thread))
-        while True:
+        while not (stop and all(t in position for t in starts)):
             # The prefix is replayed step by step, each checked on its own; the frontier
             # reads what its steps woke only once the prefix is over (a third of the time of
             # covering runs went to reading it after each step).
