@@ -301,7 +301,9 @@ class Analysis:
         statistics. Once the budget is spent the answer is unknown without building the
         session (its formulas can take minutes)."""
         began = time.perf_counter()
-        if self._spent() and query is not False:
+        if query is False:
+            verdict = Unsat()  # (the must order settled it: no session is built for it)
+        elif self._spent():
             verdict = Unknown(OUT_OF_TIME)
         else:
             timeout = PROBE_TIMEOUT if self._probing else None
