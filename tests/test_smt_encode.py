@@ -21,7 +21,7 @@ from checker.smt.queries import Analysis
 from checker.smt.runs import Runner
 from checker.smt.solve import Budget, Sat, Session, Unsat
 from checker.witness import StepKind, Witness
-from strategies import specs
+from strategies import specs, tensor_specs
 
 HEADER = (
     "device d { compute 2 copy 2 }\n"
@@ -571,3 +571,45 @@ def test_a_deadlock_the_solver_finds_replays_to_a_state_where_nothing_can_move(t
         state = machine.apply(state, step)
     assert not machine.enabled(state) and not machine.finished(state), text
     assert {item.statement for item in finding.stuck} <= {i for i, _ in machine.stuck(state)}, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(specs(), tensor_specs(), st.integers(2, 6).map(lambda n: freeing_loop(n))))
+def test_the_frees_open_around_a_use_are_those_the_must_order_puts_neither_before_nor_after(text: str) -> None:
+    """`_frees_open_around` finds them by bisection on each chain; the definition asks the
+    order about every free of the bytes, in the order `frees_touching` lists them."""
+    loaded = load_text(text)
+    assume(loaded.program is not None)
+    encoding = Encoding(loaded.program)
+    prec = encoding.order.prec
+    for statement in loaded.program.statements:
+        if not statement.accesses:
+            continue
+        first, last = encoding.first_step(statement), encoding.last_step(statement)
+        for only in [None, *dict.fromkeys(a.memory for a in statement.accesses)]:
+            expected = [f for f in encoding.frees_touching(statement, only)
+                        if not (prec(encoding.lifetime_step(f), first) or prec(last, encoding.lifetime_step(f)))]
+            assert list(encoding._frees_open_around(statement, only)) == expected
+
+
+def freeing_loop(iterations: int) -> str:
+    """A buffer allocated, written, read on another stream and freed each iteration; the
+    free waits for the read only in even iterations."""
+    body = "".join(
+        f"  s1: alloc x\n  s1: kernel w writes x\n  s1: record ev\n  s2: wait ev\n  s2: kernel r reads x\n"
+        + ("  s2: record ev\n  s1: wait ev\n" if i % 2 == 0 else "") + "  s1: free x\n"
+        for i in range(iterations))
+    return HEADER + "thread t {\n" + body + "}\nthread u {\n  s2: kernel k reads x\n}\n"
+
+
+def test_dead_use_questions_the_must_order_settles_build_no_solver_session() -> None:
+    """Every use of a buffer allocated and freed around it on one stream, with nothing else
+    touching it: the order answers each question, and the base formulas are never built."""
+    body = "".join("  s1: alloc x\n  s1: kernel w writes x\n  s1: kernel r reads x\n  s1: free x\n"
+                   for _ in range(5))
+    analysis = Analysis(program("thread t {\n" + body + "}\n"), Budget())
+    analysis.lifetimes(runs=False)
+    # Both questions (after free, before alloc) of both kernels and of the free (a write),
+    # in each of the 5 rounds.
+    assert analysis.parts.dead == {} and len(analysis.parts.dead_absent) == 2 * 3 * 5
+    assert analysis._session is None
