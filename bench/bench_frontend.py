@@ -61,6 +61,34 @@ thread trainer {{
 """One thread that frees a buffer each iteration while another stream's kernel may still read
 it: a use after free per iteration, n^2 (use, free) instance pairs for the lifetime check."""
 
+TENSORS = """\
+device gpu0 {{ compute 2 comm 1 }}
+tensor grad 4MiB on gpu0
+tensor act 4MiB on gpu0
+stream main on gpu0
+stream comm on gpu0
+event computed
+thread trainer {{
+  for i in 0..{iterations} {{
+    main: alloc grad
+    main: kernel backward writes grad 2ms
+    main: record computed
+    comm: wait computed
+    comm: kernel reduce reads grad 3ms
+    {record}
+    free grad
+    main: alloc act
+    main: kernel forward writes act 1ms
+    free act
+  }}
+  sync all
+}}
+"""
+"""Caching-allocator tensors in a loop: a gradient reduced on a side stream and freed, its
+block handed to the next allocation. Without `record_stream` the reduce races with the
+next tensors (a launch-ordered free per iteration for the lifetime check); with it, every
+freed block is held out of the pool, each against every earlier one for the lowering."""
+
 CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
@@ -165,6 +193,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--megabytes", type=float, default=1.0, help="size of the flat spec to parse")
     parser.add_argument("--freeing", type=int, default=1000, help="iterations of the one-thread freeing loop")
+    parser.add_argument("--tensors", type=int, default=1000, help="iterations of the tensor loops")
     args = parser.parse_args()
     flat = flat_spec(int(args.megabytes * 1_000_000))
     parsed = measure_parse(flat)
@@ -189,6 +218,12 @@ def main() -> None:
     print(f"hb check of a one-thread freeing loop, {args.freeing:,} iterations ({freeing['statements']:,} statements): "
           f"{freeing['hb_cpu_s']:.2f} s [{freeing['hb_s']:.2f}]  (target 5 s: ratio {freeing['hb_cpu_s'] / 5:.2f})"
           f"   findings {freeing['findings']}, complete {freeing['complete']}")
+    for record, what in (("", "without record_stream"), ("comm: record_stream grad", "with record_stream")):
+        tensors = measure(TENSORS.format(iterations=args.tensors, record=record), analyze=True)
+        total = tensors["lower_cpu_s"] + tensors["hb_cpu_s"]
+        print(f"a tensor loop {what}, {args.tensors:,} iterations ({tensors['statements']:,} statements): "
+              f"lowering {tensors['lower_cpu_s']:.2f} s + hb check {tensors['hb_cpu_s']:.2f} s = {total:.2f} s"
+              f"  (target 5 s: ratio {total / 5:.2f})   findings {tensors['findings']}, complete {tensors['complete']}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Usage: python bench/bench_smt_scale.py [--only NAME ...] [--workers N] [--timeout 10] [--budget 300]
                                        [--end-to-end]
        python bench/bench_smt_scale.py --emit NAME   (print one generated spec)
-       python bench/bench_smt_scale.py --scaling     (five loops at 1 to 1,000 iterations)
+       python bench/bench_smt_scale.py --scaling     (six loops at 1 to 1,000 iterations)
 
 Targets (each printed with its measurement and the ratio measured / target; below 1 meets it):
 
@@ -192,6 +192,28 @@ def freeing_loop(iterations: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def workspace_loop(iterations: int = 10) -> str:
+    """A loader thread fills two batch slots and a trainer thread takes them in turn
+    (notifies both ways); each iteration the trainer allocates a workspace on its main
+    stream, hands it to a loss kernel on a side stream through an event and frees it on the
+    main stream without waiting for that kernel: a use after free per iteration, which the
+    frees and allocs of every other iteration could hide from a slow lifetime check."""
+    lines = ['spec "loader and trainer, workspace freed under a side stream"',
+             "device d { compute 2 copy 1 }", "buffer host_batch[2] 4MiB on host pinned",
+             "buffer batch[2] 4MiB on d", "buffer ws 8MiB on d", "buffer stats 1MiB on d",
+             "stream load on d", "stream main on d", "stream side on d",
+             "event loaded[2]", "event produced", "notify filled[2]", "notify emptied[2]"]
+    lines += ["thread loader {", f"  for i in 0..{iterations} {{", "    let b = i % 2", "    await emptied[b]",
+              "    load: copy batch[b] <- host_batch[b] 1ms", "    load: record loaded[b]",
+              "    notify filled[b]", "  }", "}"]
+    lines += ["thread trainer {", "  notify emptied[0]", "  notify emptied[1]", f"  for i in 0..{iterations} {{",
+              "    let b = i % 2", "    await filled[b]", "    main: wait loaded[b]", "    main: alloc ws",
+              "    main: kernel forward reads batch[b] writes ws 2ms", "    main: record produced",
+              "    side: wait produced", "    side: kernel loss reads ws writes stats 1ms", "    main: free ws",
+              "    sync main", "    notify emptied[b]", "  }", "  sync all", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def handshake_loop(iterations: int = 10) -> str:
     """A producer and a consumer thread hand two slots back and forth with notifies; the
     consumer gives a slot back as soon as it has enqueued its kernel (not once the kernel has
@@ -347,7 +369,8 @@ CASES = {
 SCALING = {
     "train": (training_loop, 1, (1, 10, 100, 1000)),
     "ranks": (ranks_loop, 10, (1, 10, 100, 1000)),
-    "freeing": (freeing_loop, 10, (1, 10, 100, 300)),
+    "freeing": (freeing_loop, 10, (1, 10, 100, 300, 1000)),
+    "workspace": (workspace_loop, 10, (1, 10, 100, 300, 1000)),
     "handshake": (handshake_loop, 10, (1, 10, 60, 100)),
     "ddp": (ddp_loop, 1, (1, 8, 20, 50)),
 }
@@ -440,7 +463,7 @@ def main() -> None:
                         help="ask every race question, also where threads are the same program "
                              "(`checker.smt.SYMMETRY` off; `check --no-symmetry` end to end), to compare")
     parser.add_argument("--scaling", action="store_true",
-                        help="measure five loops (training, ranks, freeing, handshake, ddp; --only picks some) at growing "
+                        help="measure six loops (training, ranks, freeing, workspace, handshake, ddp; --only picks some) at growing "
                              "iterations and stop")
     args = parser.parse_args()
     if args.emit:

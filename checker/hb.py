@@ -17,7 +17,7 @@ with a witness: a topological prefix of the order.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -449,23 +449,31 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
         pair."""
         return any(order.before(graph.steps[first], graph.steps[t]) for t in latest_before(last, nodes, table))
 
-    def unforced(entries: list, last: int, nodes: list[int], table: tuple) -> list:
+    def unforced(entries: list, last: int, nodes: list[int], table: tuple, after: int | None = None) -> list:
         """The frees of `entries` ((free, node), in order) that no alloc of `nodes` before last
-        surely follows: each free sits on a chain (its first), and one at a position that a
-        latest alloc's clock reaches on that chain is before that alloc. The others are left
-        for `forced_between` to decide, so that a use in a loop reads its own iteration's
-        frees, not every earlier one."""
+        surely follows, nor surely come after the node `after` (a use's end: such a free
+        takes effect once the use is over): each free sits on a chain (its first), and one
+        at a position that a latest alloc's clock reaches on that chain is before that alloc;
+        the ones after `after` are the chain's last ones, found by bisection. The others are
+        left for `forced_between` to decide, so that a use in a loop reads its own
+        iteration's frees, not every earlier one nor every later one."""
         tops = latest_before(last, nodes, table)
-        if not tops or len(entries) < 8:
+        if len(entries) < 8 or not tops and after is None:
             return entries
         key = ("frees", *table)
         index, unplaced = on_chains.get(key) or chains_of([node for _, node in entries], key)
         kept = list(unplaced)  # (frees that never happen: the loop skips them itself)
+        after_step = graph.steps[after] if after is not None else None
         for chain, (positions, members) in index.items():
-            reached = max(order.clocks[t][chain] for t in tops)
-            kept += members[bisect_right(positions, reached):]
+            lo = bisect_right(positions, max(order.clocks[t][chain] for t in tops)) if tops else 0
+            hi = len(members) if after_step is None else bisect_left(
+                range(len(members)), True, lo=lo,
+                key=lambda k: order.before(after_step, graph.steps[entries[members[k]][1]]))
+            kept += members[lo:hi]
         return [entries[k] for k in sorted(kept)]
 
+    live: dict[int, list[int]] = {}
+    """memory -> the nodes of its run-time allocs that happen"""
     for s in program.statements:
         for access in s.accesses:
             memory = access.memory
@@ -475,13 +483,16 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             start = graph.node_of[_step_key(_access_steps(s)[0])]
             if start in order.clocks:  # run order: the access starts on dead bytes
                 start_step = graph.steps[start]
-                live_allocs = [g for g in allocs.get(memory, ()) if g in order.clocks]
+                live_allocs = live.get(memory)
+                if live_allocs is None:
+                    live_allocs = live[memory] = [g for g in allocs.get(memory, ()) if g in order.clocks]
                 # Before alloc: no alloc completion is forced before the access starts.
                 if memory in allocs and not latest_before(start, live_allocs, ("run", memory)):
                     report(FindingKind.USE_BEFORE_ALLOC, s, memory, lambda: messages.use_before_alloc(
                         program, s, mem, 1, order.prefix([start], last=start)))
                 end = graph.node_of[_step_key(_access_steps(s)[1])]
-                for free, free_end in unforced(frees.get(memory, []), start, live_allocs, ("run", memory)):
+                for free, free_end in unforced(frees.get(memory, []), start, live_allocs, ("run", memory),
+                                               end if end in order.clocks else None):
                     if (s.index, memory, FindingKind.USE_AFTER_FREE) in shown:
                         break
                     if free.index == s.index or free_end not in order.clocks:
@@ -503,7 +514,7 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             if issue not in order.clocks:
                 continue
             for free, free_issue in unforced(launch_frees.get(memory, []), issue, launch_allocs.get(memory, []),
-                                             ("launch", memory)) if start in order.clocks else ():
+                                             ("launch", memory), issue) if start in order.clocks else ():
                 # (a use whenever it runs: work that never starts uses nothing)
                 if (s.index, memory, FindingKind.USE_AFTER_FREE) in shown:
                     break

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from fractions import Fraction
 
@@ -1084,6 +1084,19 @@ class _Lowerer:
             if slot.kind == "alloc" and slot.stream is not None and (
                     id(slot) in recorded or any(thread != slot.thread for _, thread in frees.get(id(slot), ()))):
                 held.setdefault(pool(slot), []).append(slot)
+        # Per pool, to tell at once whether another held block may come back at an alloc: the
+        # first free event of each held block (sorted), and the threads that free them.
+        first_frees: dict[tuple, list[int]] = {}
+        freeing: dict[tuple, set[int]] = {}
+        for key, blocks in held.items():
+            firsts = first_frees[key] = []
+            for block in blocks:
+                freed = frees.get(id(block), ())
+                if freed:
+                    firsts.append(min(k for k, _ in freed))
+                freeing.setdefault(key, set()).update(thread for _, thread in freed)
+            firsts.sort()
+        said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
         candidates: dict[int, tuple[int, tuple[int, ...]]] = {}
         certain: dict[int, tuple[int, tuple[int, ...]]] = {}
         for slot in (s for blocks in held.values() for s in blocks):
@@ -1098,10 +1111,16 @@ class _Lowerer:
             if not streams or at == len(later):
                 continue
             take = later[at]
-            others = [other for other in held[pool(slot)] if other is not slot and any(
-                thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
-            if others:  # (not modelled: said at the allocation, SP065)
+            # Another held block freed by another thread, or freed before the alloc (the slot's
+            # own free is one of those): a loop's blocks, each against every earlier one.
+            if freeing[pool(slot)] - {slot.thread} or bisect_left(first_frees[pool(slot)], take) > 1:
+                # (not modelled: said at the allocation, SP065)
                 alloc_statement = statements[slots[events[take].slot].statement]
+                if alloc_statement.span in said:
+                    continue
+                said.add(alloc_statement.span)
+                others = [other for other in held[pool(slot)] if other is not slot and any(
+                    thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
                 names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
                 self.warnings.append(warning(
                     Code.SP065, f"which block this allocation takes depends on blocks held out of its pool "
