@@ -171,6 +171,10 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     f"is through (`{stream(task)}: reset {event}`)")
     if witness is not None:
         for task, other in ((b, a), (a, b)):
+            unused = _unused_record_help(program, task, other, witness)
+            if unused is not None:
+                return unused
+        for task, other in ((b, a), (a, b)):
             bound = _binding_help(program, task, other, witness)
             if bound is not None:
                 return bound
@@ -277,6 +281,66 @@ def _last_wait(program: Program, task: Statement) -> Statement | None:
                 and not _ordering(program, wait):
             return None if program.events[wait.event].flag else wait
     return None
+
+
+def _unused_record_help(program: Program, task: Statement, other: Statement, witness: Witness) -> str | None:
+    """Where `other`'s thread already records an event on `other`'s stream after it, and the
+    witness enqueues that record before `task`, but no wait on it comes before `task` on its
+    stream: the fix is that wait, or moving the one that comes after `task` (a pipeline
+    stage that copies before it waits). Not where a wait on one of those events stands before
+    `task`: why that one did not order them is `_binding_help`'s to say."""
+    if other.stream is None or task.stream is None:
+        return None
+    statements = program.statements
+    recorded: dict[int, Statement] = {}  # event -> its first record on other's stream after other
+    thread = program.threads[other.thread].statements
+    start = bisect_left(thread, other.index) + 1
+    for i in thread[start:start + STALE_SCAN]:
+        record = statements[i]
+        if (record.op is Op.RECORD and record.stream == other.stream and record.event is not None
+                and not program.events[record.event].flag and "#" not in program.events[record.event].name):
+            recorded.setdefault(record.event, record)
+    if not recorded:
+        return None
+    thread = program.threads[task.thread].statements
+    at = bisect_left(thread, task.index)
+    for i in reversed(thread[max(0, at - STALE_SCAN):at]):  # the waits just before task
+        wait = statements[i]
+        if wait.stream != task.stream:
+            continue
+        if wait.op is not Op.WAIT:
+            break
+        if wait.event in recorded:
+            return None
+    issued: dict[int, int] = {}
+    for k, step in enumerate(witness.steps):
+        if step.kind is StepKind.ISSUE:
+            issued.setdefault(step.statement, k)
+    if task.index not in issued:
+        return None
+    record = min((r for r in recorded.values() if issued.get(r.index, len(witness.steps)) < issued[task.index]),
+                 key=lambda r: r.index, default=None)
+    if record is None:
+        return None
+    event = program.events[record.event].name
+    stream = program.streams[task.stream].name
+    for i in thread[at + 1:at + 1 + STALE_SCAN]:  # a wait on it just after task
+        late = statements[i]
+        if late.stream != task.stream:
+            continue
+        if late.op is not Op.WAIT and late.accesses:
+            break
+        if late.op is Op.WAIT and late.event == record.event:
+            return (f"`{stream}: wait {event}` (line {late.span.line}) comes after {_quoted(program, task)} on "
+                    f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
+                    f"stream. Move the wait before line {task.span.line}")
+    follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].name}`"
+    if record.thread == task.thread:  # (enqueued first in every execution)
+        return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
+                f"(`{stream}: wait {event}` before line {task.span.line})")
+    return (f"{follows}, and the execution shown enqueues it before {_quoted(program, task)}: wait on it there "
+            f"(`{stream}: wait {event}` before line {task.span.line}; if the record is not always enqueued "
+            "first, have the thread `await` a notify set after it)")
 
 
 def _binding_help(program: Program, task: Statement, other: Statement, witness: Witness) -> str | None:

@@ -632,6 +632,75 @@ thread main {
                      "record first"]
 
 
+def test_race_help_moves_a_wait_that_comes_after_the_access_it_should_order():
+    # a pipeline stage copies the activation, then waits for the event recorded after the
+    # kernel that wrote it; the back-pressure wait before that kernel binds to nothing at
+    # first by design and is not the fix
+    helps = _race_helps(PIPELINE_STAGES)
+    assert helps == ["`p2p: wait written` (line 18) comes after `p2p: copy out <- act` (line 17) on `p2p`, so it "
+                     "does not order it: a wait orders only the work enqueued after it on its stream. Move the "
+                     "wait before line 17"]
+    fixed = PIPELINE_STAGES.replace("  p2p: copy out <- act 1ms\n  p2p: wait written\n",
+                                    "  p2p: wait written\n  p2p: copy out <- act 1ms\n")
+    assert fixed != PIPELINE_STAGES and _race_helps(fixed) == []
+
+
+PIPELINE_STAGES = """device d { compute 1 copy 1 }
+buffer act 1MiB on d
+buffer out 1MiB on d
+stream comp on d
+stream p2p on d
+event written
+event copied
+notify ready
+thread stage0 {
+  comp: wait copied
+  comp: kernel fwd writes act 1ms
+  comp: record written
+  notify ready
+}
+thread stage1 {
+  await ready
+  p2p: copy out <- act 1ms
+  p2p: wait written
+  p2p: record copied
+}
+"""
+
+
+def test_race_help_names_the_record_already_there_that_no_wait_uses():
+    # the producer records `written` after its kernel and hands over with a notify; the
+    # consumer's stream never waits on it
+    helps = _race_helps(HANDED_OVER)
+    assert helps == ["`a: record written` (line 11) follows `a: kernel stage_a` (line 10) on `a`, and the execution "
+                     "shown enqueues it before `b: kernel stage_b` (line 17): wait on it there (`b: wait written` "
+                     "before line 17; if the record is not always enqueued first, have the thread `await` a notify "
+                     "set after it)"]
+    fixed = HANDED_OVER.replace("  b: kernel stage_b", "  b: wait written\n  b: kernel stage_b")
+    assert fixed != HANDED_OVER and _race_helps(fixed) == []
+
+
+HANDED_OVER = """device d { compute 2 }
+buffer mid 1MiB on d
+buffer out 1MiB on d
+stream a on d
+stream b on d
+event written
+event drained
+notify ready
+thread producer {
+  a: kernel stage_a writes mid 1ms
+  a: record written
+  notify ready
+}
+thread consumer {
+  await ready
+  b: wait drained
+  b: kernel stage_b reads mid writes out 1ms
+}
+"""
+
+
 def test_deadlock_help_for_crossed_sends_suggests_a_group():
     (finding,) = [f for f in check(CROSSED_SENDS).findings if f.kind is FindingKind.DEADLOCK]
     assert "`group { ... }`" in finding.help and "even ranks send first" in finding.help
@@ -1125,7 +1194,9 @@ thread t {
     ("  for i in 0..4 {\n    let slot = i % 2\n    if i >= 2 {\n      loader: wait consumed[slot]\n    }\n"
      "    loader: copy batch[slot] <- host_batch[slot] 1ms\n    loader: record loaded[slot]\n"
      "    worker: kernel infer reads batch[slot] 2ms\n    worker: record consumed[slot]\n  }\n",
-     "order them with an event: `record E` on `loader` after the first, `wait E` on `worker` before the second"),
+     "`loader: record loaded[0]` (line 15) follows `loader: copy batch[slot] <- host_batch[slot]` (line 14) on "
+     "`loader`, and is enqueued before `worker: kernel infer` (line 16): wait on it there (`worker: wait loaded[0]` "
+     "before line 16)"),
     # the wait before a collective serves its own bucket: the kernel after it lacks its own wait
     ("  for b in 0..2 {\n    worker: kernel grad writes batch[b] 1ms\n    worker: record loaded[b]\n"
      "    loader: wait loaded[b]\n    loader: kernel reduce reads batch[b] writes batch[b] 1ms\n  }\n"
