@@ -613,3 +613,15 @@ def test_dead_use_questions_the_must_order_settles_build_no_solver_session() -> 
     # in each of the 5 rounds.
     assert analysis.parts.dead == {} and len(analysis.parts.dead_absent) == 2 * 3 * 5
     assert analysis._session is None
+
+
+def test_waits_on_a_flag_never_reset_list_one_setter_per_chain() -> None:
+    """Once any record of a flag nobody resets has completed, the flag stays set: of one
+    stream's records, the first not after the wait says it. Before, each wait listed every
+    record the other thread might have enqueued first, n^2 open orderings in all."""
+    for rounds in (10, 40):
+        encoding = Encoding(program(
+            f"thread producer {{\n  for i in 0..{rounds} {{\n    s1: kernel fill writes x\n    s1: record fl\n  }}\n}}\n"
+            f"thread consumer {{\n  for i in 0..{rounds} {{\n    s2: wait fl\n    s2: kernel use reads x\n  }}\n}}\n"))
+        encoding.all_items()
+        assert encoding.rules.open == rounds

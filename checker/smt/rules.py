@@ -590,6 +590,10 @@ class Rules:
             if k:
                 last_cleared.append(items[k - 1][1])
         terms = []
+        # With no clearer at all, the flag is set once any setter is, and on a chain the first
+        # setter not after now says it for the rest (a flag never reset, waited for in a loop:
+        # a term per earlier record for every wait, n^2 in all, past MAX_OPEN at 300 rounds).
+        never_cleared = not any(clearers.values())
         for items in setters.values():
             possible = self._count_not_after(items, now)
             first = bisect_left(range(possible), True, key=lambda j: not any(
@@ -598,7 +602,7 @@ class Rules:
                 if first < possible:
                     return SetState(((items[first][1], False, ()),))
                 continue
-            for _, s in items[first:possible]:
+            for _, s in items[first:min(possible, first + 1) if never_cleared else possible]:
                 between = []
                 for citems in clearers.values():
                     lo = self._count_before(citems, s)
