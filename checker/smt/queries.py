@@ -237,6 +237,8 @@ class Analysis:
         self._bounds: tuple[list[int], list[int]] | None = None
         self._interval_steps: tuple[dict[int, int], dict[int, int]] | None = None
         """Each statement's first step and last step, mapped back to the statement."""
+        self._intervals_known: tuple[tuple[int, ...], dict[int, int], dict[int, int]] = ((), {}, {})
+        """The execution `_intervals` read last, and what it found there."""
         self._asked = (0, 0.0)
         """Questions asked of the solver (either session), and their wall seconds."""
         self._fruitless = 0
@@ -553,14 +555,23 @@ class Analysis:
             self._interval_steps = ({step: s for s, step in enumerate(first)},
                                     {step: s for s, step in enumerate(last)})
         first_of, last_of = self._interval_steps
-        begins, ends = {}, {}
-        for k, step in enumerate(order):
+        order = tuple(order)
+        known, begins, ends = self._intervals_known
+        if known and len(order) >= len(known) and order[:len(known)] == known:
+            # An execution that goes on from the last one read (`_predict`'s chained ones):
+            # only its new steps are read.
+            begins, ends, start = dict(begins), dict(ends), len(known)
+        else:
+            begins, ends, start = {}, {}, 0
+        for k in range(start, len(order)):
+            step = order[k]
             s = first_of.get(step)
             if s is not None:
                 begins[s] = k
             s = last_of.get(step)
             if s is not None:
                 ends[s] = k
+        self._intervals_known = (order, begins, ends)
         return begins, ends
 
     def _predict(self, order: list[int], pending: dict) -> None:
@@ -586,6 +597,7 @@ class Analysis:
             self._predict_anchored(order, needs, predicted, pending)
         masks = [(needs[first[a]] | needs[first[b]], (1 << last[a]) | (1 << last[b]), (a, b))
                  for a, b in predicted if (a, b) in pending]
+        before = (0, [])  # the last execution admitted, and its mask
         while masks and not self._spent():
             packed, closed, rest = 0, 0, []
             for item in masks:
@@ -594,10 +606,18 @@ class Analysis:
                     rest.append(item)
                 else:
                     packed, closed = packed | mask, closed | ends
-            execution = _in_mask(order, packed)
-            verdict = self.admits(execution)
+            verdict = None
+            if before[0] and not before[0] & ~packed:
+                # The last execution, then the rest of this one's steps in run order: a loop's
+                # pairs each need the ends of the pair before (one execution per pair), and the
+                # replay goes on from the last one's steps instead of starting over (n^2 steps
+                # replayed for n pairs, 60 of 110 s at 1,000 iterations of a pipeline).
+                verdict = self.admits(before[1] + _in_mask(order, packed & ~before[0]))
+            if verdict is None:
+                verdict = self.admits(_in_mask(order, packed))
             if verdict is None:
                 return
+            before = (packed, list(verdict.order))
             self.stats["predicted"] = self.stats.get("predicted", 0) + 1
             self._take(self._harvest(verdict, pending), pending)
             masks = [item for item in rest if item[2] in pending]
