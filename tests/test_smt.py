@@ -80,6 +80,37 @@ def test_race_instances_grouped_per_source_pair() -> None:
     assert finding.statements[0] < finding.statements[1]
 
 
+def test_every_instance_of_a_loops_race_is_confirmed_by_the_executor(monkeypatch) -> None:
+    """A two-stage pipeline whose copy comes before its wait races in every iteration, and
+    each iteration's pair needs the previous pair's ends: the executions that confirm them
+    go on one from another (`Analysis._predict`). Each is replayed by the executor, and
+    every iteration's pair is counted once."""
+    from checker.smt import queries
+
+    admitted = []
+    admits = queries.Analysis.admits
+    monkeypatch.setattr(queries.Analysis, "admits",
+                        lambda self, order: admitted.append(admits(self, order)) or admitted[-1])
+    iterations = 30
+    program = load_text(
+        "device d { compute 1 copy 1 }\nbuffer act[2] 1MiB on d\nbuffer out[2] 1MiB on d\n"
+        "stream comp on d\nstream p2p on d\nevent written[2]\nnotify ready[2]\nnotify freed[2]\n"
+        "thread stage0 {\n"
+        f"  for i in 0..{iterations} {{\n    let s = i % 2\n    await freed[s]\n"
+        "    comp: kernel fwd writes act[s] 1ms\n    comp: record written[s]\n    notify ready[s]\n  }\n}\n"
+        "thread stage1 {\n  notify freed[0]\n  notify freed[1]\n"
+        f"  for i in 0..{iterations} {{\n    let s = i % 2\n    await ready[s]\n"
+        "    p2p: copy out[s] <- act[s] 1ms\n    p2p: wait written[s]\n    sync p2p\n    notify freed[s]\n  }\n}\n"
+    ).program
+    races = [f for f in analyze(program, workers=1) if f.kind is FindingKind.RACE]
+    assert [(f.buffer, f.instances, f.undecided) for f in races] == [("act", iterations, 0)]
+    # the executions that go on from the last one were admitted (each pair needs the ends of
+    # the one before, so no two are packed into one)
+    chained = [a for a, b in zip(admitted, admitted[1:]) if a is not None and b is not None
+               and len(b.order) > len(a.order) and b.order[:len(a.order)] == a.order]
+    assert len(chained) >= iterations // 2
+
+
 def test_tiny_rlimit_is_unknown_not_clean() -> None:
     program = load_file(CONFORMANCE / "c01_two_writers_race.sched").program
     # Without concrete runs (which show this race on their own), the solver must answer.
