@@ -190,6 +190,17 @@ def _in_mask(order: list[int], mask: int) -> list[int]:
     return [step for step in order if step >> 3 < size and bits[step >> 3] >> (step & 7) & 1]
 
 
+def _bits(mask: int) -> list[int]:
+    """The steps whose bit is set in `mask` (few: the new steps of an execution that goes on
+    from another, `Analysis._predict`)."""
+    found = []
+    while mask:
+        low = mask & -mask
+        found.append(low.bit_length() - 1)
+        mask ^= low
+    return found
+
+
 def racing_classes(program: Program, races) -> frozenset:
     """The pairs of source statements (origins, unordered) that some racing pair of `races`
     (statement index pairs) is an instance of."""
@@ -340,7 +351,7 @@ class Analysis:
         """Whether `order` is an execution prefix, as the executor's step rules say (replayed
         on `Machine`, the independent semantics every witness is confirmed by): a Sat with
         no model, or None."""
-        if any(step in self.order.impossible for step in order):
+        if not self.order.impossible.isdisjoint(order):
             return None  # (no execution takes one: refused before any replay)
         witness = self.encoding.witness(order)
         if self._replayed(witness) is None:
@@ -361,8 +372,11 @@ class Analysis:
         machine = self.machine
         steps = witness.steps
         before, kept = self._replay
-        shared = next((k for k, (old, new) in enumerate(zip(before, steps)) if old != new),
-                      min(len(before), len(steps)))
+        if len(before) <= len(steps) and steps[:len(before)] == before:
+            shared = len(before)  # (an execution that goes on from the last one: `_predict`)
+        else:
+            shared = next((k for k, (old, new) in enumerate(zip(before, steps)) if old != new),
+                          min(len(before), len(steps)))
         while kept and kept[-1][0] > shared:
             kept.pop()
         taken, state = kept[-1] if kept else (0, machine.initial())
@@ -598,6 +612,7 @@ class Analysis:
         masks = [(needs[first[a]] | needs[first[b]], (1 << last[a]) | (1 << last[b]), (a, b))
                  for a, b in predicted if (a, b) in pending]
         before = (0, [])  # the last execution admitted, and its mask
+        place = None  # step -> its place in the run, once an execution goes on from another
         while masks and not self._spent():
             packed, closed, rest = 0, 0, []
             for item in masks:
@@ -608,11 +623,14 @@ class Analysis:
                     packed, closed = packed | mask, closed | ends
             verdict = None
             if before[0] and not before[0] & ~packed:
+                if place is None:
+                    place = {step: k for k, step in enumerate(order)}
                 # The last execution, then the rest of this one's steps in run order: a loop's
                 # pairs each need the ends of the pair before (one execution per pair), and the
                 # replay goes on from the last one's steps instead of starting over (n^2 steps
                 # replayed for n pairs, 60 of 110 s at 1,000 iterations of a pipeline).
-                verdict = self.admits(before[1] + _in_mask(order, packed & ~before[0]))
+                verdict = self.admits(before[1] + sorted(
+                    (step for step in _bits(packed & ~before[0]) if step in place), key=place.__getitem__))
             if verdict is None:
                 verdict = self.admits(_in_mask(order, packed))
             if verdict is None:
