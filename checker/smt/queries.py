@@ -611,7 +611,7 @@ class Analysis:
             self._predict_anchored(order, needs, predicted, pending)
         masks = [(needs[first[a]] | needs[first[b]], (1 << last[a]) | (1 << last[b]), (a, b))
                  for a, b in predicted if (a, b) in pending]
-        before = (0, [])  # the last execution admitted, and its mask
+        before = (0, [])  # the mask of the last execution admitted, and that execution
         place = None  # step -> its place in the run, once an execution goes on from another
         while masks and not self._spent():
             packed, closed, rest = 0, 0, []
