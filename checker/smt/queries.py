@@ -25,6 +25,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import replace
 from itertools import accumulate
+from typing import Sequence
 
 from checker import collectives, messages
 from checker.executor.machine import IllegalStep, Machine
@@ -401,9 +402,10 @@ class Analysis:
         shown = verdict.order[: max(ends) + 1] if ends else verdict.order
         return Sat(self.encoding.witness(shown), verdict.order, verdict.model)
 
-    def _positions(self, order: tuple[int, ...]) -> dict[int, int]:
+    def _positions(self, order: Sequence[int]) -> dict[int, int]:
         """step -> its place in `order`, kept for the latest order asked about: the dead uses
-        read off one run (a thousand in a loop) each need it."""
+        read off one run (a thousand in a loop) each need it, and so do the executions
+        `_predict` builds from one run."""
         known, position = self._position_cache
         if known is not order:
             position = {step: k for k, step in enumerate(order)}
@@ -612,7 +614,6 @@ class Analysis:
         masks = [(needs[first[a]] | needs[first[b]], (1 << last[a]) | (1 << last[b]), (a, b))
                  for a, b in predicted if (a, b) in pending]
         before = (0, [])  # the mask of the last execution admitted, and that execution
-        place = None  # step -> its place in the run, once an execution goes on from another
         while masks and not self._spent():
             packed, closed, rest = 0, 0, []
             for item in masks:
@@ -623,8 +624,7 @@ class Analysis:
                     packed, closed = packed | mask, closed | ends
             verdict = None
             if before[0] and not before[0] & ~packed:
-                if place is None:
-                    place = {step: k for k, step in enumerate(order)}
+                place = self._positions(order)
                 # The last execution, then the rest of this one's steps in run order: a loop's
                 # pairs each need the ends of the pair before (one execution per pair), and the
                 # replay goes on from the last one's steps instead of starting over (n^2 steps
