@@ -1029,7 +1029,7 @@ class _Lowerer:
                 slot = self.slots[self.tensor_events[free].slot].owner
                 line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
                 label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
-                         f"work on {', '.join(f'`{self.streams[k].name}`' for k in streams)} done by then")
+                         f"work on {', '.join(f'`{program.streams[k].name}`' for k in streams)} done by then")
                 errors = len(self.errors)
                 try:
                     reused = self.run(prefix, cuda_sync_first=False, released={**certain, free: (alloc, streams)})

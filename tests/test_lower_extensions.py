@@ -1013,6 +1013,20 @@ def test_no_variant_where_two_recorded_blocks_could_come_back_at_one_alloc():
     assert len(load_text(RECORDED % (body % "")).variants) == 2  # b is never freed: only a comes back
 
 
+def test_a_block_recorded_on_the_default_stream_comes_back_in_a_variant_named_after_it():
+    from checker.analyze import check_loaded
+
+    # the default stream exists only once a run uses it: the variant still names it
+    loaded = load_text("device g\ntensor a 1MiB on g\ntensor b 1MiB on g\nstream s on g\nstream t on g\n"
+                       "thread main {\n  t: alloc a\n  s: kernel r reads a 1us\n  g.default: record_stream a\n"
+                       "  free a\n  t: alloc b\n  t: kernel w writes b 1us\n}\n")
+    assert loaded.program is not None, loaded.diagnostics
+    assert [v.variant for v in loaded.variants][1:] == [
+        "the allocator hands `a`'s block back at line 11, the work on `g.default` done by then"]
+    (race,) = check_loaded(loaded).findings  # s's read is not recorded: the block comes back under it
+    assert race.kind.value == "race" and race.buffer == "a"
+
+
 HIDDEN = ("device gpu0 { compute 3 }\ntensor a 1KiB on gpu0\ntensor b 1KiB on gpu0\nbuffer x 1KiB on gpu0\n"
           "stream main on gpu0\nstream side on gpu0\nthread t {\n  main: alloc a\n  main: kernel fill writes a 1ms\n"
           "  side: wait_stream main\n  side: kernel c1 reads a, x 1ms\n  side: record_stream a\n  free a\n"
