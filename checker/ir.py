@@ -310,6 +310,12 @@ class Stream:
     """For the stream that a graph's work captured on a declared stream runs on at its launches
     (`GRAPH.STREAM`): that declared stream. Reports show it to say where to add an order."""
 
+    @property
+    def written(self) -> str:
+        """The name as a spec writes it, for help that says what to write: reports mark a
+        `process` thread's own streams (`gpu.default@worker`), which the spec names without."""
+        return self.name.partition("@")[0]
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

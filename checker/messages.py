@@ -84,7 +84,7 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
             alloc = next((s for s in reversed(earlier) if s.op is Op.ALLOC and s.thread == use.thread
                           and memory.index in s.lifetime_memories and s.form.startswith((f"alloc {owner} ", f"alloc {owner}["))), None)
             if alloc is not None:
-                pool = program.streams[memory.pool].name
+                pool = program.streams[memory.pool].written
                 return (f"`{owner}` takes its block from `{pool}`'s pool (line {alloc.span.line}), where work "
                         f"enqueued before may still use it, and `{stream}` uses it without waiting for `{pool}`: "
                         f"record an event on `{pool}` after the alloc and wait for it on `{stream}` before the use")
@@ -95,7 +95,7 @@ def _nameable(program: Program, use: Statement) -> tuple[str, str]:
     """The stream a spec can name for a task's use, and what to put an order after: the task's
     own (`that use`), or for a graph's work its launch stream and the launch."""
     if use.launch is None:
-        return program.streams[use.stream].name, "that use"
+        return program.streams[use.stream].written, "that use"
     names = _Launches(program)
     return names.stream(use), f"`launch {names.graph(use)}` (line {names.launch(use).span.line})"
 
@@ -121,7 +121,7 @@ def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
 
 
 def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | None = None) -> str:
-    stream = lambda s: program.streams[s.stream].name  # noqa: E731
+    stream = lambda s: program.streams[s.stream].written  # noqa: E731
     if a.stream is None and b.stream is None:
         if a.thread == b.thread:
             return "the two host statements overlap: one must return before the other starts"
@@ -210,10 +210,10 @@ class _Launches:
         return self.launch(s).form.removeprefix("launch ").removesuffix(" (begins)")
 
     def stream(self, s: Statement) -> str:
-        return self.program.streams[self.launch(s).stream].name
+        return self.program.streams[self.launch(s).stream].written
 
     def captured(self, s: Statement) -> str:
-        return self.program.streams[self.program.streams[s.stream].captured].name
+        return self.program.streams[self.program.streams[s.stream].captured].written
 
 
 def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
@@ -240,7 +240,7 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
     if other.stream is None:
         return (f"make the host wait for graph `{graph(task)}` before its access: `sync {where(task)}` after "
                 f"`launch {graph(task)}` (line {launch(task).span.line}), or `sync E` on an event recorded there")
-    other_stream = program.streams[other.stream].name
+    other_stream = program.streams[other.stream].written
     if task is a:
         return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
                 f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second")
@@ -323,7 +323,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     if record is None:
         return None
     event = program.events[record.event].name
-    stream = program.streams[task.stream].name
+    stream = program.streams[task.stream].written
     for i in thread[at + 1:at + 1 + STALE_SCAN]:  # a wait on it just after task
         late = statements[i]
         if late.stream != task.stream:
@@ -334,7 +334,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
             return (f"`{stream}: wait {event}` (line {late.span.line}) comes after {_quoted(program, task)} on "
                     f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
                     f"stream. Move the wait before line {task.span.line}")
-    follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].name}`"
+    follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
     if record.thread == task.thread:  # (enqueued first in every execution)
         return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
                 f"(`{stream}: wait {event}` before line {task.span.line})")
@@ -374,7 +374,7 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
     else:  # a record the witness does not issue comes after all of it: the first such one
         after_other = next((r for r in _records(program).get(wait.event, [])
                             if r.stream == other.stream and r.index not in issued), None)
-    stream = lambda s: program.streams[s.stream].name  # noqa: E731
+    stream = lambda s: program.streams[s.stream].written  # noqa: E731
     event = program.events[wait.event].name
     waits = f"`{stream(wait)}: wait {event}` (line {wait.span.line})"
     if bound is None:
@@ -526,7 +526,7 @@ def _graph_lifetime_help(program: Program, use: Statement, free: Statement | Non
         if use.stream is None:
             return (f"make the launch wait for the host: do `{program.describe(use)}` before "
                     f"`{graph(free)}` (line {launch(free).span.line})")
-        after = (f"`{program.streams[use.stream].name}` after it" if use.launch is None else
+        after = (f"`{program.streams[use.stream].written}` after it" if use.launch is None else
                  f"`{where(use)}` after `{graph(use)}` (line {launch(use).span.line})")  # (no graph's own stream)
         return (f"make the launch wait for the use: `record E` on {after}, "
                 f"`wait E` on `{where(free)}` before `{graph(free)}` (line {launch(free).span.line})")

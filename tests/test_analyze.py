@@ -777,6 +777,35 @@ thread t {
                      "or order the use before the free with an event"]
 
 
+def test_help_names_a_process_s_default_stream_as_the_spec_writes_it():
+    # reports mark the process's own default stream `gpu.default@p`; a spec writes `gpu.default`
+    spec = """device gpu { runtime cuda }
+tensor a 1MiB on gpu
+tensor b 1MiB on gpu
+buffer x 1MiB on gpu
+stream s on gpu nonblocking
+thread p process {
+  s: alloc a
+  gpu.default: kernel r reads a 1us
+  free a
+  s: alloc b
+  s: kernel w writes b, x 1us
+  gpu.default: kernel v reads x 1us
+}
+"""
+    report = check(spec)
+    assert all("gpu.default@p: kernel" in f.message for f in report.findings)
+    assert sorted(f.help for f in report.findings) == [
+        "`free a` (line 9) hands its block to the next allocation on its stream at once, while `gpu.default` may "
+        "still use it: write `gpu.default: record_stream a` after that use and before the free, or order the use "
+        "before the free with an event",
+        "order them with an event: `record E` on `s` after the first, `wait E` on `gpu.default` before the second "
+        "(or put both on one stream)"]
+    fixed = spec.replace("  free a\n", "  gpu.default: record_stream a\n  free a\n").replace(
+        "  gpu.default: kernel v", "  s: record e\n  gpu.default: wait e\n  gpu.default: kernel v")
+    assert check(fixed.replace("stream s on gpu nonblocking\n", "stream s on gpu nonblocking\nevent e\n")).findings == ()
+
+
 def test_a_statement_lowered_to_parts_is_one_statement_stuck():
     """Under `runtime cuda` a host `free` is a device sync, then the free: stuck behind the
     first rank's allreduce, it is one statement that never completes, not two, the second
