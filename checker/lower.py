@@ -2576,11 +2576,30 @@ class _Lowerer:
             for element in region.memories:
                 self.alloc_tensor(node, element, stream_index, bindings)
             return
+        if self.memories[region.memories[0]].on_host and \
+                self.devices[self.streams[stream_index].device].runtime is Runtime.CUDA:
+            self.host_memory_on_stream(node, region, free)
         for access in self.lifetimes(node.access, region):
             if not free:
                 self.latest_alloc_on_stream[access.memory] = True
             self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=access.memory,
                       accesses=(access,) if free else (), **common)
+
+    def host_memory_on_stream(self, node: ast.AllocTask | ast.FreeTask, region: _Region, free: bool) -> None:
+        """SP068: `cudaMallocAsync` and `cudaFreeAsync` (and a graph's memory nodes) allocate and
+        free device memory only; host memory comes from `cudaMallocHost` or `malloc` on the host.
+        The spec is checked as written: a lifetime that its stream orders."""
+        if any(w.code is Code.SP068 and w.primary_span == node.span for w in self.warnings):
+            return  # (once per line, however often a loop runs it)
+        memory = self.memories[region.memories[0]]
+        call, host = ("cudaFreeAsync", "free") if free else ("cudaMallocAsync", "alloc")
+        kind = "pinned" if memory.pinned else "pageable"
+        self.warnings.append(warning(
+            Code.SP068, f"`{self.text(node.span)}` {'frees' if free else 'allocates'} {kind} host memory on a "
+            f"stream, which CUDA cannot do", node.span, f"{call} takes device memory only",
+            help=f"{'free' if free else 'allocate'} `{memory.name.partition('[')[0]}` on the host (`{host} "
+                 f"{self.text(node.access.span)}`: {'cudaFreeHost' if free else 'cudaMallocHost'} for pinned "
+                 f"memory), or declare it on the device"))
 
     # -- caching-allocator tensors -----------------------------------------------------------
 

@@ -627,7 +627,9 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
         for call in held:
             setter = later.get(call.index, {}).get(s.notify)
             if setter is not None:
-                freeing = call.stream is None and (call.op is Op.FREE or call.form.startswith("free "))
+                # (cudaFreeAsync frees device memory only: not the pinned memory of cudaFreeHost)
+                freeing = call.stream is None and (call.op is Op.FREE or call.form.startswith("free ")) \
+                    and "cudaFreeHost" not in call.form
                 also = (", or free on a stream (`S: free`, as cudaFreeAsync does), which does not wait for "
                         "the device" if freeing else "")
                 return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, comes "

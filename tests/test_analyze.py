@@ -724,6 +724,24 @@ thread main {
     assert "cudaFreeAsync" in finding.help
 
 
+def test_deadlock_help_for_a_notify_behind_freeing_pinned_memory_offers_no_stream_free():
+    # cudaFreeAsync cannot free cudaMallocHost memory: the one fix is to set the notify first
+    spec = """device gpu0 { compute 2 runtime cuda }
+buffer staging 1MiB on host pinned
+stream netio on gpu0
+notify stop
+thread main {
+  netio: await stop
+  FREE
+  notify stop
+}
+"""
+    (finding,) = check(spec.replace("FREE", "free staging")).findings
+    assert finding.help.endswith("which is stuck too: set `stop` before that call")
+    report = check(spec.replace("FREE", "netio: free staging"))
+    assert [d.code.value for d in report.diagnostics] == ["SP068"]
+
+
 def test_a_deadlock_report_shows_every_place_before_repeats():
     # 15 waits on a flag nobody records, then a send/recv ring that deadlocks: the ring's
     # lines are shown among the first lines, not hidden behind the 15 waits
