@@ -597,10 +597,15 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
     """Advice for the commonest shapes of hang: a hardware queue, collectives or sends and
     recvs reached in crossed orders, a notify set only after a call that waits for it."""
     if any("hardware queue" in item.waits_for for item in stuck):
+        devices = {program.streams[program.statements[item.statement].stream].device for item in stuck
+                   if program.statements[item.statement].stream is not None}
+        single = sorted(program.devices[d].name for d in devices if program.devices[d].queues == 1)
+        move = (f" (under `queues 1` a device's streams all feed its one queue: {', '.join(f'`{n}`' for n in single)})"
+                if devices and len(single) == len(devices)
+                else ", or move one stream to another queue (declare the streams in another order)")
         return ("tasks of streams that share a hardware queue begin in the order they were enqueued "
                 "(`queues N`: the i-th stream declared on a device feeds queue i mod N): a task that "
-                "waits for one enqueued after it into the same queue hangs; enqueue the partner first, "
-                "or move one stream to another queue (declare the streams in another order)")
+                f"waits for one enqueued after it into the same queue hangs; enqueue the partner first{move}")
     statements = [program.statements[i] for i in dict.fromkeys(item.statement for item in stuck)]
     meets = [s for s in statements if s.group is not None]
     if _crossed(program, meets):

@@ -724,6 +724,27 @@ thread main {
     assert "cudaFreeAsync" in finding.help
 
 
+@pytest.mark.parametrize("queues", [1, 2])
+def test_deadlock_help_for_a_hardware_queue_moves_a_stream_only_where_there_is_another_queue(queues):
+    spec = f"""device npu {{ queues {queues} }}
+stream s1 on npu
+stream s2 on npu
+stream s3 on npu
+notify n
+thread t {{
+  s1: await n
+  s3: notify n
+  sync s1
+}}
+"""
+    (finding,) = check(spec).findings
+    moved = "or move one stream to another queue" in finding.help
+    assert moved == (queues == 2) and ("under `queues 1`" in finding.help) == (queues == 1)
+    if moved:  # s2 takes the second queue's first place: s3 joins it
+        assert check(spec.replace("stream s2 on npu\nstream s3 on npu", "stream s3 on npu\nstream s2 on npu")) \
+            .findings == ()
+
+
 def test_deadlock_help_for_a_notify_behind_freeing_pinned_memory_offers_no_stream_free():
     # cudaFreeAsync cannot free cudaMallocHost memory: the one fix is to set the notify first
     spec = """device gpu0 { compute 2 runtime cuda }
