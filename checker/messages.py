@@ -444,7 +444,8 @@ def _records(program: Program) -> dict[int, list[Statement]]:
 def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
     """The latest wait on a flag event before `task` on its stream and thread, if its thread
     records that event more than once and never resets it (within the last STALE_SCAN
-    statements and up to `task`): the wait may pass on a stale record."""
+    statements and up to `task`), and an earlier wait took an earlier record: the wait may
+    pass on that stale record."""
     thread = program.threads[task.thread].statements
     end = bisect_left(thread, task.index)  # a thread's statements are in index order
     window = thread[max(0, end - STALE_SCAN):end + 1]
@@ -456,7 +457,14 @@ def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
             return None
         uses = [program.statements[j].op for j in window
                 if program.statements[j].event == wait.event and program.statements[j].sync is None]
-        return wait if uses.count(Op.RECORD) > 1 and Op.RESET not in uses else None
+        if uses.count(Op.RECORD) < 2 or Op.RESET in uses:
+            return None
+        # A reset after a wait clears a record that wait took (a loop's last round); a record
+        # that no earlier wait took, a reset after the waits does not clear.
+        before = [program.statements[j].op for j in window if j < wait.index
+                  and program.statements[j].event == wait.event and program.statements[j].sync is None]
+        last = len(before) - 1 - before[::-1].index(Op.RECORD) if Op.RECORD in before else 0
+        return wait if Op.WAIT in before[:last] and before[:last].count(Op.RECORD) else None
     return None
 
 

@@ -724,6 +724,53 @@ thread main {
     assert "cudaFreeAsync" in finding.help
 
 
+FLAG_LOOP = """device npu { }
+buffer x 1MiB on npu
+stream p on npu
+stream c on npu
+event full flag
+event empty flag
+thread t {
+  p: record empty
+  for i in 0..3 {
+    p: wait empty
+    p: reset empty
+    p: kernel w writes x 1us
+    p: record full
+    c: wait full
+    c: kernel r reads x 1us
+    c: record empty
+  }
+}
+"""
+
+
+def test_race_help_resets_a_flag_that_an_earlier_wait_left_set():
+    (race,) = [f for f in check(FLAG_LOOP).findings if f.kind is FindingKind.RACE]
+    assert race.help.startswith("`c: wait full` (line 14) can pass on an earlier `record full`")
+    assert race.help.endswith("reset it once the wait is through (`c: reset full`)")
+    assert check(FLAG_LOOP.replace("    c: wait full\n", "    c: wait full\n    c: reset full\n")).findings == ()
+
+
+def test_race_help_does_not_reset_a_flag_that_another_stream_set_before_any_wait():
+    # s1's record may set the flag before s2's kernel is done: no reset after the wait clears it
+    (race,) = check("""device npu { }
+buffer x 1MiB on npu
+stream s1 on npu
+stream s2 on npu
+stream s3 on npu
+event f flag
+thread t {
+  s1: record f
+  s2: kernel w writes x 1us
+  s2: record f
+  s3: wait f
+  s3: kernel r reads x 1us
+}
+""").findings
+    assert "reset" not in race.help
+
+
 @pytest.mark.parametrize("queues", [1, 2])
 def test_deadlock_help_for_a_hardware_queue_moves_a_stream_only_where_there_is_another_queue(queues):
     spec = f"""device npu {{ queues {queues} }}
