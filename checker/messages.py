@@ -145,9 +145,10 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                 f"aclrtMemset make no implicit stream synchronization): make the host wait for `{stream(other)}` "
                 f"before the call (`sync {stream(other)}`)")
     if a.stream is None or b.stream is None:
-        task = a if b.stream is None else b
-        return (f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
-                f"on an event recorded after the task)")
+        task, host = (a, b) if b.stream is None else (b, a)
+        return _across_threads(program, host, task) or (
+            f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
+            f"on an event recorded after the task)")
     if a.stream == b.stream:
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
@@ -194,6 +195,19 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
+    """A host access and a task another thread enqueues: a sync waits only for work enqueued
+    before it, so the host's thread must first learn that the task is enqueued."""
+    if host.thread == task.thread or task.launch is not None:
+        return None
+    stream = program.streams[task.stream].written
+    thread = lambda s: f"`{program.threads[s.thread].name}`"  # noqa: E731
+    return (f"{_quoted(program, task)} is enqueued by {thread(task)}, and a sync on {thread(host)} waits only for "
+            f"work enqueued before it: have {thread(task)} set a notify after enqueueing it (`notify N`) and "
+            f"{thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), before "
+            f"{_quoted(program, host)}")
 
 
 class _Launches:
@@ -486,6 +500,8 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
                    f"{_where(program, free)} frees it")
         help = ("make the free wait for every use to complete (record an event after the use and "
                 "wait on it before the free)")
+        if free.stream is None and use.stream is not None:
+            help = _across_threads(program, free, use) or help
     elif launch_order and free is not None and free.stream is None and not free.launch_only:
         message = f"{_where(program, use)} is enqueued after {_where(program, free)} began freeing `{memory.name}`"
         help = ("a host free may return at any time after it is called: make every use complete before "
@@ -500,6 +516,8 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
         help = ("make the free wait for every use (record an event after the use and wait on it "
                 "before the free)")
+        if free is not None and free.stream is None and use.stream is not None:
+            help = _across_threads(program, free, use) or help
     graph_help = None if double else _graph_lifetime_help(program, use, free, memory, launch_order)
     if graph_help is not None:
         help = graph_help

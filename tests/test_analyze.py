@@ -724,6 +724,30 @@ thread main {
     assert "cudaFreeAsync" in finding.help
 
 
+def test_help_for_a_free_racing_another_thread_s_task_hands_the_enqueue_over_first():
+    # t1 already syncs s; t2 may enqueue the kernel after that sync
+    spec = """device npu { }
+buffer d 1MiB on npu
+stream s on npu
+notify n
+thread t1 {
+  sync s
+  free d
+}
+thread t2 {
+  s: kernel k reads d 1us
+}
+"""
+    findings = check(spec).findings
+    assert sorted(f.kind.value for f in findings) == ["race", "use-after-free"]
+    assert {f.help for f in findings} == {
+        "`s: kernel k` (line 10) is enqueued by `t2`, and a sync on `t1` waits only for work enqueued before it: "
+        "have `t2` set a notify after enqueueing it (`notify N`) and `t1` `await N`, then `sync s` (or an event "
+        "recorded after the task), before `free d` (line 7)"}
+    fixed = spec.replace("  sync s\n", "  await n\n  sync s\n").replace("1us\n", "1us\n  notify n\n")
+    assert check(fixed).findings == ()
+
+
 FLAG_LOOP = """device npu { }
 buffer x 1MiB on npu
 stream p on npu
