@@ -163,6 +163,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                       if task.blocking else "")
             return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`): make the "
                     f"host wait for `{stream(other)}` before the call (`sync {stream(other)}`){blocks}")
+    for task, other in ((a, b), (b, a)):
+        inside = _record_inside_group(program, task, other)
+        if inside is not None:
+            return (f"{_quoted(program, inside)} is inside the `group` that holds {_quoted(program, task)}: a group "
+                    f"enqueues its calls when it ends, so the record comes before the call and waits for none of "
+                    f"it; move the record after the group")
     for task in (b, a):
         stale = _stale_flag_wait(program, task)
         if stale is not None:
@@ -453,6 +459,27 @@ def _records(program: Program) -> dict[int, list[Statement]]:
                 by_event.setdefault(statement.event, []).append(statement)
         known = _RECORDS[id(program)] = (program, by_event)
     return known[1]
+
+
+def _record_inside_group(program: Program, task: Statement, other: Statement) -> Statement | None:
+    """A record written after a group's call on its stream, inside the group (so enqueued
+    before the call), of an event that `other`'s stream waits on before `other`. A record
+    enqueued before the call but written after it is inside the group: work after the group
+    comes after its calls, but for that of an earlier round of a loop (other `bindings`)."""
+    if task.batch is None or task.stream is None or other.stream is None:
+        return None
+    thread = program.threads[task.thread].statements
+    end = bisect_left(thread, task.index)
+    for i in reversed(thread[max(0, end - STALE_SCAN):end]):
+        record = program.statements[i]
+        if (record.span.line, record.span.column) < (task.span.line, task.span.column) \
+                or record.bindings != task.bindings:
+            continue  # (written before the call, or of another round of a loop around the group)
+        later = program.statements[record.index + 1:min(other.index, record.index + 1 + 20 * STALE_SCAN)]
+        if record.op is Op.RECORD and record.stream == task.stream and record.event is not None and any(
+                w.op is Op.WAIT and w.stream == other.stream and w.event == record.event for w in later):
+            return record
+    return None
 
 
 def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:

@@ -748,6 +748,32 @@ thread t2 {
     assert check(fixed).findings == ()
 
 
+def test_race_help_moves_a_record_out_of_the_group_whose_call_it_should_follow():
+    spec = """device gpu[2] { runtime cuda }
+buffer x[2] 1MiB on gpu
+stream s[2] on gpu
+stream o on gpu[0]
+comm w = { s }
+event e
+thread r0 {
+  group {
+    s[0]: allreduce w x[0] 1us
+    s[0]: record e
+  }
+  o: wait e
+  o: kernel k reads x[0] 1us
+}
+thread r1 {
+  s[1]: allreduce w x[1] 1us
+}
+"""
+    (race,) = check(spec).findings
+    assert race.help == ("`s[0]: record e` (line 10) is inside the `group` that holds `s[0]: allreduce w` (line 9): "
+                         "a group enqueues its calls when it ends, so the record comes before the call and waits for "
+                         "none of it; move the record after the group")
+    assert check(spec.replace("    s[0]: record e\n  }\n", "  }\n  s[0]: record e\n")).findings == ()
+
+
 FLAG_LOOP = """device npu { }
 buffer x 1MiB on npu
 stream p on npu
