@@ -205,15 +205,22 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
 
 def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
     """A host access and a task another thread enqueues: a sync waits only for work enqueued
-    before it, so the host's thread must first learn that the task is enqueued."""
+    before it, so the host's thread must first learn that the task is enqueued; or the other
+    thread waits for the host's access before enqueueing the task. A free goes last."""
     if host.thread == task.thread or task.launch is not None:
         return None
     stream = program.streams[task.stream].written
     thread = lambda s: f"`{program.threads[s.thread].name}`"  # noqa: E731
-    return (f"{_quoted(program, task)} is enqueued by {thread(task)}, and a sync on {thread(host)} waits only for "
-            f"work enqueued before it: have {thread(task)} set a notify after enqueueing it (`notify N`) and "
-            f"{thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), before "
-            f"{_quoted(program, host)}")
+    task_first = (f"have {thread(task)} set a notify after enqueueing {_quoted(program, task)} (`notify N`) and "
+                  f"{thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), before "
+                  f"{_quoted(program, host)}: a sync waits only for work enqueued before it")
+    host_first = (f"have {thread(host)} set a notify after {_quoted(program, host)} (`notify N`) and "
+                  f"{thread(task)} `await N` before enqueueing {_quoted(program, task)}")
+    if host.op is Op.FREE or host.form.startswith("free "):
+        return f"order the two threads: {task_first}"
+    if task.op is Op.FREE:
+        return f"order the two threads: {host_first}"
+    return f"order the two threads: either {task_first}; or {host_first}"
 
 
 class _Launches:

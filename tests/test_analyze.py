@@ -741,10 +741,29 @@ thread t2 {
     findings = check(spec).findings
     assert sorted(f.kind.value for f in findings) == ["race", "use-after-free"]
     assert {f.help for f in findings} == {
-        "`s: kernel k` (line 10) is enqueued by `t2`, and a sync on `t1` waits only for work enqueued before it: "
-        "have `t2` set a notify after enqueueing it (`notify N`) and `t1` `await N`, then `sync s` (or an event "
-        "recorded after the task), before `free d` (line 7)"}
+        "order the two threads: have `t2` set a notify after enqueueing `s: kernel k` (line 10) (`notify N`) and "
+        "`t1` `await N`, then `sync s` (or an event recorded after the task), before `free d` (line 7): a sync "
+        "waits only for work enqueued before it"}
     fixed = spec.replace("  sync s\n", "  await n\n  sync s\n").replace("1us\n", "1us\n  notify n\n")
+    assert check(fixed).findings == ()
+
+
+def test_help_for_a_host_access_racing_another_thread_s_free_orders_the_access_first():
+    spec = """device npu { }
+buffer d 1MiB on npu
+stream s on npu
+notify n
+thread t1 {
+  host look reads d
+}
+thread t2 {
+  s: free d
+}
+"""
+    (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert race.help == ("order the two threads: have `t1` set a notify after `host look` (line 6) (`notify N`) "
+                         "and `t2` `await N` before enqueueing `s: free d` (line 9)")
+    fixed = spec.replace("reads d\n", "reads d\n  notify n\n").replace("  s: free d", "  await n\n  s: free d")
     assert check(fixed).findings == ()
 
 
