@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from checker.codes import Code
-from checker.resources import deep_recursion, paused_gc
+from checker.resources import deep_recursion, paused_gc, read_prefix
 from checker.diagnostics import Diagnostic, SpecError, error
 from checker.ir import Program
 from checker.lower import DEFAULT_MAX_STATEMENTS, lower
@@ -77,8 +77,7 @@ def load_file(path: str | Path, max_statements: int = DEFAULT_MAX_STATEMENTS,
     name = str(path) if shown is None else shown
     file = None if shown is None else str(path)
     try:
-        with open(path, "rb") as opened:  # never more than the limit (+1 to notice): /dev/zero is a file too
-            data = opened.read(MAX_SOURCE_CHARS + 1)
+        data = read_prefix(path, MAX_SOURCE_CHARS)  # (never more: /dev/zero is a file too)
     except OSError as exc:
         return Loaded(name, "", None, (error(Code.SP001, f"cannot read {name}: {exc.strerror or 'cannot be read'}",
                                              None),), file=file)

@@ -284,12 +284,20 @@ def _deepest(text: str) -> tuple[int, tuple[int, int, int] | None]:
     return deepest, (text.count("\n", 0, best) + 1, best - line_start + 1, 1)
 
 
+MAX_CONFIG_BYTES = 4 << 20
+"""The largest pyproject.toml read for settings."""
+
+
 def read_config(path: Path) -> dict | None:
     """The `[tool.streamproof]` table of one pyproject.toml (None when it has none)."""
+    from checker.resources import read_prefix
+
     toml = _toml()
     try:
-        with open(path, "rb") as file:
-            raw = file.read()
+        raw = read_prefix(path, MAX_CONFIG_BYTES)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(path, f"larger than {MAX_CONFIG_BYTES >> 20} MiB: not read",
+                              help="a pyproject.toml this large is not a project's settings")
         data = toml.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None

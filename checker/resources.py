@@ -73,13 +73,48 @@ class TooLarge(ValueError):
     """A file longer than a reader accepts (`read_at_most`)."""
 
 
+WRITER_WAIT_SECONDS = 10
+"""How long a named pipe given as an input may stay without a writer before it is refused."""
+
+
+def read_prefix(path: str | os.PathLike, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a file (one more than a reader accepts, to notice a longer
+    one). A named pipe that no program has opened for writing within WRITER_WAIT_SECONDS is an
+    OSError, not a wait forever; one that a program writes to (`<(generate)`) is read as a file."""
+    import errno
+    import select
+    import stat
+
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (a plain open of a pipe waits for a writer)
+    with os.fdopen(descriptor, "rb") as file:
+        if stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+            poller = select.poll()
+            poller.register(descriptor, select.POLLIN)
+            waited = 0
+            while True:
+                try:
+                    first = os.read(descriptor, 1 << 16)
+                except BlockingIOError:  # (a writer is there, with nothing written yet)
+                    first = None
+                if first or first is None:
+                    break
+                if waited >= WRITER_WAIT_SECONDS * 1000:  # (EOF again and again: no writer)
+                    raise OSError(errno.ETIMEDOUT, f"a named pipe that nothing wrote to in {WRITER_WAIT_SECONDS} s")
+                poller.poll(200)
+                waited += 200
+            os.set_blocking(descriptor, True)
+            first = first or b""
+            return first + file.read(max(0, limit + 1 - len(first)))
+        os.set_blocking(descriptor, True)
+        return file.read(limit + 1)
+
+
 def read_at_most(path: str, limit: int) -> bytes:
     """A file's bytes, refusing one longer than `limit` (a device such as /dev/zero, or a
     gzip file, has no size to check first), so no input can fill the memory."""
-    with open(path, "rb") as file:
-        data = file.read(limit + 1)
-        if len(data) > limit:
-            raise TooLarge(f"{path} is larger than {limit >> 20:,} MiB")
+    data = read_prefix(path, limit)
+    if len(data) > limit:
+        raise TooLarge(f"{path} is larger than {limit >> 20:,} MiB")
     return gunzip_at_most(data, path, limit)
 
 

@@ -272,6 +272,33 @@ def test_a_config_written_inline_still_names_the_file(run, tmp_path, monkeypatch
     assert status == 2 and "pyproject.toml" in err and "not a number" in err and "Traceback" not in err
 
 
+def test_a_pyproject_too_large_to_be_settings_is_refused_unread(run, tmp_path, monkeypatch):
+    with open(tmp_path / "pyproject.toml", "wb") as file:
+        file.truncate(3 << 30)  # (sparse: 3 GiB of NULs on no disk)
+    (tmp_path / "a.sched").write_text(WARNED)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run("check", "a.sched")
+    assert status == 2 and "pyproject.toml: larger than 4 MiB" in err and "Traceback" not in err
+
+
+def test_a_named_pipe_without_a_writer_is_refused_and_one_with_a_writer_is_read(run, tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from checker import resources
+
+    monkeypatch.setattr(resources, "WRITER_WAIT_SECONDS", 0.4)
+    pipe = tmp_path / "spec.sched"
+    os.mkfifo(pipe)
+    status, out, _ = run("show", pipe)
+    assert status == 2 and "a named pipe that nothing wrote to" in out
+    writer = threading.Thread(target=lambda: pipe.write_text(WARNED))
+    writer.start()
+    status, out, _ = run("show", pipe)
+    writer.join()
+    assert status == 0 and "stream" in out
+
+
 def test_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[tool.streamproof]\ntimeout = 5\n')
     inner = tmp_path / "inner"

@@ -40,6 +40,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from checker.resources import read_prefix
+
 HARDWARE = "Ascend Hardware"
 HOST = "CANN"
 PYTHON = "Python"
@@ -621,8 +623,7 @@ def profiled_rank(path: str) -> int | None:
             if match is None:
                 continue
             try:
-                with open(os.path.join(where, name), encoding="utf-8") as handle:
-                    info = json.load(handle)
+                info = json.loads(read_prefix(os.path.join(where, name), 1 << 20).decode("utf-8"))
             except (OSError, ValueError, RecursionError):
                 info = None
             rank = _int(info.get("rank_id")) if isinstance(info, dict) else None
