@@ -77,9 +77,15 @@ def rw_text(reads, writes) -> str:
     return out
 
 
+MAX_COMMENT_CHARS = 300
+"""A comment's length at most: a trace's names are not bounded (an operator's signature can
+run to many kilobytes), and an imported spec must stay within the size every command reads."""
+
+
 def comment_text(text: str) -> str:
-    """A comment safe to put after `#`: one line."""
-    return " ".join(str(text).split())
+    """A comment safe to put after `#`: one line, of at most MAX_COMMENT_CHARS characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MAX_COMMENT_CHARS else line[:MAX_COMMENT_CHARS - 3] + "..."
 
 
 @dataclass(slots=True)

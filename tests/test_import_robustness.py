@@ -331,3 +331,33 @@ def test_compare_past_its_cap_is_skipped_with_a_note(run, tmp_path, monkeypatch)
 def test_compare_under_its_cap_still_runs(run, tmp_path):
     status, stdout, _ = run("import", TWO, "-o", tmp_path / "x.sched", "--compare")
     assert status == 0 and "GPU span" in stdout and "--compare skipped" not in stdout
+
+
+# ---------------------------------------------------------------- 7. the written spec's size and lines
+
+
+def test_a_spec_larger_than_any_command_reads_is_not_written(run, tmp_path, monkeypatch):
+    monkeypatch.setattr("checker.parse.MAX_SOURCE_CHARS", 2000)
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", TWO, "-o", out)
+    assert status == 2 and "over the 0 MiB a spec may have; nothing written" in one_error_line(stderr)
+    assert not out.exists()
+
+
+def test_names_from_the_trace_stay_one_short_comment_line(run, tmp_path):
+    # a runtime call's name with a newline could close the thread or add a statement; an
+    # operator's name of 100,000 characters would make a spec no command reads
+    data = json.loads(TWO.read_text())
+    for event in data["traceEvents"]:
+        if event.get("name") == "cudaStreamWaitEvent":
+            event["name"] = "cudaStreamWaitEvent\n  stream7: kernel injected 5s\n}"
+        elif event.get("cat") == "cpu_op":
+            event["name"] += "x" * 100_000
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(data))
+    out = tmp_path / "x.sched"
+    status, _, stderr = run("import", trace, "-o", out)
+    text = out.read_text()
+    assert status == 0 and loads(text), stderr
+    assert "injected" not in text.replace("# cudaStreamWaitEvent stream7: kernel injected 5s }", "")
+    assert max(map(len, text.splitlines())) < 400

@@ -314,6 +314,13 @@ def _run(args, phase: list[str]) -> int:
     text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
     imported.text = ""  # (one copy of the spec in memory is enough)
     from checker.cli import write_output
+    from checker.parse import MAX_SOURCE_CHARS
+
+    size = len(text.encode("utf-8"))
+    if size > MAX_SOURCE_CHARS:  # (a spec no command would read: not written)
+        return _error(f"the spec would be {size / (1 << 20):,.1f} MiB, over the {MAX_SOURCE_CHARS >> 20} MiB a spec "
+                      "may have; nothing written: profile fewer steps (torch.profiler's `schedule`) or a shorter "
+                      "window of the run")
 
     try:
         write_output(args.output, text)

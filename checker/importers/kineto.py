@@ -507,7 +507,7 @@ class _Trace:
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
                                 args.get("correlation"), _comm_args(args)))
             elif cat in CALL_CATEGORIES:
-                raw_calls.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), str(ev.get("name", "")), ts, dur,
+                raw_calls.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), comment_text(ev.get("name", "")), ts, dur,
                                   args.get("correlation")))
                 if cat in PRIVATE_CALLS:
                     private = True
