@@ -232,7 +232,7 @@ def _walked(program: Program, options: Options, refused: Finding,
     walks = walk(program, min(WALK_SECONDS, options.budget))
     shown = walks.exploration
     reported = len(shown.races)
-    counts = f"{walks.racing_pairs:,} racing pairs"
+    counts = f"{'at least ' if walks.pairs_capped else ''}{walks.racing_pairs:,} racing pairs"
     if reported < walks.racing_pairs:
         counts += f", of which the {reported:,} seen earliest are reported"
     ran = f"{walks.walks:,} random execution{'s were' if walks.walks != 1 else ' was'} run instead"

@@ -130,6 +130,10 @@ class _Builder:
         # enqueued into it so far has begun (the latest one, or the members of the batch
         # being filled with what was before them).
         self.queue_begun: dict[tuple[int, int], list[int]] = {}
+        # Rule 11, per (device, process): the blocking streams in the order tasks were
+        # enqueued onto them, and per legacy stream how much of that its last task read.
+        self.blocking_log: dict[tuple, list[int]] = {}
+        self.legacy_read: dict[int, int] = {}
 
     # -- nodes --------------------------------------------------------------------------
 
@@ -242,8 +246,9 @@ class _Builder:
             self.frontier[stream] = [s.index]
             return frontier
         batch = self.open_batch.get(stream)
-        if batch is not None and batch[0] == s.batch and all(statements[t].batch == s.batch for t in frontier):
-            self.frontier[stream] = frontier + [s.index]
+        if batch is not None and batch[0] == s.batch and statements[frontier[-1]].batch == s.batch:
+            # (the frontier holds the batch's members alone: any other task closed the batch)
+            frontier.append(s.index)
             return batch[1]
         self.open_batch[stream] = (s.batch, frontier)
         self.frontier[stream] = [s.index]
@@ -274,11 +279,20 @@ class _Builder:
         # Rule 11: the legacy default stream and the blocking streams of its device.
         legacy = legacy_of.get((stream.device, stream.context))
         if legacy and stream.mode is not StreamMode.NONBLOCKING:
+            context = (stream.device, stream.context)
             if stream.mode is StreamMode.LEGACY:
-                others = [o.index for o in program.streams if o.device == stream.device
-                          and o.context == stream.context and o.mode is StreamMode.BLOCKING]
+                # Only the blocking streams enqueued onto since this stream's last task: the
+                # frontiers before it, that task waited for, and this one waits for that task
+                # (unless they are batch-mates, unordered: a batch member reads them all).
+                log = self.blocking_log.setdefault(context, [])
+                if s.batch is None:
+                    others = dict.fromkeys(log[self.legacy_read.get(s.stream, 0):])
+                else:
+                    others = dict.fromkeys(log)
+                self.legacy_read[s.stream] = len(log)
             else:
                 others = legacy
+                self.blocking_log.setdefault(context, []).append(s.stream)
             for other in others:
                 for p in self.frontier.get(other, ()):
                     self.edge(self.done(statements[p]), first, EdgeKind.LEGACY)

@@ -112,6 +112,18 @@ def test_walks_keep_at_most_max_races_the_earliest_seen(monkeypatch):
     assert sorted(len(r.witness.steps) for r in few) == sorted(len(r.witness.steps) for r in races)[:10]
 
 
+def test_walks_count_racing_pairs_up_to_a_cap_and_say_so(monkeypatch):
+    # a group of 300 calls of one buffer races in up to 44,850 pairs: counting stops at the cap
+    program = load_text("device d\nbuffer x 1MiB on d\nstream s on d\ncomm c = { s }\nthread a {\n  group {\n"
+                        "    for i in 0..300 {\n      s: allreduce c x\n    }\n  }\n}\n", "g.sched").program
+    whole = walk(program, seconds=60.0, max_walks=1)
+    assert whole.racing_pairs > 1_000 and not whole.pairs_capped
+    monkeypatch.setattr(walks, "MAX_SEEN_PAIRS", 1_000)
+    capped = walk(program, seconds=60.0, max_walks=1)
+    assert capped.racing_pairs == 1_000 and capped.pairs_capped
+    assert len(capped.exploration.races) == MAX_RACES  # (the earliest seen are still reported)
+
+
 def test_the_same_seed_walks_the_same_way():
     program = load_text(random_threads(4, 2, 30), "w.sched").program
     first, second = walk(program, 1.0, max_walks=20), walk(program, 1.0, max_walks=20)

@@ -333,18 +333,19 @@ class Machine:
         for i in self.of_op.get(Op.SYNC, ()):
             sync_streams[i] = p.synced_streams(p.statements[i])
         self.sync_streams = tuple(sync_streams)
-        siblings: list[tuple[int, ...]] = [() for _ in range(self.n)]
+        members: list[list[int]] = [[] for _ in range(self.n)]
+        counts = [0] * self.n
         seen_batch: dict[tuple[int, int], list[int]] = {}
         for t in p.threads:
             for i in t.statements:
                 st = p.statements[i]
                 if st.batch is not None and st.stream is not None:
-                    earlier = seen_batch.setdefault((st.stream, st.batch), [])
-                    siblings[i] = tuple(earlier)
+                    earlier = members[i] = seen_batch.setdefault((st.stream, st.batch), [])
+                    counts[i] = len(earlier)
                     earlier.append(i)
-        self.siblings = tuple(siblings)
-        """Earlier tasks of the same batch on the same stream: waiting for a batch member that
-        was enqueued last on its stream means waiting for these too."""
+        self._batch_members, self._earlier_members = tuple(members), tuple(counts)
+        """Per task, its batch's members on its stream (one list for them all: a tuple each
+        of those before it was quadratic in a group's calls) and how many come before it."""
 
     def _binding_slots(self) -> None:
         """A slot of `State.bind` for each statement that captures something at its issue:
@@ -1049,6 +1050,11 @@ class Machine:
                 fresh &= ~self.life[a]
         return fresh
 
+    def siblings(self, task: int) -> list[int]:
+        """Earlier tasks of the same batch on the same stream: waiting for a batch member that
+        was enqueued last on its stream means waiting for these too."""
+        return self._batch_members[task][:self._earlier_members[task]]
+
     def _capture_deps(self, tails, stream: int) -> tuple[tuple[int, int], ...]:
         """Earlier tasks that a task enqueued now on `stream` must wait for (rules 2 and 3).
 
@@ -1061,12 +1067,12 @@ class Machine:
             t = tails[o]
             if t >= 0 and o != stream:
                 deps.append((t, NEED_BEGUN))
-                deps.extend((b, NEED_BEGUN) for b in siblings[t])
+                deps.extend((b, NEED_BEGUN) for b in siblings(t))
         for o in self.legacy_peers[stream]:
             t = tails[o]
             if t >= 0:
                 deps.append((t, NEED_DONE))
-                deps.extend((b, NEED_DONE) for b in siblings[t])
+                deps.extend((b, NEED_DONE) for b in siblings(t))
         return tuple(deps)
 
     def _capture_sync(self, st: Statement, tails, last) -> tuple[int, ...]:
@@ -1079,7 +1085,7 @@ class Machine:
             t = tails[s]
             if t >= 0:
                 waited.append(t)
-                waited.extend(self.siblings[t])
+                waited.extend(self.siblings(t))
         return tuple(waited)
 
     # ------------------------------------------------------------------ explanations

@@ -44,6 +44,10 @@ MAX_WITNESS_STEPS = 2_000_000
 """Steps the kept witnesses may hold together: each is a prefix of a walk, replayed before it
 is reported and written out in full in JSON."""
 
+MAX_SEEN_PAIRS = 200_000
+"""Distinct racing statement pairs counted, at most: a `group` of 10,000 calls of one buffer
+races in 50 million pairs, and a walk through it would count them all in memory."""
+
 STALE_WALKS = 16
 STALE_SECONDS = 2.0
 """Walking stops before its time is up once `STALE_WALKS` walks in a row, over at least
@@ -63,6 +67,8 @@ class Walks:
     steps each scan thousands of enabled ones, the only walk may be)."""
     racing_pairs: int
     """Distinct racing statement pairs seen; `exploration.races` keeps at most `MAX_RACES`."""
+    pairs_capped: bool
+    """Whether counting stopped at `MAX_SEEN_PAIRS` (`racing_pairs` is then a lower bound)."""
     dead_uses: int
     """Distinct dead uses seen (`exploration.dead_uses` keeps those within the witness steps)."""
 
@@ -74,7 +80,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
     began = time.perf_counter()
     deadline = began + seconds
     rng = random.Random(seed)
-    paths: list[list[Step]] = []
+    paths: list[list[Step] | None] = []
     seen: dict[tuple[int, int], tuple[int, int]] = {}  # pair -> (walk, position of its step)
     uses: dict[tuple[int, str], tuple[int, int, int | None]] = {}  # -> (walk, position, free)
     stuck_sets: set[frozenset] = set()  # a deadlock is reported once, with its shortest witness
@@ -93,7 +99,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
         eager = EAGERNESS[walks % len(EAGERNESS)]
         path: list[Step] = []
         state = machine.initial()
-        new = False
+        new = kept = False
         while True:
             steps = machine.enabled(state)
             if not steps:
@@ -109,13 +115,14 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
             transitions += 1
             for a, b in transition.races:
                 key = (a, b) if a <= b else (b, a)
-                if key not in seen:
+                if key not in seen and len(seen) < MAX_SEEN_PAIRS:
                     seen[key] = (walks, len(path))
                     new = new or len(seen) <= MAX_RACES
+                    kept = True
             for i, kind in transition.dead_uses:
                 if (i, kind) not in uses:
                     uses[(i, kind)] = (walks, len(path), killing_free(machine, state, step, i, kind))
-                    new = True
+                    new = kept = True
             state = transition.state
             if transitions % clock_every == 0 and time.perf_counter() > deadline:
                 cut = bool(machine.enabled(state))  # (not when that step ended the walk)
@@ -128,7 +135,7 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
                 new = True
                 if deadlock is None or len(path) < len(deadlock.witness.steps):
                     deadlock = DeadlockFound(Witness(tuple(path)), stuck)
-        paths.append(path)
+        paths.append(path if kept else None)  # (a walk that showed nothing new is not a witness)
         walks += 1
         if new:
             stale, last_new = 0, time.perf_counter()
@@ -159,4 +166,4 @@ def walk(program: Program, seconds: float, max_walks: int = 10_000, seed: int = 
         seconds=time.perf_counter() - began,
         stopped="walks",
     )
-    return Walks(exploration, walks, cut, len(seen), len(uses))
+    return Walks(exploration, walks, cut, len(seen), len(seen) >= MAX_SEEN_PAIRS, len(uses))
