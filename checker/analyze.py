@@ -31,6 +31,7 @@ from checker.diagnostics import Diagnostic, error
 from checker.findings import QUESTION_OF, FileReport, Finding, FindingKind, Status, unknown_concerns
 from checker.frontend import Loaded
 from checker.ir import ExpectKind, Program
+from checker.order import MAX_GATE_EDGES
 from checker.lower import MAX_RELEASES, MAX_VARIANTS
 
 
@@ -102,6 +103,8 @@ def find(program: Program, options: Options,
         except hb.TooWide as wide:
             complete = True
             found = _walked(program, options, _unknown(
+                f"the program is too wide to order: its collectives' members start together, which takes "
+                f"{wide.gates:,} orders (at most {MAX_GATE_EDGES:,})" if wide.gates else
                 f"the program is too wide to order: {wide.steps:,} steps on {wide.chains:,} threads and "
                 f"streams (at most {hb.MAX_CLOCK_ENTRIES:,} of the two multiplied)" if not wide.joins else
                 f"the program is too wide to order: its steps join {wide.joins:,} orders of others on "

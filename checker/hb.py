@@ -48,11 +48,12 @@ member's end of one collective call joins the same starts)."""
 
 class TooWide(Exception):
     """The program has too many steps on too many chains for vector clocks, or joins too
-    many clocks (`joins`: the clocks joined beyond each step's first)."""
+    many clocks (`joins`: the clocks joined beyond each step's first), or its groups that
+    start together would need too many edges (`gates`, `order.MAX_GATE_EDGES`)."""
 
-    def __init__(self, steps: int, chains: int, joins: int = 0):
-        super().__init__(steps, chains, joins)
-        self.steps, self.chains, self.joins = steps, chains, joins
+    def __init__(self, steps: int, chains: int, joins: int = 0, gates: int = 0):
+        super().__init__(steps, chains, joins, gates)
+        self.steps, self.chains, self.joins, self.gates = steps, chains, joins, gates
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,10 @@ def build(program: Program) -> HappensBefore:
 
 
 def _build(program: Program) -> HappensBefore:
-    graph = partial_order.build(program)
+    try:
+        graph = partial_order.build(program)
+    except partial_order.TooManyEdges as many:  # (a group of thousands that start together)
+        raise TooWide(many.steps, many.chains, gates=many.edges) from None
     if len(graph.steps) * graph.chain_count > MAX_CLOCK_ENTRIES:
         raise TooWide(len(graph.steps), graph.chain_count)
     predecessors = [list(dict.fromkeys(p)) for p in graph.predecessors()]

@@ -111,6 +111,20 @@ def build(program: Program, joint_starts: bool = False) -> PartialOrder:
     return _Builder(program, joint_starts).build()
 
 
+MAX_GATE_EDGES = 1_000_000
+"""Edges rule 8 may add: each member of a group that starts together waits for what every
+other member waits for, so a comm of 1,000 ranks takes a million (half a GB) and one of 5,000
+would take 25 million (all the memory)."""
+
+
+class TooManyEdges(Exception):
+    """Rule 8 would add more than MAX_GATE_EDGES edges."""
+
+    def __init__(self, steps: int, chains: int, edges: int):
+        super().__init__(steps, chains, edges)
+        self.steps, self.chains, self.edges = steps, chains, edges
+
+
 class _Builder:
     def __init__(self, program: Program, joint_starts: bool):
         self.program = program
@@ -196,7 +210,7 @@ class _Builder:
 
     def build(self) -> PartialOrder:
         program = self.program
-        chain_count = self.nodes()
+        chain_count = self.chain_count = self.nodes()
         last_record: dict[int, Statement] = {}
         legacy_of: dict[tuple, list[int]] = {}  # (device, process) -> its legacy streams
         for stream in program.streams:
@@ -329,6 +343,10 @@ class _Builder:
             for before, after, delay, kind in self.edges:
                 if after in firsts:
                     needs.setdefault(firsts[after], []).append((before, delay, kind))
+            added = sum(sum(m in gated for m in group.members) * sum(len(needs.get(m, ())) for m in group.members)
+                        for group in program.groups if group.complete)
+            if added > MAX_GATE_EDGES:
+                raise TooManyEdges(len(self.steps), self.chain_count, added)
             for group in program.groups:
                 if not group.complete:
                     self.never.update(self.node_of[key(StepKind.START, m)] for m in group.members if m in gated)

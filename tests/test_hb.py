@@ -371,6 +371,21 @@ def test_a_legacy_stream_beside_many_blocking_streams_is_ordered_with_linear_edg
     assert complete and not found
 
 
+def test_a_comm_of_too_many_ranks_that_start_together_is_walked_not_built(monkeypatch):
+    # rule 8 orders each member's start after what every other one waits for: n^2 edges
+    from checker import order as partial_order
+    from checker.analyze import check_loaded
+    from checker.optimize.model import Unsupported, program_model
+
+    text = ("device d[40]\nstream s[40] on d\nbuffer x[40] 1KiB on d\ncomm c = { s }\n"
+            "thread m[40] {\n  s[m]: allreduce c x[m]\n  s[m]: kernel k writes x[m]\n}\n")
+    assert check_loaded(load_text(text, "c.sched")).findings == ()
+    monkeypatch.setattr(partial_order, "MAX_GATE_EDGES", 40 * 39)
+    (unknown,) = check_loaded(load_text(text, "c.sched")).findings
+    assert unknown.kind is FindingKind.UNKNOWN and "members start together, which takes 1,600 orders" in unknown.message
+    assert isinstance(program_model(load_text(text, "c.sched").program), Unsupported)
+
+
 def test_a_program_too_wide_for_vector_clocks_is_unknown_not_clean(monkeypatch):
     from checker.analyze import Options, find
 

@@ -848,6 +848,7 @@ class Machine:
                 out.append(steps[_ISSUE][i])
         batch = self.batch
         met: dict[int, bool] = {}  # group index -> whether its members may end
+        ready: dict[int, bool] = {}  # group index -> whether its members may start (rule 8)
         for q in filter(None, state.queues):  # (skipping the empty ones in C: wide programs have thousands)
             head_batch = batch[q[0]]
             for k, h in enumerate(q):
@@ -865,11 +866,27 @@ class Machine:
                         if free:
                             out.append(steps[_END][h])
                 elif self.interval[h]:
-                    if self.first_step_blocker(state, h) is None:
+                    if self._may_begin(state, h, ready):
                         out.append(steps[_START][h])
-                elif self.first_step_blocker(state, h) is None:
+                elif self._may_begin(state, h, ready):
                     out.append(steps[_COMPLETE][h])
         return tuple(out)
+
+    def _may_begin(self, state: State, task: int, ready: dict[int, bool]) -> bool:
+        """`first_step_blocker(state, task) is None`, with rule 8's look at the other members
+        made once per group (`ready`, for one call of `enabled`): a group of a thousand
+        members looked at every member from every member."""
+        if self.own_blocker(state, task) is not None:
+            return False
+        if not self.gated[task]:
+            return True
+        group = self.group(state, task)
+        if group is None:
+            return True
+        can = ready.get(group.index)
+        if can is None:  # (the task itself can: the others decide, for every member alike)
+            can = ready[group.index] = self.peers_blocker(state, task) is None
+        return can
 
     # ------------------------------------------------------------------ effects
 

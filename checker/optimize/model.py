@@ -239,7 +239,11 @@ def program_model(program: Program) -> TimedModel | Unsupported:
     for group in program.groups:
         if not group.complete:
             return Unsupported("a collective misses a member and never completes: it deadlocks", deadlock=True)
-    order = partial_order.build(program, joint_starts=True)
+    try:
+        order = partial_order.build(program, joint_starts=True)
+    except partial_order.TooManyEdges as many:
+        return Unsupported(f"its collectives' members start together: {many.edges:,} orders to build, more than the "
+                           f"{partial_order.MAX_GATE_EDGES:,} the exact model takes")
     joint = {node: g for g, node in order.joint.items()}
     b = _Builder(program)
     for node, step in enumerate(order.steps):
