@@ -149,7 +149,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         return _across_threads(program, host, task) or (
             f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
             f"on an event recorded after the task)")
-    if a.stream == b.stream:
+    if a.stream == b.stream or a.batch is not None and a.batch == b.batch:
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
     for task, other in ((a, b), (b, a)):
@@ -169,6 +169,11 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             return (f"{_quoted(program, inside)} is inside the `group` that holds {_quoted(program, task)}: a group "
                     f"enqueues its calls when it ends, so the record comes before the call and waits for none of "
                     f"it; move the record after the group")
+    for task, other in ((a, b), (b, a)):
+        if _written_after_in_group(task, other):
+            return (f"{_quoted(program, other)} is written after {_quoted(program, task)} inside its `group`, but a "
+                    f"group enqueues its calls when it ends, so it comes first (and a `sync` inside the group "
+                    f"waits for none of the calls): move it after the group")
     for task in (b, a):
         stale = _stale_flag_wait(program, task)
         if stale is not None:
@@ -194,8 +199,19 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
                     "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
                     "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
-    help = (f"order them with an event: `record E` on `{stream(a)}` after the first, "
-            f"`wait E` on `{stream(b)}` before the second (or put both on one stream)")
+    # (a call in a `group` is enqueued when the group ends: the order goes around the group)
+    after = "after the `group` that holds the first" if a.batch is not None else "after the first"
+    before = "before the `group` that holds the second" if b.batch is not None else "before the second"
+    threads = program.threads
+    if a.thread != b.thread and (threads[a.thread].process or threads[b.thread].process):
+        return (f"they run in two processes, which share no events: order them with a signal, `{stream(a)}: notify "
+                f"N` {after} and `{stream(b)}: await N` {before} (a barrier of stream signals)")
+    help = (f"order them with an event: `record E` on `{stream(a)}` {after}, "
+            f"`wait E` on `{stream(b)}` {before} (or put both on one stream)")
+    if a.thread != b.thread and a.launch is None and b.launch is None:
+        help += (f"; they are enqueued by two threads, and a wait binds to the latest record enqueued before it: "
+                 f"have `{threads[a.thread].name}` set a notify after the record (`notify N`) and "
+                 f"`{threads[b.thread].name}` `await N` before the wait")
     member = a if a.group is not None else b
     if (a.group is None) != (b.group is None) and member.spins:
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
@@ -410,7 +426,8 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
         record = f"`{stream(after_other)}: record {event}` (line {after_other.span.line})"
         if after_other.thread == wait.thread and after_other.index > wait.index:
             return (f"{waits} is enqueued before {record} by the same thread, so it waits for nothing: "
-                    "a wait binds to the latest record enqueued before it. Enqueue the record first")
+                    f"a wait binds to the latest record enqueued before it. Enqueue the record, after the work it "
+                    f"marks, before the wait (move the wait, and what it orders, after line {after_other.span.line})")
         return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "
                 "the latest record enqueued before it. Enqueue the record first (have the waiting thread "
                 "`await` a notify set after it), or use a flag event (`event E flag`)")
@@ -466,6 +483,14 @@ def _records(program: Program) -> dict[int, list[Statement]]:
                 by_event.setdefault(statement.event, []).append(statement)
         known = _RECORDS[id(program)] = (program, by_event)
     return known[1]
+
+
+def _written_after_in_group(call: Statement, other: Statement) -> bool:
+    """`other` is written after a group's call in the group (so enqueued before the call, by
+    the same thread in the same round of any loop around the group)."""
+    return (call.batch is not None and other.thread == call.thread and other.index < call.index
+            and other.batch is None and other.bindings == call.bindings
+            and (other.span.line, other.span.column) > (call.span.line, call.span.column))
 
 
 def _record_inside_group(program: Program, task: Statement, other: Statement) -> Statement | None:

@@ -629,7 +629,11 @@ thread main {
 """)
     assert helps == ["`a: wait ready` (line 7) is enqueued before `b: record ready` (line 10) by the same thread, "
                      "so it waits for nothing: a wait binds to the latest record enqueued before it. Enqueue the "
-                     "record first"]
+                     "record, after the work it marks, before the wait (move the wait, and what it orders, after "
+                     "line 10)"]
+    fixed = ("device d { compute 2 }\nbuffer kv 1MiB on d\nstream a on d\nstream b on d\nevent ready\nthread main {\n"
+             "  b: kernel produce writes kv 2ms\n  b: record ready\n  a: wait ready\n  a: kernel consume reads kv 1ms\n}\n")
+    assert _race_helps(fixed) == []
 
 
 def test_race_help_moves_a_wait_that_comes_after_the_access_it_should_order():
@@ -791,6 +795,85 @@ thread r1 {
                          "a group enqueues its calls when it ends, so the record comes before the call and waits for "
                          "none of it; move the record after the group")
     assert check(spec.replace("    s[0]: record e\n  }\n", "  }\n  s[0]: record e\n")).findings == ()
+
+
+SYNC_IN_GROUP = """device gpu[2] { runtime cuda }
+buffer g[2] 1MiB on gpu
+buffer h[2] 1MiB on host pinned
+stream nc[2] on gpu
+stream cp[2] on gpu
+comm w = { nc }
+thread r[2] {
+  group {
+    nc[r]: allreduce w g[r] 1ms
+    sync nc[r]
+    cp[r]: copy h[r] <- g[r] 1ms
+  }
+  sync gpu[r]
+}
+"""
+
+
+def test_race_help_moves_work_written_after_a_call_in_its_group_after_the_group():
+    helps = set(_race_helps(SYNC_IN_GROUP))  # (one finding for both ranks, named by one)
+    assert len(helps) == 1 and helps < {f"`cp[{r}]: copy h[r] <- g[r]` (line 11) is written after `nc[{r}]: allreduce w` (line 9) inside "
+                     "its `group`, but a group enqueues its calls when it ends, so it comes first (and a `sync` inside "
+                     "the group waits for none of the calls): move it after the group" for r in (0, 1)}
+    moved = SYNC_IN_GROUP.replace("    sync nc[r]\n    cp[r]: copy h[r] <- g[r] 1ms\n  }\n",
+                                  "  }\n  sync nc[r]\n  cp[r]: copy h[r] <- g[r] 1ms\n")
+    assert check(moved).findings == ()
+
+
+def test_race_help_records_after_the_group_that_holds_the_first_call():
+    spec = """device gpu[2] { runtime cuda }
+buffer g[2] 1MiB on gpu
+buffer o 1MiB on gpu[0]
+stream nc[2] on gpu
+stream comp on gpu[0]
+comm w = { nc }
+event e
+thread t {
+  group {
+    nc[0]: allreduce w g[0] 1ms
+    nc[1]: allreduce w g[1] 1ms
+  }
+  comp: kernel use reads g[0] writes o 1ms
+  sync all
+}
+"""
+    (help,) = _race_helps(spec)
+    assert help.startswith("order them with an event: `record E` on `nc[0]` after the `group` that holds the first, "
+                           "`wait E` on `comp` before the second")
+    assert check(spec.replace("  }\n  comp:", "  }\n  nc[0]: record e\n  comp: wait e\n  comp:")).findings == ()
+
+
+def test_race_help_across_threads_hands_the_record_over_and_across_processes_signals():
+    spec = """device gpu0 { runtime cuda }
+buffer d 1KiB on gpu0
+stream s1 on gpu0
+stream s2 on gpu0
+event e
+notify n
+thread a {
+  s1: kernel k1 writes d
+}
+thread b {
+  s2: kernel k2 writes d
+}
+"""
+    (help,) = _race_helps(spec)
+    assert help.endswith("; they are enqueued by two threads, and a wait binds to the latest record enqueued before "
+                         "it: have `a` set a notify after the record (`notify N`) and `b` `await N` before the wait")
+    fixed = spec.replace("writes d\n}\nthread b {\n", "writes d\n  s1: record e\n  notify n\n}\nthread b {\n"
+                         "  await n\n  s2: wait e\n")
+    assert check(fixed).findings == ()
+    processes = spec.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")
+    assert _race_helps(processes) == ["they run in two processes, which share no events: order them with a signal, "
+                                      "`s1: notify N` after the first and `s2: await N` before the second (a barrier "
+                                      "of stream signals)"]
+    signalled = processes.replace("k1 writes d\n", "k1 writes d\n  s1: notify n\n").replace(
+        "  s2: kernel", "  s2: await n\n  s2: kernel")
+    assert _race_helps(signalled) == []
 
 
 FLAG_LOOP = """device npu { }
