@@ -155,6 +155,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     for task, other in ((a, b), (b, a)):
         # A host `memcpy`/`memset`: its task runs on the device's default stream (`gpu0.default`).
         if task.form.startswith(("memcpy", "memset")) and "." in stream(task) and "." not in stream(other):
+            if not task.blocking and task.thread != other.thread:  # (another thread's work uses the memory)
+                return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`) and "
+                        f"returns before it is done, and `{program.threads[other.thread].name}` enqueues "
+                        f"{_quoted(program, other)}: have `{program.threads[task.thread].name}` wait for the call "
+                        f"(`sync {stream(task)}`) and then hand over (`notify N`, with `await N` before the other "
+                        f"thread's use)")
             if task.index < other.index and not task.blocking:  # (the call returned before its task was done)
                 return (f"{_where(program, task)} runs on the device's default stream (`{stream(task)}`) and "
                         f"returns before it is done: wait for that stream before `{stream(other)}` uses the "

@@ -797,6 +797,27 @@ thread r1 {
     assert check(spec.replace("    s[0]: record e\n  }\n", "  }\n  s[0]: record e\n")).findings == ()
 
 
+def test_race_help_for_a_memset_another_thread_uses_syncs_then_hands_over():
+    spec = """device gpu { runtime cuda }
+buffer pad 4KiB on gpu
+stream s on gpu nonblocking
+notify n
+thread a {
+  memset pad
+}
+thread b {
+  s: kernel put writes pad
+}
+"""
+    (help,) = _race_helps(spec)
+    assert help.endswith("returns before it is done, and `b` enqueues `s: kernel put` (line 9): have `a` wait for the "
+                         "call (`sync gpu.default`) and then hand over (`notify N`, with `await N` before the other "
+                         "thread's use)")
+    fixed = spec.replace("  memset pad\n", "  memset pad\n  sync gpu.default\n  notify n\n").replace(
+        "  s: kernel", "  await n\n  s: kernel")
+    assert check(fixed).findings == ()
+
+
 SYNC_IN_GROUP = """device gpu[2] { runtime cuda }
 buffer g[2] 1MiB on gpu
 buffer h[2] 1MiB on host pinned
