@@ -13,7 +13,7 @@ the exhaustive search forms (`met_mismatch`) instead of here.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 
 from checker.findings import Finding, FindingKind
@@ -128,7 +128,35 @@ _ADVISORY = (" (NCCL and HCCL need it; the spec language lets such calls meet, s
              "fail `check` unless the spec says `expect no mismatch`)")
 
 
-def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) -> Finding | None:
+def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | None:
+    """Which member to change, for a mismatch at position k of calls each member issues in
+    its own order (`rows`): one that issues the first member's call later (a swapped order),
+    or one that issues no such call at all."""
+    def signature(s: Statement) -> tuple:
+        return (s.op, _size(program, s), s.root)
+
+    at_k = [row[k] for row in rows if k < len(row)]
+    counts = Counter(signature(s) for s in at_k)
+    reference = max(at_k, key=lambda s: counts[signature(s)])  # (the first of the commonest: the odd one out differs)
+    name = lambda s: f"`{program.streams[s.stream].written}`"  # noqa: E731
+    for row in rows:
+        if k >= len(row) or signature(row[k]) == signature(reference):
+            continue
+        other = next((s for s in row[k + 1:] + row[:k][::-1] if signature(s) == signature(reference)), None)
+        if other is not None:
+            when = "later" if other.index > row[k].index else "earlier"
+            return (f"{name(other)} issues the call that matches {name(reference)}'s (line {reference.span.line}) "
+                    f"{when}, at line {other.span.line}, and {_label(program, row[k])} (line {row[k].span.line}) "
+                    "here: issue the collectives in the same order on every member")
+        return (f"{name(row[k])} issues {_label(program, row[k])} (line {row[k].span.line}) where "
+                f"{name(reference)} issues {_label(program, reference)} (line {reference.span.line}), and none like "
+                f"it anywhere else: every member of a comm must issue the same collectives, with the same sizes and roots, "
+                f"in the same order")
+    return None
+
+
+def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
+                    rows: list[list[Statement]] | None = None) -> Finding | None:
     """The calls at position k of a comm's member streams, if they disagree."""
     kinds = {s.op for s in at_k}
     matched = [s for s in at_k if not s.operation.pairwise]
@@ -144,8 +172,9 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement]) 
         FindingKind.COLLECTIVE_MISMATCH,
         f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
         tuple(s.index for s in at_k),
-        help="every member of a comm must issue the same collectives, with the same sizes and roots, in the same order"
-             + (_ADVISORY if advisory else ""),
+        help=((rows is not None and len(rows[0]) > k and _order_help(program, rows, k))
+              or "every member of a comm must issue the same collectives, with the same sizes and roots, in the "
+                 "same order") + (_ADVISORY if advisory else ""),
         advisory=advisory,
         detail={"differ": differ},
     )
@@ -219,7 +248,7 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
             continue
         rows = [sequences.get((comm.index, m), []) for m in comm.members]
         for k in range(max((len(r) for r in rows), default=0)):
-            found = _calls_mismatch(program, comm.index, k, [r[k] for r in rows if k < len(r)])
+            found = _calls_mismatch(program, comm.index, k, [r[k] for r in rows if k < len(r)], rows)
             if found is not None:
                 findings.append(found)
     for group in program.groups:

@@ -62,6 +62,19 @@ def test_disagreeing_calls_are_sp202(rank0, rank1, words):
         assert word in finding.message
 
 
+def test_mismatch_help_names_a_swapped_order_and_the_odd_call_out():
+    _, found = _mismatches("c0: allgather world b0 <- a0\n  c0: allreduce world b0",
+                           "c1: allreduce world b1\n  c1: allgather world b1 <- a1")
+    assert [f.help for f in found] == [
+        "`c1` issues the call that matches `c0`'s (line 11) later, at line 16, and allreduce of 2097152 bytes "
+        "(line 15) here: issue the collectives in the same order on every member",
+        "`c1` issues the call that matches `c0`'s (line 12) earlier, at line 15, and allgather of 1048576 bytes "
+        "(line 16) here: issue the collectives in the same order on every member"]
+    _, (odd,) = _mismatches("c0: broadcast world root c0 a0", "c1: broadcast world root c1 a1")
+    assert odd.help.startswith("`c1` issues broadcast of 1048576 bytes rooted at `c1` (line 14) where `c0` issues "
+                               "broadcast of 1048576 bytes rooted at `c0` (line 11), and none like it anywhere else")
+
+
 def test_a_mismatch_fails_check_and_names_both_lines():
     loaded = load_text(HEADER + "thread r0 {\n  c0: allgather world b0 <- a0\n}\n"
                                 "thread r1 {\n  c1: allreduce world a1\n}\n")
