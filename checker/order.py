@@ -111,10 +111,10 @@ def build(program: Program, joint_starts: bool = False) -> PartialOrder:
     return _Builder(program, joint_starts).build()
 
 
-MAX_GATE_EDGES = 1_000_000
+MAX_GATE_EDGES = 4_000_000
 """Edges rule 8 may add: each member of a group that starts together waits for what every
-other member waits for, so a comm of 1,000 ranks takes a million (half a GB) and one of 5,000
-would take 25 million (all the memory)."""
+other member waits for, so a comm of 2,000 ranks takes 4 million (1.5 GB in all, decided in
+11 s) and one of 5,000 would take 25 million (all the memory)."""
 
 
 class TooManyEdges(Exception):
