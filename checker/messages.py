@@ -542,8 +542,10 @@ def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:
         # that no earlier wait took, a reset after the waits does not clear.
         before = [program.statements[j].op for j in window if j < wait.index
                   and program.statements[j].event == wait.event and program.statements[j].sync is None]
-        last = len(before) - 1 - before[::-1].index(Op.RECORD) if Op.RECORD in before else 0
-        return wait if Op.WAIT in before[:last] and before[:last].count(Op.RECORD) else None
+        if Op.RECORD not in before:
+            return None
+        first, last = before.index(Op.RECORD), len(before) - 1 - before[::-1].index(Op.RECORD)
+        return wait if Op.WAIT in before[first + 1:last] else None  # (a record, a wait that took it, a record)
     return None
 
 
