@@ -130,8 +130,8 @@ _ADVISORY = (" (NCCL and HCCL need it; the spec language lets such calls meet, s
 
 def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | None:
     """Which member to change, for a mismatch at position k of calls each member issues in
-    its own order (`rows`): one that issues the first member's call later (a swapped order),
-    or one that issues no such call at all."""
+    its own order (`rows`): against the commonest call at k, one that issues it at another
+    position (a swapped order), or one that issues no such call at all."""
     def signature(s: Statement) -> tuple:
         return (s.op, _size(program, s), s.root)
 
@@ -172,7 +172,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
         FindingKind.COLLECTIVE_MISMATCH,
         f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
         tuple(s.index for s in at_k),
-        help=((rows is not None and len(rows[0]) > k and _order_help(program, rows, k))
+        help=((rows is not None and _order_help(program, rows, k))
               or "every member of a comm must issue the same collectives, with the same sizes and roots, in the "
                  "same order") + (_ADVISORY if advisory else ""),
         advisory=advisory,
