@@ -557,7 +557,14 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     if double:
         message = f"{_where(program, use)} frees `{memory.name}` again: {_where(program, free)} frees it too"
         help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
-        if free.launch is not None and use.launch != free.launch:  # (a graph frees it at every launch)
+        if free.launch is not None and use.launch != free.launch and use.span == free.span:
+            # (one free node, two launches: it ran before its own launch's alloc node)
+            names = _Launches(program)
+            help = (f"graph `{names.graph(free)}` frees `{memory.name}` at every launch (line {free.span.line}), and "
+                    f"this free node can run before its launch's own alloc, freeing again what the last launch "
+                    f"freed: order the free node after the graph's alloc and uses of `{memory.name}` (capture it "
+                    f"on the stream that uses it last, or `record E` there and `wait E` before it)")
+        elif free.launch is not None and use.launch != free.launch:  # (a graph frees it at every launch)
             names = _Launches(program)
             help = (f"`launch {names.graph(free)}` (line {names.launch(free).span.line}) already frees "
                     f"`{memory.name}` at every launch (line {free.span.line}): drop one of the two frees "

@@ -866,6 +866,19 @@ def test_freeing_outside_what_the_graph_frees_is_a_double_free_with_help_on_whic
     assert fixed["status"] == "clean", fixed
 
 
+def test_a_free_node_that_can_run_before_its_launch_s_alloc_gets_help_to_order_it(run, tmp_path):
+    # the free node follows the begin stream only: one launch's free can come before its own alloc
+    text = (MEMORY + "graph g {\n  s1: kernel p writes a\n  s2: wait_stream s1\n  s2: alloc c\n"
+            "  s2: kernel k writes c\n  s1: free c\n  s1: wait_stream s2\n}\n"
+            "thread t {\n  for i in 0..2 {\n    x: launch g\n  }\n  sync x\n}\n")
+    _, file = check_json(run, tmp_path, text)
+    double = [f for f in file["findings"] if f["kind"] == "use-after-free" and "again" in f["message"]]
+    assert double and double[0]["help"].startswith("graph `g` frees `c` at every launch (line 17), and this free "
+                                                   "node can run before its launch's own alloc")
+    _, fixed = check_json(run, tmp_path, text.replace("  s1: free c\n", "  s2: free c\n"))
+    assert fixed["status"] == "clean", fixed
+
+
 def test_a_relaunch_refused_in_one_choose_branch_says_which(run, tmp_path):
     text = (MEMORY + "buffer other 1KiB on gpu\ngraph g {\n  s1: alloc c\n  s1: kernel k writes c\n}\n"
             "thread t {\n  x: launch g\n  choose { x: free c } or { x: kernel l writes other }\n  x: launch g\n"
