@@ -14,7 +14,7 @@ from bisect import bisect_left
 from fractions import Fraction
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import NS_PER_MS, Memory, Op, Program, Statement, conflicting
+from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Statement, conflicting
 from checker.witness import StepKind, Witness
 
 
@@ -740,7 +740,40 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                 return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, comes "
                         f"after {_quoted(program, call)} on its thread, which is stuck too: set "
                         f"`{program.notifies[s.notify].name}` before that call{also}")
+    blocked = _member_behind_a_call(program, statements, held)
+    if blocked is not None:
+        return blocked
+    for s in meets:
+        group = program.groups[s.group]
+        if group.kind is GroupKind.COLLECTIVE and not group.complete:
+            comm = program.comms[group.comm]
+            present = {program.statements[m].rank_stream for m in group.members}
+            missing = [program.streams[m].written for m in comm.members if m not in present]
+            if missing:
+                return (f"{_quoted(program, s)} is call {group.position + 1} of comm `{comm.name}` on its member, and "
+                        f"{', '.join(f'`{m}`' for m in missing)} never issue{'s' if len(missing) == 1 else ''} a call "
+                        f"{group.position + 1}: every member must issue the same collectives (a collective one rank "
+                        "skips, under a condition or in a loop of another count, hangs the others)")
     return "every wait, await, sync and collective needs a partner that can still arrive"
+
+
+def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[Statement]) -> str | None:
+    """A stuck collective whose partner a blocking call holds back: the call's thread issues
+    the partner only after the call, and the call waits (for the device, or a stream) on
+    work that the collective holds up."""
+    groups = {s.group: s for s in stuck if s.group is not None}
+    for call in held:
+        thread = program.threads[call.thread].statements
+        at = bisect_left(thread, call.index)
+        for i in thread[at + 1:at + 1 + STALE_SCAN]:
+            partner = program.statements[i]
+            waiting = groups.get(partner.group) if partner.group is not None else None
+            if waiting is not None and waiting.index != partner.index:
+                return (f"{_quoted(program, call)} blocks `{program.threads[call.thread].name}` before it issues "
+                        f"{_quoted(program, partner)}, the partner {_quoted(program, waiting)} waits for, while "
+                        f"the call waits for work behind that collective: issue the collective before the call, "
+                        f"or make the call wait for less (sync the streams it needs, not the device)")
+    return None
 
 
 CROSSED_GROUPS = 200

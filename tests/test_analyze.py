@@ -965,6 +965,50 @@ thread t {{
             .findings == ()
 
 
+def test_deadlock_help_names_the_member_that_skips_a_collective():
+    spec = """device gpu[2] { runtime cuda }
+buffer x[2] 1MiB on gpu
+stream s[2] on gpu
+comm world = { s }
+thread r[2] {
+  s[r]: allreduce world x[r]
+  if r == 1 {
+    s[r]: broadcast world root s[1] x[r]
+  }
+  sync s[r]
+}
+"""
+    (finding,) = [f for f in check(spec).findings if f.kind is FindingKind.DEADLOCK]
+    assert finding.help.startswith("`s[1]: broadcast world` (line 8) is call 2 of comm `world` on its member, and "
+                                   "`s[0]` never issues a call 2")
+    assert check(spec.replace("  if r == 1 {\n", "  if r < 2 {\n")).findings == ()
+
+
+def test_deadlock_help_names_a_blocking_call_that_holds_back_a_collective_s_partner():
+    spec = """device gpu[2] { runtime cuda }
+buffer x[2] 1MiB on gpu
+buffer staging 1MiB on host pinned
+stream s[2] on gpu
+comm world = { s }
+thread t0 {
+  s[0]: allreduce world x[0]
+  sync s[0]
+}
+thread t1 {
+  free staging
+  s[1]: allreduce world x[1]
+  sync s[1]
+}
+"""
+    (finding,) = [f for f in check(spec).findings if f.kind is FindingKind.DEADLOCK]
+    assert finding.help.startswith("`free staging (cudaFreeHost synchronizes every device)` (line 11) blocks `t1` "
+                                   "before it issues `s[1]: allreduce world` (line 12), the partner `s[0]: allreduce "
+                                   "world` (line 7) waits for")
+    fixed = spec.replace("  free staging\n  s[1]: allreduce world x[1]\n  sync s[1]\n",
+                         "  s[1]: allreduce world x[1]\n  sync s[1]\n  free staging\n")
+    assert [f.kind for f in check(fixed).findings if f.kind is FindingKind.DEADLOCK] == []
+
+
 def test_deadlock_help_for_a_notify_behind_freeing_pinned_memory_offers_no_stream_free():
     # cudaFreeAsync cannot free cudaMallocHost memory: the one fix is to set the notify first
     spec = """device gpu0 { compute 2 runtime cuda }
