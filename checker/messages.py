@@ -492,8 +492,9 @@ def _records(program: Program) -> dict[int, list[Statement]]:
 
 
 def _written_after_in_group(call: Statement, other: Statement) -> bool:
-    """`other` is written after a group's call in the group (so enqueued before the call, by
-    the same thread in the same round of any loop around the group)."""
+    """`other` is written after a group's call in the group: enqueued before the call by the
+    same thread, yet written after it (work after the group comes after its calls, but for
+    that of an earlier round of a loop around the group: other `bindings`)."""
     return (call.batch is not None and other.thread == call.thread and other.index < call.index
             and other.batch is None and other.bindings == call.bindings
             and (other.span.line, other.span.column) > (call.span.line, call.span.column))
@@ -501,21 +502,19 @@ def _written_after_in_group(call: Statement, other: Statement) -> bool:
 
 def _record_inside_group(program: Program, task: Statement, other: Statement) -> Statement | None:
     """A record written after a group's call on its stream, inside the group (so enqueued
-    before the call), of an event that `other`'s stream waits on before `other`. A record
-    enqueued before the call but written after it is inside the group: work after the group
-    comes after its calls, but for that of an earlier round of a loop (other `bindings`)."""
+    before the call: `_written_after_in_group`), of an event that `other`'s stream waits on
+    before `other`."""
     if task.batch is None or task.stream is None or other.stream is None:
         return None
     thread = program.threads[task.thread].statements
     end = bisect_left(thread, task.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
         record = program.statements[i]
-        if (record.span.line, record.span.column) < (task.span.line, task.span.column) \
-                or record.bindings != task.bindings:
-            continue  # (written before the call, or of another round of a loop around the group)
+        if record.op is not Op.RECORD or record.stream != task.stream or record.event is None \
+                or not _written_after_in_group(task, record):
+            continue
         later = program.statements[record.index + 1:min(other.index, record.index + 1 + 20 * STALE_SCAN)]
-        if record.op is Op.RECORD and record.stream == task.stream and record.event is not None and any(
-                w.op is Op.WAIT and w.stream == other.stream and w.event == record.event for w in later):
+        if any(w.op is Op.WAIT and w.stream == other.stream and w.event == record.event for w in later):
             return record
     return None
 
