@@ -644,13 +644,20 @@ class Machine:
                     )
         return None
 
-    def first_step_blocker(self, state, task: int) -> Blocked | None:
+    def first_step_blocker(self, state, task: int, peers: dict | None = None) -> Blocked | None:
         """Why the task cannot take its first step, `start` or `complete` (None: it can): its
         own conditions, and for a member that does not spin, every member of its group can
-        start or has started (rule 8: they start together)."""
+        start or has started (rule 8: they start together). `peers` keeps the latter per
+        group for one state (`enabled`): it is the same for every member that can start by
+        its own conditions, and a group of a thousand looked at every member from every one."""
         why = self.own_blocker(state, task)
         if why is None and self.gated[task]:
-            return self.peers_blocker(state, task)
+            group = self.group(state, task) if peers is not None else None
+            if group is None:
+                return self.peers_blocker(state, task)
+            if group.index not in peers:
+                peers[group.index] = self.peers_blocker(state, task)
+            return peers[group.index]
         return why
 
     def peers_blocker(self, state, task: int) -> Blocked | None:
@@ -848,7 +855,7 @@ class Machine:
                 out.append(steps[_ISSUE][i])
         batch = self.batch
         met: dict[int, bool] = {}  # group index -> whether its members may end
-        ready: dict[int, bool] = {}  # group index -> whether its members may start (rule 8)
+        peers: dict[int, Blocked | None] = {}  # group index -> why its members may not start (rule 8)
         for q in filter(None, state.queues):  # (skipping the empty ones in C: wide programs have thousands)
             head_batch = batch[q[0]]
             for k, h in enumerate(q):
@@ -866,27 +873,11 @@ class Machine:
                         if free:
                             out.append(steps[_END][h])
                 elif self.interval[h]:
-                    if self._may_begin(state, h, ready):
+                    if self.first_step_blocker(state, h, peers) is None:
                         out.append(steps[_START][h])
-                elif self._may_begin(state, h, ready):
+                elif self.first_step_blocker(state, h, peers) is None:
                     out.append(steps[_COMPLETE][h])
         return tuple(out)
-
-    def _may_begin(self, state: State, task: int, ready: dict[int, bool]) -> bool:
-        """`first_step_blocker(state, task) is None`, with rule 8's look at the other members
-        made once per group (`ready`, for one call of `enabled`): a group of a thousand
-        members looked at every member from every member."""
-        if self.own_blocker(state, task) is not None:
-            return False
-        if not self.gated[task]:
-            return True
-        group = self.group(state, task)
-        if group is None:
-            return True
-        can = ready.get(group.index)
-        if can is None:  # (the task itself can: the others decide, for every member alike)
-            can = ready[group.index] = self.peers_blocker(state, task) is None
-        return can
 
     # ------------------------------------------------------------------ effects
 
