@@ -1935,14 +1935,17 @@ class _Lowerer:
             self.stream_sets.append(self.emit(node, part=3 + device, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE,
                                               target=device, form=form, bindings=bindings))
 
+    def said_at(self, code: Code, span) -> bool:
+        """Whether `code` was said at `span` already: once per line, however often a loop runs it."""
+        return any(w.code is code and w.primary_span == span for w in self.warnings)
+
     def lifetimes(self, access_ref: ast.AccessRef, region: _Region) -> tuple[Access, ...]:
         """`alloc`/`free` of a whole buffer, or of every element of a whole array."""
         if region.array:
             return tuple(Access(m, 0, self.memories[m].size, True, access_ref.span, self.memories[m].name)
                          for m in region.memories)
         memory = self.memories[region.memories[0]]
-        if (region.start != 0 or region.end != memory.size) and not any(
-                w.code is Code.SP053 and w.primary_span == access_ref.span for w in self.warnings):
+        if (region.start != 0 or region.end != memory.size) and not self.said_at(Code.SP053, access_ref.span):
             # The contract: `alloc` starts and `free` ends a buffer's lifetime, and a free
             # writes the whole buffer, whatever range it names.
             self.warnings.append(warning(
@@ -2589,8 +2592,8 @@ class _Lowerer:
         """SP068: `cudaMallocAsync` and `cudaFreeAsync` (and a graph's memory nodes) allocate and
         free device memory only; host memory comes from `cudaMallocHost` or `malloc` on the host.
         The spec is checked as written: a lifetime that its stream orders."""
-        if any(w.code is Code.SP068 and w.primary_span == node.span for w in self.warnings):
-            return  # (once per line, however often a loop runs it)
+        if self.said_at(Code.SP068, node.span):
+            return
         memory = self.memories[region.memories[0]]
         call, host = ("cudaFreeAsync", "free") if free else ("cudaMallocAsync", "alloc")
         kind = "pinned" if memory.pinned else "pageable"
