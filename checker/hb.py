@@ -241,6 +241,10 @@ class _Run:
         self.statements: list[Statement] = []
 
 
+SAME_ITERATION_SCAN = 64
+"""Statements of a run `_races` looks through for the partner of an access's own iteration."""
+
+
 def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline: float | None = None) -> bool:
     program = order.program
     graph = order.graph
@@ -276,10 +280,23 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
         key = (min(other.origin, s.origin), max(other.origin, s.origin))
         group = pairs.setdefault(key, {})
         if buffer in group:
-            group[buffer][0] += count
+            entry = group[buffer]
+            entry[0] += count
+            if entry[1].bindings != entry[2].bindings and other.bindings == s.bindings:
+                # (shown first: a pair of one loop iteration, whose cause is within the iteration,
+                # rather than one across iterations, which may race only through what the first does)
+                entry[1], entry[2], entry[3] = other, s, memory
         else:
             group[buffer] = [count, other, s, memory, {}]
         group[buffer][4][program.memories[memory].name] = None
+
+    def partner(run: _Run, s: Statement, first: int) -> Statement:
+        """The run's statement to show with s: one of s's loop iteration among the last
+        SAME_ITERATION_SCAN counted, else the run's last."""
+        for other in reversed(run.statements[max(first, len(run.statements) - SAME_ITERATION_SCAN):]):
+            if other.bindings == s.bindings:
+                return other
+        return run.statements[-1]
 
     def by_memory(s: Statement) -> dict[int, list]:
         grouped: dict[int, list] = {}
@@ -312,8 +329,8 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
                                                          for b in run.by_memory[memory]):
                             continue
                         counted.add(id(run))
-                        record(run.statements[-1], s, memory,
-                               len(run.positions) - bisect_right(run.positions, seen_position))
+                        first = bisect_right(run.positions, seen_position)
+                        record(partner(run, s, first), s, memory, len(run.positions) - first)
                     if scanned > budget or (deadline is not None and time.monotonic() > deadline):
                         return False
         return True

@@ -13,6 +13,8 @@ import re
 from bisect import bisect_left
 from fractions import Fraction
 
+import networkx
+
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Statement, conflicting
 from checker.witness import StepKind, Witness
@@ -38,7 +40,8 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     if len(memory.owners) > 1 or len(memory.tensors) > 1:  # (a block that several tensors had)
         held = memory.tensors if len(memory.tensors) > 1 else memory.owners
         name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)"
-        help = _block_help(program, a, b, memory)
+        if not _one_lifetime(program, a, b, memory):
+            help = _block_help(program, a, b, memory)
     elif memory.comm is not None:
         comm = program.comms[memory.comm]
         rank = comm.in_flight.index(memory.index)
@@ -54,6 +57,15 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
         elements=elements if len(elements) > 1 else (),
     )
+
+
+def _one_lifetime(program: Program, a: Statement, b: Statement, memory: Memory) -> bool:
+    """Two uses of a block by one thread, with no alloc or free of it enqueued between them:
+    they race as any two uses of one buffer do, whatever the block held before or after."""
+    if a.thread != b.thread or a.index > b.index or b.index - a.index > 20 * STALE_SCAN:
+        return False
+    return not any(s.op in (Op.ALLOC, Op.FREE) and memory.index in s.lifetime_memories
+                   for s in program.statements[a.index + 1:b.index])
 
 
 def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) -> str:
@@ -206,8 +218,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
                     "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
     # (a call in a `group` is enqueued when the group ends: the order goes around the group)
-    after = "after the `group` that holds the first" if a.batch is not None else "after the first"
-    before = "before the `group` that holds the second" if b.batch is not None else "before the second"
+    first, second, which = a, b, ("the first", "the second")
+    if _handed_off(program, b, a) and not _handed_off(program, a, b):
+        first, second, which = b, a, (_quoted(program, b), _quoted(program, a))
+    after = f"after the `group` that holds {which[0]}" if first.batch is not None else f"after {which[0]}"
+    before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
+    a, b = first, second
     threads = program.threads
     if a.thread != b.thread and (threads[a.thread].process or threads[b.thread].process):
         return (f"they run in two processes, which share no events: order them with a signal, `{stream(a)}: notify "
@@ -223,6 +239,35 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _handed_off(program: Program, first: Statement, second: Statement) -> bool:
+    """`second`'s thread awaits, before `second`, a notify that `first`'s thread can only have
+    set after enqueueing `first` (counting each notify's sets and awaits in order, as a
+    hand-off back and forth between two threads uses them): `first` is enqueued first, so an
+    order between the two can only go from `first` to `second`."""
+    if first.thread == second.thread:
+        return False
+    statements = program.statements
+    set_before: dict[int, int] = {}  # notify -> how many times `first`'s thread sets it before `first`
+    set_after: set[int] = set()
+    for i in program.threads[first.thread].statements:
+        st = statements[i]
+        if st.op is Op.NOTIFY and st.stream is None and st.notify is not None:
+            if i < first.index:
+                set_before[st.notify] = set_before.get(st.notify, 0) + 1
+            else:
+                set_after.add(st.notify)
+    awaited: dict[int, int] = {}
+    for i in program.threads[second.thread].statements:
+        st = statements[i]
+        if i >= second.index:
+            break
+        if st.op is Op.AWAIT and st.stream is None and st.notify in set_after:
+            k = awaited[st.notify] = awaited.get(st.notify, 0) + 1
+            if k > set_before.get(st.notify, 0):
+                return True
+    return False
 
 
 def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
@@ -469,7 +514,9 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
         if program.events[wait.event].flag or not _meant_for(wait, task, other, bound):
             return None
         for record in _records(program).get(wait.event, ()):
-            if record.stream == other.stream and (record.thread != wait.thread or record.index > wait.index):
+            if record.stream == other.stream and (record.thread != wait.thread or record.index > wait.index) \
+                    and not (record.thread == other.thread and record.index < other.index):
+                # (a record `other`'s thread enqueued before `other` on its stream orders nothing after it)
                 return wait, record
         return None
     return None
@@ -713,23 +760,29 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                     "that its stream queues behind another send or recv: launch a rank's sends and recvs "
                     "together (`group { ... }`, as ncclGroupStart/End do), or reverse the order on one side "
                     "(even ranks send first, odd ranks receive first)")
-        return ("the members of a comm reach their collectives in different orders, so each waits for a "
-                "partner queued behind another collective: issue the collectives in the same order on "
-                "every member")
+        queued = ("behind another collective on its stream or its device's hardware queue (`queues N`)"
+                  if any(program.streams[s.stream].queue is not None for s in meets)
+                  else "behind another collective")
+        return (f"the members of a comm reach their collectives in different orders, so each waits for a "
+                f"partner queued {queued}: issue the collectives in the same order on every member")
     held = [s for s in statements if s.stream is None or s.blocking]  # at most one per thread
-    later: dict[int, dict[int, Statement]] = {}  # per held call: the notifies its thread sets after it
+    later: dict[int, dict[int, list[Statement]]] = {}  # per held call: the notifies its thread sets after it
     for call in held:
         thread = program.threads[call.thread].statements
         at = bisect_left(thread, call.index)
         for i in thread[at + 1:at + 1 + STALE_SCAN]:
             t = program.statements[i]
             if t.op is Op.NOTIFY and t.notify is not None:
-                later.setdefault(call.index, {}).setdefault(t.notify, t)
+                later.setdefault(call.index, {}).setdefault(t.notify, []).append(t)
     for s in statements:
         if s.op is not Op.AWAIT or s.notify is None:
             continue
         for call in held:
-            setter = later.get(call.index, {}).get(s.notify)
+            if call.index == s.index:
+                continue  # (the await itself: what holds it is the question, not the answer)
+            # (a notify queued behind the await on its own stream can never release it)
+            setter = next((t for t in later.get(call.index, {}).get(s.notify, ())
+                           if s.stream is None or t.stream != s.stream), None)
             if setter is not None:
                 # (cudaFreeAsync frees device memory only: not the pinned memory of cudaFreeHost)
                 freeing = call.stream is None and (call.op is Op.FREE or call.form.startswith("free ")) \
@@ -744,6 +797,16 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
         return blocked
     for s in meets:
         group = program.groups[s.group]
+        if group.kind is GroupKind.SENDRECV and not group.complete and s.peer is not None:
+            comm = program.comms[group.comm]
+            here, peer = program.streams[s.rank_stream].written, program.streams[s.peer].written
+            send = s.op is Op.SEND
+            partner = f"recv {comm.name} from {here}" if send else f"send {comm.name} to {here}"
+            return (f"{_quoted(program, s)} is {'send' if send else 'recv'} {group.position + 1} "
+                    f"{'from' if send else 'on'} `{here}` {'to' if send else 'from'} `{peer}` on comm "
+                    f"`{comm.name}`, and `{peer}` never issues a matching {'recv' if send else 'send'} "
+                    f"{group.position + 1} (`{partner}`): every send needs a recv on its peer, as many each way "
+                    "(one a rank skips, under a condition or in a loop of another count, hangs the other)")
         if group.kind is GroupKind.COLLECTIVE and not group.complete:
             comm = program.comms[group.comm]
             present = {program.statements[m].rank_stream for m in group.members}
@@ -753,7 +816,31 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                         f"{', '.join(f'`{m}`' for m in missing)} never issue{'s' if len(missing) == 1 else ''} a call "
                         f"{group.position + 1}: every member must issue the same collectives (a collective one rank "
                         "skips, under a condition or in a loop of another count, hangs the others)")
+    if _crossed_by_threads(program, meets):
+        return ("the ranks issue these collectives in different orders, and each waits (through the events and "
+                "streams between them) for work behind a collective that another rank issues later: issue the "
+                "collectives of every comm in the same order on every rank")
     return "every wait, await, sync and collective needs a partner that can still arrive"
+
+
+def _crossed_by_threads(program: Program, meets: list[Statement]) -> bool:
+    """Two stuck groups whose members two threads issue in opposite orders (a hang through
+    events or blocking calls between the calls, where no one stream queues them)."""
+    first: dict[int, dict[int, int]] = {}  # thread -> group -> its member there
+    groups: dict[int, None] = {}
+    for s in meets:
+        if program.groups[s.group].complete and (s.group in groups or len(groups) < CROSSED_GROUPS):
+            groups[s.group] = None
+            first.setdefault(s.thread, {}).setdefault(s.group, s.index)
+    after = networkx.DiGraph()  # group -> the group a thread issued just before it
+    for members in first.values():
+        issued = sorted(members, key=members.__getitem__)
+        after.add_edges_from(zip(issued[1:], issued))
+    try:
+        networkx.find_cycle(after)
+    except networkx.NetworkXNoCycle:
+        return False
+    return True
 
 
 def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[Statement]) -> str | None:
@@ -776,23 +863,36 @@ def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[S
 
 
 CROSSED_GROUPS = 200
-"""Stuck groups `_crossed` compares pairwise (the first ones: the engines list the cycle first)."""
+"""Stuck groups `_crossed` looks for a cycle among (the first ones: the engines list the cycle first)."""
+
+
+def _queue_of(program: Program, stream: int) -> object:
+    """What a task waits its turn in: its device's hardware queue under `queues N` (tasks of
+    the queue's streams begin in enqueue order), else its stream."""
+    s = program.streams[stream]
+    return (s.device, s.context, s.queue) if s.queue is not None else stream
 
 
 def _crossed(program: Program, meets: list[Statement]) -> bool:
-    """Two stuck groups whose members two streams hold in opposite orders: each group waits
-    for a member queued behind the other (a cycle, not a partner that never comes)."""
-    at: dict[int, dict[int, int]] = {}  # group -> stream -> its stuck member there
+    """Stuck groups that wait for one another around a cycle: on some stream (or hardware
+    queue) a member of one group is queued behind a member of the next (two groups that two
+    streams hold in opposite orders, or a ring of sends each queued behind the send of the
+    rank it receives from), rather than a partner that never comes."""
+    at: dict[object, dict[int, int]] = {}  # stream or hardware queue -> group -> its stuck member there
+    groups: dict[int, None] = {}
     for s in meets:
-        if program.groups[s.group].complete:
-            at.setdefault(s.group, {})[s.stream] = s.index
-    groups = list(at)[:CROSSED_GROUPS]
-    for k, g in enumerate(groups):
-        for h in groups[k + 1:]:
-            common = [stream for stream in at[g] if stream in at[h]]
-            if len({at[g][stream] < at[h][stream] for stream in common}) > 1:
-                return True
-    return False
+        if program.groups[s.group].complete and (s.group in groups or len(groups) < CROSSED_GROUPS):
+            groups[s.group] = None
+            at.setdefault(_queue_of(program, s.stream), {})[s.group] = s.index
+    behind = networkx.DiGraph()  # group -> the group whose member its member is queued behind
+    for members in at.values():
+        queue = sorted(members, key=members.__getitem__)
+        behind.add_edges_from(zip(queue[1:], queue))
+    try:
+        networkx.find_cycle(behind)
+    except networkx.NetworkXNoCycle:
+        return False
+    return True
 
 
 def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:

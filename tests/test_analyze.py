@@ -564,6 +564,70 @@ def _race_helps(text: str) -> list[str]:
     return [f.help for f in check(text).findings if f.kind is FindingKind.RACE]
 
 
+def test_race_on_a_reused_block_shows_the_race_within_one_iteration_first():
+    # Each iteration's kernel reads the weights its copy writes without waiting for the copy;
+    # across iterations the block also goes to the next copy at the free. The pair of one
+    # iteration is the witness, and its help is the missing wait, not a record_stream.
+    report = check("""device gpu { runtime cuda }
+tensor w[2] 16MiB on gpu
+buffer w_cpu[2] 16MiB on host pinned
+buffer act 8MiB on gpu
+stream transfer on gpu nonblocking
+thread pipe {
+  for g in 0..2 {
+    transfer: alloc w[g]
+    transfer: copy w[g] <- w_cpu[g]
+    gpu.default: kernel group_forward reads w[g], act writes act
+    free w[g]
+  }
+  sync all
+}
+""")
+    (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
+    program = report.program
+    shown = [program.statements[i].bindings for i in race.statements]
+    assert race.instances == 4 and shown[0] == shown[1]
+    assert race.help == ("order them with an event: `record E` on `transfer` after the first, `wait E` on "
+                         "`gpu.default` before the second (or put both on one stream)")
+
+
+def test_race_help_orders_a_handed_back_buffer_the_way_the_hand_off_goes():
+    # The transfer thread refills `inter` once main has *enqueued* its copy (the notify back),
+    # not once the copy is done. The copy is enqueued first in every run, so the order to add
+    # goes from the copy to the next transfer, and the wait before the copy, bound to this
+    # layer's record by the `ready` hand-off, is not what went wrong.
+    helps = _race_helps("""device gpu0
+buffer inter 8MiB on gpu0
+buffer weights[2] 8MiB on gpu0
+stream eplb on gpu0
+stream main_s on gpu0
+event transferred[2]
+notify ready
+notify consumed
+thread transfer {
+  for layer in 0..2 {
+    eplb: kernel transfer_layer writes inter
+    eplb: record transferred[layer]
+    notify ready
+    await consumed
+  }
+}
+thread main {
+  for layer in 0..2 {
+    await ready
+    main_s: wait transferred[layer]
+    main_s: copy weights[layer] <- inter
+    notify consumed
+  }
+}
+""")
+    assert helps == ["order them with an event: `record E` on `main_s` after `main_s: copy weights[layer] <- inter` "
+                     "(line 21), `wait E` on `eplb` before `eplb: kernel transfer_layer` (line 11) (or put both on "
+                     "one stream); they are enqueued by two threads, and a wait binds to the latest record enqueued "
+                     "before it: have `main` set a notify after the record (`notify N`) and `transfer` `await N` "
+                     "before the wait"]
+
+
 def test_race_help_names_the_record_that_replaced_the_one_a_wait_needed():
     # one event recorded on two streams: the wait binds to the second record only
     helps = _race_helps("""device d { compute 2 }
@@ -708,6 +772,143 @@ thread consumer {
 def test_deadlock_help_for_crossed_sends_suggests_a_group():
     (finding,) = [f for f in check(CROSSED_SENDS).findings if f.kind is FindingKind.DEADLOCK]
     assert "`group { ... }`" in finding.help and "even ranks send first" in finding.help
+
+
+def _deadlock_help(text: str) -> str:
+    (finding,) = [f for f in check(text).findings if f.kind is FindingKind.DEADLOCK]
+    return finding.help
+
+
+def test_deadlock_help_for_a_ring_of_sends_each_queued_before_its_recv():
+    # No two groups share two streams in opposite orders: the cycle goes around all four ranks.
+    help = _deadlock_help("""device gpu[4] { runtime cuda }
+buffer act[4] 1MiB on gpu
+buffer rx[4] 1MiB on gpu
+stream p2p[4] on gpu
+comm pp = { p2p }
+thread rank[4] {
+  p2p[rank]: send pp to p2p[(rank+1)%4] act[rank]
+  p2p[rank]: recv pp from p2p[(rank+3)%4] rx[rank]
+  sync p2p[rank]
+}
+""")
+    assert "`group { ... }`" in help and "even ranks send first" in help
+
+
+def test_deadlock_help_for_collectives_crossed_in_one_hardware_queue():
+    help = _deadlock_help("""device gpu[2] { queues 1 }
+buffer a[2] 1MiB on gpu
+buffer b[2] 1MiB on gpu
+stream sa[2] on gpu
+stream sb[2] on gpu
+comm ca = { sa }
+comm cb = { sb }
+thread r0 {
+  sa[0]: allreduce ca a[0]
+  sb[0]: allreduce cb b[0]
+  sync gpu[0]
+}
+thread r1 {
+  sb[1]: allreduce cb b[1]
+  sa[1]: allreduce ca a[1]
+  sync gpu[1]
+}
+""")
+    assert help.startswith("the members of a comm reach their collectives in different orders, so each waits for "
+                           "a partner queued behind another collective on its stream or its device's hardware queue")
+
+
+def test_deadlock_help_for_collectives_crossed_through_events():
+    help = _deadlock_help("""device npu[2]
+buffer x[2] 1MiB on npu
+buffer y[2] 1MiB on npu
+stream comp[2] on npu
+stream sa[2] on npu
+stream sb[2] on npu
+comm ca = { sa }
+comm cb = { sb }
+event a_done[2]
+event go[2]
+thread r0 {
+  sa[0]: allgather ca x[0]
+  sa[0]: record a_done[0]
+  sb[0]: wait a_done[0]
+  sb[0]: allgather cb y[0]
+  sync sb[0]
+}
+thread r1 {
+  sb[1]: allgather cb y[1]
+  sb[1]: record go[1]
+  sa[1]: wait go[1]
+  sa[1]: allgather ca x[1]
+  sync sa[1]
+}
+""")
+    assert help.startswith("the ranks issue these collectives in different orders")
+
+
+def test_deadlock_help_names_the_send_whose_recv_is_never_issued():
+    help = _deadlock_help("""device gpu[2] { runtime cuda }
+buffer x[2] 1MiB on gpu
+stream s[2] on gpu
+comm w = { s }
+thread r0 {
+  for i in 0..3 {
+    s[0]: send w to s[1] x[0]
+    s[0]: recv w from s[1] x[0]
+  }
+  sync s[0]
+}
+thread r1 {
+  for i in 0..2 {
+    s[1]: recv w from s[0] x[1]
+    s[1]: send w to s[0] x[1]
+  }
+  sync s[1]
+}
+""")
+    assert help.startswith("`s[0]: send w to s[1]` (line 7) is send 3 from `s[0]` to `s[1]` on comm `w`, and `s[1]` "
+                           "never issues a matching recv 3 (`recv w from s[0]`)")
+
+
+def test_deadlock_help_skips_a_notify_queued_behind_the_await_it_would_release():
+    # Two threads take a driver lock (`drv`) and then, in the stream callback, the GIL; t2
+    # holds the GIL across its call. Its stream's `s: notify gil` (line 21) sits behind
+    # t1's `s: await gil` (line 13) on `s`: only the host's `notify gil` (line 24) could
+    # release that await.
+    help = _deadlock_help("""device gpu { runtime cuda }
+buffer log_host 4KiB on host
+stream s on gpu
+notify gil
+notify drv
+thread init {
+  notify gil
+  notify drv
+}
+thread t1 {
+  notify gil
+  await drv
+  s: await drv
+  s: await gil
+  s: callback cb1 writes log_host
+  s: notify gil
+  s: notify drv
+  notify drv
+}
+thread t2 {
+  await gil
+  await drv
+  s: await drv
+  s: await gil
+  s: callback cb2 writes log_host
+  s: notify gil
+  s: notify drv
+  notify drv
+  notify gil
+  sync s
+}
+""")
+    assert help.startswith("`notify gil` (line 29), which would release `s: await gil` (line 14)"), help
 
 
 def test_deadlock_help_for_a_notify_behind_a_device_wide_free():
