@@ -198,7 +198,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             event = program.events[stale.event].name
             return (f"`{stream(task)}: wait {event}` (line {stale.span.line}) can pass on an earlier "
                     f"`record {event}`: a flag event stays set until it is reset, so reset it once the wait "
-                    f"is through (`{stream(task)}: reset {event}`)")
+                    f"is through (`{stream(task)}: reset {event}`), or record a fresh event each time")
     if witness is not None:
         for task, other in ((b, a), (a, b)):
             unused = _unused_record_help(program, task, other, witness)

@@ -1122,7 +1122,7 @@ thread t {
 def test_race_help_resets_a_flag_that_an_earlier_wait_left_set():
     (race,) = [f for f in check(FLAG_LOOP).findings if f.kind is FindingKind.RACE]
     assert race.help.startswith("`c: wait full` (line 14) can pass on an earlier `record full`")
-    assert race.help.endswith("reset it once the wait is through (`c: reset full`)")
+    assert race.help.endswith("reset it once the wait is through (`c: reset full`), or record a fresh event each time")
     assert check(FLAG_LOOP.replace("    c: wait full\n", "    c: wait full\n    c: reset full\n")).findings == ()
 
 
