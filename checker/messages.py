@@ -115,7 +115,8 @@ def _nameable(program: Program, use: Statement) -> tuple[str, str]:
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
                  ) -> list[tuple[int, Memory, int, tuple[str, ...]]]:
     """The declared buffers that the racing instance pairs of one pair of source statements
-    conflict on, each as (the first pair that touches it, its memory there, how many pairs
+    conflict on, each as (the pair to show for it, the first that touches it unless a later
+    one belongs to one loop iteration and the first does not, its memory there, how many pairs
     do, the elements of it they conflict on). Running at once is a property of the pair, so
     every buffer on which one writes what the other touches races, and each is reported on
     its own (an `expect race on B` must see each), with a pair and a witness of its own."""
@@ -125,6 +126,11 @@ def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
         for x, _ in conflicting(a.accesses, b.accesses):
             memory = program.memories[x.memory]
             entry = found.setdefault(memory.buffer, [k, memory, 0, {}])
+            if entry[0] != k and a.bindings == b.bindings and memory.buffer not in seen:
+                shown = pairs[entry[0]]
+                if shown[0].bindings != shown[1].bindings:
+                    # (shown instead: a pair of one loop iteration, whose cause lies within it)
+                    entry[0], entry[1] = k, memory
             entry[3][memory.name] = None
             if memory.buffer not in seen:
                 seen.add(memory.buffer)

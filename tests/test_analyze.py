@@ -564,7 +564,8 @@ def _race_helps(text: str) -> list[str]:
     return [f.help for f in check(text).findings if f.kind is FindingKind.RACE]
 
 
-def test_race_on_a_reused_block_shows_the_race_within_one_iteration_first():
+@pytest.mark.parametrize("engine", [{}, {"exhaustive": True}, {"explore_first": 0}], ids=["default", "exhaustive", "solver"])
+def test_race_on_a_reused_block_shows_the_race_within_one_iteration_first(engine):
     # Each iteration's kernel reads the weights its copy writes without waiting for the copy;
     # across iterations the block also goes to the next copy at the free. The pair of one
     # iteration is the witness, and its help is the missing wait, not a record_stream.
@@ -582,13 +583,33 @@ thread pipe {
   }
   sync all
 }
-""")
+""", **engine)
     (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
     program = report.program
     shown = [program.statements[i].bindings for i in race.statements]
     assert race.instances == 4 and shown[0] == shown[1]
     assert race.help == ("order them with an event: `record E` on `transfer` after the first, `wait E` on "
                          "`gpu.default` before the second (or put both on one stream)")
+
+
+def test_race_buffers_shows_a_pair_of_one_iteration_over_an_earlier_one_across_iterations():
+    from checker.messages import race_buffers
+
+    program = load_text("""device d
+buffer x 1MiB on d
+stream a on d
+stream b on d
+thread t {
+  for i in 0..2 {
+    a: kernel w writes x
+    b: kernel r reads x
+  }
+}
+""", "spec.sched").program
+    w, r = program.statements[0::2], program.statements[1::2]  # (by iteration)
+    pairs = [(w[0], r[1]), (w[1], r[0]), (w[1], r[1]), (w[0], r[0])]
+    ((k, memory, count, _),) = race_buffers(program, pairs)
+    assert (k, memory.name, count) == (2, "x", 4)
 
 
 def test_race_help_orders_a_handed_back_buffer_the_way_the_hand_off_goes():
