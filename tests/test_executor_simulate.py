@@ -161,6 +161,25 @@ thread main {
     assert start["a"] == 2 * NS_PER_MS
 
 
+def test_a_task_without_a_duration_needs_no_engine_unit():
+    # `z` takes no time, so it does not wait for the compute unit `k` holds: the callback
+    # after it runs at once (docs/semantics.md, "Time").
+    text = """device d { }
+stream a on d
+stream b on d
+thread t {
+  a: kernel k 5us
+  b: kernel z
+  b: callback cb 1us
+}
+"""
+    program = load_text(text).program
+    sim = simulate(program)
+    start = {program.statements[t.statement].name: t.start for t in sim.tasks}
+    assert start["z"] == 0 and start["cb"] == 0
+    assert sim.makespan == 5_000
+
+
 def test_launch_cost_and_host_time():
     text = """device d { compute 1 launch 10us }
 buffer x 1MiB on d
