@@ -832,21 +832,7 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
 def _crossed_by_threads(program: Program, meets: list[Statement]) -> bool:
     """Two stuck groups whose members two threads issue in opposite orders (a hang through
     events or blocking calls between the calls, where no one stream queues them)."""
-    first: dict[int, dict[int, int]] = {}  # thread -> group -> its member there
-    groups: dict[int, None] = {}
-    for s in meets:
-        if program.groups[s.group].complete and (s.group in groups or len(groups) < CROSSED_GROUPS):
-            groups[s.group] = None
-            first.setdefault(s.thread, {}).setdefault(s.group, s.index)
-    after = networkx.DiGraph()  # group -> the group a thread issued just before it
-    for members in first.values():
-        issued = sorted(members, key=members.__getitem__)
-        after.add_edges_from(zip(issued[1:], issued))
-    try:
-        networkx.find_cycle(after)
-    except networkx.NetworkXNoCycle:
-        return False
-    return True
+    return _cyclic(program, meets, lambda s: s.thread)
 
 
 def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[Statement]) -> str | None:
@@ -884,18 +870,25 @@ def _crossed(program: Program, meets: list[Statement]) -> bool:
     queue) a member of one group is queued behind a member of the next (two groups that two
     streams hold in opposite orders, or a ring of sends each queued behind the send of the
     rank it receives from), rather than a partner that never comes."""
-    at: dict[object, dict[int, int]] = {}  # stream or hardware queue -> group -> its stuck member there
+    return _cyclic(program, meets, lambda s: _queue_of(program, s.stream))
+
+
+def _cyclic(program: Program, meets: list[Statement], line) -> bool:
+    """Whether the stuck groups (the first CROSSED_GROUPS complete ones), each ordered after
+    the one before it along every `line` (a stream, a queue, a thread) that holds both, form
+    a cycle."""
+    along: dict[object, dict[int, int]] = {}  # line -> group -> its first stuck member there
     groups: dict[int, None] = {}
     for s in meets:
         if program.groups[s.group].complete and (s.group in groups or len(groups) < CROSSED_GROUPS):
             groups[s.group] = None
-            at.setdefault(_queue_of(program, s.stream), {})[s.group] = s.index
-    behind = networkx.DiGraph()  # group -> the group whose member its member is queued behind
-    for members in at.values():
-        queue = sorted(members, key=members.__getitem__)
-        behind.add_edges_from(zip(queue[1:], queue))
+            along.setdefault(line(s), {}).setdefault(s.group, s.index)
+    after = networkx.DiGraph()  # group -> the group just before it along some line
+    for members in along.values():
+        order = sorted(members, key=members.__getitem__)
+        after.add_edges_from(zip(order[1:], order))
     try:
-        networkx.find_cycle(behind)
+        networkx.find_cycle(after)
     except networkx.NetworkXNoCycle:
         return False
     return True
