@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import json
 import os
 import re
@@ -165,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--max-statements", type=_statement_limit, default=DEFAULT_MAX_STATEMENTS, metavar="N",
                          help=f"refuse specs that unroll past N statements (default {DEFAULT_MAX_STATEMENTS:,}, "
                               f"at most {MAX_STATEMENTS:,})")
-        sub.add_argument("-q", "--quiet", action="store_true",
+        sub.add_argument("-q", "--quiet", action=argparse.BooleanOptionalAction, default=False,
                          help="print only what fails (findings, errors), nothing on success; no progress display")
         sub.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                          help="colour text output: auto (on a terminal, unless NO_COLOR is set), always, never")
@@ -189,8 +191,9 @@ def _parser() -> argparse.ArgumentParser:
                             "search (default 300); questions left when it runs out are reported unknown")
     check.add_argument("--rlimit", type=_positive, default=None, metavar="N",
                        help="also stop each solver query after N Z3 resource units (reproducible across machines)")
-    check.add_argument("--allow-unknown", action="store_true", help="do not fail on unknown answers")
-    check.add_argument("--exhaustive", action="store_true",
+    check.add_argument("--allow-unknown", action=argparse.BooleanOptionalAction, default=False,
+                       help="do not fail on unknown answers (--no-allow-unknown: fail, whatever pyproject.toml says)")
+    check.add_argument("--exhaustive", action=argparse.BooleanOptionalAction, default=False,
                        help="enumerate every interleaving with the executor instead of the solver (small specs)")
     check.add_argument("--max-states", type=_positive, default=1_000_000, metavar="N",
                        help="state cap for --exhaustive (default 1,000,000); hitting it reports unknown")
@@ -201,6 +204,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-symmetry", action="store_true",
                        help="ask the solver about every pair of threads that are the same program, instead "
                             "of one pair per orbit whose answer is carried to the rest (to compare)")
+    check.add_argument("--symmetry", dest="no_symmetry", action="store_false",
+                       help="one question per orbit of identical threads (the default; undoes a configured "
+                            "`no-symmetry = true`)")
     check.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
                        help="memory the exhaustive search may hold in states (default 1GiB, at most 1TiB), "
                             "estimated per state; reaching it reports unknown")
@@ -336,6 +342,25 @@ def _limit_memory() -> None:
         pass
 
 
+def _unwritable_output(args) -> str | None:
+    """An output file that cannot be written, said before the work rather than after it (a
+    check of minutes must not end in "cannot write"): its folder is missing or not writable,
+    or it is a folder."""
+    for flag, name in OUTPUT_FLAGS:
+        output = getattr(args, name, None)
+        if not output or output == "-":
+            continue
+        path = Path(output)
+        folder = path.parent if str(path.parent) else Path(".")
+        if path.is_dir():
+            return f"cannot write {output}: {os.strerror(errno.EISDIR)}"
+        if not folder.is_dir():
+            return f"cannot write {output}: {os.strerror(errno.ENOENT)} (no folder {folder})"
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            return f"cannot write {output}: {os.strerror(errno.EACCES)}"
+    return None
+
+
 def _clobbered_input(args) -> str | None:
     """An output flag that names an input file (a spec given by name, a witness): writing
     there would destroy it before or while it is read. `import` checks its own."""
@@ -383,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(standard) > 1:
         return _usage_error(args, f"{' and '.join(standard)} {'both' if len(standard) == 2 else 'all'} name standard output (-): "
                                   "at most one output can go there")
-    clobbered = _clobbered_input(args)
+    clobbered = _clobbered_input(args) or _unwritable_output(args)
     if clobbered:
         return _usage_error(args, clobbered)
     _limit_memory()
@@ -401,8 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         where = f"; {exc}" if str(exc) else ""
         print(f"streamproof: error: out of memory (the spec is too large to analyse{where})", file=sys.stderr)
         return EXIT_ERROR
-    except BrokenPipeError:
-        return EXIT_ERROR
+    except BrokenPipeError:  # the reader closed the output early (`| head`): it was cut
+        try:  # (and Python's last flush at exit must not complain about the closed pipe)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_FINDINGS
     except _OutputError as exc:
         return _usage_error(args, str(exc))
     except Exception as exc:  # never show a user a traceback; STREAMPROOF_DEBUG=1 does
@@ -1015,7 +1044,8 @@ def _report_of(entries: list[dict], spec_path: str) -> dict:
     """The report of the spec being replayed among a `check` report's files: the one whose
     path is the spec's as written, else the same file (`./specs/a.sched`, an absolute path;
     relative paths read from here), else the only one of that file name (`check` ran in
-    another directory), else the first (then `_found_elsewhere` says whether it fits)."""
+    another directory), else the only report there is (then `_found_elsewhere` says whether
+    it fits); of several reports none of which is the spec's, none."""
     from checker.inputs import STDIN_PATH
 
     paths = [entry.get("path") if isinstance(entry.get("path"), str) else "" for entry in entries]
@@ -1030,6 +1060,10 @@ def _report_of(entries: list[dict], spec_path: str) -> dict:
         named = [k for k, path in enumerate(paths) if path and Path(path).name == Path(spec_path).name]
         if len(named) == 1:
             return entries[named[0]]
+    if len(entries) > 1:
+        listed = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        raise _BadWitness(f"the report holds {len(entries)} files, none of them this spec ({listed}): give "
+                          "the report of a `check` of this spec, or name the spec as that `check` did")
     return entries[0]
 
 

@@ -216,6 +216,13 @@ def test_config_per_command_table_and_switches(run, tmp_path, monkeypatch):
     assert status == 0 and json.loads(out)["files"][0]["path"] == "specs/racy.sched"
     status, out, _ = run("check", "-j", "1", CLEAN)
     assert status == 0 and out == ""  # quiet: nothing on success
+    status, out, _ = run("check", "-j", "1", "--no-quiet", CLEAN)
+    assert status == 0 and out.startswith("ok:")  # the command line undoes the switch
+    undecided = tmp_path / "specs" / "open.sched"
+    undecided.write_text((CONFORMANCE / "c19_two_threads_rerecord.sched").read_text())
+    flags = ("-j", "1", "--budget", "1e-9", "--rlimit", "1")
+    assert run("check", *flags, undecided)[0] == 0  # unknowns allowed by the configuration
+    assert run("check", *flags, "--no-allow-unknown", undecided)[0] == 1
 
 
 def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path, monkeypatch):
@@ -713,6 +720,10 @@ def test_replay_finds_its_spec_in_a_directory_report_however_the_path_is_written
     monkeypatch.chdir(specs)  # (check ran one directory up: the file name alone tells)
     status, out, _ = run("replay", "bug_missing_wait.sched", "--witness", report, "-q")
     assert status == 0, out
+    # A spec the report does not hold is said so, not matched with the report's first file.
+    (tmp_path / "elsewhere.sched").write_text((SPECS / "bug_missing_wait.sched").read_text())
+    status, out, _ = run("replay", tmp_path / "elsewhere.sched", "--witness", report)
+    assert status == 2 and "the report holds 2 files, none of them this spec" in out
 
 
 def test_replay_refuses_a_step_numbered_by_a_boolean_and_a_finding_of_missing_statements(run, tmp_path):

@@ -273,6 +273,20 @@ def test_junit_expectations_left_open_by_unknowns_never_pass(run, tmp_path, allo
     assert not [d for d in file["diagnostics"] if d["code"] == "SP401"]  # `expect race` is not "not met"
 
 
+@pytest.mark.parametrize("allow_unknown", [False, True])
+def test_junit_catch_all_left_open_by_unknowns_never_passes(run, tmp_path, allow_unknown):
+    # No `expect` line: the unknown answers leave "no findings" itself undecided.
+    spec = tmp_path / "open.sched"
+    spec.write_text(UNDECIDED.read_text())
+    flags = ["--budget", "1e-9", "--rlimit", "1"] + (["--allow-unknown"] if allow_unknown else [])
+    status, out, _ = run("check", "--format", "junit", *flags, spec)
+    (case,) = ET.fromstring(out).find("testsuite").findall("testcase")
+    element = case.find("skipped" if allow_unknown else "error")
+    assert case.get("name") == "no findings" and element is not None and element.get("type") == "SP301"
+    assert element.get("message").startswith("SP301: undecided (")
+    assert status == (0 if allow_unknown else 1)
+
+
 def test_junit_testcases_pass_exactly_when_the_file_passes(run, monkeypatch):
     monkeypatch.chdir(ROOT)
     status, out, _ = run("check", "--format", "json", "specs", "tests/conformance")
@@ -309,6 +323,10 @@ def test_unwritable_output_is_a_usage_error(run, tmp_path):
     status, out, err = run("check", "--format", "sarif", "--output", tmp_path / "no" / "such" / "dir.sarif",
                            SPECS / "copy_compute_sync.sched")
     assert status == 2 and "cannot write" in err and "Traceback" not in err
+    # said before any work: a spec that would take the solver minutes ends at once
+    status, out, err = run("check", "--output", tmp_path / "no" / "report.json", "--format", "json",
+                           ROOT / "tests" / "fixtures" / "rand3x100_3.sched")
+    assert status == 2 and out == "" and f"(no folder {tmp_path / 'no'})" in err
 
 
 # -- pre-commit -----------------------------------------------------------------------------

@@ -4,8 +4,9 @@ One `<testsuite>` per run. Each file gives one `<testcase>` per `expect` line, p
 everything no expectation covers: "no findings" for a file without `expect` lines, "no
 unexpected findings" otherwise. A file that cannot be loaded is one testcase with an
 `<error>`. Failures carry the file's text report. An `expect` line that unknown answers leave
-open is an `<error>` (under --allow-unknown, `<skipped>`). Every testcase passes or is skipped
-exactly when the file passes (exit status 0).
+open is an `<error>` (under --allow-unknown, `<skipped>`), and so is the testcase for
+everything else when unknown answers no expectation speaks for are all that stands in its way.
+Every testcase passes or is skipped exactly when the file passes (exit status 0).
 """
 
 from __future__ import annotations
@@ -78,7 +79,12 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
                       diagnostic.message if diagnostic else None, expectation.span.line))
         covered.update(_COVERS.get(expectation.kind, ()))
     others = [f for f in report.findings
-              if f.fails(allow_unknown) and f.kind not in covered]
+              if f.fails(allow_unknown) and f.kind not in covered and f.kind is not FindingKind.UNKNOWN]
+    # Unknown answers that no undecided `expect` line reports leave "no (unexpected) findings"
+    # undecided, as they leave an `expect` line: an error, or skipped under --allow-unknown.
+    undecided = [e for number, e in enumerate(program.expectations) if number in report.undecided]
+    open_questions = [f for f in report.findings if f.kind is FindingKind.UNKNOWN and not any(
+        unknown_concerns(f, QUESTION_OF[e.kind], e.span.line) for e in undecided)]
     errors = [d for d in report.diagnostics if d.severity is Severity.ERROR and d.code is not Code.SP401]
     name = NO_OTHER_FINDINGS if program.expectations else NO_FINDINGS
     if errors:
@@ -88,6 +94,11 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
         count = len(others)
         cases.append((name, "failure", others[0].code.value,
                       f"{count} finding{'s' * (count != 1)}: {others[0].message}", None))
+    elif open_questions:
+        count = len(open_questions)
+        cases.append((name, "skipped" if allow_unknown else "error", Code.SP301.value,
+                      f"undecided ({count} unknown answer{'s' * (count != 1)}): {open_questions[0].message}",
+                      None))
     else:
         cases.append((name, None, None, None, None))
     return cases
