@@ -16,7 +16,7 @@ from fractions import Fraction
 import networkx
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Statement, conflicting
+from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Statement, SyncKind, conflicting
 from checker.witness import StepKind, Witness
 
 
@@ -37,6 +37,9 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     a, b = sorted((a, b), key=lambda s: s.index)
     name = f"`{memory.name}`"
     help = _race_help(program, a, b, witness)
+    if help.startswith("order them with an event") and _replicas(program, a, b) and "[" not in memory.name:
+        help += (f"; or, where the {'iterations' if a.thread == b.thread else 'threads'} are meant to run at once, "
+                 f"give each its own `{memory.name}` (an array indexed as its stream is)")
     if len(memory.owners) > 1 or len(memory.tensors) > 1:  # (a block that several tensors had)
         held = memory.tensors if len(memory.tensors) > 1 else memory.owners
         name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)"
@@ -57,6 +60,16 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
         elements=elements if len(elements) > 1 else (),
     )
+
+
+def _replicas(program: Program, a: Statement, b: Statement) -> bool:
+    """Two loop iterations (or copies of one thread) that put their work on streams of their
+    own, `s[i]`: a pipeline replicated to overlap, for which sharing one buffer is the bug
+    as much as a missing order."""
+    if a.stream is None or b.stream is None or a.stream == b.stream or a.bindings == b.bindings:
+        return False
+    written = program.streams[a.stream].written, program.streams[b.stream].written
+    return all("[" in name for name in written) and written[0].split("[")[0] == written[1].split("[")[0]
 
 
 def _one_lifetime(program: Program, a: Statement, b: Statement, memory: Memory) -> bool:
@@ -164,7 +177,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                 f"before the call (`sync {stream(other)}`)")
     if a.stream is None or b.stream is None:
         task, host = (a, b) if b.stream is None else (b, a)
-        return _across_threads(program, host, task) or (
+        return _early_sync(program, host, task) or _across_threads(program, host, task) or (
             f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
             f"on an event recorded after the task)")
     if a.stream == b.stream or a.batch is not None and a.batch == b.batch:
@@ -274,6 +287,41 @@ def _handed_off(program: Program, first: Statement, second: Statement) -> bool:
             if k > set_before.get(st.notify, 0):
                 return True
     return False
+
+
+def _early_sync(program: Program, host: Statement, task: Statement) -> str | None:
+    """The host's thread syncs on a snapshot event before its access, and the task's thread
+    records that event after the task, but the sync can be issued before the record (a sync
+    binds to the latest record enqueued before it, and with none waits for nothing). Where the
+    host's thread awaits a notify that the other thread sets before the record, the fix is to
+    set it after the record."""
+    if host.thread == task.thread or task.stream is None:
+        return None
+    thread = program.threads[host.thread].statements
+    end = bisect_left(thread, host.index)
+    window = thread[max(0, end - STALE_SCAN):end]
+    sync = next((program.statements[i] for i in reversed(window) if program.statements[i].op is Op.SYNC), None)
+    if sync is None or sync.sync is not SyncKind.EVENT or sync.target is None or program.events[sync.target].flag:
+        return None
+    record = next((r for r in _records(program).get(sync.target, ())
+                   if r.thread == task.thread and r.stream == task.stream and r.index > task.index), None)
+    if record is None:
+        return None
+    event = program.events[sync.target].name
+    awaited = {program.statements[i].notify for i in window
+               if program.statements[i].op is Op.AWAIT and program.statements[i].stream is None
+               and program.statements[i].index < sync.index}
+    setters = [i for i in program.threads[task.thread].statements if task.index < i < record.index
+               and program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None
+               and program.statements[i].notify in awaited]
+    said = (f"`sync {event}` (line {sync.span.line}) can be issued before `{program.describe(record)}` (line "
+            f"{record.span.line}), and then waits for nothing (a sync binds to the latest record enqueued "
+            "before it)")
+    if setters:
+        setter = program.statements[setters[-1]]
+        return (f"{said}: {_quoted(program, setter)} is set before that record, so move it after the record")
+    return (f"{said}: have `{program.threads[task.thread].name}` set a notify after the record (`notify N`) and "
+            f"`{program.threads[host.thread].name}` `await N` before the sync")
 
 
 def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
@@ -624,10 +672,7 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     elif while_running and free is not None:
         message = (f"{_where(program, use)} can still be running on `{memory.name}` when "
                    f"{_where(program, free)} frees it")
-        help = ("make the free wait for every use to complete (record an event after the use and "
-                "wait on it before the free)")
-        if free.stream is None and use.stream is not None:
-            help = _across_threads(program, free, use) or help
+        help = _free_after_help(program, use, free, "to complete ")
     elif launch_order and free is not None and free.stream is None and not free.launch_only:
         message = f"{_where(program, use)} is enqueued after {_where(program, free)} began freeing `{memory.name}`"
         help = ("a host free may return at any time after it is called: make every use complete before "
@@ -640,10 +685,7 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     else:
         by = f"after {_where(program, free)} freed it" if free is not None else "after it is freed"
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
-        help = ("make the free wait for every use (record an event after the use and wait on it "
-                "before the free)")
-        if free is not None and free.stream is None and use.stream is not None:
-            help = _across_threads(program, free, use) or help
+        help = _free_after_help(program, use, free)
     graph_help = None if double else _graph_lifetime_help(program, use, free, memory, launch_order)
     if graph_help is not None:
         help = graph_help
@@ -651,6 +693,28 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     return Finding(FindingKind.USE_AFTER_FREE, message, statements, memory.buffer, memory.name,
                    instances, witness, help=help,
                    detail={"order": "launch"} if launch_order else {})
+
+
+def _free_after_help(program: Program, use: Statement, free: Statement | None, complete: str = "") -> str:
+    """How to make a free wait for a use, in the words each side can act on: a host free
+    syncs (a host cannot `wait`), a stream free waits on an event, another thread's task is
+    first handed over (`_across_threads`)."""
+    general = (f"make the free wait for every use {complete}(record an event after the use and wait on it "
+               "before the free)")
+    if free is None or use.stream is None or use.launch is not None:
+        return general
+    if use.thread == free.thread and use.index > free.index:
+        return (f"{_quoted(program, use)} is enqueued after {_quoted(program, free)}: move the use before the "
+                "free (and make the free wait for it), or `alloc` the buffer again before the use")
+    stream = program.streams[use.stream].written
+    if free.stream is None:
+        return _across_threads(program, free, use) or (
+            f"make the host wait for the use before the free: `sync {stream}` (or `sync E` on an event "
+            f"recorded after the use) before {_quoted(program, free)}")
+    if free.stream != use.stream and free.thread == use.thread and not program.streams[free.stream].host_calls:
+        return (f"make the free wait for the use: `record E` on `{stream}` after it, `wait E` on "
+                f"`{program.streams[free.stream].written}` before {_quoted(program, free)}")
+    return general
 
 
 def _graph_lifetime_help(program: Program, use: Statement, free: Statement | None, memory: Memory,

@@ -974,6 +974,71 @@ thread t2 {
     assert check(fixed).findings == ()
 
 
+@pytest.mark.parametrize("free,fix,help", [
+    ("  free d\n", "  sync s\n  free d\n",
+     "make the host wait for the use before the free: `sync s` (or `sync E` on an event recorded after the use) "
+     "before `free d` (line 8)"),
+    ("  o: free d\n", "  s: record e\n  o: wait e\n  o: free d\n",
+     "make the free wait for the use: `record E` on `s` after it, `wait E` on `o` before `o: free d` (line 8)"),
+])
+def test_use_after_free_help_says_how_that_free_can_wait(free, fix, help):
+    # A host cannot `wait` on an event: its free syncs; a free on another stream waits on one.
+    spec = """device npu { runtime cann }
+buffer d 1MiB on npu
+stream s on npu
+stream o on npu
+event e
+thread t {
+  s: kernel k writes d 1us
+FREE}
+"""
+    (dead,) = [f for f in check(spec.replace("FREE", free)).findings if f.kind is FindingKind.USE_AFTER_FREE]
+    assert dead.help == help
+    assert check(spec.replace("FREE", fix)).findings == ()
+
+
+def test_race_help_names_the_notify_set_before_the_record_a_host_sync_needs():
+    spec = """device gpu
+buffer out_host 1MiB on host pinned
+stream ext on gpu
+event done
+notify completed
+thread submit {
+  ext: kernel produce writes out_host 50us
+  notify completed
+  ext: record done
+}
+thread caller {
+  await completed
+  sync done
+  host read reads out_host
+}
+"""
+    (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert race.help == ("`sync done` (line 13) can be issued before `ext: record done` (line 9), and then waits "
+                         "for nothing (a sync binds to the latest record enqueued before it): `notify completed` "
+                         "(line 8) is set before that record, so move it after the record")
+    assert check(spec.replace("  notify completed\n  ext: record done\n",
+                              "  ext: record done\n  notify completed\n")).findings == ()
+
+
+def test_race_help_for_replicated_streams_sharing_a_buffer_offers_a_buffer_each():
+    spec = """device gpu
+buffer d_in 4MiB on gpu
+stream s[2] on gpu
+thread main {
+  for i in 0..2 {
+    s[i]: kernel infer writes d_in 1ms
+  }
+}
+"""
+    (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert race.help.endswith("; or, where the iterations are meant to run at once, give each its own `d_in` "
+                              "(an array indexed as its stream is)")
+    fixed = spec.replace("buffer d_in 4MiB", "buffer d_in[2] 4MiB").replace("writes d_in", "writes d_in[i]")
+    assert check(fixed).findings == ()
+
+
 def test_help_for_a_host_access_racing_another_thread_s_free_orders_the_access_first():
     spec = """device npu { }
 buffer d 1MiB on npu
