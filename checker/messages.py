@@ -886,11 +886,56 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                         f"{', '.join(f'`{m}`' for m in missing)} never issue{'s' if len(missing) == 1 else ''} a call "
                         f"{group.position + 1}: every member must issue the same collectives (a collective one rank "
                         "skips, under a condition or in a loop of another count, hangs the others)")
+    never = _never_set_help(program, statements)
+    if never is not None:
+        return never
     if _crossed_by_threads(program, meets):
         return ("the ranks issue these collectives in different orders, and each waits (through the events and "
                 "streams between them) for work behind a collective that another rank issues later: issue the "
                 "collectives of every comm in the same order on every rank")
     return "every wait, await, sync and collective needs a partner that can still arrive"
+
+
+def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
+    """A stuck flag wait or await whose flag or notify nothing left can set: none is ever
+    set, the only records are queued behind the wait on its own stream, the notify is set
+    fewer times than it is awaited, or (a flag) a reset cleared the record it needed."""
+    for s in stuck:
+        setter = next((t for t in stuck if t.index != s.index and (
+            s.op is Op.WAIT and t.op is Op.RECORD and t.event == s.event and s.event is not None
+            or s.op is Op.AWAIT and t.op is Op.NOTIFY and t.notify == s.notify and s.notify is not None)), None)
+        if setter is not None and (s.op is Op.AWAIT or program.events[s.event].flag):
+            return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, is stuck too, behind "
+                    "what the wait holds up: enqueue it where nothing waits for the wait (another stream, or "
+                    "before the wait)")
+        if s.op is Op.WAIT and s.event is not None and program.events[s.event].flag:
+            event = program.events[s.event].name
+            records = _records(program).get(s.event, [])
+            if not records:
+                return (f"{_quoted(program, s)} waits for flag event `{event}`, which no statement records: a flag "
+                        f"wait blocks until a record sets the flag; record `{event}` where the work it waits for ends")
+            if all(r.stream == s.stream and r.thread == s.thread and r.index > s.index for r in records):
+                return (f"{_quoted(program, s)} waits for flag event `{event}`, whose records are all queued behind "
+                        f"it on `{program.streams[s.stream].written}`: record it on the stream that does the work, "
+                        "before the wait")
+            return (f"{_quoted(program, s)} waits for flag event `{event}`, and no record is left to set it: a flag "
+                    "stays set from a record until a `reset`, so a reset (or a record that lands before an earlier "
+                    "wait's reset) can clear the record a later wait needs; reset only once that wait is through, "
+                    "or give each round its own event")
+        if s.op is Op.AWAIT and s.notify is not None:
+            notify = program.notifies[s.notify].name
+            sets = sum(1 for t in program.statements if t.op is Op.NOTIFY and t.notify == s.notify)
+            awaits = sum(1 for t in program.statements if t.op is Op.AWAIT and t.notify == s.notify)
+            if sets == 0:
+                return f"{_quoted(program, s)} waits for `{notify}`, which no statement sets (`notify {notify}`)"
+            if sets < awaits:
+                return (f"`{notify}` is set {sets} time{'s' * (sets != 1)} and awaited {awaits} times: each "
+                        f"`notify` releases one `await`, so {_quoted(program, s)} waits forever; set it once per "
+                        "await")
+            return (f"{_quoted(program, s)} waits for `{notify}`, and no set of it is left: a `notify` that finds "
+                    f"`{notify}` already set is lost, and each await takes one; set it only once the last one was "
+                    "taken (an await before it, or one notify per waiter)")
+    return None
 
 
 def _crossed_by_threads(program: Program, meets: list[Statement]) -> bool:

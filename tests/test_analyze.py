@@ -932,6 +932,27 @@ thread t2 {
     assert help.startswith("`notify gil` (line 29), which would release `s: await gil` (line 14)"), help
 
 
+@pytest.mark.parametrize("body,help", [
+    ("  s1: wait ready\n  s1: kernel k\n",
+     "`s1: wait ready` (line 7) waits for flag event `ready`, which no statement records"),
+    ("  s1: notify n\n  s2: await n\n  s2: await n\n",
+     "`n` is set 1 time and awaited 2 times: each `notify` releases one `await`, so `s2: await n` (line 9) waits "
+     "forever; set it once per await"),
+    ("  s1: await n\n  s1: notify n\n",
+     "`s1: notify n` (line 8), which would release `s1: await n` (line 7), is stuck too"),
+])
+def test_deadlock_help_for_a_flag_or_notify_nothing_can_set(body, help):
+    spec = f"""device d
+stream s1 on d
+stream s2 on d
+event ready flag
+notify n
+thread t {{
+{body}}}
+"""
+    assert _deadlock_help(spec).startswith(help)
+
+
 def test_deadlock_help_for_a_notify_behind_a_device_wide_free():
     report = check("""device gpu0 { compute 2 runtime cuda }
 buffer vram 1MiB on gpu0
