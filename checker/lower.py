@@ -59,6 +59,9 @@ MAX_VARIANTS = 64
 MAX_RELEASES = 4
 """Most blocks recorded on other streams whose return to the pool (once that work is done)
 one program of a spec gets variants for (`_Lowerer.release_candidates`)."""
+MAX_RETURNS = 3
+"""Of the allocations at which such a block may come back, how many get a program each (the
+block comes back at the first at which the recorded work is done: any of them, by timing)."""
 DEFAULT_ENGINES = ((Engine.COMPUTE, 1), (Engine.COPY, 1), (Engine.COMM, 1))
 
 CUDA_STAGED = "cuda pageable copies return once staged"
@@ -1025,7 +1028,7 @@ class _Lowerer:
                 programs.append(replace(synced, variant="; ".join(labels + [cuda_variant(choices, True)])))
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
-            for free, (alloc, streams) in candidates.items():
+            for free, alloc, streams in candidates:
                 slot = self.slots[self.tensor_events[free].slot].owner
                 line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
                 label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
@@ -1053,18 +1056,19 @@ class _Lowerer:
             programs[0] = replace(programs[0], timings_left=timings_left)
         return tuple(programs)
 
-    def release_candidates(self) -> tuple[dict[int, tuple[int, tuple[int, ...]]], dict[int, tuple[int, tuple[int, ...]]],
-                                          int]:
+    def release_candidates(self) -> tuple[list[tuple[int, int, tuple[int, ...]]],
+                                          dict[int, tuple[int, tuple[int, ...]]], int]:
         """Of the program just lowered: frees of tensors recorded on other streams
         (`record_stream` before the free, on the thread that allocated and frees them), each
-        with the next alloc of that thread from the same pool, where PyTorch hands the block
-        back when the work on those streams is done by then (`process_events` at each
+        with the later allocs of that thread from the same pool, at the first of which PyTorch
+        hands the block back once the work on those streams is done (`process_events` at each
         `malloc`). Only where no other block of that pool held out of it (recorded, or freed by
         another thread) may come back at that alloc too: which one the alloc takes would depend
-        on both (SP065 warns there). Returns (free event -> (alloc event, recorded streams))
-        twice: the candidates whose timing is open (at most `MAX_RELEASES`, in program order),
-        and those whose recorded work is surely done by the alloc (the thread syncs those
-        streams in between); and how many open candidates the limit left out."""
+        on both (SP065 warns there, as past the first MAX_RETURNS allocs). Returns the timings
+        left open, (free event, alloc event, recorded streams), for the first `MAX_RELEASES`
+        frees in program order; the frees whose recorded work is surely done by an alloc (the
+        thread syncs those streams in between), free event -> (alloc event, recorded streams);
+        and how many frees with open timings the limit left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
         owner = lambda k: slots[k].owner  # noqa: E731
         pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
@@ -1097,7 +1101,7 @@ class _Lowerer:
                 freeing.setdefault(key, set()).update(thread for _, thread in freed)
             firsts.sort()
         said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
-        candidates: dict[int, tuple[int, tuple[int, ...]]] = {}
+        candidates: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         certain: dict[int, tuple[int, tuple[int, ...]]] = {}
         for slot in (s for blocks in held.values() for s in blocks):
             records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
@@ -1110,33 +1114,51 @@ class _Lowerer:
             at = bisect_right(later, free)
             if not streams or at == len(later):
                 continue
-            take = later[at]
-            # Another held block freed by another thread, or freed before the alloc (the slot's
-            # own free is one of those): a loop's blocks, each against every earlier one.
-            if freeing[pool(slot)] - {slot.thread} or bisect_left(first_frees[pool(slot)], take) > 1:
-                # (not modelled: said at the allocation, SP065)
-                alloc_statement = statements[slots[events[take].slot].statement]
-                if alloc_statement.span in said:
-                    continue
-                said.add(alloc_statement.span)
-                others = [other for other in held[pool(slot)] if other is not slot and any(
-                    thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
-                names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
-                self.warnings.append(warning(
-                    Code.SP065, f"which block this allocation takes depends on blocks held out of its pool "
-                    f"({names}) coming back, which is not modelled", alloc_statement.span, "this allocation",
-                    help="a use of those blocks on a stream they were not recorded on may race with this tensor "
-                         "unseen: sync the recorded streams before the allocation (the blocks then come back in "
-                         "every execution), or allocate from another stream's pool"))
-                continue
-            done = self.free_statements.get(free), slots[events[take].slot].statement
-            if None not in done and all(any(
-                    statements[j].op is Op.SYNC and statements[j].thread == slot.thread and stream in statements[j].streams
-                    for j in range(done[0] + 1, done[1])) for stream in streams):
-                certain[free] = (take, streams)
-            else:
-                candidates[free] = (take, streams)
-        return dict(sorted(candidates.items())[:MAX_RELEASES]), certain, max(0, len(candidates) - MAX_RELEASES)
+            # The block comes back at the first of the thread's later allocs from the pool at which
+            # the recorded work is done: each of the first MAX_RETURNS is a timing of its own, up
+            # to the one by which the thread surely waited for that work (then certain).
+            opened: list[int] = []
+            for take in [later[at]] + [k for k in later[at + 1:] if events[k].thread == slot.thread]:
+                # Another held block freed by another thread, or freed before the alloc (the slot's
+                # own free is one of those): a loop's blocks, each against every earlier one.
+                if freeing[pool(slot)] - {slot.thread} or bisect_left(first_frees[pool(slot)], take) > 1:
+                    others = [other for other in held[pool(slot)] if other is not slot and any(
+                        thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
+                    self._not_modelled(said, take, "blocks held out of its pool ("
+                                       + ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
+                                       + ") coming back")
+                    break
+                done = self.free_statements.get(free), slots[events[take].slot].statement
+                if None not in done and all(any(
+                        statements[j].op is Op.SYNC and statements[j].thread == slot.thread
+                        and stream in statements[j].streams
+                        for j in range(done[0] + 1, done[1])) for stream in streams):
+                    certain[free] = (take, streams)
+                    break
+                if len(opened) == MAX_RETURNS:
+                    self._not_modelled(said, take, f"`{self.tensors[slot.tensor].name}`'s block coming back this "
+                                                   f"late ({MAX_RETURNS} earlier allocations are checked)")
+                    break
+                opened.append(take)
+            if opened:
+                candidates[free] = [(take, streams) for take in opened]
+        kept = sorted(candidates.items())[:MAX_RELEASES]
+        return ([(free, take, streams) for free, takes in kept for take, streams in takes], certain,
+                max(0, len(candidates) - MAX_RELEASES))
+
+    def _not_modelled(self, said: set, take: int, what: str) -> None:
+        """SP065 at an allocation whose block depends on a timing of the allocator's that no
+        program checks (one warning per line)."""
+        statement = self.statements[self.slots[self.tensor_events[take].slot].statement]
+        if statement.span in said:
+            return
+        said.add(statement.span)
+        self.warnings.append(warning(
+            Code.SP065, f"which block this allocation takes depends on {what}, which is not modelled",
+            statement.span, "this allocation",
+            help="a use of those blocks on a stream they were not recorded on may race with this tensor "
+                 "unseen: sync the recorded streams before the allocation (the blocks then come back in "
+                 "every execution), or allocate from another stream's pool"))
 
     def too_many(self, count: int) -> None:
         first = self.first_choose()
