@@ -1028,14 +1028,17 @@ class _Lowerer:
                 programs.append(replace(synced, variant="; ".join(labels + [cuda_variant(choices, True)])))
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
-            for free, alloc, streams in candidates:
-                slot = self.slots[self.tensor_events[free].slot].owner
+            for timing in candidates:
+                names = " and ".join(f"`{self.tensors[self.slots[self.tensor_events[free].slot].owner.tensor].name}`'s"
+                                     for free in timing)
+                alloc = next(iter(timing.values()))[0]
                 line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
-                label = (f"the allocator hands `{self.tensors[slot.tensor].name}`'s block back at line {line}, the "
-                         f"work on {', '.join(f'`{program.streams[k].name}`' for k in streams)} done by then")
+                streams = dict.fromkeys(k for _, recorded_on in timing.values() for k in recorded_on)
+                label = (f"the allocator hands {names} block{'s' if len(timing) > 1 else ''} back at line {line}, "
+                         f"the work on {', '.join(f'`{program.streams[k].name}`' for k in streams)} done by then")
                 errors = len(self.errors)
                 try:
-                    reused = self.run(prefix, cuda_sync_first=False, released={**certain, free: (alloc, streams)})
+                    reused = self.run(prefix, cuda_sync_first=False, released={**certain, **timing})
                 except SpecError:  # (its synthetic statements took a thread past the limit)
                     reused = None
                 if reused is None or len(self.errors) > errors or timed + len(reused.statements) > self.max_statements \
@@ -1056,19 +1059,20 @@ class _Lowerer:
             programs[0] = replace(programs[0], timings_left=timings_left)
         return tuple(programs)
 
-    def release_candidates(self) -> tuple[list[tuple[int, int, tuple[int, ...]]],
+    def release_candidates(self) -> tuple[list[dict[int, tuple[int, tuple[int, ...]]]],
                                           dict[int, tuple[int, tuple[int, ...]]], int]:
         """Of the program just lowered: frees of tensors recorded on other streams
         (`record_stream` before the free, on the thread that allocated and frees them), each
         with the later allocs of that thread from the same pool, at the first of which PyTorch
         hands the block back once the work on those streams is done (`process_events` at each
-        `malloc`). Only where no other block of that pool held out of it (recorded, or freed by
-        another thread) may come back at that alloc too: which one the alloc takes would depend
-        on both (SP065 warns there, as past the first MAX_RETURNS allocs). Returns the timings
-        left open, (free event, alloc event, recorded streams), for the first `MAX_RELEASES`
-        frees in program order; the frees whose recorded work is surely done by an alloc (the
-        thread syncs those streams in between), free event -> (alloc event, recorded streams);
-        and how many frees with open timings the limit left out."""
+        `malloc`). Where other blocks of the pool held out of it may come back at that alloc
+        too, which one it takes depends on all: this thread's blocks are tried each alone and
+        all together there (SP065 says the other combinations are not), another thread's not at
+        all (SP065); past the first MAX_RETURNS allocs, SP065 too. Returns the timings left open,
+        each free event -> (alloc event, recorded streams) of the blocks that come back (for the
+        first `MAX_RELEASES` frees in program order, and as many allocs with blocks back
+        together); the frees whose recorded work is surely done by an alloc (the thread syncs
+        those streams in between), in the same shape; and how many timings the limits left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
         owner = lambda k: slots[k].owner  # noqa: E731
         pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
@@ -1102,6 +1106,8 @@ class _Lowerer:
             firsts.sort()
         said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
         candidates: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        together: set[int] = set()  # alloc events at which this thread's held blocks may come back together
+        unmodelled: dict[int, tuple[str, bool]] = {}  # alloc event -> (the held blocks, one came back alone)
         certain: dict[int, tuple[int, tuple[int, ...]]] = {}
         for slot in (s for blocks in held.values() for s in blocks):
             records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
@@ -1124,9 +1130,18 @@ class _Lowerer:
                 if freeing[pool(slot)] - {slot.thread} or bisect_left(first_frees[pool(slot)], take) > 1:
                     others = [other for other in held[pool(slot)] if other is not slot and any(
                         thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
-                    self._not_modelled(said, take, "blocks held out of its pool ("
-                                       + ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
-                                       + ") coming back")
+                    names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
+                    # This thread's blocks come back together there in some timing; this one alone
+                    # only where no other shares a stream it was recorded on (whose work, done
+                    # for one, would be done for the other) or was recorded by another thread.
+                    alone = not freeing[pool(slot)] - {slot.thread} and not any(
+                        thread != slot.thread or stream in streams
+                        for other in others for at_, thread, stream in recorded.get(id(other), ()))
+                    if not freeing[pool(slot)] - {slot.thread}:
+                        together.add(take)
+                    if alone and len(opened) < MAX_RETURNS:
+                        opened.append(take)
+                    unmodelled.setdefault(take, (names, alone))
                     break
                 done = self.free_statements.get(free), slots[events[take].slot].statement
                 if None not in done and all(any(
@@ -1143,8 +1158,29 @@ class _Lowerer:
             if opened:
                 candidates[free] = [(take, streams) for take in opened]
         kept = sorted(candidates.items())[:MAX_RELEASES]
-        return ([(free, take, streams) for free, takes in kept for take, streams in takes], certain,
-                max(0, len(candidates) - MAX_RELEASES))
+        timings = [{free: (take, streams)} for free, takes in kept for take, streams in takes]
+        # All of this thread's held blocks of the pool freed before the alloc, back together there.
+        together_checked: set[int] = set()
+        for take in sorted(together)[:MAX_RELEASES]:
+            back = {}
+            for slot in held[pool(slots[events[take].slot])]:
+                records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
+                if not freed or freed[0][0] > take or freed[0][0] in certain or slot.block is None \
+                        or any(thread != slot.thread for _, thread in freed) \
+                        or any(thread != slot.thread for _, thread, _ in records):
+                    continue
+                streams = tuple(dict.fromkeys(stream for at, _, stream in records if at < freed[0][0]))
+                if streams:
+                    back[freed[0][0]] = (take, streams)
+            if len(back) > 1:
+                timings.append(back)
+                together_checked.add(take)
+        for take, (names, alone) in sorted(unmodelled.items()):
+            tried = [kind for kind, done in (("one alone", alone), ("all together", take in together_checked)) if done]
+            self._not_modelled(said, take, f"blocks held out of its pool ({names}) coming back"
+                               + (f" other than {' or '.join(tried)}" if tried else ""))
+        left = max(0, len(candidates) - MAX_RELEASES) + max(0, len(together) - MAX_RELEASES)
+        return timings, certain, left
 
     def _not_modelled(self, said: set, take: int, what: str) -> None:
         """SP065 at an allocation whose block depends on a timing of the allocator's that no
