@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import io
 import json
 import os
@@ -353,11 +352,11 @@ def _unwritable_output(args) -> str | None:
         path = Path(output)
         folder = path.parent if str(path.parent) else Path(".")
         if path.is_dir():
-            return f"cannot write {output}: {os.strerror(errno.EISDIR)}"
+            return f"cannot write {output}: it is a directory"
         if not folder.is_dir():
-            return f"cannot write {output}: {os.strerror(errno.ENOENT)} (no folder {folder})"
+            return f"cannot write {output}: there is no directory {folder}"
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            return f"cannot write {output}: {os.strerror(errno.EACCES)}"
+            return f"cannot write {output}: permission denied"
     return None
 
 

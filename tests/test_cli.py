@@ -386,7 +386,7 @@ def test_limits_must_be_finite(run, argument):
 def test_an_output_file_that_cannot_be_written_is_a_usage_error(run, tmp_path, command):
     spec = CONFORMANCE.parent.parent / "specs" / "copy_compute_sync.sched"
     status, _, err = run(command[0], command[1], tmp_path, spec)  # a directory
-    assert status == 2 and f"streamproof {command[0]}: error: cannot write {tmp_path}: Is a directory" in err
+    assert status == 2 and f"streamproof {command[0]}: error: cannot write {tmp_path}: it is a directory" in err
 
 
 def test_one_output_may_be_standard_output_and_the_report_moves_to_standard_error(run):

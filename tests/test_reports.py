@@ -326,7 +326,7 @@ def test_unwritable_output_is_a_usage_error(run, tmp_path):
     # said before any work: a spec that would take the solver minutes ends at once
     status, out, err = run("check", "--output", tmp_path / "no" / "report.json", "--format", "json",
                            ROOT / "tests" / "fixtures" / "rand3x100_3.sched")
-    assert status == 2 and out == "" and f"(no folder {tmp_path / 'no'})" in err
+    assert status == 2 and out == "" and f"there is no directory {tmp_path / 'no'}" in err
 
 
 # -- pre-commit -----------------------------------------------------------------------------
