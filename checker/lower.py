@@ -1107,7 +1107,7 @@ class _Lowerer:
         said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
         candidates: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         together: set[int] = set()  # alloc events at which this thread's held blocks may come back together
-        unmodelled: dict[int, tuple[str, bool]] = {}  # alloc event -> (the held blocks, one came back alone)
+        unmodelled: dict[int, tuple[str, list[str]]] = {}  # alloc event -> (the held blocks, those tried alone)
         certain: dict[int, tuple[int, tuple[int, ...]]] = {}
         for slot in (s for blocks in held.values() for s in blocks):
             records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
@@ -1136,12 +1136,14 @@ class _Lowerer:
                     # for one, would be done for the other) or was recorded by another thread.
                     alone = not freeing[pool(slot)] - {slot.thread} and not any(
                         thread != slot.thread or stream in streams
-                        for other in others for at_, thread, stream in recorded.get(id(other), ()))
+                        for other in others for _, thread, stream in recorded.get(id(other), ()))
                     if not freeing[pool(slot)] - {slot.thread}:
                         together.add(take)
                     if alone and len(opened) < MAX_RETURNS:
                         opened.append(take)
-                    unmodelled.setdefault(take, (names, alone))
+                    entry = unmodelled.setdefault(take, (names, []))
+                    if alone and len(opened) and opened[-1] == take:
+                        entry[1].append(f"`{self.tensors[slot.tensor].name}` alone")
                     break
                 done = self.free_statements.get(free), slots[events[take].slot].statement
                 if None not in done and all(any(
@@ -1175,10 +1177,11 @@ class _Lowerer:
             if len(back) > 1:
                 timings.append(back)
                 together_checked.add(take)
-        for take, (names, alone) in sorted(unmodelled.items()):
-            tried = [kind for kind, done in (("one alone", alone), ("all together", take in together_checked)) if done]
+        for take, (names, tried_alone) in sorted(unmodelled.items()):
+            tried = tried_alone + (["all together"] if take in together_checked else [])
             self._not_modelled(said, take, f"blocks held out of its pool ({names}) coming back"
-                               + (f" other than {' or '.join(tried)}" if tried else ""))
+                               + (f" other than {', '.join(tried[:-1])}{' or ' if len(tried) > 1 else ''}{tried[-1]}"
+                                  if tried else ""))
         left = max(0, len(candidates) - MAX_RELEASES) + max(0, len(together) - MAX_RELEASES)
         return timings, certain, left
 

@@ -1016,6 +1016,25 @@ def test_two_recorded_blocks_that_could_come_back_at_one_alloc_come_back_togethe
     assert len(load_text(RECORDED % (body % "")).variants) == 2  # b is never freed: only a comes back
 
 
+def test_recorded_blocks_on_streams_of_their_own_come_back_alone_and_together():
+    from checker.analyze import check_loaded
+
+    # A and B recorded on streams of their own: either's work may be done first, so each comes
+    # back alone at U's allocation, and both together; only A back gives U A's bytes, which r
+    # (unrecorded) may still read.
+    loaded = load_text("device g { runtime cuda }\ntensor A 512KiB on g\ntensor B 512KiB on g\ntensor U 512KiB on g\n"
+                       "stream s on g\nstream o on g\nstream q on g\nstream p on g\nthread t {\n  s: alloc A\n"
+                       "  s: alloc B\n  p: kernel r reads A\n  o: record_stream A\n  q: record_stream B\n  free A\n"
+                       "  free B\n  s: alloc U\n  s: kernel w writes U\n}\n")
+    assert [v.variant.split(" back at")[0] for v in loaded.variants[1:]] == [
+        "the allocator hands `A`'s block", "the allocator hands `B`'s block",
+        "the allocator hands `A`'s and `B`'s blocks"]
+    (warning,) = [d for d in loaded.diagnostics if d.code.value == "SP065"]
+    assert "other than `A` alone, `B` alone or all together" in warning.message
+    (race,) = check_loaded(loaded).findings
+    assert race.kind.value == "race" and race.buffer == "A"
+
+
 def test_a_block_recorded_on_the_default_stream_comes_back_in_a_variant_named_after_it():
     from checker.analyze import check_loaded
 
