@@ -292,7 +292,7 @@ def _handed_off(program: Program, first: Statement, second: Statement) -> bool:
 def _early_sync(program: Program, host: Statement, task: Statement) -> str | None:
     """The host's thread syncs on a snapshot event before its access, and the task's thread
     records that event after the task, but the sync can be issued before the record (a sync
-    binds to the latest record enqueued before it, and with none waits for nothing). Where the
+    binds to the latest record enqueued before it: an older one, or none). Where the
     host's thread awaits a notify that the other thread sets before the record, the fix is to
     set it after the record."""
     if host.thread == task.thread or task.stream is None:
@@ -315,8 +315,8 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
                and program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None
                and program.statements[i].notify in awaited]
     said = (f"`sync {event}` (line {sync.span.line}) can be issued before `{program.describe(record)}` (line "
-            f"{record.span.line}), and then waits for nothing (a sync binds to the latest record enqueued "
-            "before it)")
+            f"{record.span.line}), and then waits for an older record or none (a sync binds to the latest "
+            "record enqueued before it)")
     if setters:
         setter = program.statements[setters[-1]]
         return (f"{said}: {_quoted(program, setter)} is set before that record, so move it after the record")

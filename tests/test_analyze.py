@@ -1037,8 +1037,8 @@ thread caller {
 """
     (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
     assert race.help == ("`sync done` (line 13) can be issued before `ext: record done` (line 9), and then waits "
-                         "for nothing (a sync binds to the latest record enqueued before it): `notify completed` "
-                         "(line 8) is set before that record, so move it after the record")
+                         "for an older record or none (a sync binds to the latest record enqueued before it): "
+                         "`notify completed` (line 8) is set before that record, so move it after the record")
     assert check(spec.replace("  notify completed\n  ext: record done\n",
                               "  ext: record done\n  notify completed\n")).findings == ()
 
