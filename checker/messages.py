@@ -900,21 +900,29 @@ def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
     """A stuck flag wait or await whose flag or notify nothing left can set: none is ever
     set, the only records are queued behind the wait on its own stream, the notify is set
     fewer times than it is awaited, or (a flag) a reset cleared the record it needed."""
+    records: dict[int, Statement] = {}  # event -> its first stuck record
+    notifies: dict[int, Statement] = {}  # notify -> its first stuck set
+    for t in stuck:
+        if t.op is Op.RECORD and t.event is not None:
+            records.setdefault(t.event, t)
+        elif t.op is Op.NOTIFY and t.notify is not None:
+            notifies.setdefault(t.notify, t)
     for s in stuck:
-        setter = next((t for t in stuck if t.index != s.index and (
-            s.op is Op.WAIT and t.op is Op.RECORD and t.event == s.event and s.event is not None
-            or s.op is Op.AWAIT and t.op is Op.NOTIFY and t.notify == s.notify and s.notify is not None)), None)
-        if setter is not None and (s.op is Op.AWAIT or program.events[s.event].flag):
+        flag_wait = s.op is Op.WAIT and s.event is not None and program.events[s.event].flag
+        if not flag_wait and not (s.op is Op.AWAIT and s.notify is not None):
+            continue
+        setter = records.get(s.event) if flag_wait else notifies.get(s.notify)
+        if setter is not None:
             return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, is stuck too, behind "
                     "what the wait holds up: enqueue it where nothing waits for the wait (another stream, or "
                     "before the wait)")
-        if s.op is Op.WAIT and s.event is not None and program.events[s.event].flag:
+        if flag_wait:
             event = program.events[s.event].name
-            records = _records(program).get(s.event, [])
-            if not records:
+            recorded = _records(program).get(s.event, [])
+            if not recorded:
                 return (f"{_quoted(program, s)} waits for flag event `{event}`, which no statement records: a flag "
                         f"wait blocks until a record sets the flag; record `{event}` where the work it waits for ends")
-            if all(r.stream == s.stream and r.thread == s.thread and r.index > s.index for r in records):
+            if all(r.stream == s.stream and r.thread == s.thread and r.index > s.index for r in recorded):
                 return (f"{_quoted(program, s)} waits for flag event `{event}`, whose records are all queued behind "
                         f"it on `{program.streams[s.stream].written}`: record it on the stream that does the work, "
                         "before the wait")
@@ -922,7 +930,7 @@ def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
                     "stays set from a record until a `reset`, so a reset (or a record that lands before an earlier "
                     "wait's reset) can clear the record a later wait needs; reset only once that wait is through, "
                     "or give each round its own event")
-        if s.op is Op.AWAIT and s.notify is not None:
+        else:
             notify = program.notifies[s.notify].name
             sets = sum(1 for t in program.statements if t.op is Op.NOTIFY and t.notify == s.notify)
             awaits = sum(1 for t in program.statements if t.op is Op.AWAIT and t.notify == s.notify)
