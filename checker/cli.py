@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import io
 import json
 import os
@@ -542,14 +543,15 @@ def _apply_config(parser: argparse.ArgumentParser, start: Path | None = None) ->
     `start`, default the working directory, upwards): its keys apply to every command that has
     the option and takes the value (`format = "sarif"` is `check`'s alone), a
     [tool.streamproof.COMMAND] table to one."""
-    from checker.inputs import ConfigError, find_config, locate_setting
+    from checker.inputs import ConfigError, find_config, locate_key, locate_setting
 
     path, table = find_config(start)
     if not table:
         return
 
-    def problem(table_name: str, key: str | None, text: str) -> ConfigError:
-        return ConfigError(path, f"[{table_name}]: {text}", locate_setting(path, table_name, key))
+    def problem(table_name: str, key: str | None, text: str, at_key: bool = False) -> ConfigError:
+        where = locate_key(path, table_name, key) if at_key and key else locate_setting(path, table_name, key)
+        return ConfigError(path, f"[{table_name}]: {text}", where)
 
     commands = _subparsers(parser)
     for key, value in table.items():
@@ -560,7 +562,11 @@ def _apply_config(parser: argparse.ArgumentParser, start: Path | None = None) ->
     dests = {a.dest for sub in commands.values() for a in sub._actions}
     for key in shared:
         if key.replace("-", "_") not in dests or key in ("file", "help"):
-            raise problem("tool.streamproof", key, f"unknown option `{key}`")
+            known = sorted({a.option_strings[-1].lstrip("-") for sub in commands.values() for a in sub._actions
+                            if a.option_strings and a.option_strings[-1].startswith("--")})
+            close = difflib.get_close_matches(key, known, n=1)
+            raise problem("tool.streamproof", key, f"unknown option `{key}`"
+                          + (f" (did you mean `{close[0]}`?)" if close else ""), at_key=True)
     taken: set[str] = set()  # shared keys some command takes
     refused: dict[str, ConfigError] = {}
     for name, sub in commands.items():
@@ -572,7 +578,7 @@ def _apply_config(parser: argparse.ArgumentParser, start: Path | None = None) ->
             table_name = "tool.streamproof" + (f".{name}" if key in own else "")
             if action is None:
                 if key in own:
-                    raise problem(table_name, key, f"`{name}` has no option `{key}`")
+                    raise problem(table_name, key, f"`{name}` has no option `{key}`", at_key=True)
                 continue
             try:
                 converted = _config_value(action, key, value, lambda text: problem(table_name, key, text))

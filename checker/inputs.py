@@ -218,6 +218,23 @@ def locate_setting(path: Path, table: str, key: str | None = None) -> tuple[int,
     return found
 
 
+def locate_key(path: Path, table: str, key: str) -> tuple[int, int, int] | None:
+    """Where the name of `key` of `[table]` is written (line, column, length): an unknown key
+    is at fault, not its value. Where `locate_setting` finds the setting some other way, there."""
+    found = locate_setting(path, table, key)
+    if found is None:
+        return None
+    try:
+        line = path.read_text(encoding="utf-8", errors="replace").splitlines()[found[0] - 1]
+    except (OSError, IndexError):
+        return found
+    name = re.match(r"\s*([\"']?)" + re.escape(key) + r"\1(?=\s*[=.])", line)
+    if name is None:
+        return found
+    start = len(line) - len(line.lstrip())
+    return found[0], start + 1, name.end() - start
+
+
 def _locate(lines: list[str], table: str, key: str | None) -> tuple[int, int, int] | None:
     current = None
     for number, line in enumerate(lines, 1):

@@ -238,13 +238,14 @@ def test_a_shared_setting_applies_where_a_command_takes_its_value(run, tmp_path,
 
 @pytest.mark.parametrize("text,problem,where", [
     ('[tool.streamproof]\ntimeout = "soon"\n', "not a number", "2:11"),
-    ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`", "2:18"),
+    ('[tool.streamproof]\nno-such-option = 1\n', "unknown option `no-such-option`", "2:1"),
+    ('[tool.streamproof]\n  timout = 3\n', "unknown option `timout` (did you mean `timeout`?)", "2:3"),
     ('[tool.streamproof]\nquiet = "yes"\n', "must be true or false", "2:9"),
     ('[tool.streamproof]\nformat = "xml"\n', "must be one of", "2:10"),
     ('[tool.streamproof]\ncluster = 5\n', "`cluster` must be a string", "2:11"),
     ('[project]\nname = "x"\n\n[tool.streamproof.optimize]\nemit = 5  # a path\n', "`emit` must be a string", "5:8"),
     ('[tool.streamproof.shw]\nformat = "json"\n', "no command `shw`", "1:1"),
-    ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`", "2:11"),
+    ('[tool.streamproof.show]\ntimeout = 3\n', "`show` has no option `timeout`", "2:1"),
     ('[tool.streamproof\n', "not valid TOML", "1:18"),
     ('[[tool.streamproof]]\ntimeout = 1\n', "must be a table", "1:1"),
     ('[tool.streamproof.check]\n[tool.streamproof.check.deep]\na = 1\n', "`check` has no option `deep`", "2:1"),
@@ -269,7 +270,7 @@ def test_bad_config_is_a_diagnostic_at_the_setting(run, tmp_path, monkeypatch, t
     assert head.startswith(f"{tmp_path / 'pyproject.toml'}:{where}: error[SP005]: "), head
     column = int(where.split(":")[1])
     caret = next(line for line in err.splitlines() if "^" in line)
-    assert caret.index("^") - caret.index("|") - 2 == column - 1  # under the value, past the gutter
+    assert caret.index("^") - caret.index("|") - 2 == column - 1  # under the value (a key unknown: the key)
 
 
 def test_a_config_written_inline_still_names_the_file(run, tmp_path, monkeypatch):
