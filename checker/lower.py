@@ -1107,29 +1107,50 @@ class _Lowerer:
         said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
         candidates: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         together: set[int] = set()  # alloc events at which this thread's held blocks may come back together
-        unmodelled: dict[int, tuple[str, list[str]]] = {}  # alloc event -> (the held blocks, those tried alone)
+        unmodelled: dict[int, tuple[str, list[str]]] = {}  # alloc event -> (what it depends on, blocks tried alone)
         certain: dict[int, tuple[int, tuple[int, ...]]] = {}
-        for slot in (s for blocks in held.values() for s in blocks):
+        # Each block of this thread's, with the allocs it may come back at and the first by
+        # which the thread surely waited for its recorded work (then it is back there for good).
+        blocks: list[tuple[Slot, int, tuple[int, ...], list[int]]] = []
+        back_by: dict[int, int] = {}  # id(slot) -> the alloc event by which it is surely back
+        for slot in (s for blocks_ in held.values() for s in blocks_):
             records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
             if not freed or slot.block is None or any(thread != slot.thread for _, thread in freed) \
                     or any(thread != slot.thread for _, thread, _ in records):
-                continue  # (a block another thread frees or records stays out of the pool)
+                # (a block another thread frees or records stays out of the pool: said at the
+                # thread's next alloc from it, which the block may come back at unseen)
+                later = allocs.get(pool(slot), [])
+                nxt = next((k for k in later[bisect_right(later, freed[0][0]):] if events[k].thread == slot.thread),
+                           None) if freed and slot.block is not None else None
+                if nxt is not None:
+                    unmodelled.setdefault(nxt, (f"`{self.tensors[slot.tensor].name}`'s block coming back (another "
+                                                "thread records or frees it)", []))
+                continue
             free = freed[0][0]
             streams = tuple(dict.fromkeys(stream for at, _, stream in records if at < free))
             later = allocs.get(pool(slot), [])
             at = bisect_right(later, free)
             if not streams or at == len(later):
                 continue
+            takes = [later[at]] + [k for k in later[at + 1:] if events[k].thread == slot.thread]
+            blocks.append((slot, free, streams, takes))
+            back_by[id(slot)] = next((take for take in takes if self._waited(free, take, streams)), -1)
+        for slot, free, streams, takes in blocks:
             # The block comes back at the first of the thread's later allocs from the pool at which
             # the recorded work is done: each of the first MAX_RETURNS is a timing of its own, up
             # to the one by which the thread surely waited for that work (then certain).
             opened: list[int] = []
-            for take in [later[at]] + [k for k in later[at + 1:] if events[k].thread == slot.thread]:
-                # Another held block freed by another thread, or freed before the alloc (the slot's
-                # own free is one of those): a loop's blocks, each against every earlier one.
-                if freeing[pool(slot)] - {slot.thread} or bisect_left(first_frees[pool(slot)], take) > 1:
-                    others = [other for other in held[pool(slot)] if other is not slot and any(
-                        thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))]
+            for take in takes:
+                if take == back_by[id(slot)]:
+                    certain[free] = (take, streams)
+                    break
+                # Other blocks held out of the pool at this alloc: freed by another thread, or
+                # freed before it and not surely back by then (a loop's blocks, each against
+                # every earlier one).
+                others = [other for other in held[pool(slot)] if other is not slot and any(
+                    thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))
+                    and not 0 <= back_by.get(id(other), -1) <= take]
+                if others:
                     names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
                     # This thread's blocks come back together there in some timing; this one alone
                     # only where no other shares a stream it was recorded on (whose work, done
@@ -1141,16 +1162,9 @@ class _Lowerer:
                         together.add(take)
                     if alone and len(opened) < MAX_RETURNS:
                         opened.append(take)
-                    entry = unmodelled.setdefault(take, (names, []))
+                    entry = unmodelled.setdefault(take, (f"blocks held out of its pool ({names}) coming back", []))
                     if alone and len(opened) and opened[-1] == take:
                         entry[1].append(f"`{self.tensors[slot.tensor].name}` alone")
-                    break
-                done = self.free_statements.get(free), slots[events[take].slot].statement
-                if None not in done and all(any(
-                        statements[j].op is Op.SYNC and statements[j].thread == slot.thread
-                        and stream in statements[j].streams
-                        for j in range(done[0] + 1, done[1])) for stream in streams):
-                    certain[free] = (take, streams)
                     break
                 if len(opened) == MAX_RETURNS:
                     self._not_modelled(said, take, f"`{self.tensors[slot.tensor].name}`'s block coming back this "
@@ -1177,13 +1191,37 @@ class _Lowerer:
             if len(back) > 1:
                 timings.append(back)
                 together_checked.add(take)
-        for take, (names, tried_alone) in sorted(unmodelled.items()):
+        for take, (what, tried_alone) in sorted(unmodelled.items()):
             tried = tried_alone + (["all together"] if take in together_checked else [])
-            self._not_modelled(said, take, f"blocks held out of its pool ({names}) coming back"
+            self._not_modelled(said, take, what
                                + (f" other than {', '.join(tried[:-1])}{' or ' if len(tried) > 1 else ''}{tried[-1]}"
                                   if tried else ""))
         left = max(0, len(candidates) - MAX_RELEASES) + max(0, len(together) - MAX_RELEASES)
         return timings, certain, left
+
+    def _waited(self, free: int, take: int, streams: tuple[int, ...]) -> bool:
+        """Whether the thread surely waits, between a free and an alloc, for the work enqueued on
+        each of `streams` by the free: a sync of the stream (or its device, or all), or a sync of
+        an event whose latest record before it is on that stream, after the free."""
+        done = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
+        if None in done:
+            return False
+        statements = self.statements
+        thread = statements[done[0]].thread
+        syncs = [j for j in range(done[0] + 1, done[1])
+                 if statements[j].op is Op.SYNC and statements[j].thread == thread]
+
+        def on(stream: int, j: int) -> bool:
+            sync = statements[j]
+            if stream in sync.streams:
+                return True
+            if sync.sync is not SyncKind.EVENT or sync.target is None or self.events[sync.target].flag:
+                return False
+            record = next((r for r in range(j - 1, done[0], -1) if statements[r].op is Op.RECORD
+                           and statements[r].event == sync.target and statements[r].thread == thread), None)
+            return record is not None and statements[record].stream == stream
+
+        return all(any(on(stream, j) for j in syncs) for stream in streams)
 
     def _not_modelled(self, said: set, take: int, what: str) -> None:
         """SP065 at an allocation whose block depends on a timing of the allocator's that no

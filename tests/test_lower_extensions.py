@@ -1035,6 +1035,33 @@ def test_recorded_blocks_on_streams_of_their_own_come_back_alone_and_together():
     assert race.kind.value == "race" and race.buffer == "A"
 
 
+def test_a_block_surely_back_is_not_held_in_another_blocks_timing():
+    from checker.analyze import check_loaded
+
+    # `sync o1` makes A's return at U certain: B back alone must not keep A held, or U would take
+    # B's bytes, which p may still read: a race that cannot happen (U takes A's, lower, either way).
+    loaded = load_text("device g { compute 4 }\ntensor A 512KiB on g\ntensor B 512KiB on g\ntensor U 512KiB on g\n"
+                       "stream s on g\nstream o1 on g\nstream o2 on g\nstream p on g\nthread t {\n  s: alloc A\n"
+                       "  s: alloc B\n  s: kernel fill writes A, B\n  o1: wait_stream s\n  o2: wait_stream s\n"
+                       "  p: wait_stream s\n  o1: kernel ra reads A 1ms\n  o1: record_stream A\n  free A\n"
+                       "  sync o1\n  p: kernel rb reads B 5ms\n  o2: record_stream B\n  free B\n  s: alloc U\n"
+                       "  s: kernel w writes U\n  sync all\n}\n")
+    assert check_loaded(loaded).findings == ()
+    assert not [d for d in loaded.diagnostics if d.code.value == "SP065"]
+
+
+def test_a_block_another_thread_records_is_said_at_the_next_allocation():
+    # t frees T after u recorded it: its return at U is not modelled, and SP065 says so there.
+    loaded = load_text("device g { compute 4 }\ntensor T 512KiB on g\ntensor U 512KiB on g\nstream s on g\n"
+                       "stream o on g\nstream p on g\nnotify a\nnotify b\nthread t {\n  s: alloc T\n"
+                       "  s: kernel fill writes T 1ms\n  notify a\n  await b\n  free T\n  s: alloc U\n"
+                       "  s: kernel w writes U 1ms\n  sync all\n}\nthread u {\n  await a\n  o: wait_stream s\n"
+                       "  p: wait_stream s\n  o: kernel r1 reads T 1ms\n  p: kernel r2 reads T 5ms\n"
+                       "  o: record_stream T\n  notify b\n}\n")
+    (warning,) = [d for d in loaded.diagnostics if d.code.value == "SP065"]
+    assert warning.primary_span.line == 15 and "`T`'s block coming back (another thread records" in warning.message
+
+
 def test_a_block_recorded_on_the_default_stream_comes_back_in_a_variant_named_after_it():
     from checker.analyze import check_loaded
 
