@@ -21,6 +21,7 @@ from collections import defaultdict
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from fractions import Fraction
+from itertools import islice
 
 from checker import ast
 from checker.collectives import program_order_groups
@@ -62,6 +63,12 @@ one program of a spec gets variants for (`_Lowerer.release_candidates`)."""
 MAX_RETURNS = 3
 """Of the allocations at which such a block may come back, how many get a program each (the
 block comes back at the first at which the recorded work is done: any of them, by timing)."""
+MAX_TOGETHER = 2
+"""Allocations per program at which held blocks coming back all together get a program (a
+loop's are alike: the first ones stand for the rest, which SP065 names)."""
+NEARBY = 64
+"""Held blocks freed last before an allocation that `release_candidates` looks at (a loop's
+blocks, each against every earlier one, would be quadratic); past them no block comes back alone."""
 DEFAULT_ENGINES = ((Engine.COMPUTE, 1), (Engine.COPY, 1), (Engine.COMM, 1))
 
 CUDA_STAGED = "cuda pageable copies return once staged"
@@ -1070,7 +1077,7 @@ class _Lowerer:
         all together there (SP065 says the other combinations are not), another thread's not at
         all (SP065); past the first MAX_RETURNS allocs, SP065 too. Returns the timings left open,
         each free event -> (alloc event, recorded streams) of the blocks that come back (for the
-        first `MAX_RELEASES` frees in program order, and as many allocs with blocks back
+        first `MAX_RELEASES` frees in program order, and `MAX_TOGETHER` allocs with blocks back
         together); the frees whose recorded work is surely done by an alloc (the thread syncs
         those streams in between), in the same shape; and how many timings the limits left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
@@ -1092,17 +1099,21 @@ class _Lowerer:
             if slot.kind == "alloc" and slot.stream is not None and (
                     id(slot) in recorded or any(thread != slot.thread for _, thread in frees.get(id(slot), ()))):
                 held.setdefault(pool(slot), []).append(slot)
-        # Per pool, to tell at once whether another held block may come back at an alloc: the
-        # first free event of each held block (sorted), and the threads that free them.
-        first_frees: dict[tuple, list[int]] = {}
+        # Per pool, to find at once the held blocks that may come back at an alloc too: the first
+        # free event of each held block (sorted, with its place in `held`), the threads that free
+        # them, and the blocks another thread frees.
+        first_frees: dict[tuple, list[tuple[int, int]]] = {}
         freeing: dict[tuple, set[int]] = {}
+        foreign: dict[tuple, list[tuple[Slot, set[int]]]] = {}
         for key, blocks in held.items():
             firsts = first_frees[key] = []
-            for block in blocks:
+            for n, block in enumerate(blocks):
                 freed = frees.get(id(block), ())
                 if freed:
-                    firsts.append(min(k for k, _ in freed))
+                    firsts.append((min(k for k, _ in freed), n))
                 freeing.setdefault(key, set()).update(thread for _, thread in freed)
+                if any(thread != block.thread for _, thread in freed):
+                    foreign.setdefault(key, []).append((block, {thread for _, thread in freed}))
             firsts.sort()
         said: set = set()  # the spans of the allocs said SP065 of (one warning per line is kept)
         candidates: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
@@ -1120,8 +1131,8 @@ class _Lowerer:
                 # (a block another thread frees or records stays out of the pool: said at the
                 # thread's next alloc from it, which the block may come back at unseen)
                 later = allocs.get(pool(slot), [])
-                nxt = next((k for k in later[bisect_right(later, freed[0][0]):] if events[k].thread == slot.thread),
-                           None) if freed and slot.block is not None else None
+                nxt = next((k for k in islice(later, bisect_right(later, freed[0][0]), None)
+                            if events[k].thread == slot.thread), None) if freed and slot.block is not None else None
                 if nxt is not None:
                     unmodelled.setdefault(nxt, (f"`{self.tensors[slot.tensor].name}`'s block coming back (another "
                                                 "thread records or frees it)", []))
@@ -1132,7 +1143,9 @@ class _Lowerer:
             at = bisect_right(later, free)
             if not streams or at == len(later):
                 continue
-            takes = [later[at]] + [k for k in later[at + 1:] if events[k].thread == slot.thread]
+            # (the first MAX_RETURNS + 1: past them SP065 says the rest are not checked)
+            takes = [later[at]] + list(islice((k for k in islice(later, at + 1, None)
+                                               if events[k].thread == slot.thread), MAX_RETURNS))
             blocks.append((slot, free, streams, takes))
             back_by[id(slot)] = next((take for take in takes if self._waited(free, take, streams)), -1)
         for slot, free, streams, takes in blocks:
@@ -1147,15 +1160,19 @@ class _Lowerer:
                 # Other blocks held out of the pool at this alloc: freed by another thread, or
                 # freed before it and not surely back by then (a loop's blocks, each against
                 # every earlier one).
-                others = [other for other in held[pool(slot)] if other is not slot and any(
-                    thread != slot.thread or k < take for k, thread in frees.get(id(other), ()))
-                    and not 0 <= back_by.get(id(other), -1) <= take]
+                key = pool(slot)
+                firsts = first_frees[key]
+                end = bisect_left(firsts, (take, -1))
+                others = [held[key][n] for _, n in firsts[max(0, end - NEARBY):end]]
+                others += islice((b for b, threads in foreign.get(key, ()) if threads - {slot.thread}), NEARBY)
+                others = [other for other in {id(b): b for b in others}.values() if other is not slot
+                          and not 0 <= back_by.get(id(other), -1) <= take]
                 if others:
                     names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
                     # This thread's blocks come back together there in some timing; this one alone
                     # only where no other shares a stream it was recorded on (whose work, done
                     # for one, would be done for the other) or was recorded by another thread.
-                    alone = not freeing[pool(slot)] - {slot.thread} and not any(
+                    alone = end <= NEARBY and not freeing[pool(slot)] - {slot.thread} and not any(
                         thread != slot.thread or stream in streams
                         for other in others for _, thread, stream in recorded.get(id(other), ()))
                     if not freeing[pool(slot)] - {slot.thread}:
@@ -1177,7 +1194,7 @@ class _Lowerer:
         timings = [{free: (take, streams)} for free, takes in kept for take, streams in takes]
         # All of this thread's held blocks of the pool freed before the alloc, back together there.
         together_checked: set[int] = set()
-        for take in sorted(together)[:MAX_RELEASES]:
+        for take in sorted(together)[:MAX_TOGETHER]:
             back = {}
             for slot in held[pool(slots[events[take].slot])]:
                 records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
@@ -1196,8 +1213,8 @@ class _Lowerer:
             self._not_modelled(said, take, what
                                + (f" other than {', '.join(tried[:-1])}{' or ' if len(tried) > 1 else ''}{tried[-1]}"
                                   if tried else ""))
-        left = max(0, len(candidates) - MAX_RELEASES) + max(0, len(together) - MAX_RELEASES)
-        return timings, certain, left
+        # (allocs past MAX_TOGETHER keep SP065's "not modelled", a warning, as a loop's would)
+        return timings, certain, max(0, len(candidates) - MAX_RELEASES)
 
     def _waited(self, free: int, take: int, streams: tuple[int, ...]) -> bool:
         """Whether the thread surely waits, between a free and an alloc, for the work enqueued on

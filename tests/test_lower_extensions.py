@@ -1035,6 +1035,20 @@ def test_recorded_blocks_on_streams_of_their_own_come_back_alone_and_together():
     assert race.kind.value == "race" and race.buffer == "A"
 
 
+def test_a_loop_recording_every_iteration_gets_a_few_timings_and_no_unknown():
+    from checker.lower import MAX_RELEASES, MAX_RETURNS, MAX_TOGETHER
+
+    # Each iteration's block may come back together with the last one's at the next alloc: the
+    # first allocations stand for the rest (SP065 says so), none is counted as left undecided.
+    loaded = load_text("device g\ntensor T[2] 1MiB on g\nstream s on g\nstream side on g\nthread t {\n"
+                       "  for i in 0..200 {\n    s: alloc T[i % 2]\n    side: wait_stream s\n"
+                       "    side: kernel use reads T[i % 2] 1us\n    side: record_stream T[i % 2]\n"
+                       "    free T[i % 2]\n  }\n}\n")
+    assert 1 < len(loaded.variants) <= 1 + MAX_RELEASES * MAX_RETURNS + MAX_TOGETHER
+    assert loaded.program.timings_left == 0
+    assert [d.code.value for d in loaded.diagnostics] == ["SP065"]
+
+
 def test_a_block_surely_back_is_not_held_in_another_blocks_timing():
     from checker.analyze import check_loaded
 
