@@ -1081,6 +1081,7 @@ class _Lowerer:
         together); the frees whose recorded work is surely done by an alloc (the thread syncs
         those streams in between), in the same shape; and how many timings the limits left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
+        self._event_threads: dict[int, set[int]] = {}  # (`_recorded_elsewhere`, for this program)
         owner = lambda k: slots[k].owner  # noqa: E731
         pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
         recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
@@ -1218,27 +1219,60 @@ class _Lowerer:
 
     def _waited(self, free: int, take: int, streams: tuple[int, ...]) -> bool:
         """Whether the thread surely waits, between a free and an alloc, for the work enqueued on
-        each of `streams` by the free: a sync of the stream (or its device, or all), or a sync of
-        an event whose latest record before it is on that stream, after the free."""
-        done = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
-        if None in done:
+        each of `streams` by the free (the allocator's event there). Read in program order from
+        the free: a stream's later work comes after another stream's work where it waits on an
+        event whose latest record, after the free, is on that stream (`wait E`, `wait_stream`);
+        the thread has waited for a stream, and what that stream's work comes after, at a sync
+        of it (or of its device, or all), a sync or query of such an event, a blocking copy on
+        it, or an `await` of a notify the stream sets. Events another thread records too count
+        for nothing (which record a wait binds to would depend on the interleaving)."""
+        begin, end = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
+        if begin is None or end is None:
             return False
         statements = self.statements
-        thread = statements[done[0]].thread
-        syncs = [j for j in range(done[0] + 1, done[1])
-                 if statements[j].op is Op.SYNC and statements[j].thread == thread]
+        thread = statements[begin].thread
+        after: dict[int, set[int]] = {}  # stream -> the streams whose work (since the free) it comes after
+        latest: dict[int, int] = {}  # event -> the stream of its latest record since the free
+        notified: dict[int, int] = {}  # notify -> the stream that last set it since the free
+        done: set[int] = set()
 
-        def on(stream: int, j: int) -> bool:
-            sync = statements[j]
-            if stream in sync.streams:
-                return True
-            if sync.sync is not SyncKind.EVENT or sync.target is None or self.events[sync.target].flag:
-                return False
-            record = next((r for r in range(j - 1, done[0], -1) if statements[r].op is Op.RECORD
-                           and statements[r].event == sync.target and statements[r].thread == thread), None)
-            return record is not None and statements[record].stream == stream
+        def behind(stream: int) -> set[int]:
+            return {stream} | after.get(stream, set())
 
-        return all(any(on(stream, j) for j in syncs) for stream in streams)
+        def flag(event: int) -> bool:  # (the events a `wait_stream` records are made after the declared ones)
+            return event < len(self.events) and self.events[event].flag
+
+        for j in range(begin + 1, end):
+            st = statements[j]
+            if st.thread != thread:
+                continue
+            if st.op is Op.RECORD and st.event is not None and st.stream is not None:
+                if self._recorded_elsewhere(st.event, thread):
+                    continue
+                latest[st.event] = st.stream
+            elif st.op is Op.WAIT and st.event is not None and st.stream is not None and st.event in latest \
+                    and not flag(st.event):
+                after.setdefault(st.stream, set()).update(behind(latest[st.event]))
+            elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None:
+                notified[st.notify] = st.stream
+            elif st.op is Op.AWAIT and st.stream is None and st.notify in notified:
+                done |= behind(notified[st.notify])
+            elif st.op is Op.SYNC:
+                for stream in st.streams:
+                    done |= behind(stream)
+                if st.sync is SyncKind.EVENT and st.target in latest and not flag(st.target):
+                    done |= behind(latest[st.target])
+            elif st.blocking and st.stream is not None:
+                done |= behind(st.stream)
+        return all(stream in done for stream in streams)
+
+    def _recorded_elsewhere(self, event: int, thread: int) -> bool:
+        """Whether another thread records `event` too (cached per program lowered)."""
+        threads = self._event_threads.get(event)
+        if threads is None:
+            threads = self._event_threads[event] = {s.thread for s in self.statements
+                                                    if s.op is Op.RECORD and s.event == event}
+        return bool(threads - {thread})
 
     def _not_modelled(self, said: set, take: int, what: str) -> None:
         """SP065 at an allocation whose block depends on a timing of the allocator's that no
