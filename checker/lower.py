@@ -1224,8 +1224,9 @@ class _Lowerer:
         event whose latest record, after the free, is on that stream (`wait E`, `wait_stream`);
         the thread has waited for a stream, and what that stream's work comes after, at a sync
         of it (or of its device, or all), a sync or query of such an event, a blocking copy on
-        it, or an `await` of a notify the stream sets. Events another thread records too count
-        for nothing (which record a wait binds to would depend on the interleaving)."""
+        it, or an `await` of a notify the stream sets (and nothing else does). Events another
+        thread records too count for nothing (which record a wait binds to would depend on the
+        interleaving)."""
         begin, end = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
         if begin is None or end is None:
             return False
@@ -1253,7 +1254,8 @@ class _Lowerer:
             elif st.op is Op.WAIT and st.event is not None and st.stream is not None and st.event in latest \
                     and not flag(st.event):
                 after.setdefault(st.stream, set()).update(behind(latest[st.event]))
-            elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None:
+            elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None \
+                    and not self._notified_elsewhere(st.notify, j):
                 notified[st.notify] = st.stream
             elif st.op is Op.AWAIT and st.stream is None and st.notify in notified:
                 done |= behind(notified[st.notify])
@@ -1265,6 +1267,11 @@ class _Lowerer:
             elif st.blocking and st.stream is not None:
                 done |= behind(st.stream)
         return all(stream in done for stream in streams)
+
+    def _notified_elsewhere(self, notify: int, at: int) -> bool:
+        """Whether anything but statement `at` sets `notify` (an `await` could then take that
+        set instead, or find `at`'s lost on a flag still set)."""
+        return any(s.op is Op.NOTIFY and s.notify == notify and s.index != at for s in self.statements)
 
     def _recorded_elsewhere(self, event: int, thread: int) -> bool:
         """Whether another thread records `event` too (cached per program lowered)."""
