@@ -1,8 +1,9 @@
 """What a command line names, and the defaults a project sets.
 
 * `expand(names)`: files as given, directories as every `*.sched` below them (sorted; hidden
-  files and directories, and links to directories, skipped), and `-` as standard input; a name that matches nothing, and a directory
-  that cannot be read, is kept so that loading it reports SP001. Names are shown as `shown`
+  files and directories, and links to directories, skipped), and `-` as standard input; a
+  name that matches nothing, and a directory that cannot be read, is kept so that loading it
+  reports SP001. Names are shown as `shown`
   writes them (`Source.file` keeps the name of the file, which the loaded file carries on).
 * `load(source)`: one source through the front end (`checker.frontend`).
 * `find_config(start)` / `read_config(path)`: the `[tool.streamproof]` table of the nearest

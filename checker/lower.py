@@ -1081,7 +1081,7 @@ class _Lowerer:
         together); the frees whose recorded work is surely done by an alloc (the thread syncs
         those streams in between), in the same shape; and how many timings the limits left out."""
         events, slots, statements = self.tensor_events, self.slots, self.statements
-        self._event_threads: dict[int, set[int]] = {}  # (`_recorded_elsewhere`, for this program)
+        setters = self._setters()
         owner = lambda k: slots[k].owner  # noqa: E731
         pool = lambda slot: pool_of(slot, self.tensors)  # noqa: E731
         recorded: dict[int, list[tuple[int, int, int]]] = {}  # id(slot) -> (event, thread, stream)
@@ -1148,7 +1148,7 @@ class _Lowerer:
             takes = [later[at]] + list(islice((k for k in islice(later, at + 1, None)
                                                if events[k].thread == slot.thread), MAX_RETURNS))
             blocks.append((slot, free, streams, takes))
-            back_by[id(slot)] = next((take for take in takes if self._waited(free, take, streams)), -1)
+            back_by[id(slot)] = next((take for take in takes if self._waited(free, take, streams, setters)), -1)
         for slot, free, streams, takes in blocks:
             # The block comes back at the first of the thread's later allocs from the pool at which
             # the recorded work is done: each of the first MAX_RETURNS is a timing of its own, up
@@ -1196,16 +1196,9 @@ class _Lowerer:
         # All of this thread's held blocks of the pool freed before the alloc, back together there.
         together_checked: set[int] = set()
         for take in sorted(together)[:MAX_TOGETHER]:
-            back = {}
-            for slot in held[pool(slots[events[take].slot])]:
-                records, freed = recorded.get(id(slot), []), frees.get(id(slot), [])
-                if not freed or freed[0][0] > take or freed[0][0] in certain or slot.block is None \
-                        or any(thread != slot.thread for _, thread in freed) \
-                        or any(thread != slot.thread for _, thread, _ in records):
-                    continue
-                streams = tuple(dict.fromkeys(stream for at, _, stream in records if at < freed[0][0]))
-                if streams:
-                    back[freed[0][0]] = (take, streams)
+            key = pool(slots[events[take].slot])
+            back = {free: (take, streams) for slot, free, streams, _ in blocks
+                    if pool(slot) == key and free < take and free not in certain}
             if len(back) > 1:
                 timings.append(back)
                 together_checked.add(take)
@@ -1217,7 +1210,8 @@ class _Lowerer:
         # (allocs past MAX_TOGETHER keep SP065's "not modelled", a warning, as a loop's would)
         return timings, certain, max(0, len(candidates) - MAX_RELEASES)
 
-    def _waited(self, free: int, take: int, streams: tuple[int, ...]) -> bool:
+    def _waited(self, free: int, take: int, streams: tuple[int, ...],
+                setters: tuple[dict[int, set[int]], dict[int, int]]) -> bool:
         """Whether the thread surely waits, between a free and an alloc, for the work enqueued on
         each of `streams` by the free (the allocator's event there). Read in program order from
         the free: a stream's later work comes after another stream's work where it waits on an
@@ -1226,12 +1220,13 @@ class _Lowerer:
         of it (or of its device, or all), a sync or query of such an event, a blocking copy on
         it, or an `await` of a notify the stream sets (and nothing else does). Events another
         thread records too count for nothing (which record a wait binds to would depend on the
-        interleaving)."""
+        interleaving). `setters`: `_setters()` of the program."""
         begin, end = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
         if begin is None or end is None:
             return False
         statements = self.statements
         thread = statements[begin].thread
+        recorders, sets = setters
         after: dict[int, set[int]] = {}  # stream -> the streams whose work (since the free) it comes after
         latest: dict[int, int] = {}  # event -> the stream of its latest record since the free
         notified: dict[int, int] = {}  # notify -> the stream that last set it since the free
@@ -1248,14 +1243,14 @@ class _Lowerer:
             if st.thread != thread:
                 continue
             if st.op is Op.RECORD and st.event is not None and st.stream is not None:
-                if self._recorded_elsewhere(st.event, thread):
+                if recorders[st.event] - {thread}:
                     continue
                 latest[st.event] = st.stream
             elif st.op is Op.WAIT and st.event is not None and st.stream is not None and st.event in latest \
                     and not flag(st.event):
                 after.setdefault(st.stream, set()).update(behind(latest[st.event]))
             elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None \
-                    and not self._notified_elsewhere(st.notify, j):
+                    and sets[st.notify] == 1:  # (nothing else sets it)
                 notified[st.notify] = st.stream
             elif st.op is Op.AWAIT and st.stream is None and st.notify in notified:
                 done |= behind(notified[st.notify])
@@ -1268,18 +1263,18 @@ class _Lowerer:
                 done |= behind(st.stream)
         return all(stream in done for stream in streams)
 
-    def _notified_elsewhere(self, notify: int, at: int) -> bool:
-        """Whether anything but statement `at` sets `notify` (an `await` could then take that
-        set instead, or find `at`'s lost on a flag still set)."""
-        return any(s.op is Op.NOTIFY and s.notify == notify and s.index != at for s in self.statements)
-
-    def _recorded_elsewhere(self, event: int, thread: int) -> bool:
-        """Whether another thread records `event` too (cached per program lowered)."""
-        threads = self._event_threads.get(event)
-        if threads is None:
-            threads = self._event_threads[event] = {s.thread for s in self.statements
-                                                    if s.op is Op.RECORD and s.event == event}
-        return bool(threads - {thread})
+    def _setters(self) -> tuple[dict[int, set[int]], dict[int, int]]:
+        """Of the program just lowered: the threads that record each event, and how many
+        statements set each notify (`_waited` trusts only what one thread records, and a
+        notify only one statement sets)."""
+        recorders: dict[int, set[int]] = defaultdict(set)
+        sets: dict[int, int] = defaultdict(int)
+        for st in self.statements:
+            if st.op is Op.RECORD and st.event is not None:
+                recorders[st.event].add(st.thread)
+            elif st.op is Op.NOTIFY and st.notify is not None:
+                sets[st.notify] += 1
+        return recorders, sets
 
     def _not_modelled(self, said: set, take: int, what: str) -> None:
         """SP065 at an allocation whose block depends on a timing of the allocator's that no
