@@ -1218,9 +1218,11 @@ class _Lowerer:
         event whose latest record, after the free, is on that stream (`wait E`, `wait_stream`);
         the thread has waited for a stream, and what that stream's work comes after, at a sync
         of it (or of its device, or all), a sync or query of such an event, a blocking copy on
-        it, or an `await` of a notify the stream sets (and nothing else does). Events another
-        thread records too count for nothing (which record a wait binds to would depend on the
-        interleaving). `setters`: `_setters()` of the program."""
+        it, or an `await` of a notify the stream sets (and nothing else does). Also through one
+        other host thread: the thread notifies it after the free, and awaits a notify it sets
+        after awaiting that one and syncing (`_handed_back`). Events another thread records too
+        count for nothing (which record a wait binds to would depend on the interleaving).
+        `setters`: `_setters()` of the program."""
         begin, end = self.free_statements.get(free), self.slots[self.tensor_events[take].slot].statement
         if begin is None or end is None:
             return False
@@ -1230,6 +1232,7 @@ class _Lowerer:
         after: dict[int, set[int]] = {}  # stream -> the streams whose work (since the free) it comes after
         latest: dict[int, int] = {}  # event -> the stream of its latest record since the free
         notified: dict[int, int] = {}  # notify -> the stream that last set it since the free
+        handed: dict[int, dict[int, set[int]]] = {}  # notify the thread set since the free -> `after` then
         done: set[int] = set()
 
         def behind(stream: int) -> set[int]:
@@ -1252,8 +1255,12 @@ class _Lowerer:
             elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None \
                     and sets[st.notify] == 1:  # (nothing else sets it)
                 notified[st.notify] = st.stream
+            elif st.op is Op.NOTIFY and st.stream is None and st.notify is not None and sets[st.notify] == 1:
+                handed[st.notify] = {stream: set(streams) for stream, streams in after.items()}
             elif st.op is Op.AWAIT and st.stream is None and st.notify in notified:
                 done |= behind(notified[st.notify])
+            elif st.op is Op.AWAIT and st.stream is None and st.notify is not None and sets[st.notify] == 1:
+                done |= self._handed_back(thread, st.notify, handed)
             elif st.op is Op.SYNC:
                 for stream in st.streams:
                     done |= behind(stream)
@@ -1262,6 +1269,30 @@ class _Lowerer:
             elif st.blocking and st.stream is not None:
                 done |= behind(st.stream)
         return all(stream in done for stream in streams)
+
+    def _handed_back(self, thread: int, notify: int, handed: dict[int, dict[int, set[int]]]) -> set[int]:
+        """The streams `thread` has surely waited for on awaiting `notify` (set by one statement
+        alone) where another host thread sets it: that thread's syncs (of streams, devices or
+        all) and blocking copies between its first await of a notify `thread` set once since
+        the free (`handed`, with the stream waits `thread` had enqueued by then) and that set.
+        The work they wait for includes all `thread` enqueued before it handed off."""
+        setter = next((st for st in self.statements if st.op is Op.NOTIFY and st.notify == notify), None)
+        if setter is None or setter.stream is not None or setter.thread == thread:
+            return set()
+        since: dict[int, set[int]] | None = None
+        done: set[int] = set()
+        for j in self.threads[setter.thread].statements if setter.thread < len(self.threads) else ():
+            if j >= setter.index:
+                break
+            st = self.statements[j]
+            if since is None:
+                if st.op is Op.AWAIT and st.stream is None and st.notify in handed:
+                    since = handed[st.notify]
+            elif st.op is Op.SYNC:
+                done.update(*({stream} | since.get(stream, set()) for stream in st.streams))
+            elif st.blocking and st.stream is not None:
+                done |= {st.stream} | since.get(st.stream, set())
+        return done
 
     def _setters(self) -> tuple[dict[int, set[int]], dict[int, int]]:
         """Of the program just lowered: the threads that record each event, and how many

@@ -1064,6 +1064,30 @@ def test_a_block_surely_back_is_not_held_in_another_blocks_timing():
     assert not [d for d in loaded.diagnostics if d.code.value == "SP065"]
 
 
+HAND_OFF = ("device g { compute 4 }\ntensor x 1KiB on g\ntensor w 1KiB on g\ntensor z 1KiB on g\n"
+            "stream s2 on g\nstream side on g\nstream s3 on g\nnotify freed\nnotify synced\nthread t {\n"
+            "  s2: alloc x\n  s2: alloc w\n  s2: kernel fill writes x, w 1ms\n  side: wait_stream s2\n"
+            "  s3: wait_stream s2\n  side: kernel c1 reads x 1ms\n  side: record_stream x\n  free x\n"
+            "  s3: kernel c2 reads w 5ms\n  free w\n  notify freed\n  await synced\n  s2: alloc z\n"
+            "  s2: kernel produce writes z 1ms\n  sync all\n}\nthread u {\n  await freed\n  sync side\n"
+            "  notify synced\n}\n")
+
+
+@pytest.mark.parametrize("change, races", [
+    ((), False),                                                        # u syncs side after t's free
+    (("  await freed\n  sync side\n", "  sync side\n  await freed\n"), True),  # before it: not after the free
+    (("  sync side\n", "  sync s2\n"), True),                           # another stream
+    (("thread u {", "thread v {\n  notify synced\n}\nthread u {"), True),  # a second setter of `synced`
+])
+def test_a_wait_through_another_thread_makes_a_recorded_block_surely_back(change, races):
+    from checker.analyze import check_loaded
+
+    # s93: z takes x's bytes where x is surely back (u synced side after the free and said so),
+    # w's where it may still be held, and s3 may still read w.
+    report = check_loaded(load_text(HAND_OFF.replace(*change) if change else HAND_OFF))
+    assert bool([f for f in report.findings if f.kind.value == "race"]) is races
+
+
 def test_a_block_another_thread_records_is_said_at_the_next_allocation():
     # t frees T after u recorded it: its return at U is not modelled, and SP065 says so there.
     loaded = load_text("device g { compute 4 }\ntensor T 512KiB on g\ntensor U 512KiB on g\nstream s on g\n"
