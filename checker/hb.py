@@ -550,6 +550,18 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
                 report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
                     program, s, free, mem, 1, order.prefix([issue, free_issue], last=issue, early=free_issue,
                                                            then=start), launch_order=True))
+            # Launch order: a tensor used after its own free is issued (whoever has its bytes now:
+            # another tensor's alloc of the block in between does not make it live again).
+            for f in s.tensor_frees if start in order.clocks else ():
+                if (s.index, memory, FindingKind.USE_AFTER_FREE) in shown:
+                    break
+                free = program.statements[f]
+                free_issue = graph.node(StepKind.ISSUE, f)
+                if (memory in free.lifetime_memories and free_issue in order.clocks
+                        and not order.before(graph.steps[issue], graph.steps[free_issue])):
+                    report(FindingKind.USE_AFTER_FREE, s, memory, lambda: messages.use_after_free(
+                        program, s, free, mem, 1, order.prefix([issue, free_issue], last=issue, early=free_issue,
+                                                               then=start), launch_order=True))
             # Launch order: a tensor used before its own alloc is issued (whoever had its bytes).
             block_allocs = [graph.node(StepKind.ISSUE, a) for a in s.tensor_allocs] if mem.owners else []
             if (block_allocs and memory not in allocs

@@ -390,11 +390,15 @@ class Statement:
     memory: int | None = None
     """alloc/free: the memory whose lifetime this statement changes (the first, see `pieces`)."""
     pieces: tuple[int, ...] = ()
+    """alloc/free of a caching-allocator tensor whose block spans several memories (pieces of
+    a segment that other blocks cut): every one of them. Empty otherwise."""
     tensor_allocs: tuple[int, ...] = ()
     """The `alloc` statement of each caching-allocator tensor lifetime the statement uses: a
     use issued before it is a use before alloc, whoever had those bytes before."""
-    """alloc/free of a caching-allocator tensor whose block spans several memories (pieces of
-    a segment that other blocks cut): every one of them. Empty otherwise."""
+    tensor_frees: tuple[int, ...] = ()
+    """The `free` statements of the caching-allocator tensor lifetimes the statement uses: a
+    use issued after one is a use after free, whoever has those bytes by then (another
+    tensor's `alloc` of the block in between does not make it live again)."""
     bindings: tuple[tuple[str, int], ...] = ()
     """Loop and let variables in scope, for messages (`step=3`)."""
     root: int | None = None

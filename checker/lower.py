@@ -2891,6 +2891,11 @@ class _Lowerer:
                     for piece in pieces_of_slot[slot_of(access.memory)] or ()
                     if piece.start < access.end and access.start < piece.end]
 
+        frees_of: dict[int, list[int]] = defaultdict(list)  # alloc statement -> the frees of that lifetime
+        for k, event in enumerate(self.tensor_events):
+            alloc, free = self.slots[event.slot].owner.statement, self.free_statements.get(k)
+            if event.kind == "free" and alloc is not None and free is not None:
+                frees_of[alloc].append(free)
         for index in self.placed:
             s = self.statements[index]
             memory, pieces = s.memory, ()
@@ -2901,6 +2906,7 @@ class _Lowerer:
             accesses = tuple(placed_access for a in s.accesses for placed_access in placed(a))
             lifetimes = (self.slots[slot_of(a.memory)] for a in s.accesses if a.memory < 0)
             tensor_allocs = tuple(sorted({slot.owner.statement for slot in lifetimes} - {None}))
+            tensor_frees = tuple(sorted({f for a in tensor_allocs for f in frees_of.get(a, ())} - {index}))
             self.budget += max(0, len(accesses) - len(s.accesses))
             if self.budget > self.max_statements:
                 raise SpecError(error(
@@ -2909,7 +2915,7 @@ class _Lowerer:
                     "(each piece accessed counts as one)", s.span, "touches many pieces",
                     help="allocate fewer, larger tensors, or raise the limit with --max-statements N"))
             self.statements[index] = replace(s, memory=memory, pieces=pieces, accesses=accesses,
-                                             tensor_allocs=tensor_allocs)
+                                             tensor_allocs=tensor_allocs, tensor_frees=tensor_frees)
         return placement.memories
 
     # -- program-wide ----------------------------------------------------------------------

@@ -247,6 +247,10 @@ class Machine:
         """Per statement, for each caching-allocator tensor lifetime it uses, its `alloc` (as a
         one-element group): a statement issued while one of them has not been is a use before
         alloc (launch order: a tensor used before it was given its bytes)."""
+        self.tensor_frees = tuple(st.tensor_frees for st in statements)
+        """Per statement, the `free`s of the caching-allocator tensor lifetimes it uses: a
+        statement issued once one of them has been is a use after free (launch order: the
+        block may be another tensor's by then, which does not make this one live)."""
         self.allocs = self.of_op.get(Op.ALLOC, ())
         self.frees = self.of_op.get(Op.FREE, ())
         kill = [0] * n
@@ -930,7 +934,8 @@ class Machine:
             races, uses = self._start_access(i, view.running, view.dead, view.freed, view.status)
         elif (kind is _END or kind is _RETURN) and view.running & self.kill_watch[i]:
             uses = tuple((j, USE_AFTER_FREE) for j in bits(view.running & self.kill_watch[i]))
-        if kind is _ISSUE and view.launch_dead & self.launch_touch[i]:
+        if kind is _ISSUE and (view.launch_dead & self.launch_touch[i]
+                               or any(view.status[f] != NEW for f in self.tensor_frees[i])):
             # launch order: a use after free whenever it runs (a host statement runs now)
             if self.stream_of[i] is None:
                 uses = uses + ((i, ENQUEUED_AFTER_FREE),)

@@ -67,7 +67,8 @@ class Reduction:
             # An issue that changes or tests launch-order liveness is visible (it can show a
             # use of memory enqueued after its free), so it is never taken alone.
             launch_visible = bool(machine.launch_life[i] or machine.launch_touch[i]
-                                  or machine.block_allocs[i])  # (or before a block's alloc)
+                                  or machine.block_allocs[i]  # (or before a block's alloc,
+                                  or machine.tensor_frees[i])  # or after its own free)
             if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
                     and (st.event is None or event_users[st.event] == {t}) and not launch_visible):
                 safe_issue[i] = True

@@ -129,7 +129,8 @@ class StubbornSets:
             reads.extend(segments("launch", m.launch_touch[i]))
             for allocs in m.block_allocs[i]:
                 reads.extend(("issued", a) for a in allocs)
-            if st.op is Op.ALLOC and st.launch_only:
+            reads.extend(("issued", f) for f in m.tensor_frees[i])
+            if st.launch_only:  # (a tensor's alloc or free: tested by the uses' issues)
                 writes.append(("issued", i))
             if s is not None:
                 writes.append(("tail", s))

@@ -775,6 +775,12 @@ class Encoding:
                     _not(_and(self.enqueued_before(free, alloc), self.enqueued_before(alloc, statement)))
                     for alloc in allocs
                 ]))
+        for free in map(self.program.statements.__getitem__, statement.tensor_frees):
+            # its own tensor's free: no alloc in between makes it live again (another tensor's)
+            if only is None or only in free.lifetime_memories:
+                after = self.enqueued_before(free, statement)
+                if after is not False:
+                    cases.append(_and(self.happened(first), after))
         return _or(*cases)
 
     def _allocs_on_thread(self, memory: int, allocs: list[Statement]) -> dict[int, list[int]]:

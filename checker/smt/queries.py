@@ -1281,7 +1281,7 @@ class Analysis:
             segments = encoding.touched_segments(statement)
             launch_frees = any(free.launch_ordered for a in statement.accesses
                                for free in layout.frees.get(a.memory, ()))
-            if launch_frees or any(g.frees for g in segments):
+            if launch_frees or statement.tensor_frees or any(g.frees for g in segments):
                 asks.append((statement, FindingKind.USE_AFTER_FREE, "after it was freed"))
             if any(g.allocs for g in segments) or encoding.block_allocs(statement):
                 asks.append((statement, FindingKind.USE_BEFORE_ALLOC, "before it was allocated"))
