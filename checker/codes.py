@@ -61,6 +61,7 @@ class Code(str, enum.Enum):
     SP066 = "SP066"
     SP067 = "SP067"
     SP068 = "SP068"
+    SP069 = "SP069"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -124,6 +125,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP066: "a use of a pageable copy's destination that waits only through the copy's blocking",
     Code.SP067: "an expectation repeated, or contradicted by another",
     Code.SP068: "a stream alloc or free of host memory on a CUDA device",
+    Code.SP069: "two comms called in opposite orders by two ranks",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -37,6 +37,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += legacy_streams_of_one_process(program)
     found += frees_waiting_through_cuda_free(program)
     found += uses_waiting_through_a_pageable_copy(program)
+    found += comms_in_opposite_orders(program)
     return found
 
 
@@ -384,6 +385,64 @@ def ranks_called_by_one_thread(program: Program) -> list[Diagnostic]:
                      "several ranks then hangs); streamproof takes each call as returning at once. Put the "
                      "calls of one position in `group { ... }` (ncclGroupStart/End)"))
     return found
+
+
+OPPOSITE_ORDER_THREADS = 64
+"""Threads (those that call two comms or more) up to which SP069 compares every pair."""
+
+
+def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
+    """SP069: two threads, each driving a rank of comms `A` and `B`, call them in opposite
+    orders, on streams of their own. The language lets the two comms' kernels run side by
+    side, so the spec is clean; NCCL does not promise that ("Using multiple NCCL
+    communicators concurrently": NCCL kernels are blocking, and operations should be
+    submitted in the same order across ranks), and HCCL asks every device to issue the
+    operations of all its comms in one order. (Calls on one stream on both ranks are ordered:
+    the crossed wait is a deadlock there, SP201. A `group` launches its comms one after
+    another, in the order written, so it counts as that order.)"""
+    if len(program.comms) < 2:
+        return []
+    calls: dict[int, dict[int, Statement]] = {}  # thread -> group -> its call there, in program order
+    for s in program.statements:
+        if s.comm is not None and s.stream is not None and s.group is not None:
+            calls.setdefault(s.thread, {}).setdefault(s.group, s)
+    threads = [t for t, made in calls.items() if len({s.comm for s in made.values()}) > 1][:OPPOSITE_ORDER_THREADS]
+    found = []
+    warned: set[frozenset[int]] = set()
+    for k, first in enumerate(threads):
+        for second in threads[k + 1:]:
+            latest: dict[int, tuple[Statement, Statement]] = {}  # comm -> its calls here whose second comes last
+            for group, one in calls[first].items():
+                other = calls[second].get(group)
+                if other is None:
+                    continue
+                for comm, (before, crossed) in latest.items():
+                    pair = frozenset((comm, one.comm))
+                    if (comm != one.comm and crossed.index > other.index and pair not in warned
+                            and not (before.stream == one.stream and crossed.stream == other.stream)):
+                        warned.add(pair)
+                        found.append(_opposite_orders(program, before, one, other, crossed))
+                kept = latest.get(one.comm)
+                if kept is None or kept[1].index < other.index:
+                    latest[one.comm] = (one, other)
+    return found
+
+
+def _opposite_orders(program: Program, before: Statement, after: Statement, early: Statement,
+                     late: Statement) -> Diagnostic:
+    """SP069 where one thread calls `before` (comm A), then `after` (comm B), and another
+    thread calls `early` (B's call of that group) before `late` (A's)."""
+    comm_a, comm_b = (program.comms[s.comm].name for s in (before, after))
+    first, second = (program.threads[s.thread].name for s in (before, early))
+    return warning(
+        Code.SP069, f"comms `{comm_a}` and `{comm_b}` are called in opposite orders: thread `{first}` "
+        f"calls `{comm_a}` first (line {before.span.line}), thread `{second}` calls `{comm_b}` first "
+        f"(line {early.span.line})", early.span, f"`{comm_b}` before `{comm_a}` (line {late.span.line})",
+        help="NCCL does not promise that two communicators make progress at once (a rank's kernel of one "
+             "can hold the GPU while it waits for a peer that waits on the other), and HCCL wants every "
+             "device to issue the calls of all its comms in one order; streamproof lets them run side by "
+             "side. Call the comms in the same order on every rank",
+        secondary=((before.span, f"`{comm_a}` before `{comm_b}` (line {after.span.line})"),))
 
 
 def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
