@@ -475,7 +475,11 @@ def _config_error(exc: ValueError) -> None:
 
     where = exc.where if isinstance(exc, ConfigError) else None
     if where is None:
-        print(f"streamproof: error: {exc}", file=sys.stderr)
+        if isinstance(exc, ConfigError):  # (the whole file, or a setting not found in it)
+            print(f"{exc.path}: error[SP005]: {exc.message}" + (f"\n  = help: {exc.help}" if exc.help else ""),
+                  file=sys.stderr)
+        else:
+            print(f"streamproof: error: {exc}", file=sys.stderr)
         return
     line, column, length = where
     try:

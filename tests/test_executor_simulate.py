@@ -161,6 +161,26 @@ thread main {
     assert start["a"] == 2 * NS_PER_MS
 
 
+@pytest.mark.parametrize("runtime, order", [("", [14, 12, 13]), (" runtime cuda", [12, 13, 14])])
+def test_cuda_stream_priorities_rank_kernels_not_copies(runtime, order):
+    # Under `runtime cuda` a copy takes the contended copy unit in enqueue order whatever its
+    # stream's priority (cuStreamCreateWithPriority: "no effect on host-to-device and
+    # device-to-host memory operations"); a kernel is still ranked.
+    text = (f"device d {{ compute 1 copy 1{runtime} }}\nbuffer h 1MiB on host pinned\nbuffer x 1MiB on d\n"
+            "buffer y 1MiB on d\nstream warm on d\nstream lo on d priority low\nstream hi on d priority high\n"
+            "stream k on d\nstream klo on d priority low\nstream khi on d priority high\n"
+            "thread main {\n  warm: copy x <- h 1ms\n  lo: copy y <- h 1ms\n  hi: copy x <- h 1ms\n"
+            "  k: kernel k0 1ms\n  klo: kernel k1 1ms\n  khi: kernel k2 1ms\n}\n")
+    program = load_text(text).program
+    sim = simulate(program)
+    copies = sorted((t.start, program.statements[t.statement].span.line) for t in sim.tasks
+                    if program.statements[t.statement].op is Op.COPY)
+    assert [line for _, line in copies] == order
+    kernels = {program.statements[t.statement].name: t.start for t in sim.tasks
+               if program.statements[t.statement].op is Op.KERNEL}
+    assert kernels["k2"] < kernels["k0"] < kernels["k1"]  # (kernels: high, default, low either way)
+
+
 def test_a_task_without_a_duration_needs_no_engine_unit():
     # `z` takes no time, so it does not wait for the compute unit `k` holds: the callback
     # after it runs at once (docs/semantics.md, "Time").

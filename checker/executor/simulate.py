@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, Sequence
 
 from checker import collectives
-from checker.ir import NS_PER_MS, Engine, Op, Program
+from checker.ir import NS_PER_MS, Engine, Op, Program, Runtime
 from checker.timing import Interval, Part, Timing, TimeUnit
 from checker.witness import StepKind
 from checker.executor.machine import NEED_BEGUN, Machine
@@ -216,8 +216,12 @@ class _Simulator:
         self.ekey = [(st.device, engine_names[st.engine]) if st.engine is not None else None
                      for st in p.statements]
         """The engine pool a task takes a unit of: (device, engine name)."""
-        self.prio = [p.streams[st.stream].priority if st.stream is not None else 0
+        unranked = {Engine.COPY, Engine.H2D, Engine.D2H, Engine.D2D, Engine.CALLBACK}
+        self.prio = [p.streams[st.stream].priority if st.stream is not None and not (
+                         st.engine in unranked and p.devices[st.device].runtime is Runtime.CUDA) else 0
                      for st in p.statements]
+        """A task's priority for a contended unit: its stream's, but for copies and host
+        functions under `runtime cuda` (stream priorities rank compute kernels only)."""
         self.needs_engine = [st.engine is not None and st.duration > 0 for st in p.statements]
         self.host_time = [0] * n
         """A host function: how long it holds its thread."""
@@ -908,7 +912,7 @@ class _Simulator:
             if st.stream is not None and begin[i] >= 0:
                 end = finish[i] if finish[i] >= 0 else makespan
                 unit = unit_of[i][1] if unit_of[i] is not None else None
-                engine = ekey[i][1] if ekey[i] is not None else None
+                engine = ekey[i][1] if ekey[i] is not None and self.needs_engine[i] else None
                 tasks.append(TaskTime(i, st.span.line, p.streams[st.stream].name, engine, unit,
                                       begin[i], end))
                 add(Interval(i, Part.TASK, begin[i], end, unit))

@@ -6,7 +6,7 @@ from collections import Counter
 
 from rich.markup import escape
 
-from checker.codes import Severity
+from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, Status, expectation_span
 from checker.ir import Program
@@ -231,6 +231,9 @@ def summary(reports: list[FileReport]) -> str:
         each = ", ".join(f"{kind.value} {kinds[kind]:,}" for kind in FindingKind if kind in kinds)
         each = f" ({each})" if len(kinds) > 1 else ""
         parts.append(f"{findings:,} finding{'s' * (findings != 1)}{each}")
+    unmet = sum(1 for r in reports for d in r.diagnostics if d.code is Code.SP401)
+    if unmet:
+        parts.append(f"{unmet} unmet expectation{'s' * (unmet != 1)}")
     if warnings:
         parts.append(f"{warnings} warning{'s' * (warnings != 1)}")
     if errors:
