@@ -117,6 +117,16 @@ def test_check_several_files(run):
     assert out.rstrip().splitlines()[-1].startswith("failed: 2 files checked")
 
 
+def test_the_summary_counts_unmet_expectations(run, tmp_path):
+    # An expectation left unmet fails the file without a finding: the last line says so.
+    spec = tmp_path / "fixed.sched"
+    spec.write_text("device d\nbuffer x 1MiB on d\nstream s on d\nthread main {\n  s: kernel k writes x\n}\n"
+                    "expect race on x\n")
+    status, out, _ = run("check", spec)
+    assert status == 1
+    assert out.rstrip().splitlines()[-1] == "failed: 1 file checked, 1 unmet expectation"
+
+
 def test_check_clean_files(run):
     status, out, _ = run("check", C02, CONFORMANCE / "c05_stream_sync_orders.sched")
     assert status == 0

@@ -198,6 +198,8 @@ thread t {
     start = {program.statements[t.statement].name: t.start for t in sim.tasks}
     assert start["z"] == 0 and start["cb"] == 0
     assert sim.makespan == 5_000
+    engine = {program.statements[t.statement].name: t.engine for t in sim.tasks}
+    assert engine == {"k": "compute", "z": None, "cb": "callback"}  # (`simulate --format json` shows these)
 
 
 def test_launch_cost_and_host_time():
