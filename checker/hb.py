@@ -493,9 +493,26 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
             kept += members[lo:hi]
         return [entries[k] for k in sorted(kept)]
 
+    def freed_again(s: Statement) -> None:
+        """A tensor's free issued after another free of its lifetime: a double free, whoever
+        had the block in between (a tensor free is no access, so the loop below skips it)."""
+        issue = graph.node(StepKind.ISSUE, s.index)
+        if issue not in order.clocks or s.memory is None:
+            return
+        mem = program.memories[s.memory]
+        for f in s.tensor_frees:
+            free, free_issue = program.statements[f], graph.node(StepKind.ISSUE, f)
+            if free_issue in order.clocks and not order.before(graph.steps[issue], graph.steps[free_issue]):
+                report(FindingKind.USE_AFTER_FREE, s, s.memory, lambda: messages.use_after_free(
+                    program, s, free, mem, 1, order.prefix([issue, free_issue], last=issue, early=free_issue),
+                    launch_order=True))
+                return
+
     live: dict[int, list[int]] = {}
     """memory -> the nodes of its run-time allocs that happen"""
     for s in program.statements:
+        if s.op is Op.FREE and s.launch_only and s.tensor_frees:
+            freed_again(s)
         for access in s.accesses:
             memory = access.memory
             if not any(memory in table for table in (allocs, frees, launch_frees, launch_allocs)):

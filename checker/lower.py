@@ -2906,7 +2906,11 @@ class _Lowerer:
             accesses = tuple(placed_access for a in s.accesses for placed_access in placed(a))
             lifetimes = (self.slots[slot_of(a.memory)] for a in s.accesses if a.memory < 0)
             tensor_allocs = tuple(sorted({slot.owner.statement for slot in lifetimes} - {None}))
-            tensor_frees = tuple(sorted({f for a in tensor_allocs for f in frees_of.get(a, ())} - {index}))
+            freed = tensor_allocs
+            if s.op is Op.FREE and s.launch_only and s.memory is not None and s.memory < 0:
+                # (a tensor freed twice: the second free comes after the first, as a use would)
+                freed = (self.slots[slot_of(s.memory)].owner.statement,)
+            tensor_frees = tuple(sorted({f for a in freed for f in frees_of.get(a, ())} - {index}))
             self.budget += max(0, len(accesses) - len(s.accesses))
             if self.budget > self.max_statements:
                 raise SpecError(error(

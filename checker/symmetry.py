@@ -111,7 +111,7 @@ def _renamed(statement: Statement, renaming: _Renaming) -> tuple:
             renaming("event", statement.event),
             renaming("notify", statement.notify), statement.comm, renaming("stream", statement.peer), statement.group,
             statement.sync, target, statement.copy, statement.blocking, renaming("memory", statement.memory),
-            tuple(renaming("memory", m) for m in statement.pieces), statement.tensor_allocs,
+            tuple(renaming("memory", m) for m in statement.pieces), statement.tensor_allocs, statement.tensor_frees,
             renaming("stream", statement.root), renaming("stream", statement.member), statement.batch,
             tuple(sorted(renaming("stream", s) for s in statement.streams)),
             statement.launch_only, statement.launch_ordered, statement.spins)

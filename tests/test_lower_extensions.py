@@ -1088,6 +1088,27 @@ def test_a_wait_through_another_thread_makes_a_recorded_block_surely_back(change
     assert bool([f for f in report.findings if f.kind.value == "race"]) is races
 
 
+@pytest.mark.parametrize("body, freed_again", [
+    ("thread t {\n  s: alloc a\n  s: kernel w writes a\n  free a\n  free a\n}\n", 10),
+    ("thread t {\n  s: alloc a\n  free a\n  s: alloc b\n  s: kernel w writes b\n  free a\n}\n", 11),
+    ("thread t {\n  s: alloc a\n  s: kernel w writes a\n  free a\n  notify n\n}\n"
+     "thread u {\n  await n\n  free a\n}\n", 14),                      # another thread's, after a hand-off
+    ("thread t {\n  s: alloc a\n  free a\n  s: alloc a\n  free a\n}\n", None),  # a lifetime each
+])
+def test_a_tensor_freed_twice_is_a_double_free(body, freed_again):
+    from checker.analyze import Options, check_loaded
+
+    # A tensor's free is no access, but a second free of one lifetime is a use after free (a
+    # double free, SP102), whoever got the block in between; every engine says so.
+    text = "device gpu { runtime cuda }\nstream s on gpu\ntensor a 1MiB on gpu\ntensor b 1MiB on gpu\nnotify n\n" + body
+    for options in ({}, {"exhaustive": True}):
+        loaded = load_text(text)
+        report = check_loaded(loaded, Options(**options))
+        lines = [loaded.program.statements[f.statements[0]].span.line
+                 for f in report.findings if f.kind.value == "use-after-free"]
+        assert lines == ([freed_again] if freed_again else []), (options, report.findings)
+
+
 def test_a_block_another_thread_records_is_said_at_the_next_allocation():
     # t frees T after u recorded it: its return at U is not modelled, and SP065 says so there.
     loaded = load_text("device g { compute 4 }\ntensor T 512KiB on g\ntensor U 512KiB on g\nstream s on g\n"

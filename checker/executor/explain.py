@@ -69,6 +69,7 @@ def killers(machine: "Machine", state, i: int, kind: str = USE_AFTER_FREE) -> li
     if kind == ENQUEUED_AFTER_FREE:
         # (reported when the task starts: its memory may have been allocated again since)
         bad = state.launch_dead & m.launch_touch[i] or m.launch_touch[i]
-        return [f for f in m.frees if state.status[f] != NEW and m.launch_life[f] & bad]
+        return [f for f in m.frees if state.status[f] != NEW
+                and (m.launch_life[f] & bad or f in m.tensor_frees[i])]  # (or its tensor's own free)
     bad = state.dead & state.freed & m.touch[i]
     return [f for f in m.frees if state.status[f] == DONE and m.life[f] & bad]

@@ -1276,6 +1276,9 @@ class Analysis:
         encoding, layout = self.encoding, self.encoding.layout
         asks = []
         for statement in self.program.statements:
+            if statement.op is Op.FREE and statement.launch_only and statement.tensor_frees:
+                asks.append((statement, FindingKind.USE_AFTER_FREE, "after it was freed"))  # (freed twice)
+                continue
             if not statement.operation.accesses or not statement.accesses:
                 continue
             segments = encoding.touched_segments(statement)
@@ -1506,7 +1509,7 @@ class Analysis:
         """The finding for a dead use the solver found, worded from its execution."""
         encoding, program = self.encoding, self.program
         position = self._positions(verdict.order)
-        memories = [program.memories[a.memory] for a in statement.accesses]
+        memories = [program.memories[a.memory] for a in statement.accesses] or [program.memories[statement.memory]]
         if kind is FindingKind.USE_BEFORE_ALLOC:
             memory = next((program.memories[g.memory] for g in encoding.touched_segments(statement)
                            if g.allocs), memories[0])
@@ -1544,7 +1547,8 @@ class Analysis:
         # Launch order: the latest free enqueued before the statement was.
         found = None
         for memory in memories:
-            frees = encoding.launch_lifetimes(memory.index)[1]
+            frees = encoding.launch_lifetimes(memory.index)[1] + [
+                program.statements[f] for f in statement.tensor_frees]  # (its tensor's own free too)
             enqueued = [(position[encoding.step(StepKind.ISSUE, f.index)], f) for f in frees
                         if f.index != statement.index
                         and position.get(encoding.step(StepKind.ISSUE, f.index), issue + 1) < issue]
