@@ -397,9 +397,9 @@ def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
     side, so the spec is clean; NCCL does not promise that ("Using multiple NCCL
     communicators concurrently": NCCL kernels are blocking, and operations should be
     submitted in the same order across ranks), and HCCL asks every device to issue the
-    operations of all its comms in one order. (Calls on one stream on both ranks are ordered:
-    the crossed wait is a deadlock there, SP201. A `group` launches its comms one after
-    another, in the order written, so it counts as that order.)"""
+    operations of all its comms in one order. (Calls ordered on both ranks, on one stream or
+    by events or syncs, make the crossed wait a deadlock the check reports, SP201. A `group`
+    launches its comms one after another, in the order written, so it counts as that order.)"""
     if len(program.comms) < 2:
         return []
     calls: dict[int, dict[int, Statement]] = {}  # thread -> group -> its call there, in program order
@@ -409,6 +409,20 @@ def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
     threads = [t for t, made in calls.items() if len({s.comm for s in made.values()}) > 1][:OPPOSITE_ORDER_THREADS]
     found = []
     warned: set[frozenset[int]] = set()
+    orders: list[hb.HappensBefore | None] = []  # (built once, where a crossing is found)
+
+    def ordered(first: Statement, then: Statement) -> bool:
+        """Whether `then` starts only after `first` ended in every execution, or never starts
+        (a deterministic program's order): the crossing is then the check's own deadlock."""
+        if not orders:
+            orders.append(_order_without(program, {}) if len(program.statements) <= ORDER_LIMIT else None)
+        order = orders[0]
+        if order is None:
+            return False
+        start = Step(StepKind.START, then.index)
+        return not order.happened(start) or (order.happened(Step(StepKind.END, first.index))
+                                             and order.before(Step(StepKind.END, first.index), start))
+
     for k, first in enumerate(threads):
         for second in threads[k + 1:]:
             latest: dict[int, tuple[Statement, Statement]] = {}  # comm -> its calls here whose second comes last
@@ -419,7 +433,8 @@ def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
                 for comm, (before, crossed) in latest.items():
                     pair = frozenset((comm, one.comm))
                     if (comm != one.comm and crossed.index > other.index and pair not in warned
-                            and not (before.stream == one.stream and crossed.stream == other.stream)):
+                            and not (before.stream == one.stream and crossed.stream == other.stream)
+                            and not (ordered(before, one) and ordered(other, crossed))):
                         warned.add(pair)
                         found.append(_opposite_orders(program, before, one, other, crossed))
                 kept = latest.get(one.comm)

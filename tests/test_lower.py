@@ -951,19 +951,22 @@ def test_sp058_sync_all_in_a_thread_that_drives_one_rank():
 
 
 TWO_COMMS = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nstream sa[2] on gpu\n"
-             "stream sb[2] on gpu\ncomm c1 = { sa }\ncomm c2 = { sb }\n")
+             "stream sb[2] on gpu\ncomm c1 = { sa }\ncomm c2 = { sb }\nevent e0\nevent e1\n")
 
 
 @pytest.mark.parametrize("r0, r1, warned", [
     (["sa[0]: allreduce c1 a[0]", "sb[0]: allreduce c2 b[0]"],
-     ["sb[1]: allreduce c2 b[1]", "sa[1]: allreduce c1 a[1]"], [(Code.SP069, 14, 3)]),  # opposite orders
+     ["sb[1]: allreduce c2 b[1]", "sa[1]: allreduce c1 a[1]"], [(Code.SP069, 16, 3)]),  # opposite orders
     (["sa[0]: allreduce c1 a[0]", "sb[0]: allreduce c2 b[0]"],
      ["sa[1]: allreduce c1 a[1]", "sb[1]: allreduce c2 b[1]"], []),                     # one order
     (["sa[0]: allreduce c1 a[0]", "sa[0]: allreduce c2 b[0]"],
      ["sa[1]: allreduce c2 b[1]", "sa[1]: allreduce c1 a[1]"], []),  # one stream on both: SP201 decides it
+    (["sa[0]: allreduce c1 a[0]", "sa[0]: record e0", "sb[0]: wait e0", "sb[0]: allreduce c2 b[0]"],
+     ["sb[1]: allreduce c2 b[1]", "sb[1]: record e1", "sa[1]: wait e1", "sa[1]: allreduce c1 a[1]"],
+     []),  # ordered by events on both ranks: the crossed wait is SP201's
     (["group {\n    sa[0]: allreduce c1 a[0]\n    sb[0]: allreduce c2 b[0]\n  }"],
      ["group {\n    sb[1]: allreduce c2 b[1]\n    sa[1]: allreduce c1 a[1]\n  }"],
-     [(Code.SP069, 17, 5)]),  # a group launches comm after comm, in the order written
+     [(Code.SP069, 19, 5)]),  # a group launches comm after comm, in the order written
 ])
 def test_sp069_two_comms_called_in_opposite_orders(r0, r1, warned):
     head = TWO_COMMS.replace("comm c2 = { sb }", "comm c2 = { sa }") if "sa[0]: allreduce c2" in r0[-1] else TWO_COMMS
@@ -972,7 +975,7 @@ def test_sp069_two_comms_called_in_opposite_orders(r0, r1, warned):
     found = [w for w in warnings(text) if w.code is Code.SP069]
     assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == warned
     if warned:
-        first = 9 if warned[0][1] == 14 else 10  # (inside the group)
+        first = 11 if warned[0][1] == 16 else 12  # (inside the group)
         assert found[0].message == ("comms `c1` and `c2` are called in opposite orders: thread `r0` calls `c1` first "
                                     f"(line {first}), thread `r1` calls `c2` first (line {warned[0][1]})")
 
