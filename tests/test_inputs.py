@@ -286,7 +286,9 @@ def test_a_pyproject_too_large_to_be_settings_is_refused_unread(run, tmp_path, m
     (tmp_path / "a.sched").write_text(WARNED)
     monkeypatch.chdir(tmp_path)
     status, out, err = run("check", "a.sched")
-    assert status == 2 and "pyproject.toml: larger than 4 MiB" in err and "Traceback" not in err
+    assert status == 2 and "Traceback" not in err
+    assert err.splitlines()[0] == f"{tmp_path / 'pyproject.toml'}: error[SP005]: larger than 4 MiB: not read"
+    assert err.splitlines()[1].startswith("  = help: ")
 
 
 def test_a_named_pipe_without_a_writer_is_refused_and_one_with_a_writer_is_read(run, tmp_path, monkeypatch):
@@ -598,16 +600,6 @@ def test_a_config_byte_that_is_not_utf8_is_located(run, tmp_path, monkeypatch):
     status, out, err = run("check", "specs")
     assert status == 2 and "Traceback" not in err
     assert err.splitlines()[0].startswith(f"{tmp_path / 'pyproject.toml'}:2:12: error[SP005]: not valid TOML")
-
-
-def test_a_config_too_large_to_read_says_sp005(run, tmp_path, monkeypatch):
-    project(tmp_path, "")
-    (tmp_path / "pyproject.toml").write_text("[tool.streamproof]\ntimeout = 3\n" + "#" * (5 << 20) + "\n")
-    monkeypatch.chdir(tmp_path)
-    status, out, err = run("check", "specs")
-    assert status == 2 and out == "" and "Traceback" not in err
-    assert err.splitlines()[0] == f"{tmp_path / 'pyproject.toml'}: error[SP005]: larger than 4 MiB: not read"
-    assert err.splitlines()[1].startswith("  = help: ")
 
 
 def test_a_config_nested_too_deeply_for_the_parser_is_located(run, tmp_path, monkeypatch):
