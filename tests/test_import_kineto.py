@@ -335,6 +335,36 @@ def test_an_unknown_record_leaves_the_wait_out_and_says_so():
     assert len(statements(load(imported).program, Op.WAIT)) == 1
 
 
+def test_a_wait_bound_to_a_call_that_records_nothing_is_left_out_and_said():
+    # The trace names a kernel launch's correlation id as the record: a wait on an event that
+    # nothing records would do nothing, silently; it is left out with a comment instead.
+    imported = import_kineto(json.loads((TRACES / "wait_bound_to_a_kernel_launch.json").read_text()))
+    assert "a cudaLaunchKernel call, not an event record; the wait is left out" in imported.text
+    assert statements(load(imported).program, Op.WAIT) == []
+
+
+@pytest.mark.parametrize("name, access", [("peer_p2p_nowait", "copy s2_gpu1 <- s1_gpu0"),
+                                          ("peer_dev_nowait", "reads s1_gpu0 writes s2_gpu1")])
+def test_another_gpu_s_tensors_are_kept_and_race(name, access):
+    # A peer copy reads the other GPU's tensor, and a kernel reading peer memory reads it: both
+    # were dropped (a placeholder, or no read), and the missing wait's race with them.
+    data = json.loads((TRACES / f"{name}.json").read_text())
+    et = read_execution_trace(json.loads((TRACES / f"{name}.et.json").read_text()))
+    imported = import_kineto(data, et)
+    assert access in imported.text
+    races = [f for f in check_loaded(load(imported), Options()).findings if f.kind.value == "race"]
+    assert [f.buffer for f in races] == ["s1_gpu0"]
+
+
+def test_an_in_place_operator_with_a_schema_that_cannot_be_read_writes_its_first_argument():
+    node = {"id": 5, "name": "aten::fill_", "rf_id": 9, "op_schema": "((((Tensor(a!)",
+            "inputs": [[3, 7, 0, 16, 4, "cuda:0"]], "input_shapes": [[16]], "input_types": ["Tensor(float)"],
+            "outputs": [], "output_shapes": [], "output_types": []}
+    et = read_execution_trace({"schema": "1.0.1", "pid": 1, "nodes": [node]})
+    assert [(a.storage, a.write) for a in et.operator(9, "aten::fill_").accesses] == [(7, True)]
+    assert any("a schema that cannot be read" in note and "node 5 (aten::fill_)" in note for note in et.notes())
+
+
 def test_min_gap_makes_the_spec_smaller_without_moving_time():
     imported = import_kineto(trace(), min_gap=5_000)
     program = load(imported).program
@@ -354,6 +384,21 @@ def test_cli_writes_the_spec_and_compares(run, tmp_path):
     assert "GPU span" in stdout and "stream20" in stdout and "stream7" in stdout
     assert "bound" in stdout and "overlap left" in stdout
     status, _, _ = run("check", out)
+    assert status == 0
+
+
+def test_cli_says_which_max_statements_a_large_spec_needs(run, tmp_path, monkeypatch):
+    # A spec past the statement limit is still written, with the option the other commands
+    # then need (the limit lowered here: a real one takes a trace of 200,000 kernels).
+    import checker.lower
+
+    monkeypatch.setattr(checker.lower, "DEFAULT_MAX_STATEMENTS", 10)
+    out = tmp_path / "run.sched"
+    status, _, stderr = run("import", "kineto", TWO, "-o", out)
+    assert status == 0 and out.exists()
+    note = next(line for line in stderr.splitlines() if "statements, more than the 10 " in line)
+    needed = int(re.search(r"--max-statements (\d+)", note).group(1))
+    status, _, _ = run("check", "--max-statements", str(needed), out)
     assert status == 0
 
 

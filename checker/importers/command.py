@@ -254,6 +254,12 @@ def _expand(paths: list[str]) -> list[str] | str:
     return out
 
 
+def _rounded_up(count: int) -> int:
+    """A limit a little above `count`, easy to type (two significant digits)."""
+    step = 10 ** max(0, len(str(count)) - 2)
+    return (count // step + 1) * step
+
+
 def _statements(counts: dict) -> int:
     """About how many statements the written spec has (its threads' lines but comments)."""
     return sum(counts.get(kind, 0) for kind in ("kernel", "memcpy", "memset", "host", "record", "wait", "sync"))
@@ -328,6 +334,13 @@ def _run(args, phase: list[str]) -> int:
         return _error(f"cannot write {args.output}: {exc.strerror or exc}")
     c = imported.counts
     notes = imported.notes
+    from checker.lower import DEFAULT_MAX_STATEMENTS
+
+    if _statements(c) > DEFAULT_MAX_STATEMENTS:
+        notes.append(f"the spec has about {_statements(c):,} statements, more than the {DEFAULT_MAX_STATEMENTS:,} "
+                     f"the other commands lower by default: run them with `--max-statements "
+                     f"{_rounded_up(_statements(c))}` (or make the spec smaller: --min-gap, or a shorter "
+                     "profiling window)")
     compare_it = args.compare
     if compare_it and _statements(c) > MAX_COMPARE_STATEMENTS:
         compare_it = False

@@ -69,6 +69,20 @@ class ExecutionTrace:
     """(storage, device) -> the highest byte any tensor of it reaches."""
     malformed: tuple[int, str] = (0, "")
     """Tensors left out as malformed: how many, and where the first is (`note`)."""
+    unread_schemas: tuple[int, str] = (0, "")
+    """Operators whose schema could not be read (their tensor inputs taken as read): how many,
+    and the first (`notes`)."""
+
+    def notes(self) -> list[str]:
+        """What the importer tells on stderr about what it could not read."""
+        out = [] if (left_out := self.note()) is None else [left_out]
+        count, first = self.unread_schemas
+        if count:
+            out.append(f"{count:,} operator(s) of the Execution Trace have a schema that cannot be read: their "
+                       f"tensor inputs are taken as read (the first one as written for an in-place operator, "
+                       f"`aten::add_`) and their outputs as written, so another write through an input is "
+                       f"missed; the first is {first}")
+        return out
 
     def note(self) -> str | None:
         """What the importer tells on stderr about the tensors it left out (None: none)."""
@@ -303,7 +317,8 @@ def _accesses(name: str, schema: str, inputs, outputs, malformed: list[str]) -> 
     for i, (value, kind) in enumerate(zip(values, types)):
         if i < len(viewed) and viewed[i]:
             continue  # (a view of it: its data is not touched)
-        write = bool(parsed and i < len(parsed[0]) and parsed[0][i])
+        # (without a schema, an in-place operator, `aten::add_`, writes its first argument)
+        write = bool(parsed and i < len(parsed[0]) and parsed[0][i]) or (parsed is None and i == 0 and _in_place(name))
         for tensor, shape, stride in _tensors(value, kind, shapes[i] if i < len(shapes) else None,
                                               strides[i] if strides and i < len(strides) else None):
             seen_inputs.add(tensor[0] if isinstance(tensor[0], int) else -1)
@@ -320,6 +335,13 @@ def _accesses(name: str, schema: str, inputs, outputs, malformed: list[str]) -> 
                 continue  # without a schema, an output that is an input is no new write
             add(tensor, shape, stride, True, f"output {i}")
     return tuple(TensorAccess(s, d, a, b, w) for (s, d, a, b), w in found.items())
+
+
+def _in_place(name: str) -> bool:
+    """PyTorch's naming of an operator that mutates its first argument (`aten::fill_`,
+    `aten::add_`; not the dunder methods)."""
+    base = name.rsplit("::", 1)[-1].split(".", 1)[0]
+    return base.endswith("_") and not base.endswith("__") and len(base) > 1
 
 
 def _attrs(node: dict) -> dict:
@@ -352,6 +374,7 @@ def read_execution_trace(data) -> ExecutionTrace:
     sizes: dict[tuple[int, int | None], int] = {}
     left_out: list[str] = []
     first_left_out = ""
+    unread, unread_first = 0, ""
     for node in data["nodes"]:
         if not isinstance(node, dict):
             continue
@@ -362,6 +385,11 @@ def read_execution_trace(data) -> ExecutionTrace:
             continue
         op_schema = node.get("op_schema", attrs.get("op_schema")) or ""
         node_id = node.get("id")
+        if isinstance(op_schema, str) and op_schema and _arguments(op_schema) is None \
+                and name not in NO_DATA and not name.startswith("aten::empty"):
+            if not unread:
+                unread_first = f"node {_shown(node_id) if isinstance(node_id, int) else '?'} ({comment_text(name)[:80]})"
+            unread += 1
         malformed: list[str] = []
         try:
             accesses = _accesses(name, op_schema if isinstance(op_schema, str) else "",
@@ -382,4 +410,4 @@ def read_execution_trace(data) -> ExecutionTrace:
             if sizes.get(key, 0) < a.end:
                 sizes[key] = a.end
         operators[rf_id] = Operator(node_id if isinstance(node_id, int) else -1, rf_id, name, accesses)
-    return ExecutionTrace(schema, operators, sizes, (len(left_out), first_left_out))
+    return ExecutionTrace(schema, operators, sizes, (len(left_out), first_left_out), (unread, unread_first))

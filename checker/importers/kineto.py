@@ -1056,6 +1056,10 @@ class _Builder:
             if sync.record not in self.t.call_by_corr:
                 return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: its record (corr "
                                              f"{sync.record}) is outside the trace; the wait is left out")]
+            if self.t.call_by_corr[sync.record].name not in RECORD_CALLS:
+                return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: the trace binds it to "
+                                             f"corr {sync.record}, a {self.t.call_by_corr[sync.record].name} call, "
+                                             "not an event record; the wait is left out")]
             needed.add(sync.record)
             if sync.flag:  # (a flag event's wait waits for a record to come: no hand-off after it)
                 self.flag_events.add(sync.record)
@@ -1072,6 +1076,10 @@ class _Builder:
             if sync.record not in self.t.call_by_corr:
                 return [_Action("note", note=f"{call.name}: its record (corr {sync.record}) is outside the "
                                              "trace; left out")]
+            if self.t.call_by_corr[sync.record].name not in RECORD_CALLS:
+                return [_Action("note", note=f"{call.name}: the trace binds it to corr {sync.record}, a "
+                                             f"{self.t.call_by_corr[sync.record].name} call, not an event record; "
+                                             "left out")]
             needed.add(sync.record)
             return [_Action("sync_event", record=sync.record, handoff=self._bound(sync.record, call))]
         if kind == "Stream Sync":
@@ -1786,7 +1794,10 @@ class _Builder:
             found = entry[3]
             if found is None:
                 continue
-            mine = [a for a in found.accesses if a.device == gpu.device]
+            # Its device's tensors, and another GPU's where the operator names one (a kernel
+            # reading a peer's memory): PyTorch's operators take one device's tensors, but
+            # for copies and peer access.
+            mine = [a for a in found.accesses if a.device is not None]
             if mine:
                 writes = list(dict.fromkeys(self._storage(a) for a in mine if a.write))
                 reads = list(dict.fromkeys(self._storage(a) for a in mine if not a.write))
@@ -1808,8 +1819,8 @@ class _Builder:
                     continue
                 want_src = None if src_kind in HOST_KINDS else gpu.device
                 want_dst = None if dst_kind in HOST_KINDS else gpu.device
-                s = next((a for a in found.accesses if not a.write and a.device == want_src), None)
-                d = next((a for a in found.accesses if a.write and a.device == want_dst), None)
+                s = _end(found.accesses, False, want_src)
+                d = _end(found.accesses, True, want_dst)
                 if s is None and d is None:
                     continue
                 if s is not None:
@@ -1858,8 +1869,8 @@ class _Builder:
         self._stream_handoffs(plans)
         self._queue_handoffs(plans)
         self.notes.extend(t.malformed_notes())
-        if self.et is not None and (left_out := self.et.note()) is not None:
-            self.notes.append(left_out)
+        if self.et is not None:
+            self.notes.extend(self.et.notes())
         if self.repeated_ids:
             self.notes.append(f"{self.repeated_ids} runtime call(s) repeat the correlation id of an earlier call "
                               "(a trace merged from processes with one pid?): each GPU operation with that id is "
@@ -2246,3 +2257,13 @@ def check_trace(parsed: _Trace) -> None:
     if last > MAX_DURATION_NS:
         raise TraceError(f"the trace runs for {last / 1e9:,.0f} s, longer than a spec's times may be "
                          f"({MAX_DURATION_NS / 86_400e9:.1f} days): a timestamp or duration in it looks corrupt")
+
+
+def _end(accesses, write: bool, device: int | None):
+    """A copy's source (or destination) among an operator's accesses: the one on `device`
+    (None: host memory); for device memory, another GPU's where none is on this one (a peer
+    or cross-device copy, which the copy's own device issues)."""
+    found = next((a for a in accesses if a.write == write and a.device == device), None)
+    if found is None and device is not None:
+        found = next((a for a in accesses if a.write == write and a.device is not None), None)
+    return found
