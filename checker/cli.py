@@ -1378,8 +1378,9 @@ def command_optimize(args) -> int:
                          ("overlap bound (bound)", result.bound_schedule))
             timings = [(title, schedule.timing(program)) for title, schedule in schedules
                        if schedule is not None]
-            if timings:  # the trace shows the first; the chart both, on one time scale
-                _export(program, timings, args)
+            if not timings:  # (no exact model: the best run found is the simulated one)
+                timings = [("as written (simulated)", simulation.timing)]
+            _export(program, timings, args)  # the trace shows the first; the chart all, on one time scale
         emitted = None
         if args.emit and not deadlock:
             from checker.optimize import EmitError

@@ -416,6 +416,19 @@ def test_one_output_may_be_standard_output_and_the_report_moves_to_standard_erro
     assert status == 2 and out == "" and "--trace and --svg both name standard output" in err
 
 
+def test_optimize_writes_the_simulated_run_where_it_has_no_exact_model(run, tmp_path):
+    # Threads that share a stream have no exact model: the best run found is the simulated one,
+    # and --trace/--svg write it (they wrote nothing, silently).
+    spec = CONFORMANCE.parent.parent / "specs" / "identical_workers.sched"
+    trace, svg = tmp_path / "t.json", tmp_path / "t.svg"
+    status, out, _ = run("optimize", "--timeout", "2", "--format", "json", "--trace", trace, "--svg", svg, spec)
+    assert status == 0 and json.loads(out)["files"][0]["optimal"]["program"] is False
+    events = json.loads(trace.read_text())["traceEvents"]
+    ends = [e["ts"] + e["dur"] for e in events if e.get("ph") == "X"]
+    assert max(ends) == pytest.approx(json.loads(out)["files"][0]["makespan"]["simulated"] * 1000)
+    assert svg.read_text().startswith("<svg")
+
+
 def test_inputs_past_their_size_limit_are_refused(run, tmp_path, monkeypatch):
     from checker import cli
     from checker.importers import command

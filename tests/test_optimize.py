@@ -326,6 +326,41 @@ def test_timeout_reports_no_false_proof():
         assert result.reason in ("timeout",) or result.reason.startswith("z3")
 
 
+EMIT_CASES = {
+    # grouped sends and receives stay one `group`: written apart, each rank's send waited for
+    # a recv queued behind the other's send (a deadlock)
+    "group": ("device gpu[2] { compute 1 comm 1 }\nbuffer x[2] 4MiB on gpu\nbuffer y[2] 4MiB on gpu\n"
+              "stream c[2] on gpu\nstream k[2] on gpu\ncomm ring = { c }\nevent e[2]\nthread r[2] {\n"
+              "  for it in 0..2 {\n    group {\n      c[r]: send ring to c[1 - r] x[r] 1ms\n"
+              "      c[r]: recv ring from c[1 - r] y[r] 1ms\n    }\n    c[r]: record e[r]\n    k[r]: wait e[r]\n"
+              "    k[r]: kernel use reads y[r] writes x[r] 2ms\n    c[r]: wait_stream k[r]\n  }\n  sync gpu[r]\n}\n"),
+    # a `memcpy` of pinned memory blocks its thread: written as a plain copy, the host's refill raced it
+    "memcpy": ("device gpu0 { compute 1 copy 1 }\nbuffer h 4MiB on host pinned\nbuffer d 4MiB on gpu0\n"
+               "buffer o 4MiB on gpu0\nstream s on gpu0\nthread main {\n  memcpy d <- h 1ms\n"
+               "  host refill writes h 0.5ms\n  s: kernel k reads d writes o 2ms\n  sync s\n}\n"),
+    # a tensor's alloc and free do nothing at run time: written as a buffer's, the free raced its use
+    "tensors": ("device gpu0 { compute 2 }\ntensor t1 4MiB on gpu0\ntensor t2 4MiB on gpu0\nbuffer o 4MiB on gpu0\n"
+                "stream s1 on gpu0\nstream s2 on gpu0\nevent e\nthread main {\n  s1: alloc t1\n"
+                "  s1: kernel make writes t1 1ms\n  s1: record e\n  s2: wait e\n  s2: kernel use reads t1 writes o 3ms\n"
+                "  s2: record_stream t1\n  free t1\n  s1: alloc t2\n  s1: kernel make2 writes t2 1ms\n  sync all\n}\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMIT_CASES))
+def test_the_emitted_spec_is_as_safe_as_the_original_and_reaches_the_bound(name):
+    from checker.analyze import check_loaded
+    from checker.optimize import emit
+
+    loaded = load_text(EMIT_CASES[name])
+    assert not check_loaded(loaded).findings
+    result = optimize(loaded.program, timeout=20)
+    text = emit(loaded.program, result)
+    again = load_text(text)
+    assert again.program is not None, again.diagnostics
+    assert not check_loaded(again).findings, text
+    assert optimize(again.program, timeout=20).program == result.bound, text
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_random_schedules_replay_and_synthesis_reaches_the_bound(seed):
     from checker import hb

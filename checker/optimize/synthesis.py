@@ -116,6 +116,14 @@ def statement_text(program: Program, st: Statement, stream: str | None) -> str:
     raise EmitError(f"cannot synthesize {op.value} statements")
 
 
+def _blocks_by_itself(program: Program, st: Statement) -> bool:
+    """Whether the copy, written as a plain `copy`, blocks its thread as the program's did: a
+    copy to or from pageable host memory does; a `memcpy` of pinned or device memory needs a
+    `sync` after it."""
+    return any(program.memories[a.memory].device is None and not program.memories[a.memory].pinned
+               for a in st.accesses)
+
+
 def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int],
                   events: int) -> list[str]:
     out = []
@@ -385,11 +393,16 @@ class _Synthesizer:
         body: dict[int, list[str]] = {}
         waits = syncs = 0
         for thread in p.threads:
-            lines = []
+            lines: list[str] = []
+            batch: list[str] | None = None  # the calls of the `group` being written
+            after: list[str] = []  # what follows them: records go after the group's launch
             for i in thread.statements:
                 st = p.statements[i]
-                if st.operation.synchronizes:
-                    continue
+                if st.operation.synchronizes or (st.op in (Op.ALLOC, Op.FREE) and st.launch_only):
+                    continue  # (a caching-allocator tensor's alloc and free do nothing at run time)
+                if batch is not None and (st.batch is None or st.batch != batch_id):
+                    lines += ["group {", *("  " + line for line in batch), "}", *after]
+                    batch, after = None, []
                 if st.op is Op.SYNC:
                     lines.extend(sync_plan.get(i, []))
                     syncs += len(sync_plan.get(i, []))
@@ -398,9 +411,19 @@ class _Synthesizer:
                 for a in sorted(incoming.get(i, ())):
                     lines.append(f"{lane}: wait dep[{event_of[a]}]")
                     waits += 1
-                lines.append(statement_text(p, st, lane))
-                if i in event_of:
-                    lines.append(f"{lane}: record dep[{event_of[i]}]")
+                text = statement_text(p, st, lane)
+                followers = [f"{lane}: record dep[{event_of[i]}]"] if i in event_of else []
+                if st.blocking and lane is not None and not _blocks_by_itself(p, st):
+                    followers.append(f"sync {lane}")  # (a `memcpy`: the thread waits for the copy)
+                if st.batch is not None:
+                    if batch is None:
+                        batch, batch_id = [], st.batch
+                    batch.append(text)
+                    after += followers
+                else:
+                    lines += [text, *followers]
+            if batch is not None:
+                lines += ["group {", *("  " + line for line in batch), "}", *after]
             body[thread.index] = lines
         bound = self.result.bound
         title = p.title or p.path
@@ -413,9 +436,16 @@ class _Synthesizer:
             f"# {bound / NS_PER_MS:g} ms" + (
                 f" (plus launch time for the {added} added event operation(s))"
                 if added and any(d.launch for d in p.devices) else "") + ".",
-            f'spec "{title} (reaches the overlap bound)"',
-            "",
         ]
+        if p.variant:
+            out.append(f"# Of the spec's programs, the one written here is {p.variant}.")
+        if any(d.queues for d in p.devices):
+            out.append("# `queues N` is left out of the devices: the bound has no hardware queues (CUDA: raise "
+                       "CUDA_DEVICE_MAX_CONNECTIONS to come near it).")
+        if any(e.kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE) for e in p.expectations):
+            out.append("# The original expects findings: the work's orders are kept, not those findings; "
+                       "`streamproof check` this spec before relying on it.")
+        out += [f'spec "{title} (reaches the overlap bound)"', ""]
         out += _declarations(p, lane_count, kept_streams, len(event_of))
         for thread in p.threads:
             out.append(f"thread {flat(thread.name)}{' process' if thread.process else ''} {{")
