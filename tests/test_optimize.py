@@ -339,6 +339,11 @@ EMIT_CASES = {
                "buffer o 4MiB on gpu0\nstream s on gpu0\nthread main {\n  memcpy d <- h 1ms\n"
                "  host refill writes h 0.5ms\n  s: kernel k reads d writes o 2ms\n  sync s\n}\n"),
     # a tensor's alloc and free do nothing at run time: written as a buffer's, the free raced its use
+    # a host sync nothing after it needs: the bound drops it (the program keeps it), and the
+    # emitted spec syncs only before the host statement that reads the kernel's output
+    "needless sync": ("device d { compute 2 }\nbuffer a 1MiB on d\nbuffer b 1MiB on d\nbuffer h 1MiB on host pinned\n"
+                      "stream s1 on d\nstream s2 on d\nthread main {\n  s1: kernel k1 writes a 2ms\n  sync s1\n"
+                      "  s2: kernel k2 writes b 2ms\n  s2: copy h <- b 1ms\n  sync s2\n  host read reads h 1ms\n}\n"),
     "tensors": ("device gpu0 { compute 2 }\ntensor t1 4MiB on gpu0\ntensor t2 4MiB on gpu0\nbuffer o 4MiB on gpu0\n"
                 "stream s1 on gpu0\nstream s2 on gpu0\nevent e\nthread main {\n  s1: alloc t1\n"
                 "  s1: kernel make writes t1 1ms\n  s1: record e\n  s2: wait e\n  s2: kernel use reads t1 writes o 3ms\n"
@@ -359,6 +364,8 @@ def test_the_emitted_spec_is_as_safe_as_the_original_and_reaches_the_bound(name)
     assert again.program is not None, again.diagnostics
     assert not check_loaded(again).findings, text
     assert optimize(again.program, timeout=20).program == result.bound, text
+    if name == "needless sync":
+        assert (result.program, result.bound) == (6_000_000, 4_000_000)  # k1 beside k2, then the copy and the read
 
 
 @pytest.mark.parametrize("seed", range(40))

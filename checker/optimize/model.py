@@ -15,12 +15,13 @@ interleave (each stream, event and hardware queue used by one thread, snapshot e
 no notifies). `program_model` returns `None` with a reason for any other program.
 
 `bound_model` is the overlap relaxation: the same work, host threads and engines, but stream
-order, events, hardware queues and the legacy stream dropped. Kept: the happens-before order of
-each pair of conflicting accesses (an `alloc` counts as a write), thread order and launch
-costs, the blocking of pageable copies and of syncs (each sync still waits for every task of
-its own thread that happened before it), the start of every task after its enqueue, and the
-order of collectives on their streams (ranks match them by position). Record, wait and reset
-statements are dropped with the events, their launch cost included.
+order, events, hardware queues, the legacy stream and host syncs dropped. Kept: the
+happens-before order of each pair of conflicting accesses (an `alloc` counts as a write; a host
+statement that reads what a task wrote still waits for it, as the sync before it made it),
+thread order and launch costs, the blocking of pageable copies, the start of every task after
+its enqueue, and the order of collectives on their streams (ranks match them by position).
+Record, wait and reset statements are dropped with the events, their launch cost included; a
+`sync` stays in its thread's order but waits for nothing.
 """
 
 from __future__ import annotations
@@ -376,14 +377,8 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
                 latest[st.stream] = (st.batch, [st], predecessors)
             for prev in predecessors:
                 b.edge(b.completion[prev.index], b.first[st.index])
-    exact_ret = {n.statement: n.index for n in exact.nodes if n.kind is StepKind.RETURN}
-    for st in kept:
-        if st.op is Op.SYNC:
-            # the thread keeps waiting for its own tasks; another thread's tasks reach it only
-            # through orders the relaxation drops (or a collective, which it keeps)
-            for task in kept:
-                if task.thread != st.thread or task.stream is None:
-                    continue
-                if hb.reaches_node(task.index, exact_ret[st.index]):
-                    b.edge(b.completion[task.index], b.ret[st.index])
+    # A `sync` orders nothing of its own here: what the host must see done before it goes
+    # on is in the conflicting accesses above (a host statement reading what a task wrote, a
+    # host `free` of memory a task used), and a sync that waits for nothing the thread then
+    # touches is overlap the program leaves.
     return b.finish(True, [st.index for st in kept])

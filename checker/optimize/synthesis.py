@@ -10,8 +10,9 @@ bound keeps:
   depends on, whose order then costs nothing); a new lane otherwise;
 * a kept dependency between tasks on different lanes becomes `record` after the first and
   `wait` before the second, unless lane order, other waits or host syncs already imply it;
-* each host `sync` waits for the latest tasks the program made it wait for (through
-  `sync LANE` when that task is the lane's last one so far, else through an event).
+* a host statement that touches what a task did (a read of its output, a `free`) waits for
+  the latest such tasks first (through `sync LANE` when that task is the lane's last one so
+  far, else through an event); the program's own syncs, which the bound drops, are not written.
 
 Collectives stay on their comm's member streams, in their order. Loops come out unrolled.
 Event operations cost launch time like any enqueue: on a device with a `launch` cost the
@@ -202,6 +203,10 @@ class _Synthesizer:
                     continue
                 if node_v.kind is StepKind.RETURN and p.statements[node_v.statement].op is Op.SYNC:
                     sync_waits.setdefault(node_v.statement, set()).add(a)
+                for b in by_node.get(v, ()):
+                    if p.statements[b].stream is None and p.statements[b].op is not Op.SYNC:
+                        # a host statement that touches what the task did: a sync before it
+                        sync_waits.setdefault(b, set()).add(a)
                 targets = [b for b in by_node.get(v, ())
                            if p.statements[b].stream is not None and b != a]
                 if len(targets) > 1:
@@ -342,9 +347,9 @@ class _Synthesizer:
         for thread in p.threads:
             for i in thread.statements:
                 st = p.statements[i]
-                if st.op is not Op.SYNC:
+                if i not in sync_waits:
                     continue
-                waits = sorted(sync_waits.get(i, ()))
+                waits = sorted(sync_waits[i])
                 chosen = []
                 for t in waits:
                     if reaches(done(t), ("issue", i)):
@@ -356,7 +361,7 @@ class _Synthesizer:
                     if p.statements[t].thread != st.thread:
                         raise EmitError("a sync the bound keeps waits for another thread's task; "
                                         "events shared by threads would make the order depend on timing")
-                    edge(done(t), ("return", i))
+                    edge(done(t), ("return", i) if st.op is Op.SYNC else ("issue", i))
                 sync_targets[i] = chosen
         return needed, sync_targets
 
@@ -373,10 +378,10 @@ class _Synthesizer:
             last: dict[str, int] = {}
             for i in thread.statements:
                 st = p.statements[i]
-                if st.stream is not None and not st.operation.synchronizes:
-                    last[lane_of[i]] = i
-                if st.op is Op.SYNC:
+                if i in sync_targets:
                     enqueued_before[i] = dict(last)
+                if st.stream is not None and not st.operation.synchronizes and i in lane_of:
+                    last[lane_of[i]] = i
         sync_plan: dict[int, list[str]] = {}
         for s, targets in sync_targets.items():
             plan = []
@@ -407,6 +412,9 @@ class _Synthesizer:
                     lines.extend(sync_plan.get(i, []))
                     syncs += len(sync_plan.get(i, []))
                     continue
+                if st.stream is None:  # (what a host statement waits for, first)
+                    lines.extend(sync_plan.get(i, []))
+                    syncs += len(sync_plan.get(i, []))
                 lane = lane_of.get(i)
                 for a in sorted(incoming.get(i, ())):
                     lines.append(f"{lane}: wait dep[{event_of[a]}]")
