@@ -48,6 +48,12 @@ empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and 
 EXPRESSION_STEPS_PER_STATEMENT = 32
 """Operators, numbers and variables evaluated, per statement of the limit, in all: a loop of
 190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
+MAX_SEGMENT_BYTES = 512 << 20
+"""The bytes of the per-statement masks over memory segments (the pieces every byte range
+cuts a buffer into) a program may need, about a quarter of what the executor then holds:
+overlapping ranges that all differ cut a buffer into as many pieces as they have ends, and
+each statement's mask reaches its own highest piece (SP018; 100,000 such statements took
+2.8 GB)."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -521,6 +527,11 @@ class _Lowerer:
         if entity is None:
             if name.text in self.skipped:
                 raise _Skip  # declared on a line with a syntax error
+            thread = self.thread_names.get(name.text)
+            if thread is not None and kinds and "thread" not in kinds:  # (threads are named apart)
+                wanted = _kinds_phrase(kinds)
+                raise SpecError(error(Code.SP012, f"`{name.text}` is a thread, not {wanted}", name.span,
+                                      f"expected {wanted}", secondary=((thread.name.span, "declared here"),)))
             raise SpecError(error(Code.SP010, f"`{name.text}` is not declared", name.span,
                                   "not declared", help=self.suggest(name.text, kinds)))
         if entity.broken:
@@ -3308,6 +3319,34 @@ USAGE_WARNINGS = frozenset({Code.SP050, Code.SP051, Code.SP052})
 """Warnings about what a program uses (unused streams, never-recorded events, ...)."""
 
 
+def _refuse_fine_cuts(program: Program) -> None:
+    """SP018 where the byte ranges cut memory so finely that the engines' per-statement masks
+    (`executor.layout`) would take more than `MAX_SEGMENT_BYTES`: each is as wide as the
+    number of the highest piece it touches, across all memories."""
+    cuts = [{0, m.size} for m in program.memories]
+    for st in program.statements:
+        for a in st.accesses:
+            cuts[a.memory].update((a.start, a.end))
+    if sum(len(c) for c in cuts) < 1 << 16:
+        return  # (masks of fewer pieces than this stay small whatever the program's length)
+    ordered = [sorted(c) for c in cuts]
+    first, total = [], 0
+    for c in ordered:
+        first.append(total)
+        total += len(c) - 1
+    need = sum(max((first[a.memory] + bisect_left(ordered[a.memory], a.end) for a in st.accesses), default=0) // 8
+               for st in program.statements)
+    if need > MAX_SEGMENT_BYTES:
+        widest = max(range(len(ordered)), key=lambda m: len(ordered[m]))
+        memory = program.memories[widest]
+        raise SpecError(error(
+            Code.SP018, f"the byte ranges of this program cut its memory into {total:,} pieces (`{memory.name}` "
+            f"into {len(ordered[widest]) - 1:,}): checking its {len(program.statements):,} statements over "
+            f"them would take about {need * 4 / (1 << 30):.1f} GB", memory.span, "cut this finely",
+            help="name fewer distinct byte ranges (an array of buffers, `buffer x[N]`, instead of a range per "
+                 "statement), or check fewer iterations"))
+
+
 def lower(spec: ast.SpecFile, path: str, source: str,
           max_statements: int = DEFAULT_MAX_STATEMENTS, skipped: frozenset[str] = frozenset(),
           max_errors: int = MAX_ERRORS) -> Lowered:
@@ -3316,6 +3355,7 @@ def lower(spec: ast.SpecFile, path: str, source: str,
     declared: their uses are not errors of their own."""
     lowerer = _Lowerer(spec, path, source, max_statements, skipped, max_errors)
     programs = lowerer.lower()
+    _refuse_fine_cuts(programs[0])
     seen = set()
     warnings = []
     everywhere = set.intersection(*lowerer.warned) if lowerer.warned else set()

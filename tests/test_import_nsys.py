@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from checker.frontend import load_text
+from checker.importers.execution_trace import TraceError
 from checker.importers.nsys import as_kineto, is_sqlite
 from checker.importers.kineto import import_kineto
 from checker.ir import Op, SyncKind
@@ -488,3 +489,17 @@ def test_detection_is_by_content_and_json_traces_are_unaffected(tmp_path):
     from checker.importers.command import read_json
     assert read_json(str(report))["streamproofFlavour"] == "nsys"
     assert "traceEvents" in json.loads(json.dumps(read_json(str(report))))
+
+
+def test_a_view_that_never_ends_is_refused_not_read_into_memory(tmp_path, monkeypatch):
+    # A table that is a recursive view with no end: reading stops at the row limit (the
+    # export took 8.5 GB before it was killed).
+    from checker.importers import nsys
+
+    monkeypatch.setattr(nsys, "MAX_ROWS", 1000)
+    sql = program().replace("CUPTI_ACTIVITY_KIND_KERNEL", "unused_kernels")
+    sql += ("\nCREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE n(start) AS "
+            "(SELECT 1 UNION ALL SELECT start + 1 FROM n) SELECT start, start + 1 AS \"end\" FROM n;")
+    path = export(tmp_path / "endless.sqlite", sql)
+    with pytest.raises(TraceError, match="table CUPTI_ACTIVITY_KIND_KERNEL has more than 1,000 rows"):
+        as_kineto(path)

@@ -361,3 +361,14 @@ def test_names_from_the_trace_stay_one_short_comment_line(run, tmp_path):
     assert status == 0 and loads(text), stderr
     assert "injected" not in text.replace("# cudaStreamWaitEvent stream7: kernel injected 5s }", "")
     assert max(map(len, text.splitlines())) < 400
+
+
+def test_a_trace_of_too_many_json_objects_is_refused_before_it_is_read(run, tmp_path, monkeypatch):
+    # 40 million empty events fit in 117 KB of gzip and took 3 GB to read.
+    monkeypatch.setattr(command, "MAX_JSON_OBJECTS", 1000)
+    source = tmp_path / "empty.json.gz"
+    source.write_bytes(gzip.compress(b'{"traceEvents": [' + b",".join([b"{}"] * 2000) + b"]}"))
+    status, out, stderr = run("import", "kineto", source, "-o", tmp_path / "x.sched")
+    assert status == 2 and "Traceback" not in stderr
+    assert "more than 1,000 JSON objects, too many to read" in stderr
+    assert not (tmp_path / "x.sched").exists()

@@ -950,6 +950,29 @@ def test_sp058_sync_all_in_a_thread_that_drives_one_rank():
     assert warnings(one_thread) == []
 
 
+def test_a_thread_named_where_a_stream_goes_is_said_to_be_a_thread():
+    loaded = load_text("device d\nbuffer x 1MiB on d\nthread t {\n  t: kernel k writes x\n}\n")
+    (found,) = loaded.diagnostics
+    assert (found.code, found.message) == (Code.SP012, "`t` is a thread, not a stream")
+    assert found.primary_span.line == 4
+
+
+def test_byte_ranges_that_cut_memory_too_finely_are_sp018(monkeypatch):
+    # Every kernel writes a range of its own that overlaps its neighbours': each cut adds a
+    # piece, and each statement's mask reaches its highest one (100,000 of them took 2.8 GB).
+    import checker.lower
+
+    monkeypatch.setattr(checker.lower, "MAX_SEGMENT_BYTES", 10_000)
+    text = ("device d\nstream s[2] on d\nbuffer x 1TiB on d\nthread main {\n"
+            "  for i in 0..40000 { s[i % 2]: kernel k writes x[i*7:i*7+13] }\n}\n")
+    loaded = load_text(text)
+    assert loaded.program is None
+    (found,) = loaded.diagnostics
+    assert found.code is Code.SP018 and found.primary_span.line == 3
+    assert "cut its memory into 80,000 pieces" in found.message
+    assert load_text(text.replace("0..40000", "0..100")).program is not None  # (a few pieces: not counted)
+
+
 TWO_COMMS = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nstream sa[2] on gpu\n"
              "stream sb[2] on gpu\ncomm c1 = { sa }\ncomm c2 = { sb }\nevent e0\nevent e1\n")
 

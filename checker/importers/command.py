@@ -21,6 +21,9 @@ from checker.parse import MAX_DURATION_NS
 from checker.resources import TooLarge, read_at_most, read_stdin_at_most
 
 MAX_TRACE_BYTES = 1 << 30
+MAX_JSON_OBJECTS = 10_000_000
+"""JSON objects a trace may hold (about 300 bytes each in memory once read: a small file of
+empty ones, `[{}, {}, ...]`, took 3 GB). A real trace of 200,000 kernels holds about 1.3 million."""
 """The largest trace read, after decompression: importing takes about 7 bytes of memory and
 0.1-0.2 s per byte-megabyte of JSON, so 1 GiB costs some 7 GB and a few minutes."""
 
@@ -167,6 +170,9 @@ def read_json(path: str):
         raise InputError(f"cannot read {name}: {exc}") from None
     if data[:len(nsys.MAGIC)] == nsys.MAGIC:  # (an export on standard input, or gzip-compressed)
         return _read_nsys(data, name)
+    if data.count(b"{") > MAX_JSON_OBJECTS:  # (an over-count where strings hold braces: still far past real traces)
+        raise InputError(f"{name}: more than {MAX_JSON_OBJECTS:,} JSON objects, too many to read: import a "
+                         "shorter profiling window")
     try:
         return json.loads(data)
     except UnicodeDecodeError:

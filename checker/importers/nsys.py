@@ -40,6 +40,7 @@ import bisect
 import os
 import re
 import sqlite3
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -93,6 +94,14 @@ def is_sqlite(path: str) -> bool:
         return False
 
 
+MAX_ROWS = 3_000_000
+"""Rows read from one table (an export of 200,000 kernels has about half a million in its
+largest, the runtime calls; each costs about 400 bytes once read): a view that never ends
+(`WITH RECURSIVE`) stops here, not at the machine's memory."""
+MAX_SECONDS = 300.0
+"""SQLite work one import may take (an export's tables are read in seconds)."""
+
+
 def _connect(source) -> sqlite3.Connection:
     """A read-only connection: a path is opened with `mode=ro` (as a URI, so no name can be read
     as an option), bytes are loaded into memory."""
@@ -103,6 +112,8 @@ def _connect(source) -> sqlite3.Connection:
         uri = Path(os.path.abspath(os.fspath(source))).as_uri() + "?mode=ro"
         connection = sqlite3.connect(uri, uri=True, timeout=2.0)  # (a lock held longer: an error)
     connection.execute("PRAGMA query_only = ON")
+    deadline = time.monotonic() + MAX_SECONDS
+    connection.set_progress_handler(lambda: time.monotonic() > deadline, 100_000)  # (true: interrupt)
     connection.text_factory = lambda raw: raw.decode("utf-8", "replace")  # (a corrupt name is not fatal)
     return connection
 
@@ -173,10 +184,18 @@ class _Reader:
             wanted = [c for c in columns if c in have]
             if not wanted:
                 return []
-            query = "SELECT " + ", ".join(f'"{c}"' for c in wanted) + f' FROM "{table}"'
-            return [dict(zip(wanted, row)) for row in self.db.execute(query)]
+            query = "SELECT " + ", ".join(f'"{c}"' for c in wanted) + f' FROM "{table}" LIMIT {MAX_ROWS + 1}'
+            rows = [dict(zip(wanted, row)) for row in self.db.execute(query)]
+        except sqlite3.OperationalError as exc:
+            if "interrupt" in str(exc):
+                raise TraceError(f"reading table {table} took past {MAX_SECONDS:g} s: not an export "
+                                 "streamproof can read (a view that never ends?)") from None
+            raise TraceError(f"cannot read table {table} ({_said(exc)})") from None
         except sqlite3.Error as exc:
             raise TraceError(f"cannot read table {table} ({_said(exc)})") from None
+        if len(rows) > MAX_ROWS:
+            raise TraceError(f"table {table} has more than {MAX_ROWS:,} rows: import a shorter profiling window")
+        return rows
 
     def flag(self, kind: str, table: str) -> None:
         seen = self.bad.setdefault(kind, [0, table])
