@@ -636,6 +636,10 @@ def _sources(args):
     if stdin_name is not None and not stdin_name.strip():
         _usage_error(args, "--stdin-filename needs a name")
         return None
+    if stdin_name is not None and any(ord(c) < 32 or ord(c) == 127 for c in stdin_name):
+        # (a newline in it would print as diagnostic lines of its own)
+        _usage_error(args, "--stdin-filename must not hold control characters (a newline, a tab, ...)")
+        return None
     try:
         return expand(names, stdin_name=stdin_name)
     except InputError as exc:

@@ -159,6 +159,13 @@ def test_stdin_filename_without_stdin_is_a_usage_error(run):
     assert status == 2 and "pass - as a FILE" in err and out == ""
 
 
+def test_a_stdin_filename_with_a_newline_is_a_usage_error(run, stdin):
+    # Printed as it is, it would make diagnostic lines of its own.
+    stdin(C02.read_bytes())
+    status, out, err = run("check", "--stdin-filename", "a\nb.sched:1:1: error", "-")
+    assert status == 2 and "must not hold control characters" in err and out == ""
+
+
 @pytest.mark.parametrize("command", ["show", "simulate", "optimize"])
 def test_several_files_and_stdin_for_every_command(run, stdin, command):
     stdin(C02.read_bytes())
