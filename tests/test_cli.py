@@ -127,6 +127,14 @@ def test_the_summary_counts_unmet_expectations(run, tmp_path):
     assert out.rstrip().splitlines()[-1] == "failed: 1 file checked, 1 unmet expectation"
 
 
+def test_a_line_ending_in_a_continuation_is_shown_as_written(run, tmp_path):
+    spec = tmp_path / "continued.sched"
+    spec.write_text("device d\nstream s on d\nthread t {\n  s: kernel k reads zz \\\n    writes zz\n}\n")
+    status, out, _ = run("check", spec)
+    assert status == 2
+    assert "4 |   s: kernel k reads zz \\\n" in out  # (one backslash: rich's escape doubled it)
+
+
 def test_check_clean_files(run):
     status, out, _ = run("check", C02, CONFORMANCE / "c05_stream_sync_orders.sched")
     assert status == 0

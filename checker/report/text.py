@@ -21,8 +21,9 @@ STYLES = {
 
 
 def _style(text: str, kind: str) -> str:
-    style = STYLES.get(kind, "")
-    return f"[{style}]{escape(text)}[/]" if style else escape(text)
+    # (always inside a tag: `escape` doubles a trailing backslash so that it cannot escape
+    # what follows, which only a closing tag turns back into one: `s: kernel k \`)
+    return f"[{STYLES.get(kind) or 'none'}]{escape(text)}[/]"
 
 
 def _location(path: str, line: int, column: int) -> str:
