@@ -183,5 +183,6 @@ def emit_as_run(program: Program, result: OptimizeResult) -> str:
         return text
     ran = duration_text(int(run.makespan))
     text = re.sub(r"^expect makespan <= \S+$", f"expect makespan <= {ran}", text, count=1, flags=re.M)
-    return text.replace('spec "', f"# Run in time (`simulate`), it takes {run.makespan / 1e6:g} ms: a runtime holds "
-                                   "no engine back for the order the minimum needs.\n" + 'spec "', 1)
+    return text.replace('spec "', f"# Run in time (`simulate`), it takes {run.makespan / 1e6:g} ms: above the bound "
+                                   "by the launch time the lines above name, or because a runtime holds no engine "
+                                   "back for the order the minimum needs.\n" + 'spec "', 1)
