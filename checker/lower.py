@@ -3327,8 +3327,8 @@ def _refuse_fine_cuts(program: Program) -> None:
     for st in program.statements:
         for a in st.accesses:
             cuts[a.memory].update((a.start, a.end))
-    if sum(len(c) for c in cuts) < 1 << 16:
-        return  # (masks of fewer pieces than this stay small whatever the program's length)
+    if sum(len(c) for c in cuts) // 8 * len(program.statements) <= MAX_SEGMENT_BYTES:
+        return  # (no mask is wider than all the pieces: within the limit whatever they touch)
     ordered = [sorted(c) for c in cuts]
     first, total = [], 0
     for c in ordered:
