@@ -343,6 +343,13 @@ def test_a_wait_bound_to_a_call_that_records_nothing_is_left_out_and_said():
     assert statements(load(imported).program, Op.WAIT) == []
 
 
+def test_a_wait_bound_to_a_record_its_thread_makes_later_is_left_out_and_said():
+    # A trace that says so is corrupt: a wait binds to the latest record made before it.
+    imported = import_kineto(json.loads((TRACES / "wait_bound_to_a_later_record.json").read_text()))
+    assert "which this thread made after it; the wait is left out" in imported.text
+    assert statements(load(imported).program, Op.WAIT) == []
+
+
 @pytest.mark.parametrize("name, access", [("peer_p2p_nowait", "copy s2_gpu1 <- s1_gpu0"),
                                           ("peer_dev_nowait", "reads s1_gpu0 writes s2_gpu1")])
 def test_another_gpu_s_tensors_are_kept_and_race(name, access):

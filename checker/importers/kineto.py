@@ -1060,6 +1060,12 @@ class _Builder:
                 return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: the trace binds it to "
                                              f"corr {sync.record}, a {self.t.call_by_corr[sync.record].name} call, "
                                              "not an event record; the wait is left out")]
+            recorded = self.t.call_by_corr[sync.record]
+            if recorded.thread == call.thread and recorded.start > call.start and not sync.flag:
+                # (no run binds a wait to a record its own thread makes later: a corrupt trace)
+                return [_Action("note", note=f"{call.name} on {self._stream_label(key)}: the trace binds it to "
+                                             f"the record of corr {sync.record}, which this thread made after it; "
+                                             "the wait is left out")]
             needed.add(sync.record)
             if sync.flag:  # (a flag event's wait waits for a record to come: no hand-off after it)
                 self.flag_events.add(sync.record)
