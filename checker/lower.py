@@ -48,12 +48,13 @@ empty `group`s, of `if`s never taken, of loops of no trips) lowered nothing and 
 EXPRESSION_STEPS_PER_STATEMENT = 32
 """Operators, numbers and variables evaluated, per statement of the limit, in all: a loop of
 190,000 iterations of twenty `let`s of 126 operators each lowered nothing and ran for minutes."""
-MAX_SEGMENT_BYTES = 512 << 20
+MAX_SEGMENT_BYTES = 1 << 30
 """The bytes of the per-statement masks over memory segments (the pieces every byte range
-cuts a buffer into) a program may need, about a quarter of what the executor then holds:
-overlapping ranges that all differ cut a buffer into as many pieces as they have ends, and
-each statement's mask reaches its own highest piece (SP018; 100,000 such statements took
-2.8 GB)."""
+cuts a buffer into, every buffer at least one) a program may need, about a third of what the
+executor then holds: overlapping ranges that all differ cut a buffer into as many pieces as
+they have ends, and each statement's mask reaches its own highest piece (SP018; 100,000 such
+statements took 2.8 GB, 250,000 over 14 GB; an array of 100,000 buffers, one statement each,
+needs 0.6 GB here and passes)."""
 MAX_ARRAY = 100_000
 MAX_COMM_MEMBERS = 1_000_000
 """Members of every comm together: a comm array over a stream array has the square of their
@@ -3339,12 +3340,14 @@ def _refuse_fine_cuts(program: Program) -> None:
     if need > MAX_SEGMENT_BYTES:
         widest = max(range(len(ordered)), key=lambda m: len(ordered[m]))
         memory = program.memories[widest]
+        cut = len(ordered[widest]) - 1
+        where = (f"`{memory.name}` into {cut:,}" if cut > 1 else f"{len(program.memories):,} buffers, none cut")
         raise SpecError(error(
-            Code.SP018, f"the byte ranges of this program cut its memory into {total:,} pieces (`{memory.name}` "
-            f"into {len(ordered[widest]) - 1:,}): checking its {len(program.statements):,} statements over "
-            f"them would take about {need * 4 / (1 << 30):.1f} GB", memory.span, "cut this finely",
-            help="name fewer distinct byte ranges (an array of buffers, `buffer x[N]`, instead of a range per "
-                 "statement), or check fewer iterations"))
+            Code.SP018, f"this program's accesses name {total:,} pieces of memory ({where}): checking its "
+            f"{len(program.statements):,} statements over them would take about {need * 3 / (1 << 30):.1f} GB",
+            memory.span, "cut this finely" if cut > 1 else "one of them",
+            help="name fewer distinct byte ranges (a range per statement cuts a buffer at both its ends) or "
+                 "fewer buffer elements, or check fewer iterations"))
 
 
 def lower(spec: ast.SpecFile, path: str, source: str,

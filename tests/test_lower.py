@@ -969,8 +969,14 @@ def test_byte_ranges_that_cut_memory_too_finely_are_sp018(monkeypatch):
     assert loaded.program is None
     (found,) = loaded.diagnostics
     assert found.code is Code.SP018 and found.primary_span.line == 3
-    assert "cut its memory into 80,000 pieces" in found.message
+    assert "name 80,000 pieces of memory (`x` into 80,000)" in found.message
     assert load_text(text.replace("0..40000", "0..100")).program is not None  # (a few pieces: not counted)
+    # an array of buffers, one piece each, is said as such (its help: fewer elements)
+    monkeypatch.setattr(checker.lower, "MAX_SEGMENT_BYTES", 100)
+    array = load_text("device d\nstream s on d\nbuffer y[400] 1KiB on d\nthread main {\n"
+                      "  for i in 0..400 { s: kernel k writes y[i] }\n}\n")
+    (found,) = array.diagnostics
+    assert "name 400 pieces of memory (400 buffers, none cut)" in found.message and "fewer buffer elements" in found.help
 
 
 TWO_COMMS = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nstream sa[2] on gpu\n"
