@@ -1223,7 +1223,7 @@ class _Lowerer:
         return timings, certain, max(0, len(candidates) - MAX_RELEASES)
 
     def _waited(self, free: int, take: int, streams: tuple[int, ...],
-                setters: tuple[dict[int, set[int]], dict[int, int]]) -> bool:
+                setters: tuple[dict[int, set[int]], dict[int, list[int]]]) -> bool:
         """Whether the thread surely waits, between a free and an alloc, for the work enqueued on
         each of `streams` by the free (the allocator's event there). Read in program order from
         the free: a stream's later work comes after another stream's work where it waits on an
@@ -1265,14 +1265,14 @@ class _Lowerer:
                     and not flag(st.event):
                 after.setdefault(st.stream, set()).update(behind(latest[st.event]))
             elif st.op is Op.NOTIFY and st.stream is not None and st.notify is not None \
-                    and sets[st.notify] == 1:  # (nothing else sets it)
+                    and len(sets[st.notify]) == 1:  # (nothing else sets it)
                 notified[st.notify] = st.stream
-            elif st.op is Op.NOTIFY and st.stream is None and st.notify is not None and sets[st.notify] == 1:
+            elif st.op is Op.NOTIFY and st.stream is None and st.notify is not None and len(sets[st.notify]) == 1:
                 handed[st.notify] = {stream: set(streams) for stream, streams in after.items()}
             elif st.op is Op.AWAIT and st.stream is None and st.notify in notified:
                 done |= behind(notified[st.notify])
-            elif st.op is Op.AWAIT and st.stream is None and st.notify is not None and sets[st.notify] == 1:
-                done |= self._handed_back(thread, st.notify, handed)
+            elif st.op is Op.AWAIT and st.stream is None and st.notify is not None and len(sets[st.notify]) == 1:
+                done |= self._handed_back(thread, self.statements[sets[st.notify][0]], handed)
             elif st.op is Op.SYNC:
                 for stream in st.streams:
                     done |= behind(stream)
@@ -1282,14 +1282,13 @@ class _Lowerer:
                 done |= behind(st.stream)
         return all(stream in done for stream in streams)
 
-    def _handed_back(self, thread: int, notify: int, handed: dict[int, dict[int, set[int]]]) -> set[int]:
-        """The streams `thread` has surely waited for on awaiting `notify` (set by one statement
-        alone) where another host thread sets it: that thread's syncs (of streams, devices or
-        all) and blocking copies between its first await of a notify `thread` set once since
-        the free (`handed`, with the stream waits `thread` had enqueued by then) and that set.
-        The work they wait for includes all `thread` enqueued before it handed off."""
-        setter = next((st for st in self.statements if st.op is Op.NOTIFY and st.notify == notify), None)
-        if setter is None or setter.stream is not None or setter.thread == thread:
+    def _handed_back(self, thread: int, setter: Statement, handed: dict[int, dict[int, set[int]]]) -> set[int]:
+        """The streams `thread` has surely waited for on awaiting the notify `setter` alone sets,
+        where another host thread sets it: that thread's syncs (of streams, devices or all) and
+        blocking copies between its first await of a notify `thread` set once since the free
+        (`handed`, with the stream waits `thread` had enqueued by then) and `setter`. The work
+        they wait for includes all `thread` enqueued before it handed off."""
+        if setter.stream is not None or setter.thread == thread:
             return set()
         since: dict[int, set[int]] | None = None
         done: set[int] = set()
@@ -1306,17 +1305,17 @@ class _Lowerer:
                 done |= {st.stream} | since.get(st.stream, set())
         return done
 
-    def _setters(self) -> tuple[dict[int, set[int]], dict[int, int]]:
-        """Of the program just lowered: the threads that record each event, and how many
-        statements set each notify (`_waited` trusts only what one thread records, and a
-        notify only one statement sets)."""
+    def _setters(self) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
+        """Of the program just lowered: the threads that record each event, and the statements
+        that set each notify (`_waited` trusts only what one thread records, and a notify only
+        one statement sets)."""
         recorders: dict[int, set[int]] = defaultdict(set)
-        sets: dict[int, int] = defaultdict(int)
-        for st in self.statements:
+        sets: dict[int, list[int]] = defaultdict(list)
+        for index, st in enumerate(self.statements):
             if st.op is Op.RECORD and st.event is not None:
                 recorders[st.event].add(st.thread)
             elif st.op is Op.NOTIFY and st.notify is not None:
-                sets[st.notify] += 1
+                sets[st.notify].append(index)
         return recorders, sets
 
     def _not_modelled(self, said: set, take: int, what: str) -> None:
