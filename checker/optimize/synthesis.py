@@ -32,7 +32,6 @@ from checker.ir import (
 from checker import spec_text
 from checker.optimize.model import TimedModel
 from checker.spec_text import duration_text, rw_text
-from checker.witness import StepKind
 
 
 
@@ -194,15 +193,13 @@ class _Synthesizer:
             owner_of_completion.setdefault(node, []).append(st_index)
         deps: set[tuple[int, int]] = set()
         sync_waits: dict[int, set[int]] = {}
+        """Host statement -> the tasks it must see done first (a sync is written before it)."""
         for u, v, _ in model.edges:
             owners = owner_of_completion.get(u, ())
-            node_v = model.nodes[v]
             for a in owners:
                 sa = p.statements[a]
                 if sa.stream is None:
                     continue
-                if node_v.kind is StepKind.RETURN and p.statements[node_v.statement].op is Op.SYNC:
-                    sync_waits.setdefault(node_v.statement, set()).add(a)
                 for b in by_node.get(v, ()):
                     if p.statements[b].stream is None and p.statements[b].op is not Op.SYNC:
                         # a host statement that touches what the task did: a sync before it
@@ -359,9 +356,9 @@ class _Synthesizer:
                     chosen.append(t)
                 for t in chosen:
                     if p.statements[t].thread != st.thread:
-                        raise EmitError("a sync the bound keeps waits for another thread's task; "
+                        raise EmitError("a host statement the bound keeps waits for another thread's task; "
                                         "events shared by threads would make the order depend on timing")
-                    edge(done(t), ("return", i) if st.op is Op.SYNC else ("issue", i))
+                    edge(done(t), ("issue", i))
                 sync_targets[i] = chosen
         return needed, sync_targets
 
@@ -409,9 +406,7 @@ class _Synthesizer:
                     lines += ["group {", *("  " + line for line in batch), "}", *after]
                     batch, after = None, []
                 if st.op is Op.SYNC:
-                    lines.extend(sync_plan.get(i, []))
-                    syncs += len(sync_plan.get(i, []))
-                    continue
+                    continue  # (the bound drops the program's syncs; what needs one gets its own)
                 if st.stream is None:  # (what a host statement waits for, first)
                     lines.extend(sync_plan.get(i, []))
                     syncs += len(sync_plan.get(i, []))
