@@ -777,6 +777,22 @@ def test_extension_syntax_messages(source, message):
 # -- every error of a file, and messages that teach ---------------------------------------------
 
 
+def test_caret_stays_under_its_token_after_wide_characters(run, tmp_path):
+    """Columns count characters, but a terminal gives a CJK character two cells and a
+    combining accent none: the underline is padded by cells, so it still marks `oops`."""
+    spec = tmp_path / "wide.sched"
+    spec.write_text('spec "漢字漢字" oops\n', encoding="utf-8")
+    status, out, _ = run("check", spec)
+    assert status == 2 and f"{spec}:1:13: error[SP002]: unexpected `oops`" in out
+    source, underline = [line for line in out.splitlines() if line.startswith(("1 |", "  |")) and line != "  |"]
+    assert source == '1 | spec "漢字漢字" oops'
+    assert underline.index("^") == len('1 | spec "') + 8 + len('" ') and underline.endswith("^^^^ unexpected `oops`")
+    spec.write_text('spec "e\u0301e\u0301" oops\n', encoding="utf-8")
+    _, out, _ = run("check", spec)
+    underline = [line for line in out.splitlines() if "^" in line][0]
+    assert underline.index("^") == len('1 | spec "ee" ')
+
+
 def test_every_error_of_a_file_in_order(run, tmp_path):
     spec = tmp_path / "typos.sched"
     spec.write_text(

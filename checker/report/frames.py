@@ -65,6 +65,15 @@ def source_lines(source: str) -> list[str]:
 _split: tuple[str | None, list[str]] = (None, [])
 
 
+def _cells(text: str) -> int:
+    """Terminal cells `text` takes: wide (CJK) characters take two, combining marks none,
+    so a caret after a comment or title in Chinese stays under its token."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
 def frame(source: str, marks: list[Mark], style) -> list[str]:
     """Lines of a code frame. `style(text, kind)` colours a piece (kind: gutter, primary, secondary)."""
     lines = source_lines(source)
@@ -92,7 +101,8 @@ def frame(source: str, marks: list[Mark], style) -> list[str]:
             end = min(end, max(len(text), start + 1))
             char = "^" if mark.primary else "-"
             kind = "primary" if mark.primary else "secondary"
-            underline = " " * start + char * (end - start) + (f" {mark.label}" if mark.label else "")
+            pad, length = _cells(text[:start]), max(_cells(text[start:end]), 1)
+            underline = " " * pad + char * length + (f" {mark.label}" if mark.label else "")
             out.append(gutter + " " + style(underline, kind))
         previous = number
     out.append(gutter)
