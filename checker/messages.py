@@ -9,6 +9,7 @@ streams with an event, two threads with a notify).
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left
 from fractions import Fraction
@@ -120,9 +121,31 @@ def _nameable(program: Program, use: Statement) -> tuple[str, str]:
     """The stream a spec can name for a task's use, and what to put an order after: the task's
     own (`that use`), or for a graph's work its launch stream and the launch."""
     if use.launch is None:
-        return program.streams[use.stream].written, "that use"
+        return _stream_as_written(program, use), "that use"
     names = _Launches(program)
     return names.stream(use), f"`launch {names.graph(use)}` (line {names.launch(use).span.line})"
+
+
+@functools.lru_cache(maxsize=1)
+def _lines(source: str) -> list[str]:
+    return source.split("\n")
+
+
+def _stream_as_written(program: Program, task: Statement) -> str:
+    """The stream of a task as its line names it (`nccl[rank]`), where a loop or a thread
+    array indexed it: a fix to paste into that line's block must index it the same way as
+    the tensor beside it, not name one instance (`nccl[1]`)."""
+    written = program.streams[task.stream].written
+    if not task.bindings or "[" not in written:
+        return written
+    lines = _lines(program.source)
+    if not 0 < task.span.line <= len(lines):
+        return written
+    text = lines[task.span.line - 1][max(task.span.column - 1, 0):]
+    prefix = re.match(r"\s*([A-Za-z_]\w*\[[^\]\n]*\])\s*:", text)
+    if prefix is None or prefix.group(1).split("[")[0] != written.split("[")[0]:
+        return written
+    return prefix.group(1)
 
 
 def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]

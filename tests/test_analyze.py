@@ -1388,6 +1388,31 @@ thread t {
                      "or order the use before the free with an event"]
 
 
+def test_record_stream_help_indexes_the_stream_as_the_line_does():
+    # in a thread array the fix is pasted into the array's body: `nccl[rank]`, as the tensor is
+    # written beside it, not one instance's `nccl[1]` that would record stream 1 for both ranks
+    helps = _race_helps("""device g[2] { runtime cuda }
+tensor up[2] 1MiB on g
+tensor nx[2] 1MiB on g
+buffer out[2] 2MiB on g
+stream cur[2] on g
+stream nccl[2] on g
+comm world = { nccl }
+thread rank[2] process {
+  cur[rank]: alloc up[rank]
+  cur[rank]: kernel k writes up[rank] 2ms
+  nccl[rank]: wait_stream cur[rank]
+  nccl[rank]: allgather world out[rank] <- up[rank] 3ms
+  free up[rank]
+  cur[rank]: alloc nx[rank]
+  cur[rank]: kernel k2 writes nx[rank] 2ms
+}
+""")
+    assert set(helps) == {"`free up[rank]` (line 13) hands its block to the next allocation on its stream at once, "
+                          "while `nccl[rank]` may still use it: write `nccl[rank]: record_stream up[rank]` after "
+                          "that use and before the free, or order the use before the free with an event"}, helps
+
+
 def test_help_names_a_process_s_default_stream_as_the_spec_writes_it():
     # reports mark the process's own default stream `gpu.default@p`; a spec writes `gpu.default`
     spec = """device gpu { runtime cuda }
