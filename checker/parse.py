@@ -579,6 +579,12 @@ _ELSE_FORM = ("`else` goes on the line of the `}` before it: `if A < B { ... } e
               "(a `choose` separates its branches with `or`)")
 """The messages of a misplaced `if` or `else`, for the examples and for the word itself."""
 SYNTAX_EXAMPLES: dict[str, list[str]] = {
+    "an array has one dimension: declare `NAME[N * M]` and index it `NAME[i * M + j]`": [
+        top + decl for top in _TOP[:3] for decl in (
+            "device d[2][3]\n", "event e[2][3]\n", "event e[2][3] flag\n", "notify n[2][3]\n",
+            "buffer b[2][3] 1MiB on d\n", "tensor b[2][3] 1MiB on d\n", "stream s[2][3] on d\n",
+            "thread t[2][3] {\n}\n")
+    ],
     "`reads` and `writes` need at least one buffer": [
         _THREAD + "s: kernel k reads\n}", _THREAD + "s: kernel k writes\n}", _THREAD + "host h reads\n}",
         _THREAD + "s: kernel k reads x writes\n}", _THREAD + "s: callback c writes\n}",
