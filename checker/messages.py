@@ -175,7 +175,10 @@ def race_buffers(program: Program, pairs: list[tuple[Statement, Statement]]
 
 
 def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | None = None) -> str:
-    stream = lambda s: program.streams[s.stream].written  # noqa: E731
+    if a.thread == b.thread and a.bindings == b.bindings:  # (one instance: name streams as its lines do)
+        stream = lambda s: _stream_as_written(program, s)  # noqa: E731
+    else:
+        stream = lambda s: program.streams[s.stream].written  # noqa: E731
     if a.stream is None and b.stream is None:
         if a.thread == b.thread:
             return "the two host statements overlap: one must return before the other starts"
