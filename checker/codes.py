@@ -62,6 +62,7 @@ class Code(str, enum.Enum):
     SP067 = "SP067"
     SP068 = "SP068"
     SP069 = "SP069"
+    SP070 = "SP070"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -126,6 +127,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP067: "an expectation repeated, or contradicted by another",
     Code.SP068: "a stream alloc or free of host memory on a CUDA device",
     Code.SP069: "two comms called in opposite orders by two ranks",
+    Code.SP070: "collective buffers whose sizes do not fit the comm",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

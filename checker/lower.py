@@ -2681,7 +2681,11 @@ class _Lowerer:
         write_buffer = self.access(node.access, env, True)
         source = self.access(node.source, env, False) if node.source is not None else read_buffer
         is_root = member == root
-        if node.kind in IN_PLACE_KINDS:
+        if node.kind not in ROOTED_KINDS or is_root:  # (a non-root's other buffer goes unused)
+            self.check_fit(node, comm_index, source, write_buffer)
+        if node.kind in ("allgather", "reducescatter") and node.source is None:
+            accesses = self.in_place_share(node, comm_index, member, write_buffer)
+        elif node.kind in IN_PLACE_KINDS:
             accesses = (source, write_buffer)
         elif node.kind == "broadcast":
             # The root sends its source (and, out of place, fills its destination too);
@@ -2695,6 +2699,62 @@ class _Lowerer:
         accesses += self.in_flight(comm_index, member, node)
         self.comm_call(node, member, op=Op(node.kind), comm=comm_index, root=root, accesses=self.touch(accesses),
                        duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMM, **common)
+
+    def in_place_share(self, node, comm_index: int, member: int, buffer: Access) -> tuple[Access, ...]:
+        """An in-place `allgather` or `reducescatter` touches its rank's share of the buffer as
+        NCCL defines them ("In-place Operations"): `ncclAllGather(data + rank * count, data, ...)`
+        sends the rank's share and writes the others' (its own is already there);
+        `ncclReduceScatter(data, data + rank * count, ...)` reads the whole buffer and writes its
+        share. A buffer that does not divide among the members (SP070) is read and written whole."""
+        members = len(self.comms[comm_index].members)
+        size = buffer.end - buffer.start
+        if size % members:
+            return (replace(buffer, write=False), buffer)
+        share = size // members
+        low = buffer.start + self.comms[comm_index].members.index(member) * share
+        high = low + share
+        if node.kind == "reducescatter":
+            return (replace(buffer, write=False), replace(buffer, start=low, end=high))
+        others = tuple(replace(buffer, start=start, end=end)
+                       for start, end in ((buffer.start, low), (high, buffer.end)) if start < end)
+        return (replace(buffer, start=low, end=high, write=False), *others)
+
+    def check_fit(self, node, comm_index: int, source: Access, destination: Access) -> None:
+        """SP070: buffers whose sizes do not fit the call on this comm. NCCL sizes a call by
+        one count ("NCCL and MPI": for AllGather and ReduceScatter "the other count [is] equal
+        to nranks*count"): a buffer of another size is read or written past its end, or in
+        part, by the real call, which a spec cannot show."""
+        members = len(self.comms[comm_index].members)
+        sent, received = source.end - source.start, destination.end - destination.start
+        kind, in_place = node.kind, node.source is None
+        if in_place:
+            if kind in ("allgather", "reducescatter", "alltoall") and received % members:
+                problem = f"`{destination.written_as}` ({received:,} bytes) does not divide among the comm's {members} members"
+            else:
+                return
+        elif kind == "allgather" and received != members * sent:
+            problem = (f"`{destination.written_as}` ({received:,} bytes) is not {members} members x "
+                       f"`{source.written_as}` ({sent:,} bytes)")
+        elif kind == "reducescatter" and sent != members * received:
+            problem = (f"`{source.written_as}` ({sent:,} bytes) is not {members} members x "
+                       f"`{destination.written_as}` ({received:,} bytes)")
+        elif kind not in ("allgather", "reducescatter") and sent != received:
+            problem = f"`{destination.written_as}` ({received:,} bytes) and `{source.written_as}` ({sent:,} bytes) differ"
+        elif kind == "alltoall" and sent % members:
+            problem = f"`{source.written_as}` ({sent:,} bytes) does not divide among the comm's {members} members"
+        else:
+            return
+        if self.said_at(Code.SP070, node.span):
+            return
+        counts = {"allgather": "the destination holds every member's source (recvcount = nranks x sendcount)",
+                  "reducescatter": "the source holds every member's share (sendcount = nranks x recvcount)",
+                  "alltoall": "both buffers hold one equal block per member"}.get(
+            kind, "the source and the destination have one count")
+        self.warnings.append(warning(
+            Code.SP070, f"the buffers of this `{kind}` do not fit its comm: {problem}", node.span,
+            "sized so the call would touch bytes past a buffer, or only part of one",
+            help=f"NCCL and HCCL size a call by one count: {counts}; size the buffers so (the check "
+                 f"reads and writes them as written)"))
 
     def in_flight(self, comm_index: int, member: int, node) -> tuple[Access, ...]:
         """For a call of a `one_in_flight` comm, its write of its rank's state (`Comm.in_flight`):

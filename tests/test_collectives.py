@@ -425,3 +425,62 @@ def test_where_executions_disagree_differently_the_kinds_that_differ_are_reporte
     second = found["position 1 of comm `w`"]
     assert "allreduce" in second.message and "broadcast" in second.message
     assert severity(second) == 3 and "kind" in second.detail["differ"]
+
+
+# -- in place: a rank's share; buffers sized against the comm (SP070) ------------------------
+
+SHARES = """device gpu[2]
+buffer x[2] 4MiB on gpu
+buffer o 1MiB on gpu[0]
+stream peek on gpu[0]
+stream c[2] on gpu
+comm w = { c }
+thread r[2] {
+  c[r]: CALL 1ms
+  if r == 0 {
+    peek: kernel k reads x[0][READ] writes o 1ms
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("call, read, races", [
+    # ncclAllGather(data + rank * count, data): rank 0 sends its share and writes rank 1's
+    ("allgather w x[r]", "0:2MiB", False),
+    ("allgather w x[r]", "2MiB:4MiB", True),
+    # ncclReduceScatter(data, data + rank * count): reads everything, writes its share
+    ("reducescatter w x[r]", "2MiB:4MiB", False),
+    ("reducescatter w x[r]", "1MiB:3MiB", True),
+    ("allreduce w x[r]", "0:2MiB", True),
+])
+def test_in_place_calls_touch_the_rank_s_share_as_nccl_defines_them(call, read, races):
+    report = check_loaded(load_text(SHARES.replace("CALL", call).replace("READ", read)))
+    assert [f.buffer for f in report.findings if f.kind is FindingKind.RACE] == (["x"] if races else [])
+    program = load_text(SHARES.replace("CALL", call).replace("READ", read)).program
+    first = next(s for s in program.statements if s.comm is not None)
+    if call.startswith("allgather"):
+        assert [(a.start, a.end, a.write) for a in first.accesses] == [(0, 2 << 20, False), (2 << 20, 4 << 20, True)]
+
+
+@pytest.mark.parametrize("call, sizes, fits", [
+    ("allgather world b0 <- a0", "", True),
+    ("allgather world a0 <- a0", "", False),
+    ("reducescatter world a0 <- b0", "", True),
+    ("reducescatter world b0 <- b0", "", False),
+    ("alltoall world a0 <- b0", "", False),
+    ("allreduce world b0 <- a0", "", False),
+    ("allreduce world a0", "", True),
+    ("allgather world a0", "buffer odd 1000B on d0\n", True),
+    ("allgather world odd", "buffer odd 1000B on d0\n", True),  # 1000 bytes over 2 members divide
+    ("broadcast world root c1 b0 <- a0", "", True),  # a non-root's source goes unused
+    ("broadcast world root c0 b0 <- a0", "", False),
+])
+def test_buffers_that_do_not_fit_the_comm_are_sp070(call, sizes, fits):
+    loaded = load_text(HEADER + sizes + f"thread r0 {{\n  c0: {call}\n}}\n")
+    assert loaded.program is not None, loaded.diagnostics
+    warned = [d for d in loaded.diagnostics if d.code.value == "SP070"]
+    assert (warned == []) == fits, warned
+    three = load_text(HEADER.replace("comm world = { c0, c1 }", "stream c2 on d1\ncomm world = { c0, c1, c2 }")
+                      + "thread r0 {\n  c0: allgather world a0\n}\n")
+    (warning,) = [d for d in three.diagnostics if d.code.value == "SP070"]
+    assert "does not divide among the comm's 3 members" in warning.message

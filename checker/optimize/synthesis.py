@@ -23,7 +23,7 @@ comment says how many there are).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from checker.ir import (
     NS_PER_MS, PRIORITY_HIGH, PRIORITY_LOW, Access, ExpectKind, Op, Program, Runtime, Statement, StreamMode,
@@ -72,6 +72,11 @@ def _operands(program: Program, st: Statement) -> str:
     member, only reads or only writes it), `destination <- source` where they differ. A
     `one_in_flight` comm's state is the comm's, not written."""
     data = [a for a in st.accesses if program.memories[a.memory].comm is None]
+    if st.op in (Op.ALLGATHER, Op.REDUCESCATTER) and len({a.memory for a in data}) == 1:
+        # In place: the rank's share and the rest of one buffer (`in_place_share`), written whole.
+        spans = sorted((a.start, a.end) for a in data)
+        if all(start <= max(end for _, end in spans[:k]) for k, (start, _) in enumerate(spans) if k):
+            return access_text(program, replace(data[0], start=spans[0][0], end=max(end for _, end in spans)))
     reads, writes = [a for a in data if not a.write], [a for a in data if a.write]
     if reads and writes and (reads[0].memory, reads[0].start, reads[0].end) != \
             (writes[0].memory, writes[0].start, writes[0].end):
