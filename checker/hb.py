@@ -275,7 +275,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
     forever: dict[tuple[int, bool], list] = defaultdict(list)
     """Accesses that start and never end (a collective member whose group never completes)."""
 
-    def record(other: Statement, s: Statement, memory: int, count: int) -> None:
+    def record(other: Statement, s: Statement, memory: int, count: int) -> dict[str, None]:
         buffer = program.memories[memory].buffer
         key = (min(other.origin, s.origin), max(other.origin, s.origin))
         group = pairs.setdefault(key, {})
@@ -289,6 +289,7 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
         else:
             group[buffer] = [count, other, s, memory, {}]
         group[buffer][4][program.memories[memory].name] = None
+        return group[buffer][4]
 
     def partner(run: _Run, s: Statement, first: int) -> Statement:
         """The run's statement to show with s: one of s's loop iteration among the last
@@ -330,7 +331,13 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
                             continue
                         counted.add(id(run))
                         first = bisect_right(run.positions, seen_position)
-                        record(partner(run, s, first), s, memory, len(run.positions) - first)
+                        elements = record(partner(run, s, first), s, memory, len(run.positions) - first)
+                        # (the run is counted once, at its first element: the others of the
+                        # buffer it conflicts on are named with it, `writes t` against `writes t`)
+                        for element, theirs in run.by_memory.items():
+                            if element != memory and element in memories and \
+                                    any(a.conflicts(b) for a in memories[element] for b in theirs):
+                                elements[program.memories[element].name] = None
                     if scanned > budget or (deadline is not None and time.monotonic() > deadline):
                         return False
         return True

@@ -1891,3 +1891,24 @@ def test_a_second_free_is_reported_as_a_double_free(between, double):
     (finding,) = dead
     assert finding.message == "s: free x (line 8) frees `x` again: s: free x (line 7) frees it too"
     assert finding.help.startswith("free each allocation once")
+
+
+@pytest.mark.parametrize("options", [{}, {"explore_first": 0}, {"exhaustive": True}])
+@pytest.mark.parametrize("writes", ["t[0], t[1]", "t"])
+def test_one_pair_racing_on_several_elements_names_each_in_every_engine(options, writes):
+    # the pair is one finding on `t`, and `expect race on t[1]` is met by it as `on t[0]` is
+    # (the fast path counted the pair at its first element and named that one only)
+    report = check(f"""device gpu0
+buffer t[2] 1KiB on gpu0
+stream s1 on gpu0
+stream s2 on gpu0
+thread main {{
+  s1: kernel a writes {writes}
+  s2: kernel b writes {writes}
+}}
+expect race on t[0]
+expect race on t[1]
+""", **options)
+    (race,) = report.findings
+    assert race.kind is FindingKind.RACE and set(race.elements) == {"t[0]", "t[1]"}, race
+    assert report.passed
