@@ -2389,10 +2389,21 @@ class _Lowerer:
 
     def host_memset(self, node: ast.HostMemset, env, bindings) -> None:
         access = self.access(node.access, env, True)
+        cuda = [d.index for d in self.devices if d.runtime is Runtime.CUDA]
+        if self.mem(access.memory).on_host and self.mem(access.memory).pinned and len(cuda) == 1:
+            # CUDA, "API synchronization behavior": the synchronous memsets are "fully
+            # synchronous" when the target is pinned host memory. cudaMemset is a call on the
+            # legacy stream: it runs after the work the legacy rules order before it, and the
+            # thread waits for it (cusan-tests send_ms_pinned_*: the call waited for a kernel).
+            # The device is the program's one CUDA device (the current device is not modelled).
+            self.emit(node, op=Op.MEMSET, stream=self.call_stream(cuda[0]), device=cuda[0],
+                      accesses=self.touch((access,)), duration=node.duration.nanoseconds if node.duration else 0,
+                      engine=Engine.COMPUTE, blocking=True, bindings=bindings, form=f"memset {access.written_as}")
+            return
         if self.mem(access.memory).on_host and self.mem(access.memory).pinned:
-            # CUDA's synchronous memsets are synchronous "when the target is pinned host memory";
-            # aclrtMemset takes host memory as well: the thread writes it and returns when done
-            # (ordered with no stream: a race the legacy stream's order would hide is reported).
+            # aclrtMemset takes host memory as well (and CUDA, where the device is not one):
+            # the thread writes it and returns when done (ordered with no stream: a race the
+            # legacy stream's order would hide is reported).
             self.emit(node, op=Op.HOST, stream=None, name="memset", accesses=self.touch((access,)),
                       duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings,
                       form=f"memset {access.written_as}")

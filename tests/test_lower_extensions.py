@@ -755,10 +755,17 @@ def test_memsets():
     assert (task.op, task.stream, task.blocking, task.engine, task.duration) == (Op.MEMSET, 0, False, Engine.COMPUTE, 10**6)
     assert rw(p, task) == [("x", 0, 1024, True)]
     error_of(CUDA + "thread main {\n  s: memset page\n}\n", Code.SP012, 13, 13, "`page` is host memory")
-    # on the host: pinned host memory is written by the thread itself (synchronous, no stream);
-    # pageable memory is no memset target
-    host = program(CUDA + "thread main {\n  memset pin 1us\n}\n").statements[0]
-    assert (host.op, host.stream, host.form, host.duration) == (Op.HOST, None, "memset pin", 1000)
+    # on the host, pinned host memory: with one CUDA device, a call on its default stream that
+    # the thread waits for ("fully synchronous"); with none (CANN) or several (the current
+    # device is not known), the thread writes it itself, ordered with no stream. Pageable
+    # memory is no memset target
+    call = program(CUDA + "thread main {\n  memset pin 1us\n}\n")
+    task = call.statements[0]
+    assert (task.op, call.streams[task.stream].name, task.blocking, task.form, task.duration) == (
+        Op.MEMSET, "null", True, "memset pin", 1000)  # (g's legacy stream, declared `null`)
+    for devices in ("device g { runtime cann }\n", "device g { runtime cuda }\ndevice h { runtime cuda }\n"):
+        host = program(devices + "buffer pin 1MiB on host pinned\nthread main {\n  memset pin 1us\n}\n").statements[0]
+        assert (host.op, host.stream, host.form, host.duration) == (Op.HOST, None, "memset pin", 1000)
     error_of(CUDA + "thread main {\n  memset page\n}\n", Code.SP012, 13, 10, "`page` is host memory")
     pinned = program(CUDA + "thread main {\n  s: memset pin 1us\n}\n").statements[0]  # reached through the device
     assert (pinned.op, pinned.stream, pinned.blocking) == (Op.MEMSET, 0, False)
