@@ -495,6 +495,9 @@ class HostAlloc:
 class HostFree:
     access: AccessRef
     span: Span
+    nosync: bool = False
+    """`free X nosync`: a release that waits for nothing (cuMemUnmap/cuMemRelease, a VMM or
+    pool allocator's host-side release), where a plain `free` under `runtime cuda` is cudaFree."""
 
 
 @dataclass(frozen=True, slots=True)

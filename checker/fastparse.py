@@ -888,7 +888,10 @@ class _Parser:
 
     def host_free(self, first):
         access = self.access()
-        return HostFree_(access, self.span(first, self.i - 1))
+        nosync = self.at_keyword("nosync")
+        if nosync:
+            self.i += 1
+        return HostFree_(access, self.span(first, self.i - 1), nosync)
 
     def group_stmt(self, first):
         body = self.block()

@@ -108,7 +108,9 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
         else:
             call = "cudaFree"
             help = (f"CUDA says cudaFree may synchronize the device, not that it does: wait for the work "
-                    f"first (`sync {stream}`), or free on its stream (`{stream}: {program.describe(free)}`)")
+                    f"first (`sync {stream}`), or free on its stream (`{stream}: {program.describe(free)}`); "
+                    f"memory released by a call that synchronizes nothing (cuMemUnmap) is freed with "
+                    f"`{program.describe(free)} nosync`")
         found.append(warning(
             Code.SP064, f"`{program.describe(free)}` waits for `{program.describe(task)}` only through "
             f"{call}'s implicit synchronization", free.span, "the free",

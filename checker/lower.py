@@ -2082,7 +2082,8 @@ class _Lowerer:
                 # to it (the copy after cudaMalloc overlaps the kernel before it in CuSan's
                 # test pass/16_cuda_malloc_implicit_sync, marked XFAIL), so both are checked.
                 self.driver_choices.add(MALLOC)
-            if cuda and (self.cuda_sync_first if not free else not self.freed_without_sync(access.memory)):
+            nosync = free and node.nosync  # (`free X nosync`: cuMemUnmap/cuMemRelease wait for nothing)
+            if cuda and not nosync and (self.cuda_sync_first if not free else not self.freed_without_sync(access.memory)):
                 # cudaFree synchronizes the device (the same list: a device memory
                 # deallocation), but not for stream-ordered memory: it "will not perform any
                 # implicit synchronization when the pointer was allocated with cudaMallocAsync".
@@ -2094,10 +2095,11 @@ class _Lowerer:
                     index = self.emit(node, part=1, op=Op.SYNC, stream=None, sync=SyncKind.DEVICE,
                                       target=memory.device, form=what, bindings=bindings)
                     self.stream_sets.append(index)
-            if memory.on_host and memory.pinned:
+            if memory.on_host and memory.pinned and not nosync:
                 self.pinned_lifetime(node, access, free, bindings)
             self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,
-                      accesses=(access,) if free else (), bindings=bindings)
+                      accesses=(access,) if free else (), bindings=bindings,
+                      form=f"free {access.written_as} nosync" if nosync else "")
 
     def pinned_lifetime(self, node: ast.HostAlloc | ast.HostFree, access: Access, free: bool, bindings) -> None:
         """With CUDA devices, `free` of pinned host memory (`cudaFreeHost`) synchronizes every

@@ -464,8 +464,11 @@ class _ToAst(Transformer_NonRecursive):
     def host_alloc(self, meta, access):
         return ast.HostAlloc(access, span_of(meta))
 
-    def host_free(self, meta, access):
-        return ast.HostFree(access, span_of(meta))
+    def host_free(self, meta, access, nosync=None):
+        return ast.HostFree(access, span_of(meta), nosync is not None)
+
+    def nosync(self, meta):
+        return True
 
     def group_stmt(self, meta, _keyword, body):
         return ast.Group(body, span_of(meta))

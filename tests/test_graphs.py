@@ -651,7 +651,7 @@ def test_an_implicitly_synchronized_free_of_a_graphs_memory_names_the_launch_str
     program = load_text(text, "<graphs>").program
     (warning,) = frees_waiting_through_cuda_free(program)
     assert warning.code.value == "SP064"
-    assert warning.help.endswith("wait for the work first (`sync s`), or free on its stream (`s: free x`)")
+    assert "wait for the work first (`sync s`), or free on its stream (`s: free x`); memory released by a call that synchronizes nothing (cuMemUnmap) is freed with `free x nosync`" in warning.help
     assert "g.s" not in warning.help
     assert any(a.label == "the graph launch that runs it" and a.span.line == 10 for a in warning.annotations)
     # and the suggested free on the launch stream is checked clean

@@ -630,6 +630,22 @@ def test_cuda_free_synchronizes_the_device_and_malloc_is_checked_both_ways():
     assert [(s.op, s.form) for s in free.statements] == [row[::5] for row in rows[:5] + rows[6:]]
 
 
+def test_a_free_marked_nosync_waits_for_nothing_in_both_parsers():
+    # cuMemUnmap/cuMemRelease: the contract's free under every runtime, device or pinned memory
+    from checker import fastparse
+    from checker.parse import parse_with_lark
+
+    source = CUDA + "thread main {\n  s: kernel k writes x, pin\n  free x nosync\n  free pin nosync\n  free y nosync\n}\n"
+    assert fastparse.parse(source) == parse_with_lark(source)
+    assert [(s.op, s.memory) for s in program(source).statements] == [(Op.KERNEL, None), (Op.FREE, 2), (Op.FREE, 1),
+                                                                      (Op.FREE, 3)]
+    from checker.analyze import check_loaded
+
+    report = check_loaded(loaded(source.replace("  free pin nosync\n", "")))
+    assert {(f.kind.value, f.buffer) for f in report.findings} >= {("race", "x"), ("use-after-free", "x")}
+    assert [s.op for s in program(source.replace(" nosync", "")).statements][:2] == [Op.KERNEL, Op.SYNC]
+
+
 def test_the_driver_variants_cover_pageable_copies_and_malloc_together():
     """One pair of programs, the driver synchronizing at every call that may or at none; a
     cann device's allocation, or a stream `alloc`, makes no variant."""

@@ -106,7 +106,8 @@ def statement_text(program: Program, st: Statement, stream: str | None) -> str:
         target = flat(program.memories[st.memory].name) if st.memory is not None else ""
         if op is Op.FREE and st.accesses:
             target = access_text(program, st.accesses[0])
-        return f"{prefix}{op.value} {target}"
+        nosync = " nosync" if op is Op.FREE and st.stream is None and st.form.endswith(" nosync") else ""
+        return f"{prefix}{op.value} {target}{nosync}"
     if op is Op.MEMSET:
         return f"{prefix}memset {access_text(program, st.accesses[0])}{_dur(st)}"
     comm = flat(program.comms[st.comm].name) if st.comm is not None else ""
