@@ -983,7 +983,10 @@ def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[S
     the partner only after the call, and the call waits (for the device, or a stream) on
     work that the collective holds up."""
     groups = {s.group: s for s in stuck if s.group is not None}
+    pending = {s.notify for s in stuck if s.op is Op.NOTIFY}
     for call in held:
+        if call.op is Op.AWAIT and call.notify not in pending:
+            continue  # (held by a notify no stuck work would set: lost, or never set; not by work)
         thread = program.threads[call.thread].statements
         at = bisect_left(thread, call.index)
         for i in thread[at + 1:at + 1 + STALE_SCAN]:

@@ -1912,3 +1912,37 @@ expect race on t[1]
     (race,) = report.findings
     assert race.kind is FindingKind.RACE and set(race.elements) == {"t[0]", "t[1]"}, race
     assert report.passed
+
+
+@pytest.mark.parametrize("options", [{}, {"exhaustive": True}])
+def test_a_lost_notify_before_a_collective_is_named_as_lost(options):
+    # hook0's second await finds no set left (main0's second notify found the flag still set):
+    # the help says so, not that the await waits for work behind the collective
+    report = check("""device gpu[2] { compute 1 comm 1 }
+buffer a[2] 1MiB on gpu
+buffer b[2] 1MiB on gpu
+stream c[2] on gpu
+comm w = { c }
+notify go
+thread main0 {
+  for i in 0..2 {
+    c[0]: allreduce w a[0]
+    notify go
+  }
+}
+thread hook0 {
+  for i in 0..2 {
+    await go
+    c[0]: allreduce w b[0]
+  }
+}
+thread r1 {
+  for i in 0..4 {
+    c[1]: allreduce w a[1]
+  }
+}
+expect deadlock
+""", **options)
+    (deadlock,) = report.findings
+    assert deadlock.kind is FindingKind.DEADLOCK and report.passed
+    assert "a `notify` that finds `go` already set is lost" in deadlock.help, deadlock.help
