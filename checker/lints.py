@@ -105,6 +105,13 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
             call = "cudaFreeHost"
             help = (f"CUDA documents no synchronization for cudaFreeHost: wait for the work first "
                     f"(`sync {stream}`)")
+        elif _partner_issued_later(program, task, free):
+            # (a sync would wait for a collective whose peer this thread issues only after it: a hang)
+            call = "cudaFree"
+            help = (f"CUDA says cudaFree may synchronize the device, not that it does: free on its stream "
+                    f"(`{stream}: {program.describe(free)}`), which waits for the collective without blocking "
+                    f"the thread; a `sync {stream}` here would wait for a collective whose peer this thread "
+                    f"issues only later")
         else:
             call = "cudaFree"
             help = (f"CUDA says cudaFree may synchronize the device, not that it does: wait for the work "
@@ -116,6 +123,15 @@ def frees_waiting_through_cuda_free(program: Program) -> list[Diagnostic]:
             f"{call}'s implicit synchronization", free.span, "the free",
             secondary=secondary, help=help))
     return found
+
+
+def _partner_issued_later(program: Program, task: Statement, free: Statement) -> bool:
+    """`task` is a collective member whose group has a member the free's thread issues after
+    the free: a host wait for `task` there never returns (one thread driving two ranks)."""
+    if task.group is None:
+        return False
+    return any(program.statements[m].thread == free.thread and m > free.index
+               for m in program.groups[task.group].members)
 
 
 def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:

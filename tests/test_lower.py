@@ -895,6 +895,12 @@ def test_sp064_a_free_that_waits_for_work_only_through_cuda_free():
     assert found.message == "`free h` waits for `t: copy h <- x` only through cudaFreeHost's implicit synchronization"
     assert "`sync t`" in found.help and "free on its stream" not in found.help
     assert warnings(pinned + "thread main {\n  t: copy h <- x\n  sync t\n  free h\n}\n") == []
+    # a collective whose peer the thread issues after the free: a sync would hang, so the help
+    # offers the stream free alone
+    ranks = ("device gpu[2] { runtime cuda }\nbuffer g[2] 4MiB on gpu\nstream c[2] on gpu\ncomm w = { c }\n"
+             "thread main {\n  alloc g[0]\n  c[0]: allreduce w g[0] 2ms\n  free g[0]\n  c[1]: allreduce w g[1] 2ms\n}\n")
+    (found,) = [w for w in warnings(ranks) if w.code is Code.SP064]
+    assert "free on its stream (`c[0]: free g[0]`)" in found.help and "wait for the work first" not in found.help
     # stream-ordered memory is not synchronized by its free: the model reports the use after free
     assert warnings(head + "thread main {\n  t: alloc x\n  t: kernel k writes x\n  free x\n}\n") == []
     # not CUDA: a free is only a free
