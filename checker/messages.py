@@ -566,6 +566,18 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
         # (with no record after `other`, the wait was never meant to cover it)
         instead = (f", not to the one after it (line {after_other.span.line})"
                    if after_other.span.line != bound.span.line else "")
+        if wait.thread == other.thread:  # (one thread: no notify to add; the wait names the wrong event)
+            thread = program.threads[other.thread].statements
+            at = bisect_left(thread, other.index)
+            marks = next((program.statements[i] for i in thread[at + 1:at + 1 + STALE_SCAN]
+                          if program.statements[i].op is Op.RECORD and program.statements[i].stream == other.stream),
+                         None)
+            if marks is not None and marks.event != wait.event and marks.index < wait.index:
+                return (f"{waits} can bind to an older `{stream(bound)}: record {event}` (line {bound.span.line}), "
+                        f"enqueued before {_quoted(program, other)}: the record that follows that access on this "
+                        f"thread is `{stream(marks)}: record {program.events[marks.event].name}` (line "
+                        f"{marks.span.line}), of another event. Wait for the event recorded after the access "
+                        "(check the index the wait names), or give each use its own event")
         return (f"{waits} can bind to an older `{stream(bound)}: record {event}` (line {bound.span.line}), "
                 f"enqueued before {_quoted(program, other)}{instead}: a wait binds to the latest record "
                 "enqueued before it. Make the wait come after the record that follows the first access "

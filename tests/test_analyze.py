@@ -1946,3 +1946,22 @@ expect deadlock
     (deadlock,) = report.findings
     assert deadlock.kind is FindingKind.DEADLOCK and report.passed
     assert "a `notify` that finds `go` already set is lost" in deadlock.help, deadlock.help
+
+
+def test_a_wait_naming_another_iteration_s_event_in_one_thread_is_told_to_check_the_index():
+    # one thread: no notify can help; the record after the write is of another event than the wait's
+    helps = _race_helps("""device d { compute 1 copy 1 }
+stream s1 on d
+stream s2 on d
+buffer x[4] 1KiB on d
+event e[4]
+thread t {
+  for i in 0..40 {
+    s1: kernel k writes x[i % 4]
+    s1: record e[i % 4]
+    s2: wait e[(i + i / 7) % 4]
+    s2: kernel r reads x[i % 4]
+  }
+}
+""")
+    assert helps and all("await" not in h and "check the index the wait names" in h for h in helps), helps
