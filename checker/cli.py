@@ -139,12 +139,12 @@ def _console(stream=None):
     from rich.console import Console
 
     if _plain_output():
-        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, color_system=None,
+        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False, color_system=None,
                        no_color=True)
     if _Settings.color == "always":
-        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, force_terminal=True,
+        return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False, force_terminal=True,
                        color_system="standard", no_color=False)
-    return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, color_system="auto")
+    return Console(file=stream or sys.stdout, highlight=False, soft_wrap=True, emoji=False, color_system="auto")
 
 
 def _parser() -> argparse.ArgumentParser:

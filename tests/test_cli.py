@@ -492,3 +492,16 @@ def test_simulate_says_when_its_run_is_one_of_several(run, tmp_path):
     assert status == 0 and "one run in time of several" not in out
     status, out, _ = run("simulate", "--format", "json", spec)
     assert json.loads(out)["files"][0]["threads_race"] is None
+
+
+def test_locations_and_source_are_not_read_as_emoji_codes(run, tmp_path):
+    # `:100:` and `:fire:` are rich emoji codes: a location on line 100, a file name or a
+    # comment with one must come out as written, in text and JUnit alike
+    spec = tmp_path / "a:fire:b.sched"
+    spec.write_text("device d\nbuffer x 1MiB on d\nstream s1 on d\nstream s2 on d\nthread main {\n"
+                    + "  # pad\n" * 94 + "  s1: kernel a writes x 1ms  # see :bug: and :warning:\n  s2: kernel b writes x 1ms\n}\n")
+    for options in ((), ("--color", "always"), ("--format", "junit")):
+        status, out, _ = run("check", *options, spec)
+        assert status == 1
+        assert f"{spec}:100:3:" in out and "# see :bug: and :warning:" in out, out[:400]
+        assert not any(ord(ch) > 0x2000 for ch in out), [ch for ch in out if ord(ch) > 0x2000][:5]

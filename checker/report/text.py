@@ -248,7 +248,7 @@ def plain(line: str) -> str:
     """A rendered line without its style markup (for files, JUnit and pytest reports)."""
     from rich.text import Text
 
-    return Text.from_markup(line).plain
+    return Text.from_markup(line, emoji=False).plain
 
 
 def plain_report(report: FileReport) -> str:
