@@ -42,6 +42,7 @@ exit status:
      optimize) a program that deadlocks, or optimize --emit with no spec to write
   2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
      invalid configuration (SP005)
+  130  interrupted (Ctrl-C)
 
 inputs:
   FILE is a .sched spec, a directory (every *.sched below it) or - (standard input);
@@ -390,6 +391,14 @@ def _clobbered_input(args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # (also while the parser and the commands' modules load)
+        print("streamproof: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     try:
         _apply_config(parser)

@@ -505,3 +505,14 @@ def test_locations_and_source_are_not_read_as_emoji_codes(run, tmp_path):
         assert status == 1
         assert f"{spec}:100:3:" in out and "# see :bug: and :warning:" in out, out[:400]
         assert not any(ord(ch) > 0x2000 for ch in out), [ch for ch in out if ord(ch) > 0x2000][:5]
+
+
+def test_an_interrupt_while_the_parser_is_built_exits_130_without_a_traceback(monkeypatch, capsys):
+    from checker import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_parser", interrupted)
+    assert cli.main(["check", "x.sched"]) == 130
+    assert capsys.readouterr().err == "streamproof: interrupted\n"
