@@ -483,9 +483,13 @@ def _config_error(exc: ValueError) -> None:
     from checker.report.text import render_diagnostic
 
     where = exc.where if isinstance(exc, ConfigError) else None
+    shown = str(exc.path) if isinstance(exc, ConfigError) else ""
+    if isinstance(exc, ConfigError) and Path(exc.path).is_absolute():  # (found upward: as the user would name it)
+        relative = os.path.relpath(exc.path)
+        shown = relative if not relative.startswith("..") else shown
     if where is None:
         if isinstance(exc, ConfigError):  # (the whole file, or a setting not found in it)
-            print(f"{exc.path}: error[SP005]: {exc.message}" + (f"\n  = help: {exc.help}" if exc.help else ""),
+            print(f"{shown}: error[SP005]: {exc.message}" + (f"\n  = help: {exc.help}" if exc.help else ""),
                   file=sys.stderr)
         else:
             print(f"streamproof: error: {exc}", file=sys.stderr)
@@ -501,7 +505,7 @@ def _config_error(exc: ValueError) -> None:
                         else "fix the setting, or remove it to use the default (`streamproof COMMAND --help`)")
     diagnostic = error(Code.SP005, exc.message, span, "here", help=help)
     console = _console(sys.stderr)
-    for text in render_diagnostic(str(exc.path), source, diagnostic):
+    for text in render_diagnostic(shown, source, diagnostic):
         console.print(text)
 
 
@@ -577,9 +581,13 @@ def _apply_config(parser: argparse.ArgumentParser, start: Path | None = None) ->
         if key.replace("-", "_") not in dests or key in ("file", "help"):
             known = sorted({a.option_strings[-1].lstrip("-") for sub in commands.values() for a in sub._actions
                             if a.option_strings and a.option_strings[-1].startswith("--")})
-            close = difflib.get_close_matches(key, known, n=1)
-            raise problem("tool.streamproof", key, f"unknown option `{key}`"
-                          + (f" (did you mean `{close[0]}`?)" if close else ""), at_key=True)
+            close = [name for name in difflib.get_close_matches(key, known, n=2) if name != key][:1]
+            if f"no-{key}" in known:  # (`--{key}` only undoes a configured `no-{key}`: the default)
+                close = []
+                key_help = f": configure `no-{key} = true`, or leave it out for the default"
+            else:
+                key_help = f" (did you mean `{close[0]}`?)" if close else ""
+            raise problem("tool.streamproof", key, f"unknown option `{key}`{key_help}", at_key=True)
     taken: set[str] = set()  # shared keys some command takes
     refused: dict[str, ConfigError] = {}
     for name, sub in commands.items():
