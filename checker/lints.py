@@ -38,6 +38,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += frees_waiting_through_cuda_free(program)
     found += uses_waiting_through_a_pageable_copy(program)
     found += comms_in_opposite_orders(program)
+    found += rank_called_by_unordered_threads(program)
     return found
 
 
@@ -458,6 +459,68 @@ def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
                 kept = latest.get(one.comm)
                 if kept is None or kept[1].index < other.index:
                     latest[one.comm] = (one, other)
+    return found
+
+
+def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
+    """SP071: two threads call one comm for the same rank, and nothing the threads do can order
+    their calls (they share no notify, and neither waits on the host for an event, a stream or
+    a device the other's work is on). Which calls meet then depends on the interleaving, and
+    the check explores every one; NCCL forbids the program outright ("Thread Safety": "it is
+    not allowed to issue NCCL operations to a single communicator in parallel with multiple
+    threads"), and HCCL wants a rank's operators issued one by one. Threads that hand over
+    through a notify or a host wait are not flagged: they may well be ordered."""
+    callers: dict[tuple[int, int], dict[int, Statement]] = {}  # (comm, rank) -> thread -> its first call
+    sets: dict[int, set[int]] = {}      # thread -> notifies it (or its work) sets
+    awaits: dict[int, set[int]] = {}    # thread -> notifies it awaits on the host
+    touches: dict[int, set[tuple]] = {}  # thread -> events it records, streams and devices its work is on
+    waits: dict[int, set[tuple]] = {}   # thread -> events, streams and devices it waits for on the host
+    for s in program.statements:
+        thread = s.thread
+        if s.comm is not None and s.stream is not None and s.group is not None:
+            callers.setdefault((s.comm, s.rank_stream), {}).setdefault(thread, s)
+        if s.op is Op.NOTIFY and s.notify is not None:
+            sets.setdefault(thread, set()).add(s.notify)
+        elif s.op is Op.AWAIT and s.notify is not None and s.stream is None:
+            awaits.setdefault(thread, set()).add(s.notify)
+        if s.stream is not None:
+            mine = touches.setdefault(thread, set())
+            mine.update((("stream", s.stream), ("device", program.streams[s.stream].device)))
+            if s.op is Op.RECORD and s.event is not None:
+                mine.add(("event", s.event))
+        elif s.op is Op.SYNC or s.blocking:
+            waited = waits.setdefault(thread, set())
+            if s.sync is SyncKind.EVENT and s.target is not None:
+                waited.add(("event", s.target))
+            elif s.sync is SyncKind.ALL:
+                waited.add(("all",))
+            elif s.sync is SyncKind.DEVICE and s.target is not None:
+                waited.add(("device", s.target))
+            waited.update(("stream", t) for t in s.streams)
+
+    def linked(a: int, b: int) -> bool:
+        if awaits.get(a, set()) & sets.get(b, set()) or awaits.get(b, set()) & sets.get(a, set()):
+            return True
+        return any(("all",) in waits.get(x, ()) or waits.get(x, set()) & touches.get(y, set())
+                   for x, y in ((a, b), (b, a)))
+
+    found = []
+    for (comm, rank), threads in callers.items():
+        if len(threads) < 2:
+            continue
+        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:] if not linked(x, y)]
+        if not pairs:
+            continue
+        first, second = (threads[t] for t in pairs[0])
+        names = [program.threads[t].name for t in pairs[0]]
+        found.append(warning(
+            Code.SP071, f"threads `{names[0]}` and `{names[1]}` both call comm `{program.comms[comm].name}` for "
+            f"rank `{program.streams[rank].name}`, and nothing orders their calls", second.span,
+            f"`{names[1]}`'s call", secondary=((first.span, f"`{names[0]}`'s call"),),
+            help="NCCL does not allow one communicator's operations to be issued by several threads at once "
+                 "(\"Thread Safety\"), and HCCL wants a rank's operators issued one by one; which calls meet "
+                 "here depends on the interleaving: issue a rank's calls from one thread, or hand over between "
+                 "the threads (`notify N` after one's calls, `await N` before the other's)"))
     return found
 
 

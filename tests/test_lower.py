@@ -1015,6 +1015,27 @@ def test_sp069_two_comms_called_in_opposite_orders(r0, r1, warned):
                                     f"(line {first}), thread `r1` calls `c2` first (line {warned[0][1]})")
 
 
+ONE_RANK = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nstream c[2] on gpu\ncomm w = { c }\n"
+            "notify go\nevent e\nthread r1 {\n  c[1]: allreduce w a[1]\n  c[1]: allreduce w b[1]\n}\n")
+
+
+@pytest.mark.parametrize("first, second, warned", [
+    ("", "", True),                                   # nothing between the two threads
+    ("\n  notify go", "await go\n  ", False),          # a hand-off
+    ("\n  c[0]: record e", "sync e\n  ", False),       # a host wait on the other's event
+    ("\n  c[0]: kernel k writes a[0]", "sync all\n  ", False),
+])
+def test_sp071_one_rank_called_by_two_threads_that_nothing_orders(first, second, warned):
+    text = ONE_RANK + (f"thread ta {{\n  c[0]: allreduce w a[0]{first}\n}}\n"
+                       f"thread tb {{\n  {second}c[0]: allreduce w b[0]\n}}\n")
+    found = [w for w in warnings(text) if w.code is Code.SP071]
+    assert bool(found) == warned, found
+    if warned:
+        assert found[0].message == ("threads `ta` and `tb` both call comm `w` for rank `c[0]`, and nothing orders "
+                                    "their calls")
+        assert [a.span.line for a in found[0].annotations] == [16, 13]
+
+
 @pytest.mark.parametrize("lines, warned", [
     (["no race", "no race"], ["repeats"]),
     (["race on x", "race on x"], ["repeats"]),
