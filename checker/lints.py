@@ -10,6 +10,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import replace
 
+import networkx
+
 from checker import hb
 from checker.codes import Code
 from checker.determinism import nondeterminism
@@ -459,7 +461,43 @@ def comms_in_opposite_orders(program: Program) -> list[Diagnostic]:
                 kept = latest.get(one.comm)
                 if kept is None or kept[1].index < other.index:
                     latest[one.comm] = (one, other)
+    if not found:
+        cycle = _comm_cycle(program, calls, threads, ordered)
+        if cycle is not None:
+            found.append(cycle)
     return found
+
+
+def _comm_cycle(program: Program, calls: dict[int, dict[int, Statement]], threads: list[int],
+                ordered) -> Diagnostic | None:
+    """SP069 over three comms or more: each thread calls one comm before the next, and the
+    orders close a cycle (r0 calls A before C, r2 C before B, r1 B before A), so no order of
+    the comms is kept by every rank, though no two threads call the same two comms crossed.
+    Not where every step of the cycle is ordered on its rank (the check's own deadlock)."""
+    graph = networkx.DiGraph()
+    for thread in threads:
+        made = list(calls[thread].values())
+        for before, after in zip(made, made[1:]):
+            if before.comm != after.comm:
+                graph.add_edge(before.group, after.group, calls=(before, after))
+    try:
+        edges = networkx.find_cycle(graph)
+    except networkx.NetworkXNoCycle:
+        return None
+    steps = [graph.edges[u, v]["calls"] for u, v in edges[:2 * OPPOSITE_ORDER_THREADS]]
+    if len(steps) < 3 or all(before.stream == after.stream or ordered(before, after) for before, after in steps):
+        return None
+    name = lambda s: f"`{program.comms[s.comm].name}`"  # noqa: E731
+    said = ", ".join(f"`{program.threads[before.thread].name}` calls {name(before)} before {name(after)} "
+                     f"(line {after.span.line})" for before, after in steps)
+    return warning(
+        Code.SP069, f"comms {', '.join(name(before) for before, _ in steps)} are called in a cycle of orders: "
+        f"{said}", steps[0][1].span, f"{name(steps[0][1])} after {name(steps[0][0])}",
+        help="NCCL does not promise that communicators make progress at once (each rank's kernel of one can "
+             "hold the GPU while it waits for a peer that waits on the next), and HCCL wants every device to "
+             "issue the calls of all its comms in one order; streamproof lets them run side by side. Call the "
+             "comms in one global order on every rank",
+        secondary=tuple((after.span, f"{name(after)} after {name(before)}") for before, after in steps[1:]))
 
 
 def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:

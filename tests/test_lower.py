@@ -1015,6 +1015,26 @@ def test_sp069_two_comms_called_in_opposite_orders(r0, r1, warned):
                                     f"(line {first}), thread `r1` calls `c2` first (line {warned[0][1]})")
 
 
+THREE_COMMS = ("device gpu[3]\nbuffer x[3] 1MiB on gpu\nbuffer y[3] 1MiB on gpu\n"
+               "stream sab0 on gpu[0]\nstream sab1 on gpu[1]\nstream sbc1 on gpu[1]\nstream sbc2 on gpu[2]\n"
+               "stream sca2 on gpu[2]\nstream sca0 on gpu[0]\n"
+               "comm ab = { sab0, sab1 }\ncomm bc = { sbc1, sbc2 }\ncomm ca = { sca2, sca0 }\n"
+               "thread r0 {\n  sab0: allreduce ab x[0]\n  sca0: allreduce ca y[0]\n}\n"
+               "thread r1 {\n  sbc1: allreduce bc x[1]\n  sab1: allreduce ab y[1]\n}\n"
+               "thread r2 {\n  CALLS\n}\n")
+
+
+def test_sp069_three_comms_called_in_a_cycle():
+    # no two threads call the same two comms crossed, but the three orders close a cycle
+    crossed = THREE_COMMS.replace("CALLS", "sca2: allreduce ca x[2]\n  sbc2: allreduce bc y[2]")
+    (found,) = [w for w in warnings(crossed) if w.code is Code.SP069]
+    assert found.message.startswith("comms `ab`, `ca`, `bc` are called in a cycle of orders: `r0` calls `ab` "
+                                    "before `ca` (line 15)"), found.message
+    assert sorted(a.span.line for a in found.annotations) == [15, 19, 23]
+    one_order = THREE_COMMS.replace("CALLS", "sbc2: allreduce bc y[2]\n  sca2: allreduce ca x[2]")
+    assert [w for w in warnings(one_order) if w.code is Code.SP069] == []
+
+
 ONE_RANK = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nstream c[2] on gpu\ncomm w = { c }\n"
             "notify go\nevent e\nthread r1 {\n  c[1]: allreduce w a[1]\n  c[1]: allreduce w b[1]\n}\n")
 
