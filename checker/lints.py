@@ -160,15 +160,23 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
         return []
     found = []
     for k, later in uses.items():
-        copy, done = copies[k], Step(StepKind.END, k)
-        use = next((u for u in later if order.happened(_begins(u)) and not order.before(done, _begins(u))), None)
+        copy = copies[k]
+        use, task = next(((u, t) for u, t in later if order.happened(_begins(u)) and order.happened(
+            Step(StepKind.END, t.index)) and not order.before(Step(StepKind.END, t.index), _begins(u))), (None, None))
         if use is None:
             continue
         stream = program.streams[copy.stream].name
+        if task is copy:
+            label, secondary = "uses what the copy wrote", ((copy.span, "a copy from the device to pageable host memory"),)
+            message = f"`{program.describe(use)}` waits for `{program.describe(copy)}` only because the copy"
+        else:  # (work the copy's stream ran before it: the copy's return is the only wait for it too)
+            label = f"touches what `{program.describe(task)}` uses"
+            secondary = ((task.span, "enqueued before the copy on its stream"),
+                         (copy.span, "a copy from the device to pageable host memory"))
+            message = (f"`{program.describe(use)}` waits for `{program.describe(task)}` only because "
+                       f"`{program.describe(copy)}`, behind it on `{stream}`,")
         found.append(warning(
-            Code.SP066, f"`{program.describe(use)}` waits for `{program.describe(copy)}` only because the copy "
-            "to pageable memory blocks the thread", use.span, "uses what the copy wrote",
-            secondary=((copy.span, "a copy from the device to pageable host memory"),),
+            Code.SP066, f"{message} to pageable memory blocks the thread", use.span, label, secondary=secondary,
             help=f"CUDA says such a cudaMemcpyAsync \"might be synchronous\", not that it is: wait for it "
                  f"(`sync {stream}`) before the use, or copy into pinned memory and sync"))
     return found
@@ -183,21 +191,32 @@ def _begins(statement: Statement) -> Step:
     return Step(StepKind.ISSUE if statement.stream is None else StepKind.START, statement.index)
 
 
-def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement]) -> list[Statement]:
-    """The later statements of the copy's thread that touch the bytes it wrote, up to a sync of
-    its stream, its device or every device (the uses after it wait for the copy that way) or
-    another such copy over those bytes (the uses after it read that one's)."""
+def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement]) -> list[tuple[Statement, Statement]]:
+    """The later statements of the copy's thread that touch the bytes it wrote, each with the
+    copy, and the later host statements that conflict with a task the thread enqueued on the
+    copy's stream before it (its source's writer: the copy's return waits for that too), each
+    with that task; up to a sync of its stream, its device or every device (the uses after it
+    wait for the copy that way) or another such copy over those bytes (the uses after it read
+    that one's)."""
     written = next(x for x in copy.accesses if x.write)
     statements = program.threads[copy.thread].statements
-    found: list[Statement] = []
-    for i in statements[bisect_right(statements, copy.index):]:
+    at = bisect_right(statements, copy.index)
+    before = [program.statements[i] for i in statements[max(0, at - 1 - MAX_USES):at - 1]]
+    before = [t for t in before if t.stream == copy.stream and t.accesses]
+    found: list[tuple[Statement, Statement]] = []
+    for i in statements[at:]:
         s = program.statements[i]
         if (s.op is Op.SYNC and copy.stream in program.synced_streams(s)) or len(found) == MAX_USES:
             break
         if any(written.conflicts(x) for x in s.accesses) or (s.op is Op.FREE and written.memory in s.lifetime_memories):
             if i in copies:
                 break
-            found.append(s)
+            found.append((s, copy))
+        elif s.stream is None and s.accesses:
+            task = next((t for t in reversed(before) if any(x.conflicts(y) for x in t.accesses for y in s.accesses)),
+                        None)
+            if task is not None:
+                found.append((s, task))
     return found
 
 

@@ -926,6 +926,14 @@ def test_sp066_a_use_that_waits_only_because_a_pageable_copy_blocks():
     assert [(w.code, w.primary_span.line) for w in warnings(
         head + "thread main {\n  s: copy h <- d\n  s: callback cb reads h\n  host use reads h\n  sync s\n}\n")] == [
         (Code.SP066, 8)]
+    # a host use of the copy's source, written by a kernel before it on its stream (cusan-tests
+    # send_mca_user_malloc_w_r_nok): the copy's return is the only wait for that kernel too
+    (found,) = warnings(head + "thread main {\n  s: kernel k writes d\n  s: copy h <- d\n  host send reads d\n}\n")
+    assert (found.code, found.primary_span.line) == (Code.SP066, 8)
+    assert found.message == ("`host send` waits for `s: kernel k` only because `s: copy h <- d`, behind it on `s`, "
+                             "to pageable memory blocks the thread")
+    assert [(a.span.line, a.primary) for a in found.annotations] == [(8, True), (6, False), (7, False)]
+    assert warnings(head + "thread main {\n  s: kernel k writes d\n  s: copy h <- d\n  sync s\n  host send reads d\n}\n") == []
     # pinned memory does not block; `memcpy` (cudaMemcpy) promises the wait; not CUDA: the contract's rule
     assert warnings(head.replace("on host", "on host pinned") + "thread main {\n  s: copy h <- d\n  sync s\n"
                     "  host use reads h\n}\n") == []
