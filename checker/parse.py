@@ -906,6 +906,12 @@ def _quoted(word) -> str:
     return f"`{word[:SHOWN_TOKEN]}...`" if len(word) > SHOWN_TOKEN else f"`{word}`"
 
 
+def _c_comment(text: str, pos: int):
+    """`//` or `/* */` where a C or C++ programmer writes a comment."""
+    return error(Code.SP002, "comments start with `#`", _span_at(text, pos, 2), f"`{text[pos:pos + 2]}` is not a comment",
+                 help="write `# ...`: a comment runs from `#` to the end of the line")
+
+
 def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream
@@ -921,6 +927,8 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                 return error(Code.SP002, _did_you_mean(word.group(), close), _span_at(text, pos, len(word.group())),
                              f"unexpected {_quoted(word.group())}",
                              help=_form_help(message, close, f"expected {_describe_expected(parser, expected)}"))
+        if text.startswith(("//", "/*"), pos):
+            return _c_comment(text, pos)
         if char == "\r":  # a lone carriage return: the file ends its lines the way classic Mac OS did
             return error(Code.SP002, "a line ends with a carriage return alone (CR line endings)", span,
                          "here", help="save the file with LF (or CRLF) line endings")
@@ -929,6 +937,8 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                      help="names are ASCII letters, digits and `_`; comments start with `#`")
     message = _safe_example_message(exc)
     token = getattr(exc, "token", None)
+    if isinstance(token, Token) and str(token) == "/" and text.startswith(("//", "/*"), token.start_pos or 0):
+        return _c_comment(text, token.start_pos)
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
     last = values[-1]
     before = values[-2] if len(values) > 1 else None

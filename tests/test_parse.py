@@ -1043,3 +1043,10 @@ def test_a_spec_of_too_many_words_is_refused_where_it_passes_the_limit(monkeypat
     monkeypatch.setattr(parse_module, "MAX_TOKENS", 1000)
     commented = thread("s: kernel k writes x") + ("# " + "a " * 600 + "\n") * 5  # a comment counts once
     assert load_text(commented).program is not None
+
+
+@pytest.mark.parametrize("line, column", [("  s: kernel k /* x */ writes x\n", 15), ("  s: kernel k writes x // x\n", 24)])
+def test_a_c_comment_is_told_comments_start_with_a_hash(line, column):
+    diagnostic = assert_error(HEAD + "thread t {\n" + line + "}\n", Code.SP002, 5, column, column + 2)
+    assert diagnostic.message == "comments start with `#`"
+    assert assert_error("// a spec\ndevice d\n", Code.SP002, 1, 1, 3).message == "comments start with `#`"
