@@ -569,7 +569,7 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
         elif not met:
             what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
-                                     "not met", help=_unmet_help(expectation.kind, diagnostics)))
+                                     "not met", help=_unmet_help(expectation.kind, diagnostics, expectation.buffer)))
     findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]
     failing = [f for f in findings if f.fails(options.allow_unknown)]
     has_error = any(d.severity is Severity.ERROR for d in diagnostics)
@@ -598,7 +598,7 @@ def _left_undecided(expectation, findings: list[Finding]) -> bool:
     return any(f.kind is FindingKind.RACE and f.undecided and f.buffer == array for f in findings)
 
 
-def _unmet_help(kind: ExpectKind, diagnostics=()) -> str:
+def _unmet_help(kind: ExpectKind, diagnostics=(), buffer: str | None = "") -> str:
     warned = {d.code for d in diagnostics}
     if kind is ExpectKind.DEADLOCK and Code.SP054 in warned:
         return ("no execution deadlocks as the language has it: a comm call returns at once, while NCCL may block "
@@ -608,10 +608,11 @@ def _unmet_help(kind: ExpectKind, diagnostics=()) -> str:
         return ("no execution deadlocks as written: two members of a comm share a device (warning SP059 above), "
                 "which NCCL and HCCL refuse or hang on; give each rank its own device, or drop the expectation "
                 "if the hang was fixed")
+    on = " on this buffer" if buffer else ""
     return {
-        ExpectKind.RACE: "no execution races on this buffer; drop the expectation if the race was fixed",
+        ExpectKind.RACE: f"no execution races{on}; drop the expectation if the race was fixed",
         ExpectKind.DEADLOCK: "no execution deadlocks; drop the expectation if the hang was fixed",
-        ExpectKind.USE_AFTER_FREE: "no execution uses this buffer outside its lifetime",
+        ExpectKind.USE_AFTER_FREE: f"no execution uses {'this buffer' if buffer else 'a buffer'} outside its lifetime",
         ExpectKind.MISMATCH: "every comm's members call the same collectives in the same order; drop the expectation if the mismatch was fixed",
         ExpectKind.NO_RACE: "see the race findings above",
         ExpectKind.NO_DEADLOCK: "see the deadlock finding above",

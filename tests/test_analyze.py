@@ -1965,3 +1965,10 @@ thread t {
 }
 """)
     assert helps and all("await" not in h and "check the index the wait names" in h for h in helps), helps
+
+
+def test_an_unmet_expectation_without_a_buffer_does_not_speak_of_one():
+    report = check(RACY.replace("s2: kernel", "s1: kernel") + "expect race\nexpect race on x\n")
+    helps = [d.help for d in report.diagnostics if d.code.value == "SP401"]
+    assert helps == ["no execution races; drop the expectation if the race was fixed",
+                     "no execution races on this buffer; drop the expectation if the race was fixed"], helps
