@@ -97,6 +97,26 @@ def cuda_variant(choices: frozenset[str], synced: bool) -> str:
               HOST_ALLOC: (CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED)}
     return ", ".join(labels[choice][synced] for choice in labels if choice in choices)
 
+DECLARATION_FORMS = {
+    "event": "event NAME", "notify": "notify NAME", "stream": "stream NAME on DEVICE",
+    "buffer": "buffer NAME SIZE on DEVICE", "tensor": "tensor NAME SIZE on DEVICE", "device": "device NAME",
+    "comm": "comm NAME = { STREAM, ... }",
+}
+"""What to write to declare a name of each kind, for the help of SP010."""
+
+
+def _wrong_kind_help(name: str, kind: str, wanted: tuple[str, ...]) -> str:
+    """The statement a name of this kind goes with, where a statement took one of another kind."""
+    if kind == "event" and "notify" in wanted:
+        return (f"a thread waits for an event with `sync {name}`, a stream with `STREAM: wait {name}`; "
+                "`await` and `notify` take a notify (`notify N`)")
+    if kind == "notify" and "event" in wanted:
+        return f"`await {name}` waits for a notify (on the thread, or `STREAM: await {name}`); `wait` and `sync` take an event"
+    if kind in ("buffer", "tensor") and "stream" in wanted:
+        return "name the stream whose work uses the memory (`sync S`, `STREAM: ...`)"
+    return ""
+
+
 IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ROOTED_KINDS = ("broadcast", "reduce")
 
@@ -541,7 +561,8 @@ class _Lowerer:
             wanted = _kinds_phrase(kinds)
             raise SpecError(error(Code.SP012, f"`{name.text}` is {_kind_phrase(entity.kind)}, not {wanted}",
                                   name.span, f"expected {wanted}",
-                                  secondary=((entity.decl.name.span, "declared here"),)))
+                                  secondary=((entity.decl.name.span, "declared here"),),
+                                  help=_wrong_kind_help(name.text, entity.kind, kinds)))
         return entity
 
     def suggest(self, text: str, kinds: tuple[str, ...]) -> str:
@@ -552,7 +573,9 @@ class _Lowerer:
         if close:
             return did_you_mean(close)
         what = " or ".join(kinds) if kinds else "name"
-        return f"declare the {what} at the top level (declarations may come in any order)"
+        forms = [DECLARATION_FORMS[k].replace("NAME", text) for k in kinds if k in DECLARATION_FORMS]
+        written = f": {' or '.join(f'`{form}`' for form in forms[:3])}" if forms else ""
+        return f"declare the {what} at the top level{written} (declarations may come in any order)"
 
     def buffer(self, decl: ast.BufferDecl) -> None:
         count = self.array_count(decl.count, "buffer")

@@ -906,6 +906,19 @@ def _quoted(word) -> str:
     return f"`{word[:SHOWN_TOKEN]}...`" if len(word) > SHOWN_TOKEN else f"`{word}`"
 
 
+HOST_HABITS = {
+    "wait": ("`wait` is a stream statement: a thread waits with `sync`",
+             "a thread waits for an event with `sync E`, for a stream with `sync S`, for a notify with `await N`; "
+             "a stream waits for an event with `STREAM: wait E`"),
+    "syncall": ("unknown word `syncall`: did you mean `sync all`?", "a thread waits for every device with `sync all`"),
+    "synchronize": ("unknown word `synchronize`: write `sync`", "`sync S` (a stream), `sync E` (an event), "
+                    "`sync DEVICE` or `sync all`"),
+}
+"""Words a CUDA or PyTorch programmer starts a statement with, and what the language says."""
+_NAME_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_DASHED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)+")
+
+
 def _c_comment(text: str, pos: int):
     """`//` or `/* */` where a C or C++ programmer writes a comment."""
     return error(Code.SP002, "comments start with `#`", _span_at(text, pos, 2), f"`{text[pos:pos + 2]}` is not a comment",
@@ -939,6 +952,18 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     token = getattr(exc, "token", None)
     if isinstance(token, Token) and str(token) == "/" and text.startswith(("//", "/*"), token.start_pos or 0):
         return _c_comment(text, token.start_pos)
+    if isinstance(token, Token) and str(token) == "-" and token.start_pos:
+        before = _NAME_START.search(text, max(0, token.start_pos - 200), token.start_pos)
+        joined = _DASHED.match(text, before.start()) if before is not None else None
+        if joined is not None and joined.end() > token.start_pos + 1:
+            name = joined.group()
+            return error(Code.SP002, f"a name cannot hold `-`: write `{name.replace('-', '_')}`",
+                         _span_at(text, joined.start(), len(name)), f"unexpected `-` in {_quoted(name)}",
+                         help="names are ASCII letters, digits and `_`")
+    if isinstance(token, Token) and str(token) == "(" and "COLON" in set(getattr(exc, "accepts", None) or exc.expected or ()):
+        return error(Code.SP002, "a statement is not a call", span_of(token), "unexpected `(`",
+                     help="write `STREAM: OPERATION ...` (`s: kernel k reads x`) or a host statement: `sync S`, "
+                          "`host NAME ...`, `notify N`, `await N`")
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
     last = values[-1]
     before = values[-2] if len(values) > 1 else None
@@ -962,6 +987,9 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     elif (isinstance(word, Token) and word.type == "NAME" and isinstance(token, Token)
           and token.type not in ("COLON", "LSQB") and "COLON" in expected_terminals):
         # `sycn s`: a misspelled statement keyword was read as the stream of `STREAM: ...`
+        habit = HOST_HABITS.get(str(word))
+        if habit is not None:
+            return error(Code.SP002, habit[0], span_of(word), f"unexpected {_quoted(word)}", help=habit[1])
         close = close_words(str(word), STATEMENT_WORDS) if len(str(word)) >= 3 else []
         if close:
             return error(Code.SP002, _did_you_mean(str(word), close), span_of(word), f"unexpected {_quoted(word)}",

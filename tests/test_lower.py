@@ -1083,3 +1083,16 @@ def test_repeated_and_contradicting_expectations_are_sp067(lines, warned):
     found = [d for d in loaded.diagnostics if d.code is Code.SP067]
     assert ["repeats" if "repeats an earlier" in d.message else "cannot both" for d in found] == warned
     assert all(d.severity is Severity.WARNING and d.primary_span.line == 7 + len(lines) for d in found)
+
+
+@pytest.mark.parametrize("statement, words", [
+    ("await e", "a thread waits for an event with `sync e`"),
+    ("s: wait n", "`await n` waits for a notify"),
+    ("sync x", "name the stream whose work uses the memory"),
+    ("sync q", "`stream q on DEVICE` or `event q` or `device q`"),
+])
+def test_a_name_of_the_wrong_kind_or_undeclared_is_told_what_to_write(statement, words):
+    loaded = load_text("device d\nstream s on d\nevent e\nnotify n\nbuffer x 1MiB on d\n"
+                       f"thread t {{\n  s: record e\n  {statement}\n}}\n")
+    (diagnostic,) = [d for d in loaded.diagnostics if d.code in (Code.SP010, Code.SP012)]
+    assert words in diagnostic.help, diagnostic.help

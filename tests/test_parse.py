@@ -1050,3 +1050,14 @@ def test_a_c_comment_is_told_comments_start_with_a_hash(line, column):
     diagnostic = assert_error(HEAD + "thread t {\n" + line + "}\n", Code.SP002, 5, column, column + 2)
     assert diagnostic.message == "comments start with `#`"
     assert assert_error("// a spec\ndevice d\n", Code.SP002, 1, 1, 3).message == "comments start with `#`"
+
+
+@pytest.mark.parametrize("source, message, column", [
+    (thread("wait x"), "`wait` is a stream statement: a thread waits with `sync`", 3),
+    (thread("syncall"), "unknown word `syncall`: did you mean `sync all`?", 3),
+    (thread("s.sync()"), "a statement is not a call", 9),
+    ("device d\nstream copy-stream on d\n", "a name cannot hold `-`: write `copy_stream`", 8),
+])
+def test_habits_of_cuda_and_pytorch_programmers_get_the_statement_to_write(source, message, column):
+    diagnostic = only_error(source)
+    assert (diagnostic.code, diagnostic.message, diagnostic.primary_span.column) == (Code.SP002, message, column)
