@@ -266,6 +266,9 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     first, second, which = a, b, ("the first", "the second")
     if _handed_off(program, b, a) and not _handed_off(program, a, b):
         first, second, which = b, a, (_quoted(program, b), _quoted(program, a))
+    elif _earlier_iteration(program, b, a):  # (two threads' loops: the earlier iteration's access goes first)
+        iteration = lambda s: " [" + ", ".join(f"{k}={v}" for k, v in s.bindings) + "]"  # noqa: E731
+        first, second, which = b, a, (_quoted(program, b) + iteration(b), _quoted(program, a) + iteration(a))
     after = f"after the `group` that holds {which[0]}" if first.batch is not None else f"after {which[0]}"
     before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
     a, b = first, second
@@ -284,6 +287,19 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _earlier_iteration(program: Program, first: Statement, second: Statement) -> bool:
+    """Two threads' statements of loops with a variable of one name, `first` in an earlier
+    iteration of it than `second`: a race across iterations (a buffer reused each round), whose
+    fix orders the earlier round's access before the later round's. (A thread array's own
+    index, `rank` of `thread rank[2]`, is no iteration.)"""
+    if first.thread == second.thread:
+        return False
+    arrays = {program.threads[s.thread].name.split("[")[0] for s in (first, second)}
+    theirs = dict(second.bindings)
+    return next(((value < theirs[name]) for name, value in first.bindings
+                 if name in theirs and name not in arrays and value != theirs[name]), False)
 
 
 def _handed_off(program: Program, first: Statement, second: Statement) -> bool:

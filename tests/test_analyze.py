@@ -1972,3 +1972,29 @@ def test_an_unmet_expectation_without_a_buffer_does_not_speak_of_one():
     helps = [d.help for d in report.diagnostics if d.code.value == "SP401"]
     assert helps == ["no execution races; drop the expectation if the race was fixed",
                      "no execution races on this buffer; drop the expectation if the race was fixed"], helps
+
+
+def test_a_race_across_two_threads_loops_is_fixed_earlier_iteration_first():
+    # copy [i=1] overwrites what kernel [i=0] still reads: the kernel's round goes first
+    helps = _race_helps("""device g
+buffer h 1MiB on host pinned
+buffer d 1MiB on g
+stream cp on g
+stream comp on g
+event ready[2] flag
+thread producer {
+  for i in 0..2 {
+    cp: copy d <- h 1ms
+    cp: record ready[i]
+  }
+}
+thread consumer {
+  for i in 0..2 {
+    comp: wait ready[i]
+    comp: kernel use reads d 3ms
+  }
+  sync all
+}
+""")
+    assert helps and helps[0].startswith("order them with an event: `record E` on `comp` after `comp: kernel use` "
+                                         "(line 16) [i=0], `wait E` on `cp` before `cp: copy d <- h` (line 9) [i=1]"), helps
