@@ -100,7 +100,10 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
         if owner is not None and free is not None:
             element = re.match(r"[^\[]+\[[^\]:]*\]", written)  # (as written, `x[step]`, without a byte range)
             tensor = element.group(0) if element and written.startswith(owner + "[") else owner
-            return (f"`free {tensor}` (line {free.span.line}) hands its block to the next allocation on its "
+            written_free = program.source[free.span.start:free.span.end]
+            if not written_free.startswith("free ") or "\n" in written_free:
+                written_free = f"free {tensor}"
+            return (f"`{written_free}` (line {free.span.line}) hands its block to the next allocation on its "
                     f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
                     f"{tensor}` after {after} and before the free, or order the use before the free with "
                     "an event")
@@ -241,6 +244,10 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         stale = _stale_flag_wait(program, task)
         if stale is not None:
             event = program.events[stale.event].name
+            if stream(task) != program.streams[task.stream].written:  # (named as the lines write them)
+                waited = re.match(r"[^:]*:\s*wait\s+([A-Za-z_]\w*(?:\[[^\]\n]*\])?)",
+                                  program.source[stale.span.start:stale.span.end])
+                event = waited.group(1) if waited and waited.group(1).split("[")[0] == event.split("[")[0] else event
             return (f"`{stream(task)}: wait {event}` (line {stale.span.line}) can pass on an earlier "
                     f"`record {event}`: a flag event stays set until it is reset, so reset it once the wait "
                     f"is through (`{stream(task)}: reset {event}`), or record a fresh event each time")

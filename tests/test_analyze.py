@@ -1998,3 +1998,38 @@ thread consumer {
 """)
     assert helps and helps[0].startswith("order them with an event: `record E` on `comp` after `comp: kernel use` "
                                          "(line 16) [i=0], `wait E` on `cp` before `cp: copy d <- h` (line 9) [i=1]"), helps
+
+
+def test_helps_quote_the_free_and_the_flag_event_as_their_lines_write_them():
+    free = _race_helps("""device npu0 { runtime cann }
+tensor t[3] 1MiB on npu0
+stream s on npu0
+stream c on npu0
+thread main {
+  for i in 0..3 {
+    s: alloc t[i]
+    s: kernel w writes t[i] 1ms
+    c: wait_stream s
+    c: kernel r reads t[i] 1ms
+    if i >= 1 { free t[i-1] }
+  }
+  sync all
+}
+""")
+    assert any(h.startswith("`free t[i-1]` (line 11) hands its block") for h in free), free
+    flag = _race_helps("""device npu[2] { runtime cann }
+buffer x[2] 1MiB on npu
+stream a[2] on npu
+stream b[2] on npu
+event f[2] flag
+thread rank[2] process {
+  for it in 0..2 {
+    a[rank]: kernel w writes x[rank] 1ms
+    a[rank]: record f[rank]
+    b[rank]: wait f[rank]
+    b[rank]: kernel r reads x[rank] 1ms
+  }
+  sync npu[rank]
+}
+""")
+    assert flag and all("(`b[rank]: reset f[rank]`)" in h for h in flag), flag
