@@ -432,7 +432,7 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
             launches = (f"the launches of `{graph(a)}` (line {first.span.line}) and `{graph(b)}` (line "
                         f"{second.span.line})")
         return (f"{launches} are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
-                f"and wait on it on `{where(b)}` before `launch {graph(b)}`")
+                f"and wait on it on `{where(b)}` before `launch {graph(b)}`{_two_threads(program, first, second)}")
     task, other = (a, b) if a.launch is not None else (b, a)
     if other.stream is None:
         return (f"make the host wait for graph `{graph(task)}` before its access: `sync {where(task)}` after "
@@ -440,9 +440,26 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
     other_stream = program.streams[other.stream].written
     if task is a:
         return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
-                f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second")
+                f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second"
+                f"{_two_threads(program, launch(task), other)}")
     return (f"order them with an event: `record E` on `{other_stream}` after the first, `wait E` on "
-            f"`{where(task)}` before `launch {graph(task)}` (line {launch(task).span.line})")
+            f"`{where(task)}` before `launch {graph(task)}` (line {launch(task).span.line})"
+            f"{_two_threads(program, other, launch(task))}")
+
+
+def _two_threads(program: Program, first: Statement, second: Statement) -> str:
+    """Where two threads enqueue the two sides: an event's wait binds to the record enqueued
+    before it, so the threads must hand over too (one process), or signal (two)."""
+    if first.thread == second.thread:
+        return ""
+    threads = program.threads
+    if threads[first.thread].process or threads[second.thread].process:
+        return ("; they run in two processes, which share no events: order them with a signal instead "
+                f"(`notify N` after `{threads[first.thread].name}`'s side, `await N` before the other's, "
+                "on the streams)")
+    return (f"; they are enqueued by two threads, and a wait binds to the latest record enqueued before it: "
+            f"have `{threads[first.thread].name}` set a notify after the record (`notify N`) and "
+            f"`{threads[second.thread].name}` `await N` before the wait")
 
 
 STALE_SCAN = 500

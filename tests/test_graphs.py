@@ -886,3 +886,16 @@ def test_a_relaunch_refused_in_one_choose_branch_says_which(run, tmp_path):
     status, file = check_json(run, tmp_path, text)
     (error,) = [d for d in file["diagnostics"] if d["severity"] == "error"]
     assert error["code"] == "SP032" and error["notes"] == ["when line 19: branch 2 of 2"]
+
+
+def test_launches_by_two_threads_are_told_to_hand_over_too():
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    # an event alone does not order them: the wait may be enqueued before the record
+    text = ("device gpu { compute 2 runtime cuda }\nbuffer shared 1MiB on gpu\nstream s on gpu\nstream a on gpu\n"
+            "stream b on gpu\ngraph g[2] {\n  s: kernel k writes shared 10us\n}\n"
+            "thread p0 {\n  a: launch g[0]\n  sync a\n}\nthread p1 {\n  b: launch g[1]\n  sync b\n}\n")
+    report = check_loaded(load_text(text, "<graphs>"))
+    (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert race.help.endswith("have `p0` set a notify after the record (`notify N`) and `p1` `await N` before the wait")
