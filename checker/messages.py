@@ -431,6 +431,10 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
         else:
             launches = (f"the launches of `{graph(a)}` (line {first.span.line}) and `{graph(b)}` (line "
                         f"{second.span.line})")
+        if _two_processes(program, first, second):
+            return (f"{launches} are not ordered, and they run in two processes, which share no events: order "
+                    f"them with a signal, `{where(a)}: notify N` after `launch {graph(a)}` and `{where(b)}: await "
+                    f"N` before `launch {graph(b)}`")
         return (f"{launches} are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
                 f"and wait on it on `{where(b)}` before `launch {graph(b)}`{_two_threads(program, first, second)}")
     task, other = (a, b) if a.launch is not None else (b, a)
@@ -438,6 +442,12 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
         return (f"make the host wait for graph `{graph(task)}` before its access: `sync {where(task)}` after "
                 f"`launch {graph(task)}` (line {launch(task).span.line}), or `sync E` on an event recorded there")
     other_stream = program.streams[other.stream].written
+    if _two_processes(program, task, other):
+        after, before = ((f"`{where(task)}: notify N` after `launch {graph(task)}` (line {launch(task).span.line})",
+                          f"`{other_stream}: await N` before the second") if task is a else
+                         (f"`{other_stream}: notify N` after the first",
+                          f"`{where(task)}: await N` before `launch {graph(task)}` (line {launch(task).span.line})"))
+        return f"they run in two processes, which share no events: order them with a signal, {after} and {before}"
     if task is a:
         return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
                 f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second"
@@ -447,16 +457,17 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
             f"{_two_threads(program, other, launch(task))}")
 
 
+def _two_processes(program: Program, first: Statement, second: Statement) -> bool:
+    threads = program.threads
+    return first.thread != second.thread and (threads[first.thread].process or threads[second.thread].process)
+
+
 def _two_threads(program: Program, first: Statement, second: Statement) -> str:
-    """Where two threads enqueue the two sides: an event's wait binds to the record enqueued
-    before it, so the threads must hand over too (one process), or signal (two)."""
+    """Where two threads of one process enqueue the two sides: an event's wait binds to the
+    record enqueued before it, so the threads must hand over too."""
     if first.thread == second.thread:
         return ""
     threads = program.threads
-    if threads[first.thread].process or threads[second.thread].process:
-        return ("; they run in two processes, which share no events: order them with a signal instead "
-                f"(`notify N` after `{threads[first.thread].name}`'s side, `await N` before the other's, "
-                "on the streams)")
     return (f"; they are enqueued by two threads, and a wait binds to the latest record enqueued before it: "
             f"have `{threads[first.thread].name}` set a notify after the record (`notify N`) and "
             f"`{threads[second.thread].name}` `await N` before the wait")
