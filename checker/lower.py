@@ -3159,7 +3159,13 @@ class _Lowerer:
             process = capture.key[1]
             name = f"{capture.name}.{stream.name}" + ("" if process is None else f"@{self.thread_name}")
             copy = self.graph_streams[(capture.key, index)] = len(self.streams)
-            self.streams.append(Stream(copy, name, stream.device, stream.priority, StreamMode.NONBLOCKING, None,
+            # A graph's kernels run at the priority of the stream it is launched on, not of the
+            # ones it was captured on (cudaGraphInstantiateWithFlags: only with UseNodePriority do
+            # "the per-node attributes" count "rather than the priority of the launch stream");
+            # the exec's streams are shared by its launches: its first launch's stream decides.
+            launched = self.statements[capture.begins].stream if capture.begins < len(self.statements) else None
+            priority = self.streams[launched].priority if launched is not None else stream.priority
+            self.streams.append(Stream(copy, name, stream.device, priority, StreamMode.NONBLOCKING, None,
                                        stream.span, captured=index))
             self.graph_labels[copy] = index
             self.named_streams.add(index)

@@ -656,3 +656,19 @@ def test_interleaved_runs_take_turns_at_one_instant_and_every_one_replays():
     a_notify, a_await, b_await, b_notify = range(4)
     run = simulate(program, guide=(a_notify, b_await, b_notify, a_await))
     assert not run.deadlocked and replay(program, run.steps).finished
+
+
+@pytest.mark.parametrize("launch, first", [("hi", "gk"), ("lo", "mk")])
+def test_a_graph_runs_at_its_launch_stream_s_priority(launch, first):
+    # cudaGraphInstantiateWithFlags: without UseNodePriority a graph's kernels take "the
+    # priority of the launch stream", not of the streams the body was captured on
+    captured = "lo" if launch == "hi" else "hi"
+    text = (f"device gpu {{ compute 1 runtime cuda }}\nbuffer a 1MiB on gpu\nbuffer b 1MiB on gpu\nstream p on gpu\n"
+            f"stream lo on gpu priority 5\nstream hi on gpu priority -5\nstream mid on gpu priority 0\nevent e\n"
+            f"graph g {{\n  {captured}: kernel gk writes a 100us\n}}\n"
+            f"thread t {{\n  p: kernel pre 10us\n  p: record e\n  {launch}: wait e\n  {launch}: launch g\n"
+            f"  mid: wait e\n  mid: kernel mk writes b 100us\n}}\n")
+    program = load_text(text).program
+    sim = simulate(program)
+    start = {program.statements[t.statement].name: t.start for t in sim.tasks}
+    assert min(("gk", "mk"), key=lambda name: start[name]) == first, start
