@@ -604,7 +604,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "kernel k\n}",
     ],
     "unknown operation after `STREAM:` (kernel, copy, memset, callback, record, wait, reset, notify, await, allreduce, allgather, reducescatter, alltoall, broadcast, reduce, send, recv, alloc, free, wait_stream, record_stream, item, launch)": [
-        _THREAD + "s: start k\n}", _THREAD + "s:\n}", _THREAD + "s: sync\n}",
+        _THREAD + "s: start k\n}", _THREAD + "s:\n}", _THREAD + "s: launchh\n}",
     ],
     "a kernel needs a name: `STREAM: kernel NAME ...`": [
         _THREAD + "s: kernel\n}", _THREAD + "s: kernel reads x\n}",
@@ -636,7 +636,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a collective is written `STREAM: KIND COMM BUFFER [DURATION]` or `STREAM: KIND COMM DESTINATION <- SOURCE [DURATION]`": [
         _THREAD + f"s: {kind}{rest}\n}}" for kind in ("allreduce", "allgather", "reducescatter", "alltoall")
         for rest in ("", " c", " c x y", " c x <-", " c x <- y z", " c x -> y", " c x[0] y", " c x[0:1] y",
-                     " c x <- y[0] z")
+                     " c x <- y[0] z", " x 3ms", " x[0] 3ms", " x[0]")
     ],
     "`broadcast` and `reduce` name their root: `STREAM: broadcast COMM root STREAM BUFFER [DURATION]`": [
         _THREAD + f"s: {kind}{rest}\n}}" for kind in ("broadcast", "reduce")
@@ -906,6 +906,14 @@ def _quoted(word) -> str:
     return f"`{word[:SHOWN_TOKEN]}...`" if len(word) > SHOWN_TOKEN else f"`{word}`"
 
 
+HOST_ONLY = {
+    "sync": "the thread waits for the stream: write `sync STREAM` on a line of its own",
+    "memcpy": "`memcpy DST <- SRC` is cudaMemcpy, on a line of its own; on a stream write `STREAM: copy DST <- SRC`",
+    "host": "host code runs on the thread: `host NAME ...` on a line of its own; in stream order write "
+            "`STREAM: callback NAME ...`",
+    "query": "the thread polls the stream: write `query STREAM` on a line of its own",
+}
+"""Host statements written after `STREAM:`, and what to write instead."""
 HOST_HABITS = {
     "wait": ("`wait` is a stream statement: a thread waits with `sync`",
              "a thread waits for an event with `sync E`, for a stream with `sync S`, for a notify with `await N`; "
@@ -952,6 +960,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
     token = getattr(exc, "token", None)
     if isinstance(token, Token) and str(token) == "/" and text.startswith(("//", "/*"), token.start_pos or 0):
         return _c_comment(text, token.start_pos)
+    values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
     if isinstance(token, Token) and str(token) == "-" and token.start_pos:
         before = _NAME_START.search(text, max(0, token.start_pos - 200), token.start_pos)
         joined = _DASHED.match(text, before.start()) if before is not None else None
@@ -960,11 +969,14 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
             return error(Code.SP002, f"a name cannot hold `-`: write `{name.replace('-', '_')}`",
                          _span_at(text, joined.start(), len(name)), f"unexpected `-` in {_quoted(name)}",
                          help="names are ASCII letters, digits and `_`")
+    if (isinstance(token, Token) and str(token) in HOST_ONLY and isinstance(values[-1], Token)
+            and values[-1].type == "COLON"):
+        return error(Code.SP002, f"`{token}` is a host statement, not a stream operation", span_of(token),
+                     f"unexpected {_quoted(token)}", help=HOST_ONLY[str(token)])
     if isinstance(token, Token) and str(token) == "(" and "COLON" in set(getattr(exc, "accepts", None) or exc.expected or ()):
         return error(Code.SP002, "a statement is not a call", span_of(token), "unexpected `(`",
                      help="write `STREAM: OPERATION ...` (`s: kernel k reads x`) or a host statement: `sync S`, "
                           "`host NAME ...`, `notify N`, `await N`")
-    values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
     last = values[-1]
     before = values[-2] if len(values) > 1 else None
     word = last

@@ -1061,3 +1061,13 @@ def test_a_c_comment_is_told_comments_start_with_a_hash(line, column):
 def test_habits_of_cuda_and_pytorch_programmers_get_the_statement_to_write(source, message, column):
     diagnostic = only_error(source)
     assert (diagnostic.code, diagnostic.message, diagnostic.primary_span.column) == (Code.SP002, message, column)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("s: sync", "`sync` is a host statement, not a stream operation"),
+    ("s: memcpy x <- x", "`memcpy` is a host statement, not a stream operation"),
+    ("s: allreduce x 3ms", "a collective is written `STREAM: KIND COMM BUFFER [DURATION]` or "
+                           "`STREAM: KIND COMM DESTINATION <- SOURCE [DURATION]`"),
+])
+def test_a_host_statement_after_a_stream_or_a_collective_without_its_comm_is_named(statement, message):
+    assert only_error(thread(statement)).message == message
