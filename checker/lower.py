@@ -1570,7 +1570,7 @@ class _Lowerer:
             )
         finally:
             self.memories, self.streams, self.events, self.streams_on, self.default_streams = declared
-        found = program_warnings(program, self.named_streams) + self.unlaunched_graphs()
+        found = program_warnings(program, self.named_streams | self.unlaunched_graph_streams()) + self.unlaunched_graphs()
         self.warnings += found
         self.warned.append({(w.code, w.primary_span) for w in found})
         return program
@@ -3300,6 +3300,27 @@ class _Lowerer:
                 elif s.op is Op.FREE:
                     live.pop(s.memory, None)
             previous[key] = (begins, live)
+
+    def unlaunched_graph_streams(self) -> set[int]:
+        """The streams named in the bodies of graphs no thread launches: used, as any stream
+        a graph's body names is (SP051 says the graph is never launched, not the streams)."""
+        launched = {self.graph_elements[element][0].span for element, _ in self.graph_launchers}
+        found: set[int] = set()
+        pending = [decl.body for decl in dict.fromkeys(decl for decl, _, _ in self.graph_elements)
+                   if decl.span not in launched]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (list, tuple)):
+                pending.extend(node)
+                continue
+            stream = getattr(node, "stream", None)
+            if isinstance(stream, ast.Ref):
+                entity = self.entities.get(stream.name.text)
+                if entity is not None and entity.kind == "stream":
+                    found.update(entity.indices)
+            pending.extend(value for name in ("body", "branches", "then", "otherwise")
+                           if isinstance(value := getattr(node, name, None), (list, tuple)))
+        return found
 
     def unlaunched_graphs(self) -> list[Diagnostic]:
         """SP051 for a graph (a whole graph array) that no thread launches."""

@@ -900,3 +900,12 @@ def test_launches_by_two_threads_are_told_to_hand_over_too():
     report = check_loaded(load_text(text, "<graphs>"))
     (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
     assert race.help.endswith("have `p0` set a notify after the record (`notify N`) and `p1` `await N` before the wait")
+
+
+def test_a_stream_named_only_by_a_graph_never_launched_is_not_unused():
+    # the graph is never launched (SP051 says so); its body's stream is named, as any graph's is
+    text = ("device gpu { runtime cuda }\nbuffer x 1MiB on gpu\nstream s on gpu\nstream main on gpu\n"
+            "graph g {\n  for i in 0..2 {\n    if i == 1 {\n      s: kernel k writes x\n    }\n  }\n}\n"
+            "thread t {\n  main: kernel r reads x\n  sync main\n}\n")
+    warned = [d.message for d in load_text(text, "<graphs>").diagnostics if d.code.value == "SP051"]
+    assert warned == ["graph `g` is never launched"], warned
