@@ -519,6 +519,11 @@ def _comm_cycle(program: Program, calls: dict[int, dict[int, Statement]], thread
         secondary=tuple((after.span, f"{name(after)} after {name(before)}") for before, after in steps[1:]))
 
 
+RELAY_THREADS = 200
+"""Threads up to which SP071 follows hand-offs through threads that call no comm (pairs of
+threads are compared: beyond this, only the callers' direct links count)."""
+
+
 def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
     """SP071: two threads call one comm for the same rank, and nothing the threads do can order
     their calls (they share no notify, and neither waits on the host for an event, a stream or
@@ -561,11 +566,19 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
         return any(("all",) in waits.get(x, ()) or waits.get(x, set()) & touches.get(y, set())
                    for x, y in ((a, b), (b, a)))
 
+    # (linked through other threads too: a hand-off through a relay thread orders the two)
+    links = networkx.Graph()
+    every = list(dict.fromkeys(s.thread for s in program.statements))
+    links.add_nodes_from(every)
+    if any(len(threads) > 1 for threads in callers.values()):
+        among = every if len(every) <= RELAY_THREADS else list({t for ts in callers.values() for t in ts})
+        links.add_edges_from((x, y) for i, x in enumerate(among) for y in among[i + 1:] if linked(x, y))
+    component = {t: k for k, part in enumerate(networkx.connected_components(links)) for t in part}
     found = []
     for (comm, rank), threads in callers.items():
         if len(threads) < 2:
             continue
-        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:] if not linked(x, y)]
+        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:] if component[x] != component[y]]
         if not pairs:
             continue
         first, second = (threads[t] for t in pairs[0])

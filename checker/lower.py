@@ -2405,11 +2405,15 @@ class _Lowerer:
             self.emit(node, part=23 + 4 * position, op=Op.WAIT, stream=other, device=device, event=event,
                       bindings=bindings, form=f"wait (for {own.name}: {written})")
 
-    def device_memory(self, access: Access, node, what: str) -> Memory:
+    def device_memory(self, access: Access, node, what: str, pinned_too: bool = False) -> Memory:
+        """The memory of `access`, which must live on a device (a host `memset` takes pinned host
+        memory too, before it gets here: `pinned_too` says so in the message)."""
         memory = self.mem(access.memory)
         if memory.on_host:
-            raise SpecError(error(Code.SP012, f"`{access.written_as}` is host memory; `{what}` needs device memory",
-                                  access.span, "host memory", help="name a buffer or tensor that lives on a device"))
+            needs = "device or pinned host memory" if pinned_too else "device memory"
+            raise SpecError(error(Code.SP012, f"`{access.written_as}` is host memory; `{what}` needs {needs}",
+                                  access.span, "host memory", help="name a buffer or tensor that lives on a device"
+                                  + (", or declare the host buffer `pinned`" if pinned_too else "")))
         return memory
 
     def host_memset(self, node: ast.HostMemset, env, bindings) -> None:
@@ -2433,7 +2437,7 @@ class _Lowerer:
                       duration=node.duration.nanoseconds if node.duration else 0, bindings=bindings,
                       form=f"memset {access.written_as}")
             return
-        device = self.device_memory(access, node, "memset").device
+        device = self.device_memory(access, node, "memset", pinned_too=True).device
         # CUDA, "API synchronization behavior": "The synchronous memset functions are
         # asynchronous with respect to the host except when the target is pinned host memory or
         # a Unified Memory region" (device memory here): the call returns once enqueued.

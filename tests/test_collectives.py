@@ -454,10 +454,10 @@ thread r[2] {
     ("allreduce w x[r]", "0:2MiB", True),
 ])
 def test_in_place_calls_touch_the_rank_s_share_as_nccl_defines_them(call, read, races):
-    report = check_loaded(load_text(SHARES.replace("CALL", call).replace("READ", read)))
+    loaded = load_text(SHARES.replace("CALL", call).replace("READ", read))
+    report = check_loaded(loaded)
     assert [f.buffer for f in report.findings if f.kind is FindingKind.RACE] == (["x"] if races else [])
-    program = load_text(SHARES.replace("CALL", call).replace("READ", read)).program
-    first = next(s for s in program.statements if s.comm is not None)
+    first = next(s for s in loaded.program.statements if s.comm is not None)
     if call.startswith("allgather"):
         assert [(a.start, a.end, a.write) for a in first.accesses] == [(0, 2 << 20, False), (2 << 20, 4 << 20, True)]
 

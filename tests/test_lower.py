@@ -1052,9 +1052,11 @@ ONE_RANK = ("device gpu[2]\nbuffer a[2] 1MiB on gpu\nbuffer b[2] 1MiB on gpu\nst
     ("\n  notify go", "await go\n  ", False),          # a hand-off
     ("\n  c[0]: record e", "sync e\n  ", False),       # a host wait on the other's event
     ("\n  c[0]: kernel k writes a[0]", "sync all\n  ", False),
+    ("\n  notify go", "await relayed\n  ", False),     # a hand-off through a third thread
 ])
 def test_sp071_one_rank_called_by_two_threads_that_nothing_orders(first, second, warned):
-    text = ONE_RANK + (f"thread ta {{\n  c[0]: allreduce w a[0]{first}\n}}\n"
+    text = ONE_RANK + "notify relayed\nthread relay {\n  await go\n  notify relayed\n}\n" * ("relayed" in second) + (
+        f"thread ta {{\n  c[0]: allreduce w a[0]{first}\n}}\n"
                        f"thread tb {{\n  {second}c[0]: allreduce w b[0]\n}}\n")
     found = [w for w in warnings(text) if w.code is Code.SP071]
     assert bool(found) == warned, found

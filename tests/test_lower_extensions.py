@@ -782,7 +782,7 @@ def test_memsets():
     for devices in ("device g { runtime cann }\n", "device g { runtime cuda }\ndevice h { runtime cuda }\n"):
         host = program(devices + "buffer pin 1MiB on host pinned\nthread main {\n  memset pin 1us\n}\n").statements[0]
         assert (host.op, host.stream, host.form, host.duration) == (Op.HOST, None, "memset pin", 1000)
-    error_of(CUDA + "thread main {\n  memset page\n}\n", Code.SP012, 13, 10, "`page` is host memory")
+    error_of(CUDA + "thread main {\n  memset page\n}\n", Code.SP012, 13, 10, "`page` is host memory; `memset` needs device or pinned host memory")
     pinned = program(CUDA + "thread main {\n  s: memset pin 1us\n}\n").statements[0]  # reached through the device
     assert (pinned.op, pinned.stream, pinned.blocking) == (Op.MEMSET, 0, False)
 
