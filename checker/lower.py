@@ -2827,6 +2827,8 @@ class _Lowerer:
                                      False, node.span))
         comm = f"comm `{self.comms[fields['comm']].name}`'s call of `{self.streams[member].name}`'s rank"
         common = dict(stream=stream, device=fields["device"], bindings=fields["bindings"])
+        if not self.in_group and self.placed and self.placed[-1] == len(self.statements):
+            self.placed[-1] += 1  # (`touch` noted the call for its tensor's placement: it comes after the wait)
         self.emit(node, part=1, op=Op.WAIT, event=event, form=f"wait for the {comm} before it (NCCL)", **common)
         self.emit(node, **fields)
         record = (node, dict(op=Op.RECORD, event=event, form=f"record after the {comm} (NCCL)", **common))

@@ -484,3 +484,17 @@ def test_buffers_that_do_not_fit_the_comm_are_sp070(call, sizes, fits):
                       + "thread r0 {\n  c0: allgather world a0\n}\n")
     (warning,) = [d for d in three.diagnostics if d.code.value == "SP070"]
     assert "does not divide among the comm's 3 members" in warning.message
+
+
+@pytest.mark.parametrize("memory", ["tensor", "buffer"])
+def test_a_side_stream_call_on_a_tensor_races_as_on_a_buffer(memory):
+    # under runtime cuda a call off the member stream is the rank's call, after a wait for the
+    # rank's previous one: the tensor it uses was placed on that wait, and the call touched nothing
+    text = (f"device gpu {{ runtime cuda }}\n{memory} x 4MiB on gpu\nstream c on gpu\nstream side on gpu\n"
+            "stream k on gpu\ncomm w = { c }\nthread r {\n  k: alloc x\n  side: allreduce w x 2ms\n"
+            "  k: kernel rd reads x 1ms\n}\nexpect race on x\n")
+    for options in ({}, {"exhaustive": True}):
+        from checker.analyze import Options
+
+        report = check_loaded(load_text(text), Options(**options))
+        assert [f.buffer for f in report.findings if f.kind is FindingKind.RACE] == ["x"], report.findings
