@@ -9,7 +9,6 @@ streams with an event, two threads with a notify).
 
 from __future__ import annotations
 
-import functools
 import re
 from bisect import bisect_left
 from fractions import Fraction
@@ -129,11 +128,6 @@ def _nameable(program: Program, use: Statement) -> tuple[str, str]:
     return names.stream(use), f"`launch {names.graph(use)}` (line {names.launch(use).span.line})"
 
 
-@functools.lru_cache(maxsize=1)
-def _lines(source: str) -> list[str]:
-    return source.split("\n")
-
-
 def _stream_as_written(program: Program, task: Statement) -> str:
     """The stream of a task as its line names it (`nccl[rank]`), where a loop or a thread
     array indexed it: a fix to paste into that line's block must index it the same way as
@@ -141,11 +135,7 @@ def _stream_as_written(program: Program, task: Statement) -> str:
     written = program.streams[task.stream].written
     if not task.bindings or "[" not in written:
         return written
-    lines = _lines(program.source)
-    if not 0 < task.span.line <= len(lines):
-        return written
-    text = lines[task.span.line - 1][max(task.span.column - 1, 0):]
-    prefix = re.match(r"\s*([A-Za-z_]\w*\[[^\]\n]*\])\s*:", text)
+    prefix = re.match(r"\s*([A-Za-z_]\w*\[[^\]\n]*\])\s*:", program.source[task.span.start:task.span.end])
     if prefix is None or prefix.group(1).split("[")[0] != written.split("[")[0]:
         return written
     return prefix.group(1)
@@ -279,16 +269,13 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     after = f"after the `group` that holds {which[0]}" if first.batch is not None else f"after {which[0]}"
     before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
     a, b = first, second
-    threads = program.threads
-    if a.thread != b.thread and (threads[a.thread].process or threads[b.thread].process):
+    if _two_processes(program, a, b):
         return (f"they run in two processes, which share no events: order them with a signal, `{stream(a)}: notify "
                 f"N` {after} and `{stream(b)}: await N` {before} (a barrier of stream signals)")
     help = (f"order them with an event: `record E` on `{stream(a)}` {after}, "
             f"`wait E` on `{stream(b)}` {before} (or put both on one stream)")
-    if a.thread != b.thread and a.launch is None and b.launch is None:
-        help += (f"; they are enqueued by two threads, and a wait binds to the latest record enqueued before it: "
-                 f"have `{threads[a.thread].name}` set a notify after the record (`notify N`) and "
-                 f"`{threads[b.thread].name}` `await N` before the wait")
+    if a.launch is None and b.launch is None:
+        help += _two_threads(program, a, b)
     member = a if a.group is not None else b
     if (a.group is None) != (b.group is None) and member.spins:
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
