@@ -3310,10 +3310,8 @@ class _Lowerer:
     def unlaunched_graph_streams(self) -> set[int]:
         """The streams named in the bodies of graphs no thread launches: used, as any stream
         a graph's body names is (SP051 says the graph is never launched, not the streams)."""
-        launched = {self.graph_elements[element][0].span for element, _ in self.graph_launchers}
         found: set[int] = set()
-        pending = [decl.body for decl in dict.fromkeys(decl for decl, _, _ in self.graph_elements)
-                   if decl.span not in launched]
+        pending = [decl.body for decl in self.unlaunched_graph_decls()]
         while pending:
             node = pending.pop()
             if isinstance(node, (list, tuple)):
@@ -3328,16 +3326,19 @@ class _Lowerer:
                            if isinstance(value := getattr(node, name, None), (list, tuple)))
         return found
 
+    def unlaunched_graph_decls(self) -> list[ast.GraphDecl]:
+        """The graph declarations (a whole graph array each) that no thread launches."""
+        launched = {self.graph_elements[element][0].span for element, _ in self.graph_launchers}
+        return [decl for decl in dict.fromkeys(decl for decl, _, _ in self.graph_elements) if decl.span not in launched]
+
     def unlaunched_graphs(self) -> list[Diagnostic]:
         """SP051 for a graph (a whole graph array) that no thread launches."""
-        launched = {self.graph_elements[element][0].span for element, _ in self.graph_launchers}
         found = []
-        for decl in dict.fromkeys(decl for decl, _, _ in self.graph_elements):
-            if decl.span not in launched:
-                what = "graph array" if decl.count is not None else "graph"
-                found.append(warning(Code.SP051, f"{what} `{decl.name.text}` is never launched", decl.name.span,
-                                     "declared here", help=f"launch it on a stream (`STREAM: launch {decl.name.text}`), "
-                                                           "or remove it"))
+        for decl in self.unlaunched_graph_decls():
+            what = "graph array" if decl.count is not None else "graph"
+            found.append(warning(Code.SP051, f"{what} `{decl.name.text}` is never launched", decl.name.span,
+                                 "declared here", help=f"launch it on a stream (`STREAM: launch {decl.name.text}`), "
+                                                       "or remove it"))
         return found
 
     def shared_events(self) -> None:
