@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
+from contextlib import contextmanager
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from fractions import Fraction
@@ -114,6 +115,26 @@ def _wrong_kind_help(name: str, kind: str, wanted: tuple[str, ...]) -> str:
         return f"`await {name}` waits for a notify (on the thread, or `STREAM: await {name}`); `wait` and `sync` take an event"
     if kind in ("buffer", "tensor") and "stream" in wanted:
         return "name the stream whose work uses the memory (`sync S`, `STREAM: ...`)"
+    return ""
+
+
+def _statement_kind_help(statement: str, name: str, kind: str) -> str:
+    """The statement that takes a name of this kind, where `statement` (`record`, `wait`,
+    `reset`, `notify`, `await`, `wait_stream` on a stream) was given one of another kind:
+    the general `_wrong_kind_help` would point a `record` of a notify at `await`."""
+    if kind == "notify":
+        return {"record": f"`STREAM: notify {name}` signals a notify; `record` takes an event",
+                "wait": f"`STREAM: await {name}` waits for a notify; `wait` takes an event",
+                "reset": "`reset` takes a flag event (`event NAME flag`); a notify is consumed by its `await`",
+                }.get(statement, "")
+    if kind == "event":
+        return {"notify": f"`STREAM: record {name}` records an event; `notify` takes a notify",
+                "await": f"`STREAM: wait {name}` waits for an event; `await` takes a notify",
+                "wait_stream": f"`STREAM: wait {name}` waits for an event; `wait_stream` takes a stream",
+                }.get(statement, "")
+    if kind == "stream" and statement == "wait":
+        return (f"`STREAM: wait_stream {name}` waits for the work enqueued on `{name}` so far "
+                "(a record on it and a wait); `wait` takes an event")
     return ""
 
 
@@ -2597,7 +2618,8 @@ class _Lowerer:
             event = self.external_event(node, env)
             common["form"] = f"{_EVENT_OPS[type(node)].value} {self.events[event].name} external"
         else:
-            event = self.resolve(node.event, env, "event")
+            with self.kind_help(_EVENT_OPS[type(node)].value, node.stream, node.event):
+                event = self.resolve(node.event, env, "event")
         if isinstance(node, ast.ResetTask) and not self.events[event].flag:
             raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
                                   node.span, "not a flag event",
@@ -2641,7 +2663,8 @@ class _Lowerer:
     def wait_stream(self, node: ast.WaitStreamTask, env, bindings) -> None:
         """`S2: wait_stream S1` is `S1: record E` then `S2: wait E` with an implicit event."""
         _, common = self.on_stream(node, env, bindings)
-        source = self.resolve(node.source, env, "stream")
+        with self.kind_help("wait_stream", node.stream, node.source):
+            source = self.resolve(node.source, env, "stream")
         event = self.implicit_event(node, "wait_stream")
         written = f"wait_stream {self.streams[source].name}"  # resolved: `p[2]`, not `p[rank]`
         waiter = self.streams[common["stream"]].name
@@ -2652,8 +2675,23 @@ class _Lowerer:
 
     def notify_task(self, node: ast.NotifyTask | ast.AwaitTask, env, bindings) -> None:
         _, common = self.on_stream(node, env, bindings)
-        notify = self.resolve(node.notify, env, "notify")
-        self.emit(node, op=Op.NOTIFY if isinstance(node, ast.NotifyTask) else Op.AWAIT, notify=notify, **common)
+        op = Op.NOTIFY if isinstance(node, ast.NotifyTask) else Op.AWAIT
+        with self.kind_help(op.value, node.stream, node.notify):
+            notify = self.resolve(node.notify, env, "notify")
+        self.emit(node, op=op, notify=notify, **common)
+
+    @contextmanager
+    def kind_help(self, statement: str, stream: ast.Ref, ref: ast.Ref):
+        """Give an SP012 on `ref` the help of the statement on `stream` that named the wrong kind."""
+        try:
+            yield
+        except SpecError as exc:
+            entity = self.entities.get(ref.name.text)
+            help = _statement_kind_help(statement, ref.name.text, entity.kind) if entity else ""
+            help = help.replace("STREAM", self.text(stream.span))
+            if exc.diagnostic.code is Code.SP012 and help:
+                raise SpecError(replace(exc.diagnostic, help=help)) from None
+            raise
 
     def comm_stream(self, comm_index: int, ref: ast.Ref, env: dict[str, int]) -> int:
         """A root or peer: the stream `ref` names. `DEVICE.default` there names the comm's

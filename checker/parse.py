@@ -678,6 +678,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s: recv c s x\n}", _THREAD + "s: recv\n}", _THREAD + "s: recv c from s\n}",
         _THREAD + "s: recv c from\n}",
     ],
+    "`nosync` belongs to the host's `free X nosync`; a stream's `free` (cudaFreeAsync) never waits, so write `STREAM: free X`": [
+        _THREAD + f"s: free {access} nosync\n}}" for access in _ACCESSES
+    ],
     "`alloc` and `free` name a buffer": [
         _THREAD + "s: alloc\n}", _THREAD + "s: free\n}", _THREAD + "alloc\n}", _THREAD + "free\n}",
     ],

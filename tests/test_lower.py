@@ -528,6 +528,22 @@ def test_sp012_wrong_kind(lines, line, column, message):
     assert_error(thread(*lines), Code.SP012, line, column, message=message)
 
 
+@pytest.mark.parametrize("line,help", [
+    ("s: record n", "`s: notify n` signals a notify; `record` takes an event"),
+    ("s: wait n", "`s: await n` waits for a notify; `wait` takes an event"),
+    ("s: notify e", "`s: record e` records an event; `notify` takes a notify"),
+    ("s: await e", "`s: wait e` waits for an event; `await` takes a notify"),
+    ("s: wait_stream e", "`s: wait e` waits for an event; `wait_stream` takes a stream"),
+    ("s: wait s", "`s: wait_stream s` waits for the work enqueued on `s` so far"),
+    ("await e", "a thread waits for an event with `sync e`"),
+])
+def test_sp012_help_names_the_statement_for_the_kind(line, help):
+    """The help offers the statement that takes the name's kind in the same role: a `record`
+    of a notify is a `notify`, not an `await`."""
+    diagnostic = assert_error(thread(line), Code.SP012, 8, line.rindex(line.split()[-1]) + 3)
+    assert diagnostic.help.startswith(help)
+
+
 def test_sp012_in_declarations():
     assert_error(HEAD + "buffer b 1MiB on s\n", Code.SP012, 7, 18, 19, "`s` is a stream, not a device")
     assert_error(HEAD + "stream s2 on x\n", Code.SP012, 7, 14, 15, "`x` is a buffer, not a device")
@@ -1089,7 +1105,7 @@ def test_repeated_and_contradicting_expectations_are_sp067(lines, warned):
 
 @pytest.mark.parametrize("statement, words", [
     ("await e", "a thread waits for an event with `sync e`"),
-    ("s: wait n", "`await n` waits for a notify"),
+    ("s: wait n", "`s: await n` waits for a notify"),
     ("sync x", "name the stream whose work uses the memory"),
     ("sync q", "`stream q on DEVICE` or `event q` or `device q`"),
 ])
