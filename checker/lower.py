@@ -564,7 +564,9 @@ class _Lowerer:
                                        f"on `{device.text}[i]`), or pick one: `on {device.text}[i]`"))
         return list(entity.indices)
 
-    def lookup(self, name: ast.Name, *kinds: str) -> _Entity:
+    def lookup(self, name: ast.Name, *kinds: str, indexed: bool = False) -> _Entity:
+        """The declared entity `name` names, of one of `kinds`; `indexed`: written with an
+        index (`q[1]`), so an undeclared name's help declares an array."""
         entity = self.entities.get(name.text)
         if entity is None:
             if name.text in self.skipped:
@@ -575,7 +577,7 @@ class _Lowerer:
                 raise SpecError(error(Code.SP012, f"`{name.text}` is a thread, not {wanted}", name.span,
                                       f"expected {wanted}", secondary=((thread.name.span, "declared here"),)))
             raise SpecError(error(Code.SP010, f"`{name.text}` is not declared", name.span,
-                                  "not declared", help=self.suggest(name.text, kinds)))
+                                  "not declared", help=self.suggest(name.text, kinds, indexed)))
         if entity.broken:
             raise _Skip
         if kinds and entity.kind not in kinds:
@@ -586,7 +588,7 @@ class _Lowerer:
                                   help=_wrong_kind_help(name.text, entity.kind, kinds)))
         return entity
 
-    def suggest(self, text: str, kinds: tuple[str, ...]) -> str:
+    def suggest(self, text: str, kinds: tuple[str, ...], indexed: bool = False) -> str:
         import difflib
 
         candidates = [n for n, e in self.entities.items() if not kinds or e.kind in kinds]
@@ -594,7 +596,8 @@ class _Lowerer:
         if close:
             return did_you_mean(close)
         what = " or ".join(kinds) if kinds else "name"
-        forms = [DECLARATION_FORMS[k].replace("NAME", text) for k in kinds if k in DECLARATION_FORMS]
+        declared = f"{text}[N]" if indexed else text
+        forms = [DECLARATION_FORMS[k].replace("NAME", declared) for k in kinds if k in DECLARATION_FORMS]
         written = f": {' or '.join(f'`{form}`' for form in forms[:3])}" if forms else ""
         return f"declare the {what} at the top level{written} (declarations may come in any order)"
 
@@ -845,7 +848,7 @@ class _Lowerer:
         """`resolve` of the declared element itself."""
         if ref.member is not None:
             return self.default_stream_ref(ref, env, kinds)
-        entity = self.lookup(ref.name, *kinds)
+        entity = self.lookup(ref.name, *kinds, indexed=ref.index is not None)
         if entity.array:
             if ref.index is None:
                 raise SpecError(error(Code.SP015, f"`{ref.name.text}` is an array of {len(entity.indices)}; pick one element",
@@ -886,7 +889,7 @@ class _Lowerer:
         """Like `resolve`, but a whole array (no index) stands for every element in order."""
         if ref.member is not None:
             return (self.resolve(ref, env, *kinds),)
-        entity = self.lookup(ref.name, *kinds)
+        entity = self.lookup(ref.name, *kinds, indexed=ref.index is not None)
         if entity.array and ref.index is None:
             return entity.indices
         return (self.resolve(ref, env, *kinds),)
@@ -957,7 +960,8 @@ class _Lowerer:
                whole_arrays: bool = False) -> _Region:
         """The bytes an access names. With `whole_arrays`, an unindexed array stands for all of
         its elements (the region keeps `array` set)."""
-        entity = self.lookup(access.name, *(kinds or (_MEMORY_KINDS if self.tensors else _BUFFER_KINDS)))
+        entity = self.lookup(access.name, *(kinds or (_MEMORY_KINDS if self.tensors else _BUFFER_KINDS)),
+                             indexed=bool(access.subscripts) and isinstance(access.subscripts[0], ast.Index))
         if entity.kind == "alias":
             region = self.alias_region(access.name.text, access.name.span)
         elif entity.kind == "tensor":

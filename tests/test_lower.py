@@ -1108,6 +1108,9 @@ def test_repeated_and_contradicting_expectations_are_sp067(lines, warned):
     ("s: wait n", "`s: await n` waits for a notify"),
     ("sync x", "name the stream whose work uses the memory"),
     ("sync q", "`stream q on DEVICE` or `event q` or `device q`"),
+    ("q[1]: kernel k", "`stream q[N] on DEVICE`"),
+    ("s: kernel k reads ys[0]", "`buffer ys[N] SIZE on DEVICE`"),
+    ("s: kernel k reads ys[0:4]", "`buffer ys SIZE on DEVICE`"),
 ])
 def test_a_name_of_the_wrong_kind_or_undeclared_is_told_what_to_write(statement, words):
     loaded = load_text("device d\nstream s on d\nevent e\nnotify n\nbuffer x 1MiB on d\n"
