@@ -2116,6 +2116,11 @@ class _Lowerer:
             if not free:
                 raise SpecError(error(Code.SP027, "a tensor is allocated from a stream's pool", node.span,
                                       "no stream", help=f"write `STREAM: alloc {self.text(node.access.span)}`"))
+            if node.nosync:
+                raise SpecError(error(Code.SP012, f"`{node.access.name.text}` is a tensor, not a buffer", node.access.span,
+                                      "`free ... nosync` takes a buffer", help=(
+                                          f"write `free {self.text(node.access.span)}`: a tensor's free is PyTorch's `del`, "
+                                          "which returns it to the caching allocator and never synchronizes")))
             for element in region.memories:
                 self.free_tensor(node, element, bindings)
             return

@@ -646,6 +646,15 @@ def test_a_free_marked_nosync_waits_for_nothing_in_both_parsers():
     assert [s.op for s in program(source.replace(" nosync", "")).statements][:2] == [Op.KERNEL, Op.SYNC]
 
 
+def test_nosync_on_a_tensor_free_is_sp012_since_del_never_synchronizes():
+    source = ("device d\nstream s on d\ntensor t 1MiB on d\n"
+              "thread main {\n  s: alloc t\n  s: kernel k writes t\n  free t nosync\n}\n")
+    (diagnostic,) = load_text(source, "t.sched").diagnostics
+    assert (diagnostic.code, diagnostic.primary_span.line, diagnostic.primary_span.column) == (Code.SP012, 7, 8)
+    assert diagnostic.help.startswith("write `free t`: a tensor's free is PyTorch's `del`")
+    assert not load_text(source.replace(" nosync", ""), "t.sched").diagnostics
+
+
 def test_the_driver_variants_cover_pageable_copies_and_malloc_together():
     """One pair of programs, the driver synchronizing at every call that may or at none; a
     cann device's allocation, or a stream `alloc`, makes no variant."""
