@@ -64,6 +64,7 @@ class Code(str, enum.Enum):
     SP069 = "SP069"
     SP070 = "SP070"
     SP071 = "SP071"
+    SP072 = "SP072"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -130,6 +131,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP069: "two comms called in opposite orders by two ranks",
     Code.SP070: "collective buffers whose sizes do not fit the comm",
     Code.SP071: "one rank of a comm called by two threads that nothing orders",
+    Code.SP072: "flag event on a CUDA device",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

@@ -41,6 +41,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += uses_waiting_through_a_pageable_copy(program)
     found += comms_in_opposite_orders(program)
     found += rank_called_by_unordered_threads(program)
+    found += flag_events_on_cuda(program)
     return found
 
 
@@ -360,9 +361,41 @@ def unused_streams(program: Program, named_streams: set[int] | frozenset[int]) -
 def never_recorded(program: Program) -> list[Diagnostic]:
     """SP050: a wait for an event that no statement records."""
     recorded = {s.event for s in program.statements if s.op is Op.RECORD}
+
+    def label(wait: Statement) -> str:
+        if program.events[wait.event].flag:
+            return "this wait blocks forever"
+        if program.streams[wait.stream].mode is StreamMode.LEGACY:
+            # (on CUDA's legacy stream the wait is still a legacy-stream call, which orders the
+            # device's blocking streams around it)
+            return "this wait waits for no record (the legacy stream still orders the blocking streams around it)"
+        return "this wait does nothing"
+
     return [warning(Code.SP050, f"event `{program.events[s.event].name}` is waited on but never recorded", s.span,
-                    "this wait" + (" blocks forever" if program.events[s.event].flag else " does nothing"))
-            for s in program.statements if s.op is Op.WAIT and s.event not in recorded]
+                    label(s)) for s in program.statements if s.op is Op.WAIT and s.event not in recorded]
+
+
+def flag_events_on_cuda(program: Program) -> list[Diagnostic]:
+    """SP072: a flag event recorded, waited on or reset on a stream of a `runtime cuda`
+    device. Flag events are CANN's (`ACL_EVENT_SYNC`); CUDA's `cudaStreamWaitEvent` always binds
+    to the latest record enqueued before it, so a wait that holds until a later record is not
+    a CUDA program. One warning per event, at its first such statement."""
+    found = []
+    warned: set[int] = set()
+    for s in program.statements:
+        if (s.event is None or s.stream is None or s.event in warned or not program.events[s.event].flag
+                or s.op not in (Op.RECORD, Op.WAIT, Op.RESET)
+                or program.devices[program.streams[s.stream].device].runtime is not Runtime.CUDA):
+            continue
+        warned.add(s.event)
+        event = program.events[s.event]
+        found.append(warning(
+            Code.SP072, f"`{event.name}` is a flag event, which CUDA does not have", s.span,
+            "on a `runtime cuda` device", secondary=((event.span, "declared `flag`"),),
+            help=(f"a CUDA wait binds to the latest record enqueued before it: declare `event "
+                  f"{event.name.split('[')[0]}` and enqueue each record before its wait; flag events are "
+                  "CANN's (aclrtCreateEventWithFlag with ACL_EVENT_SYNC), checked as written")))
+    return found
 
 
 def events_on_two_devices(program: Program) -> list[Diagnostic]:

@@ -85,17 +85,20 @@ CUDA_MALLOC_FREE = "cudaMalloc does not synchronize"
 CUDA_MALLOC_SYNCED = "cudaMalloc synchronizes the device"
 CUDA_HOST_ALLOC_FREE = "cudaMallocHost does not synchronize"
 CUDA_HOST_ALLOC_SYNCED = "cudaMallocHost synchronizes every device"
-PAGEABLE, MALLOC, HOST_ALLOC = "pageable", "malloc", "host alloc"
+CUDA_FREE_ASYNC = "cudaFree finds cudaMallocAsync memory"
+CUDA_FREE_SYNCED = "cudaFree finds cudaMalloc memory"
+PAGEABLE, MALLOC, HOST_ALLOC, FREE = "pageable", "malloc", "host alloc", "free"
 """What made a spec lower to two programs under `runtime cuda` (`_Lowerer.driver_choices`):
 calls the driver may or may not synchronize (a copy from pageable memory, `cudaMalloc`,
-`cudaMallocHost`)."""
+`cudaMallocHost`, and a `cudaFree` of memory that other threads allocate both ways, whose
+live allocation depends on the interleaving)."""
 
 
 def cuda_variant(choices: frozenset[str], synced: bool) -> str:
     """The label of the program in which the CUDA driver synchronizes at every call that may
     (`synced`), or at none, for the calls of `choices`."""
     labels = {PAGEABLE: (CUDA_STAGED, CUDA_SYNCED), MALLOC: (CUDA_MALLOC_FREE, CUDA_MALLOC_SYNCED),
-              HOST_ALLOC: (CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED)}
+              HOST_ALLOC: (CUDA_HOST_ALLOC_FREE, CUDA_HOST_ALLOC_SYNCED), FREE: (CUDA_FREE_ASYNC, CUDA_FREE_SYNCED)}
     return ", ".join(labels[choice][synced] for choice in labels if choice in choices)
 
 DECLARATION_FORMS = {
@@ -329,8 +332,9 @@ class _Lowerer:
         programs gets a usage warning only when every program has it (a stream one branch
         of a `choose` does not use is not unused)."""
         self.alias_regions: dict[str, _Region] = {}
-        self._allocated_by: dict[bool, set[int]] | None = None
-        """Memories some stream `alloc` (True) or host `alloc` (False) names, by buffer."""
+        self._allocated_by: dict[bool, dict[int, set[tuple[int, bool]]]] | None = None
+        """Per memory some stream `alloc` (True) or host `alloc` (False) names, by buffer: the
+        thread declarations that do (their position, and whether one is an array)."""
         self.resolving: list[str] = []
         self.origin_ids: dict = {}
         """Origin of each source statement (by node id; (id, part) for the further statements
@@ -1406,14 +1410,13 @@ class _Lowerer:
 
     def freed_without_sync(self, memory: int) -> bool:
         """Whether a host `free` of `memory` here is `cudaFree` of `cudaMallocAsync` memory,
-        which does not synchronize: its latest `alloc` lowered so far is a stream one, or,
-        with none yet, some stream `alloc` names its buffer and no host `alloc` does."""
-        latest = self.latest_alloc_on_stream.get(memory)
-        if latest is not None:
-            return latest
+        which does not synchronize: this thread's latest `alloc` of it so far is a stream one,
+        or, with none yet, only stream `alloc`s name its buffer. Where other threads allocate
+        it the other way too, the live allocation depends on the interleaving: both readings
+        are checked, as a driver choice (`FREE`)."""
         if self._allocated_by is None:
-            found: dict[bool, set[int]] = {True: set(), False: set()}
-            for decl in self.thread_decls:
+            found: dict[bool, dict[int, set[tuple[int, bool]]]] = {True: defaultdict(set), False: defaultdict(set)}
+            for position, decl in enumerate(self.thread_decls):
                 for statement in ast.nested_statements(decl.body):
                     if isinstance(statement, (ast.AllocTask, ast.HostAlloc)):
                         whole = ast.AccessRef(statement.access.name, (), statement.access.span)
@@ -1422,9 +1425,20 @@ class _Lowerer:
                         except (SpecError, _Skip):
                             continue  # reported where the statement is lowered
                         if not region.tensor:
-                            found[isinstance(statement, ast.AllocTask)].update(region.memories)
+                            for element in region.memories:
+                                found[isinstance(statement, ast.AllocTask)][element].add((position, decl.count is not None))
             self._allocated_by = found
-        return memory in self._allocated_by[True] and memory not in self._allocated_by[False]
+        own = self.latest_alloc_on_stream.get((self.current_thread, memory))
+        here = self.thread_decls.index(self.current_decl)
+        elsewhere = {on_stream for on_stream in (True, False)
+                     if any(position != here or array for position, array in self._allocated_by[on_stream][memory])}
+        kinds = elsewhere | ({own} if own is not None else set())
+        if own is None and not kinds:
+            return False  # (never allocated: declared memory, cudaMalloc'd before the program)
+        if len(kinds) == 1:
+            return True in kinds
+        self.driver_choices.add(FREE)
+        return not self.cuda_sync_first
 
     def count_combinations(self) -> int:
         """How many combinations of branches the `choose`s of every thread make (capped)."""
@@ -1574,8 +1588,8 @@ class _Lowerer:
         """Syncs of a blocking CUDA stream, and the form each takes as a marker
         (`fill_legacy_streams`)."""
         self.exact_durations: list[tuple[int, Fraction]] = []
-        self.latest_alloc_on_stream: dict[int, bool] = {}
-        """Per memory: whether the latest `alloc` of it lowered so far was a stream one."""
+        self.latest_alloc_on_stream: dict[tuple[int, int], bool] = {}
+        """Per thread and memory: whether the thread's latest `alloc` of it so far was a stream one."""
         try:
             for decl in self.thread_decls:
                 self.thread(decl)
@@ -1602,6 +1616,7 @@ class _Lowerer:
 
     def thread(self, decl: ast.ThreadDecl) -> None:
         count = self.array_count(decl.count, "thread")
+        self.current_decl = decl
         for i in range(count or 1):
             index = len(self.threads)
             self.current_thread = index
@@ -2127,7 +2142,7 @@ class _Lowerer:
         for access in self.lifetimes(node.access, region):
             memory = self.memories[access.memory]
             if not free:
-                self.latest_alloc_on_stream[access.memory] = False
+                self.latest_alloc_on_stream[self.current_thread, access.memory] = False
             cuda = memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA
             if cuda and not free:
                 # CUDA programming guide, "Implicit Synchronization": commands issued before and
@@ -2409,15 +2424,19 @@ class _Lowerer:
     def peer_serialized(self, node, stream: int, memories: tuple[Memory, ...], written: str, bindings,
                         emit_copy) -> None:
         """Emit a copy (`emit_copy`) on `stream`; when that is CUDA's legacy stream and the copy
-        touches memory of another CUDA device, also order it with that device's legacy stream
+        is between the memories of two devices, one another CUDA device, also order it with that device's legacy stream
         both ways, by records and waits of implicit events. The programming guide, "Peer-to-Peer
         Memory Copy": a copy in the NULL stream between two devices "does not start until all
         commands previously issued to either device have completed and runs to completion
         before any commands ... issued after the copy to either device can start"."""
         own = self.streams[stream]
-        others = sorted({m.device for m in memories if m.device is not None and m.device != own.device
+        between_devices = all(m.device is not None for m in memories) and len({m.device for m in memories}) == 2
+        others = sorted({m.device for m in memories if between_devices and m.device != own.device
                          and self.devices[m.device].runtime is Runtime.CUDA})
-        if own.mode is not StreamMode.LEGACY or self.devices[own.device].runtime is not Runtime.CUDA:
+        if (own.mode is not StreamMode.LEGACY or self.devices[own.device].runtime is not Runtime.CUDA
+                or not between_devices):
+            # (only a copy between the memories of two devices: CUDA documents no such ordering
+            # for a copy between the host and another device's memory, nor for an `item`)
             others = []
         for position, device in enumerate(others):
             other = self.default_stream(device)
@@ -2927,7 +2946,7 @@ class _Lowerer:
             self.host_memory_on_stream(node, region, free)
         for access in self.lifetimes(node.access, region):
             if not free:
-                self.latest_alloc_on_stream[access.memory] = True
+                self.latest_alloc_on_stream[self.current_thread, access.memory] = True
             self.emit(node, op=Op.FREE if free else Op.ALLOC, memory=access.memory,
                       accesses=(access,) if free else (), **common)
 

@@ -16,7 +16,7 @@ from fractions import Fraction
 import networkx
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Statement, SyncKind, conflicting
+from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Runtime, Statement, SyncKind, conflicting
 from checker.witness import StepKind, Witness
 
 
@@ -258,7 +258,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
             return (f"`{stream(task)}: wait {event}` (line {wait.span.line}) can be enqueued before "
                     f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
                     "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
-                    "the waiting thread `await` a notify set after it), or use a flag event (`event E flag`)")
+                    f"the waiting thread `await` a notify set after it){_flag_event_option(program, wait)}")
     # (a call in a `group` is enqueued when the group ends: the order goes around the group)
     first, second, which = a, b, ("the first", "the second")
     if _handed_off(program, b, a) and not _handed_off(program, a, b):
@@ -270,7 +270,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
     a, b = first, second
     if _two_processes(program, a, b):
-        return (f"they run in two processes, which share no events: order them with a signal, `{stream(a)}: notify "
+        return (f"they run in two processes, where an (interprocess) event orders them only once its record is known to be enqueued: order them with a signal, `{stream(a)}: notify "
                 f"N` {after} and `{stream(b)}: await N` {before} (a barrier of stream signals)")
     help = (f"order them with an event: `record E` on `{stream(a)}` {after}, "
             f"`wait E` on `{stream(b)}` {before} (or put both on one stream)")
@@ -419,8 +419,8 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
             launches = (f"the launches of `{graph(a)}` (line {first.span.line}) and `{graph(b)}` (line "
                         f"{second.span.line})")
         if _two_processes(program, first, second):
-            return (f"{launches} are not ordered, and they run in two processes, which share no events: order "
-                    f"them with a signal, `{where(a)}: notify N` after `launch {graph(a)}` and `{where(b)}: await "
+            return (f"{launches} are not ordered, and they run in two processes, where an (interprocess) event "
+                    f"orders them only once its record is known to be enqueued: order them with a signal, `{where(a)}: notify N` after `launch {graph(a)}` and `{where(b)}: await "
                     f"N` before `launch {graph(b)}`")
         return (f"{launches} are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
                 f"and wait on it on `{where(b)}` before `launch {graph(b)}`{_two_threads(program, first, second)}")
@@ -434,7 +434,7 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
                           f"`{other_stream}: await N` before the second") if task is a else
                          (f"`{other_stream}: notify N` after the first",
                           f"`{where(task)}: await N` before `launch {graph(task)}` (line {launch(task).span.line})"))
-        return f"they run in two processes, which share no events: order them with a signal, {after} and {before}"
+        return f"they run in two processes, where an (interprocess) event orders them only once its record is known to be enqueued: order them with a signal, {after} and {before}"
     if task is a:
         return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
                 f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second"
@@ -474,12 +474,12 @@ def _meant_for(wait: Statement, task: Statement, other: Statement, bound: bool) 
     """Whether `wait` (before `task` on its stream) can have been meant to order `task` after
     `other`. Where its own thread enqueues it before `other`, only if it binds to no record
     (`bound` false: it did nothing, the mark of a wait put before its record) and `task` reads
-    what `other` writes; not where it served an earlier access (an earlier iteration's record),
-    nor where `task` overwrites what `other` reads (a back-pressure wait for an earlier reader)."""
+    or overwrites what `other` writes; not where it served an earlier access (an earlier
+    iteration's record), nor where `task` overwrites what `other` only reads (a back-pressure
+    wait for an earlier reader)."""
     if other.thread != wait.thread or other.index < wait.index:
         return True
-    return not bound and any(x.write and not y.write and x.conflicts(y)
-                             for x in other.accesses for y in task.accesses)
+    return not bound and any(x.write and x.conflicts(y) for x in other.accesses for y in task.accesses)
 
 
 def _last_wait(program: Program, task: Statement) -> Statement | None:
@@ -599,7 +599,7 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
                     f"marks, before the wait (move the wait, and what it orders, after line {after_other.span.line})")
         return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "
                 "the latest record enqueued before it. Enqueue the record first (have the waiting thread "
-                "`await` a notify set after it), or use a flag event (`event E flag`)")
+                f"`await` a notify set after it){_flag_event_option(program, wait)}")
     if bound.stream == other.stream and issued[bound.index] < other_at and after_other is not None:
         # (with no record after `other`, the wait was never meant to cover it)
         instead = (f", not to the one after it (line {after_other.span.line})"
@@ -628,6 +628,15 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
                     f"(line {replaced[-1].span.line}): an event holds only its latest record. Record one "
                     f"event per stream and wait on each")
     return None
+
+
+def _flag_event_option(program: Program, wait: Statement) -> str:
+    """The flag-event alternative to enqueueing the record first, where the waiting stream's
+    runtime has flag events (CANN's `ACL_EVENT_SYNC`); CUDA's `cudaStreamWaitEvent` always
+    binds to the latest record, so under `runtime cuda` there is none to offer."""
+    if program.devices[wait.device].runtime is Runtime.CUDA:
+        return ""
+    return ", or use a flag event (`event E flag`)"
 
 
 def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[Statement, Statement] | None:

@@ -1197,7 +1197,8 @@ thread b {
                          "  await n\n  s2: wait e\n")
     assert check(fixed).findings == ()
     processes = spec.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")
-    assert _race_helps(processes) == ["they run in two processes, which share no events: order them with a signal, "
+    assert _race_helps(processes) == ["they run in two processes, where an (interprocess) event orders them only once its record is known to be "
+                                      "enqueued: order them with a signal, "
                                       "`s1: notify N` after the first and `s2: await N` before the second (a barrier "
                                       "of stream signals)"]
     signalled = processes.replace("k1 writes d\n", "k1 writes d\n  s1: notify n\n").replace(
@@ -2033,3 +2034,18 @@ thread rank[2] process {
 }
 """)
     assert flag and all("(`b[rank]: reset f[rank]`)" in h for h in flag), flag
+
+
+def test_a_wait_enqueued_before_its_record_is_named_for_a_write_after_write_and_cuda_gets_no_flag_event():
+    """The help names the wait its thread enqueued before the record (a write after a write
+    is meant to be ordered too, unlike a back-pressure wait before overwriting a read), and a
+    flag event is offered only where the runtime has them."""
+    spec = ("device gpu\nbuffer x 1MiB on gpu\nstream s1 on gpu\nstream s2 on gpu\nevent e\n"
+            "thread t {\n  s2: wait e\n  s1: kernel a writes x\n  s1: record e\n  s2: kernel b writes x\n}\n")
+    assert _race_helps(spec)[0].startswith("`s2: wait e` (line 7) is enqueued before `s1: record e` (line 9) by "
+                                           "the same thread")
+    threads = spec.replace("thread t {\n  s2: wait e\n  s1: kernel a writes x\n  s1: record e\n",
+                           "thread t {\n  s1: kernel a writes x\n  s1: record e\n}\nthread u {\n  s2: wait e\n")
+    assert _race_helps(threads)[0].endswith("or use a flag event (`event E flag`)")
+    cuda = threads.replace("device gpu\n", "device gpu { runtime cuda }\n")
+    assert _race_helps(cuda)[0].endswith("`await` a notify set after it)")

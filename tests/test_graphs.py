@@ -788,8 +788,8 @@ def test_help_for_one_launch_statement_run_by_two_processes_names_the_threads(ru
             "graph g {\n  s: kernel k writes x 1us\n}\nthread p[2] process {\n  a[p]: launch g\n}\n")
     status, file = check_json(run, tmp_path, text)
     assert [f["help"] for f in file["findings"]] == [
-        "the launches of `g` at line 9 by `p[0]` and `p[1]` are not ordered, and they run in two processes, which "
-        "share no events: order them with a signal, `a[0]: notify N` after `launch g` and `a[1]: await N` before "
+        "the launches of `g` at line 9 by `p[0]` and `p[1]` are not ordered, and they run in two processes, where an "
+        "(interprocess) event orders them only once its record is known to be enqueued: order them with a signal, `a[0]: notify N` after `launch g` and `a[1]: await N` before "
         "`launch g`"]
 
 

@@ -1117,3 +1117,20 @@ def test_a_name_of_the_wrong_kind_or_undeclared_is_told_what_to_write(statement,
                        f"thread t {{\n  s: record e\n  {statement}\n}}\n")
     (diagnostic,) = [d for d in loaded.diagnostics if d.code in (Code.SP010, Code.SP012)]
     assert words in diagnostic.help, diagnostic.help
+
+
+def test_a_flag_event_on_a_cuda_device_is_sp072_once_per_event():
+    cuda = "device d { runtime cuda }\nstream s on d\nstream s2 on d\nbuffer x 1MiB on d\nevent f flag\n"
+    body = "thread t {\n  s2: wait f\n  s: kernel k writes x\n  s: record f\n  s2: wait f\n}\n"
+    found = [w for w in warnings(cuda + body) if w.code is Code.SP072]
+    assert [(w.primary_span.line, w.message) for w in found] == [(7, "`f` is a flag event, which CUDA does not have")]
+    assert "declare `event f`" in found[0].help
+    assert not [w for w in warnings(cuda.replace(" { runtime cuda }", "") + body) if w.code is Code.SP072]
+    assert not [w for w in warnings(cuda.replace("event f flag", "event f") + body) if w.code is Code.SP072]
+
+
+def test_sp050_on_a_legacy_stream_says_the_wait_still_orders_the_blocking_streams():
+    head = "device d { runtime cuda }\nstream s on d\nstream l on d legacy\nevent e\n"
+    for stream, label in (("s", "this wait does nothing"), ("l", "the legacy stream still orders")):
+        (found,) = [w for w in warnings(head + f"thread t {{\n  {stream}: wait e\n}}\n") if w.code is Code.SP050]
+        assert label in found.annotations[0].label

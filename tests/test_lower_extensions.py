@@ -1754,17 +1754,22 @@ def test_a_main_process_memset_keeps_only_its_own_devices_default_stream():
         "stream `g0.default@p0` is not a member of comm `c`"]
 
 
-@pytest.mark.parametrize("statement", ["L0: copy x1 <- pageable", "L0: item x1"])
-def test_a_legacy_stream_copy_from_another_devices_memory_is_peer_ordered(statement):
-    """A staged pageable upload or an `item` on a CUDA legacy stream that touches another
-    device's memory waits for that device's earlier work, as a pinned copy does."""
+@pytest.mark.parametrize("statement, ordered", [
+    ("L0: copy x1 <- x0", True), ("L0: copy x1 <- pageable", False), ("L0: copy x1 <- pinned", False),
+    ("L0: item x1", False)])
+def test_only_a_legacy_stream_copy_between_two_devices_is_peer_ordered(statement, ordered):
+    """A copy on a CUDA legacy stream between the memories of two devices waits for both
+    devices' earlier work (the programming guide's peer copies in the NULL stream); one
+    between the host and another device's memory, or an `item` of it, is documented to order
+    nothing on the other device, so it races with that device's work."""
     from checker.analyze import check_loaded
 
-    spec = ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nbuffer x1 1MiB on g1\n"
-            "buffer pageable 1MiB on host\nstream L0 on g0 legacy\nstream s1 on g1\n"
-            f"thread t {{\n  s1: kernel w writes x1\n  {statement}\n  s1: kernel after writes x1\n  sync all\n}}\n")
+    spec = ("device g0 { runtime cuda }\ndevice g1 { runtime cuda }\nbuffer x0 1MiB on g0\nbuffer x1 1MiB on g1\n"
+            "buffer pageable 1MiB on host\nbuffer pinned 1MiB on host pinned\nstream L0 on g0 legacy\n"
+            f"stream s1 on g1\nthread t {{\n  s1: kernel w writes x1\n  {statement}\n  s1: kernel after writes x1\n"
+            "  sync all\n}\n")
     report = check_loaded(loaded(spec))
-    assert report.findings == (), [f.message for f in report.findings]
+    assert ("race" in [f.kind.value for f in report.findings]) is not ordered, [f.message for f in report.findings]
     unordered = spec.replace("stream L0 on g0 legacy", "stream L0 on g0")
     assert "race" in [f.kind.value for f in check_loaded(loaded(unordered)).findings]
 
@@ -1908,3 +1913,23 @@ def test_a_group_of_one_in_flight_calls_of_a_rank_is_one_call():
     writes = [s.op.value for s in p.statements if any(p.memories[a.memory].comm is not None for a in s.accesses)]
     assert writes == ["send", "allreduce", "send", "allreduce"]  # (the group's first call of the rank)
     assert check_loaded(loaded(spec)).findings == ()
+
+
+def test_a_cuda_free_of_memory_other_threads_allocate_both_ways_is_checked_both_ways():
+    """Which allocation `free x` finds live depends on the interleaving when another thread
+    allocates x the other way: a cudaMallocAsync allocation there makes cudaFree wait for
+    nothing, and the kernel writing it can still run (a variant says which)."""
+    from checker.analyze import check_loaded
+    from checker.lower import CUDA_FREE_ASYNC, CUDA_FREE_SYNCED
+
+    spec = ("device gpu0 { runtime cuda }\nbuffer x 1MiB on gpu0\nstream s on gpu0 nonblocking\nnotify m\nnotify n\n"
+            "thread freer {\n  alloc x\n  free x\n  notify m\n  await n\n  free x\n}\n"
+            "thread user {\n  await m\n  s: alloc x\n  s: kernel k writes x 1ms\n  notify n\n}\n")
+    result = loaded(spec)
+    assert [CUDA_FREE_ASYNC in p.variant for p in result.variants] == [True, False]
+    assert CUDA_FREE_SYNCED in result.variants[1].variant
+    report = check_loaded(result)
+    assert {(f.kind.value, f.variant) for f in report.findings if f.kind.value == "race"} == {("race", 0)}
+    # one thread allocating it one way alone decides, as before
+    alone = spec.replace("  s: alloc x\n", "")
+    assert not any("cudaFree" in p.variant for p in loaded(alone).variants)
