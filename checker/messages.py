@@ -10,7 +10,7 @@ streams with an event, two threads with a notify).
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from fractions import Fraction
 
 import networkx
@@ -368,6 +368,13 @@ def _across_threads(program: Program, host: Statement, task: Statement) -> str |
         return None
     stream = program.streams[task.stream].written
     thread = lambda s: f"`{program.threads[s.thread].name}`"  # noqa: E731
+    handed = _hand_off(program, task, host)
+    if handed is not None and (host.op is Op.FREE or host.form.startswith("free ")):
+        notify, awaited = handed
+        name = program.notifies[notify.notify].name
+        return (f"{thread(host)} awaits `{name}` (line {awaited.span.line}), which {thread(task)} sets after "
+                f"enqueueing {_quoted(program, task)}, but the task may still run: add `sync {stream}` (or a sync of "
+                f"an event recorded after the task) after line {awaited.span.line}, before {_quoted(program, host)}")
     task_first = (f"have {thread(task)} set a notify after enqueueing {_quoted(program, task)} (`notify N`) and "
                   f"{thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), before "
                   f"{_quoted(program, host)}: a sync waits only for work enqueued before it")
@@ -378,6 +385,27 @@ def _across_threads(program: Program, host: Statement, task: Statement) -> str |
     if task.op is Op.FREE:
         return f"order the two threads: {host_first}"
     return f"order the two threads: either {task_first}; or {host_first}"
+
+
+def _hand_off(program: Program, first: Statement, second: Statement) -> tuple[Statement, Statement] | None:
+    """A host `notify` that `first`'s thread sets after enqueueing `first`, and the host
+    `await` of it that `second`'s thread does before `second` (within STALE_SCAN statements
+    each): the threads are ordered already, the streams not."""
+    def scan(statements, op):  # (notify -> its nearest statement of `op` in scan order)
+        found: dict[int, Statement] = {}
+        for i in statements:
+            if program.statements[i].op is op and program.statements[i].stream is None:
+                found.setdefault(program.statements[i].notify, program.statements[i])
+        return found
+    own = program.threads[first.thread].statements
+    start = bisect_right(own, first.index)
+    notified = scan(own[start:start + STALE_SCAN], Op.NOTIFY)
+    theirs = program.threads[second.thread].statements
+    end = bisect_left(theirs, second.index)
+    for notify, awaited in scan(reversed(theirs[max(0, end - STALE_SCAN):end]), Op.AWAIT).items():
+        if notify in notified:
+            return notified[notify], awaited
+    return None
 
 
 class _Launches:
@@ -742,6 +770,14 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     if double:
         message = f"{_where(program, use)} frees `{memory.name}` again: {_where(program, free)} frees it too"
         help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
+        alloc = _alloc_between(program, free, use) if use.thread == free.thread and use.index > free.index else None
+        if alloc is not None and alloc.stream is not None and alloc.stream != use.stream:
+            where = program.streams[alloc.stream].written
+            help = (f"{_quoted(program, alloc)} allocates it again between the two frees, but only on `{where}`: "
+                    f"the second free can run before that alloc does" + (
+                        f" (`sync {where}` before it)" if use.stream is None else
+                        f" (record an event on `{where}` after the alloc and wait on it on "
+                        f"`{program.streams[use.stream].written}` before the free)"))
         if free.launch is not None and use.launch != free.launch and use.span == free.span:
             # (one free node, two launches: it ran before its own launch's alloc node)
             names = _Launches(program)
@@ -767,6 +803,9 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
                    f"`{memory.name}` for all work enqueued after it")
         help = ("enqueue every use before the free: a stream-ordered free invalidates the memory "
                 "for all work enqueued after it, whenever that work runs")
+        if free is not None and free.stream is None:  # (a tensor's `del`: the caching allocator's free)
+            help = ("enqueue every use before the free: a tensor's free (PyTorch's `del`) hands its block back to "
+                    "the caching allocator for all work enqueued after it, whenever that work runs")
     else:
         by = f"after {_where(program, free)} freed it" if free is not None else "after it is freed"
         message = f"{_where(program, use)} can touch `{memory.name}` {by}"
@@ -789,6 +828,9 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
     if free is None or use.stream is None or use.launch is not None:
         return general
     if use.thread == free.thread and use.index > free.index:
+        alloc = _alloc_between(program, free, use)
+        if alloc is not None:
+            return _after_alloc_help(program, use, alloc)
         return (f"{_quoted(program, use)} is enqueued after {_quoted(program, free)}: move the use before the "
                 "free (and make the free wait for it), or `alloc` the buffer again before the use")
     stream = program.streams[use.stream].written
@@ -839,13 +881,46 @@ def _graph_lifetime_help(program: Program, use: Statement, free: Statement | Non
             f"or record an event on `{stream}` there and wait on it before the free")
 
 
+def _alloc_between(program: Program, first: Statement | None, use: Statement) -> Statement | None:
+    """The latest `alloc` of `use`'s memory that `use`'s thread enqueues after `first` (if
+    given) and before `use` (within STALE_SCAN statements), if any."""
+    memories = {a.memory for a in use.accesses}
+    thread = program.threads[use.thread].statements
+    end = bisect_left(thread, use.index)
+    for i in reversed(thread[max(0, end - STALE_SCAN):end]):
+        if first is not None and i <= first.index:
+            return None
+        statement = program.statements[i]
+        if statement.op is Op.ALLOC and statement.memory in memories:
+            return statement
+    return None
+
+
+def _after_alloc_help(program: Program, use: Statement, alloc: Statement, again: bool = True) -> str:
+    """How to order a use after the `alloc` its thread enqueued before it, by the words each
+    side can act on: a stream alloc takes an event, a host alloc has returned already."""
+    allocates = f"{_quoted(program, alloc)} allocates it{' again' if again else ''} before the use"
+    if alloc.stream is None:
+        return f"{allocates}: order the use after it"
+    where = program.streams[alloc.stream].written
+    if use.stream is None:
+        return f"{allocates}, on `{where}`: `sync {where}` before the use"
+    return (f"{allocates}, but only on `{where}`: record an event on `{where}` after it and wait on it on "
+            f"`{program.streams[use.stream].written}` before the use (or use it on `{where}`)")
+
+
 def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,
                      witness: Witness | None) -> Finding:
+    help = "order the alloc before every use (same stream, an event, or a sync)"
+    alloc = _alloc_between(program, None, use)
+    if alloc is not None and alloc.stream != use.stream:
+        again = any(program.statements[i].op is Op.FREE and program.statements[i].memory == alloc.memory
+                    for i in program.threads[use.thread].statements if i < alloc.index)
+        help = _after_alloc_help(program, use, alloc, again)
     return Finding(
         FindingKind.USE_BEFORE_ALLOC,
         f"{_where(program, use)} can touch `{memory.name}` before it is allocated",
-        (use.index,), memory.buffer, memory.name, instances, witness,
-        help="order the alloc before every use (same stream, an event, or a sync)",
+        (use.index,), memory.buffer, memory.name, instances, witness, help=help,
     )
 
 

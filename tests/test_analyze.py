@@ -2049,3 +2049,32 @@ def test_a_wait_enqueued_before_its_record_is_named_for_a_write_after_write_and_
     assert _race_helps(threads)[0].endswith("or use a flag event (`event E flag`)")
     cuda = threads.replace("device gpu\n", "device gpu { runtime cuda }\n")
     assert _race_helps(cuda)[0].endswith("`await` a notify set after it)")
+
+
+def test_helps_name_the_realloc_and_the_hand_off_already_written():
+    """A use after a re-alloc on another stream, a second free after a stream re-alloc, and a
+    free after a notify hand-off: the help names the statement already there and what is
+    missing, not the alloc or notify the spec has."""
+    head = "device gpu0 { compute 2 }\nbuffer x 1MiB on gpu0\nstream A on gpu0\nstream B on gpu0\nnotify n\n"
+    realloc = check(head + "thread main {\n  A: alloc x\n  A: kernel w writes x\n  A: free x\n  A: alloc x\n"
+                           "  B: kernel r reads x\n  sync all\n}\n")
+    helps = {f.kind.value: f.help for f in realloc.findings}
+    assert helps["use-after-free"].startswith("`A: alloc x` (line 10) allocates it again before the use, but only on `A`")
+    assert helps["use-before-alloc"].startswith("`A: alloc x` (line 10) allocates it again")
+    double = check(head + "thread main {\n  alloc x\n  free x\n  A: alloc x\n  free x\n}\n")
+    assert [f.help for f in double.findings if f.kind.value == "use-after-free"] == [
+        "`A: alloc x` (line 9) allocates it again between the two frees, but only on `A`: the second free can run "
+        "before that alloc does (`sync A` before it)"]
+    handed = check(head + "thread user {\n  A: kernel k writes x\n  notify n\n}\nthread freer {\n  await n\n  free x\n}\n")
+    assert {f.help for f in handed.findings if f.kind.value in ("race", "use-after-free")} == {
+        "`freer` awaits `n` (line 11), which `user` sets after enqueueing `A: kernel k` (line 7), but the task may "
+        "still run: add `sync A` (or a sync of an event recorded after the task) after line 11, before `free x` "
+        "(line 12)"}
+
+
+def test_a_use_enqueued_after_a_tensors_del_is_told_it_is_the_allocators_free():
+    spec = ("device gpu0 { compute 2 }\ntensor grad 4MiB on gpu0\nstream main on gpu0\nstream side on gpu0\n"
+            "thread t {\n  main: alloc grad\n  main: kernel bwd writes grad\n  free grad\n"
+            "  side: kernel late reads grad\n  sync all\n}\n")
+    helps = [f.help for f in check(spec).findings if f.kind.value == "use-after-free"]
+    assert helps and all("a tensor's free (PyTorch's `del`) hands its block back" in h for h in helps)
