@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import io
 import json
 import os
@@ -43,6 +44,7 @@ exit status:
   2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
      invalid configuration (SP005)
   130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM): worker processes are stopped too
 
 inputs:
   FILE is a .sched spec, a directory (every *.sched below it) or - (standard input);
@@ -390,12 +392,33 @@ def _clobbered_input(args) -> str | None:
     return None
 
 
+class _Terminated(BaseException):
+    """SIGTERM (a CI job cancelled, `kill`, a container stopped), raised where the program is
+    so that it unwinds as an interrupt does: the `-j` workers are stopped, not orphaned."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # (also while the parser and the commands' modules load)
         print("streamproof: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("streamproof: terminated", file=sys.stderr)
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -443,13 +466,32 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_FINDINGS
     except _OutputError as exc:
         return _usage_error(args, str(exc))
-    except Exception as exc:  # never show a user a traceback; STREAMPROOF_DEBUG=1 does
-        if os.environ.get("STREAMPROOF_DEBUG"):
-            raise
-        print(f"streamproof: internal error: {type(exc).__name__}: {exc}\n"
-              "this is a bug in streamproof; rerun with STREAMPROOF_DEBUG=1 for details and please report it",
-              file=sys.stderr)
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRORS:
+            return _internal_error(exc)
+        # (standard output on a full disk or a failing device: the environment's, not a bug)
+        try:  # (Python's last flush at exit would fail again)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        print(f"streamproof: error: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
+    except Exception as exc:
+        return _internal_error(exc)
+
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
+"""The errors of a write that the machine, not streamproof, is to blame for."""
+
+
+def _internal_error(exc: Exception) -> int:
+    """Never show a user a traceback; STREAMPROOF_DEBUG=1 does."""
+    if os.environ.get("STREAMPROOF_DEBUG"):
+        raise exc
+    print(f"streamproof: internal error: {type(exc).__name__}: {exc}\n"
+          "this is a bug in streamproof; rerun with STREAMPROOF_DEBUG=1 for details and please report it",
+          file=sys.stderr)
+    return EXIT_ERROR
 
 
 # -- configuration: [tool.streamproof] in pyproject.toml -----------------------------------
@@ -742,12 +784,15 @@ class _Batch:
         return self.status
 
 
-def _display_console():
+def _display_console(args=None):
     """Where a progress display may draw: a terminal (standard output, else standard error);
-    none under --color never or NO_COLOR, since it draws with cursor escape codes."""
+    none under --color never or NO_COLOR, since it draws with cursor escape codes. Never
+    standard output when a machine format (json, sarif, junit) goes there: a terminal can be
+    the capture of a report (`docker run -t ... > out.sarif`)."""
     if _plain_output():
         return None
-    for stream in (sys.stdout, sys.stderr):
+    machine = args is not None and getattr(args, "format", "text") != "text" and getattr(args, "output", None) in (None, "-")
+    for stream in (sys.stderr,) if machine else (sys.stdout, sys.stderr):
         try:
             if stream.isatty():
                 return stream
@@ -864,7 +909,7 @@ def command_check(args) -> int:
     console = _console()
     streaming = args.format == "text" and not args.output
     printer = _OrderedPrinter(console, args.quiet, args.allow_unknown) if streaming else None
-    terminal = None if args.quiet else _display_console()
+    terminal = None if args.quiet else _display_console(args)
     display = None
     if terminal is not None:
         display = _CheckDisplay(console if terminal is sys.stdout else _console(terminal), len(sources))
@@ -1363,7 +1408,7 @@ def command_optimize(args) -> int:
     batch = _Batch(args, console)
     for loaded, diagnostics in batch.loaded(sources):
         program, simulation = _slowest(loaded)
-        terminal = None if args.quiet else _display_console()
+        terminal = None if args.quiet else _display_console(args)
         display = None
         if terminal is not None:
             display = _OptimizeDisplay(console if terminal is sys.stdout else _console(terminal), loaded.path)

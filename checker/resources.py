@@ -51,6 +51,15 @@ def worker_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _worker_start() -> None:
+    """A forked worker dies of SIGTERM, as processes do by default: the handler it inherits
+    (`checker.cli`'s, which turns the signal into an exception to stop the pool) is the
+    parent's."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @contextmanager
 def process_pool(workers: int, context):
     """A process pool of `workers` started by `context` (`worker_context`). Left normally, it
@@ -58,7 +67,7 @@ def process_pool(workers: int, context):
     once instead of after their current jobs."""
     from concurrent.futures import ProcessPoolExecutor
 
-    executor = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    executor = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)
     try:
         yield executor
     except BaseException:

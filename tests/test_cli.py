@@ -516,3 +516,15 @@ def test_an_interrupt_while_the_parser_is_built_exits_130_without_a_traceback(mo
     monkeypatch.setattr(cli, "_parser", interrupted)
     assert cli.main(["check", "x.sched"]) == 130
     assert capsys.readouterr().err == "streamproof: interrupted\n"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_on_standard_output_is_an_environment_error_not_a_bug():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "checker", "check", "--format", "json",
+                               str(SPECS / "bug_missing_wait.sched")], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 2
+    assert done.stderr == "streamproof: error: cannot write standard output: No space left on device\n"

@@ -161,3 +161,34 @@ def test_empty_cluster_address_is_a_usage_error(run, capsys):
     with pytest.raises(SystemExit) as exit_status:
         run("check", "--cluster", "", SPECS / "copy_compute_sync.sched")
     assert exit_status.value.code == 2 and "an empty address" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux") or not __import__("shutil").which("pgrep"),
+                    reason="reads /proc, lists children with pgrep")
+def test_sigterm_stops_the_workers_and_exits_143():
+    """A cancelled CI job sends SIGTERM: the `-j` workers stop with the command, not after
+    their specs (two slow fixtures keep them busy)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    process = subprocess.Popen([sys.executable, "-m", "checker", "check", "-j", "2", "--format", "json",
+                                str(fixtures / "rand3x100_3.sched"), str(fixtures / "hang_4x40.sched")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    children: list[str] = []
+    for _ in range(100):  # (until both workers run)
+        time.sleep(0.1)
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        if len(children) >= 2:
+            break
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert (process.returncode, err) == (143, "streamproof: terminated\n")
+    time.sleep(1)
+    assert [c for c in children if os.path.exists(f"/proc/{c}") and
+            "checker" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")] == []

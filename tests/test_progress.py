@@ -108,7 +108,7 @@ def test_check_prints_one_folded_unknown(run, tmp_path, monkeypatch):
 @pytest.fixture
 def terminal(monkeypatch):
     screen = Terminal()
-    monkeypatch.setattr(cli, "_display_console", lambda: screen)
+    monkeypatch.setattr(cli, "_display_console", lambda args=None: screen)
     return screen
 
 
@@ -148,3 +148,18 @@ def test_no_progress_without_escape_codes(run, monkeypatch, plain):
     monkeypatch.delenv("NO_COLOR", raising=False)
     run("check", "-j", "1", SPECS / "copy_compute_sync.sched")  # the same terminal, asked for nothing
     assert "checking" in screen.getvalue()
+
+
+@pytest.mark.parametrize("form", ["json", "sarif", "junit", "text"])
+def test_a_machine_report_on_a_terminal_stdout_gets_no_progress_there(run, monkeypatch, form):
+    """`docker run -t ... > out.sarif` captures a terminal: the display draws on standard
+    error for json, sarif and junit, and on standard output only for text."""
+    out, err = Terminal(), Terminal()
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    cli.main(["check", "-j", "1", "--format", form, str(SPECS / "copy_compute_sync.sched")])
+    assert ("checking" in out.getvalue()) is (form == "text")
+    assert ("checking" in err.getvalue()) is (form != "text")
+    if form == "json":
+        json.loads(out.getvalue())

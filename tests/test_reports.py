@@ -241,6 +241,22 @@ def test_junit_unmet_expectation_and_invalid_spec(run, tmp_path):
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "1")
 
 
+@pytest.mark.parametrize("expectations, open_catch_all", [
+    ("expect race on act\n", True),
+    ("expect no race\nexpect no use-after-free\nexpect no deadlock\nexpect no mismatch\n", False),
+])
+def test_junit_a_search_stopped_early_leaves_no_unexpected_findings_open(run, tmp_path, expectations, open_catch_all):
+    """An unknown about every question (the search stopped) leaves "no unexpected findings"
+    undecided too, unless `expect no ...` lines cover every question."""
+    spec = tmp_path / "stopped.sched"
+    spec.write_text("device d { compute 2 }\nbuffer act 2MiB on d\nbuffer other 2MiB on d\nstream main on d\n"
+                    "stream side on d\nthread t {\n  main: kernel fwd writes act\n  side: kernel clear writes act\n"
+                    "  side: kernel use reads other\n  free other\n}\n" + expectations)
+    status, out, _ = run("check", "--format", "junit", "--exhaustive", "--max-states", "3", "--allow-unknown", spec)
+    cases = {c.get("name"): c for c in ET.fromstring(out).find("testsuite").findall("testcase")}
+    assert (cases["no unexpected findings"].find("skipped") is not None) is open_catch_all
+
+
 UNDECIDED = CONFORMANCE / "c19_two_threads_rerecord.sched"
 """Threads racing to re-record an event: with no solver time at all, its questions stay open."""
 

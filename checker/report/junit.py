@@ -83,8 +83,9 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
     # Unknown answers that no undecided `expect` line reports leave "no (unexpected) findings"
     # undecided, as they leave an `expect` line: an error, or skipped under --allow-unknown.
     undecided = [e for number, e in enumerate(program.expectations) if number in report.undecided]
-    open_questions = [f for f in report.findings if f.kind is FindingKind.UNKNOWN and not any(
-        unknown_concerns(f, QUESTION_OF[e.kind], e.span.line) for e in undecided)]
+    claimed = {kind for e in program.expectations for kind in _COVERS.get(e.kind, ())}  # (decided or not)
+    open_questions = [f for f in report.findings if f.kind is FindingKind.UNKNOWN
+                      and not _answered_elsewhere(f, undecided, claimed)]
     errors = [d for d in report.diagnostics if d.severity is Severity.ERROR and d.code is not Code.SP401]
     name = NO_OTHER_FINDINGS if program.expectations else NO_FINDINGS
     if errors:
@@ -102,6 +103,26 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
     else:
         cases.append((name, None, None, None, None))
     return cases
+
+
+_KINDS_OF_QUESTION = {
+    "race": (FindingKind.RACE,), "use-after-free": (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC),
+    "deadlock": (FindingKind.DEADLOCK,), "mismatch": (FindingKind.COLLECTIVE_MISMATCH,),
+}
+
+
+def _answered_elsewhere(unknown, undecided: list, covered: set[FindingKind]) -> bool:
+    """Whether an unknown answer leaves only `expect` lines open, not "no (unexpected)
+    findings": one about a single question that an undecided `expect` line on it reports,
+    or whose findings `expect no ...` lines cover. One about every question (a search
+    stopped, a budget spent) also leaves the questions no line covers open."""
+    about = unknown.detail.get("about")
+    if about == "makespan":
+        return True  # (no finding of "no unexpected findings" rests on a makespan)
+    questions = [about] if about is not None else list(_KINDS_OF_QUESTION)
+    if about is not None and any(unknown_concerns(unknown, QUESTION_OF[e.kind], e.span.line) for e in undecided):
+        return True
+    return all(set(_KINDS_OF_QUESTION[q]) <= covered for q in questions)
 
 
 def junit_xml(reports: list[FileReport], allow_unknown: bool = False) -> str:
