@@ -595,8 +595,8 @@ class Program:
             what += f" {self.events[statement.event].name}"
         elif statement.notify is not None:
             what += f" {self.notifies[statement.notify].name}"
-        elif statement.memory is not None:
-            what += f" {self.memories[statement.memory].name}"
+        elif statement.memory is not None:  # (a free as written: through an alias, `free q`)
+            what += f" {statement.accesses[0].written_as if statement.accesses else self.memories[statement.memory].name}"
         elif statement.comm is not None:
             what += f" {self.comms[statement.comm].name}"
             if statement.peer is not None:

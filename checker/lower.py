@@ -2216,7 +2216,9 @@ class _Lowerer:
                 Code.SP053, f"`alloc` and `free` act on the whole of `{memory.name}`", access_ref.span,
                 f"{region.end - region.start} of {memory.size} bytes named, all {memory.size} taken",
                 help=f"name the buffer itself: `{memory.name}`, or declare the part as a buffer of its own"))
-        return (Access(memory.index, 0, memory.size, True, access_ref.span, self.text(access_ref.span)),)
+        entity = self.entities.get(access_ref.name.text)
+        written = self.text(access_ref.span) if entity is not None and entity.kind == "alias" else memory.name
+        return (Access(memory.index, 0, memory.size, True, access_ref.span, written),)
 
     def claim_defaults(self, decl: ast.ThreadDecl, env: dict[str, int]) -> None:
         """A comm that lists `DEVICE.default` (declarations belong to no process) names the
