@@ -1204,3 +1204,167 @@ def test_a_graph_launchs_work_is_imported_where_the_trace_puts_it_and_said_to_la
     assert [n for n in imported.notes if "graph launch" in n] == [
         "1 CUDA graph launch(es) ran 2 GPU operation(s) on 2 stream(s): each is imported in stream order on the "
         "stream the trace reports; the graph's edges, and its order with the launch stream, are not in the trace"]
+
+
+# -- specs that load whatever the trace and its Execution Trace name (found by a probe of the importer)
+
+
+def _errors(text: str) -> list[str]:
+    """The error diagnostics of loading a written spec (`streamproof check`'s SP0xx)."""
+    from checker.diagnostics import Severity
+    loaded = load_text(text, "imported.sched")
+    return [d.message for d in loaded.diagnostics if d.severity is Severity.ERROR]
+
+
+@pytest.mark.parametrize("source", ["cuda:1", "cuda:7"])
+def test_a_tensor_on_a_gpu_that_ran_no_work_declares_that_gpu(source):
+    # A peer copy onto gpu0 reads a tensor of a GPU that ran nothing in the trace: its buffer
+    # was declared `on gpu1`, a device the spec never declared (SP010).
+    events = [
+        _event("cpu_op", "aten::copy_", 1, 1, 10.0, 20, **{"Record function id": 1}),
+        _event("cuda_runtime", "cudaMemcpyAsync", 1, 1, 12.0, 5, correlation=100),
+        _event("gpu_memcpy", "Memcpy PtoP (Device -> Device)", 0, 7, 20.0, 30, stream=7, device=0, correlation=100),
+        *_sync(1, 60.0, 5, 101),
+    ]
+    node = {"name": "aten::copy_", "id": 10, "rf_id": 1,
+            "op_schema": "aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+            "inputs": [[2, 51, 0, 1024, 4, "cuda:0"], [1, 50, 0, 1024, 4, source], True],
+            "input_types": ["Tensor(float)", "Tensor(float)", "Bool"], "outputs": [], "output_types": []}
+    et = read_execution_trace({"schema": "1.0.1", "pid": 1, "nodes": [node]})
+    imported = import_kineto({"traceEvents": events}, et)
+    device = "gpu" + source.split(":")[1]
+    assert f"buffer s50_{device} 4KiB on {device}" in imported.text
+    assert _errors(imported.text) == [], imported.text
+    assert f"device {device} " in imported.text
+
+
+def _wait_then_block(sync: str) -> list[dict]:
+    """K1 (1 ms) on stream 7 from 20 us; stream 8 waits for it (record 101 at 20 us, wait at 25
+    us); the thread then blocks from 30 to 1022 us in `sync` of stream 8 (a stream sync, or an
+    event sync of a record on stream 8 after the wait) and launches K2 on stream 7 at 1025 us."""
+    events = _launch(1, 10.0, 100, "K1", 7, 20.0, 1000) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 20.0, 2, correlation=101),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 25.0, 2, correlation=102),
+        _event("cuda_sync", "Stream Wait Event", 0, 8, 26.0, 1, cuda_sync_kind="Stream Wait Event", stream=8,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=101, correlation=102)]
+    if sync == "stream":
+        events += _sync(1, 30.0, 992, 103, stream=8)
+    else:
+        events += [_event("cuda_runtime", "cudaEventRecord", 1, 1, 28.0, 1, correlation=103),
+                   _event("cuda_runtime", "cudaEventSynchronize", 1, 1, 30.0, 992, correlation=104),
+                   _event("cuda_sync", "Event Sync", 0, 0, 31.0, 990, cuda_sync_kind="Event Sync", stream=-1,
+                          device=0, wait_on_stream=8, wait_on_cuda_event_record_corr_id=103, correlation=104)]
+    return events + _launch(1, 1025.0, 105, "K2", 7, 1031.0, 100) + _sync(1, 1040.0, 93, 106)
+
+
+@pytest.mark.parametrize("sync", ["stream", "event"])
+def test_a_sync_of_a_stream_whose_last_item_is_a_wait_resumes_when_the_waited_for_work_is_done(sync):
+    # The synced stream 8 ran no work: the thread was released when K1, which its wait waited
+    # for, was done (1020 us). Its blocked time was counted again in the gap after the sync,
+    # which started K2 1 ms late (GPU span 1.111 -> 2.101 ms).
+    imported = import_kineto({"traceEvents": _wait_then_block(sync)})
+    comparison = compare(imported, load(imported).program)
+    assert comparison.observed_gpu_span == 1_111_000
+    assert abs(comparison.ratio - 1) <= 0.01, imported.text
+    assert "host cpu 11us\n  stream7: kernel K2" in imported.text
+
+
+def test_a_launch_held_by_a_wait_for_another_gpu_s_work_is_not_read_as_host_latency():
+    # A (10 ms) on gpu0's stream 7; gpu1's stream 9 waits for it, so B, launched at 30 us,
+    # starts at 10021 us while gpu1 is idle. Read as host latency, B was issued at 10021 us and
+    # C (gpu0's stream 8, launched at 5100 us) 10 ms late: GPU span 10.101 -> 15.001 ms.
+    events = _launch(1, 10.0, 100, "A", 7, 20.0, 10_000) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 20.0, 2, correlation=101),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 25.0, 3, correlation=102),
+        _event("cuda_sync", "Stream Wait Event", 1, 9, 26.0, 1, cuda_sync_kind="Stream Wait Event", stream=9,
+               device=1, wait_on_stream=7, wait_on_cuda_event_record_corr_id=101, correlation=102),
+        _event("cuda_runtime", "cudaLaunchKernel", 1, 1, 30.0, 5, correlation=103),
+        _event("kernel", "B", 1, 9, 10_021.0, 100, stream=9, device=1, correlation=103),
+    ] + _launch(1, 5100.0, 104, "C", 8, 5106.0, 5000) + _sync(1, 5200.0, 4922, 105)
+    imported = import_kineto({"traceEvents": events})
+    comparison = compare(imported, load(imported).program)
+    assert comparison.observed_gpu_span == 10_101_000
+    assert abs(comparison.ratio - 1) <= 0.01, imported.text
+    # (issued when its call returned, plus the 1 us its start came after A's end)
+    assert "stream9: wait e101  # cudaStreamWaitEvent\n  host cpu 8us\n  stream9: kernel B" in imported.text
+
+
+@pytest.mark.parametrize("written", [float, str])
+def test_correlation_ids_written_as_floats_or_digits_link_every_event_kind(written):
+    # pandas and HTA write a trace back with `24.0` (or `"24"`) for 24: such ids were read on
+    # cuda_sync events only, so the launches kept no work, the record and the wait no call,
+    # and the wait was dropped ("no later launch on this thread tells its stream").
+    events = (_launch(1, 12.0, 100, "fill", 7, 20.0, 100) + [
+        _event("cuda_runtime", "cudaEventRecord", 1, 1, 40.0, 2, correlation=101),
+        _event("cuda_runtime", "cudaStreamWaitEvent", 1, 1, 50.0, 2, correlation=102),
+        _event("cuda_sync", "Stream Wait Event", 0, 8, 51.0, 1, cuda_sync_kind="Stream Wait Event", stream=8,
+               device=0, wait_on_stream=7, wait_on_cuda_event_record_corr_id=101, correlation=102),
+    ] + _launch(1, 62.0, 103, "neg", 8, 121.0, 50) + _sync(1, 100.0, 200, 104))
+    for event in events:
+        event["args"] = {key: written(value) if "corr" in key else value for key, value in event["args"].items()}
+    imported = import_kineto({"traceEvents": events})
+    program = load(imported).program
+    (wait,) = statements(program, Op.WAIT)
+    assert program.events[wait.event].name == "e101"
+    assert program.streams[record_of(program, wait.event).stream].name == "stream7"
+    assert not any("no runtime call" in note for note in imported.notes)
+
+
+@pytest.mark.parametrize("value", [True, 24.5, "24a", -3, "-3", 2.0 ** 60, float("nan")])
+def test_a_correlation_id_that_is_no_whole_number_is_read_as_missing(value):
+    from checker.importers.kineto import correlation_id
+    assert correlation_id(value) is None
+    assert correlation_id(24.0) == correlation_id("24") == correlation_id(" 24 ") == correlation_id(24) == 24
+
+
+def test_control_and_format_characters_of_trace_names_are_replaced_in_the_spec_and_notes():
+    # ESC would reach the terminal showing the spec (or a note), U+202E makes a comment display
+    # reversed, as other code: like a NUL, every Cc and Cf character becomes `?`.
+    import unicodedata
+    hostile = "op\x1b[2J\u202eevil\u200b\x07\x7f\x9b\ufeff\u2066x\u00adname"
+    events = _launch(1, 0.0, 1, "k", 7, 2.0, 5, rf_id=1) + [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": hostile}},
+        _event("kernel", hostile, 0, 7, 9.0, -1, stream=7, device=0, correlation=1),  # (a note names it)
+    ]
+    events[2]["name"] = hostile  # (the operator's comment)
+    imported = import_kineto({"traceEvents": events}, source=f"trace{hostile}.json")
+    for text in [imported.text, *imported.notes, *imported.assumptions]:
+        found = {c for c in text if c != "\n" and unicodedata.category(c) in ("Cc", "Cf")}
+        assert not found, (found, text)
+    assert "# op?[2J?evil" in imported.text and any("op?[2J?evil" in note for note in imported.notes)
+    load(imported)
+
+
+def test_min_gap_keeps_the_carried_time_at_syncs_of_work_issued_early():
+    # Eight rounds of five 1 us kernels launched 95 us apart, each round ending in a sync of
+    # stream 7 after its work was done (3.9 ms in all). With gaps under 1 ms carried, each
+    # sync set the host to the trace's end of the work it waited for, which the spec had run
+    # early by the gap carried to its launch: the carried time was lost at every sync, and the
+    # simulated GPU span came to 0.04 ms of 3.776.
+    events, corr, at = [], 100, 10.0
+    for _ in range(8):
+        for _ in range(5):
+            events += _launch(1, at, corr, f"k{corr}", 7, at + 3, 1)
+            corr, at = corr + 1, at + 95
+        events += _sync(1, at, 3, corr, stream=7)
+        corr, at = corr + 1, at + 10
+    for gap in (0, 100_000, 1_000_000):
+        imported = import_kineto({"traceEvents": events}, min_gap=gap)
+        comparison = compare(imported, load(imported).program)
+        assert comparison.observed_gpu_span == 3_776_000
+        assert abs(comparison.simulated_gpu_span - comparison.observed_gpu_span) < max(gap, 5_000), gap
+
+
+def test_work_that_overlaps_on_one_stream_is_said_to():
+    # A stream runs its work one after another: k2 beginning while k ran (an inconsistent trace,
+    # or programmatic dependent launch) silently gave `compute 2` and a longer simulation.
+    events = (_launch(1, 10.0, 100, "k", 7, 20.0, 100) + _launch(1, 16.0, 101, "k2", 7, 50.0, 100)
+              + _launch(1, 30.0, 102, "k3", 8, 40.0, 5) + _launch(1, 40.0, 103, "k4", 8, 45.0, 5))
+    imported = import_kineto({"traceEvents": events})
+    (note,) = [n for n in imported.notes if "began before the work ahead of them" in n]
+    # (at 50 us: 40 us after the trace's first call)
+    assert note.startswith("1 GPU operation(s) ") and "stream 7 of gpu0, 40.000 us in" in note
+    assert f"# Note: {note}" in imported.text
+    load(imported)
+    events = _launch(1, 10.0, 100, "k", 7, 20.0, 30) + _launch(1, 16.0, 101, "k2", 7, 50.0, 100)
+    assert not any("began before" in n for n in import_kineto({"traceEvents": events}).notes)

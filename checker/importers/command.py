@@ -321,9 +321,9 @@ def _run(args, phase: list[str]) -> int:
     except TraceError as exc:
         return _error(f"{_shown(sources[0])}: {exc}" if len(traces) == 1 else str(exc))
     del traces, parsed_ets
-    # Names from the trace reach comments as they are: a lone surrogate cannot be written as
-    # UTF-8 and a NUL makes the spec binary to `check` (SP001).
-    text = imported.text.encode("utf-8", "replace").decode("utf-8").replace("\0", "?")
+    # (names from the trace reach comments with their control and format characters and lone
+    # surrogates replaced: `Imported` makes its text printable, see `kineto.printable_text`)
+    text = imported.text
     imported.text = ""  # (one copy of the spec in memory is enough)
     from checker.cli import write_output
     from checker.parse import MAX_SOURCE_CHARS

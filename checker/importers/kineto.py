@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import unicodedata
 from collections import defaultdict, deque
 from dataclasses import dataclass, field, replace
 from collections.abc import Iterable
@@ -205,9 +206,35 @@ class Imported:
     assumptions: list[str]
     counts: dict[str, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # (names from the trace reach the spec, the notes and the assumptions: every spec and
+        # every line the importer prints is made printable here, whatever wrote it)
+        self.text = printable_text(self.text)
+        self.notes = [printable_text(note) for note in self.notes]
+        self.assumptions = [printable_text(assumption) for assumption in self.assumptions]
+
     @property
     def gpu_span(self) -> int:
         return max(0, self.gpu_last - self.gpu_first)
+
+
+UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+"""Unicode's control and format characters, and lone surrogates (which UTF-8 cannot write)."""
+MAYBE_UNPRINTABLE = re.compile(r"[^\n\x20-\x7e]")
+"""The characters whose category `printable_text` looks up (a spec is mostly printable ASCII)."""
+
+
+def printable_text(text: str) -> str:
+    """`text` with every control or format character (Unicode category Cc or Cf) but the line
+    breaks between lines, and every lone surrogate, replaced by `?`. Names from a trace reach
+    comments: a NUL made the spec binary to `check`, an ESC would reach the terminal that shows
+    the spec or a note, and a bidi override (U+202E) would make a comment display as other code."""
+    return MAYBE_UNPRINTABLE.sub(_printable_character, text)
+
+
+def _printable_character(match: re.Match) -> str:
+    character = match.group()
+    return "?" if unicodedata.category(character) in UNPRINTABLE_CATEGORIES else character
 
 
 READ_CATEGORIES = frozenset(GPU_CATEGORIES) | CALL_CATEGORIES | OP_CATEGORIES | {"cuda_sync", "cuda_event"}
@@ -338,6 +365,28 @@ def _int(value, default: int = -1) -> int:
             match = re.fullmatch(r"\s*stream\s+(\d+)\s*", value, re.IGNORECASE)
             return int(match.group(1)) if match else default
     return default
+
+
+def correlation_id(value) -> int | None:
+    """A correlation id (or a record's, in a cuda_sync) as an int: an integer, an integral float
+    or a string of digits (`24.0`, `"24"`: pandas and HTA write them so when they round-trip a
+    trace), not negative; None for anything else (missing: -1, a bool, `"stream 7"`). Every
+    event kind reads its ids through this, so a launch, its work and the waits and records that
+    name it agree on them."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):  # (past 2^53 a float no longer tells one id from the next)
+        value = int(value) if value.is_integer() and abs(value) <= 2 ** 53 else None
+    elif isinstance(value, str):
+        text = value.strip()
+        value = int(text) if text.isascii() and text.isdigit() else None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _sync_correlation(value) -> int:
+    """`correlation_id`, -1 for none (the cuda_sync fields' convention)."""
+    found = correlation_id(value)
+    return -1 if found is None else found
 
 
 def _readable_int(value) -> bool:
@@ -505,10 +554,10 @@ class _Trace:
                 if GPU_CATEGORIES[cat] == "memcpy" and not _memcpy_known(str(ev.get("name", ""))):
                     flag("memcpy", index, ev)
                 raw_gpu.append((GPU_CATEGORIES[cat], str(ev.get("name", "")), device, stream, ts, dur,
-                                args.get("correlation"), _comm_args(args)))
+                                correlation_id(args.get("correlation")), _comm_args(args)))
             elif cat in CALL_CATEGORIES:
                 raw_calls.append(((trace_key(ev.get("pid")), trace_key(ev.get("tid"))), comment_text(ev.get("name", "")), ts, dur,
-                                  args.get("correlation")))
+                                  correlation_id(args.get("correlation"))))
                 if cat in PRIVATE_CALLS:
                     private = True
             elif cat in OP_CATEGORIES:
@@ -521,7 +570,7 @@ class _Trace:
                 continue  # operators do not move the origin: they may start before any call
             elif cat == "cuda_sync":
                 self.has_cuda_sync = True
-                corr = _int(args.get("correlation"))
+                corr = _sync_correlation(args.get("correlation"))
                 kind = str(args.get("cuda_sync_kind") or ev.get("name") or "")
                 device = _int(args.get("device"), _int(ev.get("pid"), 0))
                 if device < 0:  # (a corrupt id: device names are built from it)
@@ -538,7 +587,7 @@ class _Trace:
                     continue
                 sync = SyncEvent(kind, _int(args.get("stream")), device,
                                  _int(args.get("wait_on_stream")),
-                                 _int(args.get("wait_on_cuda_event_record_corr_id")),
+                                 _sync_correlation(args.get("wait_on_cuda_event_record_corr_id")),
                                  # (older Kineto: the event without its record; a trace that names
                                  # the record, -1 for none, has nothing to infer)
                                  -1 if "wait_on_cuda_event_record_corr_id" in args
@@ -551,7 +600,7 @@ class _Trace:
                     waited_on[sync.record].append((device, sync.wait_on_stream, corr))
                 continue
             elif cat == "cuda_event":
-                corr = _int(args.get("correlation"))
+                corr = _sync_correlation(args.get("correlation"))
                 stream = _int(args.get("stream"))
                 device = _int(args.get("device"), _int(ev.get("pid"), 0))
                 if corr >= 0 and stream >= 0 and device >= 0:
@@ -570,7 +619,6 @@ class _Trace:
         self.gpu: list[GpuOp] = []
         self.gpu_by_corr: dict[int, list[GpuOp]] = defaultdict(list)
         for kind, name, device, stream, ts, dur, corr, meta in raw_gpu:
-            corr = corr if isinstance(corr, int) and corr >= 0 else None
             op = GpuOp(kind, name, device, stream, round((ts - o) * 1000), max(0, round(dur * 1000)), corr,
                        meta if kind == "kernel" else None)
             self.gpu.append(op)
@@ -583,8 +631,7 @@ class _Trace:
         self.call_by_corr: dict[int, Call] = {}
         for thread, name, ts, dur, corr in raw_calls:
             start = round((ts - o) * 1000)
-            call = Call(thread, name, start, start + max(0, round(dur * 1000)),
-                        corr if isinstance(corr, int) and corr >= 0 else None)
+            call = Call(thread, name, start, start + max(0, round(dur * 1000)), corr)
             self.calls[thread].append(call)
             if call.correlation is not None:
                 first = self.call_by_corr.setdefault(call.correlation, call)
@@ -776,12 +823,18 @@ class _Builder:
         """Placeholder memory arrays: name -> (elements used, place)."""
         self.storages: dict[tuple[int, int | None], bool] = {}
         """ET storages used -> pinned."""
+        self.memory_devices: set[int] = set()
+        """Devices whose tensors the spec uses: declared too where the trace ran no work there
+        (a peer copy's source on an otherwise idle GPU), or its buffers would name no device."""
         self.kernel_names: dict[str, str] = {}
         self.stream_owner: dict[tuple[int, int], tuple] = {}
         self.counts: dict[str, int] = defaultdict(int)
         self.no_sync_note = False
         self._busy: dict[int, tuple[list[int], list[int]]] = {}
         self._ends: dict[tuple, list[int]] = {}
+        self._waits: dict[tuple[int, int], tuple[list[int], list[int]]] | None = None
+        """Per stream, its waits and when what they waited for was done (`_wait_lanes`)."""
+        self._records_done: dict[int, int] = {}
         self._pageable_syncs: list[tuple[list, int, list]] = []
         """Explicit syncs after pageable copies of ET host memory: (lines, index, storages);
         dropped at the end for memory declared pageable (its copies block by themselves)."""
@@ -1295,7 +1348,7 @@ class _Builder:
                     lane = work.get(self.record_stream[action.record])
                     if recorded is None or not lane:
                         continue
-                    released = self._released(call, action)
+                    released = self._released_on(call, action)
                     if released <= max(call.start, recorded.end):
                         continue  # (it did not block for that work, or it ended before the record)
                     last = None
@@ -1430,10 +1483,75 @@ class _Builder:
 
     def _released(self, call: Call, action: _Action) -> int:
         """When the trace's blocking call was released: the last end, by the call's return, of
-        the work it waited for (0: none). The host time from there to the return is in the next
-        gap, so the spec's host resumes when its own simulated work is done plus that time. Not
-        the call's start: a gap shorter than `--min-gap` carried up to the call (not written)
-        stays carried when the call did not block past it."""
+        the work it waited for (0: none), that is of the work on what it syncs (`_released_on`)
+        and of the work the waits enqueued there before it waited for (`_waited_for`): a stream
+        whose last item is a wait is done once the recorded work is. The host time from there
+        to the return is in the next gap, so the spec's host resumes when its own simulated
+        work is done plus that time. Not the call's start: a gap shorter than `--min-gap`
+        carried up to the call (not written) stays carried when the call did not block past it."""
+        waited = self._waited_for(call, action)
+        return max(self._released_on(call, action), waited if waited <= call.end else 0)
+
+    def _waited_for(self, call: Call, action: _Action) -> int:
+        """When the work that the waits enqueued before `call` on what `action` syncs waited for
+        was done (for an event sync, the waits before its record on the recorded stream); 0: none."""
+        if action.kind == "sync_event":
+            return self._record_done().get(action.record, 0)
+        if action.kind == "sync_stream":
+            synced = [action.stream]
+        else:
+            synced = [key for key in self.stream_keys if action.device is None or key[0] == action.device]
+        return max((self._waits_done_before(key, call.start) for key in synced), default=0)
+
+    def _waits_done_before(self, stream: tuple[int, int], at: int) -> int:
+        """When the work waited for by the waits enqueued onto `stream` by calls begun before
+        `at` was done (0: none)."""
+        starts, done = self._wait_lanes().get(stream, ((), ()))
+        i = bisect.bisect_left(starts, at)
+        return done[i - 1] if i > 0 else 0
+
+    def _record_done(self) -> dict[int, int]:
+        """Record -> when what it follows was done: the work launched onto its stream before
+        its call, and the work that stream's earlier waits waited for (`_wait_lanes`)."""
+        self._wait_lanes()
+        return self._records_done
+
+    def _wait_lanes(self) -> dict[tuple[int, int], tuple[list[int], list[int]]]:
+        """Per stream, its bound waits by call start, with the latest time the work any of them
+        (or an earlier one) waited for was done: each record is done when the work before it
+        on its stream is, including what that stream waited for, so the records and waits are
+        read in the order of their calls (a record before a wait at the same time: the wait
+        bound to it was made after it). Built once, after the plans (`prepare`)."""
+        if self._waits is not None:
+            return self._waits
+        items: list[tuple[int, int, int, tuple[int, int], int]] = []
+        """(call start, 0 for a record / 1 for a wait, correlation, stream, record)."""
+        for record, stream in self.record_stream.items():
+            recorded = self.t.call_by_corr.get(record)
+            if recorded is not None:
+                items.append((recorded.start, 0, record, stream, record))
+        for plan in self._plans.values():
+            for call, actions in plan:
+                for action in actions:
+                    if action.kind == "wait" and action.record in self.record_stream:
+                        items.append((call.start, 1, call.correlation or 0, action.stream, action.record))
+        items.sort()
+        self._records_done = {}
+        lanes: dict[tuple[int, int], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        for start, is_wait, _, stream, record in items:
+            starts, done = lanes[stream]
+            if is_wait:
+                starts.append(start)
+                done.append(max(done[-1] if done else 0, self._records_done.get(record, 0)))
+            else:
+                waited = done[bisect.bisect_left(starts, start) - 1] if starts and starts[0] < start else 0
+                self._records_done[record] = max(self._ended_before(stream, start), waited)
+        self._waits = dict(lanes)
+        return self._waits
+
+    def _released_on(self, call: Call, action: _Action) -> int:
+        """The last end, by the call's return, of the GPU work on what a blocking call syncs
+        itself (a stream, the record's stream, a device; 0: none)."""
         if action.kind == "sync_stream":
             key = action.stream
         elif action.kind == "sync_event":
@@ -1449,6 +1567,20 @@ class _Builder:
             self._ends[key] = ends
         i = bisect.bisect_right(ends, call.end) - 1
         return ends[i] if i >= 0 else 0
+
+    def _launch_issue(self, call: Call, gpu: GpuOp) -> int:
+        """When a launch's statement is issued: when its call enqueued the work (its end, or the
+        GPU start when that came earlier). Work that started later while its device was idle
+        was held by latency the model has no cause for (lazy module loading): it is issued that
+        much later, so the simulation keeps the delay. A wait enqueued on its stream before it,
+        for work on another device, explains the delay up to when that work was done."""
+        issue = max(call.start, min(call.end, gpu.start))
+        if gpu.start <= call.end or not self._idle(gpu.device, call.end, gpu.start):
+            return issue
+        held = self._waits_done_before((gpu.device, gpu.stream), call.start)
+        if held <= call.end:
+            return gpu.start
+        return call.end + max(0, gpu.start - held)
 
     def _idle(self, device: int, start: int, end: int) -> bool:
         """Whether no GPU work ran on the device at any time in (start, end)."""
@@ -1481,6 +1613,8 @@ class _Builder:
     def _storage(self, access, pinned: bool = False) -> str:
         key = (access.storage, access.device)
         self.storages[key] = self.storages.get(key, False) or pinned
+        if access.device is not None:
+            self.memory_devices.add(access.device)
         size = self.et.storage_size.get(key, access.end)
         return access_text(self.prefix + _storage_name(key), size, access.start, access.end)
 
@@ -1493,6 +1627,9 @@ class _Builder:
         text = ThreadText(name, comment_text(label))
         lines = text.lines
         cursor = 0
+        early: dict[int, int] = {}
+        """GPU end -> how early this thread issued the work that ended then (the gap carried to
+        its launch; the least of several): the simulation ran it, and a sync's return, that early."""
         stack: list[list] = []  # [end, CpuOp, launched, et operator (lazy: False = not looked up)]
         oi = 0
         pending_reads: dict[str, None] = {}
@@ -1563,12 +1700,12 @@ class _Builder:
                     if stack:
                         stack[-1][2] = True
                     for gpu in self.ops_of(call):
-                        issue = max(call.start, min(call.end, gpu.start))
-                        if gpu.start > call.end and self._idle(gpu.device, call.end, gpu.start):
-                            issue = gpu.start  # latency the model has no cause for: keep it
+                        issue = self._launch_issue(call, gpu)
                         carried = max(0, issue - cursor)
                         gap_to(issue)
                         carried = min(carried, max(0, issue - cursor))  # (0 where the gap was written)
+                        end = gpu.start + gpu.dur
+                        early[end] = min(early.get(end, carried), carried)
                         source_comment()
                         lines.extend(self._awaits(("gpu", id(gpu)), "the trace's launch order on this stream"))
                         after = self._notifies(("gpu", id(gpu)), "another thread enqueues onto this stream next, "
@@ -1650,7 +1787,10 @@ class _Builder:
                 lines.extend(self._notifies(("returned", id(action)), "the task queue issues what is queued after "
                                                                       "this sync returns"))
                 self.counts["sync"] += 1
-                cursor = max(cursor, self._released(call, action))
+                # (released by work issued early by a carried gap, the simulated sync returns as
+                # early: the carried time is not lost to the jump)
+                released = self._released(call, action)
+                cursor = max(cursor, released - early.get(released, 0))
         end = max((c.end for c in t.calls.get(thread, ())), default=0)
         advance(max(end, max((op.end for op in ops), default=0)))
         while stack:
@@ -1899,6 +2039,9 @@ class _Builder:
             self.notes.append(f"{launches} CUDA graph launch(es) ran {len(graphed)} GPU operation(s) on {streams} "
                               "stream(s): each is imported in stream order on the stream the trace reports; the "
                               "graph's edges, and its order with the launch stream, are not in the trace")
+        overlapped = self._overlap_note()
+        if overlapped:
+            self.notes.append(overlapped)
         threads = sorted(t.calls, key=lambda k: (-len(t.calls[k]), str(k)))
         if orphans:
             fallback = threads[0] if threads else ("device", "device")
@@ -1935,6 +2078,32 @@ class _Builder:
                               "each is issued at its start by the thread that launched most onto its stream")
         self._name_streams()
         self._plans, self._threads = plans, threads
+
+    def _overlap_note(self) -> str:
+        """A note where GPU work began before the work ahead of it on its stream had ended
+        (by more than the nanosecond the trace's times round to): a stream runs its work one
+        after another, so the trace is inconsistent, or the kernels used programmatic dependent
+        launch; the spec runs them one after another, and its engine counts include the overlap
+        (`compute 2` for one stream). Empty where there is none."""
+        by_stream: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        for op in self.t.gpu:
+            by_stream[(op.device, op.stream)].append((op.start, op.start + op.dur))
+        overlaps, first = 0, None
+        for key, spans in by_stream.items():
+            spans.sort()
+            ended = spans[0][1]
+            for start, end in spans[1:]:
+                if start + 1 < ended:
+                    overlaps += 1
+                    first = min(first or (start, key), (start, key))
+                ended = max(ended, end)
+        if first is None:
+            return ""
+        start, key = first
+        return (f"{overlaps:,} GPU operation(s) began before the work ahead of them on their stream ended (the first "
+                f"on {self._stream_label(key)}, {start / 1000:,.3f} us in): the trace is inconsistent, or they used "
+                "programmatic dependent launch; the spec runs each stream's work in turn, and its engine counts "
+                "include the overlap")
 
     def assemble(self) -> tuple[SpecText, dict[str, StreamStats], int, int]:
         """The spec's parts, and the trace's own span per stream and in all (`prepare` first)."""
@@ -2049,13 +2218,14 @@ class _Builder:
                 comm[op.device].extend([(op.start, op.start + op.dur)] * calls)
             else:
                 compute[op.device].append((op.start, op.start + op.dur))
-        for device in sorted(self.devices):
+        for device in sorted(self.devices | self.memory_devices):
             items = [f"compute {_concurrency(compute.get(device, ()))}"]
             for engine in ("h2d", "d2h", "d2d"):
                 items.append(f"{engine} {_concurrency(copies.get((device, engine), ()))}")
             if device in comm:
                 items.append(f"comm {_concurrency(comm[device])}")
-            out.append(f"device {self.device_name(device)} {{ {' '.join(items)} }}")
+            idle = "" if device in self.devices else "  # ran no work in the trace: holds tensors the spec uses"
+            out.append(f"device {self.device_name(device)} {{ {' '.join(items)} }}{idle}")
         for key in sorted(self.stream_keys):
             out.append(f"stream {self.stream_name(key)} on {self.device_name(key[0])}")
         for corr in sorted(self.events):
