@@ -40,9 +40,11 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
     if help.startswith("order them with an event") and _replicas(program, a, b) and "[" not in memory.name:
         help += (f"; or, where the {'iterations' if a.thread == b.thread else 'threads'} are meant to run at once, "
                  f"give each its own `{memory.name}` (an array indexed as its stream is)")
-    if len(memory.owners) > 1 or len(memory.tensors) > 1:  # (a block that several tensors had)
+    several = len(memory.owners) > 1 or len(memory.tensors) > 1  # (a block that several tensors had)
+    if several or (memory.pool is not None and not _one_lifetime(program, a, b, memory)):
         held = memory.tensors if len(memory.tensors) > 1 else memory.owners
-        name += f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)"
+        name += (f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)" if several else
+                 " (caching-allocator memory, its block handed on again at each free)")
         if not _one_lifetime(program, a, b, memory):
             help = _block_help(program, a, b, memory)
     elif memory.comm is not None:

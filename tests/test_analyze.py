@@ -2078,3 +2078,18 @@ def test_a_use_enqueued_after_a_tensors_del_is_told_it_is_the_allocators_free():
             "  side: kernel late reads grad\n  sync all\n}\n")
     helps = [f.help for f in check(spec).findings if f.kind.value == "use-after-free"]
     assert helps and all("a tensor's free (PyTorch's `del`) hands its block back" in h for h in helps)
+
+
+def test_a_tensor_reallocated_in_a_loop_gets_the_record_stream_help():
+    """One tensor name, a new block lifetime per iteration: the race across iterations is the
+    allocator handing the block on at the free, as between two tensors."""
+    spec = ("device gpu { runtime cuda }\ntensor x 16MiB on gpu\nbuffer out 16MiB on gpu\n"
+            "stream side on gpu nonblocking\nstream cur on gpu nonblocking\nthread main {\n  for step in 0..3 {\n"
+            "    cur: alloc x\n    cur: kernel produce writes x 1ms\n    side: wait_stream cur\n"
+            "    side: kernel consume reads x writes out 3ms\n    free x\n  }\n  sync all\n}\n")
+    races = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert races and all("its block handed on again at each free" in f.message for f in races)
+    assert races[0].help.startswith("`free x` (line 12) hands its block to the next allocation on its stream at once, "
+                                    "while `side` may still use it: write `side: record_stream x`")
+    fixed = spec.replace("    free x\n", "    side: record_stream x\n    free x\n")
+    assert check(fixed).findings == ()
