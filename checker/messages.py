@@ -108,9 +108,15 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
                     f"stream at once, while `{stream}` may still use it: write `{stream}: record_stream "
                     f"{tensor}` after {after} and before the free, or order the use before the free with "
                     "an event")
+        earlier = program.statements[max(0, use.index - 20 * STALE_SCAN):use.index]
+        for s in reversed(earlier):  # (a use its thread enqueued after the tensor's own free)
+            if s.thread == use.thread and memory.index in s.lifetime_memories and s.op in (Op.ALLOC, Op.FREE):
+                if s.op is Op.FREE:
+                    return (f"{_quoted(program, use)} is enqueued after {_quoted(program, s)}, which hands the block "
+                            f"on: enqueue the use before the free")
+                break
         if owner is not None and free is None and memory.pool is not None:
             # A use of the block's next owner on another stream, with no wait after its alloc.
-            earlier = program.statements[max(0, use.index - 20 * STALE_SCAN):use.index]
             alloc = next((s for s in reversed(earlier) if s.op is Op.ALLOC and s.thread == use.thread
                           and memory.index in s.lifetime_memories and s.form.startswith((f"alloc {owner} ", f"alloc {owner}["))), None)
             if alloc is not None:

@@ -2093,3 +2093,13 @@ def test_a_tensor_reallocated_in_a_loop_gets_the_record_stream_help():
                                     "while `side` may still use it: write `side: record_stream x`")
     fixed = spec.replace("    free x\n", "    side: record_stream x\n    free x\n")
     assert check(fixed).findings == ()
+
+
+def test_a_block_race_of_a_use_enqueued_after_its_tensors_free_names_the_free():
+    spec = ("device gpu { runtime cuda }\ntensor x 4MiB on gpu\ntensor y 4MiB on gpu\n"
+            "stream cur on gpu nonblocking\nstream side on gpu nonblocking\nthread main {\n  cur: alloc x\n"
+            "  cur: kernel p writes x 1ms\n  side: wait_stream cur\n  side: record_stream x\n  free x\n"
+            "  side: kernel late reads x 1ms\n  cur: alloc y\n  cur: kernel q writes y 1ms\n  sync all\n}\n")
+    (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert race.help == ("`side: kernel late` (line 12) is enqueued after `free x` (line 11), which hands the block on: "
+                         "enqueue the use before the free")
