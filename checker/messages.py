@@ -377,7 +377,7 @@ def _across_threads(program: Program, host: Statement, task: Statement) -> str |
     stream = program.streams[task.stream].written
     thread = lambda s: f"`{program.threads[s.thread].name}`"  # noqa: E731
     handed = _hand_off(program, task, host)
-    if handed is not None and (host.op is Op.FREE or host.form.startswith("free ")):
+    if handed is not None:  # (the threads are ordered task first already: only the wait for the task is missing)
         notify, awaited = handed
         name = program.notifies[notify.notify].name
         return (f"{thread(host)} awaits `{name}` (line {awaited.span.line}), which {thread(task)} sets after "

@@ -2103,3 +2103,17 @@ def test_a_block_race_of_a_use_enqueued_after_its_tensors_free_names_the_free():
     (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
     assert race.help == ("`side: kernel late` (line 12) is enqueued after `free x` (line 11), which hands the block on: "
                          "enqueue the use before the free")
+
+
+def test_a_host_write_after_a_hand_off_is_told_only_the_sync_is_missing():
+    """A DataLoader-style pinned slot handed back by a notify right after its copy is enqueued:
+    the help names the hand-off that is there and the sync that is not, not a second notify."""
+    spec = ("device gpu { runtime cuda }\nbuffer pinned[2] 8MiB on host pinned\nbuffer batch[2] 8MiB on gpu\n"
+            "stream s on gpu\nnotify filled[2]\nnotify free_slot[2]\n"
+            "thread setup {\n  notify free_slot[0]\n  notify free_slot[1]\n}\n"
+            "thread pinner {\n  for i in 0..4 {\n    let k = i % 2\n    await free_slot[k]\n"
+            "    host pin_copy writes pinned[k] 1ms\n    notify filled[k]\n  }\n}\n"
+            "thread main {\n  for i in 0..4 {\n    let k = i % 2\n    await filled[k]\n"
+            "    s: copy batch[k] <- pinned[k] 2ms\n    notify free_slot[k]\n  }\n  sync s\n}\n")
+    helps = {f.help for f in check(spec).findings if f.kind is FindingKind.RACE}
+    assert helps and all(h.startswith("`pinner` awaits `free_slot[") and "add `sync s`" in h for h in helps), helps
