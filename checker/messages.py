@@ -1135,10 +1135,19 @@ def _member_behind_a_call(program: Program, stuck: list[Statement], held: list[S
             partner = program.statements[i]
             waiting = groups.get(partner.group) if partner.group is not None else None
             if waiting is not None and waiting.index != partner.index:
-                return (f"{_quoted(program, call)} blocks `{program.threads[call.thread].name}` before it issues "
+                told = (f"{_quoted(program, call)} blocks `{program.threads[call.thread].name}` before it issues "
                         f"{_quoted(program, partner)}, the partner {_quoted(program, waiting)} waits for, while "
-                        f"the call waits for work behind that collective: issue the collective before the call, "
-                        f"or make the call wait for less (sync the streams it needs, not the device)")
+                        f"the call waits for work behind that collective")
+                synced = next((m for m in stuck if m.group is not None and m.thread == call.thread
+                               and m.index < call.index and m.comm is not None and m.comm != partner.comm
+                               and call.sync is SyncKind.STREAM and m.stream == call.target), None)
+                if synced is not None:  # (a sync of one comm's collective before the other's: crossed comms)
+                    return (f"{told}, {_quoted(program, synced)}: the ranks call comms "
+                            f"`{program.comms[synced.comm].name}` and `{program.comms[partner.comm].name}` in "
+                            "opposite orders; issue the collectives of every comm in the same order on every rank")
+                if call.sync in (SyncKind.DEVICE, SyncKind.ALL):
+                    return f"{told}: issue the collective before the call, or sync the streams it needs, not the device"
+                return f"{told}: issue the collective before the call"
     return None
 
 

@@ -2117,3 +2117,18 @@ def test_a_host_write_after_a_hand_off_is_told_only_the_sync_is_missing():
             "    s: copy batch[k] <- pinned[k] 2ms\n    notify free_slot[k]\n  }\n  sync s\n}\n")
     helps = {f.help for f in check(spec).findings if f.kind is FindingKind.RACE}
     assert helps and all(h.startswith("`pinner` awaits `free_slot[") and "add `sync s`" in h for h in helps), helps
+
+
+def test_a_hang_of_two_comms_crossed_through_stream_syncs_is_told_the_order():
+    """Each rank syncs one comm's stream before calling the other comm, in opposite orders:
+    the help names the crossed comms, not the device-wide wait the sync is not."""
+    spec = ("device gpu[2] { runtime cuda }\nbuffer a[2] 4MiB on gpu\nbuffer b[2] 4MiB on gpu\n"
+            "stream ntp[2] on gpu\nstream ndp[2] on gpu\ncomm tp = { ntp }\ncomm dp = { ndp }\n"
+            "thread rank[2] process {\n  if rank == 0 {\n    ntp[rank]: allreduce tp a[rank] 1ms\n    sync ntp[rank]\n"
+            "    ndp[rank]: allreduce dp b[rank] 1ms\n    sync ndp[rank]\n  } else {\n"
+            "    ndp[rank]: allreduce dp b[rank] 1ms\n    sync ndp[rank]\n    ntp[rank]: allreduce tp a[rank] 1ms\n"
+            "    sync ntp[rank]\n  }\n}\n")
+    (deadlock,) = [f for f in check(spec).findings if f.kind is FindingKind.DEADLOCK]
+    assert deadlock.help.endswith("in opposite orders; issue the collectives of every comm in the same order on "
+                                  "every rank"), deadlock.help
+    assert "not the device" not in deadlock.help
