@@ -214,3 +214,11 @@ def test_gantt_svg_stays_wellformed_with_control_characters_in_names():
     svg = gantt_svg(program, build(program, sim.timing))
     xml.dom.minidom.parseString(svg)
     assert "\x01" not in svg and "\N{REPLACEMENT CHARACTER}" in svg
+
+
+def test_a_copy_bar_names_its_direction_once():
+    from checker.report.timeline import label_of
+
+    program = load_text("device d { compute 1 copy 1 }\nbuffer h 1MiB on host pinned\nbuffer b 1MiB on d\n"
+                        "stream lo on d\nthread t {\n  lo: copy h <- b 1ms\n  lo: copy b[0:4] <- h[0:4]\n}\n").program
+    assert [label_of(program, s) for s in program.statements] == ["lo: copy h <- b", "lo: copy b[0:4] <- h[0:4]"]

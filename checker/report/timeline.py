@@ -78,7 +78,7 @@ def build(program: Program, timing: Timing) -> Timeline:
 def label_of(program: Program, statement: Statement) -> str:
     """What a bar is called: `program.describe`, with a copy's direction spelled out."""
     text = program.describe(statement)
-    if statement.op is Op.COPY and len(statement.accesses) == 2:
+    if statement.op is Op.COPY and len(statement.accesses) == 2 and " <- " not in text:  # (not twice)
         source, destination = statement.accesses
         text += f" {access_text(program, destination)} <- {access_text(program, source)}"
     return text
