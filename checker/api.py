@@ -27,10 +27,11 @@ breaks them, or one declared twice, raises `ValueError` at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Union
 
 from checker.errors import SpecInvalid
+from checker.resources import SOLVER_LOCK
 from checker.spec_text import (
     DURATION, RESERVED, SIZE, comment_text, duration_text, is_name, size_text, title_text,
 )
@@ -341,6 +342,7 @@ class Graph(Thread):
     (`host`, `sync`, host `notify`/`await`/`alloc`/`free`) give SP029 when the spec loads."""
 
 
+
 def _limit(name: str, value) -> None:
     """A time or size limit is a positive, finite number, as the command line requires."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
@@ -537,10 +539,11 @@ class Program:
         if isinstance(explore_first, bool) or not isinstance(explore_first, int) or explore_first < 0:
             raise ValueError(f"explore_first must be a whole number of states, 0 or more, not {explore_first!r}")
         self.program  # raise SpecInvalid on input errors rather than report them
-        report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
-                                                   max_states=max_states, max_memory=max_memory,
-                                                   allow_unknown=allow_unknown, explore_first=explore_first,
-                                                   symmetry=bool(symmetry)))
+        with SOLVER_LOCK:  # (Z3 is not thread-safe: calls from threads take turns)
+            report = check_loaded(self.load(), Options(timeout=timeout, budget=budget, exhaustive=exhaustive,
+                                                       max_states=max_states, max_memory=max_memory,
+                                                       allow_unknown=allow_unknown, explore_first=explore_first,
+                                                       symmetry=bool(symmetry)))
         return CheckResult.of(report)
 
     def simulate(self):
@@ -554,7 +557,14 @@ class Program:
         from checker.crosscheck import optimize_as_written
 
         _limit("timeout", timeout)
-        return optimize_as_written(self.program, runs_in_time=True, timeout=timeout)
+        with SOLVER_LOCK:  # (Z3 is not thread-safe: calls from threads take turns)
+            result = optimize_as_written(self.program, runs_in_time=True, timeout=timeout)
+        if result.deadlock or not self.simulate().deadlocked:
+            return result
+        # (as `streamproof optimize` reports it: a program that can get stuck has no makespan,
+        # and no schedule of it stands, whatever the timed model scheduled)
+        return replace(result, deadlock=True, simulated=None, program=None, bound=None, optimal_program=False,
+                       optimal_bound=False, program_schedule=None, bound_schedule=None)
 
 
 @dataclass(frozen=True, slots=True)

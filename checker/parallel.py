@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -19,7 +18,7 @@ from checker.analyze import Options, ProgressCallback, check_loaded
 from checker.errors import ClusterError
 from checker.findings import FileReport
 from checker.inputs import Source, load
-from checker.resources import process_pool, worker_context
+from checker.resources import SOLVER_LOCK, process_pool, worker_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +43,6 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_ONE_AT_A_TIME = threading.Lock()
-"""Z3 is not thread-safe: a process checks one spec at a time (Dask workers may run threads)."""
 
 
 def _fresh_solver_state() -> None:
@@ -61,7 +58,7 @@ def _fresh_solver_state() -> None:
 def check_one(source: Source, options: Options, max_statements: int | None = None,
               progress: ProgressCallback | None = None) -> FileReport:
     """Load and check one source (what every worker runs), as a fresh process would."""
-    with _ONE_AT_A_TIME:
+    with SOLVER_LOCK:  # (Z3 is not thread-safe: one spec at a time per process)
         _fresh_solver_state()
         return check_loaded(load(source, max_statements), options, progress)
 

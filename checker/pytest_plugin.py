@@ -52,6 +52,13 @@ OPTIONS = ("timeout", "budget", "rlimit", "max_states", "max_memory", "allow_unk
 """`check`'s options that the tests take, besides `max_statements`."""
 
 
+def _config_start(config) -> Path:
+    """Where the search for [tool.streamproof] starts: the directory pytest runs in, as
+    `streamproof check` starts from its working directory (not pytest's rootdir, which a
+    `pytest.ini` higher up can move past a subproject's pyproject.toml)."""
+    return Path(str(config.invocation_params.dir))
+
+
 def _settings(config) -> dict:
     """Check options: the command line, then [tool.streamproof] of the project (read and
     checked as `streamproof check` reads it), then `check`'s defaults."""
@@ -59,7 +66,7 @@ def _settings(config) -> dict:
     from checker.inputs import ConfigError
 
     try:
-        defaults = check_defaults(Path(str(config.rootpath)))
+        defaults = check_defaults(_config_start(config))
     except ConfigError as exc:
         where = f":{exc.where[0]}:{exc.where[1]}" if exc.where else ""
         raise pytest.UsageError(f"{exc.path}{where}: error[SP005]: {exc.message}") from None
@@ -81,7 +88,7 @@ def pytest_configure(config) -> None:
     if config.getoption("--no-sched", default=False):
         return
     try:
-        _, table = find_config(Path(str(config.rootpath)))
+        _, table = find_config(_config_start(config))
     except ValueError as exc:  # (not TOML at all)
         raise pytest.UsageError(f"error[SP005]: {exc}") from None
     if table:
@@ -114,7 +121,8 @@ class SchedItem(pytest.Item):
             self.config._streamproof_settings = _settings(self.config)
         settings = self.config._streamproof_settings
         options = Options(**{k: settings[k] for k in OPTIONS if k in settings})
-        report = check_one(Source(self._shown_path()), options, settings.get("max_statements"))
+        # (read at the absolute path: a test that changed directory does not move the spec)
+        report = check_one(Source(self._shown_path(), file=str(self.path)), options, settings.get("max_statements"))
         if not report.passed:
             raise SchedFailure(f"{plain(summary([report]))}\n\n{plain_report(report)}")
 

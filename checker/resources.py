@@ -36,6 +36,11 @@ def deep_recursion(limit: int = 10_000):
         sys.setrecursionlimit(before)
 
 
+SOLVER_LOCK = threading.RLock()
+"""Held while a spec is checked or optimized: Z3's default context is one per process and
+not thread-safe, so checks from several threads (Dask workers, the Python API) take turns;
+`check -j N` runs processes, each with its own."""
+
 def worker_context():
     """How worker processes start: forked when this process runs no other thread (cheap:
     nothing to import again), else fresh interpreters (forking a threaded process can deadlock

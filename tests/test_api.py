@@ -278,3 +278,40 @@ def test_a_one_in_flight_comm_races_on_two_calls_of_a_rank():
     assert race.buffer == "car"
     with pytest.raises(sp.SpecInvalid):  # an ordinary comm: a call off its member stream is refused
         build(False).check()
+
+
+def test_checks_from_several_threads_give_the_answers_of_one_at_a_time():
+    """Z3's context is one per process: calls from threads take turns instead of corrupting
+    each other's answers (a use-after-free and a deadlock read as unknown, or a crash)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build():
+        p = sp.Program("threads")
+        d = p.device("gpu0")
+        b0 = p.buffer("b0", "1KiB", on=d)
+        s0, s1, s2 = p.stream("s0", d), p.stream("s1", d), p.stream("s2", d)
+        e0, n0, w = p.event("e0"), p.notify("n0"), p.comm("w", [s0, s1])
+        p.thread("t0").free(b0).allreduce(s1, w, b0, "1us").wait(s2, e0).await_(n0).sync("all")
+        return p
+
+    def outcome(_):
+        result = build().check(allow_unknown=True)
+        return result.status, result.passed, tuple(sorted(f.code.value for f in result.findings))
+
+    alone = outcome(0)
+    assert alone[0] == "findings"
+    with ThreadPoolExecutor(4) as pool:
+        assert set(pool.map(outcome, range(8))) == {alone}
+
+
+def test_optimize_of_a_program_that_can_get_stuck_reports_the_deadlock_as_the_command_does():
+    p = sp.Program("stuck")
+    d = p.device("gpu0")
+    b0, b1 = p.buffer("b0", "1KiB", on=d), p.buffer("b1", "1KiB", on=d)
+    s0, s1 = p.stream("s0", d), p.stream("s1", d)
+    w = p.comm("w", [s0, s1])
+    p.thread("t0").allreduce(s1, w, b1, "1us")
+    p.thread("t1").sync("all").allreduce(s0, w, b0, "1us")
+    assert p.simulate().deadlocked
+    result = p.optimize()
+    assert result.deadlock and (result.program, result.bound, result.optimal_program) == (None, None, False)

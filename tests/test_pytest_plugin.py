@@ -133,3 +133,29 @@ def test_this_projects_own_tests_do_not_collect_its_specs(pytester):
                                            str(HERE / "conformance"), str(HERE / "regressions"))
     assert ".sched" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_spec_is_read_where_it_is_even_after_a_test_changed_directory(project, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "z_racy.sched").write_text(CLEAN)  # (the same relative path, another spec)
+    project.makefile(".sched", z_racy=RACY)  # (collected after the test that moves)
+    project.makepyfile(test_a_first=f"import os\ndef test_moves():\n    os.chdir({str(elsewhere)!r})\n")
+    project.runpytest().assert_outcomes(passed=1, failed=1)
+
+
+def test_settings_come_from_the_nearest_pyproject_above_where_pytest_runs(project):
+    """As `streamproof check` reads them: a subproject's table, not the rootdir's."""
+    project.makepyprojecttoml("[tool.pytest.ini_options]\naddopts = \"-p no:hypothesispytest -p no:cacheprovider\"\n"
+                              "[tool.streamproof]\nallow-unknown = true\nexhaustive = true\nmax-states = 3\n")
+    sub = project.mkdir("sub")
+    (sub / "pyproject.toml").write_text("[tool.streamproof]\ntimeout = 20\n")
+    (sub / "racy.sched").write_text(RACY)
+    import os
+
+    here = os.getcwd()
+    os.chdir(sub)
+    try:
+        result = project.runpytest("racy.sched")
+    finally:
+        os.chdir(here)
+    result.assert_outcomes(failed=1)
