@@ -159,3 +159,13 @@ def test_settings_come_from_the_nearest_pyproject_above_where_pytest_runs(projec
     finally:
         os.chdir(here)
     result.assert_outcomes(failed=1)
+
+
+def test_an_undecided_spec_allowed_by_sched_allow_unknown_is_skipped_not_passed(project):
+    """As the JUnit report shows it: an answer left unknown is never a pass, only skipped when
+    unknown answers are allowed."""
+    project.makepyprojecttoml("[tool.pytest.ini_options]\naddopts = \"-p no:hypothesispytest -p no:cacheprovider\"\n"
+                              "[tool.streamproof]\nexhaustive = true\nmax-states = 3\n")
+    project.makefile(".sched", racy=RACY + "expect race on act\n")
+    project.runpytest("--sched-allow-unknown").assert_outcomes(skipped=1)
+    project.runpytest().assert_outcomes(failed=1)
