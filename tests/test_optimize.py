@@ -630,3 +630,152 @@ thread b {
     result = optimize(program, timeout=20)
     with pytest.raises(EmitError, match="hand off"):
         emit(program, result)
+
+
+# `optimize --emit`: the written spec is as safe as the original, loads, and says what it takes.
+
+GROUP_WAITS_THROUGH_A_LATER_MEMBER = """device gpu0 { compute 1 comm 1 }
+device gpu1 { compute 1 comm 1 }
+buffer g0 1MiB on gpu0
+buffer g1 1MiB on gpu1
+stream comm0 on gpu0
+stream comp0 on gpu0
+stream comm1 on gpu1
+comm world = { comm0, comm1 }
+event filled
+thread driver {
+  comm0: allreduce world g0 1ms
+  comp0: kernel fill writes g0 2ms
+  comp0: record filled
+  comm1: wait filled
+  comm1: allreduce world g1 1ms
+}
+"""
+
+
+def test_emit_waits_for_a_task_issued_after_a_group_member_through_a_later_member():
+    """The group starts once both members are at their heads, so the allreduce on comm0,
+    issued before the fill, runs after it: the emitted wait goes before the later member, not
+    before comm0's (a wait issued before its record binds to none, and races)."""
+    from checker.analyze import check_loaded
+    from checker.optimize import emit
+
+    loaded = load_text(GROUP_WAITS_THROUGH_A_LATER_MEMBER)
+    result = optimize(loaded.program, timeout=20)
+    text = emit(loaded.program, result)
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines.index("comm1: wait dep[0]") > lines.index("gpu0_lane[0]: record dep[0]"), text
+    again = load_text(text)
+    assert not check_loaded(again).findings, text
+    assert optimize(again.program, timeout=20).program == result.bound
+
+
+RACY_SPEC = """device d { compute 2 }
+buffer x 1MiB on d
+stream a on d
+stream b on d
+thread main {
+  a: kernel p writes x 1ms
+  b: kernel q writes x 1ms
+}
+"""
+
+
+@pytest.mark.parametrize("written, refused", [(RACY_SPEC, "findings the original lacks \\(race\\)"),
+                                              ("device d { compute 1 }\nbuffer x 1MiB on d\nbuffer x 1MiB on d\n",
+                                               "does not load")])
+def test_emit_as_run_refuses_a_spec_with_new_findings_or_one_that_does_not_load(monkeypatch, written, refused):
+    """The safety net: whatever the synthesis wrote, a spec `check` would fault is an emit error."""
+    from checker import crosscheck
+    from checker.optimize import EmitError
+
+    program = load("device d { compute 2 }\nbuffer x 1MiB on d\nstream a on d\nthread main {\n"
+                   "  a: kernel p writes x 1ms\n}\n")
+    result = optimize(program, timeout=20)
+    monkeypatch.setattr(crosscheck, "emit", lambda program, result: written)
+    with pytest.raises(EmitError, match=refused):
+        crosscheck.emit_as_run(program, result)
+
+
+def test_emit_as_run_expects_the_makespan_of_the_slowest_program():
+    """Under `runtime cuda` a `cudaMalloc` may synchronize the device: `check` holds the
+    emitted spec to its slowest program, 6 ms, not the 5 ms of the one that does not."""
+    from checker.analyze import check_loaded
+    from checker.crosscheck import emit_as_run
+
+    program = load("device d { compute 2 runtime cuda }\nbuffer x 1MiB on d\nbuffer y 1MiB on d\nstream s on d\n"
+                   "stream t on d\nthread main {\n  s: kernel A writes x 5ms\n  alloc y\n  t: kernel B writes y 1ms\n}\n")
+    text = emit_as_run(program, optimize(program, timeout=20))
+    assert "expect makespan <= 6ms" in text and "slowest program), it takes 6 ms" in text, text
+    assert check_loaded(load_text(text)).passed, text
+
+
+def test_emit_header_claims_the_bound_only_when_the_spec_reaches_it():
+    """A free waits for the device under `runtime cuda`: the emitted spec takes 6 ms where the
+    bound is 5 ms, and its header says so rather than that its minimum is the bound."""
+    from checker.crosscheck import emit_as_run
+
+    program = load("device d { compute 2 runtime cuda }\nbuffer x 1MiB on d\nbuffer y 1MiB on d\nstream s on d\n"
+                   "stream t on d\nthread main {\n  s: kernel A writes x 5ms\n  t: kernel B writes y 1ms\n"
+                   "  sync t\n  free y\n  host H 1ms\n}\n")
+    result = optimize(program, timeout=20)
+    text = emit_as_run(program, result)
+    assert result.bound == 5 * MS
+    assert "Its minimum makespan is the bound" not in text and "reaches the overlap bound" not in text, text
+    assert "it does not reach the overlap bound" in text and "it takes 6 ms" in text
+    assert optimize(load(text), timeout=20).program == 6 * MS
+
+
+def test_emitted_names_avoid_every_name_the_spec_uses():
+    """`x[0]` flattens to `x_0`, which the spec already declares; the event array `dep` and the
+    lane array `d_lane` are names it uses too: each gets a fresh suffix, and the spec loads
+    with every buffer its own."""
+    from checker.analyze import check_loaded
+    from checker.optimize import emit
+
+    program = load("""device d { compute 2 copy 1 }
+buffer dep 1MiB on d
+buffer x[2] 1MiB on d
+buffer x_0 1MiB on d
+buffer h 1MiB on host pinned
+stream s on d
+stream d_lane on d
+event e
+thread main {
+  s: kernel A writes dep 2ms
+  s: record e
+  d_lane: kernel B writes x_0 3ms
+  d_lane: wait e
+  d_lane: copy h <- dep 1ms
+  s: kernel C reads dep writes x[0] 1ms
+  sync d_lane
+}
+""")
+    result = optimize(program, timeout=20)
+    text = emit(program, result)
+    again = load_text(text)
+    assert again.program is not None, (again.diagnostics, text)
+    assert len({m.name for m in again.program.memories}) == len(program.memories) == 5
+    assert "event dep_1[" in text and "stream d_lane_1[" in text and "buffer x_0_1 " in text, text
+    assert not check_loaded(again).findings, text
+
+
+def test_the_bound_keeps_the_launch_cost_of_a_graph_launch():
+    """Each `launch` of a graph costs its thread the device's launch time, in any order: ten
+    launches of 10 us hold the host 100 us however the graphs' kernels overlap."""
+    program = load("""device d { compute 4 launch 10us }
+buffer x[10] 1MiB on d
+stream s on d
+stream m on d
+graph G[10] {
+  s: kernel a writes x[G] 1us
+}
+thread main {
+  for i in 0..10 {
+    m: launch G[i]
+  }
+  sync m
+}
+""")
+    result = optimize(program, timeout=20)
+    assert result.bound == result.program == 101_000

@@ -20,7 +20,8 @@ happens-before order of each pair of conflicting accesses (an `alloc` counts as 
 statement that reads what a task wrote still waits for it, as the sync before it made it),
 thread order and launch costs, the blocking of pageable copies, the start of every task after
 its enqueue, and the order of collectives on their streams (ranks match them by position).
-Record, wait and reset statements are dropped with the events, their launch cost included; a
+Record, wait and reset statements are dropped with the events, their launch cost included
+(but for the record that begins a graph's launch: the launch costs its thread in any order); a
 `sync` stays in its thread's order but waits for nothing.
 """
 
@@ -176,13 +177,17 @@ class _Builder:
         return tuple(u for m in collectives.unit_holders(self.program, group.members)
                      for u in self.uses(statements[m], statements[m].duration))
 
-    def add_thread(self, statements: list[Statement]) -> None:
-        """Issue/return steps of one thread's kept statements, chained in program order."""
+    def add_thread(self, statements: list[Statement], launches: frozenset[int] = frozenset()) -> None:
+        """Issue/return steps of one thread's kept statements, chained in program order. A
+        statement of `launches` (a dropped graph launch) keeps only its issue and launch cost."""
         previous: list[tuple[int, int]] = []
         for st in statements:
             issue = self.issue[st.index] = self.node(StepKind.ISSUE, st.index)
             for u, w in previous:
                 self.edge(u, issue, w)
+            if st.index in launches:
+                previous = [(issue, launch_of(self.program, st))]
+                continue
             launch = launch_of(self.program, st)
             if st.stream is not None:
                 self.edge(issue, self.first[st.index], launch)
@@ -338,15 +343,23 @@ def _work_accesses(program: Program, st: Statement):
     return st.accesses
 
 
+def graph_launches(program: Program) -> frozenset[int]:
+    """The records that begin a graph's launch (`S: launch G`): the relaxation drops them with
+    the events, but the launch costs its thread its device's launch time in any order."""
+    return frozenset(st.launch for st in program.statements
+                     if st.launch is not None and program.launch_time(program.statements[st.launch]))
+
+
 def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported:
     """The overlap relaxation of a deterministic program (see the module docstring)."""
     hb = happens_before(exact)
     b = _Builder(program)
     kept = [st for st in program.statements if not _synchronizes(st)]
     b.add_tasks([st for st in kept if st.stream is not None])
+    launches = graph_launches(program)
     for thread in program.threads:
         b.add_thread([program.statements[i] for i in thread.statements
-                      if not _synchronizes(program.statements[i])])
+                      if not _synchronizes(program.statements[i]) or i in launches], launches)
     accessing = [(st, _work_accesses(program, st)) for st in kept]
     accessing = [(st, acc) for st, acc in accessing if acc]
     for i, (a, acc_a) in enumerate(accessing):

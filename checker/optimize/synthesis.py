@@ -14,6 +14,11 @@ bound keeps:
   the latest such tasks first (through `sync LANE` when that task is the lane's last one so
   far, else through an event); the program's own syncs, which the bound drops, are not written.
 
+A record always comes before its wait in its thread (a wait issued first binds to no record):
+a dependency on a collective member issued before the task it follows waits through a later
+member of its group instead. Generated names (the event and lane arrays, flattened elements)
+avoid every name the spec uses.
+
 Collectives stay on their comm's member streams, in their order. Loops come out unrolled.
 Event operations cost launch time like any enqueue: on a device with a `launch` cost the
 synthesized spec can exceed the bound by that much per added event operation (the header
@@ -57,9 +62,65 @@ def flat(name: str) -> str:
 _INDEX = re.compile(r"\[(\d+)\]")
 
 
+def _fresh(candidate: str, taken: set[str]) -> str:
+    """`candidate`, or with the first numeric suffix that makes it a name not yet taken."""
+    name, k = candidate, 0
+    while name in taken:
+        k += 1
+        name = f"{candidate}_{k}"
+    return name
+
+
+def _declared_names(program: Program) -> list[str]:
+    return [x.name for kind in (program.devices, program.memories, program.streams, program.events,
+                                program.notifies, program.comms, program.threads) for x in kind]
+
+
+_NAMES: list = [None, None]
+"""The last program's names (`spec_names`): every statement written asks for them."""
+
+
+def spec_names(program: Program) -> dict[str, str]:
+    """Every name the synthesized spec writes, each distinct: a declared name as it is, an
+    element flattened (`x[0]` -> `x_0`) unless that is a name the spec already uses (then a
+    fresh suffix), and the generated event (`#event`) and lane arrays (`#lane:DEVICE`) fresh:
+    two things under one name would not load, or, buffers, would share their bytes."""
+    if _NAMES[0] is program:
+        return _NAMES[1]
+    declared = _declared_names(program)
+    taken = {n for n in declared if flat(n) == n} | {_INDEX.split(n)[0] for n in declared}
+    names = {n: n for n in declared if flat(n) == n}
+    for n in declared:
+        if n not in names:
+            names[n] = _fresh(flat(n), taken)
+            taken.add(names[n])
+    names["#event"] = _fresh("dep", taken)
+    taken.add(names["#event"])
+    for d in program.devices:
+        names[f"#lane:{d.index}"] = _fresh(f"{names[d.name]}_lane", taken)
+        taken.add(names[f"#lane:{d.index}"])
+    _NAMES[:] = [program, names]
+    return names
+
+
+def spec_name(program: Program, name: str) -> str:
+    """A declared name as the synthesized spec writes it (`spec_names`)."""
+    return spec_names(program)[name]
+
+
+def event_name(program: Program) -> str:
+    """The synthesized spec's event array."""
+    return spec_names(program)["#event"]
+
+
+def lane_name(program: Program, device: int) -> str:
+    """The synthesized spec's lane array on a device."""
+    return spec_names(program)[f"#lane:{device}"]
+
+
 def access_text(program: Program, access: Access) -> str:
     memory = program.memories[access.memory]
-    return spec_text.access_text(flat(memory.name), memory.size, access.start, access.end)
+    return spec_text.access_text(spec_name(program, memory.name), memory.size, access.start, access.end)
 
 
 def _rw(program: Program, st: Statement) -> str:
@@ -103,22 +164,22 @@ def statement_text(program: Program, st: Statement, stream: str | None) -> str:
     if op is Op.HOST:
         return f"host {st.name}{_rw(program, st)}{_dur(st)}"
     if op in (Op.ALLOC, Op.FREE):
-        target = flat(program.memories[st.memory].name) if st.memory is not None else ""
+        target = spec_name(program, program.memories[st.memory].name) if st.memory is not None else ""
         if op is Op.FREE and st.accesses:
             target = access_text(program, st.accesses[0])
         nosync = " nosync" if op is Op.FREE and st.stream is None and st.form.endswith(" nosync") else ""
         return f"{prefix}{op.value} {target}{nosync}"
     if op is Op.MEMSET:
         return f"{prefix}memset {access_text(program, st.accesses[0])}{_dur(st)}"
-    comm = flat(program.comms[st.comm].name) if st.comm is not None else ""
+    comm = spec_name(program, program.comms[st.comm].name) if st.comm is not None else ""
     data = access_text(program, st.accesses[0]) if st.accesses else ""
     if st.operation.collective and op not in (Op.SEND, Op.RECV):
-        root = f" root {flat(program.streams[st.root].name)}" if st.root is not None else ""
+        root = f" root {spec_name(program, program.streams[st.root].name)}" if st.root is not None else ""
         return f"{prefix}{op.value} {comm}{root} {_operands(program, st)}{_dur(st)}"
     if op is Op.SEND:
-        return f"{prefix}send {comm} to {flat(program.streams[st.peer].name)} {data}{_dur(st)}"
+        return f"{prefix}send {comm} to {spec_name(program, program.streams[st.peer].name)} {data}{_dur(st)}"
     if op is Op.RECV:
-        return f"{prefix}recv {comm} from {flat(program.streams[st.peer].name)} {data}{_dur(st)}"
+        return f"{prefix}recv {comm} from {spec_name(program, program.streams[st.peer].name)} {data}{_dur(st)}"
     raise EmitError(f"cannot synthesize {op.value} statements")
 
 
@@ -137,28 +198,28 @@ def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int
         engines = " ".join(f"{e.value} {n}" for e, n in d.engines) or "compute 1 copy 1 comm 1"
         launch = f" launch {duration_text(d.launch)}" if d.launch else ""
         runtime = " runtime cuda" if d.runtime is Runtime.CUDA else ""  # (its rules: collectives that spin, ...)
-        out.append(f"device {flat(d.name)} {{ {engines}{launch}{runtime} }}")
+        out.append(f"device {spec_name(program, d.name)} {{ {engines}{launch}{runtime} }}")
     out.append("")
     for m in program.memories:
         if m.comm is not None:
             continue  # (a `one_in_flight` comm's state: the comm declares it)
-        where = "host" if m.device is None else flat(program.devices[m.device].name)
+        where = "host" if m.device is None else spec_name(program, program.devices[m.device].name)
         pinned = " pinned" if m.pinned else ""
-        out.append(f"buffer {flat(m.name)} {m.size}B on {where}{pinned}")
+        out.append(f"buffer {spec_name(program, m.name)} {m.size}B on {where}{pinned}")
     out.append("")
     for s in program.streams:
         if s.index in kept_streams:
             mode = " nonblocking" if s.mode is StreamMode.NONBLOCKING else ""
             level = {PRIORITY_HIGH: "high", PRIORITY_LOW: "low"}.get(s.priority, str(s.priority))
-            out.append(f"stream {flat(s.name)} on {flat(program.devices[s.device].name)} priority {level}{mode}")
+            out.append(f"stream {spec_name(program, s.name)} on {spec_name(program, program.devices[s.device].name)} priority {level}{mode}")
     for d in program.devices:
         if lanes.get(d.index):
-            out.append(f"stream {flat(d.name)}_lane[{lanes[d.index]}] on {flat(d.name)}")
+            out.append(f"stream {lane_name(program, d.index)}[{lanes[d.index]}] on {spec_name(program, d.name)}")
     if events:
-        out.append(f"event dep[{events}]")
+        out.append(f"event {event_name(program)}[{events}]")
     for c in program.comms:
         one_in_flight = " one_in_flight" if c.in_flight else ""
-        out.append(f"comm {flat(c.name)} = {{ {', '.join(flat(program.streams[i].name) for i in c.members)} }}"
+        out.append(f"comm {spec_name(program, c.name)} = {{ {', '.join(spec_name(program, program.streams[i].name) for i in c.members)} }}"
                    f"{one_in_flight}")
     out.append("")
     return out
@@ -237,7 +298,7 @@ class _Synthesizer:
                 if st.stream is None or st.operation.synchronizes:
                     continue
                 if st.operation.collective:  # (a call off its member stream goes onto the member's)
-                    lane_of[i] = flat(p.streams[st.rank_stream].name)
+                    lane_of[i] = spec_name(p, p.streams[st.rank_stream].name)
                     kept_streams.add(st.rank_stream)
                     continue
                 key = (thread.index, st.device)
@@ -257,12 +318,13 @@ class _Synthesizer:
             offset[(thread, device)] = lane_count.get(device, 0)
             lane_count[device] = lane_count.get(device, 0) + len(chains)
         for i, (thread, device, k) in lane_index.items():
-            lane_of[i] = f"{flat(p.devices[device].name)}_lane[{offset[(thread, device)] + k}]"
+            lane_of[i] = f"{lane_name(p, device)}[{offset[(thread, device)] + k}]"
         for s in p.streams:
             for c in p.comms:
                 if s.index in c.members:
                     kept_streams.add(s.index)
         needed, sync_targets = self._reduce(deps, sync_waits, lane_of)
+        needed = {self._issued_in_order(a, b) for a, b in needed}
         return self._write(lane_of, lane_count, kept_streams, needed, sync_targets)
 
     def _reduce(self, deps, sync_waits, lane_of):
@@ -368,8 +430,27 @@ class _Synthesizer:
                 sync_targets[i] = chosen
         return needed, sync_targets
 
+    def _issued_in_order(self, a: int, b: int) -> tuple[int, int]:
+        """The dependency a -> b as a record after a and a wait its thread issues later: a
+        wait binds to the latest record enqueued before it, so one issued first does nothing.
+        A collective group starts once every member is at its stream's head, so a member
+        issued before a (the group waits for a through another member) takes its wait on a
+        member of its group issued after a; no such member: an emit error."""
+        p = self.program
+        position = {i: k for k, i in enumerate(p.threads[p.statements[a].thread].statements)}
+        if position[b] > position[a]:
+            return a, b
+        group = p.statements[b].group if p.statements[b].operation.collective else None
+        later = [m for m in (p.groups[group].members if group is not None else ())
+                 if m in position and position[m] > position[a]]
+        if not later:
+            raise EmitError(f"a dependency the bound keeps ({p.describe(p.statements[a])} before "
+                            f"{p.describe(p.statements[b])}) runs against the order its thread issues them")
+        return a, min(later, key=position.get)
+
     def _write(self, lane_of, lane_count, kept_streams, needed, sync_targets) -> Synthesis:
         p = self.program
+        dep = event_name(p)
         # An event per task another task or a sync must wait for; a sync on a lane needs none
         # when the task is that lane's latest one at the sync.
         incoming: dict[int, list[int]] = {}
@@ -394,7 +475,7 @@ class _Synthesizer:
                     plan.append(f"sync {lane}")
                 else:
                     event_of.setdefault(t, len(event_of))
-                    plan.append(f"sync dep[{event_of[t]}]")
+                    plan.append(f"sync {dep}[{event_of[t]}]")
             sync_plan[s] = plan
         for a, _ in sorted(needed):
             event_of.setdefault(a, len(event_of))
@@ -418,10 +499,10 @@ class _Synthesizer:
                     syncs += len(sync_plan.get(i, []))
                 lane = lane_of.get(i)
                 for a in sorted(incoming.get(i, ())):
-                    lines.append(f"{lane}: wait dep[{event_of[a]}]")
+                    lines.append(f"{lane}: wait {dep}[{event_of[a]}]")
                     waits += 1
                 text = statement_text(p, st, lane)
-                followers = [f"{lane}: record dep[{event_of[i]}]"] if i in event_of else []
+                followers = [f"{lane}: record {dep}[{event_of[i]}]"] if i in event_of else []
                 if st.blocking and lane is not None and not _blocks_by_itself(p, st):
                     followers.append(f"sync {lane}")  # (a `memcpy`: the thread waits for the copy)
                 if st.batch is not None:
@@ -436,7 +517,7 @@ class _Synthesizer:
             body[thread.index] = lines
         bound = self.result.bound
         title = p.title or p.path
-        added = len(event_of) + waits + sum(1 for plans in sync_plan.values() for x in plans if "dep[" in x)
+        added = len(event_of) + waits + sum(1 for plans in sync_plan.values() for x in plans if f"{dep}[" in x)
         out = [
             f"# Synthesized by `streamproof optimize --emit` from {p.path}.",
             "# The same work, buffers and host code (loops unrolled); tasks re-assigned to lanes;",
@@ -448,7 +529,7 @@ class _Synthesizer:
         ]
         if any(not st.costs_launch and st.stream is not None and p.devices[st.device].launch for st in p.statements):
             out.append("# A graph's work is written out task by task, and each task then costs its device's "
-                       "launch time (one `launch` of the graph cost it once): this spec's minimum is above "
+                       "launch time (one `launch` of the graph cost it once): this spec's minimum can be above "
                        "the bound by that much.")
         if p.variant:
             out.append(f"# Of the spec's programs, the one written here is {p.variant}.")
@@ -461,7 +542,7 @@ class _Synthesizer:
         out += [f'spec "{title} (reaches the overlap bound)"', ""]
         out += _declarations(p, lane_count, kept_streams, len(event_of))
         for thread in p.threads:
-            out.append(f"thread {flat(thread.name)}{' process' if thread.process else ''} {{")
+            out.append(f"thread {spec_name(p, thread.name)}{' process' if thread.process else ''} {{")
             out.extend("  " + line for line in body[thread.index])
             out.append("}")
             out.append("")
