@@ -1429,7 +1429,7 @@ class _Lowerer:
                                 found[isinstance(statement, ast.AllocTask)][element].add((position, decl.count is not None))
             self._allocated_by = found
         own = self.latest_alloc_on_stream.get((self.current_thread, memory))
-        here = self.thread_decls.index(self.current_decl)
+        here = self.current_decl_position
         elsewhere = {on_stream for on_stream in (True, False)
                      if any(position != here or array for position, array in self._allocated_by[on_stream][memory])}
         kinds = elsewhere | ({own} if own is not None else set())
@@ -1616,7 +1616,8 @@ class _Lowerer:
 
     def thread(self, decl: ast.ThreadDecl) -> None:
         count = self.array_count(decl.count, "thread")
-        self.current_decl = decl
+        self.current_decl_position = next(k for k, d in enumerate(self.thread_decls) if d is decl)
+        """The thread declaration being lowered, by position (`freed_without_sync`)."""
         for i in range(count or 1):
             index = len(self.threads)
             self.current_thread = index
@@ -2426,20 +2427,19 @@ class _Lowerer:
     def peer_serialized(self, node, stream: int, memories: tuple[Memory, ...], written: str, bindings,
                         emit_copy) -> None:
         """Emit a copy (`emit_copy`) on `stream`; when that is CUDA's legacy stream and the copy
-        is between the memories of two devices, one another CUDA device, also order it with that device's legacy stream
-        both ways, by records and waits of implicit events. The programming guide, "Peer-to-Peer
+        is between the memories of two devices, one another CUDA device, also order it with
+        that device's legacy stream both ways, by records and waits of implicit events. The programming guide, "Peer-to-Peer
         Memory Copy": a copy in the NULL stream between two devices "does not start until all
         commands previously issued to either device have completed and runs to completion
         before any commands ... issued after the copy to either device can start"."""
         own = self.streams[stream]
+        # (only a copy between the memories of two devices: CUDA documents no such ordering for
+        # a copy between the host and another device's memory, nor for an `item`)
         between_devices = all(m.device is not None for m in memories) and len({m.device for m in memories}) == 2
-        others = sorted({m.device for m in memories if between_devices and m.device != own.device
-                         and self.devices[m.device].runtime is Runtime.CUDA})
-        if (own.mode is not StreamMode.LEGACY or self.devices[own.device].runtime is not Runtime.CUDA
-                or not between_devices):
-            # (only a copy between the memories of two devices: CUDA documents no such ordering
-            # for a copy between the host and another device's memory, nor for an `item`)
-            others = []
+        others = []
+        if own.mode is StreamMode.LEGACY and self.devices[own.device].runtime is Runtime.CUDA and between_devices:
+            others = sorted({m.device for m in memories if m.device != own.device
+                             and self.devices[m.device].runtime is Runtime.CUDA})
         for position, device in enumerate(others):
             other = self.default_stream(device)
             event = self.implicit_event(node, "peer_copy", device, "before")

@@ -27,6 +27,12 @@ def _where(program: Program, statement: Statement) -> str:
     return f"{program.describe(statement)} (line {statement.span.line})"
 
 
+_PROCESS_ORDER = ("where an (interprocess) event orders them only once its record is known to be enqueued: "
+                  "order them with a signal")
+"""How helps order two processes' work: an IPC event's wait binds only to a record already
+enqueued, which the other process cannot know without a signal."""
+
+
 def _quoted(program: Program, statement: Statement) -> str:
     return f"`{program.describe(statement)}` (line {statement.span.line})"
 
@@ -41,11 +47,12 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         help += (f"; or, where the {'iterations' if a.thread == b.thread else 'threads'} are meant to run at once, "
                  f"give each its own `{memory.name}` (an array indexed as its stream is)")
     several = len(memory.owners) > 1 or len(memory.tensors) > 1  # (a block that several tensors had)
-    if several or (memory.pool is not None and not _one_lifetime(program, a, b, memory)):
+    lifetimes = not _one_lifetime(program, a, b, memory)  # (the two accesses in two lifetimes of the memory)
+    if several or (memory.pool is not None and lifetimes):
         held = memory.tensors if len(memory.tensors) > 1 else memory.owners
         name += (f" (caching-allocator memory, handed to {', '.join(f'`{o}`' for o in held)} in turn)" if several else
                  " (caching-allocator memory, its block handed on again at each free)")
-        if not _one_lifetime(program, a, b, memory):
+        if lifetimes:
             help = _block_help(program, a, b, memory)
     elif memory.comm is not None:
         comm = program.comms[memory.comm]
@@ -278,8 +285,8 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
     a, b = first, second
     if _two_processes(program, a, b):
-        return (f"they run in two processes, where an (interprocess) event orders them only once its record is known to be enqueued: order them with a signal, `{stream(a)}: notify "
-                f"N` {after} and `{stream(b)}: await N` {before} (a barrier of stream signals)")
+        return (f"they run in two processes, {_PROCESS_ORDER}, `{stream(a)}: notify N` {after} and "
+                f"`{stream(b)}: await N` {before} (a barrier of stream signals)")
     help = (f"order them with an event: `record E` on `{stream(a)}` {after}, "
             f"`wait E` on `{stream(b)}` {before} (or put both on one stream)")
     if a.launch is None and b.launch is None:
@@ -455,9 +462,9 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
             launches = (f"the launches of `{graph(a)}` (line {first.span.line}) and `{graph(b)}` (line "
                         f"{second.span.line})")
         if _two_processes(program, first, second):
-            return (f"{launches} are not ordered, and they run in two processes, where an (interprocess) event "
-                    f"orders them only once its record is known to be enqueued: order them with a signal, `{where(a)}: notify N` after `launch {graph(a)}` and `{where(b)}: await "
-                    f"N` before `launch {graph(b)}`")
+            return (f"{launches} are not ordered, and they run in two processes, {_PROCESS_ORDER}, "
+                    f"`{where(a)}: notify N` after `launch {graph(a)}` and `{where(b)}: await N` before "
+                    f"`launch {graph(b)}`")
         return (f"{launches} are not ordered: record an event on `{where(a)}` after `launch {graph(a)}` "
                 f"and wait on it on `{where(b)}` before `launch {graph(b)}`{_two_threads(program, first, second)}")
     task, other = (a, b) if a.launch is not None else (b, a)
@@ -470,7 +477,7 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
                           f"`{other_stream}: await N` before the second") if task is a else
                          (f"`{other_stream}: notify N` after the first",
                           f"`{where(task)}: await N` before `launch {graph(task)}` (line {launch(task).span.line})"))
-        return f"they run in two processes, where an (interprocess) event orders them only once its record is known to be enqueued: order them with a signal, {after} and {before}"
+        return f"they run in two processes, {_PROCESS_ORDER}, {after} and {before}"
     if task is a:
         return (f"order them with an event: `record E` on `{where(task)}` after `launch {graph(task)}` (line "
                 f"{launch(task).span.line}), `wait E` on `{other_stream}` before the second"

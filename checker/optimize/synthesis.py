@@ -246,6 +246,8 @@ class _Synthesizer:
             raise EmitError(relaxed.reason)
         self.program = program
         self.result = result
+        self._position: dict[int, int] | None = None
+        """Statement -> its place in its thread (`_issued_in_order`), built once."""
         self.model = relaxed
         self.slot = {s.statement: s for s in result.bound_schedule.slots}
 
@@ -437,12 +439,15 @@ class _Synthesizer:
         issued before a (the group waits for a through another member) takes its wait on a
         member of its group issued after a; no such member: an emit error."""
         p = self.program
-        position = {i: k for k, i in enumerate(p.threads[p.statements[a].thread].statements)}
-        if position[b] > position[a]:
-            return a, b
+        if self._position is None:  # (each statement's place in its thread, for every dependency)
+            self._position = {i: k for thread in p.threads for k, i in enumerate(thread.statements)}
+        position = self._position
+        thread = p.statements[a].thread
+        if p.statements[b].thread != thread or position[b] > position[a]:
+            return a, b  # (across threads the emitted spec's check decides: `emit_as_run`)
         group = p.statements[b].group if p.statements[b].operation.collective else None
         later = [m for m in (p.groups[group].members if group is not None else ())
-                 if m in position and position[m] > position[a]]
+                 if p.statements[m].thread == thread and position[m] > position[a]]
         if not later:
             raise EmitError(f"a dependency the bound keeps ({p.describe(p.statements[a])} before "
                             f"{p.describe(p.statements[b])}) runs against the order its thread issues them")

@@ -105,10 +105,9 @@ def testcases(report: FileReport, allow_unknown: bool = False) -> list[Case]:
     return cases
 
 
-_KINDS_OF_QUESTION = {
-    "race": (FindingKind.RACE,), "use-after-free": (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC),
-    "deadlock": (FindingKind.DEADLOCK,), "mismatch": (FindingKind.COLLECTIVE_MISMATCH,),
-}
+_KINDS_OF_QUESTION = {QUESTION_OF[kind]: covers for kind, covers in _COVERS.items()}
+"""The finding kinds each question (race, use-after-free, ...) can give: what the `expect no`
+line on it covers."""
 
 
 def _answered_elsewhere(unknown, undecided: list, covered: set[FindingKind]) -> bool:
