@@ -76,17 +76,33 @@ def _declared_names(program: Program) -> list[str]:
                                 program.notifies, program.comms, program.threads) for x in kind]
 
 
-_NAMES: list = [None, None]
-"""The last program's names (`spec_names`): every statement written asks for them."""
+@dataclass(frozen=True)
+class SpecNames:
+    """Every name the synthesized spec writes, each distinct (`spec_names`), with the program
+    they name: built once per synthesis and handed to every writer."""
+
+    program: Program
+    names: dict[str, str]
+
+    def of(self, name: str) -> str:
+        """A declared name as the synthesized spec writes it."""
+        return self.names[name]
+
+    @property
+    def event(self) -> str:
+        """The synthesized spec's event array."""
+        return self.names["#event"]
+
+    def lane(self, device: int) -> str:
+        """The synthesized spec's lane array on a device."""
+        return self.names[f"#lane:{device}"]
 
 
-def spec_names(program: Program) -> dict[str, str]:
+def spec_names(program: Program) -> SpecNames:
     """Every name the synthesized spec writes, each distinct: a declared name as it is, an
     element flattened (`x[0]` -> `x_0`) unless that is a name the spec already uses (then a
     fresh suffix), and the generated event (`#event`) and lane arrays (`#lane:DEVICE`) fresh:
     two things under one name would not load, or, buffers, would share their bytes."""
-    if _NAMES[0] is program:
-        return _NAMES[1]
     declared = _declared_names(program)
     taken = {n for n in declared if flat(n) == n} | {_INDEX.split(n)[0] for n in declared}
     names = {n: n for n in declared if flat(n) == n}
@@ -99,87 +115,73 @@ def spec_names(program: Program) -> dict[str, str]:
     for d in program.devices:
         names[f"#lane:{d.index}"] = _fresh(f"{names[d.name]}_lane", taken)
         taken.add(names[f"#lane:{d.index}"])
-    _NAMES[:] = [program, names]
-    return names
+    return SpecNames(program, names)
 
 
-def spec_name(program: Program, name: str) -> str:
-    """A declared name as the synthesized spec writes it (`spec_names`)."""
-    return spec_names(program)[name]
+def access_text(names: SpecNames, access: Access) -> str:
+    memory = names.program.memories[access.memory]
+    return spec_text.access_text(names.of(memory.name), memory.size, access.start, access.end)
 
 
-def event_name(program: Program) -> str:
-    """The synthesized spec's event array."""
-    return spec_names(program)["#event"]
+def _rw(names: SpecNames, st: Statement) -> str:
+    return rw_text([access_text(names, a) for a in st.accesses if not a.write],
+                   [access_text(names, a) for a in st.accesses if a.write])
 
 
-def lane_name(program: Program, device: int) -> str:
-    """The synthesized spec's lane array on a device."""
-    return spec_names(program)[f"#lane:{device}"]
-
-
-def access_text(program: Program, access: Access) -> str:
-    memory = program.memories[access.memory]
-    return spec_text.access_text(spec_name(program, memory.name), memory.size, access.start, access.end)
-
-
-def _rw(program: Program, st: Statement) -> str:
-    return rw_text([access_text(program, a) for a in st.accesses if not a.write],
-                   [access_text(program, a) for a in st.accesses if a.write])
-
-
-def _operands(program: Program, st: Statement) -> str:
+def _operands(names: SpecNames, st: Statement) -> str:
     """A collective's buffers as written: `x` where it reads and writes one range (or, a rooted
     member, only reads or only writes it), `destination <- source` where they differ. A
     `one_in_flight` comm's state is the comm's, not written."""
+    program = names.program
     data = [a for a in st.accesses if program.memories[a.memory].comm is None]
     if st.op in (Op.ALLGATHER, Op.REDUCESCATTER) and len({a.memory for a in data}) == 1:
         # In place: the rank's share and the rest of one buffer (`in_place_share`), written whole.
         spans = sorted((a.start, a.end) for a in data)
         if all(start <= max(end for _, end in spans[:k]) for k, (start, _) in enumerate(spans) if k):
-            return access_text(program, replace(data[0], start=spans[0][0], end=max(end for _, end in spans)))
+            return access_text(names, replace(data[0], start=spans[0][0], end=max(end for _, end in spans)))
     reads, writes = [a for a in data if not a.write], [a for a in data if a.write]
     if reads and writes and (reads[0].memory, reads[0].start, reads[0].end) != \
             (writes[0].memory, writes[0].start, writes[0].end):
-        return f"{access_text(program, writes[0])} <- {access_text(program, reads[0])}"
-    return access_text(program, (writes or reads)[0])
+        return f"{access_text(names, writes[0])} <- {access_text(names, reads[0])}"
+    return access_text(names, (writes or reads)[0])
 
 
 def _dur(st: Statement) -> str:
     return f" {duration_text(st.duration)}" if st.duration else ""
 
 
-def statement_text(program: Program, st: Statement, stream: str | None) -> str:
+def statement_text(names: SpecNames, st: Statement, stream: str | None) -> str:
     """One statement of the synthesized spec (work and host code only)."""
+    program = names.program
     prefix = f"{stream}: " if stream is not None else ""
     op = st.op
     if op is Op.KERNEL:
-        return f"{prefix}kernel {st.name}{_rw(program, st)}{_dur(st)}"
+        return f"{prefix}kernel {st.name}{_rw(names, st)}{_dur(st)}"
     if op is Op.CALLBACK:
-        return f"{prefix}callback {st.name}{_rw(program, st)}{_dur(st)}"
+        return f"{prefix}callback {st.name}{_rw(names, st)}{_dur(st)}"
     if op is Op.COPY:
         source, destination = st.accesses
-        return (f"{prefix}copy {access_text(program, destination)} <- "
-                f"{access_text(program, source)}{_dur(st)}")
+        return (f"{prefix}copy {access_text(names, destination)} <- "
+                f"{access_text(names, source)}{_dur(st)}")
     if op is Op.HOST:
-        return f"host {st.name}{_rw(program, st)}{_dur(st)}"
+        return f"host {st.name}{_rw(names, st)}{_dur(st)}"
     if op in (Op.ALLOC, Op.FREE):
-        target = spec_name(program, program.memories[st.memory].name) if st.memory is not None else ""
+        target = names.of(program.memories[st.memory].name) if st.memory is not None else ""
         if op is Op.FREE and st.accesses:
-            target = access_text(program, st.accesses[0])
+            target = access_text(names, st.accesses[0])
         nosync = " nosync" if op is Op.FREE and st.stream is None and st.form.endswith(" nosync") else ""
         return f"{prefix}{op.value} {target}{nosync}"
     if op is Op.MEMSET:
-        return f"{prefix}memset {access_text(program, st.accesses[0])}{_dur(st)}"
-    comm = spec_name(program, program.comms[st.comm].name) if st.comm is not None else ""
-    data = access_text(program, st.accesses[0]) if st.accesses else ""
+        return f"{prefix}memset {access_text(names, st.accesses[0])}{_dur(st)}"
+    comm = names.of(program.comms[st.comm].name) if st.comm is not None else ""
+    data = access_text(names, st.accesses[0]) if st.accesses else ""
     if st.operation.collective and op not in (Op.SEND, Op.RECV):
-        root = f" root {spec_name(program, program.streams[st.root].name)}" if st.root is not None else ""
-        return f"{prefix}{op.value} {comm}{root} {_operands(program, st)}{_dur(st)}"
+        root = f" root {names.of(program.streams[st.root].name)}" if st.root is not None else ""
+        return f"{prefix}{op.value} {comm}{root} {_operands(names, st)}{_dur(st)}"
     if op is Op.SEND:
-        return f"{prefix}send {comm} to {spec_name(program, program.streams[st.peer].name)} {data}{_dur(st)}"
+        return f"{prefix}send {comm} to {names.of(program.streams[st.peer].name)} {data}{_dur(st)}"
     if op is Op.RECV:
-        return f"{prefix}recv {comm} from {spec_name(program, program.streams[st.peer].name)} {data}{_dur(st)}"
+        return f"{prefix}recv {comm} from {names.of(program.streams[st.peer].name)} {data}{_dur(st)}"
     raise EmitError(f"cannot synthesize {op.value} statements")
 
 
@@ -191,35 +193,36 @@ def _blocks_by_itself(program: Program, st: Statement) -> bool:
                for a in st.accesses)
 
 
-def _declarations(program: Program, lanes: dict[int, int], kept_streams: set[int],
+def _declarations(names: SpecNames, lanes: dict[int, int], kept_streams: set[int],
                   events: int) -> list[str]:
+    program = names.program
     out = []
     for d in program.devices:
         engines = " ".join(f"{e.value} {n}" for e, n in d.engines) or "compute 1 copy 1 comm 1"
         launch = f" launch {duration_text(d.launch)}" if d.launch else ""
         runtime = " runtime cuda" if d.runtime is Runtime.CUDA else ""  # (its rules: collectives that spin, ...)
-        out.append(f"device {spec_name(program, d.name)} {{ {engines}{launch}{runtime} }}")
+        out.append(f"device {names.of(d.name)} {{ {engines}{launch}{runtime} }}")
     out.append("")
     for m in program.memories:
         if m.comm is not None:
             continue  # (a `one_in_flight` comm's state: the comm declares it)
-        where = "host" if m.device is None else spec_name(program, program.devices[m.device].name)
+        where = "host" if m.device is None else names.of(program.devices[m.device].name)
         pinned = " pinned" if m.pinned else ""
-        out.append(f"buffer {spec_name(program, m.name)} {m.size}B on {where}{pinned}")
+        out.append(f"buffer {names.of(m.name)} {m.size}B on {where}{pinned}")
     out.append("")
     for s in program.streams:
         if s.index in kept_streams:
             mode = " nonblocking" if s.mode is StreamMode.NONBLOCKING else ""
             level = {PRIORITY_HIGH: "high", PRIORITY_LOW: "low"}.get(s.priority, str(s.priority))
-            out.append(f"stream {spec_name(program, s.name)} on {spec_name(program, program.devices[s.device].name)} priority {level}{mode}")
+            out.append(f"stream {names.of(s.name)} on {names.of(program.devices[s.device].name)} priority {level}{mode}")
     for d in program.devices:
         if lanes.get(d.index):
-            out.append(f"stream {lane_name(program, d.index)}[{lanes[d.index]}] on {spec_name(program, d.name)}")
+            out.append(f"stream {names.lane(d.index)}[{lanes[d.index]}] on {names.of(d.name)}")
     if events:
-        out.append(f"event {event_name(program)}[{events}]")
+        out.append(f"event {names.event}[{events}]")
     for c in program.comms:
         one_in_flight = " one_in_flight" if c.in_flight else ""
-        out.append(f"comm {spec_name(program, c.name)} = {{ {', '.join(spec_name(program, program.streams[i].name) for i in c.members)} }}"
+        out.append(f"comm {names.of(c.name)} = {{ {', '.join(names.of(program.streams[i].name) for i in c.members)} }}"
                    f"{one_in_flight}")
     out.append("")
     return out
@@ -245,6 +248,7 @@ class _Synthesizer:
         if not isinstance(relaxed, TimedModel):
             raise EmitError(relaxed.reason)
         self.program = program
+        self.names = spec_names(program)
         self.result = result
         self._position: dict[int, int] | None = None
         """Statement -> its place in its thread (`_issued_in_order`), built once."""
@@ -300,7 +304,7 @@ class _Synthesizer:
                 if st.stream is None or st.operation.synchronizes:
                     continue
                 if st.operation.collective:  # (a call off its member stream goes onto the member's)
-                    lane_of[i] = spec_name(p, p.streams[st.rank_stream].name)
+                    lane_of[i] = self.names.of(p.streams[st.rank_stream].name)
                     kept_streams.add(st.rank_stream)
                     continue
                 key = (thread.index, st.device)
@@ -320,7 +324,7 @@ class _Synthesizer:
             offset[(thread, device)] = lane_count.get(device, 0)
             lane_count[device] = lane_count.get(device, 0) + len(chains)
         for i, (thread, device, k) in lane_index.items():
-            lane_of[i] = f"{lane_name(p, device)}[{offset[(thread, device)] + k}]"
+            lane_of[i] = f"{self.names.lane(device)}[{offset[(thread, device)] + k}]"
         for s in p.streams:
             for c in p.comms:
                 if s.index in c.members:
@@ -455,7 +459,7 @@ class _Synthesizer:
 
     def _write(self, lane_of, lane_count, kept_streams, needed, sync_targets) -> Synthesis:
         p = self.program
-        dep = event_name(p)
+        dep = self.names.event
         # An event per task another task or a sync must wait for; a sync on a lane needs none
         # when the task is that lane's latest one at the sync.
         incoming: dict[int, list[int]] = {}
@@ -506,7 +510,7 @@ class _Synthesizer:
                 for a in sorted(incoming.get(i, ())):
                     lines.append(f"{lane}: wait {dep}[{event_of[a]}]")
                     waits += 1
-                text = statement_text(p, st, lane)
+                text = statement_text(self.names, st, lane)
                 followers = [f"{lane}: record {dep}[{event_of[i]}]"] if i in event_of else []
                 if st.blocking and lane is not None and not _blocks_by_itself(p, st):
                     followers.append(f"sync {lane}")  # (a `memcpy`: the thread waits for the copy)
@@ -545,9 +549,9 @@ class _Synthesizer:
             out.append("# The original expects findings: the work's orders are kept, not those findings; "
                        "`streamproof check` this spec before relying on it.")
         out += [f'spec "{title} (reaches the overlap bound)"', ""]
-        out += _declarations(p, lane_count, kept_streams, len(event_of))
+        out += _declarations(self.names, lane_count, kept_streams, len(event_of))
         for thread in p.threads:
-            out.append(f"thread {spec_name(p, thread.name)}{' process' if thread.process else ''} {{")
+            out.append(f"thread {self.names.of(thread.name)}{' process' if thread.process else ''} {{")
             out.extend("  " + line for line in body[thread.index])
             out.append("}")
             out.append("")
