@@ -1304,6 +1304,7 @@ def _deadlock_text(path: str, headline: str, stuck: list[dict], notes=()) -> lis
 
 def command_simulate(args) -> int:
     from checker.determinism import nondeterminism
+    from checker.messages import ms_text
     from checker.report.perf import simulate_text
 
     sources = _sources(args)
@@ -1331,7 +1332,7 @@ def command_simulate(args) -> int:
         if args.format != "text":
             continue
         if deadlocked:
-            lines = _deadlock_text(loaded.path, f"the program gets stuck at {data['stuck_at']:.3f} ms and "
+            lines = _deadlock_text(loaded.path, f"the program gets stuck at {ms_text(data['stuck_at'])} and "
                                                 "never finishes: it has no makespan", data.get("stuck") or [])
         elif args.quiet:
             continue

@@ -9,6 +9,7 @@ streams with an event, two threads with a notify).
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_left, bisect_right
 from fractions import Fraction
@@ -1201,6 +1202,15 @@ def _cyclic(program: Program, meets: list[Statement], line) -> bool:
 def unknown(message: str, help: str, statements: tuple[int, ...] = (), detail: dict | None = None) -> Finding:
     """A question left undecided: never reported as safe."""
     return Finding(FindingKind.UNKNOWN, message, statements, help=help, detail=detail or {})
+
+
+def ms_text(ms: float) -> str:
+    """Milliseconds for reading: 3 decimals, or 3 significant digits (down to the nanosecond)
+    under 0.1 ms, so a sub-microsecond task does not read as `0.000 ms`."""
+    if ms == 0 or abs(ms) >= 0.1:
+        return f"{ms:.3f} ms"
+    decimals = min(6, 2 - math.floor(math.log10(abs(ms))))
+    return f"{ms:.{decimals}f} ms"
 
 
 def exact_ms(ns: int | Fraction) -> str:

@@ -494,6 +494,20 @@ def test_simulate_says_when_its_run_is_one_of_several(run, tmp_path):
     assert json.loads(out)["files"][0]["threads_race"] is None
 
 
+def test_sub_microsecond_times_are_not_shown_as_zero(run, tmp_path):
+    # Text shows 3 decimals of a millisecond; a 400 ns makespan must still read as 400 ns.
+    spec = tmp_path / "short.sched"
+    spec.write_text("device g { compute 2 }\nbuffer a 1KB on g\nbuffer b 1KB on g\nstream s on g\n"
+                    "stream t on g\nthread h {\n  s: kernel k1 writes a 300ns\n  t: kernel k2 writes b 0.4us\n}\n")
+    status, out, _ = run("simulate", spec)
+    assert status == 0 and "simulated makespan 0.000400 ms" in out and "busy 0.000700 ms" in out, out
+    status, out, _ = run("optimize", spec)
+    assert status == 0 and "best execution (program) 0.000400 ms (optimal)" in out, out
+    from checker.messages import ms_text
+    assert [ms_text(v) for v in (0, 1.5, 0.1, 0.05, 0.0004, 0.000001)] == [
+        "0.000 ms", "1.500 ms", "0.100 ms", "0.0500 ms", "0.000400 ms", "0.000001 ms"]
+
+
 def test_locations_and_source_are_not_read_as_emoji_codes(run, tmp_path):
     # `:100:` and `:fire:` are rich emoji codes: a location on line 100, a file name or a
     # comment with one must come out as written, in text and JUnit alike

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checker.ir import NS_PER_MS, Program
+from checker.messages import ms_text
 from checker.optimize import core
 from checker.optimize.model import TimedModel
 from checker.witness import StepKind
@@ -201,15 +202,15 @@ class Report:
 
     def lines(self, program: Program) -> tuple[str, ...]:
         """A plain-text rendering (the CLI may render its own from the fields)."""
-        f = lambda ns: "n/a" if ns is None else f"{ns / NS_PER_MS:.3f} ms"  # noqa: E731
+        f = lambda ns: "n/a" if ns is None else ms_text(ns / NS_PER_MS)  # noqa: E731
         out = [f"simulated {f(self.simulated)}   program {f(self.program)}   "
                f"bound {f(self.bound)}   lower {f(self.lower)}"]
         if self.gap_to_program:
-            out.append(f"simulated - program: {self.gap_to_program[0]:.3f} ms ({self.gap_to_program[1]:.1f}%)")
+            out.append(f"simulated - program: {ms_text(self.gap_to_program[0])} ({self.gap_to_program[1]:.1f}%)")
         if self.gap_to_bound:
-            out.append(f"program - bound: {self.gap_to_bound[0]:.3f} ms ({self.gap_to_bound[1]:.1f}%)")
+            out.append(f"program - bound: {ms_text(self.gap_to_bound[0])} ({self.gap_to_bound[1]:.1f}%)")
         for e in self.engines:
-            out.append(f"  {e.name} x{e.capacity}: busy {e.busy / NS_PER_MS:.3f} ms, "
+            out.append(f"  {e.name} x{e.capacity}: busy {ms_text(e.busy / NS_PER_MS)}, "
                        f"utilisation {e.utilisation:.0%}")
         if self.classification:
             out.append(f"{self.classification.kind}: {self.classification.summary}")

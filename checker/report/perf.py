@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from checker.messages import ms_text
+
 
 def _ms(value) -> str:
-    return "n/a" if value is None else f"{value:.3f} ms"
+    return "n/a" if value is None else ms_text(value)
 
 
 def simulate_text(path: str, data: dict) -> list[str]:
@@ -64,9 +66,9 @@ def optimize_text(path: str, data: dict) -> list[str]:
         if value is None:
             return "n/a"
         if optimal.get(kind):
-            return f"{value:.3f} ms (optimal)"
+            return f"{_ms(value)} (optimal)"
         lower = proven.get(kind)
-        return f"{value:.3f} ms (best found; proven >= {lower:.3f} ms)" if lower is not None else f"{value:.3f} ms"
+        return f"{_ms(value)} (best found; proven >= {_ms(lower)})" if lower is not None else _ms(value)
 
     out = [f"{path}:"]
     if data.get("variant"):
@@ -83,7 +85,7 @@ def optimize_text(path: str, data: dict) -> list[str]:
     for key, label in (("simulated_vs_program", "simulated - program"), ("program_vs_bound", "program - bound")):
         item = gap.get(key)
         if item:
-            out.append(f"  {label}: {item['ms']:.3f} ms ({item['percent']:.1f}%)")
+            out.append(f"  {label}: {_ms(item['ms'])} ({item['percent']:.1f}%)")
     engines = report.get("engines") or []
     if engines:
         out.append("  engines (in the best execution):")
