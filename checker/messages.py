@@ -979,7 +979,7 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
     return Finding(
         FindingKind.DEADLOCK,
         f"deadlock: {len(statements)} {'statement' if len(statements) == 1 else 'statements'} can never "
-        f"complete (lines {lines}{more})",
+        f"complete ({'line' if len(all_lines) == 1 else 'lines'} {lines}{more})",
         statements, witness=witness, stuck=stuck,
         help=_deadlock_help(program, stuck),
     )

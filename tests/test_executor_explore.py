@@ -149,3 +149,7 @@ def test_a_statement_stuck_as_task_and_thread_counts_once():
     finding = messages.deadlock(program, tuple(Stuck(i, w) for i, w in dl.stuck), None)
     assert finding.statements == (0, 1)
     assert finding.message == "deadlock: 2 statements can never complete (lines 10, 11)"
+    one = load_text("device d\nstream s on d\nevent f flag\nthread main {\n  s: wait f\n}\n").program
+    (dl,) = explore(one).deadlocks
+    finding = messages.deadlock(one, tuple(Stuck(i, w) for i, w in dl.stuck), None)
+    assert finding.message == "deadlock: 1 statement can never complete (line 5)"

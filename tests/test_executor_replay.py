@@ -93,6 +93,24 @@ def test_deadlock_detail_lists_stuck_participants():
     assert any("same hardware queue" in s for s in result.detail["stuck"])
 
 
+def test_a_use_after_free_confirmation_names_the_step_as_listed_and_how_the_bytes_died():
+    program = load_text("device d0 { compute 1 }\nbuffer x 1MiB on d0\nstream s on d0\nstream s2 on d0\n"
+                        "thread t {\n  s: alloc x\n  s: kernel k writes x 1ms\n  s: free x\n"
+                        "  s2: kernel late reads x 1ms\n}\n").program
+    late = 3
+    before = [Step(StepKind.ISSUE, i) for i in range(4)] + [
+        Step(StepKind.COMPLETE, 0), Step(StepKind.START, 1), Step(StepKind.END, 1), Step(StepKind.START, 2)]
+    # the free ends, then the kernel starts: it starts on dead bytes at step 10 (counted from 1)
+    after = confirm(program, Finding(FindingKind.USE_AFTER_FREE, "", (late, 2), witness=Witness(
+        tuple(before + [Step(StepKind.END, 2), Step(StepKind.START, late)]))))
+    assert after.ok and after.reason == "s2: kernel late (line 9) starts at step 10 while bytes it touches are dead"
+    # the kernel starts first and the free takes effect while it runs: not a start on dead bytes
+    during = confirm(program, Finding(FindingKind.USE_AFTER_FREE, "", (late, 2), witness=Witness(
+        tuple(before + [Step(StepKind.START, late), Step(StepKind.END, 2)]))))
+    assert during.ok and during.reason == ("s2: kernel late (line 9) is running when step 10 "
+                                           "(end s: free x (line 8)) frees bytes it touches")
+
+
 def test_tampered_witnesses_are_rejected():
     program = _program("c02_event_orders_writers.sched")
     machine = Machine(program)

@@ -218,7 +218,7 @@ def confirm(program: Program, finding: Finding, machine: Machine | None = None) 
     if finding.kind is FindingKind.RACE:
         return _confirm_race(machine, finding, steps, data, together)
     if finding.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC):
-        return _confirm_dead_use(machine, finding, run)
+        return _confirm_dead_use(machine, finding, run, steps)
     if finding.kind is FindingKind.DEADLOCK:
         return _confirm_deadlock(machine, run)
     if finding.kind is FindingKind.COLLECTIVE_MISMATCH and steps:
@@ -469,15 +469,24 @@ def _confirm_deadlock(machine: Machine, run: Replay) -> Confirmation:
                         {"stuck": lines, "participants": stuck})
 
 
-def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay) -> Confirmation:
+def _confirm_dead_use(machine: Machine, finding: Finding, run: Replay, steps) -> Confirmation:
     (a, *_) = finding.statements
     want = USE_AFTER_FREE if finding.kind is FindingKind.USE_AFTER_FREE else USE_BEFORE_ALLOC
     # a use after free shows by run order or by launch order alike
-    kinds = {USE_AFTER_FREE if kind == ENQUEUED_AFTER_FREE else kind: k for i, kind, k in run.dead_uses if i == a}
+    kinds = {USE_AFTER_FREE if kind == ENQUEUED_AFTER_FREE else kind: (k, kind) for i, kind, k in run.dead_uses
+             if i == a}
     if want in kinds:
-        return Confirmation(True, f"{machine.describe(a)} starts at step {kinds[want]} while "
-                                  f"bytes it touches are dead",
-                            {"step": kinds[want], "kind": want})
+        k, kind = kinds[want]
+        step = steps[k]
+        # (steps count from 1 in words, as the listing numbers them)
+        if step.statement != a:  # the free took effect while the statement ran
+            how = (f"is running when step {k + 1} ({step.kind.value} {machine.describe(step.statement)}) "
+                   f"frees bytes it touches")
+        elif kind == ENQUEUED_AFTER_FREE:
+            how = f"starts at step {k + 1}, enqueued after bytes it touches were freed"
+        else:
+            how = f"starts at step {k + 1} while bytes it touches are dead"
+        return Confirmation(True, f"{machine.describe(a)} {how}", {"step": k, "kind": want})
     if kinds:
         other = next(iter(kinds))
         return Confirmation(False, f"the witness shows a {other}, not a {want}, of {machine.describe(a)}")
