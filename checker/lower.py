@@ -115,7 +115,7 @@ def _wrong_kind_help(name: str, kind: str, wanted: tuple[str, ...]) -> str:
         return (f"a thread waits for an event with `sync {name}`, a stream with `STREAM: wait {name}`; "
                 "`await` and `notify` take a notify (`notify N`)")
     if kind == "notify" and "event" in wanted:
-        return f"`await {name}` waits for a notify (on the thread, or `STREAM: await {name}`); `wait` and `sync` take an event"
+        return f"`await {name}` waits for a notify (on the thread, or `STREAM: await {name}`); `wait` takes an event; `sync` an event, a stream or a device"
     if kind in ("buffer", "tensor") and "stream" in wanted:
         return "name the stream whose work uses the memory (`sync S`, `STREAM: ...`)"
     return ""
@@ -176,6 +176,8 @@ class _Capture:
     """Declared stream -> the span of its latest statement in the body."""
     recorded: dict = field(default_factory=dict)
     """Event -> the clock its latest record in the body captured."""
+    recorded_external: set = field(default_factory=set)
+    """Events the body records as external record nodes only (`record E external`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -2457,7 +2459,7 @@ class _Lowerer:
                       bindings=bindings, form=f"wait (for {own.name}: {written})")
 
     def device_memory(self, access: Access, node, what: str, pinned_too: bool = False) -> Memory:
-        """The memory of `access`, which must live on a device (a host `memset` takes pinned host
+        """The memory of `access`, which must live on a device (a `memset` takes pinned host
         memory too, before it gets here: `pinned_too` says so in the message)."""
         memory = self.mem(access.memory)
         if memory.on_host:
@@ -2622,7 +2624,7 @@ class _Lowerer:
         access = self.access(node.access, env, True)
         memory = self.mem(access.memory)
         if not (memory.on_host and memory.pinned):  # the device reaches pinned host memory too
-            self.device_memory(access, node, "memset")
+            self.device_memory(access, node, "memset", pinned_too=True)
         self.emit(node, op=Op.MEMSET, accesses=self.touch((access,)),
                   duration=node.duration.nanoseconds if node.duration else 0, engine=Engine.COMPUTE, **common)
 
@@ -3272,6 +3274,9 @@ class _Lowerer:
                 joins, span = capture.recorded.get(event), statement.span
                 what = (f"graph `{capture.name}` waits on `{self.events[event].name}`, which it has not recorded "
                         "before this wait")
+                if joins is None and event in capture.recorded_external:
+                    what = (f"graph `{capture.name}` waits on `{self.events[event].name}`, which it records only as an "
+                            "external record node (`record E external`), and that joins no work to the capture")
             else:
                 source = self.resolve_declared(statement.source, env, "stream")
                 joins, span = capture.clocks.get(source), statement.source.span
@@ -3310,8 +3315,12 @@ class _Lowerer:
             clock[other] = max(clock.get(other, 0), count)
         clock[label] = clock.get(label, 0) + 1
         capture.last[label] = statement.span
-        if isinstance(statement, ast.RecordTask) and not external:
-            capture.recorded[self.resolve_declared(statement.event, env, "event")] = dict(clock)
+        if isinstance(statement, ast.RecordTask):
+            recorded = self.resolve_declared(statement.event, env, "event")
+            if external:
+                capture.recorded_external.add(recorded)
+            else:
+                capture.recorded[recorded] = dict(clock)
 
     def graph_memory(self) -> None:
         """SP032 for what CUDA refuses of a graph's memory nodes: a free node of memory that no

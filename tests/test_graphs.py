@@ -447,7 +447,8 @@ def test_flag_event_nodes_wait_for_a_set_flag_at_every_launch(run, tmp_path):
      "`reset ... external` is an event reset node of a captured graph"),
     # a record node joins nothing: a wait inside the capture on it waits on work outside
     ("  s1: record e external\n  s2: wait e\n  s2: kernel k writes a\n", "", "SP030",
-     "graph `g` waits on `e`, which it has not recorded before this wait"),
+     "graph `g` waits on `e`, which it records only as an external record node (`record E external`), "
+     "and that joins no work to the capture"),
     # nor does a wait node join its stream to the capture
     ("  s1: kernel k writes a\n  s2: wait e external\n  s2: kernel l writes a\n", "  o: record e\n", "SP030",
      "`s2` is not part of graph `g`'s capture here"),

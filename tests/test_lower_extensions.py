@@ -792,8 +792,16 @@ def test_memsets():
         host = program(devices + "buffer pin 1MiB on host pinned\nthread main {\n  memset pin 1us\n}\n").statements[0]
         assert (host.op, host.stream, host.form, host.duration) == (Op.HOST, None, "memset pin", 1000)
     error_of(CUDA + "thread main {\n  memset page\n}\n", Code.SP012, 13, 10, "`page` is host memory; `memset` needs device or pinned host memory")
+    stream_form = error_of(CUDA + "thread main {\n  s: memset page\n}\n", Code.SP012, 13, 13,
+                           "`page` is host memory; `memset` needs device or pinned host memory")
+    assert "declare the host buffer `pinned`" in stream_form.help  # (as `s: memset pin` below is accepted)
     pinned = program(CUDA + "thread main {\n  s: memset pin 1us\n}\n").statements[0]  # reached through the device
     assert (pinned.op, pinned.stream, pinned.blocking) == (Op.MEMSET, 0, False)
+
+
+def test_sync_of_a_notify_is_told_what_sync_takes():
+    wrong = error_of("device d\nstream s on d\nnotify n\nthread t {\n  sync n\n}\n", Code.SP012, 5, 8)
+    assert wrong.help.endswith("`wait` takes an event; `sync` an event, a stream or a device"), wrong.help
 
 
 def test_item_reads_into_fresh_host_memory():
