@@ -494,6 +494,14 @@ def test_simulate_says_when_its_run_is_one_of_several(run, tmp_path):
     assert json.loads(out)["files"][0]["threads_race"] is None
 
 
+def test_optimize_of_a_stuck_program_claims_no_simulated_makespan(run, tmp_path):
+    spec = tmp_path / "stuck.sched"
+    spec.write_text("device d\nstream s on d\nnotify go\nthread main {\n  s: await go\n  sync d\n  notify go\n}\n")
+    status, out, _ = run("optimize", spec)
+    assert status == 1 and "deadlock" in out and "note: no exact model: it uses notifies on streams\n" in out, out
+    assert "are the simulated makespan" not in out
+
+
 def test_sub_microsecond_times_are_not_shown_as_zero(run, tmp_path):
     # Text shows 3 decimals of a millisecond; a 400 ns makespan must still read as 400 ns.
     spec = tmp_path / "short.sched"

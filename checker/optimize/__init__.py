@@ -208,6 +208,7 @@ def _unsupported(program: Program, why: Unsupported, simulated: int | None,
     program_met = value is not None and chains >= value
     bound_met = value is not None and work >= value
     notes.append(why.reason if why.deadlock else
+                 f"no exact model: {why.reason}" if value is None else  # (the simulation deadlocked: no makespan)
                  f"no exact model: {why.reason}; `program` and `bound` are {what}, "
                  + ("optimal: it meets the busiest engine's work or host thread's time" if bound_met
                     else "optimal for the program (it meets the longest chain of orders every execution "
