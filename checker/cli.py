@@ -1077,7 +1077,9 @@ def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps:
 
     data = _witness_json(path)
     if isinstance(data, dict) and "steps" in data:
-        return None, witness_of(data)
+        # (a bare witness of one of the spec's programs (`choose` branches) names it as a finding does)
+        variant = data.get("variant")
+        return ({"variant": variant} if isinstance(variant, str) else None), witness_of(data)
     if not isinstance(data, dict):
         raise _BadWitness("not a witness file: expected a JSON object (a `check --format json` report), "
                           f"not {_json_kind(data)}")
@@ -1237,6 +1239,8 @@ def command_replay(args) -> int:
         program = next((v for v in loaded.variants if v.variant == finding["variant"]), None)
         if program is None:
             return _replay_error(args, path, f"the spec has no branch combination `{finding['variant']}`")
+    if finding is not None and set(finding) == {"variant"}:
+        finding = None  # (a bare witness: its steps alone, on the branch combination it names)
     for step in witness.steps:
         if not 0 <= step.statement < len(program.statements):
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "
@@ -1258,8 +1262,12 @@ def command_replay(args) -> int:
         from checker.diagnostics import error
         from checker.report.json import diagnostic_json
 
-        illegal = error(Code.SP001, f"the witness is not an execution of this spec: {run.reason}", None,
-                        help="replay a witness against the spec (and version of it) that `check` reported it for")
+        help = "replay a witness against the spec (and version of it) that `check` reported it for"
+        if len(loaded.variants) > 1 and finding is None and program is loaded.variants[0]:
+            help += (f"; a bare witness of another of the spec's programs (one per `choose` branch combination "
+                     f"or runtime behaviour) names it, as its finding's "
+                     f"`variant` does: {{\"steps\": [...], \"variant\": \"{loaded.variants[1].variant}\"}}")
+        illegal = error(Code.SP001, f"the witness is not an execution of this spec: {run.reason}", None, help=help)
         diagnostics = diagnostics + [diagnostic_json(illegal)]
     confirmation = None
     if finding is not None and run.ok:

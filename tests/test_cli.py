@@ -502,6 +502,30 @@ def test_optimize_of_a_stuck_program_claims_no_simulated_makespan(run, tmp_path)
     assert "are the simulated makespan" not in out
 
 
+CHOOSE_TWO_RACES = ("device d0 { compute 1 }\nbuffer x 1MiB on d0\nbuffer y 1MiB on d0\nstream s on d0\n"
+                    "stream s2 on d0\nevent e\nthread t {\n  s: kernel k writes x 1ms\n  choose {\n"
+                    "    s: record e\n    s2: wait e\n    s2: kernel extra writes y 1ms\n  } or {\n"
+                    "    host skip\n  }\n  s2: kernel r reads x 1ms\n  host h reads y\n}\n")
+
+
+def test_each_branch_combinations_finding_names_it_and_a_bare_witness_can_too(run, tmp_path):
+    spec = tmp_path / "choose.sched"
+    spec.write_text(CHOOSE_TWO_RACES)
+    status, out, _ = run("check", "--format", "json", spec)
+    findings = json.loads(out)["files"][0]["findings"]
+    # each race is in one branch only: the first combination's is labelled as the second's is
+    assert sorted(f.get("variant") for f in findings) == ["line 9: branch 1 of 2", "line 9: branch 2 of 2"]
+    second = next(f for f in findings if f["variant"].endswith("2 of 2"))
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"steps": second["witness"]["steps"]}))
+    status, out, _ = run("replay", spec, "--witness", bare)
+    assert status == 2 and '"variant": "line 9: branch 2 of 2"' in out, out  # (the help names the way)
+    bare.write_text(json.dumps({"steps": second["witness"]["steps"], "variant": second["variant"]}))
+    status, out, _ = run("replay", "--format", "json", spec, "--witness", bare)
+    replayed = json.loads(out)["files"][0]
+    assert status == 0 and replayed["replay"]["ok"] and replayed["finding"] is None
+
+
 def test_sub_microsecond_times_are_not_shown_as_zero(run, tmp_path):
     # Text shows 3 decimals of a millisecond; a 400 ns makespan must still read as 400 ns.
     spec = tmp_path / "short.sched"

@@ -90,7 +90,7 @@ def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int,
              "what": program.describe(program.statements[item.statement]), "waits_for": item.waits_for}
             for item in finding.stuck
         ]
-    if finding.variant:
+    if finding.variant or "variant" in finding.detail:  # (found in some branch combinations only)
         out["variant"] = program.variant
     if finding.detail:
         out["detail"] = {k: v for k, v in finding.detail.items() if _plain(v)}
