@@ -560,6 +560,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
         return None
     thread = program.threads[task.thread].statements
     at = bisect_left(thread, task.index)
+    before = []
     for i in reversed(thread[max(0, at - STALE_SCAN):at]):  # the waits just before task
         wait = statements[i]
         if wait.stream != task.stream:
@@ -568,6 +569,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
             break
         if wait.event in recorded:
             return None
+        before.append(wait)
     issued: dict[int, int] = {}
     for k, step in enumerate(witness.steps):
         if step.kind is StepKind.ISSUE:
@@ -580,13 +582,21 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
         return None
     event = program.events[record.event].name
     stream = program.streams[task.stream].written
+    array = event.split("[")[0]
+    for wait in before:  # a wait just before task on another element of the recorded event's array
+        waited = program.events[wait.event].name if wait.event is not None else ""
+        if "[" in event and waited.split("[")[0] == array:
+            return (f"{_quoted(program, wait)} waits on `{waited}`, but the record after "
+                    f"{_quoted(program, other)} is {_quoted(program, record)}: the wait's index names another "
+                    f"element of `{array}`. Wait on `{event}` there, or record the element the wait names")
     for i in thread[at + 1:at + 1 + STALE_SCAN]:  # a wait on it just after task
         late = statements[i]
         if late.stream != task.stream:
             continue
         if late.op is not Op.WAIT and late.accesses:
             break
-        if late.op is Op.WAIT and late.event == record.event:
+        if late.op is Op.WAIT and late.event == record.event and late.span.line > task.span.line:
+            # (a wait written before task is a later iteration's: moving it would change nothing)
             return (f"`{stream}: wait {event}` (line {late.span.line}) comes after {_quoted(program, task)} on "
                     f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
                     f"stream. Move the wait before line {task.span.line}")

@@ -734,6 +734,18 @@ def test_race_help_moves_a_wait_that_comes_after_the_access_it_should_order():
     assert fixed != PIPELINE_STAGES and _race_helps(fixed) == []
 
 
+def test_race_help_names_a_wait_on_the_wrong_element_not_a_later_iterations_wait():
+    # the wait before the read names e[i], the record after the write is e[1]: at i=0 the
+    # wait binds to nothing; iteration 1's wait (written before the read) is not the fix
+    spec = ("device d { compute 2 }\nbuffer x 1KiB on d\nstream s1 on d\nstream s2 on d\nevent e[2]\n"
+            "thread t {\n  for i in 0..2 {\n    s1: kernel a writes x\n    s1: record e[1]\n"
+            "    s2: wait e[i]\n    s2: kernel b reads x\n  }\n}\n")
+    helps = _race_helps(spec)
+    assert helps and all("Move the wait" not in h for h in helps), helps
+    assert "`s2: wait e[0]` (line 10) waits on `e[0]`, but the record after `s1: kernel a` (line 8) is " \
+           "`s1: record e[1]` (line 9): the wait's index names another element of `e`" in helps[0], helps
+
+
 PIPELINE_STAGES = """device d { compute 1 copy 1 }
 buffer act 1MiB on d
 buffer out 1MiB on d
