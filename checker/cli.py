@@ -106,8 +106,36 @@ exit status:
 """
 
 
+_SHARED_STATUS = EXIT_STATUS[EXIT_STATUS.index("  130"):]
+"""Interrupts and inputs, as every command has them."""
+
+COMMAND_EXIT_STATUS = {
+    "replay": REPLAY_EXIT_STATUS,
+    "show": """\
+exit status:
+  0  every spec is valid
+  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
+     invalid configuration (SP005)
+""" + _SHARED_STATUS,
+    "simulate": """\
+exit status:
+  0  no spec deadlocks
+  1  a program that deadlocks (it has no makespan)
+  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
+     invalid configuration (SP005)
+""" + _SHARED_STATUS,
+    "optimize": """\
+exit status:
+  0  no spec deadlocks (and, with --emit, every spec was written)
+  1  a program that deadlocks (it has no makespan), or --emit with no spec to write
+  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
+     invalid configuration (SP005)
+""" + _SHARED_STATUS,
+}
+
+
 def _epilog(command: str) -> str:
-    status = REPLAY_EXIT_STATUS if command == "replay" else EXIT_STATUS
+    status = COMMAND_EXIT_STATUS.get(command, EXIT_STATUS)
     return status + "\nexamples:\n" + EXAMPLES[command]
 
 

@@ -45,6 +45,16 @@ def test_check_help_mentions_exit_codes(run, capsys):
     assert "exit status" in out and "--max-statements" in out and "--timeout" in out
 
 
+@pytest.mark.parametrize("command,zero", [("show", "every spec is valid"), ("simulate", "no spec deadlocks"),
+                                           ("optimize", "no spec deadlocks")])
+def test_each_commands_help_gives_its_own_exit_status(run, capsys, command, zero):
+    with pytest.raises(SystemExit):
+        run(command, "--help")
+    out = capsys.readouterr().out
+    assert re.search(rf"^  0  {zero}", out, re.M) and "expect" not in out.split("exit status:")[1], out
+    assert "143  terminated" in out and ("  1  " in out) == (command != "show")
+
+
 def test_no_command_is_a_usage_error(run):
     status, out, err = run()
     assert status == 2
