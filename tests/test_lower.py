@@ -554,8 +554,8 @@ def test_sp012_in_declarations():
 @pytest.mark.parametrize("lines,line,column,end_column,message", [
     (["s: kernel k reads xs[2]"], 8, 24, 25, "index 2 is out of range for `xs[2]`"),
     (["s: kernel k reads xs[-1]"], 8, 24, 26, "index -1 is out of range"),
-    (["for i in 0..3 {", "  s: kernel k writes xs[i]", "}"], 9, 27, 28, "index 2 is out of range"),
-    (["let a = 1", "s: kernel k reads xs[a + 1]"], 9, 24, 29, "index 2"),
+    (["for i in 0..3 {", "  s: kernel k writes xs[i]", "}"], 9, 27, 28, "index 2 is out of range for `xs[2]` (when i = 2)"),
+    (["let a = 1", "s: kernel k reads xs[a + 1]"], 9, 24, 29, "index 2 is out of range for `xs[2]` (when a = 1)"),
 ])
 def test_sp013_index_out_of_range(lines, line, column, end_column, message):
     assert_error(thread(*lines), Code.SP013, line, column, end_column, message)
@@ -574,6 +574,8 @@ def test_sp013_stream_and_event_arrays():
     (["s: kernel k reads x[5:3]"], 8, 22, 27, "byte range [5:3] of `x` is empty"),
     (["s: kernel k reads x[-1:3]"], 8, 22, 28, "outside"),
     (["s: kernel k reads xs[1][512KiB:1MiB + 1]"], 8, 26, 43, "outside `xs[1]`"),
+    (["for i in 0..2 {", "  s: kernel k reads x[i*1MiB:]", "}"], 9, 24, 33, "byte range [1048576:1048576] of `x` is "
+     "empty (when i = 1)"),
 ])
 def test_sp014_byte_range(lines, line, column, end_column, message):
     if line is None:
