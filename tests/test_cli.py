@@ -536,6 +536,17 @@ def test_each_branch_combinations_finding_names_it_and_a_bare_witness_can_too(ru
     assert status == 0 and replayed["replay"]["ok"] and replayed["finding"] is None
 
 
+def test_a_replay_svg_names_the_steps_as_the_witness_lists_them(run, tmp_path):
+    spec = SPECS / "bug_missing_wait.sched"
+    found = tmp_path / "found.json"
+    found.write_text(run("check", "--format", "json", spec)[1])
+    status, _, _ = run("replay", spec, "--witness", found, "--svg", tmp_path / "g.svg")
+    svg = (tmp_path / "g.svg").read_text()
+    # the witness: 7. start backward, 8. end backward, 10. start step, 12. start allreduce
+    assert status == 0 and "compute: kernel backward (line 28): steps 7-8</title>" in svg
+    assert "comm: allreduce world (line 31): step 12</title>" in svg
+
+
 def test_sub_microsecond_times_are_not_shown_as_zero(run, tmp_path):
     # Text shows 3 decimals of a millisecond; a 400 ns makespan must still read as 400 ns.
     spec = tmp_path / "short.sched"

@@ -223,8 +223,11 @@ class _Drawing:
         self.drawn.add(s.category)
         self.hot_drawn |= hot
         loops = loop_text(s.bindings)
-        tip = (escape(f"{s.label}{' ' + loops if loops else ''} (line {s.line}): "
-                      f"{self.time(s.start)}-{self.time(s.end)} ") + self.shown_unit)
+        when = f"{self.time(s.start)}-{self.time(s.end)} {self.shown_unit}"
+        if self.unit == "steps":  # (the slots of steps numbered from 1, as the witness lists them)
+            first, last = s.start // self.size + 1, max(s.start // self.size + 1, -(-s.end // self.size))
+            when = f"step {first}" if first == last else f"steps {first}-{last}"
+        tip = escape(f"{s.label}{' ' + loops if loops else ''} (line {s.line}): {when}")
         if w < 1.5:
             # An instant (or too short to see): a tick.
             tick = HOT if hot else colour
