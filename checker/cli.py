@@ -456,7 +456,10 @@ def _main(argv: list[str] | None) -> int:
         config_error = None
     except ValueError as exc:  # inputs.InputError: reported after --help and --version had their say
         config_error = exc
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # (told by the command's own usage, not the top level's)
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (commands.choices.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if config_error is not None:
         _config_error(config_error)
         return EXIT_ERROR

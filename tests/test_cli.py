@@ -61,10 +61,15 @@ def test_no_command_is_a_usage_error(run):
     assert "usage" in (out + err).lower()
 
 
-def test_unknown_option_is_a_usage_error(run):
+def test_unknown_option_is_a_usage_error(run, capsys):
     with pytest.raises(SystemExit) as exit_:
         run("check", "--no-such-option", C01)
     assert exit_.value.code == 2
+    assert "usage: streamproof check " in capsys.readouterr().err  # (the command's usage, not the top level's)
+    with pytest.raises(SystemExit) as exit_:
+        run("replay", C01, C01, "--witness", C01)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "usage: streamproof replay " in err and "unrecognized arguments" in err
 
 
 # -- show ---------------------------------------------------------------------------------
