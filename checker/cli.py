@@ -106,31 +106,25 @@ exit status:
 """
 
 
-_SHARED_STATUS = EXIT_STATUS[EXIT_STATUS.index("  130"):]
-"""Interrupts and inputs, as every command has them."""
+_INVALID_STATUS = EXIT_STATUS[EXIT_STATUS.index("  2  usage error"):]
+"""Status 2, interrupts and inputs, as every command but `replay` has them."""
 
 COMMAND_EXIT_STATUS = {
     "replay": REPLAY_EXIT_STATUS,
     "show": """\
 exit status:
   0  every spec is valid
-  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
-     invalid configuration (SP005)
-""" + _SHARED_STATUS,
+""" + _INVALID_STATUS,
     "simulate": """\
 exit status:
   0  no spec deadlocks
   1  a program that deadlocks (it has no makespan)
-  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
-     invalid configuration (SP005)
-""" + _SHARED_STATUS,
+""" + _INVALID_STATUS,
     "optimize": """\
 exit status:
   0  no spec deadlocks (and, with --emit, every spec was written)
   1  a program that deadlocks (it has no makespan), or --emit with no spec to write
-  2  usage error, unreadable input, an invalid spec (diagnostics say where) or an
-     invalid configuration (SP005)
-""" + _SHARED_STATUS,
+""" + _INVALID_STATUS,
 }
 
 
@@ -1090,7 +1084,8 @@ def _most_steps(programs) -> int:
 
 
 def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps: int | None = None):
-    """The finding (a dict, or None for a bare witness) and witness in a `check --format json`
+    """The finding (a dict, or None for a bare witness), witness and the branch combination
+    they belong to (None: the spec's first) in a `check --format json`
     file (`-`: standard input): `findings[index]` of the spec's entry, or the first finding
     with a witness. Raises `_BadWitness` and `_NoSuchFinding`."""
     from checker.findings import FindingKind
@@ -1108,9 +1103,8 @@ def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps:
 
     data = _witness_json(path)
     if isinstance(data, dict) and "steps" in data:
-        # (a bare witness of one of the spec's programs (`choose` branches) names it as a finding does)
-        variant = data.get("variant")
-        return ({"variant": variant} if isinstance(variant, str) else None), witness_of(data)
+        variant = data.get("variant")  # (a bare witness of one `choose` branch combination may name it)
+        return None, witness_of(data), variant if isinstance(variant, str) else None
     if not isinstance(data, dict):
         raise _BadWitness("not a witness file: expected a JSON object (a `check --format json` report), "
                           f"not {_json_kind(data)}")
@@ -1145,7 +1139,7 @@ def _witness_from_file(path: str, spec_path: str, index: int | None, most_steps:
     statements = finding.get("statements", [])
     if not isinstance(statements, list) or not all(type(k) is int for k in statements):
         raise _BadWitness("not a witness file: its finding's `statements` is not a list of statement numbers")
-    return finding, witness_of(finding["witness"])
+    return finding, witness_of(finding["witness"]), finding.get("variant")
 
 
 def _report_of(entries: list[dict], spec_path: str) -> dict:
@@ -1259,19 +1253,17 @@ def command_replay(args) -> int:
         return EXIT_ERROR
     program = loaded.program
     try:
-        finding, witness = _witness_from_file(args.witness, path, args.finding,
+        finding, witness, variant = _witness_from_file(args.witness, path, args.finding,
                                               _most_steps(loaded.variants or (program,)))
     except (_NoSuchFinding, _BadWitness) as exc:
         return _replay_error(args, path, str(exc))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # a shape no check above foresaw
         return _replay_error(args, path, "not a witness file: its contents are not those of a `check --format "
                                          "json` report or of a witness")
-    if finding is not None and finding.get("variant"):  # a finding of one `choose` branch combination
-        program = next((v for v in loaded.variants if v.variant == finding["variant"]), None)
+    if variant:  # a witness of one `choose` branch combination
+        program = next((v for v in loaded.variants if v.variant == variant), None)
         if program is None:
-            return _replay_error(args, path, f"the spec has no branch combination `{finding['variant']}`")
-    if finding is not None and set(finding) == {"variant"}:
-        finding = None  # (a bare witness: its steps alone, on the branch combination it names)
+            return _replay_error(args, path, f"the spec has no branch combination `{variant}`")
     for step in witness.steps:
         if not 0 <= step.statement < len(program.statements):
             return _replay_error(args, path, f"step {step.kind.value} {step.statement} names a statement "

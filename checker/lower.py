@@ -17,7 +17,6 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
-import re
 from collections import defaultdict
 from contextlib import contextmanager
 from bisect import bisect_left, bisect_right
@@ -851,10 +850,11 @@ class _Lowerer:
             return self.captured(kind, index, ref)
         return index
 
-    def values_at(self, env: dict[str, int], span: Span) -> str:
-        """` (when i = 3)`: the values the variables written in `span` had where an index went
-        out of range (a loop's last iteration, say), or nothing outside loops."""
-        names = dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", self.source[span.start:span.end]))
+    @staticmethod
+    def values_at(env: dict[str, int], *expressions) -> str:
+        """` (when i = 3)`: the values the variables the expressions read had where an index
+        went out of range (a loop's last iteration, say), or nothing outside loops."""
+        names = dict.fromkeys(v.name for e in expressions if e is not None for v in _variables(e))
         known = [f"{name} = {env[name]}" for name in names if isinstance(env.get(name), int)]
         return f" (when {', '.join(known)})" if known else ""
 
@@ -870,7 +870,7 @@ class _Lowerer:
             i = self.evaluate(ref.index, env)
             if not 0 <= i < len(entity.indices):
                 raise SpecError(error(Code.SP013, f"index {i} is out of range for `{ref.name.text}[{len(entity.indices)}]`"
-                                      + self.values_at(env, ref.index.span), ref.index.span, f"valid indices are 0..{len(entity.indices) - 1}"))
+                                      + self.values_at(env, ref.index), ref.index.span, f"valid indices are 0..{len(entity.indices) - 1}"))
             return entity.indices[i]
         if ref.index is not None:
             raise SpecError(error(Code.SP015, f"`{ref.name.text}` is not an array", ref.index.span,
@@ -994,7 +994,7 @@ class _Lowerer:
                 i = self.evaluate(subscript.expr, env)
                 if not 0 <= i < len(region.memories):
                     raise SpecError(error(Code.SP013, f"index {i} is out of range for `{access.name.text}[{len(region.memories)}]`"
-                                          + self.values_at(env, subscript.expr.span), subscript.expr.span, f"valid indices are 0..{len(region.memories) - 1}"))
+                                          + self.values_at(env, subscript.expr), subscript.expr.span, f"valid indices are 0..{len(region.memories) - 1}"))
                 region = _Region((region.memories[i],), region.start, region.end, False, region.buffer, region.tensor)
             else:
                 if region.array:
@@ -1006,11 +1006,11 @@ class _Lowerer:
                 high = length if subscript.high is None else self.evaluate(subscript.high, env)
                 if low >= high and 0 <= low and high <= length:
                     raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] of `{sliced}` is empty"
-                                          + self.values_at(env, subscript.span), subscript.span, "empty range",
+                                          + self.values_at(env, subscript.low, subscript.high), subscript.span, "empty range",
                                           help="a range [lo:hi] needs 0 <= lo < hi <= size"))
                 if not 0 <= low < high <= length:
                     raise SpecError(error(Code.SP014, f"byte range [{low}:{high}] is outside `{sliced}` ({length} bytes)"
-                                          + self.values_at(env, subscript.span), subscript.span, "out of range",
+                                          + self.values_at(env, subscript.low, subscript.high), subscript.span, "out of range",
                                           help="a range [lo:hi] needs 0 <= lo < hi <= size"))
                 region = _Region(region.memories, region.start + low, region.start + high, False, region.buffer,
                                  region.tensor)

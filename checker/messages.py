@@ -582,10 +582,10 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
         return None
     event = program.events[record.event].name
     stream = program.streams[task.stream].written
-    array = event.split("[")[0]
-    for wait in before:  # a wait just before task on another element of the recorded event's array
+    array = event.split("[")[0] if "[" in event else None
+    for wait in before if array is not None else ():  # a wait just before task on another element of its array
         waited = program.events[wait.event].name if wait.event is not None else ""
-        if "[" in event and waited.split("[")[0] == array:
+        if waited.split("[")[0] == array:
             return (f"{_quoted(program, wait)} waits on `{waited}`, but the record after "
                     f"{_quoted(program, other)} is {_quoted(program, record)}: the wait's index names another "
                     f"element of `{array}`. Wait on `{event}` there, or record the element the wait names")
