@@ -433,7 +433,9 @@ class Statement:
     costs_launch: bool = True
     """A task its thread pays its device's `launch` time to enqueue (`Program.launch_time`).
     False for what a graph launch runs beyond its first statement: `cudaGraphLaunch` is one
-    call, however much work the graph holds."""
+    call, however much work the graph holds; and for the records and waits lowering adds
+    inside one call (a peer `memcpy`'s ordering with the other device, NCCL's ordering of a
+    comm's calls), which the call's own launch pays for."""
 
     @property
     def is_task(self) -> bool:

@@ -644,9 +644,23 @@ def _opposite_orders(program: Program, before: Statement, after: Statement, earl
         secondary=((before.span, f"`{comm_a}` before `{comm_b}` (line {after.span.line})"),))
 
 
+def _device_of_each_rank(program: Program, member_device: dict[int, int], base: str) -> str | None:
+    """`D[base]` when every thread `base[i]` drives the rank on device `D[i]`, as a thread
+    array's one body writes it; None otherwise."""
+    names = set()
+    for thread, device in member_device.items():
+        thread_name, device_name = program.threads[thread].name, program.devices[device].name if device >= 0 else ""
+        if not thread_name.startswith(base + "[") or "[" not in device_name:
+            continue
+        if thread_name.removeprefix(base) != device_name[device_name.index("["):]:
+            return None
+        names.add(device_name[:device_name.index("[")])
+    return f"{names.pop()}[{base}]" if len(names) == 1 else None
+
+
 def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
-    """SP058: `sync all` in a thread that drives one rank of a comm, while other threads
-    drive the others. It waits for every device, the other ranks' too, which no process
+    """SP058: `sync all` (or `sync` of another rank's device) in a thread that drives one
+    rank of a comm, while other threads drive the others. It waits for every device, the other ranks' too, which no process
     can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize` wait for the caller's
     device): the spec then orders ranks that the program does not, or hangs where it
     does not."""
@@ -661,13 +675,31 @@ def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
         return []
     found = []
     warned: set[int] = set()
+    rank_devices = {d for d in member_device.values() if d >= 0}
     for s in program.statements:
-        if s.op is Op.SYNC and s.sync is SyncKind.ALL and member_device.get(s.thread, -1) >= 0 \
+        own = member_device.get(s.thread, -1)
+        if s.op is Op.SYNC and s.sync is SyncKind.DEVICE and own >= 0 and s.target != own \
+                and s.target in rank_devices and s.thread not in warned:
+            warned.add(s.thread)
+            name = program.threads[s.thread].name
+            written = program.devices[own].name
+            if "[" in name:
+                written = _device_of_each_rank(program, member_device, name.split("[")[0]) or written
+            found.append(warning(
+                Code.SP058, f"`sync {program.devices[s.target].name}` in thread `{name}`, which drives the rank on "
+                f"`{program.devices[own].name}`, waits for another rank's device", s.span, "another rank's device",
+                help=f"a rank's process synchronizes its own device (`torch.cuda.synchronize()`): write "
+                     f"`sync {written}`"))
+            continue
+        if s.op is Op.SYNC and s.sync is SyncKind.ALL and own >= 0 \
                 and s.thread not in warned:
             warned.add(s.thread)
             device = program.devices[member_device[s.thread]].name
             name = program.threads[s.thread].name
             thread = name.split("[")[0] + ("[N]" if "[" in name else "")  # (as declared)
+            written = device  # (one body for every rank of a thread array: the device as it names it)
+            if "[" in name:
+                written = _device_of_each_rank(program, member_device, name.split("[")[0]) or device
             implicit = s.form and not s.form.startswith("sync")  # (e.g. cudaFreeHost's)
             found.append(warning(
                 Code.SP058, f"{'`' + s.form.split(' (')[0] + '`' if implicit else '`sync all`'} in thread "
@@ -676,5 +708,5 @@ def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
                 help=(f"if the thread stands for a process of its own, declare it `thread {thread} process`: "
                       "a process waits for the devices it uses" if implicit else
                       f"a rank's process synchronizes its own device (`torch.cuda.synchronize()`): write "
-                      f"`sync {device}`, or declare the thread `thread {thread} process`")))
+                      f"`sync {written}`, or declare the thread `thread {thread} process`")))
     return found

@@ -882,7 +882,8 @@ class _Lowerer:
         goes to when a program names none (CUDA's stream 0, CANN's default stream)."""
         member = ref.member
         assert member is not None
-        device_ref = ast.Ref(ref.name, ref.index, ref.span)
+        # (the device part alone, for a caret under `gpu` of `gpu.default`)
+        device_ref = ast.Ref(ref.name, ref.index, ref.name.span if ref.index is None else ref.span)
         named = self.entities.get(ref.name.text)
         if named is not None and named.kind == "graph":
             raise SpecError(error(Code.SP012, f"`{self.text(ref.span)}` is a graph's own stream, which only reports show",
@@ -2438,7 +2439,8 @@ class _Lowerer:
                         emit_copy) -> None:
         """Emit a copy (`emit_copy`) on `stream`; when that is CUDA's legacy stream and the copy
         is between the memories of two devices, one another CUDA device, also order it with
-        that device's legacy stream both ways, by records and waits of implicit events. The programming guide, "Peer-to-Peer
+        that device's legacy stream both ways, by records and waits of implicit events (part of
+        the one call: they cost no launch of their own). The programming guide, "Peer-to-Peer
         Memory Copy": a copy in the NULL stream between two devices "does not start until all
         commands previously issued to either device have completed and runs to completion
         before any commands ... issued after the copy to either device can start"."""
@@ -2454,17 +2456,18 @@ class _Lowerer:
             other = self.default_stream(device)
             event = self.implicit_event(node, "peer_copy", device, "before")
             self.emit(node, part=20 + 4 * position, op=Op.RECORD, stream=other, device=device, event=event,
-                      bindings=bindings, form=f"record (before {own.name}: {written})")
+                      bindings=bindings, form=f"record (before {own.name}: {written})", costs_launch=False)
             self.emit(node, part=21 + 4 * position, op=Op.WAIT, stream=stream, device=own.device, event=event,
-                      bindings=bindings, form=f"wait (for {self.streams[other].name}, before {written})")
+                      bindings=bindings, form=f"wait (for {self.streams[other].name}, before {written})",
+                      costs_launch=False)
         emit_copy()
         for position, device in enumerate(others):
             other = self.default_stream(device)
             event = self.implicit_event(node, "peer_copy", device, "after")
             self.emit(node, part=22 + 4 * position, op=Op.RECORD, stream=stream, device=own.device, event=event,
-                      bindings=bindings, form=f"record (after {written})")
+                      bindings=bindings, form=f"record (after {written})", costs_launch=False)
             self.emit(node, part=23 + 4 * position, op=Op.WAIT, stream=other, device=device, event=event,
-                      bindings=bindings, form=f"wait (for {own.name}: {written})")
+                      bindings=bindings, form=f"wait (for {own.name}: {written})", costs_launch=False)
 
     def device_memory(self, access: Access, node, what: str, pinned_too: bool = False) -> Memory:
         """The memory of `access`, which must live on a device (a `memset` takes pinned host
@@ -2904,7 +2907,8 @@ class _Lowerer:
             self.events.append(Event(event, f"{self.comms[fields['comm']].name}.order#{len(self.chain_events)}",
                                      False, node.span))
         comm = f"comm `{self.comms[fields['comm']].name}`'s call of `{self.streams[member].name}`'s rank"
-        common = dict(stream=stream, device=fields["device"], bindings=fields["bindings"])
+        # (the library's own ordering inside the one call, which costs the call's launch alone)
+        common = dict(stream=stream, device=fields["device"], bindings=fields["bindings"], costs_launch=False)
         if not self.in_group and self.placed and self.placed[-1] == len(self.statements):
             self.placed[-1] += 1  # (`touch` noted the call for its tensor's placement: it comes after the wait)
         self.emit(node, part=1, op=Op.WAIT, event=event, form=f"wait for the {comm} before it (NCCL)", **common)

@@ -222,6 +222,39 @@ thread main {
     assert sim.host_busy == 2 * NS_PER_MS + 20_000
 
 
+@pytest.mark.parametrize("text", [
+    # a `memcpy` between two devices' memories: one call, however lowering orders it with
+    # the other device's legacy stream
+    """device gpu0 { runtime cuda launch 10us }
+device gpu1 { runtime cuda launch 10us }
+buffer a 1MiB on gpu0
+buffer b 1MiB on gpu1
+thread main {
+  memcpy b <- a 1us
+  memcpy b <- a 1us
+}
+""",
+    # NCCL calls of one comm on two streams of a rank: one call each, however lowering
+    # chains them
+    """device gpu[2] { runtime cuda launch 10us }
+buffer x[2] 1MiB on gpu
+stream m[2] on gpu
+stream side[2] on gpu
+comm world = { m }
+thread r[2] process {
+  m[r]: allreduce world x[r] 1us
+  side[r]: allreduce world x[r] 1us
+}
+"""])
+def test_one_call_costs_one_launch_whatever_lowering_adds_around_it(text):
+    program = load_text(text).program
+    assert len(program.statements) > 4  # (the implicit records and waits are there)
+    sim = simulate(program)
+    threads = len(program.threads)
+    assert sim.host_busy == threads * 2 * 10_000
+    assert sim.makespan == 2 * 10_000 + 1_000
+
+
 def test_deadlock_is_reported_not_hung():
     program = load_file(CONFORMANCE / "c13_host_blocks_before_notify.sched").program
     sim = simulate(program)

@@ -606,6 +606,8 @@ def test_sp015_array_without_index():
     diagnostic = assert_error(thread("ss: kernel k", head=head), Code.SP015, 9, 3, 5, "array of 2")
     assert diagnostic.help == "write `ss[i]`"
     assert_error(HEAD + "alias a = xs\n", Code.SP015, 7, 11, 13)
+    # `gpu.default` of a device array: the caret under the device, which needs the index
+    assert_error("device gpu[2]\nthread t {\n  gpu.default: kernel k\n}\n", Code.SP015, 3, 3, 6, "array of 2")
 
 
 def test_sp016_copy_between_host_buffers():
@@ -976,8 +978,20 @@ def test_sp058_sync_all_in_a_thread_that_drives_one_rank():
     assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [(Code.SP058, 7, 3)]
     assert found[0].message == ("`sync all` in thread `rank[0]`, which drives the rank on `gpu[0]`, also waits for "
                                 "the other ranks' devices")
+    # one body for every rank: the help names the device as that body writes it
+    assert "write `sync gpu[rank]`" in found[0].help
     own = head + "thread rank[2] {\n  s[rank]: allreduce world x[rank]\n  sync gpu[rank]\n}\n"
     assert warnings(own) == []
+    # the help's `gpu[0]` applied literally to the body: rank 1 then waits for rank 0's device
+    other = warnings(own.replace("sync gpu[rank]", "sync gpu[0]"))
+    assert [(w.code, w.primary_span.line) for w in other] == [(Code.SP058, 7)]
+    assert other[0].message == ("`sync gpu[0]` in thread `rank[1]`, which drives the rank on `gpu[1]`, waits for "
+                                "another rank's device")
+    assert "write `sync gpu[rank]`" in other[0].help
+    # threads that are not one array: the concrete device
+    two = warnings(head + "thread a {\n  s[0]: allreduce world x[0]\n  sync all\n}\n"
+                   "thread b {\n  s[1]: allreduce world x[1]\n}\n")
+    assert [(w.code, w.primary_span.line) for w in two] == [(Code.SP058, 7)] and "write `sync gpu[0]`" in two[0].help
     one_thread = head + "thread t {\n  group {\n    s[0]: allreduce world x[0]\n    s[1]: allreduce world x[1]\n  }\n  sync all\n}\n"
     assert warnings(one_thread) == []
 

@@ -536,7 +536,7 @@ class _Synthesizer:
                 f" (plus launch time for the {added} added event operation(s))"
                 if added and any(d.launch for d in p.devices) else "") + ".",
         ]
-        if any(not st.costs_launch and st.stream is not None and p.devices[st.device].launch for st in p.statements):
+        if any(st.launch is not None and not st.costs_launch and p.devices[st.device].launch for st in p.statements):
             out.append("# A graph's work is written out task by task, and each task then costs its device's "
                        "launch time (one `launch` of the graph cost it once): this spec's minimum can be above "
                        "the bound by that much.")
