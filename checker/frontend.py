@@ -65,7 +65,7 @@ def load_bytes(data: bytes, path: str, max_statements: int = DEFAULT_MAX_STATEME
         text = decode(data)
     except SpecError as exc:
         # Keep a printable copy of the text, so that the report can show the offending line.
-        shown = data.decode("utf-8", "replace").replace("\0", "\N{REPLACEMENT CHARACTER}")
+        shown = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace").replace("\0", "\N{REPLACEMENT CHARACTER}")
         return Loaded(path, shown if len(data) <= MAX_SHOWN_BYTES else "", None, (exc.diagnostic,))
     return load_text(text, path, max_statements)
 

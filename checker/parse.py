@@ -13,12 +13,13 @@ from fractions import Fraction
 import gc
 import re
 import threading
+import unicodedata
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Token, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.visitors import Transformer_NonRecursive
 
 from checker import ast, fastparse
@@ -85,10 +86,24 @@ def _parser() -> Lark:
                 lexer_callbacks=callbacks)
 
 
+def _keyword_as_name(exc: UnexpectedInput) -> bool:
+    """Feed a keyword again as the name it is where the parser takes a name and not the
+    keyword: LALR merges the states after a stream in `send C to P` and elsewhere, so the
+    contextual lexer reads `to`, `from` or `external` as the keyword even where only a name
+    fits (`allreduce c from`, a buffer named `from`). Reserved words stay errors."""
+    token = getattr(exc, "token", None)
+    if (not isinstance(exc, UnexpectedToken) or not isinstance(token, Token) or token.type == "NAME"
+            or "NAME" not in (exc.expected or ()) or str(token) in KEYWORDS
+            or not _NAME_AT.fullmatch(str(token))):
+        return False
+    exc.interactive_parser.feed_token(Token.new_borrow_pos("NAME", str(token), token))
+    return True
+
+
 def _parse_tree(parser: Lark, text: str):
     _lexing.text = text
     try:
-        return parser.parse(text)
+        return parser.parse(text, on_error=_keyword_as_name)
     finally:
         _lexing.text = None
 
@@ -859,6 +874,11 @@ def _example_message(exc: UnexpectedInput) -> str | None:
             return exact[key]
         if key[1] == "$CHAR" and (key[0], "$CHAR", None) in exact:
             return exact[(key[0], "$CHAR", None)]
+    history = getattr(exc, "token_history", None) or ()
+    if isinstance(exc, UnexpectedCharacters) and history and history[-1].type == "NAME":
+        # (a state's message for any token names what goes after its keyword: `kernel @` lacks
+        # the name, `kernel a @` has it, and the character is stray there)
+        return None
     return by_state.get(_error_key(exc, 1)[0])
 
 
@@ -891,6 +911,40 @@ def _describe_expected(parser: Lark, expected: set[str]) -> str:
     if len(unique) > 8:
         unique = unique[:8] + ["..."]
     return ", ".join(unique)
+
+
+_MESSAGE_WORDS = {
+    "separate the buffers of `reads` or `writes`": ("reads", "writes"),
+    "a copy is written": ("copy",),
+    "a send is written": ("send",),
+    "a recv is written": ("recv",),
+    "a host memset is written": ("memset",),
+    "a host memcpy is written": ("memcpy",),
+    "`query` names": ("query",),
+    "a `group` is written": ("group",),
+    "a `for` loop is written": ("for",),
+    "`broadcast` and `reduce` name": ("broadcast", "reduce"),
+    "`wait_stream` names": ("wait_stream",),
+    "`record_stream` names": ("record_stream",),
+    "`item` and `memset` name": ("item", "memset"),
+    "`nosync` belongs": ("nosync",),
+}
+"""Messages about the form of a one-line statement, and the words that show it is that
+statement: one parser state can stand after several (the value of a `let` and the bound of a
+`for`), and a message naming a keyword that is not there misleads."""
+
+
+def _fitting(message: str | None, text: str, end: int) -> str | None:
+    """`message`, unless it is about a keyword that its line (or the line before, where a
+    block opened: `group {` then `} or {`) does not hold up to `end`."""
+    if message is None:
+        return None
+    words = next((w for prefix, w in _MESSAGE_WORDS.items() if message.startswith(prefix)), None)
+    if words is None:
+        return message
+    line_start = text.rfind("\n", 0, end)
+    line = text[text.rfind("\n", 0, max(line_start, 0)) + 1:end]
+    return message if any(re.search(rf"\b{word}\b", line) for word in words) else None
 
 
 def _safe_example_message(exc: UnexpectedInput) -> str | None:
@@ -936,13 +990,39 @@ def _c_comment(text: str, pos: int):
                  help="write `# ...`: a comment runs from `#` to the end of the line")
 
 
-def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
+def _not_ascii(text: str, pos: int):
+    """The diagnostic of a character outside ASCII where the parser stopped: a name that holds
+    one (`naïve`), or an invisible space (a no-break or zero-width one pasted from a web page),
+    whatever statement the parser was in; None for anything else."""
+    char = text[pos] if pos < len(text) else ""
+    if char.isascii():
+        return None
+    if unicodedata.category(char) in ("Zs", "Cf"):
+        what = unicodedata.name(char, "").lower() or "a format character"
+        return error(Code.SP002, f"an invisible character, U+{ord(char):04X} ({what}), where a space or a name goes",
+                     _span_at(text, pos, 1), "invisible character", help="replace it with a plain space, or delete it")
+    start, end = pos, pos + 1
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    if char.isalnum() or start < pos:
+        word = text[start:end]
+        return error(Code.SP002, f"`{word}` is not a name: names are ASCII letters, digits and `_`",
+                     _span_at(text, start, end - start), f"`{char}` is not ASCII",
+                     help="spell the name in ASCII letters, digits and `_` (a comment or a title may hold any text)")
+    return None
+
+
+def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput, text_end: int | None = None):
+    """The diagnostic of a lark error. `text_end`: where the file's text ends, when `text` is
+    the file with statements blanked after earlier errors (`parse_recovering`)."""
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream
         char = text[pos] if pos < len(text) else ""
         span = _span_at(text, pos, 1)
         shown = repr(char) if char.isprintable() else f"U+{ord(char):04X}" if char else "end of file"
-        message = _safe_example_message(exc)
+        message = _fitting(_safe_example_message(exc), text, pos)
         word = _NAME_AT.match(text, pos)
         if word is not None:
             expected = set(getattr(exc, "allowed", None) or ())
@@ -953,14 +1033,22 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                              help=_form_help(message, close, f"expected {_describe_expected(parser, expected)}"))
         if text.startswith(("//", "/*"), pos):
             return _c_comment(text, pos)
+        outside = _not_ascii(text, pos)
+        if outside is not None:
+            return outside
+        if char == '"' and '"' not in text[pos + 1:].split("\n", 1)[0]:
+            return error(Code.SP002, "a string is never closed: it needs its `\"` on the same line", span,
+                         "this `\"` opens it", help='close it on its line, as in `spec "TITLE"`')
         if char == "\r":  # a lone carriage return: the file ends its lines the way classic Mac OS did
             return error(Code.SP002, "a line ends with a carriage return alone (CR line endings)", span,
                          "here", help="save the file with LF (or CRLF) line endings")
         return error(Code.SP002, message or f"unexpected character {shown}", span,
                      f"unexpected character {shown}" if message else "not valid here",
                      help="names are ASCII letters, digits and `_`; comments start with `#`")
-    message = _safe_example_message(exc)
     token = getattr(exc, "token", None)
+    at = token.start_pos if isinstance(token, Token) and token.start_pos is not None else len(text)
+    shown = len(token) if isinstance(token, Token) and token.type != "_NL" else 0
+    message = _fitting(_safe_example_message(exc), text, at + shown)
     if isinstance(token, Token) and str(token) == "/" and text.startswith(("//", "/*"), token.start_pos or 0):
         return _c_comment(text, token.start_pos)
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]
@@ -1018,7 +1106,7 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput):
                      "its own: drop the `,`")
     expected = _describe_expected(parser, expected_terminals)
     if isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END":
-        end = _span_at(text, len(text.rstrip()), 0)
+        end = _span_at(text, len(text.rstrip()) if text_end is None else text_end, 0)
         opening = _unclosed_brace(text)
         if opening is not None:
             # point at the brace: that is where the fix goes
@@ -1280,6 +1368,7 @@ def decode(data: bytes) -> str:
     if len(data) > MAX_SOURCE_CHARS:
         raise SpecError(error(Code.SP004, f"spec is too large (more than {MAX_SOURCE_CHARS:,} bytes)", None,
                               help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"))
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte order mark, as some Windows editors write: not a column
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -1292,8 +1381,6 @@ def decode(data: bytes) -> str:
         raise SpecError(error(Code.SP001, "spec is not UTF-8 text", _span_at(prefix, len(prefix), 1),
                               f"byte 0x{data[exc.start]:02x} is not valid UTF-8",
                               help="a .sched file is UTF-8 text")) from None
-    if text.startswith("\ufeff"):  # a byte order mark, as some Windows editors write
-        text = text[1:]
     nul = text.find("\0")
     if nul >= 0:
         raise SpecError(error(Code.SP001, "spec contains a NUL byte: it looks like a binary file",
@@ -1336,6 +1423,19 @@ _EXPRESSION_TOKEN = re.compile(r'#[^\n]*|"[^"\n]*"|[A-Za-z0-9_.]+|\n|[^\s#A-Za-z
 """Words, signs, line ends, comments and strings, for `_check_operators`."""
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def _check_line_ends(text: str) -> None:
+    """A carriage return alone, even in a comment or a title: editors start a line there, so
+    every line number after it would differ from theirs."""
+    found = _LONE_CR.search(text)
+    if found is not None:
+        raise SpecError(error(Code.SP002, "a line ends with a carriage return alone (CR line endings)",
+                              _span_at(text, found.start(), 1), "here",
+                              help="save the file with LF (or CRLF) line endings"))
+
+
 def _check_operators(text: str) -> None:
     """SP004 at the first operator past MAX_OPERATORS in one run of operands, operators and
     parentheses on one line (anything else ends an expression), before the parser spends
@@ -1371,14 +1471,14 @@ def _check_nesting(text: str) -> None:
             depth -= 1
 
 
-def parse_with_lark(text: str) -> ast.SpecFile:
+def parse_with_lark(text: str, text_end: int | None = None) -> ast.SpecFile:
     """The syntax tree by the lark parser and its transformer alone (`text` ends with a
-    newline); raises `SpecError`."""
+    newline); raises `SpecError`. `text_end` as `_syntax_diagnostic` takes it."""
     parser = _parser()
     try:
         tree = _parse_tree(parser, text)
     except UnexpectedInput as exc:
-        problem = SpecError(_syntax_diagnostic(parser, text, exc))
+        problem = SpecError(_syntax_diagnostic(parser, text, exc, text_end))
         problem.statement_start = _statement_start(exc)
         raise problem from None
     try:
@@ -1430,6 +1530,7 @@ def parse_recovering(text: str) -> Parsed:
         return Parsed(None, (error(Code.SP004, "spec is too large", None,
                                    help=f"specs are limited to {MAX_SOURCE_CHARS // 2**20} MiB"),))
     try:
+        _check_line_ends(text)
         _check_nesting(text)
         _check_token_count(text)
         _check_operators(text)
@@ -1448,7 +1549,7 @@ def parse_recovering(text: str) -> Parsed:
                     spec = fastparse.parse(current)
                 except fastparse.Unhandled:
                     budget -= len(current)
-                    spec = parse_with_lark(current)
+                    spec = parse_with_lark(current, len(text.rstrip()))
                 break
             except SpecError as exc:
                 diagnostic = exc.diagnostic

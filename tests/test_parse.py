@@ -483,6 +483,22 @@ def test_unexpected_end_of_file():
     assert (end.span.line, end.span.column, end.label) == (5, 14, "the file ends here")
 
 
+def test_the_file_ends_where_it_ends_when_its_last_statement_is_in_error_too():
+    # the last statement's own error blanks it before the unclosed brace is found
+    brace, last = errors_of("device d\nstream s on d\nthread t {\n  s: kernel k reads\n")
+    assert brace.message.startswith("missing `}`") and last.primary_span.line == 4
+    (end,) = [a for a in brace.annotations if not a.primary]
+    assert (end.span.line, end.span.column) == (4, 20)
+
+
+def test_a_byte_order_mark_is_not_a_column():
+    bom = b"\xef\xbb\xbf"
+    for data, column in [(b"device d \xff\n", 10), (b"ab\x00c\n", 3), (b"ab\x00c\xff", 3)]:
+        (found,) = errors_of(bom + data)
+        assert (found.code, found.primary_span.line, found.primary_span.column) == (Code.SP001, 1, column)
+    assert load_bytes(bom + b"ab\x00c\n", "t.sched").source.startswith("ab")  # (the frame's line)
+
+
 def test_every_example_produces_its_message():
     for message, examples in SYNTAX_EXAMPLES.items():
         for example in examples:
@@ -791,6 +807,10 @@ def test_caret_stays_under_its_token_after_wide_characters(run, tmp_path):
     _, out, _ = run("check", spec)
     underline = [line for line in out.splitlines() if "^" in line][0]
     assert underline.index("^") == len('1 | spec "ee" ')
+    spec.write_text('spec "กิน" oops\n', encoding="utf-8")  # (a Thai vowel sign of class 0)
+    _, out, _ = run("check", spec)
+    underline = [line for line in out.splitlines() if "^" in line][0]
+    assert underline.index("^") == len('1 | spec "ab" ')
 
 
 def test_every_error_of_a_file_in_order(run, tmp_path):
@@ -851,7 +871,7 @@ def test_every_error_of_a_file_in_order(run, tmp_path):
         "10 |   s3: kernel k writes y\n"
         "   |   ^^ not declared\n"
         "   |\n"
-        "  = help: did you mean `s1` or `s2`?\n"
+        "   = help: did you mean `s1` or `s2`?\n"
     ) in out
     assert (
         f"{spec}:5:11: error[SP002]: `mb` is not a unit of size\n"
@@ -868,7 +888,7 @@ def test_every_error_of_a_file_in_order(run, tmp_path):
         "11 |   s2: kernel k writes y 2 ms\n"
         "   |                         ^^^^ space before the unit\n"
         "   |\n"
-        "  = help: durations take `ns`, `us`, `ms` or `s`\n"
+        "   = help: durations take `ns`, `us`, `ms` or `s`\n"
     ) in out
 
 
@@ -1018,6 +1038,37 @@ def test_lone_carriage_returns_are_named_as_line_endings():
     (found,) = errors_of("device d\rstream s on d\r")
     assert found.message == "a line ends with a carriage return alone (CR line endings)"
     assert (found.primary_span.line, found.primary_span.column) == (1, 9)
+    # in a comment or a title too, where an editor starts a line and streamproof would not
+    for text, column in [("device d # one\rtwo\nstream s on d\n", 15), ('spec "a\rb"\ndevice d\n', 8)]:
+        (found,) = errors_of(text)
+        assert found.message.startswith("a line ends with a carriage return alone")
+        assert (found.primary_span.line, found.primary_span.column) == (1, column)
+    assert load_text("device d # one\r\nstream s on d\r\n").program is not None  # (CRLF is fine)
+
+
+@pytest.mark.parametrize("statement, message, column", [
+    ("s: kernel naïve_attn writes x", "`naïve_attn` is not a name: names are ASCII letters, digits and `_`", 13),
+    ("host hé", "`hé` is not a name", 8),
+    ("s: kernel a\u00a0writes x", "an invisible character, U+00A0 (no-break space), where a space or a name goes", 14),
+    ("s: kernel ab\u200b", "an invisible character, U+200B (zero width space)", 15),
+    # a stray character after the kernel's name is stray: the state's "needs a name" is not it
+    ("s: kernel a @", "unexpected character '@'", 15),
+    ("s: kernel @", "a kernel needs a name", 13),
+    # a message about another statement's form that one parser state shares is left out
+    ("s: free x x", "unexpected `x`", 13),
+    ("let q = 3 junk", "unexpected `junk`", 13),
+    ("s: kernel k reads x x", "separate the buffers of `reads` or `writes` with `,`", 23),
+])
+def test_a_character_the_language_has_no_use_for_is_named_as_it_is(statement, message, column):
+    found = first_error(thread(statement))
+    assert found.message.startswith(message), found.message
+    assert (found.primary_span.line, found.primary_span.column) == (5, column)
+
+
+def test_a_string_never_closed_is_said_to_be_so():
+    found = first_error('spec "unterminated\ndevice d\n')
+    assert found.message == 'a string is never closed: it needs its `"` on the same line'
+    assert (found.primary_span.line, found.primary_span.column) == (1, 6)
 
 
 def test_comma_before_writes_points_at_the_comma():

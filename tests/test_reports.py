@@ -153,6 +153,19 @@ def test_sarif_for_an_unreadable_file_and_a_syntax_error(run, tmp_path):
         assert artifact["uri"].startswith("file:///") and "uriBaseId" not in artifact
 
 
+def test_sarif_regions_are_the_spans_json_gives_an_empty_one_too(run, tmp_path):
+    # an empty file: an empty region at its start (an insertion point), as JSON gives it
+    empty = tmp_path / "empty.sched"
+    empty.write_text("")
+    _, out, _ = run("check", "--format", "sarif", empty)
+    (result,) = results_of(valid_sarif(json.loads(out)), "SP003")
+    assert result["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": 1, "startColumn": 1, "endLine": 1, "endColumn": 1}
+    _, out, _ = run("check", "--format", "json", empty)
+    (diagnostic,) = json.loads(out)["files"][0]["diagnostics"]
+    assert (diagnostic["line"], diagnostic["column"], diagnostic["end_line"], diagnostic["end_column"]) == (1, 1, 1, 1)
+
+
 def test_sarif_places_every_result_on_a_line(run, tmp_path, monkeypatch):
     """An unknown answer about no statement (here the solver may do next to nothing) is on line 1:
     code scanning places every result on a line of a file under the checkout."""

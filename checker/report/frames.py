@@ -19,6 +19,22 @@ class Mark:
 MAX_SHOWN = 120
 
 
+def _groups(text: str, marks: list[Mark]) -> list[list[Mark]]:
+    """The marks of one line, in groups that each fit one window of a long line (`_window`):
+    a mark past the first window's end is shown under the line shown again around it."""
+    if len(text) <= MAX_SHOWN:
+        return [marks]
+    groups: list[list[Mark]] = []
+    start = None
+    for mark in sorted(marks, key=lambda m: m.span.column):
+        column = max(mark.span.column - 1, 0)
+        if start is None or column >= start + MAX_SHOWN:
+            start = max(0, column - 20)
+            groups.append([])
+        groups[-1].append(mark)
+    return groups
+
+
 def _window(text: str, marks: list[Mark]) -> tuple[str, int]:
     """A long line cut down to the part around its marks; returns it and the columns cut."""
     if len(text) <= MAX_SHOWN:
@@ -70,8 +86,15 @@ def _cells(text: str) -> int:
     so a caret after a comment or title in Chinese stays under its token."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-               for ch in text)
+    # (marks by category: Thai vowel signs and variation selectors combine with class 0)
+    return sum(0 if unicodedata.category(ch) in ("Mn", "Me") or unicodedata.combining(ch)
+               else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def gutter_width(source: str, marks: list[Mark]) -> int:
+    """Digits of the highest line number a frame of `marks` shows."""
+    lines = len(source_lines(source))
+    return len(str(max(min(max(mark.span.line, 1), lines) for mark in marks)))
 
 
 def frame(source: str, marks: list[Mark], style) -> list[str]:
@@ -83,27 +106,35 @@ def frame(source: str, marks: list[Mark], style) -> list[str]:
     for mark in marks:
         line = min(max(mark.span.line, 1), len(lines))
         by_line.setdefault(line, []).append(mark)
-    width = len(str(max(by_line)))
+    width = gutter_width(source, marks)
     gutter = style(" " * width + " |", "gutter")
     out = [gutter]
     previous = None
     for number in sorted(by_line):
         if previous is not None and number > previous + 1:
             out.append(style("." * (width + 1), "gutter"))
-        text, shift = _window(printable(lines[number - 1]), by_line[number])
-        out.append(style(f"{number:>{width}} |", "gutter") + " " + style(text, "source"))
-        for mark in by_line[number]:
-            start = max(mark.span.column - 1 - shift, 0)
-            if mark.span.end_line == mark.span.line:
-                end = max(mark.span.end_column - 1 - shift, start + 1)
-            else:
-                end = max(len(text), start + 1)
-            end = min(end, max(len(text), start + 1))
-            char = "^" if mark.primary else "-"
-            kind = "primary" if mark.primary else "secondary"
-            pad, length = _cells(text[:start]), max(_cells(text[start:end]), 1)
-            underline = " " * pad + char * length + (f" {mark.label}" if mark.label else "")
-            out.append(gutter + " " + style(underline, kind))
+        line = printable(lines[number - 1])
+        for group in _groups(line, by_line[number]):
+            out += _framed_line(line, number, width, group, gutter, style)
         previous = number
     out.append(gutter)
+    return out
+
+
+def _framed_line(line: str, number: int, width: int, marks: list[Mark], gutter: str, style) -> list[str]:
+    """One source line (cut to the window around `marks`) and the underline of each mark."""
+    text, shift = _window(line, marks)
+    out = [style(f"{number:>{width}} |", "gutter") + " " + style(text, "source")]
+    for mark in marks:
+        start = max(mark.span.column - 1 - shift, 0)
+        if mark.span.end_line == mark.span.line:
+            end = max(mark.span.end_column - 1 - shift, start + 1)
+        else:
+            end = max(len(text), start + 1)
+        end = min(end, max(len(text), start + 1))
+        char = "^" if mark.primary else "-"
+        kind = "primary" if mark.primary else "secondary"
+        pad, length = _cells(text[:start]), max(_cells(text[start:end]), 1)
+        underline = " " * pad + char * length + (f" {mark.label}" if mark.label else "")
+        out.append(gutter + " " + style(underline, kind))
     return out

@@ -119,7 +119,7 @@ def _region(span: Span) -> dict:
               "endLine": max(span.end_line, span.line, 1)}
     end_column = span.end_column
     if region["endLine"] == region["startLine"]:
-        end_column = max(end_column, region["startColumn"] + 1)
+        end_column = max(end_column, region["startColumn"])  # (equal: an insertion point, SARIF 3.30.2)
     region["endColumn"] = max(end_column, 1)
     return region
 

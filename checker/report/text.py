@@ -10,7 +10,7 @@ from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, Status, expectation_span
 from checker.ir import Program
-from checker.report.frames import Mark, frame
+from checker.report.frames import Mark, frame, gutter_width
 from checker.report.timeline import loop_text
 
 STYLES = {
@@ -30,18 +30,25 @@ def _location(path: str, line: int, column: int) -> str:
     return f"{path}:{line}:{column}"
 
 
+def _aligned(lines: list[str], source: str, marks: list[Mark]) -> list[str]:
+    """The notes and helps with their `=` under the frame's `|`, as rustc writes them."""
+    pad = " " * gutter_width(source, marks)
+    return [pad + line[1:] if line.startswith("  = ") else line for line in lines]
+
+
 def render_diagnostic(path: str, source: str, diagnostic: Diagnostic) -> list[str]:
     severity = diagnostic.severity.value
     span = diagnostic.primary_span
     where = _location(path, span.line, span.column) if span else path
     head = f"{escape(where)}: {_style(f'{severity}[{diagnostic.code.value}]', severity)}: {_style(diagnostic.message, 'help')}"
     marks = [Mark(a.span, a.label, a.primary) for a in diagnostic.annotations]
-    out = [head] + frame(source, marks, _style)
+    framed = frame(source, marks, _style)
+    out = [head] + framed
     for note in diagnostic.notes:
         out.append(f"  = {_style('note', 'help')}: {escape(note)}")
     if diagnostic.help:
         out.append(f"  = {_style('help', 'help')}: {escape(diagnostic.help)}")
-    return out
+    return _aligned(out, source, marks) if framed else out
 
 
 STUCK_SHOWN = 12
@@ -108,7 +115,8 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True) ->
     out = [f"{escape(where)}: {_style(tag, severity)}: {_style(finding.message + suffix, 'help')}"]
     if not frames:
         return out
-    out += frame(report.source, marks, _style)
+    framed = frame(report.source, marks, _style)
+    out += framed
     if finding.instances > 1 and finding.kind is FindingKind.UNKNOWN:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} undecided questions like this one "
                    "(loop instances of the same statements), reported once")
@@ -133,7 +141,7 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True) ->
     out += _timeline(program, finding)
     if finding.help:
         out.append(f"  = {_style('help', 'help')}: {escape(finding.help)}")
-    return out
+    return _aligned(out, report.source, marks) if framed else out
 
 
 def failing(report: FileReport, finding: Finding, allow_unknown: bool = False) -> bool:
