@@ -2092,6 +2092,17 @@ def test_a_use_enqueued_after_a_tensors_del_is_told_it_is_the_allocators_free():
     assert helps and all("a tensor's free (PyTorch's `del`) hands its block back" in h for h in helps)
 
 
+@pytest.mark.parametrize("engine", [{}, {"explore_first": 0}, {"exhaustive": True}])
+def test_a_use_after_a_tensors_free_names_the_tensor_not_another_buffer_of_the_statement(engine):
+    # (a second thread sends the program to the solver; the kernel's other buffer is never freed)
+    spec = ("device d0\ntensor ws 4MiB on d0\ntensor t2 4MiB on d0\nbuffer x 4MiB on d0\nstream main on d0\n"
+            "stream s1 on d0\nthread worker {\n  main: alloc ws\n  free ws\n  main: kernel op reads x writes ws\n"
+            "  main: alloc t2\n  sync all\n}\nthread other {\n  s1: kernel k\n}\n")
+    (found,) = [f for f in check(spec, **engine).findings if f.kind is FindingKind.USE_AFTER_FREE]
+    assert found.buffer == "ws" and "frees `ws`" in found.message
+    assert not check(spec + "expect use-after-free on x\n", **engine).passed
+
+
 def test_a_tensor_reallocated_in_a_loop_gets_the_record_stream_help():
     """One tensor name, a new block lifetime per iteration: the race across iterations is the
     allocator handing the block on at the free, as between two tensors."""

@@ -1547,8 +1547,9 @@ class Analysis:
         # Launch order: the latest free enqueued before the statement was.
         found = None
         for memory in memories:
-            frees = encoding.launch_lifetimes(memory.index)[1] + [
-                program.statements[f] for f in statement.tensor_frees]  # (its tensor's own free too)
+            frees = encoding.launch_lifetimes(memory.index)[1] + [  # (its tensor's own free too, of its memory)
+                program.statements[f] for f in statement.tensor_frees
+                if memory.index in program.statements[f].lifetime_memories]
             enqueued = [(position[encoding.step(StepKind.ISSUE, f.index)], f) for f in frees
                         if f.index != statement.index
                         and position.get(encoding.step(StepKind.ISSUE, f.index), issue + 1) < issue]
