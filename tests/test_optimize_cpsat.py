@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -268,3 +269,22 @@ def test_cli_cpsat_without_ortools_is_an_error(run, tmp_path, no_ortools):
     assert status != 0 and "OR-Tools" in err
     status, out, _ = run("optimize", "--format", "json", spec)
     assert json.loads(out)["files"][0]["solver"]["engine"] == "z3"
+
+
+@needs_cpsat
+def test_the_z3_child_stops_quietly_under_the_command_line_s_sigterm_handler(capfd):
+    """The parent stops the forked Z3 search with SIGTERM once CP-SAT or the bounds settle a
+    phase; the child must not run the command line's handler (which raises) and print a
+    traceback on a clean run."""
+    import signal
+
+    from checker.cli import _on_sigterm
+    from checker.frontend import load_file
+
+    program = load_file(Path(__file__).resolve().parent.parent / "bench" / "data" / "opt_100_0.sched").program
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        optimize(program, timeout=5.0, solver="auto")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "Traceback" not in capfd.readouterr().err

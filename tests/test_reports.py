@@ -105,6 +105,31 @@ def test_sarif_expected_findings_are_suppressed_and_fingerprints_are_stable(run,
         r["locations"][0]["physicalLocation"]["region"]["startLine"] + 2 for r in results]
 
 
+def test_sarif_fingerprints_of_diagnostics_do_not_hold_the_lines_they_name(run, monkeypatch, tmp_path):
+    # SP069's message names the lines of both comms' calls: a comment above moves them
+    original = HERE / "peers" / "mbi30_collp2p_separate_comms_streams_ok.sched"
+    moved = tmp_path / original.name
+    moved.write_text("# a comment\n" + original.read_text())
+    monkeypatch.chdir(tmp_path)
+    prints = []
+    for text in (original.read_text(), moved.read_text()):
+        moved.write_text(text)
+        _, out, _ = run("check", "--format", "sarif", original.name)
+        (result,) = results_of(json.loads(out), "SP069")
+        prints.append((result["partialFingerprints"], result["message"]["text"]))
+    assert prints[0][0] == prints[1][0] and prints[0][1] != prints[1][1]
+
+
+def test_junit_classnames_do_not_depend_on_how_the_path_is_spelled(run, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    names = set()
+    for path in ("specs/bug_missing_wait.sched", "./specs/bug_missing_wait.sched", "specs//bug_missing_wait.sched",
+                 "specs/../specs/bug_missing_wait.sched", str(SPECS / "bug_missing_wait.sched")):
+        _, out, _ = run("check", "--format", "junit", path)
+        names |= {c.get("classname") for c in ET.fromstring(out).iter("testcase")}
+    assert names == {"specs.bug_missing_wait"}
+
+
 def test_sarif_gives_two_races_of_the_same_statement_text_two_identities(run, tmp_path):
     spec = tmp_path / "twice.sched"
     spec.write_text("device g\nbuffer x 1MiB on g\nstream a on g\nstream b on g\nthread t {\n"

@@ -301,6 +301,7 @@ def _z3_child(model, phase, deadline, rlimit, g, start, inbox, outbox, nice) -> 
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (how it stops us: not the command line's handler, forked)
     if nice:
         try:
             os.nice(nice)

@@ -11,6 +11,8 @@ Every testcase passes or is skipped exactly when the file passes (exit status 0)
 
 from __future__ import annotations
 
+import os
+
 import xml.etree.ElementTree as ET
 
 from checker.codes import Code, Severity
@@ -32,7 +34,14 @@ _COVERS = {
 
 
 def _classname(path: str) -> str:
-    """`specs/a.sched` -> `specs.a` (CI servers show the part after the last dot as the class)."""
+    """`specs/a.sched` -> `specs.a` (CI servers show the part after the last dot as the class).
+    The path is normalised first, as SARIF's: relative to the working directory when inside
+    it (`./specs/`, `specs//` and an absolute path there give `specs.a` too), else absolute,
+    since CI servers keep a test's history by its class and name."""
+    if "\\" not in path:  # (a Windows path stays as written)
+        full = os.path.abspath(path)
+        relative = os.path.relpath(full)
+        path = full if relative == ".." or relative.startswith("../") else relative
     stem = path[: -len(".sched")] if path.endswith(".sched") else path
     return xml_text(stem.replace("\\", "/").strip("/").replace(".", "_").replace("/", "."))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -147,6 +148,15 @@ def _fingerprint(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+def _words(message: str) -> str:
+    """A message without its numbers, for a fingerprint: the lines it names move when lines
+    are added above, and the counts of a run cut short by its budget change from run to run."""
+    return _NUMBER.sub("#", message)
+
+
 def _source_text(source: str, span: Span | None) -> str:
     if span is None or not source:
         return ""
@@ -245,7 +255,7 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
         finding.code.value, uri, finding.buffer, *(_source_text(report.source, s.span) for s in statements),
         # (a graph's work: the launch that ran it tells two launches' findings apart)
         *(_source_text(report.source, program.statements[s.launch].span) for s in statements if s.launch is not None),
-        *(() if statements else (finding.message,)))}  # (one about no statement: its words)
+        *(() if statements else (_words(finding.message),)))}  # (one about no statement: its words)
     if finding.instances > 1:
         result["occurrenceCount"] = finding.instances
     if finding.expected:
@@ -282,7 +292,7 @@ def _diagnostic_result(report: FileReport, diagnostic: Diagnostic, uri: str) -> 
     if related:
         result["relatedLocations"] = related
     result["partialFingerprints"] = {"streamproof/v1": _fingerprint(
-        diagnostic.code.value, uri, diagnostic.message, _source_text(report.source, span))}
+        diagnostic.code.value, uri, _words(diagnostic.message), _source_text(report.source, span))}
     return result
 
 
@@ -337,7 +347,7 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
         "runs": [{
             "tool": {"driver": {"name": "streamproof", "version": __version__, "semanticVersion": __version__,
                                 "rules": rules()}},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri().rstrip("/") + "/"}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri().removesuffix("/") + "/"}},
             "artifacts": [{"location": _artifact(uri), "sourceLanguage": "sched",
                            "roles": ["analysisTarget"]} for uri in artifacts],
             "invocations": [invocation],
