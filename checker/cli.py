@@ -188,7 +188,8 @@ def _parser() -> argparse.ArgumentParser:
                          help=f"output format: {', '.join(formats)} (default text)")
         sub.add_argument("--stdin-filename", metavar="PATH", default=None,
                          help="the name to give the spec read from standard input (-) in diagnostics and "
-                              "reports, e.g. the file an editor or a CI step pipes in (SARIF locates it there)")
+                              "reports, e.g. the file an editor or a CI step pipes in"
+                              + (" (SARIF locates it there)" if "sarif" in formats else ""))
         sub.add_argument("--max-statements", type=_statement_limit, default=DEFAULT_MAX_STATEMENTS, metavar="N",
                          help=f"refuse specs that unroll past N statements (default {DEFAULT_MAX_STATEMENTS:,}, "
                               f"at most {MAX_STATEMENTS:,})")
@@ -970,7 +971,7 @@ def command_check(args) -> int:
         from checker.report.json import json_text
         from checker.report.sarif import sarif_log
 
-        text = json_text(sarif_log(reports, exit_code=status))
+        text = json_text(sarif_log(reports, exit_code=status, allow_unknown=args.allow_unknown))
     else:
         from checker.report.junit import junit_xml
 

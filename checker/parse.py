@@ -1110,6 +1110,10 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput, text_end: 
         opening = _unclosed_brace(text)
         if opening is not None:
             # point at the brace: that is where the fix goes
+            # (not a state's message for any token: `s: kernel k \` at the end of the file stops
+            # in a kernel's state, but what is missing is the `}`)
+            if message in _ANY_TOKEN:
+                message = None
             return error(Code.SP002, message or "missing `}`: a block is still open at the end of the file",
                          _span_at(text, opening, 1), "this `{` is never closed",
                          help="close it with `}` on a line of its own", secondary=((end, "the file ends here"),))

@@ -491,6 +491,11 @@ def test_the_file_ends_where_it_ends_when_its_last_statement_is_in_error_too():
     assert (end.span.line, end.span.column) == (4, 20)
 
 
+def test_a_file_ending_in_a_continuation_is_missing_its_brace_not_a_kernel_name():
+    (found,) = errors_of("device d\nstream s on d\nthread main {\n  s: kernel k \\")
+    assert found.message == "missing `}`: a block is still open at the end of the file"
+
+
 def test_a_byte_order_mark_is_not_a_column():
     bom = b"\xef\xbb\xbf"
     for data, column in [(b"device d \xff\n", 10), (b"ab\x00c\n", 3), (b"ab\x00c\xff", 3)]:

@@ -95,7 +95,7 @@ def test_check_prints_one_folded_unknown(run, tmp_path, monkeypatch):
     monkeypatch.setattr(smt, "analyze", undecided)
     status, out, _ = run("check", spec)
     assert status == 1
-    assert out.count("warning[SP301]") == 1
+    assert out.count("error[SP301]") == 1
     assert "4 undecided questions like this one" in out
     status, out, _ = run("check", "--format", "json", spec)
     (unknown,) = json.loads(out)["files"][0]["findings"]

@@ -147,9 +147,10 @@ def test_sarif_rule_levels_are_the_codes_severities():
     from checker.report.sarif import rules
 
     levels = {rule["id"]: rule["defaultConfiguration"]["level"] for rule in rules()}
-    warnings = {code for code in levels if 50 <= int(code[2:]) < 100} | {"SP301"}
+    warnings = {code for code in levels if 50 <= int(code[2:]) < 100}
     assert {code for code, level in levels.items() if level == "warning"} == warnings
     assert "SP061" in warnings and "SP101" not in warnings
+    assert levels["SP301"] == "error"  # (an unknown answer fails the run; a warning under --allow-unknown)
 
 
 def test_sarif_deadlock_lists_the_stuck_statements(run):
@@ -601,6 +602,25 @@ def test_sarif_results_past_the_limit_are_counted_not_listed(run, tmp_path, monk
     assert status == 1 and len(log["runs"][0]["results"]) == 4
     (note,) = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     assert note["message"]["text"].startswith("2 more results were left out")
+    # warnings first (SP051, unused streams, come before the findings in report order) are
+    # what a cut leaves out, not the race that fails the run
+    spec.write_text("device d\nbuffer x 1KiB on d\nstream a on d\nstream b on d\n"
+                    + "".join(f"stream u{i} on d\n" for i in range(6))
+                    + "thread t {\n  a: kernel k writes x\n  b: kernel j writes x\n}\n")
+    status, out, _ = run("check", "--format", "sarif", spec)
+    results = valid_sarif(json.loads(out))["runs"][0]["results"]
+    assert status == 1 and [r["ruleId"] for r in results].count("SP101") == 1 and len(results) == 4
+
+
+def test_sarif_of_standard_input_names_no_file_of_the_checkout(run, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((SPECS / "bug_missing_wait.sched").read_bytes())))
+    _, out, _ = run("check", "--format", "sarif", "-")
+    log = valid_sarif(json.loads(out))
+    assert log["runs"][0]["artifacts"][0]["location"] == {"uri": "stdin"}
+    assert all("uriBaseId" not in r["locations"][0]["physicalLocation"]["artifactLocation"]
+               for r in log["runs"][0]["results"])
 
 
 def test_an_undecided_makespan_expectation_is_placed_on_its_line(run, tmp_path, monkeypatch):
@@ -610,10 +630,32 @@ def test_an_undecided_makespan_expectation_is_placed_on_its_line(run, tmp_path, 
     (tmp_path / "fine.sched").write_text("device d\nstream s on d\nthread main {\n  s: kernel k 0.0000000001ns\n}\n"
                                          "expect makespan <= 1ms\n")
     status, out, _ = run("check", "--color", "never", "fine.sched")
-    assert status == 1 and "fine.sched:6:1: warning[SP301]" in out and "this expectation" in out
+    assert status == 1 and "fine.sched:6:1: error[SP301]" in out and "this expectation" in out
+    # (one that --allow-unknown lets pass is a warning, in text and in SARIF)
+    status, out, _ = run("check", "--color", "never", "--allow-unknown", "fine.sched")
+    assert status == 0 and "fine.sched:6:1: warning[SP301]" in out
+    for allow, level in ((), "error"), (("--allow-unknown",), "warning"):
+        _, out, _ = run("check", "--format", "sarif", *allow, "fine.sched")
+        assert [r["level"] for r in json.loads(out)["runs"][0]["results"]] == [level]
     _, out, _ = run("check", "--format", "json", "fine.sched")
     (finding,) = json.loads(out)["files"][0]["findings"]
     assert finding["code"] == "SP301" and [at["line"] for at in finding["locations"]] == [6]
     _, out, _ = run("check", "--format", "sarif", "fine.sched")
     (result,) = results_of(valid_sarif(json.loads(out)), "SP301")
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 6
+
+
+def test_witness_steps_say_which_loop_iteration_they_are_in_json_and_sarif(run, tmp_path):
+    spec = tmp_path / "loop.sched"
+    spec.write_text("device d\nbuffer x 1MiB on d\nstream s1 on d\nstream s2 on d\nthread t {\n  for i in 0..2 {\n"
+                    "    s1: kernel a writes x\n    s2: kernel b writes x\n  }\n}\n")
+    _, out, _ = run("check", "--format", "json", spec)
+    timeline = json.loads(out)["files"][0]["findings"][0]["witness"]["timeline"]
+    assert all(line["loop"] in ({"i": 0}, {"i": 1}) for line in timeline)
+    _, out, _ = run("check", "--format", "sarif", spec)
+    flow = valid_sarif(json.loads(out))["runs"][0]["results"][0]["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert all(location["location"]["message"]["text"].endswith(("[i=0]", "[i=1]")) for location in flow)
+    spec.write_text("device d\nbuffer x 1MiB on d\nstream s1 on d\nstream s2 on d\nthread t {\n"
+                    "  s1: kernel a writes x\n  s2: kernel b writes x\n}\n")
+    _, out, _ = run("check", "--format", "json", spec)
+    assert all("loop" not in line for line in json.loads(out)["files"][0]["findings"][0]["witness"]["timeline"])

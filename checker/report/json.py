@@ -39,8 +39,8 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict:
     return out
 
 
-def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int, str]] | None = None) -> dict | None:
-    """The witness and its timeline. `names`: statement -> (line, description), filled as
+def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int, str, dict]] | None = None) -> dict | None:
+    """The witness and its timeline. `names`: statement -> (line, description, loop), filled as
     it goes and shared by the findings of one program (3,600 witnesses of 330 steps each
     described the same 300 statements a million times)."""
     if finding.witness is None:
@@ -52,8 +52,12 @@ def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int,
         named = names.get(step.statement)
         if named is None:
             statement = program.statements[step.statement]
-            named = names[step.statement] = (statement.span.line, program.describe(statement))
-        timeline.append({"step": step.kind.value, "statement": step.statement, "line": named[0], "what": named[1]})
+            named = names[step.statement] = (statement.span.line, program.describe(statement),
+                                              dict(statement.bindings))
+        line = {"step": step.kind.value, "statement": step.statement, "line": named[0], "what": named[1]}
+        if named[2]:  # (which iteration: the steps of two iterations of a line read alike otherwise)
+            line["loop"] = named[2]
+        timeline.append(line)
     return out
 
 
@@ -62,7 +66,7 @@ def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int, str]] | None = None) -> dict:
+def finding_json(program: Program, finding: Finding, names: dict[int, tuple[int, str, dict]] | None = None) -> dict:
     statements = [program.statements[i] for i in finding.statements]
     out = {
         "kind": finding.kind.value,
@@ -127,7 +131,7 @@ def verdict_json(report: FileReport) -> dict | None:
 def report_json(report: FileReport) -> dict:
     # Per program (by identity: a report's variants are programs of their own), its
     # statements' lines and descriptions (`witness_json`).
-    names: dict[int, dict[int, tuple[int, str]]] = {}
+    names: dict[int, dict[int, tuple[int, str, dict]]] = {}
     return {
         "path": report.path,
         "status": report.status.value,

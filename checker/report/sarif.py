@@ -20,6 +20,7 @@ from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, expectation_span
 from checker.ir import Program, Span
+from checker.report.timeline import loop_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_FLOW_STEPS = 200
@@ -30,6 +31,8 @@ result's flow keeps its last SHORT_FLOW_STEPS steps. GitHub code scanning refuse
 file of over 10 MB once gzip-compressed: the 3,598 races of three threads of 100 random
 statements, 200 steps each, made 196 MB (10.6 MB compressed); now 40.5 MB (2.0 MB)."""
 SHORT_FLOW_STEPS = 10
+STDIN = "stdin"
+"""The artifact of a spec read from standard input (with no `--stdin-filename`)."""
 MAX_RESULTS = 25_000
 """Results in one log, at most: code scanning refuses a run with more. The rest are left
 out, counted in a notification of the invocation (JSON lists every one)."""
@@ -71,8 +74,9 @@ FIXES: dict[str, str] = {
 
 
 def _level(code: Code) -> str:
-    """SP050-SP099 are the warnings about a spec (docs/codes.md), SP301 an unknown answer."""
-    if 50 <= int(code.value[2:]) < 100 or code is Code.SP301:
+    """SP050-SP099 are the warnings about a spec (docs/codes.md). SP301, an unknown answer,
+    is an error: it fails the run (a warning under `--allow-unknown`, `_finding_result`)."""
+    if 50 <= int(code.value[2:]) < 100:
         return "warning"
     return "error"
 
@@ -127,8 +131,8 @@ def _region(span: Span) -> dict:
 
 def _artifact(uri: str) -> dict:
     """A relative URI is relative to the checkout (%SRCROOT%); an absolute one (a file outside
-    it) stands alone, as SARIF 3.4.4 requires."""
-    return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": "%SRCROOT%"}
+    it) stands alone, as SARIF 3.4.4 requires, and so does standard input, no file there."""
+    return {"uri": uri} if uri.startswith("file:") or uri == STDIN else {"uri": uri, "uriBaseId": "%SRCROOT%"}
 
 
 def _location(uri: str, span: Span | None, message: str = "", identifier: int | None = None) -> dict:
@@ -190,7 +194,8 @@ def _code_flow(program: Program, finding: Finding, uri: str, most: int = MAX_FLO
         statement = program.statements[step.statement]
         locations.append({
             "location": _location(uri, statement.span, f"{first + offset + 1}. {step.kind.value}: "
-                                                       f"{program.describe(statement)}"),
+                                                       f"{program.describe(statement)}"
+                                                       + (f" {loop_text(statement.bindings)}" if statement.bindings else "")),
             "executionOrder": first + offset + 1,
             "importance": "essential" if step.statement in involved else "unimportant",
         })
@@ -198,7 +203,8 @@ def _code_flow(program: Program, finding: Finding, uri: str, most: int = MAX_FLO
     return [{"message": {"text": text}, "threadFlows": [{"locations": locations}]}]
 
 
-def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: int = MAX_FLOW_STEPS) -> dict:
+def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: int = MAX_FLOW_STEPS,
+                    allow_unknown: bool = False) -> dict:
     program: Program = report.program_of(finding)
     statements = [program.statements[i] for i in finding.statements if 0 <= i < len(program.statements)]
     labels = _finding_labels(finding)
@@ -213,7 +219,7 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
     result: dict = {
         "ruleId": finding.code.value,
         "ruleIndex": list(Code).index(finding.code),
-        "level": "warning" if finding.advisory else _level(finding.code),
+        "level": "warning" if finding.advisory or not finding.fails(allow_unknown) else _level(finding.code),
         "message": {"text": message},
         "locations": [_location(uri, statements[0].span if statements else expectation_span(program, finding),
                                 f"{labels[0]}: {program.describe(statements[0])}" if statements else "")],
@@ -296,6 +302,12 @@ def _diagnostic_result(report: FileReport, diagnostic: Diagnostic, uri: str) -> 
     return result
 
 
+def _cut_last(result: dict) -> int:
+    """Which results a log cut to `MAX_RESULTS` leaves out first: suppressed ones (2), then
+    warnings (1); errors (0) stay, so code scanning shows what failed the run."""
+    return 2 if result.get("suppressions") else 0 if result["level"] == "error" else 1
+
+
 def _number_repeated_fingerprints(results: list[dict]) -> None:
     """Two results whose fingerprint parts are the same (two races between statements of the
     same text on other lines) would be one alert to code scanning (SARIF 3.27.17: the
@@ -310,7 +322,8 @@ def _number_repeated_fingerprints(results: list[dict]) -> None:
             fingerprints["streamproof/v1"] = f"{value}:{count}"
 
 
-def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: int | None = None) -> dict:
+def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: int | None = None,
+              allow_unknown: bool = False) -> dict:
     """The SARIF log of a `check` run; paths are made relative to `base` (default: the working
     directory, where a CI job checks the repository out)."""
     base = Path(os.path.abspath(base or os.getcwd()))
@@ -318,12 +331,13 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
     artifacts: dict[str, int] = {}
     flows_left = MAX_FLOW_TOTAL
     for report in reports:
-        uri = _uri(report.file or report.path, base) if report.path != "<stdin>" else "stdin"
+        uri = _uri(report.file or report.path, base) if report.path != "<stdin>" else STDIN
         artifacts.setdefault(uri, len(artifacts))
         for diagnostic in report.diagnostics:
             results.append(_diagnostic_result(report, diagnostic, uri))
         for finding in report.findings:
-            result = _finding_result(report, finding, uri, MAX_FLOW_STEPS if flows_left > 0 else SHORT_FLOW_STEPS)
+            result = _finding_result(report, finding, uri, MAX_FLOW_STEPS if flows_left > 0 else SHORT_FLOW_STEPS,
+                                     allow_unknown)
             flows_left -= sum(len(flow["threadFlows"][0]["locations"]) for flow in result.get("codeFlows", ()))
             results.append(result)
     _number_repeated_fingerprints(results)
@@ -335,7 +349,9 @@ def sarif_log(reports: list[FileReport], base: Path | None = None, exit_code: in
         d.code is Code.SP402 for r in reports for d in r.diagnostics)}
     if len(results) > MAX_RESULTS:
         left = len(results) - MAX_RESULTS
-        del results[MAX_RESULTS:]
+        # (what fails the run first, then warnings, then what `expect` asked for; in report order)
+        kept = sorted(sorted(range(len(results)), key=lambda i: _cut_last(results[i]))[:MAX_RESULTS])
+        results[:] = [results[i] for i in kept]
         invocation["toolExecutionNotifications"] = [{"level": "warning", "message": {"text": (
             f"{left:,} more results were left out: code scanning takes at most {MAX_RESULTS:,} per run "
             "(`--format json` lists every one)")}}]

@@ -103,11 +103,11 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
     return out
 
 
-def render_finding(report: FileReport, finding: Finding, frames: bool = True) -> list[str]:
-    """A finding's block of lines; without `frames`, its first line alone."""
+def render_finding(report: FileReport, finding: Finding, frames: bool = True, allow_unknown: bool = False) -> list[str]:
+    """A finding's block of lines; without `frames`, its first line alone. An unknown answer
+    is an error, as it fails the file, unless `--allow-unknown` lets it pass."""
     program: Program = report.program_of(finding)
-    severity = ("note" if finding.expected else
-                "warning" if finding.kind is FindingKind.UNKNOWN or finding.advisory else "error")
+    severity = "note" if finding.expected else "error" if finding.fails(allow_unknown) else "warning"
     marks = _finding_marks(program, finding)
     where = _location(report.path, marks[0].span.line, marks[0].span.column) if marks else report.path
     tag = f"{severity}[{finding.code.value}]"
@@ -182,9 +182,9 @@ that was 80,000 lines, which took longer to print (15 s) than the confirmation o
 witness (bench/README.md)."""
 
 
-def _finding_line(report: FileReport, finding: Finding) -> str:
+def _finding_line(report: FileReport, finding: Finding, allow_unknown: bool = False) -> str:
     """One finding in one line: where, its code and its message (`FINDINGS_FRAMED`)."""
-    return render_finding(report, finding, frames=False)[0]
+    return render_finding(report, finding, frames=False, allow_unknown=allow_unknown)[0]
 
 
 def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool = False) -> list[str]:
@@ -211,11 +211,11 @@ def render_report(report: FileReport, quiet: bool = False, allow_unknown: bool =
         if isinstance(item, Diagnostic):
             out.extend(render_diagnostic(report.path, report.source, item))
         elif isinstance(item, Finding) and framed >= FINDINGS_FRAMED:
-            concise.append(_finding_line(report, item))
+            concise.append(_finding_line(report, item, allow_unknown))
             continue
         elif isinstance(item, Finding):
             framed += 1
-            out.extend(render_finding(report, item))
+            out.extend(render_finding(report, item, allow_unknown=allow_unknown))
         else:
             out.extend(item)
         out.append("")
