@@ -98,6 +98,7 @@ def find(program: Program, options: Options,
         findings += _explore(program, options)
     elif nondeterminism(program) is None:
         _tell(progress, "happens-before")
+        began = time.monotonic()
         try:
             found, complete = hb.analyze(program, seconds=options.budget)
         except hb.TooWide as wide:
@@ -111,7 +112,11 @@ def find(program: Program, options: Options,
                 f"{wide.chains:,} threads and streams (at most {hb.MAX_JOIN_ENTRIES:,} of the two multiplied)",
                 "use fewer streams (or threads), or split the spec", reason="too wide", refused=True), progress)
         findings += found
-        if not complete:
+        if not complete and time.monotonic() - began >= options.budget:  # (the scan's deadline, not its cap)
+            findings.append(_unknown(f"the {options.budget:g} s budget ran out before every pair of unordered "
+                                     "accesses was read (the races reported are some)",
+                                     "give it a larger --budget, or split the spec"))
+        elif not complete:
             findings.append(_unknown("too many unordered accesses to enumerate every race (the races "
                                      f"reported are some; at most {hb.RACE_SCAN_BUDGET:,} runs of accesses are read, "
                                      f"within the {options.budget:g} s budget)",

@@ -2103,6 +2103,15 @@ def test_a_use_after_a_tensors_free_names_the_tensor_not_another_buffer_of_the_s
     assert not check(spec + "expect use-after-free on x\n", **engine).passed
 
 
+def test_a_race_scan_cut_by_the_budget_says_the_budget_ran_out():
+    spec = ("device d\nbuffer x 1MiB on d\nstream s[4] on d\nthread t {\n"
+            + "".join(f"  s[{i % 4}]: kernel k{i} writes x\n" for i in range(8)) + "}\n")
+    report = check(spec, budget=1e-9)
+    (unknown,) = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert report.status is Status.UNKNOWN and not report.passed
+    assert unknown.message.startswith("the 1e-09 s budget ran out before every pair of unordered accesses was read")
+
+
 def test_a_tensor_reallocated_in_a_loop_gets_the_record_stream_help():
     """One tensor name, a new block lifetime per iteration: the race across iterations is the
     allocator handing the block on at the free, as between two tensors."""
