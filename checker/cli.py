@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import difflib
 import errno
 import io
@@ -502,6 +503,11 @@ def _main(argv: list[str] | None) -> int:
             pass
         print(f"streamproof: error: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
+    except ctypes.ArgumentError as exc:
+        if "KeyboardInterrupt" in str(exc):  # (^C taken while z3's ctypes converted an argument)
+            print("streamproof: interrupted", file=sys.stderr)
+            return 130
+        return _internal_error(exc)
     except Exception as exc:
         return _internal_error(exc)
 

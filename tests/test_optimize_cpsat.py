@@ -288,3 +288,36 @@ def test_the_z3_child_stops_quietly_under_the_command_line_s_sigterm_handler(cap
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert "Traceback" not in capfd.readouterr().err
+
+
+@needs_cpsat
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not __import__("shutil").which("pgrep"),
+                    reason="reads /proc, lists children with pgrep")
+@pytest.mark.parametrize("solver, sig, status", [("auto", "SIGINT", 130), ("cpsat", "SIGINT", 130),
+                                                 ("z3", "SIGINT", 130), ("auto", "SIGTERM", 143)])
+def test_an_interrupted_optimize_stops_at_once_and_leaves_no_process(solver, sig, status):
+    """^C or a cancelled job during the search: the solvers' own SIGINT handlers (CP-SAT's,
+    Z3's) would stop only the search (or abort the process), and the forked Z3 search must go
+    with the command."""
+    import os
+    import signal
+    import subprocess
+
+    spec = Path(__file__).resolve().parent.parent / "bench" / "data" / "opt_500_1.sched"
+    process = subprocess.Popen([sys.executable, "-m", "checker", "optimize", "--solver", solver, "--timeout", "60",
+                                str(spec)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    children: list[str] = []
+    for _ in range(30):  # (until the search runs: the portfolio's forked Z3 search, or 3 s)
+        time.sleep(0.1)
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        if children:
+            break
+    time.sleep(1)
+    sent = time.monotonic()
+    process.send_signal(getattr(signal, sig))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == status, err
+    assert time.monotonic() - sent < 10 and "Traceback" not in err and "terminate called" not in err
+    time.sleep(1)
+    assert [c for c in children if os.path.exists(f"/proc/{c}") and
+            "checker" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")] == []

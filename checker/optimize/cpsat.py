@@ -167,6 +167,7 @@ class Run:
         params.num_workers = self.workers
         params.random_seed = self.seed
         params.log_search_progress = False
+        params.catch_sigint_signal = False  # (^C is Python's: the command stops with 130, not CP-SAT's search alone)
         nodes = model.nodes
         order = [n.index for n in nodes if n.anchor is None]
         anchored = [(n.index, n.anchor, n.offset) for n in nodes if n.anchor is not None]

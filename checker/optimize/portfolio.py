@@ -76,7 +76,8 @@ def minimize(model: TimedModel, phase: str, deadline: float,
     g = core.graph(model)
     shared = initial(model, g, deadline, extra_lower, seed_times, extra_lower_by)
     if which == "z3":
-        return Z3Search(model, phase, deadline, progress, rlimit, shared, g).run()
+        search = Z3Search(model, phase, deadline, progress, rlimit, shared, g)
+        return _stoppable(search.run, search.stop)
     tell = _teller(shared, phase, progress)
     tell()
     if shared.optimal:
@@ -86,11 +87,37 @@ def minimize(model: TimedModel, phase: str, deadline: float,
     if which == "cpsat":
         shared.listen(tell)
         try:
-            outcome = run.solve(deadline)
+            outcome = _stoppable(lambda: run.solve(deadline), run.stop)
         finally:
             shared.unlisten(tell)
         return result_of(shared, outcome.reason)
     return _portfolio(model, phase, deadline, progress, rlimit, shared, g, run, tell)
+
+
+def _stoppable(work: Callable[[], object], stop: Callable[[], None]):
+    """`work()` in a thread while this one waits, so that a ^C or a SIGTERM (which Python
+    delivers to this thread alone, between bytecodes, never inside a solver's call) stops it
+    at once: `stop` ends the search, and the interrupt goes on up."""
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = work()
+        except BaseException as exc:  # raised here, in the thread the caller waits in
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="streamproof-search", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    finally:
+        if thread.is_alive():
+            stop()
+            thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _teller(shared, phase: str, progress) -> Callable[[], None]:
@@ -259,6 +286,7 @@ def _with_process(model, phase, deadline, rlimit, shared, g, run, tell) -> Searc
     if child is not None:
         for thread in threads:
             thread.start()
+    interrupted = False
     try:
         while True:
             wake.clear()  # before looking: a wake-up from now on ends the wait below at once
@@ -267,6 +295,9 @@ def _with_process(model, phase, deadline, rlimit, shared, g, run, tell) -> Searc
             if time.monotonic() > deadline + 0.5:
                 break
             wake.wait(0.25)
+    except BaseException:  # (^C, SIGTERM: stop both at once, wait for no reason, leave no child)
+        interrupted = True
+        raise
     finally:
         shared.unlisten(news)
         run.stop()
@@ -274,13 +305,16 @@ def _with_process(model, phase, deadline, rlimit, shared, g, run, tell) -> Searc
         cp.join()
         stopped = False
         if child is not None:
-            if not shared.done.is_set():  # Z3's reason is wanted: it stops at its deadline
+            if not shared.done.is_set() and not interrupted:  # Z3's reason is wanted: it stops at its deadline
                 threads[1].join(max(0.0, deadline + 0.5 - time.monotonic()))
             # what Z3 found is in the Shared already: do not wait for it to wind down
             stopped = child.is_alive()
             if stopped:
                 child.terminate()
-                threading.Thread(target=child.join, name="streamproof-z3-reap", daemon=True).start()
+                if interrupted:
+                    child.join(1.0)
+                else:
+                    threading.Thread(target=child.join, name="streamproof-z3-reap", daemon=True).start()
             else:
                 child.join()
             for thread in threads:
@@ -300,7 +334,10 @@ def _z3_child(model, phase, deadline, rlimit, g, start, inbox, outbox, nice) -> 
     bounds update (and which Z3's news leave by the outbox)."""
     import signal
 
+    import z3
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops us
+    z3.set_param("ctrl_c", False)  # (and Z3 must not take it either, for its own handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (how it stops us: not the command line's handler, forked)
     if nice:
         try:

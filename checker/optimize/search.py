@@ -108,6 +108,9 @@ class _Encoding:
         self.model = model
         self.unit = unit
         self.solver = z3.SolverFor("QF_LIA")
+        # (^C is Python's, for the command to stop with 130: Z3's own handler would only cancel
+        # the probe, and the search would go on; `portfolio` runs the search where it can stop it)
+        self.solver.set("ctrl_c", False)
         nodes = model.nodes
         self.var: dict[int, z3.ArithRef] = {}
         text: list[str] = []
