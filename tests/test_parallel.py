@@ -192,3 +192,20 @@ def test_sigterm_stops_the_workers_and_exits_143():
     time.sleep(1)
     assert [c for c in children if os.path.exists(f"/proc/{c}") and
             "checker" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")] == []
+
+
+def _die(*args) -> None:
+    import os
+
+    os._exit(9)  # (as the kernel's out-of-memory killer ends a process: no exception, no message)
+
+
+def test_a_solver_worker_that_dies_is_out_of_memory_not_an_internal_error(monkeypatch):
+    """A killed `-j` solver worker used to surface as BrokenProcessPool, "internal error ...
+    this is a bug", exit 2. It is the machine's memory: a MemoryError, which the engines turn
+    into an unknown answer (SP301, exit 1) and the command line into "out of memory"."""
+    from checker.smt import jobs
+
+    monkeypatch.setattr(jobs, "_answer_in_worker", _die)
+    with pytest.raises(MemoryError, match="a solver worker process died"):
+        jobs.answer_all(None, None, [1, 2], None, None, workers=2)

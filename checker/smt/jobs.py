@@ -193,6 +193,7 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
         return results
     global _SHARED
     from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     context = worker_context()
     forked = context.get_start_method() == "fork"
@@ -207,7 +208,10 @@ def answer_all(program: Program, order: MustOrder, jobs: list[Job], budget: Budg
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in sorted(finished, key=pending.get):
                     k = pending.pop(future)
-                    results[k] = future.result()
+                    try:
+                        results[k] = future.result()
+                    except BrokenProcessPool:  # (the kernel's out-of-memory killer, most likely)
+                        raise MemoryError("a solver worker process died while checking the spec") from None
                     if done is not None:
                         done(k)
     finally:
