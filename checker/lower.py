@@ -649,8 +649,13 @@ class _Lowerer:
             queues = self.devices[device].queues
             position = self.streams_on.get(device, 0)
             self.streams_on[device] = position + 1
+            priority = decl.priority[0] if decl.priority else 0
+            if self.devices[device].runtime is Runtime.CUDA:
+                # CUDA's least priority is 0, and the default: `low` and positive values are
+                # clamped to it (`cudaStreamCreateWithPriority`, `cudaDeviceGetStreamPriorityRange`)
+                priority = min(priority, 0)
             self.streams.append(Stream(
-                first + offset, name, device, decl.priority[0] if decl.priority else 0, mode,
+                first + offset, name, device, priority, mode,
                 position % queues if queues else None, decl.span,
             ))
         self.declare(decl.name, "stream", decl, range(first, first + len(names)), count is not None)

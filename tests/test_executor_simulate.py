@@ -181,6 +181,19 @@ def test_cuda_stream_priorities_rank_kernels_not_copies(runtime, order):
     assert kernels["k2"] < kernels["k0"] < kernels["k1"]  # (kernels: high, default, low either way)
 
 
+@pytest.mark.parametrize("runtime, first", [("", "kb"), (" runtime cuda", "ka")])
+@pytest.mark.parametrize("low", ["low", "1", "7"])
+def test_under_cuda_a_low_or_positive_priority_is_the_default_one(runtime, first, low):
+    # CUDA's least priority is 0, its default: `low` (or 1, clamped) ties with a stream that
+    # names none, and the tie goes to the task enqueued first
+    text = (f"device d {{ compute 1{runtime} }}\nstream s_a on d priority {low}\nstream s_b on d\n"
+            "thread main {\n  s_a: kernel ka 1ms\n  s_b: kernel kb 1ms\n}\n")
+    program = load_text(text).program
+    sim = simulate(program)
+    assert min(sim.tasks, key=lambda t: t.start).statement == next(
+        s.index for s in program.statements if s.name == first)
+
+
 def test_a_task_without_a_duration_needs_no_engine_unit():
     # `z` takes no time, so it does not wait for the compute unit `k` holds: the callback
     # after it runs at once (docs/semantics.md, "Time").
@@ -697,7 +710,7 @@ def test_a_graph_runs_at_its_launch_stream_s_priority(launch, first):
     # priority of the launch stream", not of the streams the body was captured on
     captured = "lo" if launch == "hi" else "hi"
     text = (f"device gpu {{ compute 1 runtime cuda }}\nbuffer a 1MiB on gpu\nbuffer b 1MiB on gpu\nstream p on gpu\n"
-            f"stream lo on gpu priority 5\nstream hi on gpu priority -5\nstream mid on gpu priority 0\nevent e\n"
+            f"stream lo on gpu priority 0\nstream hi on gpu priority -5\nstream mid on gpu priority -2\nevent e\n"
             f"graph g {{\n  {captured}: kernel gk writes a 100us\n}}\n"
             f"thread t {{\n  p: kernel pre 10us\n  p: record e\n  {launch}: wait e\n  {launch}: launch g\n"
             f"  mid: wait e\n  mid: kernel mk writes b 100us\n}}\n")
