@@ -1975,6 +1975,10 @@ class _Lowerer:
         self.next_batch += len(rank)
         launched: set[tuple[int, int]] = set()
         for statement, part, call, placed in sorted(deferred, key=lambda item: rank[item[2]["comm"]]):
+            if (call["comm"], call["stream"]) in launched:
+                # (one fused launch: its thread pays the `launch` time once, at the first call,
+                # and all of it is enqueued then)
+                call = {**call, "costs_launch": False}
             if self.comms[call["comm"]].in_flight and (call["comm"], call["stream"]) in launched:
                 # (a `one_in_flight` comm's calls of one rank in one group are one launch: one call)
                 call = {**call, "accesses": tuple(a for a in call["accesses"] if self.memories[a.memory].comm is None)}

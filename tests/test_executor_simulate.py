@@ -268,6 +268,18 @@ def test_one_call_costs_one_launch_whatever_lowering_adds_around_it(text):
     assert sim.makespan == 2 * 10_000 + 1_000
 
 
+def test_a_group_of_one_comm_on_a_stream_is_one_launch_paid_once():
+    # ncclGroupEnd launches the group's calls of a comm as one fused kernel: its thread pays
+    # the launch time once, and the calls start together once it is paid
+    text = ("device d[2] { compute 1 comm 2 launch 10us }\nbuffer x[2] 1MiB on d\nbuffer y[2] 1MiB on d\n"
+            "stream a[2] on d\ncomm A = { a }\nthread r[2] {\n  group {\n    a[r]: allreduce A x[r] 100us\n"
+            "    a[r]: allreduce A y[r] 100us\n  }\n}\n")
+    program = load_text(text).program
+    sim = simulate(program)
+    assert sim.host_busy == 2 * 10_000
+    assert {t.start for t in sim.tasks} == {10_000} and sim.makespan == 110_000
+
+
 def test_deadlock_is_reported_not_hung():
     program = load_file(CONFORMANCE / "c13_host_blocks_before_notify.sched").program
     sim = simulate(program)
