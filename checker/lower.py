@@ -3141,9 +3141,13 @@ class _Lowerer:
             if ref.index is not None or ref.member is not None:  # one element of an array
                 self.resolve(ref, {}, "buffer", "tensor")  # (an element that exists)
                 buffer = f"{ref.name.text}[{self.evaluate(ref.index, {})}]"
+            elif entity.kind == "alias":  # (the buffer behind it: one element of an array, where it names one)
+                region = self.alias_regions[ref.name.text]
+                buffer = region.buffer
+                if len(region.memories) == 1 and not region.array:
+                    buffer = (self.tensors if region.tensor else self.memories)[region.memories[0]].name
             else:
-                buffer = (self.alias_regions[ref.name.text].buffer if entity.kind == "alias"
-                          else ref.name.text)
+                buffer = ref.name.text
         limit = decl.limit.nanoseconds if decl.limit else None
         return Expectation(kind, decl.span, buffer, limit, decl.limit.exact if decl.limit else None)
 

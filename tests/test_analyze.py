@@ -128,6 +128,18 @@ def test_alias_expectation_names_the_aliased_buffer():
     assert report.passed
 
 
+@pytest.mark.parametrize("alias, passes", [("x[1][0:512]", True), ("x[1]", True), ("x[2][0:512]", False),
+                                           ("x[2]", False)])
+@pytest.mark.parametrize("kind", ["race", "use-after-free"])
+def test_an_alias_of_one_element_expects_that_element_alone(alias, passes, kind):
+    # (the buffer behind the alias is the element, not the whole array)
+    use = ("  s1: kernel a writes x[1][0:10]\n  s2: kernel b reads x[1][5:6]\n" if kind == "race" else
+           "  free x[1]\n  s1: kernel a reads x[1][0:10]\n")
+    text = (f"device d {{ compute 2 }}\nbuffer x[4] 1KiB on d\nalias q = {alias}\nstream s1 on d\nstream s2 on d\n"
+            f"thread main {{\n{use}}}\nexpect {kind} on q\n")
+    assert check(text).passed is passes
+
+
 @pytest.mark.parametrize("expect, passes", [("expect makespan <= 3ms", True), ("expect makespan <= 2.5ms", False)])
 def test_makespan_expectation(expect, passes):
     text = """device d { compute 1 copy 1 }
