@@ -2157,6 +2157,7 @@ class _Lowerer:
                                       "`free ... nosync` takes a buffer", help=(
                                           f"write `free {self.text(node.access.span)}`: a tensor's free is PyTorch's `del`, "
                                           "which returns it to the caching allocator and never synchronizes")))
+            self.whole_tensor(node.access, region)
             for element in region.memories:
                 self.free_tensor(node, element, bindings)
             return
@@ -2223,6 +2224,17 @@ class _Lowerer:
     def said_at(self, code: Code, span) -> bool:
         """Whether `code` was said at `span` already: once per line, however often a loop runs it."""
         return any(w.code is code and w.primary_span == span for w in self.warnings)
+
+    def whole_tensor(self, access_ref: ast.AccessRef, region: _Region) -> None:
+        """SP053 for an alloc or free of a byte range of a tensor, as of a buffer (`lifetimes`):
+        the allocator takes or hands back the whole tensor."""
+        tensor = self.tensors[region.memories[0]]
+        if not region.array and (region.start != 0 or region.end != tensor.size) \
+                and not self.said_at(Code.SP053, access_ref.span):
+            self.warnings.append(warning(
+                Code.SP053, f"`alloc` and `free` act on the whole of `{tensor.name}`", access_ref.span,
+                f"{region.end - region.start} of {tensor.size} bytes named, all {tensor.size} taken",
+                help=f"name the tensor itself: `{tensor.name}`, or declare the part as a tensor of its own"))
 
     def lifetimes(self, access_ref: ast.AccessRef, region: _Region) -> tuple[Access, ...]:
         """`alloc`/`free` of a whole buffer, or of every element of a whole array."""
@@ -2963,6 +2975,7 @@ class _Lowerer:
                 raise SpecError(error(Code.SP027, "a tensor goes back to its pool when the host frees it",
                                       node.span, "freed on a stream",
                                       help=f"write `free {self.text(node.access.span)}` (the host's `del`)"))
+            self.whole_tensor(node.access, region)
             for element in region.memories:
                 self.alloc_tensor(node, element, stream_index, bindings)
             return

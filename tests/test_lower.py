@@ -716,6 +716,15 @@ def test_sp051_stream_never_used():
     assert warnings(HEAD) == []
 
 
+def test_sp053_for_a_byte_range_of_a_tensor_too():
+    source = ("device d\ntensor a 4KiB on d\nstream s on d\nthread t {\n  s: alloc a[0:512]\n  s: kernel k writes a\n"
+              "  free a[0:10]\n}\n")
+    found = [w for w in warnings(source) if w.code is Code.SP053]
+    assert [(w.primary_span.line, w.message) for w in found] == [
+        (5, "`alloc` and `free` act on the whole of `a`"), (7, "`alloc` and `free` act on the whole of `a`")]
+    assert warnings(source.replace("a[0:512]", "a").replace("a[0:10]", "a")) == []
+
+
 def test_sp052_await_never_notified():
     found = warnings(thread("s: await n", "await n"))
     assert [(w.code, w.primary_span.line, w.primary_span.column) for w in found] == [
