@@ -2426,9 +2426,28 @@ class _Lowerer:
     def copy_engine(self, device: int, kind: CopyKind) -> Engine:
         return Engine(kind.value) if self.devices[device].declares(Engine(kind.value)) else Engine.COPY
 
+    def copy_shape(self, node, destination: Access, source: Access) -> None:
+        """SP073, once per line: a copy moves one count of bytes between areas that may not
+        overlap (`cudaMemcpyAsync`: "The memory areas may not overlap"; `aclrtMemcpyAsync`
+        takes one count too). It is checked as written: the destination's bytes written,
+        the source's read."""
+        into, out_of = destination.end - destination.start, source.end - source.start
+        overlap = (destination.memory == source.memory and destination.start < source.end
+                   and source.start < destination.end)
+        if (into == out_of and not overlap) or self.said_at(Code.SP073, node.span):
+            return
+        if overlap:
+            message = f"the copy's source `{source.written_as}` and destination `{destination.written_as}` overlap"
+            help = "copy through a buffer of its own: the memory areas of one copy may not overlap"
+        else:
+            message = f"the copy moves {out_of:,} bytes of `{source.written_as}` into {into:,} of `{destination.written_as}`"
+            help = "a copy moves one count of bytes: name ranges of one size (it is checked as written)"
+        self.warnings.append(warning(Code.SP073, message, node.span, "one copy", help=help))
+
     def memcpy(self, node: ast.Memcpy, env, bindings) -> None:
         destination = self.access(node.destination, env, True)
         source = self.access(node.source, env, False)
+        self.copy_shape(node, destination, source)
         dst, src = self.mem(destination.memory), self.mem(source.memory)
         if dst.on_host and src.on_host:
             raise SpecError(error(Code.SP016, "a `memcpy` between two host buffers involves no device",
@@ -2556,6 +2575,7 @@ class _Lowerer:
         device = self.streams[stream_index].device
         destination = self.access(node.destination, env, True)
         source = self.access(node.source, env, False)
+        self.copy_shape(node, destination, source)
         dst_memory = self.mem(destination.memory)
         src_memory = self.mem(source.memory)
         if dst_memory.on_host and src_memory.on_host:

@@ -137,7 +137,7 @@ def test_expectations():
                 "expect makespan <= 3.5ms\n")
     rows = [(x.kind, x.buffer, x.limit) for x in p.expectations]
     assert rows == [
-        (ExpectKind.NO_RACE, None, None), (ExpectKind.RACE, None, None), (ExpectKind.RACE, "x", None),
+        (ExpectKind.NO_RACE, None, None), (ExpectKind.RACE, None, None), (ExpectKind.RACE, "x[1]", None),  # (`b` is part of `x[1]`)
         (ExpectKind.NO_DEADLOCK, None, None), (ExpectKind.DEADLOCK, None, None),
         (ExpectKind.NO_USE_AFTER_FREE, None, None), (ExpectKind.USE_AFTER_FREE, None, None),
         (ExpectKind.USE_AFTER_FREE, "hp", None), (ExpectKind.MAKESPAN, None, 3_500_000),
@@ -723,6 +723,19 @@ def test_sp053_for_a_byte_range_of_a_tensor_too():
     assert [(w.primary_span.line, w.message) for w in found] == [
         (5, "`alloc` and `free` act on the whole of `a`"), (7, "`alloc` and `free` act on the whole of `a`")]
     assert warnings(source.replace("a[0:512]", "a").replace("a[0:10]", "a")) == []
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("s: copy x[0:512] <- x[256:768]", "the copy's source `x[256:768]` and destination `x[0:512]` overlap"),
+    ("s: copy x[0:100] <- x[512:612]", None),
+    ("s: copy x[0:100] <- x[512:1KiB]", "the copy moves 512 bytes of `x[512:1KiB]` into 100 of `x[0:100]`"),
+    ("memcpy x[0:100] <- h", "the copy moves 1,024 bytes of `h` into 100 of `x[0:100]`"),
+])
+def test_sp073_a_copy_of_two_sizes_or_overlapping_ranges(statement, message):
+    source = ("device d\nbuffer x 1KiB on d\nbuffer h 1KiB on host pinned\nstream s on d\nthread t {\n"
+              f"  for i in 0..2 {{\n    {statement}\n  }}\n}}\n")
+    found = [w for w in warnings(source) if w.code is Code.SP073]
+    assert [w.message for w in found] == ([message] if message else [])  # (once per line, loops or not)
 
 
 def test_sp052_await_never_notified():
