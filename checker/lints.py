@@ -678,7 +678,8 @@ def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
     rank_devices = {d for d in member_device.values() if d >= 0}
     for s in program.statements:
         own = member_device.get(s.thread, -1)
-        if s.op is Op.SYNC and s.sync is SyncKind.DEVICE and own >= 0 and s.target != own \
+        written = not s.form or s.form.startswith("sync")  # (not a `free`'s implicit sync of its memory's device)
+        if s.op is Op.SYNC and s.sync is SyncKind.DEVICE and own >= 0 and s.target != own and written \
                 and s.target in rank_devices and s.thread not in warned:
             warned.add(s.thread)
             name = program.threads[s.thread].name

@@ -2434,7 +2434,11 @@ class _Lowerer:
         into, out_of = destination.end - destination.start, source.end - source.start
         overlap = (destination.memory == source.memory and destination.start < source.end
                    and source.start < destination.end)
-        if (into == out_of and not overlap) or self.said_at(Code.SP073, node.span):
+        # (sizes only where a side names a byte range: a copy between two whole buffers, as an
+        # import writes one into a larger storage, means the smaller one)
+        ranged = any(isinstance(subscript, ast.Slice)
+                     for side in (node.destination, node.source) for subscript in side.subscripts)
+        if (not (into != out_of and ranged) and not overlap) or self.said_at(Code.SP073, node.span):
             return
         if overlap:
             message = f"the copy's source `{source.written_as}` and destination `{destination.written_as}` overlap"
