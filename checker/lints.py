@@ -660,10 +660,10 @@ def _device_of_each_rank(program: Program, member_device: dict[int, int], base: 
 
 def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
     """SP058: `sync all` (or `sync` of another rank's device) in a thread that drives one
-    rank of a comm, while other threads drive the others. It waits for every device, the other ranks' too, which no process
-    can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize` wait for the caller's
-    device): the spec then orders ranks that the program does not, or hangs where it
-    does not."""
+    rank of a comm, while other threads drive the others. It waits for the other ranks'
+    devices, which no process can do (`torch.cuda.synchronize()`, `cudaDeviceSynchronize`
+    wait for the caller's device): the spec then orders ranks that the program does not, or
+    hangs where it does not."""
     if not program.comms:
         return []
     member_device: dict[int, int] = {}  # thread -> the one device of its comm calls
@@ -678,8 +678,8 @@ def sync_all_of_a_rank(program: Program) -> list[Diagnostic]:
     rank_devices = {d for d in member_device.values() if d >= 0}
     for s in program.statements:
         own = member_device.get(s.thread, -1)
-        written = not s.form or s.form.startswith("sync")  # (not a `free`'s implicit sync of its memory's device)
-        if s.op is Op.SYNC and s.sync is SyncKind.DEVICE and own >= 0 and s.target != own and written \
+        explicit = not s.form or s.form.startswith("sync")  # (not a `free`'s implicit sync of its memory's device)
+        if s.op is Op.SYNC and s.sync is SyncKind.DEVICE and own >= 0 and s.target != own and explicit \
                 and s.target in rank_devices and s.thread not in warned:
             warned.add(s.thread)
             name = program.threads[s.thread].name
