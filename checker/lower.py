@@ -2225,16 +2225,21 @@ class _Lowerer:
         """Whether `code` was said at `span` already: once per line, however often a loop runs it."""
         return any(w.code is code and w.primary_span == span for w in self.warnings)
 
-    def whole_tensor(self, access_ref: ast.AccessRef, region: _Region) -> None:
-        """SP053 for an alloc or free of a byte range of a tensor, as of a buffer (`lifetimes`):
-        the allocator takes or hands back the whole tensor."""
-        tensor = self.tensors[region.memories[0]]
-        if not region.array and (region.start != 0 or region.end != tensor.size) \
-                and not self.said_at(Code.SP053, access_ref.span):
+    def whole_lifetime(self, access_ref: ast.AccessRef, region: _Region, name: str, size: int, what: str) -> None:
+        """SP053, once per line, for an `alloc` or `free` that names a byte range: it acts on the
+        whole buffer (the contract: `alloc` starts and `free` ends a buffer's lifetime, and a free
+        writes the whole buffer, whatever range it names), and on the whole tensor, which the
+        allocator takes or hands back."""
+        if (region.start != 0 or region.end != size) and not self.said_at(Code.SP053, access_ref.span):
             self.warnings.append(warning(
-                Code.SP053, f"`alloc` and `free` act on the whole of `{tensor.name}`", access_ref.span,
-                f"{region.end - region.start} of {tensor.size} bytes named, all {tensor.size} taken",
-                help=f"name the tensor itself: `{tensor.name}`, or declare the part as a tensor of its own"))
+                Code.SP053, f"`alloc` and `free` act on the whole of `{name}`", access_ref.span,
+                f"{region.end - region.start} of {size} bytes named, all {size} taken",
+                help=f"name the {what} itself: `{name}`, or declare the part as a {what} of its own"))
+
+    def whole_tensor(self, access_ref: ast.AccessRef, region: _Region) -> None:
+        if not region.array:
+            tensor = self.tensors[region.memories[0]]
+            self.whole_lifetime(access_ref, region, tensor.name, tensor.size, "tensor")
 
     def lifetimes(self, access_ref: ast.AccessRef, region: _Region) -> tuple[Access, ...]:
         """`alloc`/`free` of a whole buffer, or of every element of a whole array."""
@@ -2242,13 +2247,7 @@ class _Lowerer:
             return tuple(Access(m, 0, self.memories[m].size, True, access_ref.span, self.memories[m].name)
                          for m in region.memories)
         memory = self.memories[region.memories[0]]
-        if (region.start != 0 or region.end != memory.size) and not self.said_at(Code.SP053, access_ref.span):
-            # The contract: `alloc` starts and `free` ends a buffer's lifetime, and a free
-            # writes the whole buffer, whatever range it names.
-            self.warnings.append(warning(
-                Code.SP053, f"`alloc` and `free` act on the whole of `{memory.name}`", access_ref.span,
-                f"{region.end - region.start} of {memory.size} bytes named, all {memory.size} taken",
-                help=f"name the buffer itself: `{memory.name}`, or declare the part as a buffer of its own"))
+        self.whole_lifetime(access_ref, region, memory.name, memory.size, "buffer")
         entity = self.entities.get(access_ref.name.text)
         written = self.text(access_ref.span) if entity is not None and entity.kind == "alias" else memory.name
         return (Access(memory.index, 0, memory.size, True, access_ref.span, written),)

@@ -93,6 +93,7 @@ def test_sarif_expected_findings_are_suppressed_and_fingerprints_are_stable(run,
     log = valid_sarif(json.loads(out))
     results = log["runs"][0]["results"]
     assert results and all(r["suppressions"][0]["kind"] == "inSource" for r in results)
+    assert all(r["level"] == "error" for r in results)  # (an expected finding keeps its level)
     # Moving the statements down keeps the identity of the findings (what code scanning tracks).
     moved = tmp_path / "specs"
     moved.mkdir()

@@ -12,13 +12,14 @@ Every testcase passes or is skipped exactly when the file passes (exit status 0)
 from __future__ import annotations
 
 import os
-
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from checker.codes import Code, Severity
 from checker.findings import QUESTION_OF, FileReport, FindingKind, Status, unknown_concerns
 from checker.ir import ExpectKind
 from checker.report.frames import xml_text
+from checker.report.sarif import checkout_relative
 from checker.report.text import plain_report
 
 SUITE = "streamproof"
@@ -39,9 +40,8 @@ def _classname(path: str) -> str:
     it (`./specs/`, `specs//` and an absolute path there give `specs.a` too), else absolute,
     since CI servers keep a test's history by its class and name."""
     if "\\" not in path:  # (a Windows path stays as written)
-        full = os.path.abspath(path)
-        relative = os.path.relpath(full)
-        path = full if relative == ".." or relative.startswith("../") else relative
+        relative = checkout_relative(path, Path(os.path.abspath(os.getcwd())))
+        path = os.path.abspath(path) if relative is None else relative.as_posix()
     stem = path[: -len(".sched")] if path.endswith(".sched") else path
     return xml_text(stem.replace("\\", "/").strip("/").replace(".", "_").replace("/", "."))
 

@@ -107,15 +107,22 @@ def rules() -> list[dict]:
     return out
 
 
+def checkout_relative(path: str, base: Path) -> Path | None:
+    """`path` relative to `base` (an absolute directory) when it lies below it, else None:
+    SARIF and JUnit name a file by it, or by its absolute path."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(base)
+    except ValueError:
+        return None
+
+
 def _uri(path: str, base: Path) -> str:
     """A path relative to `base` when it lies below it (as code scanning wants), else a file URI.
     Either holds the bytes of the file's name, percent-encoded (`FileReport.file`: it may hold
     bytes that are not UTF-8)."""
-    absolute = Path(os.path.abspath(path))
-    try:
-        relative = absolute.relative_to(base)
-    except ValueError:
-        return absolute.as_uri()
+    relative = checkout_relative(path, base)
+    if relative is None:
+        return Path(os.path.abspath(path)).as_uri()
     return quote(os.fsencode(relative.as_posix()))
 
 
@@ -219,7 +226,8 @@ def _finding_result(report: FileReport, finding: Finding, uri: str, flow_steps: 
     result: dict = {
         "ruleId": finding.code.value,
         "ruleIndex": list(Code).index(finding.code),
-        "level": "warning" if finding.advisory or not finding.fails(allow_unknown) else _level(finding.code),
+        "level": ("warning" if finding.advisory or (finding.kind is FindingKind.UNKNOWN and allow_unknown)
+                  else _level(finding.code)),  # (an expected one keeps its level; its suppression says why)
         "message": {"text": message},
         "locations": [_location(uri, statements[0].span if statements else expectation_span(program, finding),
                                 f"{labels[0]}: {program.describe(statements[0])}" if statements else "")],
