@@ -779,3 +779,22 @@ thread main {
 """)
     result = optimize(program, timeout=20)
     assert result.bound == result.program == 101_000
+
+
+def test_the_relaxation_pairs_every_conflicting_pair_of_statements() -> None:
+    """`_sharing_pairs` lists the candidate pairs per memory; it must hold every pair of
+    access lists that conflict (random lists, checked against every pair)."""
+    from checker.ir import NO_SPAN, Access, accesses_conflict
+    from checker.optimize.model import _sharing_pairs
+
+    rng = random.Random(7)
+    for _ in range(200):
+        lists = [tuple(Access(rng.randrange(4), start, start + rng.randrange(1, 8), rng.random() < 0.4,
+                              NO_SPAN, "m")
+                       for start in (rng.randrange(16) for _ in range(rng.randrange(3))))
+                 for _ in range(rng.randrange(2, 9))]
+        listed = _sharing_pairs(lists)
+        assert listed == sorted(set(listed))
+        wanted = {(i, j) for i, j in itertools.combinations(range(len(lists)), 2)
+                  if accesses_conflict(lists[i], lists[j])}
+        assert wanted <= set(listed)

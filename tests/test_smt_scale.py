@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -996,7 +997,8 @@ def test_race_questions_that_only_count_instances_are_not_unknowns() -> None:
     program = load_text(HANDSHAKE_LOOP.replace("..N", "..40")).program
     # Without the prioritized runs: they show every instance pair of this loop at once.
     with mock.patch("checker.smt.runs.PRIORITY_ORDERS", 0):
-        full = smt.analyze(program, timeout=60.0, total=300.0)
+        with mock.patch.object(smt, "COUNTING_PACE", (300.0, 1.0)):
+            full = smt.analyze(program, timeout=60.0, total=300.0)
         with mock.patch.object(smt, "COUNTING", 0.0):
             counted = smt.analyze(program, timeout=60.0, total=300.0)
     key = lambda f: (f.kind, f.message)  # noqa: E731
@@ -1010,6 +1012,27 @@ def test_race_questions_that_only_count_instances_are_not_unknowns() -> None:
             assert f.instances + f.undecided == races[f.message].instances
             undecided += f.undecided
     assert undecided > 0
+
+
+def test_counting_instances_stops_at_its_pace_or_its_share_of_the_budget() -> None:
+    """Questions that only count instances get the larger of `COUNTING_PACE`'s seconds and
+    the time the other questions took, never more than `COUNTING` of the budget nor past the
+    spec's deadline."""
+    from checker import smt
+    from checker.smt.solve import Budget
+
+    now = time.time()
+    budget = Budget(timeout=10.0, total=300.0)
+    floor, share = smt.COUNTING_PACE
+    quick = smt._counting_deadline(None, budget, now - 1.0) - now
+    assert floor <= quick < floor + 1.0  # a spec decided in a second counts for the floor
+    slow = smt._counting_deadline(None, budget, now - 20.0) - now
+    assert 20.0 * share <= slow < 20.0 * share + 1.0 and slow > floor
+    capped = smt._counting_deadline(None, budget, now - 200.0) - now
+    assert smt.COUNTING * 300.0 <= capped < smt.COUNTING * 300.0 + 1.0
+    assert smt._counting_deadline(now + 2.0, budget, now - 20.0) == now + 2.0
+    unbounded = smt._counting_deadline(None, Budget(timeout=10.0), now - 1000.0) - now
+    assert 1000.0 * share <= unbounded < 1000.0 * share + 1.0
 
 
 def test_an_undecided_race_question_is_unknown_unless_its_statements_race_already() -> None:

@@ -350,6 +350,24 @@ def graph_launches(program: Program) -> frozenset[int]:
                      if st.launch is not None and program.launch_time(program.statements[st.launch]))
 
 
+def _sharing_pairs(accesses: list[tuple]) -> list[tuple[int, int]]:
+    """The pairs (i < j, in order) of access lists that share a memory one of them writes:
+    the only ones that can conflict. Listed per memory, not over every pair of statements:
+    2,000 tasks on 333 buffers had 2 million pairs to test, and 22,000 share one."""
+    writers: dict[int, set[int]] = {}
+    touching: dict[int, set[int]] = {}
+    for i, listed in enumerate(accesses):
+        for access in listed:
+            touching.setdefault(access.memory, set()).add(i)
+            if access.write:
+                writers.setdefault(access.memory, set()).add(i)
+    pairs: set[tuple[int, int]] = set()
+    for memory, written in writers.items():
+        for w in written:
+            pairs.update((min(w, x), max(w, x)) for x in touching[memory] if x != w)
+    return sorted(pairs)
+
+
 def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported:
     """The overlap relaxation of a deterministic program (see the module docstring)."""
     hb = happens_before(exact)
@@ -362,12 +380,11 @@ def bound_model(program: Program, exact: TimedModel) -> TimedModel | Unsupported
                       if not _synchronizes(program.statements[i]) or i in launches], launches)
     accessing = [(st, _work_accesses(program, st)) for st in kept]
     accessing = [(st, acc) for st, acc in accessing if acc]
-    for i, (a, acc_a) in enumerate(accessing):
-        for c, acc_c in accessing[i + 1:]:
-            if a.thread == c.thread and a.stream is None and c.stream is None:
-                continue  # already in thread order
-            if not accesses_conflict(acc_a, acc_c):
-                continue
+    for i, j in _sharing_pairs([acc for _, acc in accessing]):
+        (a, acc_a), (c, acc_c) = accessing[i], accessing[j]
+        if a.thread == c.thread and a.stream is None and c.stream is None:
+            continue  # already in thread order
+        if accesses_conflict(acc_a, acc_c):
             if hb.before(a.index, c.index):
                 b.edge(b.completion[a.index], b.first[c.index])
             elif hb.before(c.index, a.index):

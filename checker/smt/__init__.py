@@ -128,11 +128,21 @@ COUNTING = 0.1
 in the square of its iterations: a 100-iteration producer-consumer handshake whose two race
 findings were known within seconds took 88 s, most of it counting their instance pairs."""
 
+COUNTING_PACE = (5.0, 1.0)
+"""Counting also stops after the larger of these: seconds, and the share of the time the
+spec's other questions took. Counts only say how often a race found repeats, and are
+reported as lower bounds when cut short: three threads making two collectives on one
+buffer in a loop of four (72 steps) had their race in 2.3 s and then spent 30 s counting it
+(Z3 took up to 10 s per instance pair, and left 21 undecided anyway)."""
 
-def _counting_deadline(deadline: float | None, budget: Budget) -> float | None:
-    if budget.total is None:
-        return deadline
-    cap = time.time() + COUNTING * budget.total
+
+def _counting_deadline(deadline: float | None, budget: Budget, started: float) -> float | None:
+    """When questions that only count instances stop (`COUNTING`, `COUNTING_PACE`)."""
+    now = time.time()
+    floor, share = COUNTING_PACE
+    cap = now + max(floor, share * (now - started))
+    if budget.total is not None:
+        cap = min(cap, now + COUNTING * budget.total)
     return cap if deadline is None else min(deadline, cap)
 
 
@@ -274,7 +284,8 @@ and reported so (SP301), as past `MAX_RACE_CANDIDATES` without symmetries."""
 def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=None,
              symmetry: bool = True) -> tuple[Finding, ...]:
     shortcut = _Shortcut(shortcut, progress)
-    deadline = None if budget.total is None else time.time() + budget.total
+    started = time.time()
+    deadline = None if budget.total is None else started + budget.total
     stats.reset()
     began = time.process_time()
     order = compute(Layout(program))
@@ -319,7 +330,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
                                    SHORTCUT_COUNTING_SECONDS)
                 if decided is not None:
                     return decided
-                first.narrow(_counting_deadline(deadline, budget))
+                first.narrow(_counting_deadline(deadline, budget, started))
                 first.races(first.repair_all(counting) if queries.EAGERNESS else counting, runs=False, repair=False)
             counting = []
         else:
@@ -378,7 +389,7 @@ def _analyze(program: Program, budget: Budget, workers: int, progress, shortcut=
         counting = [(a.index, b.index, m) for a, b, m in sorted(counting, key=_class_key)
                     if (a.index, b.index) not in merged.races]
         if counting:
-            settle(counting, [], None, _counting_deadline(deadline, budget), bool(queries.EAGERNESS))
+            settle(counting, [], None, _counting_deadline(deadline, budget, started), bool(queries.EAGERNESS))
         parts = merged
     if orbits is not None:
         spread(program, parts, orbits, roots)
