@@ -170,7 +170,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
                       for s in at_k)
     return Finding(
         FindingKind.COLLECTIVE_MISMATCH,
-        f"collective mismatch at position {k} of comm `{program.comms[comm].name}`: {parts}",
+        f"collective mismatch at call {k + 1} of comm `{program.comms[comm].name}`: {parts}",
         tuple(s.index for s in at_k),
         help=((rows is not None and _order_help(program, rows, k))
               or "every member of a comm must issue the same collectives, with the same sizes and roots, in the "

@@ -625,7 +625,7 @@ def _deadlock(order: HappensBefore) -> Finding | None:
                 group = program.groups[statement.group]
                 comm = program.comms[group.comm].name
                 if not group.complete:
-                    reason = f"its collective group {group.position} on comm `{comm}` is missing a member"
+                    reason = f"its collective call {group.position + 1} on comm `{comm}` is missing a member"
                 else:
                     absent = [program.statements[m] for m in group.members
                               if graph.node(StepKind.START, m) not in happened]
@@ -637,7 +637,7 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             group = program.groups[statement.group]
             comm = program.comms[group.comm].name
             stuck.setdefault(statement.index, (
-                f"its collective group {group.position} on comm `{comm}` is missing a member" if not group.complete
+                f"its collective call {group.position + 1} on comm `{comm}` is missing a member" if not group.complete
                 else f"its collective group on comm `{comm}` starts together, and a member waits in a "
                      "hardware queue for another member to begin"))
             continue

@@ -372,8 +372,27 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
     if setters:
         setter = program.statements[setters[-1]]
         return (f"{said}: {_quoted(program, setter)} is set before that record, so move it after the record")
-    return (f"{said}: have `{program.threads[task.thread].name}` set a notify after the record (`notify N`) and "
-            f"`{program.threads[host.thread].name}` `await N` before the sync")
+    later = (f"have `{program.threads[task.thread].name}` set a notify after the record (`notify N`) and "
+             f"`{program.threads[host.thread].name}` `await N` before the sync")
+    handed = [i for i in program.threads[task.thread].statements if i < task.index
+              and program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None
+              and program.statements[i].notify in awaited]
+    if not handed:
+        return f"{said}: {later}"
+    # The host awaits a notify set before the task: its sync is meant for an earlier record,
+    # and the task reuses the memory too early (a staging buffer overwritten before it is read).
+    host_thread, task_thread = program.threads[host.thread], program.threads[task.thread]
+    freed = {program.statements[i].notify for i in host_thread.statements[bisect_right(host_thread.statements, host.index):][:STALE_SCAN]
+             if program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None}
+    late = next((program.statements[i] for i in task_thread.statements[bisect_right(task_thread.statements, task.index):][:STALE_SCAN]
+                 if program.statements[i].op is Op.AWAIT and program.statements[i].stream is None
+                 and program.statements[i].notify in freed), None)
+    reuse = (f"{_quoted(program, late)} comes after it: move it before {_quoted(program, task)}" if late is not None else
+             f"have `{host_thread.name}` set a notify after it (`notify N`) and `{task_thread.name}` `await N` "
+             f"before enqueueing {_quoted(program, task)}")
+    return (f"{said}. If {_quoted(program, host)} is meant to see the work before "
+            f"{_quoted(program, program.statements[handed[-1]])}, {_quoted(program, task)} overwrites it too early: "
+            f"{reuse}. If it is meant to see the later work, {later}")
 
 
 def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
@@ -601,12 +620,24 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
                     f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
                     f"stream. Move the wait before line {task.span.line}")
     follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
+    where = f"before line {task.span.line}{_other_iteration(record, task)}"
     if record.thread == task.thread:  # (enqueued first in every execution)
         return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
-                f"(`{stream}: wait {event}` before line {task.span.line})")
+                f"(`{stream}: wait {event}` {where})")
     return (f"{follows}, and the execution shown enqueues it before {_quoted(program, task)}: wait on it there "
-            f"(`{stream}: wait {event}` before line {task.span.line}; if the record is not always enqueued "
+            f"(`{stream}: wait {event}` {where}; if the record is not always enqueued "
             "first, have the thread `await` a notify set after it)")
+
+
+def _other_iteration(record: Statement, task: Statement) -> str:
+    """Where a wait to add is in another loop iteration than its record: the event named is
+    the record's element, which the wait's line must reach from its own iteration."""
+    if not task.bindings or record.bindings == task.bindings:
+        return ""
+    def text(bindings) -> str:
+        return "[" + " ".join(f"{name}={value}" for name, value in bindings) + "]" if bindings else "(outside the loop)"
+    return (f", in iteration {text(task.bindings)}, for the record of iteration {text(record.bindings)}: "
+            "index the event so that it names that record from there")
 
 
 def _binding_help(program: Program, task: Statement, other: Statement, witness: Witness) -> str | None:

@@ -1067,6 +1067,73 @@ thread caller {
                               "  ext: record done\n  notify completed\n")).findings == ()
 
 
+REUSED_TOO_EARLY = """device gpu { runtime cuda }
+buffer t 4KiB on gpu
+buffer th 4KiB on host pinned
+stream s on gpu nonblocking
+event c
+notify r
+notify read
+thread engine {
+  s: copy th <- t
+  s: record c
+  notify r
+  s: kernel next writes t
+  s: copy th <- t
+  AWAIT
+  s: record c
+}
+thread out {
+  await r
+  sync c
+  host read reads th
+  notify read
+}
+"""
+
+
+@pytest.mark.parametrize("late_await, reuse", [
+    ("", "have `out` set a notify after it (`notify N`) and `engine` `await N` before enqueueing "
+         "`s: copy th <- t` (line 13)"),
+    ("await read", "`await read` (line 14) comes after it: move it before `s: copy th <- t` (line 13)"),
+])
+def test_race_help_offers_to_delay_the_overwrite_of_a_buffer_read_after_a_handover(late_await, reuse):
+    """The host reads the copy handed over by `notify r`, and the next copy overwrites it: the
+    help offers both fixes, the overwrite waiting for the read first (the staging buffer's)."""
+    spec = REUSED_TOO_EARLY.replace("AWAIT", late_await)
+    (race,) = [f for f in check(spec).findings if f.kind is FindingKind.RACE]
+    assert race.help == ("`sync c` (line 19) can be issued before `s: record c` (line 15), and then waits for an "
+                         "older record or none (a sync binds to the latest record enqueued before it). If `host read` "
+                         "(line 20) is meant to see the work before `notify r` (line 11), `s: copy th <- t` (line 13) "
+                         f"overwrites it too early: {reuse}. If it is meant to see the later work, have `engine` set a "
+                         "notify after the record (`notify N`) and `out` `await N` before the sync")
+    fixed = REUSED_TOO_EARLY.replace("AWAIT", "").replace("  s: kernel next", "  await read\n  s: kernel next")
+    assert check(fixed).findings == ()
+
+
+def test_race_help_names_the_iterations_of_a_wait_to_add_across_iterations():
+    """The record a kernel needs is an earlier iteration's: the wait's event must name it from
+    the kernel's iteration, which the help says rather than only its element."""
+    helps = _race_helps("""device d { compute 2 }
+buffer tok 1MiB on d
+buffer out[2] 1MiB on host pinned
+stream compute on d
+stream d2h on d
+event copied[2]
+thread t {
+  for s in 0..2 {
+    compute: kernel sample writes tok 1ms
+    d2h: wait_stream compute
+    d2h: copy out[s] <- tok 1ms
+    d2h: record copied[s]
+  }
+}
+""")
+    assert helps and any("(`compute: wait copied[0]` before line 9, in iteration [s=1], for the record of "
+                         "iteration [s=0]: index the event so that it names that record from there)" in h
+                         for h in helps), helps
+
+
 def test_race_help_for_replicated_streams_sharing_a_buffer_offers_a_buffer_each():
     spec = """device gpu
 buffer d_in 4MiB on gpu

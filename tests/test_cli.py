@@ -552,6 +552,22 @@ def test_a_replay_svg_names_the_steps_as_the_witness_lists_them(run, tmp_path):
     assert "comm: allreduce world (line 31): step 12</title>" in svg
 
 
+def test_replayed_steps_name_their_loop_iteration_as_the_check_witness_does(run, tmp_path):
+    """One line's steps in two iterations are told apart in `replay`'s text as in `check`'s."""
+    spec = tmp_path / "loop.sched"
+    spec.write_text("device d { compute 2 }\nbuffer x[2] 1MiB on d\nstream s on d\nstream t on d\n"
+                    "thread h {\n  for i in 0..2 {\n    s: kernel w writes x[i] 1ms\n"
+                    "    t: kernel r reads x[i] 1ms\n  }\n}\n")
+    found = tmp_path / "found.json"
+    found.write_text(run("check", "--format", "json", spec)[1])
+    status, checked, _ = run("check", spec)
+    assert status == 1 and "[i=0]" in checked
+    status, out, _ = run("replay", spec, "--witness", found)
+    steps = [line for line in out.splitlines() if ". issue " in line or ". start " in line]
+    assert status == 0 and steps and all(line.rstrip(" *").endswith(("[i=0]", "[i=1]")) for line in steps), out
+    assert "s: kernel w [i=0]" in out
+
+
 def test_sub_microsecond_times_are_not_shown_as_zero(run, tmp_path):
     # Text shows 3 decimals of a millisecond; a 400 ns makespan must still read as 400 ns.
     spec = tmp_path / "short.sched"

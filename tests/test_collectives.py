@@ -202,7 +202,7 @@ def test_a_mismatch_of_calls_that_meet_in_enqueue_order_is_found_by_the_run_that
     report = check_loaded(load_text(text))
     found = [f for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
     assert [f.message.split(":")[0] for f in found] == [
-        "collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`"]
+        "collective mismatch at call 1 of comm `w`", "collective mismatch at call 2 of comm `w`"]
     assert all(f.witness is not None and f.witness.steps[-1].kind.value == "end" for f in found)
     assert not [d for d in report.diagnostics if d.code.value == "SP402"]
     # the same sizes meet without a mismatch, whichever calls meet
@@ -237,7 +237,7 @@ thread t1 {
 """
     report = check_loaded(load_text(text))
     found = sorted(f.message.split(":")[0] for f in report.findings if f.kind is FindingKind.COLLECTIVE_MISMATCH)
-    assert found == ["collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`",
+    assert found == ["collective mismatch at call 1 of comm `w`", "collective mismatch at call 2 of comm `w`",
                      "send of 256 bytes (line 15) meets a recv of 128 bytes (line 20) on comm `w`"]
 
 
@@ -381,7 +381,7 @@ def test_the_same_calls_mismatching_at_two_positions_are_two_findings(engine):
     findings, _ = find(load_text(TWO_THREADS_BOTH_RANKS).program, options)
     found = [f for f in findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
     assert [f.message.split(":")[0] for f in found] == [
-        "collective mismatch at position 0 of comm `w`", "collective mismatch at position 1 of comm `w`"]
+        "collective mismatch at call 1 of comm `w`", "collective mismatch at call 2 of comm `w`"]
     assert all("allreduce" in f.message and "broadcast" in f.message for f in found)
 
 

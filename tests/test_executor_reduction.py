@@ -23,7 +23,7 @@ from test_executor_strategies import programs
 def verdict(result):
     return (set(result.race_pairs()), {(u.statement, u.kind) for u in result.dead_uses},
             {frozenset(i for i, _ in d.stuck) for d in result.deadlocks},
-            {f.message.split(":")[0] for f in result.mismatches})  # "... at position k of comm `c`"
+            {f.message.split(":")[0] for f in result.mismatches})  # "... at call k of comm `c`"
 
 
 def compare(program, max_states: int) -> None:

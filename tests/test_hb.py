@@ -145,6 +145,32 @@ thread r0 {
     assert any(f.kind is FindingKind.DEADLOCK for f in findings)
 
 
+def test_a_call_missing_a_member_is_numbered_as_its_help_numbers_it():
+    """The stuck line and the help both count a comm's calls from 1: rank 1 skips the
+    second of two allreduces, so both speak of call 2."""
+    program = program_of("""device d0 { comm 1 }
+device d1 { comm 1 }
+buffer a 1KiB on d0
+buffer b 1KiB on d1
+stream c0 on d0
+stream c1 on d1
+comm p = { c0, c1 }
+thread r0 {
+  c0: allreduce p a
+  c0: allreduce p a
+  sync c0
+}
+thread r1 {
+  c1: allreduce p b
+  sync c1
+}""")
+    findings, _ = hb.analyze(program)
+    deadlock = next(f for f in findings if f.kind is FindingKind.DEADLOCK)
+    reasons = [stuck.waits_for for stuck in deadlock.stuck]
+    assert any("its collective call 2 on comm `p` is missing a member" in r for r in reasons), reasons
+    assert "is call 2 of comm `p`" in deadlock.help and "never issues a call 2" in deadlock.help
+
+
 def test_the_race_scan_stops_at_its_budget_of_pairs_and_of_seconds():
     """A loop whose every iteration races with every other: a spent scan (runs read, or
     wall seconds: `check --budget`) stops the whole scan, and says it is incomplete."""

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from checker.ir import Program
+from checker.ir import Program, Statement
+from checker.report.timeline import loop_text
 from checker.witness import Step
+
+
+def _described(program: Program, statement: Statement) -> str:
+    """What the statement does, with its loop iteration (`[step=1 s=0]`), as `check`'s witness
+    shows it: one line's steps in several iterations are told apart."""
+    loops = loop_text(statement.bindings)
+    return program.describe(statement) + (f" {loops}" if loops else "")
 
 
 def replay_text(program: Program, steps: tuple[Step, ...], data: dict) -> list[str]:
@@ -21,7 +29,7 @@ def replay_text(program: Program, steps: tuple[Step, ...], data: dict) -> list[s
         marker = ("  <- illegal" if not ok and number == applied + 1
                   else ("  *" if step.statement in involved else ""))
         out.append(f"{number:>5}. {step.kind.value:<8} line {statement.span.line:<4} "
-                   f"{program.describe(statement)}{marker}")
+                   f"{_described(program, statement)}{marker}")
     if not ok:
         out.append(run["reason"])  # ("step N is not legal here: why", N counted as listed)
         return out
@@ -36,11 +44,11 @@ def replay_text(program: Program, steps: tuple[Step, ...], data: dict) -> list[s
                 value = detail[key] if detail[key] is not None else "(that order cannot be reached from this execution)"
                 out.append(f"  {key.replace('_', ' ')}: {value}")
         for item in detail.get("participants", ()):
-            what = program.describe(program.statements[item["statement"]])
+            what = _described(program, program.statements[item["statement"]])
             out.append(f"  stuck: line {item['line']} {what}: {item['waits_for']}")
     else:
         for item in run.get("stuck") or ():
             statement = program.statements[item["statement"]]
-            out.append(f"  stuck: line {statement.span.line} {program.describe(statement)}: "
+            out.append(f"  stuck: line {statement.span.line} {_described(program, statement)}: "
                        f"{item['waits_for']}")
     return out
