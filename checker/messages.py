@@ -620,7 +620,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
                     f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
                     f"stream. Move the wait before line {task.span.line}")
     follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
-    where = f"before line {task.span.line}{_other_iteration(record, task)}"
+    where = f"before line {task.span.line}" + (_other_iteration(record, task) if array is not None else "")
     if record.thread == task.thread:  # (enqueued first in every execution)
         return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
                 f"(`{stream}: wait {event}` {where})")
@@ -630,8 +630,10 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
 
 
 def _other_iteration(record: Statement, task: Statement) -> str:
-    """Where a wait to add is in another loop iteration than its record: the event named is
-    the record's element, which the wait's line must reach from its own iteration."""
+    """Where a wait to add is in another loop iteration than its record, on an element of an
+    event array: the element named is the record's, which the wait's line must reach from its
+    own iteration. (A plain event needs no note: a wait binds to its latest record, which
+    follows the earlier ones on their stream.)"""
     if not task.bindings or record.bindings == task.bindings:
         return ""
     def text(bindings) -> str:
@@ -896,8 +898,17 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
             f"make the host wait for the use before the free: `sync {stream}` (or `sync E` on an event "
             f"recorded after the use) before {_quoted(program, free)}")
     if free.stream != use.stream and free.thread == use.thread and not program.streams[free.stream].host_calls:
+        freeing = program.streams[free.stream].written
+        between = [program.statements[i] for i in program.threads[use.thread].statements if use.index < i < free.index]
+        record = next((r for r in between if r.op is Op.RECORD and r.stream == use.stream
+                       and not program.events[r.event].flag), None)
+        if record is not None and all(r.thread == use.thread and (r.index <= record.index or r.index > free.index)
+                                      for r in _records(program).get(record.event, ())):
+            # (a wait before the free binds to that record: the race help names the same wait)
+            return (f"{_quoted(program, record)} follows the use on `{stream}`: make the free wait on it "
+                    f"(`{freeing}: wait {program.events[record.event].name}` before line {free.span.line})")
         return (f"make the free wait for the use: `record E` on `{stream}` after it, `wait E` on "
-                f"`{program.streams[free.stream].written}` before {_quoted(program, free)}")
+                f"`{freeing}` before {_quoted(program, free)}")
     return general
 
 

@@ -1114,7 +1114,7 @@ def test_race_help_offers_to_delay_the_overwrite_of_a_buffer_read_after_a_handov
 def test_race_help_names_the_iterations_of_a_wait_to_add_across_iterations():
     """The record a kernel needs is an earlier iteration's: the wait's event must name it from
     the kernel's iteration, which the help says rather than only its element."""
-    helps = _race_helps("""device d { compute 2 }
+    spec = """device d { compute 2 }
 buffer tok 1MiB on d
 buffer out[2] 1MiB on host pinned
 stream compute on d
@@ -1128,10 +1128,49 @@ thread t {
     d2h: record copied[s]
   }
 }
-""")
+"""
+    helps = _race_helps(spec)
     assert helps and any("(`compute: wait copied[0]` before line 9, in iteration [s=1], for the record of "
                          "iteration [s=0]: index the event so that it names that record from there)" in h
                          for h in helps), helps
+    # One event re-recorded each iteration: a wait binds to its latest record, no note needed.
+    plain = _race_helps(spec.replace("event copied[2]", "event copied").replace("record copied[s]", "record copied"))
+    assert any("(`compute: wait copied` before line 9)" in h for h in plain), plain
+
+
+FREED_UNDER_SIDE_WORK = """device gpu { compute 2 }
+buffer ws 16MiB on gpu
+buffer o 1MiB on gpu
+stream main on gpu
+stream side on gpu
+event fork
+event join
+thread t {
+  main: alloc ws
+  main: kernel plan writes ws 5us
+  main: record fork
+  side: wait fork
+  side: kernel attn reads ws writes o 50us
+  side: record join
+LATER  main: free ws
+}
+"""
+
+
+@pytest.mark.parametrize("later, reused", [("", True), ("  main: record join\n", False)])
+def test_use_after_free_help_names_the_record_after_the_use_as_the_race_help_does(later, reused):
+    """The side stream records `join` after its use: the free should wait on it, as the race
+    finding's help says too, unless a wait there would bind to another record."""
+    spec = FREED_UNDER_SIDE_WORK.replace("LATER", later)
+    findings = check(spec).findings
+    (dead,) = [f for f in findings if f.kind is FindingKind.USE_AFTER_FREE]
+    if reused:
+        assert dead.help == ("`side: record join` (line 14) follows the use on `side`: make the free wait on it "
+                             "(`main: wait join` before line 15)")
+        assert any("`main: wait join` before line 15" in f.help for f in findings if f.kind is FindingKind.RACE)
+        assert check(spec.replace("  main: free ws", "  main: wait join\n  main: free ws")).findings == ()
+    else:
+        assert dead.help.startswith("make the free wait for the use: `record E` on `side` after it")
 
 
 def test_race_help_for_replicated_streams_sharing_a_buffer_offers_a_buffer_each():
