@@ -382,11 +382,11 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
     # The host awaits a notify set before the task: its sync is meant for an earlier record,
     # and the task reuses the memory too early (a staging buffer overwritten before it is read).
     host_thread, task_thread = program.threads[host.thread], program.threads[task.thread]
-    freed = {program.statements[i].notify for i in host_thread.statements[bisect_right(host_thread.statements, host.index):][:STALE_SCAN]
-             if program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None}
-    late = next((program.statements[i] for i in task_thread.statements[bisect_right(task_thread.statements, task.index):][:STALE_SCAN]
-                 if program.statements[i].op is Op.AWAIT and program.statements[i].stream is None
-                 and program.statements[i].notify in freed), None)
+    def after(thread, statement: Statement, op: Op) -> list[Statement]:
+        later = thread.statements[bisect_right(thread.statements, statement.index):][:STALE_SCAN]
+        return [s for s in map(program.statements.__getitem__, later) if s.op is op and s.stream is None]
+    freed = {s.notify for s in after(host_thread, host, Op.NOTIFY)}  # (what the host's thread sets after its access)
+    late = next((s for s in after(task_thread, task, Op.AWAIT) if s.notify in freed), None)
     reuse = (f"{_quoted(program, late)} comes after it: move it before {_quoted(program, task)}" if late is not None else
              f"have `{host_thread.name}` set a notify after it (`notify N`) and `{task_thread.name}` `await N` "
              f"before enqueueing {_quoted(program, task)}")
@@ -899,9 +899,10 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
             f"recorded after the use) before {_quoted(program, free)}")
     if free.stream != use.stream and free.thread == use.thread and not program.streams[free.stream].host_calls:
         freeing = program.streams[free.stream].written
-        between = [program.statements[i] for i in program.threads[use.thread].statements if use.index < i < free.index]
-        record = next((r for r in between if r.op is Op.RECORD and r.stream == use.stream
-                       and not program.events[r.event].flag), None)
+        thread = program.threads[use.thread].statements
+        between = thread[bisect_right(thread, use.index):bisect_left(thread, free.index)][:STALE_SCAN]
+        record = next((r for r in map(program.statements.__getitem__, between)
+                       if r.op is Op.RECORD and r.stream == use.stream and not program.events[r.event].flag), None)
         if record is not None and all(r.thread == use.thread and (r.index <= record.index or r.index > free.index)
                                       for r in _records(program).get(record.event, ())):
             # (a wait before the free binds to that record: the race help names the same wait)
