@@ -66,6 +66,7 @@ class Code(str, enum.Enum):
     SP071 = "SP071"
     SP072 = "SP072"
     SP073 = "SP073"
+    SP074 = "SP074"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -134,6 +135,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP071: "one rank of a comm called by two threads that nothing orders",
     Code.SP072: "flag event on a CUDA device",
     Code.SP073: "copy between ranges of two sizes, or overlapping ones",
+    Code.SP074: "comm across CUDA and CANN devices",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

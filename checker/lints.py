@@ -42,6 +42,28 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += comms_in_opposite_orders(program)
     found += rank_called_by_unordered_threads(program)
     found += flag_events_on_cuda(program)
+    found += comms_across_runtimes(program)
+    return found
+
+
+def comms_across_runtimes(program: Program) -> list[Diagnostic]:
+    """SP074: a comm with members on a CUDA device and on a CANN device. NCCL's communicators
+    hold CUDA devices and HCCL's Ascend ones, so no library creates this comm; the spec is
+    checked as written."""
+    found = []
+    for comm in program.comms:
+        devices = [program.devices[program.streams[m].device] for m in comm.members]
+        runtimes = {device.runtime for device in devices}
+        if len(runtimes) < 2:
+            continue
+        cuda = next(d for d in devices if d.runtime is Runtime.CUDA)
+        cann = next(d for d in devices if d.runtime is not Runtime.CUDA)
+        found.append(warning(
+            Code.SP074, f"comm `{comm.name}` has members on a CUDA device (`{cuda.name}`) and on a CANN device "
+                        f"(`{cann.name}`)",
+            comm.span, "members of both runtimes",
+            help="NCCL forms communicators of CUDA devices and HCCL of Ascend devices, and neither of both: declare "
+                 "every member's device with the same runtime (a device without `runtime` is `runtime cann`)"))
     return found
 
 

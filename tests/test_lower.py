@@ -1157,6 +1157,18 @@ def test_a_name_of_the_wrong_kind_or_undeclared_is_told_what_to_write(statement,
     assert words in diagnostic.help, diagnostic.help
 
 
+def test_a_comm_across_cuda_and_cann_devices_is_sp074_once_per_comm():
+    source = ("device gpu { runtime cuda }\ndevice npu { runtime cann }\nbuffer a 1MiB on gpu\n"
+              "buffer b 1MiB on npu\nstream g on gpu\nstream n on npu\ncomm c = { g, n }\nthread t {\n"
+              "  group {\n    g: allreduce c a\n    n: allreduce c b\n  }\n  group {\n    g: allreduce c a\n"
+              "    n: allreduce c b\n  }\n}\n")
+    (found,) = [w for w in warnings(source) if w.code is Code.SP074]
+    assert found.message == "comm `c` has members on a CUDA device (`gpu`) and on a CANN device (`npu`)"
+    assert found.primary_span.line == 7
+    for same in (source.replace("{ runtime cann }", "{ runtime cuda }"), source.replace(" { runtime cuda }", "")):
+        assert not [w for w in warnings(same) if w.code is Code.SP074]
+
+
 def test_a_flag_event_on_a_cuda_device_is_sp072_once_per_event():
     cuda = "device d { runtime cuda }\nstream s on d\nstream s2 on d\nbuffer x 1MiB on d\nevent f flag\n"
     body = "thread t {\n  s2: wait f\n  s: kernel k writes x\n  s: record f\n  s2: wait f\n}\n"
