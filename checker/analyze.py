@@ -280,32 +280,70 @@ def _confirmed(program: Program, findings: list[Finding], progress: ProgressCall
     return tuple(kept), tuple(internal)
 
 
-def _expectation_met(programs: tuple[Program, ...], expectation, findings: list[Finding]) -> tuple[bool, list[int]]:
-    """Whether an expectation holds, and the indices of findings it accounts for (`programs`:
-    every program of the spec, whose memories the findings name)."""
+def _expectation_met(programs: tuple[Program, ...], expectation,
+                     findings: list[Finding]) -> tuple[bool, dict[int, frozenset[str] | None]]:
+    """Whether an expectation holds, and the findings it accounts for (`programs`: every
+    program of the spec, whose memories the findings name): index -> the memories of the
+    finding it covers (`covered`), None for all of them."""
     kind = expectation.kind
     if kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE):
         wanted = ((FindingKind.RACE,) if kind is ExpectKind.RACE
                   else (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC))
         owners: dict[str, set[str]] = {}
+        blocks: set[str] = set()
         for m in (m for program in programs for m in program.memories):
             owners.setdefault(m.name, set()).update(m.owners, m.tensors, (m.buffer,))
-        matched = [i for i, f in enumerate(findings)
-                   if f.kind in wanted and (expectation.buffer is None or f.buffer == expectation.buffer
-                                            or any(expectation.buffer == m or expectation.buffer in owners.get(m, ())
-                                                   for m in (f.memory, *f.elements)))]
+            if m.owners:
+                blocks.add(m.name)
+        matched: dict[int, frozenset[str] | None] = {}
+        for i, f in enumerate(findings):
+            if f.kind not in wanted:
+                continue
+            named = expectation.buffer
+            used = _tensors_used(programs, f) if f.memory in blocks else None
+            if used is not None:  # (a block several tensors had: the tensors its statements use)
+                if named is None or any(named in (t, t.split("[")[0]) for t in used):
+                    matched[i] = None
+                continue
+            memories = covered_memories(f)
+            if named is None or (not memories and f.buffer == named):
+                matched[i] = None
+                continue
+            covered = frozenset(m for m in memories if named == m or named in owners.get(m, ()))
+            if covered:
+                matched[i] = None if len(covered) == len(set(memories)) else covered
         return bool(matched), matched
     positive = {ExpectKind.DEADLOCK: FindingKind.DEADLOCK, ExpectKind.MISMATCH: FindingKind.COLLECTIVE_MISMATCH}
     if kind in positive:
-        matched = [i for i, f in enumerate(findings) if f.kind is positive[kind]]
+        matched = {i: None for i, f in enumerate(findings) if f.kind is positive[kind]}
         return bool(matched), matched
     negative = {ExpectKind.NO_RACE: FindingKind.RACE, ExpectKind.NO_DEADLOCK: FindingKind.DEADLOCK,
                 ExpectKind.NO_MISMATCH: FindingKind.COLLECTIVE_MISMATCH}
     if kind in negative:
-        return not any(f.kind is negative[kind] for f in findings), []
+        return not any(f.kind is negative[kind] for f in findings), {}
     if kind is ExpectKind.NO_USE_AFTER_FREE:
-        return not any(f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC) for f in findings), []
-    return True, []
+        return not any(f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC) for f in findings), {}
+    return True, {}
+
+
+def covered_memories(finding: Finding) -> tuple[str, ...]:
+    """The memories a race or dead-use finding is about: every element its instances touch
+    (`Finding.elements`), or its one memory. An expectation accounts for the finding only
+    once every one of them is expected: `expect race on x[1]` leaves a loop's race on x[0]
+    failing."""
+    return finding.elements or ((finding.memory,) if finding.memory is not None else ())
+
+
+def _tensors_used(programs: tuple[Program, ...], finding: Finding) -> set[str] | None:
+    """The caching-allocator tensors (`g[1]`) the statements of a finding on a block use, by
+    their allocations; None where loop instances (which may use other tensors of the block)
+    are grouped in it, or no statement names a tensor: the block's tensors then all count."""
+    if finding.instances > 1 or finding.variant >= len(programs):
+        return None
+    statements = programs[finding.variant].statements
+    used = {statements[a].form.split()[1] for i in finding.statements
+            for a in statements[i].tensor_allocs if statements[a].form.startswith("alloc ")}
+    return used or None
 
 
 MAX_TIME_SCALE = 10**6
@@ -481,6 +519,7 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
     internal: list[Diagnostic] = []
     seen: dict[tuple, list[int]] = {}
     keyed: list[tuple[tuple, Finding]] = []
+    position_of: dict[tuple, int] = {}
     began = time.monotonic()
     unchecked: tuple[Program, ...] = ()
     order = sorted(range(len(variants)), key=lambda index: variants[index].races_only)
@@ -506,7 +545,13 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
             key = (finding.kind, finding.buffer, finding.message if not finding.statements else "", where)
             if key not in seen:
                 seen[key] = []
+                position_of[key] = len(keyed)
                 keyed.append((key, replace(finding, variant=index)))
+            else:  # (kept from the first program, naming the memories every program's instances touch)
+                kept = keyed[position_of[key]][1]
+                memories = tuple(dict.fromkeys(covered_memories(kept) + covered_memories(finding)))
+                if len(memories) > 1 and memories != covered_memories(kept):
+                    keyed[position_of[key]] = (key, replace(kept, elements=memories))
             seen[key].append(index)
     findings = []
     base = {index for index, program in enumerate(variants) if not program.races_only}
@@ -547,7 +592,8 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
     began = time.monotonic()
     findings, internal = find_all(variants, options, progress)
     diagnostics = list(loaded.diagnostics) + list(internal)
-    expected: set[int] = set()
+    covered: dict[int, frozenset[str] | None] = {}
+    """Finding -> the memories of it the expectations ask for (None: all of them)."""
     if any(e.kind is ExpectKind.MAKESPAN for e in program.expectations):
         _tell(progress, "makespan")
         for variant in (v for v in variants if not v.races_only):
@@ -566,7 +612,11 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             continue
         met, matched = _expectation_met(variants, expectation, findings)
         open_question = open_question or (not met and _left_undecided(expectation, findings))
-        expected.update(matched)
+        for index, memories in matched.items():
+            if memories is None or covered.get(index, frozenset()) is None:
+                covered[index] = None
+            else:
+                covered[index] = covered.get(index, frozenset()) | memories
         positive = expectation.kind in (ExpectKind.RACE, ExpectKind.USE_AFTER_FREE, ExpectKind.DEADLOCK,
                                         ExpectKind.MISMATCH)
         if open_question and (met if not positive else not met):
@@ -575,7 +625,11 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
             diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
                                      "not met", help=_unmet_help(expectation.kind, diagnostics, expectation.buffer)))
-    findings = [replace(f, expected=True) if i in expected else f for i, f in enumerate(findings)]
+    for index, memories in covered.items():
+        finding = findings[index]
+        left = [m for m in covered_memories(finding) if memories is not None and m not in memories]
+        findings[index] = (replace(finding, expected=True) if not left else
+                           replace(finding, detail={**finding.detail, "not_expected": left}))
     failing = [f for f in findings if f.fails(options.allow_unknown)]
     has_error = any(d.severity is Severity.ERROR for d in diagnostics)
     internal_error = any(d.code is Code.SP402 for d in diagnostics)

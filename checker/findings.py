@@ -69,7 +69,8 @@ class Finding:
     elements: tuple[str, ...] = ()
     """Every memory (element, `x[1]`) that some instance races on or uses dead, in the order the
     engine found them, when the instances cover more than `memory` (a loop over `x[i]`): an
-    `expect race on x[1]` is met by any of them. Empty: `memory` alone."""
+    `expect race on x[1]` is met by any of them, and the finding is expected once every one of
+    them is (`analyze.covered_memories`). Empty: `memory` alone."""
     undecided: int = 0
     """A race's further instance pairs that were left undecided (the solver's budget ran
     out): `instances` is then a lower bound. The finding itself stands."""

@@ -344,7 +344,7 @@ def test_a_ddp_loop_past_the_exhaustive_search_is_decided_by_the_solver():
     races = [f for f in findings if f.kind is FindingKind.RACE]
     assert {f.buffer for f in races} == {"grad"}  # (the array; both ranks are instances)
     found = [f for f in findings if f.kind is FindingKind.COLLECTIVE_MISMATCH]
-    assert sorted(int(f.message.split("position ")[1].split()[0]) for f in found) == list(range(10))
+    assert sorted(int(f.message.split("at call ")[1].split()[0]) for f in found) == list(range(1, 11))
     assert all(f.advisory and f.witness is not None for f in found)
     # The report keeps one finding per pair of source lines: one race, one mismatch warning.
     report = check_loaded(loaded, Options(explore_first=0))
@@ -419,10 +419,10 @@ def test_where_executions_disagree_differently_the_kinds_that_differ_are_reporte
 
     options = Options(exhaustive=True) if engine == "exhaustive" else Options(explore_first=0)
     findings, _ = find(load_text(KIND_OVER_SIZE).program, options)
-    found = {f.message.split(":")[0][-len("position 0 of comm `w`"):]: f for f in findings
+    found = {f.message.split(":")[0][-len("call 1 of comm `w`"):]: f for f in findings
              if f.kind is FindingKind.COLLECTIVE_MISMATCH}
-    assert sorted(found) == ["position 0 of comm `w`", "position 1 of comm `w`"]
-    second = found["position 1 of comm `w`"]
+    assert sorted(found) == ["call 1 of comm `w`", "call 2 of comm `w`"]
+    second = found["call 2 of comm `w`"]
     assert "allreduce" in second.message and "broadcast" in second.message
     assert severity(second) == 3 and "kind" in second.detail["differ"]
 

@@ -206,19 +206,92 @@ ELEMENT_SPECS = {
 def test_expect_on_each_element_that_instances_of_one_finding_cover(run, tmp_path, case, engine):
     """One finding stands for every loop or thread-array instance of its statements; an
     expectation on any element one of them races on (or uses dead) is met, in every engine,
-    and one on an element none touches is not."""
+    but the finding passes only once every element it touches is expected, as the unrolled
+    program's findings would each need their own line; one on an element none touches is
+    not met."""
     import json
 
     kind = "use-after-free" if "freed" in case else "race"
-    for element, met in (("y[0]", True), ("y[1]", True)):
-        spec = tmp_path / "t.sched"
+    spec = tmp_path / "t.sched"
+    for element, other in (("y[0]", "y[1]"), ("y[1]", "y[0]")):
         spec.write_text(ELEMENT_SPECS[case] + f"expect {kind} on {element}\n")
         status, out, _ = run("check", *engine, "--format", "json", spec)
         result = json.loads(out)["files"][0]
-        assert (status == 0) is met, (element, [f["message"] for f in result["findings"]], result["diagnostics"])
+        assert status == 1 and not [d for d in result["diagnostics"] if d["code"] == "SP401"], result
+        (failing,) = [f for f in result["findings"] if not f["expected"]]
+        assert failing["detail"]["not_expected"] == [other], failing
+    spec.write_text(ELEMENT_SPECS[case] + f"expect {kind} on y[0]\nexpect {kind} on y[1]\n")
+    status, out, _ = run("check", *engine, "--format", "json", spec)
+    assert status == 0, json.loads(out)["files"][0]["findings"]
     if case == "loop":  # an element no instance touches
         spec.write_text(ELEMENT_SPECS[case].replace("y[2]", "y[3]") + "expect race on y[2]\nexpect race on y[0]\n")
         assert run("check", *engine, spec)[0] == 1
+
+
+CHOSEN_IN_A_LOOP = """device d
+buffer x[2] 4KiB on d
+stream s1 on d
+stream s2 on d
+event ev
+thread main {
+  for i in 0..2 {
+    s1: kernel a writes x[i]
+    choose {
+      s1: record ev
+      s2: wait ev
+    } or {
+      host skip
+    }
+    s2: kernel b reads x[i]
+    sync all
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("engine", [(), ("--exhaustive",)], ids=["default", "exhaustive"])
+def test_a_finding_in_several_branch_combinations_names_every_element_they_race_on(run, tmp_path, engine):
+    """Each iteration races where it skips the wait: the combinations race on x[0], on x[1]
+    or on both, and the finding kept from the first names both elements."""
+    import json
+
+    spec = tmp_path / "t.sched"
+    for expected, status in (("x[0]", 1), ("x[1]", 1), ("x[0]\nexpect race on x[1]", 0), ("x", 0)):
+        spec.write_text(CHOSEN_IN_A_LOOP + f"expect race on {expected}\n")
+        code, out, _ = run("check", *engine, "--format", "json", spec)
+        result = json.loads(out)["files"][0]
+        (race,) = result["findings"]
+        assert sorted(race["elements"]) == ["x[0]", "x[1]"] and code == status, result
+        assert not [d for d in result["diagnostics"] if d["code"] == "SP401"]
+
+
+TENSORS_SHARING_A_BLOCK = """device gpu { runtime cuda }
+tensor a 32MiB on gpu
+tensor b 32MiB on gpu
+stream s on gpu
+stream s2 on gpu
+thread main {
+  s: alloc a
+  s: kernel ka writes a
+  sync s
+  free a
+  s: alloc b
+  s: kernel kb writes b
+  s2: kernel kb2 reads b
+  sync all
+}
+"""
+
+
+@pytest.mark.parametrize("tensor, met", [("b", True), ("a", False)])
+def test_an_expectation_on_a_tensor_is_not_met_by_a_race_of_the_tensor_after_it_in_its_block(tensor, met):
+    """`b` gets the block `a` had; the race is between two uses of `b`, which `expect race on
+    a` does not ask for."""
+    from checker.analyze import check_loaded
+
+    report = check_loaded(loaded(TENSORS_SHARING_A_BLOCK + f"expect race on {tensor}\n"))
+    unmet = [d for d in report.diagnostics if d.code is Code.SP401]
+    assert report.passed is met and (not unmet) is met, (report.findings, report.diagnostics)
 
 
 def test_an_element_only_undecided_instances_may_race_on_is_undecided_not_unmet():

@@ -127,6 +127,11 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True, al
     elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair "
                    "(the same lines, repeated by loops or thread arrays)")
+    left = finding.detail.get("not_expected")
+    if left:
+        named = ", ".join(f"`{escape(m)}`" for m in left)
+        out.append(f"  = {_style('note', 'help')}: an `expect` line asks for this finding on some of its memories, "
+                   f"not on {named}, which it also touches: those fail the check")
     for item in finding.stuck[:STUCK_SHOWN]:
         statement = program.statements[item.statement]
         loops = loop_text(statement.bindings)
