@@ -599,6 +599,9 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
         for variant in (v for v in variants if not v.races_only):
             left = max(0.0, options.budget - (time.monotonic() - began))
             makespan_diagnostics, makespan_findings = _makespan_checks(variant, replace(options, budget=left))
+            if len(variants) > 1 and variant.variant:  # (each combination of branches must meet the bound)
+                makespan_diagnostics = [replace(d, message=f"{d.message} (when {variant.variant})")
+                                        if d.code is Code.SP401 else d for d in makespan_diagnostics]
             diagnostics += [d for d in makespan_diagnostics if d not in diagnostics]
             findings += makespan_findings
     undecided: list[int] = []

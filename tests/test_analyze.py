@@ -2282,3 +2282,23 @@ def test_a_hang_of_two_comms_crossed_through_stream_syncs_is_told_the_order():
     assert deadlock.help.endswith("in opposite orders; issue the collectives of every comm in the same order on "
                                   "every rank"), deadlock.help
     assert "not the device" not in deadlock.help
+
+
+def test_an_unmet_makespan_under_choose_names_the_combination_that_misses_it():
+    text = """device d { compute 1 }
+buffer x 1MiB on d
+stream s1 on d
+thread main {
+  choose {
+    s1: kernel fast writes x 1ms
+  } or {
+    s1: kernel slow writes x 5ms
+  }
+  sync s1
+}
+expect makespan <= 2ms
+"""
+    report = check_loaded(load_text(text, "spec.sched"), Options())
+    (unmet,) = [d for d in report.diagnostics if d.code.value == "SP401"]
+    assert unmet.message.endswith("(when line 5: branch 2 of 2)"), unmet.message
+    assert not report.passed

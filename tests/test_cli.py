@@ -616,3 +616,14 @@ def test_a_full_disk_on_standard_output_is_an_environment_error_not_a_bug():
                                str(SPECS / "bug_missing_wait.sched")], stdout=full, stderr=subprocess.PIPE, text=True)
     assert done.returncode == 2
     assert done.stderr == "streamproof: error: cannot write standard output: No space left on device\n"
+
+
+def test_a_loop_race_names_its_elements_and_those_no_expectation_asks_for(run, tmp_path):
+    spec = tmp_path / "loop.sched"
+    spec.write_text("device d\nbuffer x[3] 1MiB on d\nstream s1 on d\nstream s2 on d\nthread t {\n"
+                    "  for i in 0..3 {\n    s1: kernel a writes x[i]\n    s2: kernel b reads x[i]\n  }\n}\n"
+                    "expect race on x[1]\n")
+    status, out, _ = run("check", spec)
+    assert status == 1 and "SP401" not in out, out
+    assert "= note: the memories it touches: `x[0]`, `x[1]`, `x[2]` (`elements` in `--format json`)" in out
+    assert "= note: no `expect` line asks for it on `x[0]`, `x[2]`, so it fails the check there" in out

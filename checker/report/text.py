@@ -103,6 +103,10 @@ def _timeline(program: Program, finding: Finding, limit: int = 10) -> list[str]:
     return out
 
 
+ELEMENTS_SHOWN = 8
+"""Elements of one finding named in its note; JSON lists every one."""
+
+
 def render_finding(report: FileReport, finding: Finding, frames: bool = True, allow_unknown: bool = False) -> list[str]:
     """A finding's block of lines; without `frames`, its first line alone. An unknown answer
     is an error, as it fails the file, unless `--allow-unknown` lets it pass."""
@@ -127,11 +131,16 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True, al
     elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair "
                    "(the same lines, repeated by loops or thread arrays)")
+    if len(finding.elements) > 1:
+        shown = ", ".join(f"`{escape(m)}`" for m in finding.elements[:ELEMENTS_SHOWN])
+        more = f" and {len(finding.elements) - ELEMENTS_SHOWN:,} more" if len(finding.elements) > ELEMENTS_SHOWN else ""
+        out.append(f"  = {_style('note', 'help')}: the memories it touches: {shown}{more} "
+                   "(`elements` in `--format json`)")
     left = finding.detail.get("not_expected")
     if left:
         named = ", ".join(f"`{escape(m)}`" for m in left)
-        out.append(f"  = {_style('note', 'help')}: an `expect` line asks for this finding on some of its memories, "
-                   f"not on {named}, which it also touches: those fail the check")
+        out.append(f"  = {_style('note', 'help')}: no `expect` line asks for it on {named}, "
+                   "so it fails the check there")
     for item in finding.stuck[:STUCK_SHOWN]:
         statement = program.statements[item.statement]
         loops = loop_text(statement.bindings)
