@@ -626,7 +626,11 @@ def check_loaded(loaded: Loaded, options: Options = Options(),
             undecided.append(number)  # shown neither way: what is not found may be in what is unknown
         elif not met:
             what = expectation.kind.value + (f" on {expectation.buffer}" if expectation.buffer else "")
-            diagnostics.append(error(Code.SP401, f"expectation not met: `expect {what}`", expectation.span,
+            said = f"`expect {what}`"
+            written = " ".join(loaded.source[expectation.span.start:expectation.span.end].split())
+            if written.startswith("expect ") and "\\" not in written and written != f"expect {what}":
+                said = f"`{written}` (`expect {what}`)"  # (an alias: as written, then as meant)
+            diagnostics.append(error(Code.SP401, f"expectation not met: {said}", expectation.span,
                                      "not met", help=_unmet_help(expectation.kind, diagnostics, expectation.buffer)))
     for index, memories in covered.items():
         finding = findings[index]
@@ -670,7 +674,7 @@ def _unmet_help(kind: ExpectKind, diagnostics=(), buffer: str | None = "") -> st
         return ("no execution deadlocks as written: two members of a comm share a device (warning SP059 above), "
                 "which NCCL and HCCL refuse or hang on; give each rank its own device, or drop the expectation "
                 "if the hang was fixed")
-    on = " on this buffer" if buffer else ""
+    on = "" if not buffer else " on this element" if "[" in buffer else " on this buffer"
     return {
         ExpectKind.RACE: f"no execution races{on}; drop the expectation if the race was fixed",
         ExpectKind.DEADLOCK: "no execution deadlocks; drop the expectation if the hang was fixed",

@@ -750,10 +750,11 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a title is a quoted string: `spec \"TITLE\"`": [
         "spec title\n", "spec\n",
     ],
-    "expect one of: `no race`, `race [on BUFFER]`, `no deadlock`, `deadlock`, `no use-after-free`, `use-after-free [on BUFFER]`, `makespan <= DURATION`": [
+    "expect one of: `no race`, `race [on BUFFER]`, `no deadlock`, `deadlock`, `no use-after-free`, `use-after-free [on BUFFER]`, `no mismatch`, `mismatch`, `makespan <= DURATION` (BUFFER: a buffer, an element `x[1]`, an alias or a tensor, with no byte range; the `no` forms take no `on`)": [
         "expect nothing\n", "expect\n", "expect no races\n", "expect no\n", "expect race x\n",
         "expect race on\n", "expect makespan < 3ms\n", "expect makespan\n", "expect use-after-free x\n",
-        "expect deadlock on x\n", "expect makespan <= 3ms on x\n",
+        "expect deadlock on x\n", "expect makespan <= 3ms on x\n", "expect no race on x\n",
+        "expect race on x[1][0:64]\n", "expect race on x[0:64]\n", "expect mismatch on x\n",
     ],
     "statements belong inside a `thread NAME { ... }` block": [
         prefix + statement for prefix in _TOP for statement in (
@@ -1049,6 +1050,12 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput, text_end: 
     at = token.start_pos if isinstance(token, Token) and token.start_pos is not None else len(text)
     shown = len(token) if isinstance(token, Token) and token.type != "_NL" else 0
     message = _fitting(_safe_example_message(exc), text, at + shown)
+    line_start = text.rfind("\n", 0, at) + 1
+    if re.match(r"[ \t]*expect\b", text[line_start:at]) and _depth_at(text, line_start) > 0:
+        column = line_start + len(text[line_start:at]) - len(text[line_start:at].lstrip())
+        return error(Code.SP002, "`expect` lines go at the top level, outside every `thread` block",
+                     _span_at(text, column, len("expect")), "inside a block",
+                     help="move the line after the thread's closing `}`")
     if isinstance(token, Token) and str(token) == "/" and text.startswith(("//", "/*"), token.start_pos or 0):
         return _c_comment(text, token.start_pos)
     values = getattr(getattr(exc, "state", None), "value_stack", None) or [None]

@@ -2302,3 +2302,12 @@ expect makespan <= 2ms
     (unmet,) = [d for d in report.diagnostics if d.code.value == "SP401"]
     assert unmet.message.endswith("(when line 5: branch 2 of 2)"), unmet.message
     assert not report.passed
+
+
+def test_an_unmet_expectation_on_an_alias_quotes_the_line_as_written_and_as_meant():
+    text = ("device d\nbuffer arena 1MiB on d\nalias q = arena[0:4KiB]\nstream s on d\nthread t {\n"
+            "  s: kernel k writes q\n}\nexpect race  on q\nexpect race on arena\n")
+    report = check_loaded(load_text(text, "spec.sched"), Options())
+    assert [d.message for d in report.diagnostics if d.code.value == "SP401"] == [
+        "expectation not met: `expect race on q` (`expect race on arena`)",
+        "expectation not met: `expect race on arena`"]

@@ -1127,3 +1127,23 @@ def test_habits_of_cuda_and_pytorch_programmers_get_the_statement_to_write(sourc
 ])
 def test_a_host_statement_after_a_stream_or_a_collective_without_its_comm_is_named(statement, message):
     assert only_error(thread(statement)).message == message
+
+
+@pytest.mark.parametrize("line, message", [
+    ("expect no race on x", "expect one of:"),
+    ("expect race on x[1][0:64]", "with no byte range"),
+    ("expect mismatch on x", "`no mismatch`, `mismatch`"),
+])
+def test_an_expectation_of_no_form_lists_every_form(line, message):
+    loaded = load_text("device d\nbuffer x[2] 1MiB on d\nstream s on d\nthread t {\n  s: kernel k writes x[0]\n}\n"
+                       + line + "\n", "t.sched")
+    (diagnostic,) = loaded.diagnostics
+    assert diagnostic.code is Code.SP002 and message in diagnostic.message, diagnostic.message
+
+
+def test_an_expectation_inside_a_thread_is_told_to_go_to_the_top_level():
+    loaded = load_text("device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: kernel k writes x\n"
+                       "  expect no race\n}\n", "t.sched")
+    (diagnostic,) = loaded.diagnostics
+    assert diagnostic.message == "`expect` lines go at the top level, outside every `thread` block"
+    assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (6, 3)
