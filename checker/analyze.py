@@ -558,7 +558,10 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
     for key, finding in keyed:
         if not base <= set(seen[key]):
             label = variants[finding.variant].variant
-            finding = replace(finding, message=f"{finding.message} (when {label})",
+            having = len(base & set(seen[key]))
+            when = (f"when {label}" if having <= 1 else
+                    f"in {having} of the {len(base)} branch combinations, as when {label}")
+            finding = replace(finding, message=f"{finding.message} ({when})",
                               detail={**finding.detail, "variant": label})
         findings.append(finding)
     if unchecked:
