@@ -58,8 +58,7 @@ def worker_context():
 
 def _worker_start() -> None:
     """A forked worker dies of SIGTERM, as processes do by default: the handler it inherits
-    (`checker.cli`'s, which turns the signal into an exception to stop the pool) is the
-    parent's."""
+    (`checker.cli`'s, which stops the workers and the command) is the parent's."""
     import signal
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
