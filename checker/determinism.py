@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from checker.collectives import interleaved_comms
 from checker.ir import Op, Program, StreamMode, SyncKind
 
 MAX_CLOCK_ENTRIES = 5_000_000
@@ -33,6 +34,12 @@ def nondeterminism(program: Program) -> str | None:
     problem = _handoff_problem(program)
     if problem is not None:
         return problem
+    shared_calls = interleaved_comms(program)
+    if shared_calls:
+        # (a rank's calls enqueued by two threads on streams of their own, as a `one_in_flight`
+        # comm allows: which of them meet depends on the enqueue order, which `Program.groups`
+        # does not follow; two threads on one stream are caught below, as a shared stream)
+        return f"two threads issue one rank's calls of comm `{program.comms[min(shared_calls)].name}`"
     order = _order(program)
     if order is None:
         return "its threads hand off to each other in a circle"

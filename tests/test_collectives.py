@@ -498,3 +498,53 @@ def test_a_side_stream_call_on_a_tensor_races_as_on_a_buffer(memory):
 
         report = check_loaded(load_text(text), Options(**options))
         assert [f.buffer for f in report.findings if f.kind is FindingKind.RACE] == ["x"], report.findings
+
+
+# -- one rank's calls of a `one_in_flight` comm from two threads -----------------------------
+
+ONE_RANK_TWO_THREADS = """device gpu[2] { RUNTIME }
+buffer g[2] 4MiB on gpu
+buffer h[2] 8MiB on gpu
+stream main[2] on gpu
+stream side[2] on gpu
+comm world = { main } one_in_flight
+notify n
+thread a {
+  AWAIT
+  main[0]: allreduce world g[0] 1us
+}
+thread b {
+  side[0]: allgather world h[0] <- g[0] 1us
+  notify n
+}
+thread r1 {
+  main[1]: allreduce world g[1] 1us
+  main[1]: allgather world h[1] <- g[1] 1us
+}
+"""
+
+
+@pytest.mark.parametrize("engine", [{}, {"explore_first": 0}, {"exhaustive": True}],
+                         ids=["default", "solver", "exhaustive"])
+@pytest.mark.parametrize("runtime", ["runtime cuda", "runtime cann"])
+@pytest.mark.parametrize("handed", [True, False], ids=["b first", "unordered"])
+def test_one_rank_s_calls_from_two_threads_meet_by_enqueue_order_in_every_engine(engine, runtime, handed):
+    """Thread b's allgather is rank 0's first call when b goes first (always, after the
+    hand-off): it meets rank 1's allreduce, a mismatch. The fast path took the calls in
+    program order (a's first) and the exhaustive search's reduction took a's enqueue alone,
+    so both missed it; the solver's witness did not replay under CANN (SP402)."""
+    from checker.analyze import Options
+
+    spec = ONE_RANK_TWO_THREADS.replace("RUNTIME", runtime).replace("AWAIT", "await n" if handed else "")
+    report = check_loaded(load_text(spec, "spec.sched"), Options(**engine))
+    codes = {f.code.value for f in report.findings}
+    assert "SP202" in codes and "SP101" in codes, (codes, report.diagnostics)
+    assert not [d for d in report.diagnostics if d.code.value == "SP402"], report.diagnostics
+
+
+def test_a_rank_s_calls_issued_by_two_threads_make_the_program_nondeterministic():
+    from checker.determinism import nondeterminism
+
+    program = load_text(ONE_RANK_TWO_THREADS.replace("RUNTIME", "runtime cuda").replace("AWAIT", "await n"),
+                        "spec.sched").program
+    assert nondeterminism(program) == "two threads issue one rank's calls of comm `world`"

@@ -69,8 +69,12 @@ class Reduction:
             launch_visible = bool(machine.launch_life[i] or machine.launch_touch[i]
                                   or machine.block_allocs[i]  # (or before a block's alloc,
                                   or machine.tensor_frees[i])  # or after its own free)
+            # A call of an interleaved comm takes the next position of its class when it is
+            # enqueued: another thread's call of the class (on a stream of its own, as a
+            # `one_in_flight` comm's off-member calls are) depends on which goes first.
             if (plain_device[st.device] and issuers[s] == {t} and syncers[s] <= {t}
-                    and (st.event is None or event_users[st.event] == {t}) and not launch_visible):
+                    and (st.event is None or event_users[st.event] == {t}) and not launch_visible
+                    and machine.call_class[i] < 0):
                 safe_issue[i] = True
             if i in events:
                 safe_complete[i] = not p.events[st.event].flag or st.event not in reset_events
