@@ -124,9 +124,11 @@ def _meaning(statement: Statement) -> tuple:
     return _renamed(statement, _IDENTITY)
 
 
-def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
+def _declarations_kept(program: Program, renaming: _Renaming, users: dict[tuple[str, int], list[int]]) -> bool:
     """Whether every renamed stream, event and buffer keeps what its declaration says, and
-    nothing whose meaning hangs on its position is renamed."""
+    nothing whose meaning hangs on its position is renamed. A stream or buffer no statement
+    names (a per-rank declaration the program never uses) changes no execution, so it need
+    not follow its device."""
     fixed_streams = {m.pool for m in program.memories if m.pool is not None}
     for comm in program.comms:  # a communicator's members may only trade places among themselves
         if {renaming("stream", s) for s in comm.members} != set(comm.members):
@@ -140,6 +142,8 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
         if (a.engines, a.launch, a.queues, a.runtime) != (b.engines, b.launch, b.queues, b.runtime):
             return False
     for a in program.streams:  # every stream: one left in place stays on its device
+        if ("stream", a.index) not in users and a.index not in fixed_streams:
+            continue
         b = program.streams[renaming("stream", a.index)]
         if a is not b and (a.index in fixed_streams or b.index in fixed_streams):
             return False
@@ -147,6 +151,8 @@ def _declarations_kept(program: Program, renaming: _Renaming) -> bool:
                 != (b.device, b.priority, b.mode, b.queue, b.context):
             return False
     for a in program.memories:
+        if ("memory", a.index) not in users and not a.owners and a.pool is None and a.comm is None:
+            continue
         b = program.memories[renaming("memory", a.index)]
         if a is not b and (a.owners or b.owners or a.pool is not None or b.pool is not None):
             return False
@@ -240,7 +246,7 @@ def _swap(program: Program, pairs: list[tuple[int, int]], users: dict[tuple[str,
             if source != target:
                 touched.update(users.get((kind, source), ()))
     outside = min((statements[i].thread for i in touched if i not in image), default=None)
-    if not _declarations_kept(program, renaming):
+    if not _declarations_kept(program, renaming, users):
         return None, len(image), outside
     for index in sorted(touched):
         if _renamed(statements[index], renaming) != _meaning(statements[image.get(index, index)]):

@@ -278,8 +278,10 @@ def test_devices_that_differ_are_not_swapped(change):
 
 
 def test_a_stream_left_in_place_must_stay_on_its_device():
-    # s2 on d0 is used by neither copy, and would have to move to d1 with d0.
-    text = PER_DEVICE.replace("stream s1 on d1", "stream s1 on d1\nstream s2 on d0 legacy")
+    # s2 on d0 is used by neither copy but by a third thread, and would have to move to d1
+    # with d0. (Used by nothing, it changes no execution: see the per-rank declarations.)
+    text = PER_DEVICE.replace("stream s1 on d1", "stream s1 on d1\nstream s2 on d0 legacy") + (
+        "thread t2 {\n  s2: kernel z 1ms\n}\n")
     assert symmetries(program_of(text)) == ()
 
 
@@ -610,3 +612,15 @@ def test_ranks_whose_threads_share_a_comm_stream_keep_their_findings(copies, dat
     if search.complete and not any(f.kind is FindingKind.UNKNOWN for f in with_symmetry):
         assert any(f.kind is FindingKind.DEADLOCK for f in with_symmetry) == bool(search.deadlocks)
         assert sum(f.kind is FindingKind.COLLECTIVE_MISMATCH for f in with_symmetry) == len(search.mismatches)
+
+
+@pytest.mark.parametrize("unused", ["buffer spare[2] 1MiB on gpu", "stream idle[2] on gpu legacy",
+                                    "stream c[2] on gpu\ncomm unused = { c }", ""])
+def test_a_per_rank_declaration_no_statement_names_keeps_the_ranks_symmetric(unused):
+    """Ranks swap with their devices; a stream or buffer of each device that nothing uses
+    changes no execution, so it must not stop the swap (it did: no symmetry was found)."""
+    spec = (f"device gpu[2]\nbuffer x[2] 1MiB on gpu\nstream s[2] on gpu\nstream t[2] on gpu\n{unused}\n"
+            "thread rank[2] {\n  s[rank]: kernel a writes x[rank] 1ms\n  t[rank]: kernel b reads x[rank] 1ms\n}\n")
+    program = program_of(spec)
+    assert [s.threads for s in symmetries(program)] == [(0, 1)]
+    _same_with_and_without_symmetries(program)
