@@ -3172,6 +3172,12 @@ class _Lowerer:
             memory.comm is not None and memory.buffer == ref.name.text for memory in self.memories)
         if in_flight:  # (races on its ranks' state: two calls of a rank at once)
             buffer = ref.name.text
+        elif ref is not None and (ref.index is not None or ref.member is not None) and any(
+                memory.comm is not None and memory.buffer == ref.name.text for memory in self.memories):
+            raise SpecError(error(Code.SP012, f"`{ref.name.text}` is a `one_in_flight` comm: an expectation names "
+                                              "it whole, not one rank or one element of it", ref.span, "one part",
+                                  help=f"write `expect race on {ref.name.text}`: it is met by a race on any rank's "
+                                       "state"))
         elif ref is not None:
             entity = self.lookup(ref.name, *self.memory_kinds())
             if ref.index is not None or ref.member is not None:  # one element of an array

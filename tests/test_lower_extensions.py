@@ -2014,3 +2014,11 @@ def test_a_cuda_free_of_memory_other_threads_allocate_both_ways_is_checked_both_
     # one thread allocating it one way alone decides, as before
     alone = spec.replace("  s: alloc x\n", "")
     assert not any("cudaFree" in p.variant for p in loaded(alone).variants)
+
+
+def test_an_expectation_on_one_rank_of_a_one_in_flight_comm_says_to_name_the_comm():
+    text = ("device d\nbuffer x 1MiB on d\nstream s[2] on d\ncomm car = { s } one_in_flight\nthread t {\n"
+            "  s[0]: allreduce car x\n}\nexpect race on car[0]\n")
+    (diagnostic,) = [d for d in load_text(text, "t.sched").diagnostics if d.code is Code.SP012]
+    assert diagnostic.message.startswith("`car` is a `one_in_flight` comm: an expectation names it whole")
+    assert "`expect race on car`" in diagnostic.help
