@@ -23,11 +23,15 @@ BUFFER_SIZE = 4 * KIB
 
 
 @st.composite
-def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy: bool = False) -> str:
+def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy: bool = False,
+          in_flight: bool = False) -> str:
     """One valid spec, as text. Unless `shared_comms`, each comm member stream gets its calls
     from one thread only; with it, two threads may enqueue calls onto one stream, which then
     meet in enqueue order (an interleaved comm). `comm_heavy`: half the statements drawn are
-    comm calls, so that such groups form often."""
+    comm calls, so that such groups form often. `in_flight`: the comms are `one_in_flight`,
+    and their collectives go on any stream of the member's device (the library takes the
+    stream per call), so two threads' calls of one rank meet by enqueue order on streams of
+    their own."""
     two_devices = draw(st.booleans())
     devices = ["d0", "d1"] if two_devices else ["d0"]
     lines: list[str] = []
@@ -70,9 +74,18 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
     lines.append("notify n")
     shared_device = not two_devices and draw(st.integers(0, 3)) == 0
     comm_members = stream_names[:2] if two_devices or shared_device else stream_names[:1]
-    lines.append(f"comm c = {{ {', '.join(comm_members)} }}")
+    flight = " one_in_flight" if in_flight else ""
+    lines.append(f"comm c = {{ {', '.join(comm_members)} }}{flight}")
     if comm_heavy:  # a second comm on the same streams: groups of two comms may cross
-        lines.append(f"comm g = {{ {', '.join(comm_members)} }}")
+        lines.append(f"comm g = {{ {', '.join(comm_members)} }}{flight}")
+    device_of = dict(streams)
+
+    def on_its_device(member: str) -> str:
+        """The stream a call of `member`'s rank goes on: the member, or under `in_flight`
+        any stream of its device."""
+        if not in_flight:
+            return member
+        return draw(st.sampled_from([name for name, device in streams if device == device_of[member]]))
 
     # `a` is drawn most often, so that accesses conflict and orderings matter.
     device_memory = ["a", "a", "a", "b", "arr[0]", "arr[1]", "head", "a[1KiB:3KiB]",
@@ -126,7 +139,7 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
         buffers = device_access(loop_var)
         if draw(st.booleans()):
             buffers = f"{device_access(loop_var)} <- {device_access(loop_var)}"
-        return f"{member}: {kind} c{root} {buffers}{duration()}"
+        return f"{on_its_device(member)}: {kind} c{root} {buffers}{duration()}"
 
     def call(kind: str, stream: str, loop_var: str | None) -> str:
         """An allreduce, send or recv on a comm member this thread may call on."""
@@ -135,9 +148,9 @@ def specs(draw, max_statements: int = 11, shared_comms: bool = False, comm_heavy
             return f"{stream}: kernel k{rw(loop_var)}{duration()}"
         member = claim(draw(st.sampled_from(allowed)))
         if comm_heavy and kind == "allreduce" and draw(st.booleans()):
-            return f"{member}: allreduce g {device_access(loop_var)}{duration()}"
-        if kind == "allreduce" or len(comm_members) == 1:
-            return f"{member}: allreduce c {device_access(loop_var)}{duration()}"
+            return f"{on_its_device(member)}: allreduce g {device_access(loop_var)}{duration()}"
+        if kind == "allreduce" or len(comm_members) == 1 or in_flight:
+            return f"{on_its_device(member)}: allreduce c {device_access(loop_var)}{duration()}"
         other = comm_members[1] if member == comm_members[0] else comm_members[0]
         other = draw(st.sampled_from([other, other, other, member]))  # own stream: SP057, meets only in a group
         if kind == "send":

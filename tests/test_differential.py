@@ -139,6 +139,15 @@ def test_groups_formed_by_enqueue_order_agree_with_explorer(text: str) -> None:
     _agree_or_save(text)
 
 
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(shared_comms=True, comm_heavy=True, in_flight=True))
+def test_one_in_flight_calls_on_streams_of_their_own_agree_with_explorer(text: str) -> None:
+    """A `one_in_flight` comm's calls go on any stream of the rank's device, so two threads'
+    calls of one rank meet by enqueue order without sharing a stream: the explorer's
+    reduction, the fast path's groups and the solver's must all follow that order."""
+    _agree_or_save(text)
+
+
 LOOPS = {
     # each iteration's kernel on b reads a buffer that a frees and allocates again
     "freeing": FREEING_LOOP.replace("..N", "..3"),
