@@ -574,13 +574,22 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
             "raise --budget, or give the spec fewer `choose` combinations",
             (), {"reason": "budget", "unchecked": labels}))
     if variants[0].timings_left:
-        left = variants[0].timings_left
+        left, past_size = variants[0].timings_left, variants[0].timings_past_size
+        why = []
+        if left > past_size:
+            why.append(f"a program gets them for the first {MAX_RELEASES} frees of tensors recorded on other streams "
+                       "whose work its thread does not wait for before allocating again (a loop's later iterations "
+                       "are past that)")
+        if past_size:
+            why.append(f"past {MAX_VARIANTS} such programs in all, or the statements they unroll to")
         findings.append(messages.unknown(
             f"{left} program{'s' if left > 1 else ''} of the caching allocator's timing (a block recorded on "
             f"other streams handed back once their work is done) {'were' if left > 1 else 'was'} not checked: "
-            f"past the limit of {MAX_RELEASES} such programs per program of the spec and {MAX_VARIANTS} in all, "
-            "or of the statements they unroll to",
-            "free fewer recorded tensors, give the spec fewer `choose` combinations, or raise --max-statements",
+            + "; and ".join(why),
+            "have the thread wait for the recorded streams before its next allocation from the pool (`sync STREAM` "
+            "after the free: the block is then surely back, and needs no program of its own), or free fewer "
+            "recorded tensors" + (", give the spec fewer `choose` combinations, or raise --max-statements"
+                                  if past_size else ""),
             (), {"reason": "limit", "about": "race"}))
     return findings, internal
 

@@ -544,6 +544,9 @@ class Program:
     timings_left: int = 0
     """Programs of the allocator's timing that the limits left out (on a spec's first
     program): their races are not checked, which the checker reports as unknown."""
+    timings_past_size: int = 0
+    """Of those, the ones left out for the statements they unroll to or past the spec's
+    count of programs (the others: past the frees one program gets timings for)."""
     exact_durations: tuple[tuple[int, Fraction], ...] = ()
     """(statement, duration in ns) where the statement's whole nanoseconds round it up."""
     exact_launches: tuple[tuple[int, Fraction], ...] = ()

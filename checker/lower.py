@@ -1089,7 +1089,7 @@ class _Lowerer:
         programs: list[Program] = []
         prefix: list[int] = []
         lowered = timed = 0
-        timings_left = 0
+        timings_left = past_size = 0
         while True:
             program = self.run(prefix, cuda_sync_first=False)
             if self.errors:
@@ -1132,6 +1132,7 @@ class _Lowerer:
                         or sum(p.races_only for p in programs) >= MAX_VARIANTS:
                     del self.errors[errors:]  # (an extra program the limits leave out: said, not an error)
                     timings_left += 1
+                    past_size += 1
                     continue
                 timed += len(reused.statements)
                 programs.append(replace(reused, variant="; ".join(labels + cuda + [label]), races_only=True))
@@ -1143,7 +1144,7 @@ class _Lowerer:
         if base > MAX_VARIANTS:
             self.too_many(base)
         if timings_left:
-            programs[0] = replace(programs[0], timings_left=timings_left)
+            programs[0] = replace(programs[0], timings_left=timings_left, timings_past_size=past_size)
         return tuple(programs)
 
     def release_candidates(self) -> tuple[list[dict[int, tuple[int, tuple[int, ...]]]],

@@ -1277,6 +1277,7 @@ def test_timing_programs_past_the_limit_are_an_unknown():
     unknown = [f for f in check_loaded(loaded).findings if f.kind.value == "unknown"]
     assert [f.detail["reason"] for f in unknown] == ["limit"]
     assert unknown[0].message.startswith("1 program of the caching allocator's timing")
+    assert loaded.variants[0].timings_past_size == 1 and "raise --max-statements" in unknown[0].help
 
 
 def test_a_timing_program_is_no_run_and_its_races_meet_expectations():
@@ -1929,6 +1930,9 @@ def test_allocator_timings_past_four_per_program_are_reported_unknown():
     assert result.program.timings_left == 1 and sum(p.races_only for p in result.variants) == 4
     unknown = [f for f in check_loaded(result).findings if f.kind is FindingKind.UNKNOWN]
     assert len(unknown) == 1 and "1 program of the caching allocator's timing" in unknown[0].message
+    # (past the frees one program gets timings for: no statement limit to raise)
+    assert result.program.timings_past_size == 0 and "--max-statements" not in unknown[0].help
+    assert "first 4 frees" in unknown[0].message and "`sync STREAM`" in unknown[0].help
 
 
 @pytest.mark.parametrize("text, codes, race", [
