@@ -368,3 +368,30 @@ def test_a_deadlocked_optimize_claims_no_optimum():
     assert item["schedules"] == {"program": None, "bound": None}
     assert [item["solver"][kind]["proved_by"] for kind in ("program", "bound")] == [None, None]
     validator("optimize").validate(output)
+
+
+def test_a_long_witness_keeps_every_step_and_describes_the_last_thousand():
+    """A race after a loop of 400 ordered iterations: its witness issues every statement of the
+    loop first; its timeline describes the last 1,000 steps, which the schema allows."""
+    import tempfile
+
+    from checker.report.json import TIMELINE_STEPS
+
+    text = ("device d { compute 2 }\nbuffer x 1KiB on d\nbuffer y 1KiB on d\nstream a on d\nstream b on d\n"
+            "event e\nthread t {\n  for i in 0..400 {\n    a: kernel w writes x 1us\n    a: record e\n"
+            "    b: wait e\n    b: kernel r reads x 1us\n  }\n  a: kernel late writes y 1us\n"
+            "  b: kernel later reads y 1us\n}\n")
+    with tempfile.TemporaryDirectory() as folder:
+        spec = Path(folder) / "long.sched"
+        spec.write_text(text, encoding="utf-8")
+        status, data = streamproof("check", "--format", "json", str(spec))
+    assert status == 1
+    errors = sorted(validator("check").iter_errors(data), key=str)
+    assert not errors, errors[:3]
+    witnesses = [f["witness"] for f in data["files"][0]["findings"] if f["witness"]]
+    long = [w for w in witnesses if len(w["steps"]) > TIMELINE_STEPS]
+    assert long, [len(w["steps"]) for w in witnesses]
+    for witness in witnesses:
+        cut = witness.get("timeline_from", 0)
+        assert len(witness["timeline"]) == len(witness["steps"]) - cut == min(len(witness["steps"]), TIMELINE_STEPS)
+        assert [[line["step"], line["statement"]] for line in witness["timeline"]] == witness["steps"][cut:]

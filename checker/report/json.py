@@ -39,6 +39,13 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict:
     return out
 
 
+TIMELINE_STEPS = 1_000
+"""Steps of a witness that its `timeline` describes, at most: the last ones (`timeline_from`
+says where they begin; `steps` keeps every step, for `replay`). A loop with a bug in each of
+its 50 iterations had 296 findings whose witnesses of thousands of steps each made 315 MB of
+JSON, six sevenths of it timelines."""
+
+
 def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int, str, dict]] | None = None) -> dict | None:
     """The witness and its timeline. `names`: statement -> (line, description, loop), filled as
     it goes and shared by the findings of one program (3,600 witnesses of 330 steps each
@@ -48,7 +55,11 @@ def witness_json(program: Program, finding: Finding, names: dict[int, tuple[int,
     names = {} if names is None else names
     out = finding.witness.to_json()
     timeline = out["timeline"] = []
-    for step in finding.witness.steps:
+    steps = finding.witness.steps
+    if len(steps) > TIMELINE_STEPS:
+        out["timeline_from"] = len(steps) - TIMELINE_STEPS
+        steps = steps[-TIMELINE_STEPS:]
+    for step in steps:
         named = names.get(step.statement)
         if named is None:
             statement = program.statements[step.statement]
