@@ -437,6 +437,8 @@ def _on_sigterm(signum, frame) -> None:
         child.join(timeout=2.0)
     for stream in (sys.stdout, sys.stderr):
         try:
+            if stream.isatty():  # (a progress display's line, and the cursor it hid)
+                stream.write("\r\x1b[2K\x1b[?25h")
             stream.flush()
         except (OSError, ValueError):
             pass
