@@ -74,7 +74,8 @@ def nondeterminism(program: Program) -> str | None:
         if device.queues is not None:  # (hardware queues and the legacy stream are per process)
             by_queue: dict[tuple, set[int]] = {}
             for s in used:
-                by_queue.setdefault((s.context, s.queue or 0), set()).update(users_stream[s.index])
+                if s.queue is not None:  # (a graph exec's streams take no hardware queue)
+                    by_queue.setdefault((s.context, s.queue), set()).update(users_stream[s.index])
             if any(len(users) > 1 for users in by_queue.values()):
                 return f"threads share a hardware queue of `{device.name}`"
         for context in {s.context for s in used if s.mode is StreamMode.LEGACY}:

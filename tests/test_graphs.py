@@ -910,3 +910,30 @@ def test_a_stream_named_only_by_a_graph_never_launched_is_not_unused():
             "thread t {\n  main: kernel r reads x\n  sync main\n}\n")
     warned = [d.message for d in load_text(text, "<graphs>").diagnostics if d.code.value == "SP051"]
     assert warned == ["graph `g` is never launched"], warned
+
+
+def test_a_graph_s_own_streams_share_no_hardware_queue_with_another_thread():
+    """A graph exec's streams take no hardware queue: a thread that launches one is not
+    judged to share queue 0 with a thread whose stream has it (the program stays on the fast
+    path)."""
+    from checker.determinism import nondeterminism
+
+    program = load_text("""device gpu { compute 2 queues 2 }
+buffer x 1MiB on gpu
+buffer y 1MiB on gpu
+stream other on gpu
+stream main on gpu
+graph step {
+  main: kernel k writes x 1us
+}
+thread a {
+  main: launch step
+  sync main
+}
+thread b {
+  other: kernel j writes y 1us
+  sync other
+}
+""", "t.sched").program
+    assert [(s.name, s.queue) for s in program.streams] == [("other", 0), ("main", 1), ("step.main", None)]
+    assert nondeterminism(program) is None
