@@ -423,6 +423,8 @@ def _lifetimes(order: HappensBefore, findings: list[Finding]) -> None:
 
     rank = {node: k for k, node in enumerate(order.order)}
     latest: dict[tuple, list[int]] = {}
+    for listed in frees.values():  # (of several frees a use may follow, the first to happen is named)
+        listed.sort(key=lambda entry: rank.get(entry[1], len(rank)))
 
     on_chains: dict[tuple, tuple[dict[int, tuple[list[int], list[int]]], list[int]]] = {}
 

@@ -577,3 +577,30 @@ def test_the_hand_off_order_of_a_long_chain_written_backwards():
     threads_in_order = list(dict.fromkeys(program.statements[i].thread for i in order))
     assert threads_in_order == list(range(threads - 1, -1, -1))
     assert nondeterminism(program) is None
+
+
+def test_a_use_after_several_frees_names_the_one_that_happens_first():
+    """Thread b frees z and hands over; thread a then uses z and frees it again. The use
+    follows both frees, and the fast path names the first, as the exhaustive search does
+    (it named a's own free, itself a double free)."""
+    from checker.analyze import Options, check_loaded
+    from checker.frontend import load_text
+
+    text = """device d
+buffer z 1MiB on d
+stream s on d
+notify n
+thread a {
+  await n
+  s: kernel k reads z
+  free z
+}
+thread b {
+  free z
+  notify n
+}
+"""
+    for options in (Options(), Options(exhaustive=True)):
+        report = check_loaded(load_text(text, "t.sched"), options)
+        used = [f.message for f in report.findings if f.kind is FindingKind.USE_AFTER_FREE]
+        assert "s: kernel k (line 7) can touch `z` after free z (line 11) freed it" in used, (options, used)
