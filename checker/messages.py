@@ -374,8 +374,9 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
         return (f"{said}: {_quoted(program, setter)} is set before that record, so move it after the record")
     later = (f"have `{program.threads[task.thread].name}` set a notify after the record (`notify N`) and "
              f"`{program.threads[host.thread].name}` `await N` before the sync")
-    handed = [i for i in program.threads[task.thread].statements if i < task.index
-              and program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None
+    own = program.threads[task.thread].statements
+    handed = [i for i in own[max(0, bisect_left(own, task.index) - STALE_SCAN):bisect_left(own, task.index)]
+              if program.statements[i].op is Op.NOTIFY and program.statements[i].stream is None
               and program.statements[i].notify in awaited]
     if not handed:
         return f"{said}: {later}"
@@ -383,8 +384,9 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
     # and the task reuses the memory too early (a staging buffer overwritten before it is read).
     host_thread, task_thread = program.threads[host.thread], program.threads[task.thread]
     def after(thread, statement: Statement, op: Op) -> list[Statement]:
-        later = thread.statements[bisect_right(thread.statements, statement.index):][:STALE_SCAN]
-        return [s for s in map(program.statements.__getitem__, later) if s.op is op and s.stream is None]
+        start = bisect_right(thread.statements, statement.index)
+        following = thread.statements[start:start + STALE_SCAN]
+        return [s for s in map(program.statements.__getitem__, following) if s.op is op and s.stream is None]
     freed = {s.notify for s in after(host_thread, host, Op.NOTIFY)}  # (what the host's thread sets after its access)
     late = next((s for s in after(task_thread, task, Op.AWAIT) if s.notify in freed), None)
     reuse = (f"{_quoted(program, late)} comes after it: move it before {_quoted(program, task)}" if late is not None else
