@@ -356,6 +356,13 @@ class Thread:
     its calls cover only the devices it has used)."""
 
 
+def loop_text(bindings: tuple[tuple[str, int], ...]) -> str:
+    """A statement's loop and let variables (`Statement.bindings`) as `show` prints them,
+    `[step=3 slot=1]`; empty outside loops. Reports and messages tell one iteration of a
+    line from another by it."""
+    return "[" + " ".join(f"{k}={v}" for k, v in bindings) + "]" if bindings else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Statement:
     """One lowered statement: a task on a stream, or a step of a host thread."""

@@ -3169,12 +3169,12 @@ class _Lowerer:
         kind = ExpectKind(decl.kind)
         buffer = None
         ref = decl.buffer
-        in_flight = ref is not None and ref.index is None and ref.member is None and any(
+        in_flight = ref is not None and any(  # (a `one_in_flight` comm: races on its ranks' state)
             memory.comm is not None and memory.buffer == ref.name.text for memory in self.memories)
-        if in_flight:  # (races on its ranks' state: two calls of a rank at once)
+        whole = ref is not None and ref.index is None and ref.member is None
+        if in_flight and whole:  # (two calls of a rank at once)
             buffer = ref.name.text
-        elif ref is not None and (ref.index is not None or ref.member is not None) and any(
-                memory.comm is not None and memory.buffer == ref.name.text for memory in self.memories):
+        elif in_flight:
             raise SpecError(error(Code.SP012, f"`{ref.name.text}` is a `one_in_flight` comm: an expectation names "
                                               "it whole, not one rank or one element of it", ref.span, "one part",
                                   help=f"write `expect race on {ref.name.text}`: it is met by a race on any rank's "

@@ -17,7 +17,8 @@ from fractions import Fraction
 import networkx
 
 from checker.findings import Finding, FindingKind, Stuck
-from checker.ir import NS_PER_MS, GroupKind, Memory, Op, Program, Runtime, Statement, SyncKind, conflicting
+from checker.ir import (NS_PER_MS, GroupKind, Memory, Op, Program, Runtime, Statement, SyncKind, conflicting,
+                        loop_text)
 from checker.witness import StepKind, Witness
 
 
@@ -638,10 +639,9 @@ def _other_iteration(record: Statement, task: Statement) -> str:
     follows the earlier ones on their stream.)"""
     if not task.bindings or record.bindings == task.bindings:
         return ""
-    def text(bindings) -> str:
-        return "[" + " ".join(f"{name}={value}" for name, value in bindings) + "]" if bindings else "(outside the loop)"
-    return (f", in iteration {text(task.bindings)}, for the record of iteration {text(record.bindings)}: "
-            "index the event so that it names that record from there")
+    return (f", in iteration {loop_text(task.bindings)}, for the record of iteration "
+            f"{loop_text(record.bindings) or '(outside the loop)'}: index the event so that it names that record "
+            "from there")
 
 
 def _binding_help(program: Program, task: Statement, other: Statement, witness: Witness) -> str | None:

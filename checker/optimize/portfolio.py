@@ -96,8 +96,9 @@ def minimize(model: TimedModel, phase: str, deadline: float,
 
 def _stoppable(work: Callable[[], object], stop: Callable[[], None]):
     """`work()` in a thread while this one waits, so that a ^C or a SIGTERM (which Python
-    delivers to this thread alone, between bytecodes, never inside a solver's call) stops it
-    at once: `stop` ends the search, and the interrupt goes on up."""
+    delivers to this thread alone, between bytecodes, never inside a solver's call) acts at
+    once: on ^C `stop` ends the search and the interrupt goes on up; SIGTERM's handler
+    (`checker.cli`) exits the process from here."""
     done: dict[str, object] = {}
 
     def run() -> None:

@@ -9,8 +9,8 @@ its steps is drawn as one millisecond.
 
 from __future__ import annotations
 
-from checker.ir import Program
-from checker.report.timeline import LaneKind, Timeline, loop_text
+from checker.ir import Program, loop_text
+from checker.report.timeline import LaneKind, Timeline
 from checker.timing import TimeUnit
 
 STEP_US = 1000.0

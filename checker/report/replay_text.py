@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from checker.ir import Program, Statement
-from checker.report.timeline import loop_text
+from checker.ir import Program, Statement, loop_text
 from checker.witness import Step
 
 

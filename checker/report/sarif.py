@@ -19,8 +19,7 @@ from checker import __version__
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, expectation_span
-from checker.ir import Program, Span
-from checker.report.timeline import loop_text
+from checker.ir import Program, Span, loop_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_FLOW_STEPS = 200

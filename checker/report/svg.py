@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass
 from xml.sax.saxutils import escape as _escape
 
-from checker.ir import Program
+from checker.ir import Program, loop_text
 from checker.report.frames import xml_text
-from checker.report.timeline import LaneKind, Timeline, loop_text, short_label
+from checker.report.timeline import LaneKind, Timeline, short_label
 from checker.timing import TimeUnit
 
 

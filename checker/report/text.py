@@ -9,9 +9,8 @@ from rich.markup import escape
 from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic
 from checker.findings import FileReport, Finding, FindingKind, Status, expectation_span
-from checker.ir import Program
+from checker.ir import Program, loop_text
 from checker.report.frames import Mark, frame, gutter_width
-from checker.report.timeline import loop_text
 
 STYLES = {
     "error": "bold red", "warning": "bold yellow", "note": "bold cyan", "gutter": "bold blue",

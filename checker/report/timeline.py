@@ -101,11 +101,6 @@ def short_label(label: str) -> str:
     return text
 
 
-def loop_text(bindings: tuple[tuple[str, int], ...]) -> str:
-    """`[step=3 slot=1]`, as `show` prints them; empty outside loops."""
-    return "[" + " ".join(f"{k}={v}" for k, v in bindings) + "]" if bindings else ""
-
-
 # ---------------------------------------------------------------------- building
 
 _HOST_CATEGORY = {Op.HOST: "host", Op.FREE: "host", Op.SYNC: "sync"}
