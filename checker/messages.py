@@ -565,8 +565,9 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     """Where `other`'s thread already records an event on `other`'s stream after it, and the
     witness enqueues that record before `task`, but no wait on it comes before `task` on its
     stream: the fix is that wait, or moving the one that comes after `task` (a pipeline
-    stage that copies before it waits). Not where a wait on one of those events stands before
-    `task`: why that one did not order them is `_binding_help`'s to say."""
+    stage that copies before it waits). Not where a wait before `task` names one of those
+    records that the witness enqueues before `task`: why that one did not order them is
+    `_binding_help`'s to say. Of several records, one of an event nobody waits on."""
     if other.stream is None or task.stream is None:
         return None
     statements = program.statements
@@ -589,8 +590,6 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
             continue
         if wait.op is not Op.WAIT:
             break
-        if wait.event in recorded:
-            return None
         before.append(wait)
     issued: dict[int, int] = {}
     for k, step in enumerate(witness.steps):
@@ -598,8 +597,13 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
             issued.setdefault(step.statement, k)
     if task.index not in issued:
         return None
-    record = min((r for r in recorded.values() if issued.get(r.index, len(witness.steps)) < issued[task.index]),
-                 key=lambda r: r.index, default=None)
+    enqueued_first = [r for r in recorded.values() if issued.get(r.index, len(witness.steps)) < issued[task.index]]
+    if any(wait.event in recorded and recorded[wait.event] in enqueued_first for wait in before):
+        return None
+    # (a wait before `task` on an event recorded only after `task`, such as a ring slot's
+    # guard, was not meant for this order: waiting on a record already there is the fix)
+    waited = _waited_events(program)
+    record = min(enqueued_first, key=lambda r: (r.event in waited, r.index), default=None)
     if record is None:
         return None
     event = program.events[record.event].name
@@ -636,8 +640,10 @@ def _other_iteration(record: Statement, task: Statement) -> str:
     """Where a wait to add is in another loop iteration than its record, on an element of an
     event array: the element named is the record's, which the wait's line must reach from its
     own iteration. (A plain event needs no note: a wait binds to its latest record, which
-    follows the earlier ones on their stream.)"""
-    if not task.bindings or record.bindings == task.bindings:
+    follows the earlier ones on their stream.) Iterations differ where a variable both lines
+    have takes two values: a `let` outside the loop, or one the loop adds, makes none."""
+    theirs = dict(record.bindings)
+    if not any(name in theirs and theirs[name] != value for name, value in task.bindings):
         return ""
     return (f", in iteration {loop_text(task.bindings)}, for the record of iteration "
             f"{loop_text(record.bindings) or '(outside the loop)'}: index the event so that it names that record "
@@ -763,6 +769,21 @@ def _records(program: Program) -> dict[int, list[Statement]]:
             if statement.op is Op.RECORD and statement.event is not None:
                 by_event.setdefault(statement.event, []).append(statement)
         known = _RECORDS[id(program)] = (program, by_event)
+    return known[1]
+
+
+_WAITED: dict[int, tuple[Program, frozenset[int]]] = {}
+"""The events some statement waits on, of the last program asked about."""
+
+
+def _waited_events(program: Program) -> frozenset[int]:
+    """Events that some `wait` names: a record of an event nobody waits on is the mark of a
+    wait left out, so a help that adds one prefers it."""
+    known = _WAITED.get(id(program))
+    if known is None or known[0] is not program:
+        _WAITED.clear()
+        events = frozenset(s.event for s in program.statements if s.op is Op.WAIT and s.event is not None)
+        known = _WAITED[id(program)] = (program, events)
     return known[1]
 
 

@@ -730,3 +730,40 @@ def test_a_graph_runs_at_its_launch_stream_s_priority(launch, first):
     sim = simulate(program)
     start = {program.statements[t.statement].name: t.start for t in sim.tasks}
     assert min(("gk", "mk"), key=lambda name: start[name]) == first, start
+
+
+def test_critical_path_goes_through_a_group_to_what_its_calls_waited_for():
+    # a group's fused calls are not ordered among themselves: the send on pc[1] waits for
+    # the 5 ms kernel (through the wait), not for its group mate
+    program = load_text("""device gpu[2] { compute 1 comm 2 }
+stream comp[2] on gpu
+stream pc[2] on gpu
+comm pp = { pc }
+buffer a[2] 1MiB on gpu
+buffer b[2] 1MiB on gpu
+event e[2]
+thread rank0 process {
+  comp[0]: kernel short writes a[0] 1ms
+  comp[0]: record e[0]
+  pc[0]: wait e[0]
+  group {
+    pc[0]: send pp to pc[1] a[0] 1ms
+    pc[0]: recv pp from pc[1] b[0] 1ms
+  }
+  pc[0]: kernel after0 reads b[0] 1ms
+}
+thread rank1 process {
+  comp[1]: kernel long writes b[1] 5ms
+  comp[1]: record e[1]
+  pc[1]: wait e[1]
+  group {
+    pc[1]: recv pp from pc[0] a[1] 1ms
+    pc[1]: send pp to pc[0] b[1] 1ms
+  }
+}
+""").program
+    sim = simulate(program)
+    path = [n for n in sim.critical_path if n.part == "task" and n.end > n.start]
+    names = [program.statements[n.statement].span.line for n in path]
+    assert sim.makespan == 7 * NS_PER_MS
+    assert names[0] == 19 and names[-1] == 16, names

@@ -283,7 +283,11 @@ class _Simulator:
         (an order only a race for a stream, an event, a flag or a notify makes a run of its
         own: `run_choosing` then need not try the others for the units' sake)."""
         self.prev_on_stream = [-1] * n
+        """Per task, the task before it on its stream that it waits for: a `group`'s fused
+        calls are not ordered among themselves, so theirs is what comes before the group."""
         self.last_on_stream = [-1] * len(p.streams)
+        self.open_batch: dict[int, list[int]] = {}  # stream -> the fused calls last enqueued on it
+        self.batch_before: dict[int, tuple[int, ...]] = {}  # task -> the fused calls just before it
         self.flag_setter = [-1] * len(p.events)
         self.note_setter = [-1] * len(p.notifies)
         self.ends: list[tuple[int, tuple, int]] = []  # (time, seq, task): a heap
@@ -624,7 +628,17 @@ class _Simulator:
         s = m.stream_of[i]
         if s is not None:
             self.active.add(s)
-            self.prev_on_stream[i] = self.last_on_stream[s]
+            last, batch = self.last_on_stream[s], m.batch[i]
+            if last >= 0 and batch is not None and m.batch[last] == batch:  # (a fused call's mate)
+                self.prev_on_stream[i] = self.prev_on_stream[last]
+                if last in self.batch_before:
+                    self.batch_before[i] = self.batch_before[last]
+                self.open_batch[s].append(i)
+            else:
+                self.prev_on_stream[i] = last
+                if last >= 0 and m.batch[last] is not None:  # (after a group: it waits for all its calls)
+                    self.batch_before[i] = tuple(self.open_batch[s])
+                self.open_batch[s] = [i] if batch is not None else []
             self.last_on_stream[s] = i
             self.seq[i] = (now, t, k)
             self.host_busy += self.launch_of[i]
@@ -811,6 +825,7 @@ class _Simulator:
         prev = self.prev_on_stream[i]
         if prev >= 0:
             out.append((finish[prev], prev, "task"))
+        out.extend((finish[x], x, "task") for x in self.batch_before.get(i, ()))
         r = -1
         if m.wait_flag[i] >= 0:
             r = self.flag_setter[m.wait_flag[i]]
