@@ -257,3 +257,15 @@ def mismatches(program: Program) -> tuple[Finding, ...]:
             if found is not None:
                 findings.append(found)
     return tuple(findings)
+
+
+def missing_member(program: Program, statement: Statement, position: int) -> str:
+    """Why a call whose group lacks a member never completes, in the words of its kind: the
+    k-th send from A to B meets the k-th recv on B from A, not a collective call."""
+    comm = program.comms[statement.comm].name if statement.comm is not None else "?"
+    if statement.op in (Op.SEND, Op.RECV) and statement.peer is not None:
+        peer = program.streams[statement.peer].name
+        if statement.op is Op.SEND:
+            return f"its send {position + 1} to `{peer}` on comm `{comm}` has no matching recv"
+        return f"its recv {position + 1} from `{peer}` on comm `{comm}` has no matching send"
+    return f"its collective call {position + 1} on comm `{comm}` is missing a member"

@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from checker import messages, order as partial_order
+from checker import collectives, messages, order as partial_order
 from checker.findings import Finding, FindingKind, Stuck
 from checker.ir import Op, Program, Statement
 from checker.order import PartialOrder, step_key as _step_key
@@ -627,7 +627,7 @@ def _deadlock(order: HappensBefore) -> Finding | None:
                 group = program.groups[statement.group]
                 comm = program.comms[group.comm].name
                 if not group.complete:
-                    reason = f"its collective call {group.position + 1} on comm `{comm}` is missing a member"
+                    reason = collectives.missing_member(program, statement, group.position)
                 else:
                     absent = [program.statements[m] for m in group.members
                               if graph.node(StepKind.START, m) not in happened]
@@ -639,7 +639,7 @@ def _deadlock(order: HappensBefore) -> Finding | None:
             group = program.groups[statement.group]
             comm = program.comms[group.comm].name
             stuck.setdefault(statement.index, (
-                f"its collective call {group.position + 1} on comm `{comm}` is missing a member" if not group.complete
+                collectives.missing_member(program, statement, group.position) if not group.complete
                 else f"its collective group on comm `{comm}` starts together, and a member waits in a "
                      "hardware queue for another member to begin"))
             continue

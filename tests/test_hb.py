@@ -475,6 +475,23 @@ def test_a_member_held_by_its_own_group_is_listed_as_stuck():
     assert "starts together" in why and "(line 9)" in why
 
 
+
+@pytest.mark.parametrize("extra, words", [
+    ("s[0]: send c to s[1] x[0]", "its send 2 to `s[1]` on comm `c` has no matching recv"),
+    ("s[0]: recv c from s[1] x[0]", "its recv 1 from `s[1]` on comm `c` has no matching send"),
+])
+def test_a_send_or_recv_without_its_partner_is_stuck_in_its_own_words(extra, words):
+    # the k-th send from A to B meets the k-th recv on B from A: no "collective call" in it
+    program = load_text("device d[2]\nstream s[2] on d\ncomm c = { s }\nbuffer x[2] 1KiB on d\n"
+                        f"thread t0 {{\n  s[0]: send c to s[1] x[0]\n  {extra}\n}}\n"
+                        "thread t1 {\n  s[1]: recv c from s[0] x[1]\n}\n").program
+    found, _ = hb.analyze(program)
+    (deadlock,) = [f for f in found if f.kind is FindingKind.DEADLOCK]
+    (searched,) = explore(program).deadlocks
+    assert any(words in item.waits_for for item in deadlock.stuck), deadlock.stuck
+    assert any(words in str(why) for _, why in searched.stuck), searched.stuck
+
+
 # -- threads that hand off to each other (imported traces: the trace's order on a shared stream)
 
 

@@ -730,7 +730,7 @@ class Machine:
         for other in self.class_meets[c]:
             calls = self.class_calls[other] if other >= 0 else ()
             if k >= len(calls):
-                missing = "its collective group has a member missing from the program"
+                missing = collectives.missing_member(self.program, self.program.statements[task], k)
                 continue
             found = state.bind[self.class_base[other] + k]
             if found < 0:
@@ -748,7 +748,8 @@ class Machine:
         """Why the members of a collective group cannot end: a member is missing or has not
         started."""
         if not group.complete:
-            missing = "its collective group has a member missing from the program"
+            missing = collectives.missing_member(self.program, self.program.statements[group.members[0]],
+                                                 group.position)
             if not isinstance(group, Met):  # never
                 return Blocked(missing)
             # An interleaved comm's group meets once each meeting class has enqueued a call

@@ -76,7 +76,8 @@ def optimize_text(path: str, data: dict) -> list[str]:
     out.append(f"  as written (simulated)   {_ms(span.get('simulated'))}")
     out.append(f"  best execution (program) {tagged('program')}")
     out.append(f"  overlap bound (bound)    {tagged('bound')}")
-    out.append(f"  path and load bound      {_ms(span.get('lower'))} (longest chain, busiest engine)")
+    out.append(f"  quick lower bound        {_ms(span.get('lower'))} (the overlap bound's longest chain "
+               "or busiest engine, without stream order)")
     solver = data.get("solver") or {}
     if solver.get("engine") not in (None, "none"):
         out.append(f"  solver                   {_solver_text(solver)}")
