@@ -1116,13 +1116,7 @@ class _Lowerer:
             else:
                 programs.append(replace(program, variant="; ".join(labels)))
             for timing in candidates:
-                names = " and ".join(f"`{self.tensors[self.slots[self.tensor_events[free].slot].owner.tensor].name}`'s"
-                                     for free in timing)
-                alloc = next(iter(timing.values()))[0]
-                line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
-                streams = dict.fromkeys(k for _, recorded_on in timing.values() for k in recorded_on)
-                label = (f"the allocator hands {names} block{'s' if len(timing) > 1 else ''} back at line {line}, "
-                         f"the work on {', '.join(f'`{program.streams[k].name}`' for k in streams)} done by then")
+                label = self.timing_label(program, timing)
                 errors = len(self.errors)
                 try:
                     reused = self.run(prefix, cuda_sync_first=False, released={**certain, **timing})
@@ -1146,6 +1140,20 @@ class _Lowerer:
         if timings_left:
             programs[0] = replace(programs[0], timings_left=timings_left, timings_past_size=past_size)
         return tuple(programs)
+
+    def timing_label(self, program: Program, timing: dict[int, tuple[int, tuple[int, ...]]]) -> str:
+        """How a program of the allocator's timing is named in findings: which blocks come back
+        at which allocation (each line once), and the work done by then."""
+        at: dict[int, list[str]] = {}  # line of the alloc -> the tensors whose blocks come back there
+        for free, (alloc, _) in timing.items():
+            line = self.statements[self.slots[self.tensor_events[alloc].slot].statement].span.line
+            name = self.tensors[self.slots[self.tensor_events[free].slot].owner.tensor].name
+            at.setdefault(line, []).append(f"`{name}`'s")
+        parts = [f"{' and '.join(names)} block{'s' if len(names) > 1 else ''} back at line {line}"
+                 for line, names in at.items()]
+        streams = dict.fromkeys(k for _, recorded_on in timing.values() for k in recorded_on)
+        return (f"the allocator hands {', '.join(parts)}, the work on "
+                f"{', '.join(f'`{program.streams[k].name}`' for k in streams)} done by then")
 
     def release_candidates(self) -> tuple[list[dict[int, tuple[int, tuple[int, ...]]]],
                                           dict[int, tuple[int, tuple[int, ...]]], int]:
@@ -1283,8 +1291,22 @@ class _Lowerer:
             if len(back) > 1:
                 timings.append(back)
                 together_checked.add(take)
+        # Each of this thread's held blocks of a pool back at the first allocation after its free
+        # (the device keeping pace, the steady state of a training loop): a block that took an
+        # earlier one's bytes may then come back alone, though both were recorded on one stream.
+        paced: set[int] = set()  # alloc events at which a block comes back in that timing
+        for key in dict.fromkeys(pool(slot) for slot, _, _, _ in blocks):
+            mine = [(slot, free, streams, takes) for slot, free, streams, takes in blocks if pool(slot) == key]
+            if freeing[key] - {mine[0][0].thread}:  # (as for all together: one thread frees the pool's blocks)
+                continue
+            pace = {free: (takes[0], streams) for _, free, streams, takes in mine if free not in certain}
+            if len(set(take for take, _ in pace.values())) > 1 and pace not in timings:
+                timings.append(pace)
+                paced.update(take for take, _ in pace.values())
         for take, (what, tried_alone) in sorted(unmodelled.items()):
             tried = tried_alone + (["all together"] if take in together_checked else [])
+            if take in paced:
+                tried.append("each at the first allocation after its free")
             self._not_modelled(said, take, what
                                + (f" other than {', '.join(tried[:-1])}{' or ' if len(tried) > 1 else ''}{tried[-1]}"
                                   if tried else ""))
