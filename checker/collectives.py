@@ -133,7 +133,7 @@ def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | 
     its own order (`rows`): against the commonest call at k, one that issues it at another
     position (a swapped order), or one that issues no such call at all."""
     def signature(s: Statement) -> tuple:
-        return (s.op, _size(program, s), s.root)
+        return (s.op, None if s.op is Op.ALLTOALL else _size(program, s), s.root)
 
     at_k = [row[k] for row in rows if k < len(row)]
     counts = Counter(signature(s) for s in at_k)
@@ -160,7 +160,9 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
     """The calls at position k of a comm's member streams, if they disagree."""
     kinds = {s.op for s in at_k}
     matched = [s for s in at_k if not s.operation.pairwise]
-    sizes = {_size(program, s) for s in matched}
+    # (an `alltoall` stands for alltoallv too, HCCL's HcclAlltoAllV and PyTorch's
+    # all_to_all_single with split sizes: each member sends and receives what it counts)
+    sizes = {_size(program, s) for s in matched if s.op is not Op.ALLTOALL}
     roots = {s.root for s in matched}
     if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
         return None

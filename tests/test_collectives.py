@@ -37,6 +37,8 @@ def _mismatches(rank0: str, rank1: str):
     ("c0: allgather world b0", "c1: allgather world b1"),
     ("c0: reducescatter world a0 <- b0", "c1: reducescatter world a1 <- b1"),
     ("c0: alltoall world a0", "c1: alltoall world a1"),
+    # an alltoall stands for alltoallv too: each member sends and receives its own counts
+    ("c0: alltoall world b0 <- a0", "c1: alltoall world a1 <- b1"),
     ("c0: broadcast world root c0 a0", "c1: broadcast world root c0 a1"),
     ("c0: reduce world root c1 a0", "c1: reduce world root c1 b1 <- a1"),
 ])
@@ -51,6 +53,7 @@ def test_matching_calls_are_no_mismatch(rank0, rank1):
     ("c0: allgather world a0", "c1: allgather world b1 <- a1", ("524288 bytes", "1048576 bytes")),
     ("c0: broadcast world root c0 a0", "c1: broadcast world root c1 a1", ("rooted at `c0`", "rooted at `c1`")),
     ("c0: reduce world root c0 a0", "c1: allreduce world a1", ("reduce", "allreduce")),
+    ("c0: alltoall world b0 <- a0", "c1: allgather world b1 <- a1", ("alltoall", "allgather")),
 ])
 def test_disagreeing_calls_are_sp202(rank0, rank1, words):
     program, found = _mismatches(rank0, rank1)
@@ -467,7 +470,8 @@ def test_in_place_calls_touch_the_rank_s_share_as_nccl_defines_them(call, read, 
     ("allgather world a0 <- a0", "", False),
     ("reducescatter world a0 <- b0", "", True),
     ("reducescatter world b0 <- b0", "", False),
-    ("alltoall world a0 <- b0", "", False),
+    ("alltoall world a0 <- b0", "", True),  # (alltoallv: each member sends and receives its own counts)
+    ("alltoall world odd", "buffer odd 1001B on d0\n", True),
     ("allreduce world b0 <- a0", "", False),
     ("allreduce world a0", "", True),
     ("allgather world a0", "buffer odd 1000B on d0\n", True),
