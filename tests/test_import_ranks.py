@@ -742,3 +742,12 @@ def test_a_batched_send_uses_its_own_record_s_tensors():
     assert "r0_stream20: recv pg_0_batched from r1_stream20 r0_s12_gpu0" in imported.text
     findings = check_loaded(load(imported)).findings
     assert not [f for f in findings if f.code in (Code.SP101, Code.SP201, Code.SP202)]
+
+
+def test_collective_placeholders_divide_among_the_comm_s_members():
+    # an in-place allgather or reducescatter on a placeholder of 1 byte got SP070 on a buffer
+    # the user never wrote
+    imported = two_ranks([("_allgather_base", 30), ("reduce_scatter_tensor", 30), ("all_to_all", 30)])
+    loaded = load(imported)
+    assert "2B on" in imported.text
+    assert [d.message for d in loaded.diagnostics if d.code.value == "SP070"] == []

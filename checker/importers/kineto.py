@@ -820,6 +820,9 @@ class _Builder:
         self.flag_events: set[int] = set()
         """Records whose event is a flag event: a wait made before them waited for them."""
         self.placeholders: dict[str, tuple[int, str]] = {}
+        self.comm_placeholder_bytes = 1
+        """Size of each collective's placeholder element: one that divides among every comm's
+        members (`import_ranks` sets it), so an in-place allgather or reducescatter on it fits."""
         """Placeholder memory arrays: name -> (elements used, place)."""
         self.storages: dict[tuple[int, int | None], bool] = {}
         """ET storages used -> pinned."""
@@ -2240,7 +2243,8 @@ class _Builder:
         for name, (count, place) in sorted(self.placeholders.items()):
             pinned = " pinned" if place.endswith("pinned") else ""
             where = place.split()[0]
-            out.append(f"buffer {name}[{count}] 1B on {where}{pinned}  # placeholder: one element per "
+            size = self.comm_placeholder_bytes if name.endswith("_comm") else 1
+            out.append(f"buffer {name}[{count}] {size}B on {where}{pinned}  # placeholder: one element per "
                        + ("collective" if name.endswith("_comm") else "copy"))
         if self.et is not None:
             for key, pinned in sorted(self.storages.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):

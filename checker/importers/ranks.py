@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -637,6 +638,9 @@ def import_ranks(traces: list[tuple[object, str]], ets: list[ExecutionTrace | No
         builder.prepare()
     by_rank = {rank.rank: builder for rank, builder in zip(ranks, builders)}
     matcher.name_peers(by_rank)
+    size = math.lcm(*(len(members) for _, members, _ in matcher.comms)) if matcher.comms else 1
+    for builder in builders:  # (placeholders that every comm's members share evenly: no SP070)
+        builder.comm_placeholder_bytes = size
     parts = [builder.assemble() for builder in builders]
     spec = SpecText(title_text(f"imported from {len(ranks)} ranks: {', '.join(r.source for r in ranks)}"))
     header = [f"Imported by `streamproof import kineto` from the traces of {len(ranks)} ranks; each rank's "
