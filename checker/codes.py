@@ -67,6 +67,7 @@ class Code(str, enum.Enum):
     SP072 = "SP072"
     SP073 = "SP073"
     SP074 = "SP074"
+    SP075 = "SP075"
     # Findings.
     SP101 = "SP101"
     SP102 = "SP102"
@@ -136,6 +137,7 @@ SUMMARIES: dict[Code, str] = {
     Code.SP072: "flag event on a CUDA device",
     Code.SP073: "copy between ranges of two sizes, or overlapping ones",
     Code.SP074: "comm across CUDA and CANN devices",
+    Code.SP075: "an event used by two processes",
     Code.SP101: "race",
     Code.SP102: "use after free",
     Code.SP103: "use before alloc",

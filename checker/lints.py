@@ -36,6 +36,7 @@ def program_warnings(program: Program, named_streams: set[int] | frozenset[int] 
     found += events_on_two_devices(program)
     found += streams_of_two_processes(program)
     found += buffers_of_two_processes(program)
+    found += events_of_two_processes(program)
     found += legacy_streams_of_one_process(program)
     found += frees_waiting_through_cuda_free(program)
     found += uses_waiting_through_a_pageable_copy(program)
@@ -357,6 +358,41 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
                      + (f"buffer (`buffer {memory.buffer}[N] ...`)" if memory.name == memory.buffer
                         else f"element (`{memory.buffer}[rank]`)")
                      + ", unless the memory is shared on purpose (CUDA IPC); it is checked as written, as one memory"))
+    return found
+
+
+def events_of_two_processes(program: Program) -> list[Diagnostic]:
+    """SP075: an event that a `process` thread and another thread (another process, or a
+    thread of the main one) both record, wait on, reset or sync. An event belongs to the
+    process that created it; another process reaches it only through an interprocess handle
+    (`cudaIpcGetEventHandle`), and more often each rank meant an event of its own. Checked as
+    written: one event, whose latest record a wait of either process binds to."""
+    first: dict[int, Statement] = {}  # event -> the first statement that uses it
+    found = []
+    warned: set[str] = set()  # (one warning for every element of an array)
+    for s in program.statements:
+        event = s.event if s.event is not None else (s.target if s.sync is SyncKind.EVENT else None)
+        if event is None or "#" in program.events[event].name:  # (the lowering's own: `wait_stream#1`)
+            continue
+        declared = program.events[event].name.split("[")[0]
+        if declared in warned:
+            continue
+        met = _two_processes(program, first, event, s)
+        if met is None:
+            continue
+        earlier, before, now = met
+        warned.add(declared)
+        name = program.events[event].name
+        own = (f"event (`event {declared}[N]`, `{declared}[rank]`)" if name == declared
+               else f"element (`{declared}[rank]`)")
+        found.append(warning(
+            Code.SP075, f"event `{name}` is used by {'process' if before.process else 'thread'} `{before.name}` "
+                        f"and by {'process' if now.process else 'thread'} `{now.name}`",
+            s.span, "another process's use",
+            secondary=((earlier.span, "first used here"),),
+            help=f"an event belongs to the process that created it: give each rank its own {own}, unless "
+                 "it is shared on purpose (`cudaIpcGetEventHandle`); it is checked as written, as one event "
+                 "whose latest record a wait of either process binds to"))
     return found
 
 

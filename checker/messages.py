@@ -213,7 +213,8 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                 f"before the call (`sync {stream(other)}`)")
     if a.stream is None or b.stream is None:
         task, host = (a, b) if b.stream is None else (b, a)
-        return _early_sync(program, host, task) or _across_threads(program, host, task) or (
+        return _early_sync(program, host, task) or _across_threads(program, host, task) \
+            or _sync_bound_elsewhere(program, host, task) or (
             f"make the host wait for the task before its access: `sync {stream(task)}` (or `sync E` "
             f"on an event recorded after the task)")
     if a.stream == b.stream or a.batch is not None and a.batch == b.batch:
@@ -340,6 +341,37 @@ def _handed_off(program: Program, first: Statement, second: Statement) -> bool:
             if k > set_before.get(st.notify, 0):
                 return True
     return False
+
+
+def _sync_bound_elsewhere(program: Program, host: Statement, task: Statement) -> str | None:
+    """The host syncs on a snapshot event its own thread records after the task, but another
+    thread records that event too (one event written for every rank of a thread array): the
+    sync binds to the latest record, which can be the other thread's."""
+    if task.stream is None or task.thread != host.thread:
+        return None
+    thread = program.threads[host.thread].statements
+    end = bisect_left(thread, host.index)
+    window = thread[max(0, end - STALE_SCAN):end]
+    sync = next((program.statements[i] for i in reversed(window) if program.statements[i].op is Op.SYNC), None)
+    if sync is None or sync.sync is not SyncKind.EVENT or sync.target is None or program.events[sync.target].flag:
+        return None
+    records = _records(program).get(sync.target, ())
+    own = next((r for r in records if r.thread == host.thread and r.stream == task.stream
+                and task.index < r.index < sync.index), None)
+    other = next((r for r in records if r.thread != host.thread), None)
+    if own is None or other is None:
+        return None
+    event = program.events[sync.target].name
+    name = program.threads[host.thread].name
+    index = name.split("[")[0] if "[" in name else None
+    own_event = (f"`{event.split('[')[0]}[{index}]`, declared `event {event.split('[')[0]}[N]`" if index
+                 else "one declared per thread")
+    return (f"`sync {event}` (line {sync.span.line}) waits for the latest `record {event}` enqueued before it, "
+            f"and `{program.threads[other.thread].name}` records the event too ({_quoted(program, other)}), so the "
+            f"sync can wait for that record rather than "
+            f"{'its own thread' if own.span.line == other.span.line else f'line {own.span.line}'}'s: give each "
+            f"thread an event of its "
+            f"own ({own_event})")
 
 
 def _early_sync(program: Program, host: Statement, task: Statement) -> str | None:

@@ -1184,3 +1184,26 @@ def test_sp050_on_a_legacy_stream_says_the_wait_still_orders_the_blocking_stream
     for stream, label in (("s", "this wait does nothing"), ("l", "the legacy stream still orders")):
         (found,) = [w for w in warnings(head + f"thread t {{\n  {stream}: wait e\n}}\n") if w.code is Code.SP050]
         assert label in found.annotations[0].label
+
+
+def test_an_event_of_two_processes_is_sp075_once_per_event_array():
+    source = ("device gpu[2]\nstream s[2] on gpu\nbuffer x[2] 1MiB on gpu\nevent done\nevent own[2]\n"
+              "thread rank[2] process {\n  s[rank]: kernel k writes x[rank]\n  s[rank]: record done\n"
+              "  s[rank]: record own[rank]\n  sync done\n  sync own[rank]\n}\n")
+    (found,) = [w for w in warnings(source) if w.code is Code.SP075]
+    assert found.message == "event `done` is used by process `rank[0]` and by process `rank[1]`"
+    assert found.primary_span.line == 8 and "`done[rank]`" in found.help
+    assert not [w for w in warnings(source.replace(" process {", " {")) if w.code is Code.SP075]
+    shared = source.replace("own[rank]", "own[0]")
+    (element,) = [w for w in warnings(shared) if w.code is Code.SP075 and "own" in w.message]
+    assert "element (`own[rank]`)" in element.help
+
+
+def test_a_sync_on_an_event_every_rank_records_is_told_to_give_each_its_own():
+    from checker.analyze import check_loaded
+
+    report = check_loaded(load_text("device gpu[2]\nstream s[2] on gpu\nbuffer x[2] 1MiB on gpu\nevent done\n"
+                                    "thread rank[2] {\n  s[rank]: kernel k writes x[rank]\n  s[rank]: record done\n"
+                                    "  sync done\n  host use reads x[rank]\n}\n"))
+    (race,) = report.findings
+    assert "`rank[1]` records the event too" in race.help and "(`done[rank]`, declared `event done[N]`)" in race.help
