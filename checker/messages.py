@@ -660,12 +660,32 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
                     f"stream. Move the wait before line {task.span.line}")
     follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
     where = f"before line {task.span.line}" + (_other_iteration(record, task) if array is not None else "")
+    written = _event_as_written(program, record, task)
+    if written is not None:  # (the wait goes into the same block: named as its lines name them)
+        stream, event, where = _stream_as_written(program, task), written, f"before line {task.span.line}"
     if record.thread == task.thread:  # (enqueued first in every execution)
         return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
                 f"(`{stream}: wait {event}` {where})")
     return (f"{follows}, and the execution shown enqueues it before {_quoted(program, task)}: wait on it there "
             f"(`{stream}: wait {event}` {where}; if the record is not always enqueued "
             "first, have the thread `await` a notify set after it)")
+
+
+def _event_as_written(program: Program, record: Statement, task: Statement) -> str | None:
+    """The event of `record` as its line names it (`done[s]`, `e[rank]`), where that text
+    names the same element at `task`'s line: every loop, `let` and thread-array variable in
+    scope at the record has the same value at `task`. A wait pasted there then fixes every
+    iteration and rank, not only the one the witness shows. None otherwise."""
+    event = program.events[record.event].name
+    if "[" not in event or not record.bindings:
+        return None
+    theirs = dict(task.bindings)
+    if any(theirs.get(name) != value for name, value in record.bindings):
+        return None
+    written = re.match(r"[^:]*:\s*record\s+([A-Za-z_]\w*\[[^\]\n]*\])", program.source[record.span.start:record.span.end])
+    if written is None or written.group(1).split("[")[0] != event.split("[")[0]:
+        return None
+    return written.group(1)
 
 
 def _other_iteration(record: Statement, task: Statement) -> str:

@@ -1991,8 +1991,8 @@ thread t {
      "    loader: copy batch[slot] <- host_batch[slot] 1ms\n    loader: record loaded[slot]\n"
      "    worker: kernel infer reads batch[slot] 2ms\n    worker: record consumed[slot]\n  }\n",
      "`loader: record loaded[0]` (line 15) follows `loader: copy batch[slot] <- host_batch[slot]` (line 14) on "
-     "`loader`, and is enqueued before `worker: kernel infer` (line 16): wait on it there (`worker: wait loaded[0]` "
-     "before line 16)"),
+     "`loader`, and is enqueued before `worker: kernel infer` (line 16): wait on it there (`worker: wait "
+     "loaded[slot]` before line 16)"),  # (as the block's lines name it: a fix for every iteration)
     # the wait before a collective serves its own bucket: the kernel after it lacks its own wait
     ("  for b in 0..2 {\n    worker: kernel grad writes batch[b] 1ms\n    worker: record loaded[b]\n"
      "    loader: wait loaded[b]\n    loader: kernel reduce reads batch[b] writes batch[b] 1ms\n  }\n"
@@ -2341,3 +2341,20 @@ thread t {
 """)
     assert helps and all("`comp: wait got[" in h and "move the wait" not in h and "iteration" not in h
                          for h in helps), helps
+
+
+def test_a_wait_to_add_in_a_thread_array_is_named_as_its_lines_name_streams_and_events():
+    # pasted as `k[1]: wait e[1]` it would fix one rank (and make rank 0 wait on rank 1)
+    helps = _race_helps("""device gpu[2]
+buffer g[2] 1MiB on gpu
+stream c[2] on gpu
+stream k[2] on gpu
+comm w = { c }
+event e[2]
+thread rank[2] {
+  c[rank]: allreduce w g[rank]
+  c[rank]: record e[rank]
+  k[rank]: kernel step reads g[rank]
+}
+""")
+    assert helps and all("(`k[rank]: wait e[rank]` before line 10)" in h for h in helps), helps
