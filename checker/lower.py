@@ -145,6 +145,13 @@ IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ROOTED_KINDS = ("broadcast", "reduce")
 
 
+def _index_hint(env: dict[str, int]) -> str:
+    """An index to suggest for an array named without one: the variable bound last in scope
+    (the loop's, or the thread array's `rank`), which a help pasted there evaluates; `0` where
+    none is."""
+    return next(reversed(env), "0") if env else "0"
+
+
 @dataclass(slots=True)
 class _Capture:
     """The graph being lowered at one launch (`_Lowerer.launch`): which declared streams of
@@ -871,7 +878,7 @@ class _Lowerer:
         if entity.array:
             if ref.index is None:
                 raise SpecError(error(Code.SP015, f"`{ref.name.text}` is an array of {len(entity.indices)}; pick one element",
-                                      ref.span, "needs an index", help=f"write `{ref.name.text}[i]`"))
+                                      ref.span, "needs an index", help=f"write `{ref.name.text}[{_index_hint(env)}]`"))
             i = self.evaluate(ref.index, env)
             if not 0 <= i < len(entity.indices):
                 raise SpecError(error(Code.SP013, f"index {i} is out of range for `{ref.name.text}[{len(entity.indices)}]`"
@@ -1005,7 +1012,7 @@ class _Lowerer:
             else:
                 if region.array:
                     raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {what}; index it before slicing",
-                                          subscript.span, help=f"write `{access.name.text}[i][lo:hi]`"))
+                                          subscript.span, help=f"write `{access.name.text}[{_index_hint(env)}][lo:hi]`"))
                 length = region.end - region.start
                 sliced = self.source[access.span.start:subscript.span.start].strip()  # `x`, `x[1][0:64]`
                 low = 0 if subscript.low is None else self.evaluate(subscript.low, env)
@@ -1023,7 +1030,7 @@ class _Lowerer:
         if region.array and not whole_arrays:
             what = "tensors" if region.tensor else "buffers"
             raise SpecError(error(Code.SP015, f"`{access.name.text}` is an array of {len(region.memories)} {what}; pick one",
-                                  access.span, "needs an index", help=f"write `{access.name.text}[i]`"))
+                                  access.span, "needs an index", help=f"write `{access.name.text}[{_index_hint(env)}]`"))
         return region
 
     def text(self, span: Span) -> str:
@@ -2734,7 +2741,7 @@ class _Lowerer:
             raise SpecError(error(Code.SP017, f"`reset` needs a flag event; `{self.events[event].name}` is a snapshot event",
                                   node.span, "not a flag event",
                                   secondary=((self.events[event].span, "declared without `flag`"),),
-                                  help=f"declare it `event {node.event.name.text} flag`"))
+                                  help=f"declare it `{self.text(self.events[event].span).strip()} flag`"))
         self.emit(node, op=_EVENT_OPS[type(node)], event=event, **common)
 
     def external_event(self, node: ast.RecordTask | ast.WaitTask | ast.ResetTask, env) -> int:

@@ -604,7 +604,13 @@ def test_sp015_indexing(lines, line, column, message):
 def test_sp015_array_without_index():
     head = HEAD + "stream ss[2] on d\n"
     diagnostic = assert_error(thread("ss: kernel k", head=head), Code.SP015, 9, 3, 5, "array of 2")
-    assert diagnostic.help == "write `ss[i]`"
+    assert diagnostic.help == "write `ss[0]`"  # (no variable in scope)
+    in_array = assert_error(HEAD + "stream ss[2] on d\nthread r[2] {\n  for i in 0..2 {\n    ss: kernel k\n  }\n}\n",
+                            Code.SP015, 10, 5, 7, "array of 2")
+    assert in_array.help == "write `ss[i]`"  # (the variable bound last: pasted, it evaluates)
+    reset = assert_error("device d\nstream a on d\nevent done[2]\nthread t {\n  a: reset done[0]\n}\n",
+                         Code.SP017, 5, 3)
+    assert reset.help == "declare it `event done[2] flag`"
     assert_error(HEAD + "alias a = xs\n", Code.SP015, 7, 11, 13)
     # `gpu.default` of a device array: the caret under the device, which needs the index
     assert_error("device gpu[2]\nthread t {\n  gpu.default: kernel k\n}\n", Code.SP015, 3, 3, 6, "array of 2")
