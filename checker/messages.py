@@ -967,13 +967,14 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
             return _after_alloc_help(program, use, alloc)
         return (f"{_quoted(program, use)} is enqueued after {_quoted(program, free)}: move the use before the "
                 "free (and make the free wait for it), or `alloc` the buffer again before the use")
-    stream = program.streams[use.stream].written
+    same = use.thread == free.thread and use.bindings == free.bindings  # (one block: named as its lines are)
+    stream = _stream_as_written(program, use) if same else program.streams[use.stream].written
     if free.stream is None:
         return _across_threads(program, free, use) or (
             f"make the host wait for the use before the free: `sync {stream}` (or `sync E` on an event "
             f"recorded after the use) before {_quoted(program, free)}")
     if free.stream != use.stream and free.thread == use.thread and not program.streams[free.stream].host_calls:
-        freeing = program.streams[free.stream].written
+        freeing = _stream_as_written(program, free) if same else program.streams[free.stream].written
         thread = program.threads[use.thread].statements
         between = thread[bisect_right(thread, use.index):bisect_left(thread, free.index)][:STALE_SCAN]
         record = next((r for r in map(program.statements.__getitem__, between)
@@ -981,8 +982,9 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
         if record is not None and all(r.thread == use.thread and (r.index <= record.index or r.index > free.index)
                                       for r in _records(program).get(record.event, ())):
             # (a wait before the free binds to that record: the race help names the same wait)
+            event = _event_as_written(program, record, free) or program.events[record.event].name
             return (f"{_quoted(program, record)} follows the use on `{stream}`: make the free wait on it "
-                    f"(`{freeing}: wait {program.events[record.event].name}` before line {free.span.line})")
+                    f"(`{freeing}: wait {event}` before line {free.span.line})")
         return (f"make the free wait for the use: `record E` on `{stream}` after it, `wait E` on "
                 f"`{freeing}` before {_quoted(program, free)}")
     return general
@@ -1046,11 +1048,13 @@ def _after_alloc_help(program: Program, use: Statement, alloc: Statement, again:
     allocates = f"{_quoted(program, alloc)} allocates it{' again' if again else ''} before the use"
     if alloc.stream is None:
         return f"{allocates}: order the use after it"
-    where = program.streams[alloc.stream].written
+    same = alloc.thread == use.thread and alloc.bindings == use.bindings  # (one block: named as its lines are)
+    where = _stream_as_written(program, alloc) if same else program.streams[alloc.stream].written
     if use.stream is None:
         return f"{allocates}, on `{where}`: `sync {where}` before the use"
+    using = _stream_as_written(program, use) if same else program.streams[use.stream].written
     return (f"{allocates}, but only on `{where}`: record an event on `{where}` after it and wait on it on "
-            f"`{program.streams[use.stream].written}` before the use (or use it on `{where}`)")
+            f"`{using}` before the use (or use it on `{where}`)")
 
 
 def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,

@@ -2358,3 +2358,18 @@ thread rank[2] {
 }
 """)
     assert helps and all("(`k[rank]: wait e[rank]` before line 10)" in h for h in helps), helps
+
+
+def test_dead_use_helps_in_a_thread_array_name_streams_as_the_block_does():
+    # `sync ag[0]` pasted into the block would sync rank 0's stream from every rank
+    report = check_loaded(load_text("""device gpu[2] { runtime cuda }
+stream ag[2] on gpu
+buffer full[2] 4MiB on gpu
+thread rank[2] process {
+  ag[rank]: alloc full[rank]
+  ag[rank]: kernel fill writes full[rank]
+  free full[rank]
+}
+"""))
+    helps = [f.help for f in report.findings if f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC)]
+    assert helps and all("`sync ag[rank]`" in h and "sync ag[0]" not in h for h in helps), helps
