@@ -2858,11 +2858,21 @@ class _Lowerer:
                     "device: call it on the member stream there")
         elif on_device and call:
             help = (f"HCCL needs the operators of a comm on one device issued one after another: call it on "
-                    f"`{self.streams[on_device[0]].name}` (or declare the device `runtime cuda` for NCCL, which "
-                    "takes the stream per call)")
+                    f"`{self._as_written_like(ref, stream, on_device[0])}` (or declare the device `runtime cuda` for "
+                    "NCCL, which takes the stream per call)")
         raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
                               ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),),
                               help=help))
+
+    def _as_written_like(self, ref: ast.Ref, stream: int, other: int) -> str:
+        """Stream `other` named the way `ref` names `stream` (`c[r]` for `k[r]`), where both are
+        the same element of their arrays: a fix pasted into a thread array's block then names each
+        rank's own; its instance name otherwise."""
+        name, written = self.streams[other].name, self.streams[stream].name
+        if ref.index is None or "[" not in name or "[" not in written \
+                or name[name.index("["):] != written[written.index("["):]:
+            return name
+        return f"{name.split('[')[0]}[{self.text(ref.index.span)}]"
 
     def collective(self, node: ast.CollectiveTask, env, bindings) -> None:
         stream_index, common = self.on_stream(node, env, bindings)

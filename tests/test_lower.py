@@ -1213,3 +1213,12 @@ def test_a_sync_on_an_event_every_rank_records_is_told_to_give_each_its_own():
                                     "  sync done\n  host use reads x[rank]\n}\n"))
     (race,) = report.findings
     assert "`rank[1]` records the event too" in race.help and "(`done[rank]`, declared `event done[N]`)" in race.help
+
+
+def test_sp021_names_the_member_stream_as_the_block_names_its_own():
+    source = ("device gpu[2]\nbuffer g[2] 1MiB on gpu\nstream c[2] on gpu\nstream k[2] on gpu\ncomm w = { c }\n"
+              "thread r[2] {\n  k[r]: allreduce w g[r]\n}\n")
+    diagnostic = assert_error(source, Code.SP021, 7, 3)
+    assert "call it on `c[r]`" in diagnostic.help
+    diagnostic = assert_error(source.replace("k[r]: allreduce", "k[1 - r]: allreduce"), Code.SP021, 7, 3)
+    assert "call it on `c[1 - r]`" in diagnostic.help
