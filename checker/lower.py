@@ -17,7 +17,7 @@ raised together as `SpecErrors`. Warnings are collected and returned beside the 
 from __future__ import annotations
 
 import operator
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -1265,7 +1265,8 @@ class _Lowerer:
                 others = [other for other in {id(b): b for b in others}.values() if other is not slot
                           and not 0 <= back_by.get(id(other), -1) <= take]
                 if others:
-                    names = ", ".join(f"`{self.tensors[b.tensor].name}`" for b in [slot] + others)
+                    counted = Counter(self.tensors[b.tensor].name for b in [slot] + others)
+                    names = ", ".join(f"`{name}`" if n == 1 else f"{n} blocks of `{name}`" for name, n in counted.items())
                     # This thread's blocks come back together there in some timing; this one alone
                     # only where no other shares a stream it was recorded on (whose work, done
                     # for one, would be done for the other) or was recorded by another thread.
@@ -2934,18 +2935,19 @@ class _Lowerer:
         if node.kind == "alltoall":
             return
         members = len(self.comms[comm_index].members)
+        counted = f"{members} member{'s' if members != 1 else ''}"
         sent, received = source.end - source.start, destination.end - destination.start
         kind, in_place = node.kind, node.source is None
         if in_place:
             if kind in ("allgather", "reducescatter") and received % members:
-                problem = f"`{destination.written_as}` ({received:,} bytes) does not divide among the comm's {members} members"
+                problem = f"`{destination.written_as}` ({received:,} bytes) does not divide among the comm's {counted}"
             else:
                 return
         elif kind == "allgather" and received != members * sent:
-            problem = (f"`{destination.written_as}` ({received:,} bytes) is not {members} members x "
+            problem = (f"`{destination.written_as}` ({received:,} bytes) is not {counted} x "
                        f"`{source.written_as}` ({sent:,} bytes)")
         elif kind == "reducescatter" and sent != members * received:
-            problem = (f"`{source.written_as}` ({sent:,} bytes) is not {members} members x "
+            problem = (f"`{source.written_as}` ({sent:,} bytes) is not {counted} x "
                        f"`{destination.written_as}` ({received:,} bytes)")
         elif kind not in ("allgather", "reducescatter") and sent != received:
             problem = f"`{destination.written_as}` ({received:,} bytes) and `{source.written_as}` ({sent:,} bytes) differ"
