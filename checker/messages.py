@@ -959,14 +959,21 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
     first handed over (`_across_threads`)."""
     general = (f"make the free wait for every use {complete}(record an event after the use and wait on it "
                "before the free)")
-    if free is None or use.stream is None or use.launch is not None:
+    if free is None or use.launch is not None:
         return general
     if use.thread == free.thread and use.index > free.index:
         alloc = _alloc_between(program, free, use)
         if alloc is not None:
             return _after_alloc_help(program, use, alloc)
-        return (f"{_quoted(program, use)} is enqueued after {_quoted(program, free)}: move the use before the "
-                "free (and make the free wait for it), or `alloc` the buffer again before the use")
+        return (f"{_quoted(program, use)} is {'enqueued' if use.stream is not None else 'issued'} after "
+                f"{_quoted(program, free)}: move the use before the free (and make the free wait for it), or "
+                "`alloc` the buffer again before the use")
+    if use.stream is None:  # (a host statement records no event: the freeing side waits for the thread)
+        if use.thread == free.thread:
+            return general
+        return (f"order the free after {_quoted(program, use)}: have `{program.threads[use.thread].name}` set a "
+                f"notify after the use (`notify N`) and `{program.threads[free.thread].name}` `await N` before "
+                f"{_quoted(program, free)}")
     same = use.thread == free.thread and use.bindings == free.bindings  # (one block: named as its lines are)
     stream = _stream_as_written(program, use) if same else program.streams[use.stream].written
     if free.stream is None:

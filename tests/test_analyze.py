@@ -2373,3 +2373,15 @@ thread rank[2] process {
 """))
     helps = [f.help for f in report.findings if f.kind in (FindingKind.USE_AFTER_FREE, FindingKind.USE_BEFORE_ALLOC)]
     assert helps and all("`sync ag[rank]`" in h and "sync ag[0]" not in h for h in helps), helps
+
+
+def test_a_host_use_after_a_free_gets_a_help_it_can_follow():
+    # a host statement records no event: its thread is ordered, or it moves before the free
+    same = check_loaded(load_text("device d\nbuffer x 1MiB on d\nstream s on d\nthread t {\n  s: alloc x\n"
+                                  "  s: kernel k writes x\n  s: free x\n  host peek reads x\n}\n"))
+    (dead,) = [f for f in same.findings if f.kind is FindingKind.USE_AFTER_FREE]
+    assert dead.help.startswith("`host peek` (line 8) is issued after `s: free x` (line 7): move the use before"), dead.help
+    other = check_loaded(load_text("device d\nbuffer x 1MiB on d\nstream a on d\nthread p {\n  alloc x\n"
+                                   "  a: kernel k writes x\n  a: free x\n}\nthread q {\n  host peek reads x\n}\n"))
+    (dead,) = [f for f in other.findings if f.kind is FindingKind.USE_AFTER_FREE]
+    assert "have `q` set a notify after the use (`notify N`) and `p` `await N` before `a: free x`" in dead.help
