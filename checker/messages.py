@@ -84,8 +84,11 @@ def _replicas(program: Program, a: Statement, b: Statement) -> bool:
 
 
 def _one_lifetime(program: Program, a: Statement, b: Statement, memory: Memory) -> bool:
-    """Two uses of a block by one thread, with no alloc or free of it enqueued between them:
-    they race as any two uses of one buffer do, whatever the block held before or after."""
+    """Two uses of a block by one thread, with no alloc or free of it enqueued between them,
+    or of a block no statement frees (its one lifetime): they race as any two uses of one
+    buffer do, whatever the block held before or after."""
+    if memory.index not in _freed_memories(program):
+        return True
     if a.thread != b.thread or a.index > b.index or b.index - a.index > 20 * STALE_SCAN:
         return False
     return not any(s.op in (Op.ALLOC, Op.FREE) and memory.index in s.lifetime_memories
@@ -821,6 +824,19 @@ def _records(program: Program) -> dict[int, list[Statement]]:
             if statement.op is Op.RECORD and statement.event is not None:
                 by_event.setdefault(statement.event, []).append(statement)
         known = _RECORDS[id(program)] = (program, by_event)
+    return known[1]
+
+
+_FREED: dict[int, tuple[Program, frozenset[int]]] = {}
+"""The memories some statement frees, of the last program asked about."""
+
+
+def _freed_memories(program: Program) -> frozenset[int]:
+    known = _FREED.get(id(program))
+    if known is None or known[0] is not program:
+        _FREED.clear()
+        freed = frozenset(m for s in program.statements if s.op is Op.FREE for m in s.lifetime_memories)
+        known = _FREED[id(program)] = (program, freed)
     return known[1]
 
 

@@ -2385,3 +2385,13 @@ def test_a_host_use_after_a_free_gets_a_help_it_can_follow():
                                    "  a: kernel k writes x\n  a: free x\n}\nthread q {\n  host peek reads x\n}\n"))
     (dead,) = [f for f in other.findings if f.kind is FindingKind.USE_AFTER_FREE]
     assert "have `q` set a notify after the use (`notify N`) and `p` `await N` before `a: free x`" in dead.help
+
+
+def test_a_race_on_a_tensor_nobody_frees_is_told_as_a_race_of_one_lifetime():
+    # no free: no block is handed on, so `record_stream` is no fix; the threads need an order
+    report = check_loaded(load_text("device g\ntensor A 1MiB on g\nstream s on g\nstream u on g\n"
+                                    "thread p {\n  s: alloc A\n  s: kernel fill writes A\n}\n"
+                                    "thread q {\n  u: kernel peek reads A\n}\n"))
+    (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert "handed on" not in race.message and "record_stream" not in race.help, (race.message, race.help)
+    assert "notify" in race.help
