@@ -261,7 +261,11 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                 event = waited.group(1) if waited and waited.group(1).split("[")[0] == event.split("[")[0] else event
             return (f"`{stream(task)}: wait {event}` (line {stale.span.line}) can pass on an earlier "
                     f"`record {event}`: a flag event stays set until it is reset, so reset it once the wait "
-                    f"is through (`{stream(task)}: reset {event}`), or record a fresh event each time")
+                    f"is through (`{stream(task)}: reset {event}`){_RESET_THEN}, or record a fresh event each time")
+    for task, other in ((b, a), (a, b)):
+        early = _flag_passes_early(program, task, other)
+        if early is not None:
+            return early
     if witness is not None:
         for task, other in ((b, a), (a, b)):
             unused = _unused_record_help(program, task, other, witness)
@@ -881,6 +885,43 @@ def _record_inside_group(program: Program, task: Statement, other: Statement) ->
         if any(w.op is Op.WAIT and w.stream == other.stream and w.event == record.event for w in later):
             return record
     return None
+
+
+_RESET_THEN = (" and have the next record come after that reset (a flag holds one record: a second one made "
+               "before the reset is lost, and the wait meant for it never passes)")
+
+
+def _flag_passes_early(program: Program, task: Statement, other: Statement) -> str | None:
+    """The flag wait before `task` (on its stream and thread) can pass on a record of its event
+    other than the one after `other`: another stream's or thread's record, or (another thread's
+    loop) an earlier one that nothing resets. A flag wait passes on any record, whenever made."""
+    if task.stream is None or other.stream is None:
+        return None
+    thread = program.threads[task.thread].statements
+    end = bisect_left(thread, task.index)
+    wait = next((program.statements[i] for i in reversed(thread[max(0, end - STALE_SCAN):end])
+                 if program.statements[i].op is Op.WAIT and program.statements[i].stream == task.stream), None)
+    if wait is None or wait.event is None or not program.events[wait.event].flag:
+        return None
+    records = _records(program).get(wait.event, ())
+    mine = lambda r: r.thread == other.thread and r.stream == other.stream  # noqa: E731
+    if not any(mine(r) and r.index > other.index for r in records):
+        return None  # (no record marks the access: the general help says to add one)
+    event = program.events[wait.event].name
+    waits = f"`{program.streams[task.stream].written}: wait {event}` (line {wait.span.line})"
+    foreign = next((r for r in records if not mine(r)), None)
+    if foreign is not None:
+        return (f"{waits} passes once flag `{event}` is set, and {_quoted(program, foreign)} of "
+                f"`{program.threads[foreign.thread].name}` can set it before {_quoted(program, other)} is done: a "
+                f"flag wait passes on any record of its event. Give this hand-off an event of its own, or order "
+                f"that record after the access")
+    resets = any(s.op is Op.RESET and s.event == wait.event for s in program.statements)
+    earlier = next((r for r in records if mine(r) and r.index < other.index), None)
+    if earlier is None or resets or task.thread == other.thread:  # (one thread: `_stale_flag_wait`'s)
+        return None
+    return (f"{waits} can pass on an earlier {_quoted(program, earlier)}: a flag event stays set until it is "
+            f"reset, so reset it once the wait is through (`{program.streams[task.stream].written}: reset "
+            f"{event}`){_RESET_THEN}, or record a fresh event each time")
 
 
 def _stale_flag_wait(program: Program, task: Statement) -> Statement | None:

@@ -1360,7 +1360,8 @@ thread t {
 def test_race_help_resets_a_flag_that_an_earlier_wait_left_set():
     (race,) = [f for f in check(FLAG_LOOP).findings if f.kind is FindingKind.RACE]
     assert race.help.startswith("`c: wait full` (line 14) can pass on an earlier `record full`")
-    assert race.help.endswith("reset it once the wait is through (`c: reset full`), or record a fresh event each time")
+    assert "reset it once the wait is through (`c: reset full`) and have the next record come after that reset" \
+        in race.help and race.help.endswith("or record a fresh event each time")
     assert check(FLAG_LOOP.replace("    c: wait full\n", "    c: wait full\n    c: reset full\n")).findings == ()
 
 
@@ -2395,3 +2396,17 @@ def test_a_race_on_a_tensor_nobody_frees_is_told_as_a_race_of_one_lifetime():
     (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
     assert "handed on" not in race.message and "record_stream" not in race.help, (race.message, race.help)
     assert "notify" in race.help
+
+
+@pytest.mark.parametrize("threads, words", [
+    # another thread's record of the flag can set it before the access is done
+    ("thread p {\n  a: kernel k1 writes x\n  a: record e\n}\nthread q {\n  b: wait e\n  b: kernel k2 reads x\n}\n"
+     "thread r {\n  a: record e\n}\n", "`a: record e` (line 15) of `r` can set it before `a: kernel k1` (line 7)"),
+    # another thread's earlier round left the flag set
+    ("thread p {\n  for i in 0..2 {\n    a: kernel k1 writes x\n    a: record e\n  }\n}\n"
+     "thread q {\n  for i in 0..2 {\n    b: wait e\n    b: kernel k2 reads x\n  }\n}\n",
+     "can pass on an earlier `a: record e` (line 9)"),
+])
+def test_a_flag_wait_that_passes_on_another_record_is_told_so(threads, words):
+    helps = _race_helps("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nevent e flag\n" + threads)
+    assert helps and all(words in h and "binds to the latest record" not in h for h in helps), helps
