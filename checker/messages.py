@@ -110,9 +110,13 @@ def _block_help(program: Program, a: Statement, b: Statement, memory: Memory) ->
         later = program.statements[use.index + 1:use.index + 1 + 20 * STALE_SCAN]
         free = next((s for s in later if s.op is Op.FREE and memory.index in s.lifetime_memories and s.launch_only), None)
         stream, after = _nameable(program, use)
+        element = re.match(r"[^\[]+\[[^\]:]*\]", written)  # (as written, `x[step]`, without a byte range)
+        tensor = element.group(0) if element and owner and written.startswith(owner + "[") else owner
+        if free is not None and owner is not None and use.span.end <= free.span.start and re.search(
+                rf"(?m)^\s*{re.escape(stream)}\s*:\s*record_stream\s+{re.escape(tensor)}\s*(#.*)?$",
+                program.source[use.span.end:free.span.start]):
+            free = None  # (recorded already: the block's next owner is what did not wait)
         if owner is not None and free is not None:
-            element = re.match(r"[^\[]+\[[^\]:]*\]", written)  # (as written, `x[step]`, without a byte range)
-            tensor = element.group(0) if element and written.startswith(owner + "[") else owner
             written_free = program.source[free.span.start:free.span.end]
             if not written_free.startswith("free ") or "\n" in written_free:
                 written_free = f"free {tensor}"

@@ -2410,3 +2410,29 @@ def test_a_race_on_a_tensor_nobody_frees_is_told_as_a_race_of_one_lifetime():
 def test_a_flag_wait_that_passes_on_another_record_is_told_so(threads, words):
     helps = _race_helps("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nevent e flag\n" + threads)
     assert helps and all(words in h and "binds to the latest record" not in h for h in helps), helps
+
+
+def test_a_reused_block_s_help_does_not_ask_for_a_record_stream_already_written():
+    # `rs` never waits for `comp`; every use on `rs` is recorded: the fix is the wait
+    report = check_loaded(load_text("""device g { compute 2 runtime cuda }
+tensor a 4MiB on g
+tensor b 4MiB on g
+stream comp on g nonblocking
+stream rs on g nonblocking
+thread t {
+  comp: alloc a
+  comp: kernel bwd_a writes a 3ms
+  rs: kernel reduce_a reads a 1ms
+  rs: record_stream a
+  free a
+  comp: alloc b
+  comp: kernel bwd_b writes b 3ms
+  rs: kernel reduce_b reads b 1ms
+  rs: record_stream b
+  free b
+  sync all
+}
+"""))
+    reused = [f for f in report.findings if f.kind is FindingKind.RACE and "handed to" in f.message]
+    assert reused and all("record_stream" not in f.help and "wait for it on `rs`" in f.help for f in reused), \
+        [f.help for f in reused]
