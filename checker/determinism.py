@@ -54,6 +54,7 @@ def nondeterminism(program: Program) -> str | None:
             users_stream.setdefault(st.stream, set()).add(st.thread)
         if st.event is not None:
             users_event.setdefault(st.event, set()).add(st.thread)
+    enqueuers = {stream: set(users) for stream, users in users_stream.items()}  # (before the syncs count)
     for st in program.statements:
         if st.op is not Op.SYNC:
             continue
@@ -87,7 +88,13 @@ def nondeterminism(program: Program) -> str | None:
         return None
     for st in program.statements:
         if st.stream in shared_streams and (st.group is not None or st.batch is not None):
-            return f"threads share stream `{program.streams[st.stream].name}` (with collective or batched calls on it)"
+            stream = program.streams[st.stream].name
+            syncing = users_stream[st.stream] - enqueuers[st.stream]
+            if len(enqueuers[st.stream]) == 1 and syncing:  # (one thread enqueues; another's sync waits for it)
+                other = program.threads[min(syncing)].name
+                return (f"threads share stream `{stream}` (`{other}` syncs it, and `{program.threads[st.thread].name}` "
+                        "enqueues collective or batched calls on it)")
+            return f"threads share stream `{stream}` (with collective or batched calls on it)"
     return _unordered_use(program, order, shared_streams, shared_events)
 
 

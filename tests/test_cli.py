@@ -627,3 +627,12 @@ def test_a_loop_race_names_its_elements_and_those_no_expectation_asks_for(run, t
     assert status == 1 and "SP401" not in out, out
     assert "= note: the memories it touches: `x[0]`, `x[1]`, `x[2]` (`elements` in `--format json`)" in out
     assert "= note: no `expect` line asks for it on `x[0]`, `x[2]`, so it fails the check there" in out
+
+
+def test_simulate_names_the_thread_that_syncs_a_stream_it_does_not_use(run, tmp_path):
+    # each rank enqueues on its own streams; a rank's `sync all` also waits for the other's
+    spec = tmp_path / "ranks.sched"
+    spec.write_text("device gpu[2]\nbuffer g[2] 1MiB on gpu\nstream c[2] on gpu\ncomm w = { c }\n"
+                    "thread rank[2] {\n  c[rank]: allreduce w g[rank] 1ms\n  sync all\n}\n")
+    status, out, _ = run("simulate", spec)
+    assert status == 0 and "note: threads share stream `c[0]` (`rank[1]` syncs it, and `rank[0]` enqueues" in out
