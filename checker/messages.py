@@ -699,6 +699,15 @@ def _event_as_written(program: Program, record: Statement, task: Statement) -> s
     return written.group(1)
 
 
+def _repeats(program: Program, statement: Statement) -> bool:
+    """Whether `statement`'s line runs more than once in its thread (a loop's body), looking
+    within 20 x STALE_SCAN statements either side."""
+    thread = program.threads[statement.thread].statements
+    at = bisect_left(thread, statement.index)
+    return any(program.statements[i].span.start == statement.span.start and i != statement.index
+               for i in thread[max(0, at - 20 * STALE_SCAN):at + 20 * STALE_SCAN])
+
+
 def _other_iteration(record: Statement, task: Statement) -> str:
     """Where a wait to add is in another loop iteration than its record, on an element of an
     event array: the element named is the record's, which the wait's line must reach from its
@@ -752,7 +761,13 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
             return None
         record = f"`{stream(after_other)}: record {event}` (line {after_other.span.line})"
         if after_other.thread == wait.thread and after_other.index > wait.index:
-            return (f"{waits} is enqueued before {record} by the same thread, so it waits for nothing: "
+            nothing = "it waits for nothing"
+            if _repeats(program, wait):  # (a loop's line: later rounds bind to an earlier round's record)
+                array = program.threads[wait.thread].name.split("[")[0]
+                iteration = loop_text(tuple((k, v) for k, v in wait.bindings if k != array))
+                nothing = (f"in iteration {iteration} it waits for nothing (in a later one, for an earlier "
+                           "iteration's record, not this one's)")
+            return (f"{waits} is enqueued before {record} by the same thread, so {nothing}: "
                     f"a wait binds to the latest record enqueued before it. Enqueue the record, after the work it "
                     f"marks, before the wait (move the wait, and what it orders, after line {after_other.span.line})")
         return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "

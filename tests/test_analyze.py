@@ -2436,3 +2436,14 @@ thread t {
     reused = [f for f in report.findings if f.kind is FindingKind.RACE and "handed to" in f.message]
     assert reused and all("record_stream" not in f.help and "wait for it on `rs`" in f.help for f in reused), \
         [f.help for f in reused]
+
+
+def test_a_wait_before_its_record_in_a_loop_is_said_to_wait_for_nothing_in_that_iteration_only():
+    helps = _race_helps("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nevent e\nthread t {\n"
+                        "  for l in 0..3 {\n    b: wait e\n    a: kernel w writes x\n    a: record e\n"
+                        "    b: kernel r reads x\n  }\n}\n")
+    assert helps and any("so in iteration [l=0] it waits for nothing (in a later one, for an earlier "
+                         "iteration's record" in h for h in helps), helps
+    once = _race_helps("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nevent e\nthread t {\n"
+                       "  b: wait e\n  a: kernel w writes x\n  a: record e\n  b: kernel r reads x\n}\n")
+    assert once and all("so it waits for nothing" in h for h in once), once
