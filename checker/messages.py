@@ -1252,7 +1252,7 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                         "the device" if freeing else "")
                 return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, comes "
                         f"after {_quoted(program, call)} on its thread, which is stuck too: set "
-                        f"`{program.notifies[s.notify].name}` before that call{also}")
+                        f"`{program.notifies[s.notify].name}` before that call{also}{_too_few_sets(program, s.notify)}")
     blocked = _member_behind_a_call(program, statements, held)
     if blocked is not None:
         return blocked
@@ -1285,6 +1285,17 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
                 "streams between them) for work behind a collective that another rank issues later: issue the "
                 "collectives of every comm in the same order on every rank")
     return "every wait, await, sync and collective needs a partner that can still arrive"
+
+
+def _too_few_sets(program: Program, notify: int) -> str:
+    """The count a deadlock's first fix leaves, where a notify is set fewer times than it is
+    awaited: fixing the order alone would leave an await that waits forever."""
+    sets = sum(1 for t in program.statements if t.op is Op.NOTIFY and t.notify == notify)
+    awaits = sum(1 for t in program.statements if t.op is Op.AWAIT and t.notify == notify)
+    if sets >= awaits:
+        return ""
+    return (f"; and `{program.notifies[notify].name}` is set {sets} time{'s' * (sets != 1)} but awaited {awaits} "
+            "times: set it once per await too")
 
 
 def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
@@ -1330,7 +1341,8 @@ def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
             if sets < awaits:
                 return (f"`{notify}` is set {sets} time{'s' * (sets != 1)} and awaited {awaits} times: each "
                         f"`notify` releases one `await`, so {_quoted(program, s)} waits forever; set it once per "
-                        "await")
+                        f"await, each set after the await before it took the last one (a `notify` that finds "
+                        f"`{notify}` already set is lost: an await on the setting side, or a notify handed back)")
             return (f"{_quoted(program, s)} waits for `{notify}`, and no set of it is left: a `notify` that finds "
                     f"`{notify}` already set is lost, and each await takes one; set it only once the last one was "
                     "taken (an await before it, or one notify per waiter)")

@@ -2447,3 +2447,13 @@ def test_a_wait_before_its_record_in_a_loop_is_said_to_wait_for_nothing_in_that_
     once = _race_helps("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nevent e\nthread t {\n"
                        "  b: wait e\n  a: kernel w writes x\n  a: record e\n  b: kernel r reads x\n}\n")
     assert once and all("so it waits for nothing" in h for h in once), once
+
+
+def test_a_deadlock_help_that_moves_a_notify_also_says_when_too_few_are_set():
+    # moving the notify before the sync alone leaves the second await waiting forever
+    help = _deadlock_help("device d\nstream s on d\nnotify n\nthread a {\n  await n\n  s: kernel k\n}\n"
+                          "thread b {\n  sync s\n  notify n\n}\nthread c {\n  s: await n\n}\n")
+    assert "set `n` before that call" in help and "`n` is set 1 time but awaited 2 times" in help, help
+    counted = _deadlock_help("device d\nstream a on d\nstream b on d\nnotify n\nthread t {\n"
+                             "  a: notify n\n  b: await n\n  b: await n\n}\n")
+    assert "a `notify` that finds `n` already set is lost" in counted, counted
