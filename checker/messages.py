@@ -1133,6 +1133,12 @@ def _after_alloc_help(program: Program, use: Statement, alloc: Statement, again:
         return f"{allocates}: order the use after it"
     same = alloc.thread == use.thread and alloc.bindings == use.bindings  # (one block: named as its lines are)
     where = _stream_as_written(program, alloc) if same else program.streams[alloc.stream].written
+    if alloc.launch is not None:  # (a graph's own stream: the order goes around its launch)
+        where, launch = _nameable(program, alloc)
+        if use.stream is None:
+            return f"{allocates}, in the graph {launch} runs: `sync {where}` before the use"
+        return (f"{allocates}, in the graph {launch} runs: record an event on `{where}` after the launch and "
+                f"wait on it on `{program.streams[use.stream].written}` before the use")
     if use.stream is None:
         return f"{allocates}, on `{where}`: `sync {where}` before the use"
     using = _stream_as_written(program, use) if same else program.streams[use.stream].written

@@ -2457,3 +2457,13 @@ def test_a_deadlock_help_that_moves_a_notify_also_says_when_too_few_are_set():
     counted = _deadlock_help("device d\nstream a on d\nstream b on d\nnotify n\nthread t {\n"
                              "  a: notify n\n  b: await n\n  b: await n\n}\n")
     assert "a `notify` that finds `n` already set is lost" in counted, counted
+
+
+def test_a_use_before_a_graph_s_alloc_is_ordered_around_the_launch():
+    # a graph's own stream (`g.s`) cannot take a record: the launch stream can
+    report = check_loaded(load_text("device d\nbuffer x 1MiB on d\nstream s on d\nstream main on d\nstream o on d\n"
+                                    "graph g {\n  s: alloc x\n  s: kernel k writes x\n}\nthread t {\n"
+                                    "  main: launch g\n  o: kernel after reads x\n  sync all\n  free x\n}\n"))
+    (early,) = [f for f in report.findings if f.kind is FindingKind.USE_BEFORE_ALLOC]
+    assert "record an event on `main` after the launch and wait on it on `o`" in early.help, early.help
+    assert "g.s:" not in early.help.split("allocates it")[1]
