@@ -3411,6 +3411,11 @@ class _Lowerer:
             self.emit(capture.node, part=3, op=Op.WAIT, stream=first, device=capture.device, event=capture.start,
                       bindings=capture.bindings, form=f"wait (graph {capture.name} begins)")
         elif clock is None:
+            if joins is None and self.streams[label].mode is StreamMode.LEGACY:  # (joining would not help)
+                raise SpecError(error(Code.SP029, f"a graph cannot capture work on the legacy stream "
+                                                  f"`{self.streams[label].name}`", statement.stream.span,
+                                      "a legacy stream", secondary=secondary,
+                                      help="capture on a stream that is not legacy"))
             if joins is None:
                 origin = self.streams[capture.origin].name
                 capture.clocks[label] = {}  # (reported once: its later work is no second error)

@@ -307,9 +307,11 @@ def diagnostics(run, tmp_path, text: str) -> list[tuple[str, int, str]]:
     ("s1: record fl", "a graph cannot capture a flag event (`fl`)"),
     ("s1: copy hp <- a", "a copy to or from pageable host memory cannot be captured"),
     ("choose { s1: kernel k } or { s1: kernel l }", "a `choose` cannot be captured"),
+    # (a legacy stream that has not joined the capture: joining it would not help, so SP029 at once)
+    ("lg: kernel k", "a graph cannot capture work on the legacy stream `lg`"),
 ])
 def test_what_cannot_be_captured_is_sp029(run, tmp_path, statement, message):
-    text = (HEADER + "buffer hp 1KiB on host\ntensor t 1KiB on gpu\nevent fl flag\nnotify n\n"
+    text = (HEADER + "stream lg on gpu legacy\nbuffer hp 1KiB on host\ntensor t 1KiB on gpu\nevent fl flag\nnotify n\n"
             "graph inner {\n  s1: kernel i\n}\n"
             f"graph g {{\n  s1: kernel first writes b\n  {statement}\n}}\nthread t {{\n  x: launch g\n}}\n")
     found = diagnostics(run, tmp_path, text)
