@@ -3455,7 +3455,8 @@ class _Lowerer:
                     "a free node", secondary=((statements[s.launch].span, "launched here"),),
                     help=f"a graph frees only what a graph's alloc node allocated: allocate `{memory}` in a "
                          f"graph too (`STREAM: alloc {memory}` in its body), or free it outside the graph, "
-                         "after the launch"))
+                         f"on the launch stream after the launch (`{self.streams[statements[s.launch].stream].name}: "
+                         f"free {memory}`; a host `free` would not wait for the graph's work)"))
         body: dict[int, list[Statement]] = defaultdict(list)
         frees: dict[int, list[Statement]] = defaultdict(list)
         for s in statements:

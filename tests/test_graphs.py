@@ -623,6 +623,12 @@ def test_graph_memory_that_cuda_refuses_is_sp032(run, tmp_path, graphs, thread, 
     found = [(d["code"], d["line"]) for d in file["diagnostics"] if d["severity"] == "error"]
     assert found == ([] if line is None else [("SP032", line)]), file["diagnostics"]
     assert (status == 2) == (line is not None)
+    if "no graph allocates" in "".join(d["message"] for d in file["diagnostics"]):
+        # the help's fix, pasted: a free on the launch stream after the launch (a host free would race)
+        (help,) = [d["help"] for d in file["diagnostics"] if d["code"] == "SP032"]
+        assert "(`x: free c`;" in help, help
+        fixed = text.replace("  s1: free c\n", "").replace("  x: launch g\n", "  x: launch g\n  x: free c\n")
+        assert check_json(run, tmp_path, fixed)[1]["findings"] == []
 
 
 def test_a_relaunch_names_every_live_element_and_its_help_is_a_fix(run, tmp_path):
