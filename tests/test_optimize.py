@@ -226,7 +226,7 @@ def test_no_run_ends_before_the_orders_every_execution_keeps(seed):
     program = load(text)
     bound = must_chain(program)
     assert bound == 0 or bound >= _own_chains(program)  # (0: a step no execution takes, no makespan)
-    bound = max(bound, _stream_loads(program))
+    bound = max(bound, _stream_loads(program), _own_chains(program))
     for shuffle in range(10):
         for interleave in (False, True):
             run = simulate(program, shuffle=shuffle, interleave=interleave)
@@ -798,3 +798,34 @@ def test_the_relaxation_pairs_every_conflicting_pair_of_statements() -> None:
         wanted = {(i, j) for i, j in itertools.combinations(range(len(lists)), 2)
                   if accesses_conflict(lists[i], lists[j])}
         assert wanted <= set(listed)
+
+
+def test_own_chains_follow_a_thread_s_waits_on_events_only_it_records():
+    # each rank's kernel waits for its previous allreduce through `r_done`, recorded by the
+    # rank alone: 3 iterations of 2 ms + 1 ms, whatever the ranks do between them
+    from checker.optimize import _own_chains
+
+    program = load("""device gpu[2] { compute 1 comm 1 }
+buffer grad[2] 4MiB on gpu
+stream cp[2] on gpu
+stream cm[2] on gpu
+event g_done[2]
+event r_done[2]
+event shared
+comm world = { cm }
+thread rank[2] {
+  for i in 0..3 {
+    cp[rank]: wait r_done[rank]
+    cp[rank]: kernel bwd writes grad[rank] 2ms
+    cp[rank]: record g_done[rank]
+    cm[rank]: wait g_done[rank]
+    cm[rank]: allreduce world grad[rank] 1ms
+    cm[rank]: record r_done[rank]
+  }
+  sync all
+}
+""")
+    assert _own_chains(program) == 9_000_000
+    shared = load(program.source.replace("record r_done[rank]", "record shared").replace(
+        "wait r_done[rank]", "wait shared"))
+    assert _own_chains(shared) == 7_000_000  # (both ranks record it: which record a wait takes is open)

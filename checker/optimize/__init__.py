@@ -282,15 +282,24 @@ def _own_chains(program: Program) -> int:
     each thread's program order with its launch costs and host durations, a task after its
     enqueue and running its duration, the task a thread enqueued earlier on the same stream
     first (stream order holds whoever enqueues in between), and a sync or a blocking copy
-    after the thread's own tasks it waits for. A lower bound for programs the exact model
-    cannot take (a makespan counts only executions that finish)."""
+    after the thread's own tasks it waits for, and a wait or `sync` on a snapshot event only
+    its own thread records after that thread's latest record of it. A lower bound for programs
+    the exact model cannot take (a makespan counts only executions that finish)."""
     from checker.optimize.model import launch_of
 
     statements = program.statements
+    # Snapshot events that one thread alone records: its wait (or `sync E`) binds to the latest
+    # of its own records before it, whatever the other threads do.
+    recorder: dict[int, int | None] = {}
+    for st in statements:
+        if st.op is Op.RECORD and st.event is not None:
+            recorder[st.event] = st.thread if recorder.get(st.event, st.thread) == st.thread else None
+    own = {event for event, thread in recorder.items() if thread is not None and not program.events[event].flag}
     longest = 0
     for thread in program.threads:
         clock = 0
         tail: dict[int, int] = {}  # stream -> when this thread's latest task on it is done
+        recorded: dict[int, int] = {}  # event of its own -> when its latest record so far is done
         for i in thread.statements:
             st = statements[i]
             if st.stream is not None:
@@ -298,10 +307,16 @@ def _own_chains(program: Program) -> int:
                 first = clock + launch
                 if st.batch is None:  # (tasks of one `group` are not ordered among themselves)
                     first = max(first, tail.get(st.stream, 0))
+                if st.op is Op.WAIT and st.event in own:
+                    first = max(first, recorded.get(st.event, 0))
                 done = first + (st.duration if st.running else 0)
                 tail[st.stream] = max(tail.get(st.stream, 0), done)
+                if st.op is Op.RECORD and st.event in own:
+                    recorded[st.event] = done
                 longest = max(longest, done)
                 clock = max(clock + launch, done) if st.blocking else clock + launch
+            elif st.sync is SyncKind.EVENT and st.target in own:
+                clock = max(clock, recorded.get(st.target, 0))
             elif st.sync is not None and st.sync is not SyncKind.EVENT:
                 clock = max([clock] + [tail.get(stream, 0) for stream in st.streams])
             elif st.op in (Op.HOST, Op.FREE):
