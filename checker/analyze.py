@@ -251,7 +251,19 @@ def _walked(program: Program, options: Options, refused: Finding,
                f"{'a deadlock' if shown.deadlocks else 'no deadlock'}), but what they miss stays undecided")
     detail = {**refused.detail, "walks": walks.walks, "racing_pairs_seen": walks.racing_pairs,
               "racing_pairs_reported": reported}
-    return list(shown.findings(program, shortened=False)) + [replace(refused, message=message, detail=detail)]
+    # A race the runs show is one the solver did not decide: its other instance pairs are left
+    # undecided, so its count is a lower bound (`undecided_instances`).
+    per_line: dict[int, int] = {}
+    for statement in program.statements:
+        per_line[statement.span.start] = per_line.get(statement.span.start, 0) + 1
+    found = []
+    for finding in shown.findings(program, shortened=False):
+        if finding.kind is FindingKind.RACE and len(finding.statements) == 2:
+            a, b = (program.statements[i].span.start for i in finding.statements)
+            pairs = per_line[a] * (per_line[a] - 1) // 2 if a == b else per_line[a] * per_line[b]
+            finding = replace(finding, undecided=max(finding.undecided, pairs - finding.instances))
+        found.append(finding)
+    return found + [replace(refused, message=message, detail=detail)]
 
 
 def _confirmed(program: Program, findings: list[Finding], progress: ProgressCallback | None = None,

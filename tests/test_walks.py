@@ -234,3 +234,14 @@ def test_threads_sharing_a_hardware_queue_past_the_cap_are_walked(monkeypatch):
     unknown = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
     assert len(unknown) == 1 and f"{pairs:,} pairs" in unknown[0].message, unknown
     assert "hardware queue" in unknown[0].message and unknown[0].detail["refused"]
+
+
+def test_races_the_walks_show_count_as_lower_bounds(monkeypatch):
+    # the solver decided none of a refused program's instance pairs: a race the runs show is
+    # reported with its other pairs of the same lines left undecided
+    monkeypatch.setattr(smt, "MAX_STATEMENTS", 20)
+    text = ("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nthread p {\n  for i in 0..12 {\n"
+            "    a: kernel w writes x\n  }\n}\nthread q {\n  for i in 0..12 {\n    b: kernel r reads x\n  }\n}\n")
+    report = check_loaded(load_text(text, "loop.sched"), Options(budget=5))
+    races = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert races and all(f.undecided == 12 * 12 - f.instances for f in races), [(f.instances, f.undecided) for f in races]

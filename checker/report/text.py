@@ -126,7 +126,8 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True, al
     elif finding.undecided:
         out.append(f"  = {_style('note', 'help')}: at least {finding.instances:,} instance(s) of this pair (the same lines, "
                    f"repeated by loops or thread arrays); {finding.undecided:,} more instance pair(s) were left undecided (the solver's "
-                   "budget ran out, or they were past the most race questions it asks of one program)")
+                   "budget ran out, it did not check the program, or they were past the most race questions it asks of one "
+                   "program)")
     elif finding.instances > 1:
         out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair "
                    "(the same lines, repeated by loops or thread arrays)")
