@@ -293,11 +293,12 @@ def _races(order: HappensBefore, findings: list[Finding], budget: int, deadline:
 
     def partner(run: _Run, s: Statement, first: int) -> Statement:
         """The run's statement to show with s: one of s's loop iteration among the last
-        SAME_ITERATION_SCAN counted, else the run's last."""
+        SAME_ITERATION_SCAN counted, else the first of the run that s is not ordered after
+        (the nearest: a ring buffer's first wrap, whose witness is short, not its last)."""
         for other in reversed(run.statements[max(first, len(run.statements) - SAME_ITERATION_SCAN):]):
             if other.bindings == s.bindings:
                 return other
-        return run.statements[-1]
+        return run.statements[first]
 
     def by_memory(s: Statement) -> dict[int, list]:
         grouped: dict[int, list] = {}

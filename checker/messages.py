@@ -684,19 +684,20 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
 
 def _event_as_written(program: Program, record: Statement, task: Statement) -> str | None:
     """The event of `record` as its line names it (`done[s]`, `e[rank]`), where that text
-    names the same element at `task`'s line: every loop, `let` and thread-array variable in
-    scope at the record has the same value at `task`. A wait pasted there then fixes every
-    iteration and rank, not only the one the witness shows. None otherwise."""
+    names the same element at `task`'s line: every variable its index reads has the same value
+    at `task` (a ring's slot `s`, though the iterations differ). A wait pasted there then fixes
+    every iteration and rank, not only the one the witness shows. None otherwise."""
     event = program.events[record.event].name
     if "[" not in event or not record.bindings:
         return None
-    theirs = dict(task.bindings)
-    if any(theirs.get(name) != value for name, value in record.bindings):
+    written = re.match(r"[^:]*:\s*record\s+([A-Za-z_]\w*)\[([^\]\n]*)\]", program.source[record.span.start:record.span.end])
+    if written is None or written.group(1) != event.split("[")[0]:
         return None
-    written = re.match(r"[^:]*:\s*record\s+([A-Za-z_]\w*\[[^\]\n]*\])", program.source[record.span.start:record.span.end])
-    if written is None or written.group(1).split("[")[0] != event.split("[")[0]:
+    mine, theirs = dict(record.bindings), dict(task.bindings)
+    used = set(re.findall(r"[A-Za-z_]\w*", written.group(2)))  # (the variables the index reads)
+    if not used or any(name not in mine or theirs.get(name) != mine[name] for name in used):
         return None
-    return written.group(1)
+    return f"{written.group(1)}[{written.group(2)}]"
 
 
 def _repeats(program: Program, statement: Statement) -> bool:

@@ -621,3 +621,22 @@ thread b {
         report = check_loaded(load_text(text, "t.sched"), options)
         used = [f.message for f in report.findings if f.kind is FindingKind.USE_AFTER_FREE]
         assert "s: kernel k (line 7) can touch `z` after free z (line 11) freed it" in used, (options, used)
+
+
+def test_a_ring_race_is_shown_at_its_first_wrap():
+    # the kernel of iteration 0 races with the copy into its slot two iterations later: the
+    # witness of that pair is short whatever the loop's length (it showed the last wrap once)
+    text = ("device d { compute 1 copy 1 }\nbuffer host_in[2] 4MiB on host pinned\nbuffer slot[2] 4MiB on d\n"
+            "buffer out 1MiB on d\nstream ld on d\nstream wk on d\nevent loaded[2]\nevent consumed[2]\n"
+            "thread main {\n  for i in 0..N {\n    let s = i % 2\n    ld: copy slot[s] <- host_in[s] 1ms\n"
+            "    ld: record loaded[s]\n    wk: wait loaded[s]\n    wk: kernel infer reads slot[s] writes out 2ms\n"
+            "    wk: record consumed[s]\n  }\n}\n")
+    lengths = []
+    for n in (4, 40):
+        program = load_text(text.replace("N", str(n))).program
+        findings, _ = hb.analyze(program)
+        (race,) = [f for f in findings if f.kind is FindingKind.RACE and f.memory == "slot[0]"]
+        assert sorted(dict(program.statements[i].bindings)["i"] for i in race.statements) == [0, 2]
+        assert "`ld: wait consumed[s]` before line 12" in race.help, race.help
+        lengths.append(len(race.witness.steps))
+    assert lengths[0] == lengths[1]
