@@ -671,6 +671,11 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
                     f"stream. Move the wait before line {task.span.line}")
     follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
     where = f"before line {task.span.line}" + (_other_iteration(record, task) if array is not None else "")
+    skipped = _skipped_wait(program, task, record)
+    if skipped is not None:
+        return (f"{_quoted(program, skipped)} would order it, but iteration {loop_text(task.bindings)} does not run "
+                f"that line (a condition around it skips it there): wait in every iteration, or order this one "
+                f"another way")
     written = _event_as_written(program, record, task)
     if written is not None:  # (the wait goes into the same block: named as its lines name them)
         stream, event, where = _stream_as_written(program, task), written, f"before line {task.span.line}"
@@ -680,6 +685,25 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     return (f"{follows}, and the execution shown enqueues it before {_quoted(program, task)}: wait on it there "
             f"(`{stream}: wait {event}` {where}; if the record is not always enqueued "
             "first, have the thread `await` a notify set after it)")
+
+
+def _skipped_wait(program: Program, task: Statement, record: Statement) -> Statement | None:
+    """A wait on `record`'s event, on `task`'s stream and written above it, that other
+    iterations of `task`'s loop run but `task`'s does not (an `if` around it): the missing wait
+    is there already, and adding it again would not say why it is missing."""
+    if not task.bindings:
+        return None
+    thread = program.threads[task.thread].statements
+    at = bisect_left(thread, task.index)
+    window = [program.statements[i] for i in thread[max(0, at - 20 * STALE_SCAN):at + 20 * STALE_SCAN]]
+    mine = dict(task.bindings)
+    same = lambda x: all(mine.get(k, v) == v for k, v in x.bindings)  # noqa: E731  (task's iteration)
+    ran = {x.span.start for x in window if same(x)}
+    for wait in window:
+        if wait.op is Op.WAIT and wait.stream == task.stream and wait.event == record.event \
+                and wait.span.line < task.span.line and wait.span.start not in ran:
+            return wait
+    return None
 
 
 def _event_as_written(program: Program, record: Statement, task: Statement) -> str | None:

@@ -2467,3 +2467,12 @@ def test_a_use_before_a_graph_s_alloc_is_ordered_around_the_launch():
     (early,) = [f for f in report.findings if f.kind is FindingKind.USE_BEFORE_ALLOC]
     assert "record an event on `main` after the launch and wait on it on `o`" in early.help, early.help
     assert "g.s:" not in early.help.split("allocates it")[1]
+
+
+def test_a_wait_an_if_skips_in_one_iteration_is_named_with_that_iteration():
+    helps = _race_helps("device gpu { compute 1 comm 1 }\nbuffer grad 4MiB on gpu\nstream cp on gpu\n"
+                        "stream cm on gpu\nevent g_done\nthread t {\n  for i in 0..8 {\n"
+                        "    cp: kernel bwd writes grad 2ms\n    cp: record g_done\n    if i % 7 != 6 {\n"
+                        "      cm: wait g_done\n    }\n    cm: kernel reduce reads grad 1ms\n  }\n}\n")
+    assert helps and any("`cm: wait g_done` (line 11) would order it, but iteration [i=6] does not run that line"
+                         in h for h in helps), helps
