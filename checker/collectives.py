@@ -126,6 +126,9 @@ def interleaved_comms(program: Program) -> frozenset[int]:
 
 _ADVISORY = (" (NCCL and HCCL need it; the spec language lets such calls meet, so this warning does not "
              "fail `check` unless the spec says `expect no mismatch`)")
+_ADVISORY_ALLTOALL = (" (an alltoall needs it; an alltoallv, HCCL's HcclAlltoAllV or PyTorch's all_to_all_single "
+                      "with split sizes, does not, so this warning does not fail `check` unless the spec says "
+                      "`expect no mismatch`)")
 
 
 def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | None:
@@ -133,7 +136,7 @@ def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | 
     its own order (`rows`): against the commonest call at k, one that issues it at another
     position (a swapped order), or one that issues no such call at all."""
     def signature(s: Statement) -> tuple:
-        return (s.op, None if s.op is Op.ALLTOALL else _size(program, s), s.root)
+        return (s.op, _size(program, s), s.root)
 
     at_k = [row[k] for row in rows if k < len(row)]
     counts = Counter(signature(s) for s in at_k)
@@ -160,13 +163,14 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
     """The calls at position k of a comm's member streams, if they disagree."""
     kinds = {s.op for s in at_k}
     matched = [s for s in at_k if not s.operation.pairwise]
-    # (an `alltoall` stands for alltoallv too, HCCL's HcclAlltoAllV and PyTorch's
-    # all_to_all_single with split sizes: each member sends and receives what it counts)
-    sizes = {_size(program, s) for s in matched if s.op is not Op.ALLTOALL}
+    sizes = {_size(program, s) for s in matched}
     roots = {s.root for s in matched}
     if not matched or (len(kinds) <= 1 and len(sizes) <= 1 and len(roots) <= 1):
         return None
-    advisory = kinds == {Op.ALLREDUCE}  # the contract: "the k-th allreduce of every member stream forms one group"
+    # The contract: "the k-th allreduce of every member stream forms one group"; an `alltoall`
+    # stands for alltoallv too (HCCL's HcclAlltoAllV, PyTorch's all_to_all_single with split
+    # sizes), whose members each send and receive what they count.
+    advisory = kinds == {Op.ALLREDUCE} or kinds == {Op.ALLTOALL}
     differ = [what for what, values in (("kind", kinds), ("size", sizes), ("root", roots)) if len(values) > 1]
     parts = "; ".join(f"`{program.streams[s.stream].name}` issues {_label(program, s)} (line {s.span.line})"
                       for s in at_k)
@@ -176,7 +180,7 @@ def _calls_mismatch(program: Program, comm: int, k: int, at_k: list[Statement],
         tuple(s.index for s in at_k),
         help=((rows is not None and _order_help(program, rows, k))
               or "every member of a comm must issue the same collectives, with the same sizes and roots, in the "
-                 "same order") + (_ADVISORY if advisory else ""),
+                 "same order") + ((_ADVISORY_ALLTOALL if kinds == {Op.ALLTOALL} else _ADVISORY) if advisory else ""),
         advisory=advisory,
         detail={"differ": differ},
     )

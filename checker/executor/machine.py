@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import operator
 import weakref
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from checker import collectives
@@ -473,6 +474,21 @@ class Machine:
         self.flag_setters = {e: tuple(found) for e, found in flag_setters.items()}
         """Per flag event: its records (whose `complete` sets it)."""
 
+        def lanes(found) -> tuple[tuple, ...]:
+            by_lane: dict[tuple, list] = {}
+            for entry in found:
+                st = statements[entry[0] if isinstance(entry, tuple) else entry]
+                by_lane.setdefault((st.thread, st.stream), []).append(entry)
+            return tuple(tuple(lane) for lane in by_lane.values())
+
+        self.note_lanes = {note: lanes(found) for note, found in note_setters.items()}
+        """The setters of each notify by (thread, stream), in program order: a thread issues its
+        host notifies in order and a stream completes its tasks in order, so in any state the
+        done ones of a lane are a prefix of it, and only the first one not done can set the
+        notify next (a blocker that named them all made a loop of n rounds cost n^2)."""
+        self.flag_lanes = {e: lanes(found) for e, found in flag_setters.items()}
+        """The records of each flag event by (thread, stream), as `note_lanes`."""
+
     @property
     def conflicts(self) -> tuple[int, ...]:
         """Per statement: bitmask of the other statements whose accesses conflict with it."""
@@ -589,14 +605,25 @@ class Machine:
         return self.completion_step(task) if self.begins_when_done[task] else self.first_step(task)
 
     def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
+        """The setters of a notify that can set it next: each lane's first not done."""
         status = state.status
-        return tuple(self.steps[kind][i] for i, kind in self.note_setters.get(note, ())
-                     if status[i] != DONE)
+        out = []
+        for lane in self.note_lanes.get(note, ()):
+            k = bisect_left(lane, True, key=lambda entry: status[entry[0]] != DONE)
+            if k < len(lane):
+                i, kind = lane[k]
+                out.append(self.steps[kind][i])
+        return tuple(out)
 
     def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
+        """The records of a flag event that can set it next: each lane's first not done."""
         status = state.status
-        return tuple(self.steps[_COMPLETE][i] for i in self.flag_setters.get(event, ())
-                     if status[i] != DONE)
+        out = []
+        for lane in self.flag_lanes.get(event, ()):
+            k = bisect_left(lane, True, key=lambda i: status[i] != DONE)
+            if k < len(lane):
+                out.append(self.steps[_COMPLETE][lane[k]])
+        return tuple(out)
 
     def _not_reached(self, t: int, v: int) -> Blocked:
         """Thread t, at `v` (`State.threads`), has not reached a statement: it must first
