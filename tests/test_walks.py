@@ -245,3 +245,15 @@ def test_races_the_walks_show_count_as_lower_bounds(monkeypatch):
     report = check_loaded(load_text(text, "loop.sched"), Options(budget=5))
     races = [f for f in report.findings if f.kind is FindingKind.RACE]
     assert races and all(f.undecided == 12 * 12 - f.instances for f in races), [(f.instances, f.undecided) for f in races]
+
+
+def test_a_refused_program_of_one_thread_is_told_about_its_streams_not_threads(monkeypatch):
+    monkeypatch.setattr(rules, "MAX_OPEN", 50)
+    text = ("device d\nbuffer slot 1MiB on d\nstream ld on d\nstream wk on d\nevent vacant flag\nevent full flag\n"
+            "thread main {\n  wk: record vacant\n  for i in 0..30 {\n    ld: wait vacant\n    ld: kernel fill writes slot\n"
+            "    ld: record full\n    wk: wait full\n    wk: reset full\n    wk: kernel use reads slot\n"
+            "    wk: record vacant\n  }\n}\n")
+    report = check_loaded(load_text(text, "flag.sched"), Options(budget=5, explore_first=0))
+    (unknown,) = [f for f in report.findings if f.kind is FindingKind.UNKNOWN]
+    assert "the streams may run apart" in unknown.help and "flag wait passes on any record" in unknown.help
+    assert "threads" not in unknown.help, unknown.help

@@ -26,7 +26,7 @@ from checker.smt.layout import Layout
 from checker.smt.order import compute
 from checker.smt.answers import Parts, assemble, spread
 from checker.smt.queries import Analysis
-from checker.smt.rules import TooLarge
+from checker.smt.rules import MAX_OPEN, TooLarge
 from checker.smt.encode import Encoding
 from checker.smt.solve import Budget, Sat, Session, Unsat
 from checker.symmetry import Orbits, statement_orbits, symmetries
@@ -39,6 +39,17 @@ __all__ = ["analyze"]
 MAX_STATEMENTS = 50_000
 """Programs larger than this are not encoded: the encoding grows with the open windows of
 the interleaving, and the answer would be an unknown after a long wait anyway."""
+
+
+def _one_thread_help(program: Program) -> str:
+    """What leaves orderings open in a program of one thread: its streams, which run apart
+    (not threads), and flag events, whose waits pass on any record."""
+    flags = any(event.flag for event in program.events)
+    return ("the open orderings grow with the square of the loop iterations that the streams may run apart"
+            + (" (a flag wait passes on any record, so its stream is held by none in particular)" if flags else "")
+            + f"; check a shorter unrolling (the bug usually shows in two or three iterations), or hold the "
+              f"streams in step with snapshot events, each wait after the record it needs (at most "
+              f"{MAX_OPEN:,} open orderings are checked)")
 
 
 def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
@@ -79,7 +90,8 @@ def analyze(program: Program, timeout: float = 10.0, rlimit: int | None = None,
             FindingKind.UNKNOWN,
             f"the solver does not check this program: {error}",
             (),
-            help=error.help,
+            help=(_one_thread_help(program) if type(error) is TooLarge and len(program.threads) == 1
+                  else error.help),
             detail={"query": "all", "reason": "too large", "refused": True,
                     # (the open orderings counted; the subclasses count other things)
                     **({"open": error.count} if type(error) is TooLarge else {})},
