@@ -824,7 +824,8 @@ class _Lowerer:
             left = self.evaluate(expr.left, env)
             right = self.evaluate(expr.right, env)
             if expr.operator in "/%" and right == 0:
-                raise SpecError(error(Code.SP019, "division by zero", expr.right.span, "this is 0"))
+                raise SpecError(error(Code.SP019, "division by zero" + self.values_at(env, expr.right),
+                                      expr.right.span, "this is 0"))
             operator = expr.operator
             if operator == "+":
                 value = left + right
@@ -865,9 +866,12 @@ class _Lowerer:
     @staticmethod
     def values_at(env: dict[str, int], *expressions) -> str:
         """` (when i = 3)`: the values the variables the expressions read had where an index
-        went out of range (a loop's last iteration, say), or nothing outside loops."""
+        went out of range (a loop's last iteration, say), then the other variables in scope (a
+        `let` read there holds a value the loops around it made), or nothing outside loops."""
         names = dict.fromkeys(v.name for e in expressions if e is not None for v in _variables(e))
-        known = [f"{name} = {env[name]}" for name in names if isinstance(env.get(name), int)]
+        if names:
+            names.update(dict.fromkeys(env))
+        known = [f"{name} = {env[name]}" for name in names if isinstance(env.get(name), int)][:6]
         return f" (when {', '.join(known)})" if known else ""
 
     def resolve_declared(self, ref: ast.Ref, env: dict[str, int], *kinds: str) -> int:

@@ -631,6 +631,10 @@ def test_sp017_reset_of_a_snapshot_event():
 def test_sp019_division_by_zero():
     assert_error(thread("let a = 1 / 0"), Code.SP019, 8, 15, 16)
     assert_error(thread("let a = 1 % (2 - 2)"), Code.SP019, 8, 16, 21)
+    # in a loop: the iteration, and the loops around a `let` that the index reads
+    looped = assert_error(thread("for e in 0..2 {", "  for i in 0..10 {", "    let q = 100 / (i - 5)", "  }", "}"),
+                          Code.SP019, 10, 22, 27)
+    assert looped.message == "division by zero (when i = 5, e = 0)"
     assert_error(thread("for i in 0..2 {", "  let a = 4 / i", "}"), Code.SP019, 9, 17, 18)
 
 
