@@ -1712,7 +1712,7 @@ class _Lowerer:
                         total += size
                         if total > limit:
                             what = "loop" if isinstance(statement, ast.For) else "thread"
-                            raise self.unrolls_too_far(statement.span, what)
+                            raise self.unrolls_too_far(statement.span, what, total)
         except (_SizeUnknown, _Skip):
             return
         except SpecError as exc:
@@ -1737,7 +1737,8 @@ class _Lowerer:
                     raise _SizeUnknown  # lowering reports the loop itself
                 variable = statement.variable.text
                 if variable not in self.names_in(statement.body):
-                    yield statement, trips * self.size(statement.body, env) if trips else 0
+                    # (its `let`s may still read it: evaluated at the first trip, as any will do)
+                    yield statement, trips * self.size(statement.body, {**env, variable: low}) if trips else 0
                     continue
                 size = 0
                 for value in range(low, high):
@@ -1807,10 +1808,14 @@ class _Lowerer:
         return known
 
     def names_in(self, body) -> frozenset[str]:
-        """The variables that the loop bounds and `let`s of `body` read (at any depth)."""
+        """The variables that the size of `body` depends on (at any depth): what its loop
+        bounds, `if` conditions and launched graphs' indices read, and what the `let`s they
+        read read in turn (a `let` nothing of that reads, `let k = i % 2` for an index, leaves
+        the size alone)."""
         names = self.names_used.get(id(body))
         if names is None:
             found: set[str] = set()
+            lets: list[tuple[str, frozenset[str]]] = []
 
             def read(expr) -> None:
                 if isinstance(expr, ast.Variable):
@@ -1831,7 +1836,10 @@ class _Lowerer:
 
             for statement in body:
                 if isinstance(statement, ast.Let):
-                    read(statement.value)
+                    lets.append((statement.variable.text, frozenset(v.name for v in _variables(statement.value))))
+                elif isinstance(statement, ast.LaunchTask):
+                    if statement.graph.index is not None:
+                        found.update(v.name for v in _variables(statement.graph.index))
                 elif isinstance(statement, ast.For):
                     read(statement.low)
                     read(statement.high)
@@ -1846,15 +1854,25 @@ class _Lowerer:
                         read_condition(condition)
                     for branch in statement.bodies():
                         found.update(self.names_in(branch))
+            grew = True
+            while grew:  # (the lets that what the size reads reads, in turn)
+                grew = False
+                for variable, reads in lets:
+                    if variable in found and not reads <= found:
+                        found.update(reads)
+                        grew = True
             names = self.names_used[id(body)] = frozenset(found)
         return names
 
-    def unrolls_too_far(self, span: Span, what: str) -> SpecError:
-        """SP018 at a loop or thread, counted before unrolling (`check_size`) or while (`spend`)."""
+    def unrolls_too_far(self, span: Span, what: str, needed: int | None = None) -> SpecError:
+        """SP018 at a loop or thread, counted before unrolling (`check_size`, which knows how
+        many statements the threads need up to the end of it: `needed`) or while (`spend`)."""
         note = " (a whole array named counts once per element)" * self.expanded
+        counted = f"; the threads need at least {needed:,} by its end" if needed is not None else ""
         return SpecError(error(Code.SP018, f"this {what} unrolls past the limit of {self.max_statements:,} lowered "
-                                           f"statements{note}", span, "unrolls too far",
-                               help="shrink the loop, or raise the limit with --max-statements N"))
+                                           f"statements{note}{counted}", span, "unrolls too far",
+                               help="shrink the loop, or raise the limit with --max-statements N"
+                                    + (f" (N of at least {needed:,})" if needed is not None else "")))
 
     def spend(self, span: Span, what: str, count: int = 1) -> None:
         self.budget += count

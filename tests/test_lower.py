@@ -329,6 +329,11 @@ def test_max_statements_option():
     assert_error(nested, Code.SP018, 8, 3, max_statements=8)
     flat = thread(*["s: kernel k"] * 4)
     assert_error(flat, Code.SP018, 11, 3, message="thread", max_statements=3)
+    # a `let` that only an index reads leaves the body's size alone: counted before unrolling,
+    # with what the threads need
+    let = thread("for i in 0..10 {", "  let k = i % 2", "  s: kernel k reads xs[k]", "  s: kernel l", "}")
+    diagnostic = assert_error(let, Code.SP018, 8, 3, message="the threads need at least 20", max_statements=15)
+    assert diagnostic.help.endswith("(N of at least 20)")
 
 
 def test_an_access_to_a_whole_array_counts_once_per_element():
