@@ -6,6 +6,8 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from checker.frontend import load_text
 from checker.crosscheck import optimize_as_written as optimize
@@ -829,3 +831,30 @@ thread rank[2] {
     shared = load(program.source.replace("record r_done[rank]", "record shared").replace(
         "wait r_done[rank]", "wait shared"))
     assert _own_chains(shared) == 7_000_000  # (both ranks record it: which record a wait takes is open)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=40))
+def test_emit_s_descendants_are_what_a_search_reaches(pairs):
+    # `optimize --emit` drops a dependency when another successor of its tail reaches its head,
+    # reading every node's descendants off one pass in topological order
+    from checker.optimize.synthesis import _descendants
+
+    succ: dict = {}
+    for a, b in pairs:
+        if a < b:  # (a DAG, as a schedule's orders are)
+            succ.setdefault(a, set()).add(b)
+    index, reach = _descendants(succ)
+
+    def search(a):
+        seen, stack = set(), [a]
+        while stack:
+            for y in succ.get(stack.pop(), ()):
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return seen
+
+    for node, k in index.items():
+        assert {other for other, j in index.items() if reach[k] >> j & 1} == search(node)
+    assert _descendants({1: {2}, 2: {1}}) is None  # (a cycle: the caller searches per edge)
