@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from fractions import Fraction
 
 from checker.findings import Finding, FindingKind
-from checker.ir import Group, GroupKind, Op, Program, Statement
+from checker.ir import Group, GroupKind, Op, Program, Statement, loop_text
 
 
 def _size(program: Program, statement: Statement) -> int | Fraction:
@@ -142,14 +142,20 @@ def _order_help(program: Program, rows: list[list[Statement]], k: int) -> str | 
     counts = Counter(signature(s) for s in at_k)
     reference = max(at_k, key=lambda s: counts[signature(s)])  # (the first of the commonest: the odd one out differs)
     name = lambda s: f"`{program.streams[s.stream].written}`"  # noqa: E731
+    theirs = next((row for row in rows if k < len(row) and row[k] is reference), [])
     for row in rows:
         if k >= len(row) or signature(row[k]) == signature(reference):
             continue
         other = next((s for s in row[k + 1:] + row[:k][::-1] if signature(s) == signature(reference)), None)
-        if other is not None:
+        # (a swapped order: the reference's member issues this call too, elsewhere; a call it
+        # never issues is the odd one out, whatever comes after it)
+        swapped = any(signature(s) == signature(row[k]) for s in theirs)
+        if other is not None and swapped:
+            at = f"line {other.span.line}" + (f" {loop_text(other.bindings)}" if other.span.line == reference.span.line
+                                               and other.bindings else "")
             when = "later" if other.index > row[k].index else "earlier"
             return (f"{name(other)} issues the call that matches {name(reference)}'s (line {reference.span.line}) "
-                    f"{when}, at line {other.span.line}, and {_label(program, row[k])} (line {row[k].span.line}) "
+                    f"{when}, at {at}, and {_label(program, row[k])} (line {row[k].span.line}) "
                     "here: issue the collectives in the same order on every member")
         return (f"{name(row[k])} issues {_label(program, row[k])} (line {row[k].span.line}) where "
                 f"{name(reference)} issues {_label(program, reference)} (line {reference.span.line}), and none like "

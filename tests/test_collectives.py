@@ -559,3 +559,19 @@ def test_alltoalls_of_different_sizes_are_an_advisory_mismatch():
     assert found.advisory and "alltoallv" in found.help
     _, (kinds,) = _mismatches("c0: alltoall world b0 <- a0", "c1: allgather world b1 <- a1")
     assert not kinds.advisory
+
+
+@pytest.mark.parametrize("condition, words", [
+    # rank 1 swaps a reduce and an allreduce: the later call is named with its iteration
+    ("r == 1 and i == 1 or r == 0 and i == 2",
+     "issues the call that matches `s[0]`'s (line 10) later, at line 10 [i=2 r=1], and reduce"),
+    # rank 1 issues a reduce rank 0 never issues: the odd one out, not a swapped order
+    ("r == 1 and i == 1", "and none like it anywhere else"),
+])
+def test_a_mismatch_in_a_loop_is_told_as_a_swap_only_where_it_is_one(condition, words):
+    loaded = load_text("device gpu[2]\nbuffer a[2] 1MiB on gpu\nstream s[2] on gpu\ncomm w = { s }\n"
+                       f"thread r[2] {{\n  for i in 0..3 {{\n    if {condition} {{\n"
+                       "      s[r]: reduce w root s[0] a[r]\n    } else {\n      s[r]: allreduce w a[r]\n    }\n"
+                       "  }\n}\n")
+    found = mismatches(loaded.program)
+    assert found and words in found[0].help, [f.help for f in found]
