@@ -589,7 +589,7 @@ def find_all(variants: tuple[Program, ...], options: Options, progress: Progress
         left, past_size = variants[0].timings_left, variants[0].timings_past_size
         why = []
         if left > past_size:
-            why.append(f"a program gets them for the first {MAX_RELEASES} frees of tensors recorded on other streams "
+            why.append(f"a thread gets them for its first {MAX_RELEASES} frees of tensors recorded on other streams "
                        "whose work its thread does not wait for before allocating again (a loop's later iterations "
                        "are past that)")
         if past_size:

@@ -67,7 +67,7 @@ MAX_VARIANTS = 64
 """Most programs one spec may lower to (branch combinations times runtime alternatives)."""
 MAX_RELEASES = 4
 """Most blocks recorded on other streams whose return to the pool (once that work is done)
-one program of a spec gets variants for (`_Lowerer.release_candidates`)."""
+one thread of a program gets variants for (`_Lowerer.release_candidates`)."""
 MAX_RETURNS = 3
 """Of the allocations at which such a block may come back, how many get a program each (the
 block comes back at the first at which the recorded work is done: any of them, by timing)."""
@@ -1292,7 +1292,15 @@ class _Lowerer:
                 opened.append(take)
             if opened:
                 candidates[free] = [(take, streams) for take in opened]
-        kept = sorted(candidates.items())[:MAX_RELEASES]
+        # (each thread's first frees: every process has an allocator of its own, and a thread
+        # array's ranks would share the count otherwise, so that more ranks checked fewer)
+        per_thread: dict[int, int] = {}
+        kept = []
+        for free, takes in sorted(candidates.items()):
+            thread = events[free].thread
+            if per_thread.get(thread, 0) < MAX_RELEASES:
+                per_thread[thread] = per_thread.get(thread, 0) + 1
+                kept.append((free, takes))
         timings = [{free: (take, streams)} for free, takes in kept for take, streams in takes]
         # All of this thread's held blocks of the pool freed before the alloc, back together there.
         together_checked: set[int] = set()
@@ -1323,7 +1331,7 @@ class _Lowerer:
                                + (f" other than {', '.join(tried[:-1])}{' or ' if len(tried) > 1 else ''}{tried[-1]}"
                                   if tried else ""))
         # (allocs past MAX_TOGETHER keep SP065's "not modelled", a warning, as a loop's would)
-        return timings, certain, max(0, len(candidates) - MAX_RELEASES)
+        return timings, certain, len(candidates) - len(kept)
 
     def _waited(self, free: int, take: int, streams: tuple[int, ...],
                 setters: tuple[dict[int, set[int]], dict[int, list[int]]]) -> bool:

@@ -1917,7 +1917,7 @@ def test_sp065_an_allocation_two_held_blocks_could_come_back_at_is_said():
     assert FindingKind.RACE in {f.kind for f in check_loaded(one).findings}
 
 
-def test_allocator_timings_past_four_per_program_are_reported_unknown():
+def test_allocator_timings_past_four_per_thread_are_reported_unknown():
     from checker.analyze import check_loaded
     from checker.findings import FindingKind
 
@@ -1933,6 +1933,11 @@ def test_allocator_timings_past_four_per_program_are_reported_unknown():
     # (past the frees one program gets timings for: no statement limit to raise)
     assert result.program.timings_past_size == 0 and "--max-statements" not in unknown[0].help
     assert "first 4 frees" in unknown[0].message and "`sync STREAM`" in unknown[0].help
+    # the same five frees split over two threads: each has its first four (an allocator each)
+    two = "\n".join(lines[:lines.index("thread t {")] + ["thread t {"] + lines[-5:-2] + ["}", "thread u {"]
+                    + lines[-2:] + ["}"]) + "\n"
+    split = loaded(two)
+    assert split.program.timings_left == 0 and sum(p.races_only for p in split.variants) == 5
 
 
 @pytest.mark.parametrize("text, codes, race", [
