@@ -247,9 +247,12 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     for task, other in ((a, b), (b, a)):
         inside = _record_inside_group(program, task, other)
         if inside is not None:
+            also = (f", and with it what is written after it in the group, through {_quoted(program, other)}: "
+                    "those statements too run before the group's calls are enqueued"
+                    if _written_after_in_group(task, other) else "")
             return (f"{_quoted(program, inside)} is inside the `group` that holds {_quoted(program, task)}: a group "
                     f"enqueues its calls when it ends, so the record comes before the call and waits for none of "
-                    f"it; move the record after the group")
+                    f"it; move the record after the group{also}")
     for task, other in ((a, b), (b, a)):
         if _written_after_in_group(task, other):
             return (f"{_quoted(program, other)} is written after {_quoted(program, task)} inside its `group`, but a "

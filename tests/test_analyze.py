@@ -2476,3 +2476,11 @@ def test_a_wait_an_if_skips_in_one_iteration_is_named_with_that_iteration():
                         "      cm: wait g_done\n    }\n    cm: kernel reduce reads grad 1ms\n  }\n}\n")
     assert helps and any("`cm: wait g_done` (line 11) would order it, but iteration [i=6] does not run that line"
                          in h for h in helps), helps
+
+
+def test_a_record_inside_a_group_with_its_wait_and_use_is_told_to_move_them_all():
+    helps = _race_helps("device gpu[2]\nbuffer g[2] 1MiB on gpu\nstream c[2] on gpu\nstream k[2] on gpu\n"
+                        "comm w = { c }\nevent e[2]\nthread r[2] {\n  group {\n    c[r]: allreduce w g[r]\n"
+                        "    c[r]: record e[r]\n    k[r]: wait e[r]\n    k[r]: kernel post reads g[r]\n  }\n}\n")
+    assert helps and all("move the record after the group, and with it what is written after it in the group, "
+                         "through `k[" in h for h in helps), helps
