@@ -304,8 +304,13 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     if _two_processes(program, a, b):
         return (f"they run in two processes, {_PROCESS_ORDER}, `{stream(a)}: notify N` {after} and "
                 f"`{stream(b)}: await N` {before} (a barrier of stream signals)")
-    help = (f"order them with an event: `record E` on `{stream(a)}` {after}, "
-            f"`wait E` on `{stream(b)}` {before} (or put both on one stream)")
+    thread_name = program.threads[a.thread].name
+    event, per_rank = "E", ""
+    if a.thread == b.thread and "[" in thread_name:  # (a thread array: an event of each rank's own)
+        event = f"E[{thread_name.split('[')[0]}]"
+        per_rank = " of each rank's own (`event E[N]`)"
+    help = (f"order them with an event{per_rank}: `record {event}` on `{stream(a)}` {after}, "
+            f"`wait {event}` on `{stream(b)}` {before} (or put both on one stream)")
     if a.launch is None and b.launch is None:
         help += _two_threads(program, a, b)
     member = a if a.group is not None else b

@@ -2484,3 +2484,12 @@ def test_a_record_inside_a_group_with_its_wait_and_use_is_told_to_move_them_all(
                         "    c[r]: record e[r]\n    k[r]: wait e[r]\n    k[r]: kernel post reads g[r]\n  }\n}\n")
     assert helps and all("move the record after the group, and with it what is written after it in the group, "
                          "through `k[" in h for h in helps), helps
+
+
+def test_the_event_a_thread_array_is_told_to_add_is_one_per_rank():
+    # one `event E` pasted into the block would be shared by every rank
+    helps = _race_helps("device gpu[2]\nbuffer g[2] 1MiB on gpu\nstream c[2] on gpu\nstream k[2] on gpu\n"
+                        "comm w = { c }\nthread rank[2] {\n  c[rank]: allreduce w g[rank]\n"
+                        "  k[rank]: kernel step reads g[rank]\n}\n")
+    assert helps and all(h.startswith("order them with an event of each rank's own (`event E[N]`): `record E[rank]`")
+                         for h in helps), helps
