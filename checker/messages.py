@@ -1089,6 +1089,11 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
         return _across_threads(program, free, use) or (
             f"make the host wait for the use before the free: `sync {stream}` (or `sync E` on an event "
             f"recorded after the use) before {_quoted(program, free)}")
+    if free.stream != use.stream and free.thread != use.thread and not program.streams[free.stream].host_calls:
+        named = program.threads[use.thread].name, program.threads[free.thread].name
+        return (f"make the free wait for the use across the threads: `record E` on `{stream}` after it, "
+                f"`{named[0]}` sets a notify after that (`notify N`), and `{named[1]}` `await N` and "
+                f"`{program.streams[free.stream].written}: wait E` before {_quoted(program, free)}")
     if free.stream != use.stream and free.thread == use.thread and not program.streams[free.stream].host_calls:
         freeing = _stream_as_written(program, free) if same else program.streams[free.stream].written
         thread = program.threads[use.thread].statements
@@ -1183,6 +1188,17 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
                      witness: Witness | None) -> Finding:
     help = "order the alloc before every use (same stream, an event, or a sync)"
     alloc = _alloc_between(program, None, use)
+    if alloc is None and use.stream is not None:  # (another thread's alloc: hand it over)
+        other = next((s for s in program.statements if s.op is Op.ALLOC and s.thread != use.thread
+                      and memory.index in s.lifetime_memories), None)
+        if other is not None:
+            named = program.threads[other.thread].name, program.threads[use.thread].name
+            where = (f"`record E` on `{program.streams[other.stream].written}` after it, " if other.stream is not None
+                     else "")
+            help = (f"{_quoted(program, other)} of `{named[0]}` allocates it, and `{named[1]}`'s use can come first: "
+                    f"{where}have `{named[0]}` set a notify after that (`notify N`), and `{named[1]}` "
+                    f"`await N`{' and `' + program.streams[use.stream].written + ': wait E`' if where else ''} "
+                    "before the use")
     if alloc is not None and alloc.stream != use.stream:
         again = any(program.statements[i].op is Op.FREE and program.statements[i].memory == alloc.memory
                     for i in program.threads[use.thread].statements if i < alloc.index)

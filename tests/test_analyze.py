@@ -2493,3 +2493,13 @@ def test_the_event_a_thread_array_is_told_to_add_is_one_per_rank():
                         "  k[rank]: kernel step reads g[rank]\n}\n")
     assert helps and all(h.startswith("order them with an event of each rank's own (`event E[N]`): `record E[rank]`")
                          for h in helps), helps
+
+
+def test_dead_uses_across_threads_are_told_to_hand_over_with_a_notify():
+    report = check_loaded(load_text("device d\nbuffer x 1MiB on d\nstream a on d\nstream b on d\nthread p {\n"
+                                    "  a: alloc x\n  a: kernel k writes x\n  a: free x\n}\nthread q {\n"
+                                    "  b: kernel r reads x\n}\n"))
+    (after,) = [f for f in report.findings if f.kind is FindingKind.USE_AFTER_FREE]
+    (before,) = [f for f in report.findings if f.kind is FindingKind.USE_BEFORE_ALLOC]
+    assert "`q` sets a notify after that (`notify N`), and `p` `await N` and `a: wait E` before" in after.help
+    assert "have `p` set a notify after that (`notify N`), and `q` `await N` and `b: wait E`" in before.help
