@@ -1147,3 +1147,10 @@ def test_an_expectation_inside_a_thread_is_told_to_go_to_the_top_level():
     (diagnostic,) = loaded.diagnostics
     assert diagnostic.message == "`expect` lines go at the top level, outside every `thread` block"
     assert (diagnostic.primary_span.line, diagnostic.primary_span.column) == (6, 3)
+
+
+def test_an_else_on_a_line_of_its_own_is_underlined():
+    # the caret goes under the `else`, which the message is about, not under the `{` after it
+    diagnostic = assert_error(thread("if 1 < 2 {", "  s: kernel a", "}", "else {", "  s: kernel b", "}"),
+                              Code.SP002, 8, 3, 7, "`else` goes on the line of the `}` before it")
+    assert diagnostic.annotations[0].label == "`else` on a line of its own"
