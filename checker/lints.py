@@ -383,14 +383,20 @@ def events_of_two_processes(program: Program) -> list[Diagnostic]:
         earlier, before, now = met
         warned.add(declared)
         name = program.events[event].name
-        own = (f"event (`event {declared}[N]`, `{declared}[rank]`)" if name == declared
-               else f"element (`{declared}[rank]`)")
+        arrays = {thread.name.split("[")[0] for thread in (before, now) if "[" in thread.name}
+        index = next(iter(arrays)) if len(arrays) == 1 and "[" in before.name and "[" in now.name else None
+        if index is None:  # (threads of their own, not one array's ranks)
+            own = "event, one declared per process"
+        else:
+            own = (f"event (`event {declared}[N]`, `{declared}[{index}]`)" if name == declared
+                   else f"element (`{declared}[{index}]`)")
         found.append(warning(
             Code.SP075, f"event `{name}` is used by {'process' if before.process else 'thread'} `{before.name}` "
                         f"and by {'process' if now.process else 'thread'} `{now.name}`",
             s.span, "another process's use",
             secondary=((earlier.span, "first used here"),),
-            help=f"an event belongs to the process that created it: give each rank its own {own}, unless "
+            help=f"an event belongs to the process that created it: give each {'rank' if index else 'process'} "
+                 f"its own {own}, unless "
                  "it is shared on purpose (`cudaIpcGetEventHandle`); it is checked as written, as one event "
                  "whose latest record a wait of either process binds to"))
     return found

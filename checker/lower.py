@@ -72,7 +72,7 @@ MAX_RETURNS = 3
 """Of the allocations at which such a block may come back, how many get a program each (the
 block comes back at the first at which the recorded work is done: any of them, by timing)."""
 MAX_TOGETHER = 2
-"""Allocations per program at which held blocks coming back all together get a program (a
+"""Allocations per thread at which held blocks coming back all together get a program (a
 loop's are alike: the first ones stand for the rest, which SP065 names)."""
 NEARBY = 64
 """Held blocks freed last before an allocation that `release_candidates` looks at (a loop's
@@ -1304,7 +1304,12 @@ class _Lowerer:
         timings = [{free: (take, streams)} for free, takes in kept for take, streams in takes]
         # All of this thread's held blocks of the pool freed before the alloc, back together there.
         together_checked: set[int] = set()
-        for take in sorted(together)[:MAX_TOGETHER]:
+        by_thread: dict[int, int] = {}  # (each thread's first allocs: an allocator each, as for MAX_RELEASES)
+        for take in sorted(together):
+            thread = events[take].thread
+            if by_thread.get(thread, 0) >= MAX_TOGETHER:
+                continue
+            by_thread[thread] = by_thread.get(thread, 0) + 1
             key = pool(slots[events[take].slot])
             back = {free: (take, streams) for slot, free, streams, _ in blocks
                     if pool(slot) == key and free < take and free not in certain}

@@ -654,6 +654,11 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     # (a wait before `task` on an event recorded only after `task`, such as a ring slot's
     # guard, was not meant for this order: waiting on a record already there is the fix)
     waited = _waited_events(program)
+    if not enqueued_first and other.thread != task.thread and not any(w.event in recorded for w in before) \
+            and not _handed_off(program, task, other):
+        # (another thread's record the witness enqueues late: the wait, after a hand-off; not
+        # where a hand-off already puts `task` first, whose order goes the other way)
+        enqueued_first = [r for r in recorded.values() if r.thread == other.thread]
     record = min(enqueued_first, key=lambda r: (r.event in waited, r.index), default=None)
     if record is None:
         return None
@@ -678,7 +683,7 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
                     f"`{stream}`, so it does not order it: a wait orders only the work enqueued after it on its "
                     f"stream. Move the wait before line {task.span.line}")
     follows = f"{_quoted(program, record)} follows {_quoted(program, other)} on `{program.streams[other.stream].written}`"
-    where = f"before line {task.span.line}" + (_other_iteration(record, task) if array is not None else "")
+    where = f"before line {task.span.line}" + (_other_iteration(program, record, task) if array is not None else "")
     skipped = _skipped_wait(program, task, record)
     if skipped is not None:
         return (f"{_quoted(program, skipped)} would order it, but iteration {loop_text(task.bindings)} does not run "
@@ -690,6 +695,11 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     if record.thread == task.thread:  # (enqueued first in every execution)
         return (f"{follows}, and is enqueued before {_quoted(program, task)}: wait on it there "
                 f"(`{stream}: wait {event}` {where})")
+    if issued.get(record.index, len(witness.steps)) > issued[task.index]:
+        return (f"{follows}, and `{program.threads[record.thread].name}` enqueues it: wait on it before "
+                f"{_quoted(program, task)} (`{stream}: wait {event}` {where}), after a hand-off that makes the "
+                f"record come first: `{program.threads[record.thread].name}` sets a notify after it (`notify N`) "
+                f"and `{program.threads[task.thread].name}` `await N` before the wait")
     return (f"{follows}, and the execution shown enqueues it before {_quoted(program, task)}: wait on it there "
             f"(`{stream}: wait {event}` {where}; if the record is not always enqueued "
             "first, have the thread `await` a notify set after it)")
@@ -741,14 +751,15 @@ def _repeats(program: Program, statement: Statement) -> bool:
                for i in thread[max(0, at - 20 * STALE_SCAN):at + 20 * STALE_SCAN])
 
 
-def _other_iteration(record: Statement, task: Statement) -> str:
+def _other_iteration(program: Program, record: Statement, task: Statement) -> str:
     """Where a wait to add is in another loop iteration than its record, on an element of an
     event array: the element named is the record's, which the wait's line must reach from its
     own iteration. (A plain event needs no note: a wait binds to its latest record, which
     follows the earlier ones on their stream.) Iterations differ where a variable both lines
     have takes two values: a `let` outside the loop, or one the loop adds, makes none."""
+    ranks = {program.threads[s.thread].name.split("[")[0] for s in (record, task)}  # (a thread array's index)
     theirs = dict(record.bindings)
-    if not any(name in theirs and theirs[name] != value for name, value in task.bindings):
+    if not any(name in theirs and theirs[name] != value and name not in ranks for name, value in task.bindings):
         return ""
     return (f", in iteration {loop_text(task.bindings)}, for the record of iteration "
             f"{loop_text(record.bindings) or '(outside the loop)'}: index the event so that it names that record "

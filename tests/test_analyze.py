@@ -2503,3 +2503,12 @@ def test_dead_uses_across_threads_are_told_to_hand_over_with_a_notify():
     (before,) = [f for f in report.findings if f.kind is FindingKind.USE_BEFORE_ALLOC]
     assert "`q` sets a notify after that (`notify N`), and `p` `await N` and `a: wait E` before" in after.help
     assert "have `p` set a notify after that (`notify N`), and `q` `await N` and `b: wait E`" in before.help
+
+
+def test_a_cross_rank_read_is_told_to_wait_on_the_writer_s_record_after_a_hand_off():
+    helps = _race_helps("device gpu[2] { compute 1 copy 1 }\nbuffer x[2] 4MiB on gpu\nbuffer y[2] 4MiB on gpu\n"
+                        "stream k[2] on gpu\nstream c[2] on gpu\nevent e[2]\nthread rank[2] {\n"
+                        "  k[rank]: kernel produce writes x[rank] 2ms\n  k[rank]: record e[rank]\n"
+                        "  c[rank]: kernel consume reads x[1 - rank] writes y[rank] 1ms\n}\n")
+    assert helps and all("wait on it before `c[" in h and "sets a notify after it (`notify N`)" in h
+                         and "iteration" not in h for h in helps), helps

@@ -1231,3 +1231,11 @@ def test_sp021_names_the_member_stream_as_the_block_names_its_own():
     assert "call it on `c[r]`" in diagnostic.help
     diagnostic = assert_error(source.replace("k[r]: allreduce", "k[1 - r]: allreduce"), Code.SP021, 7, 3)
     assert "call it on `c[1 - r]`" in diagnostic.help
+
+
+def test_sp075_between_two_processes_of_their_own_names_no_rank():
+    source = ("device gpu\nstream s on gpu\nstream t on gpu\nevent done\nnotify go\n"
+              "thread a process {\n  s: kernel k\n  s: record done\n  notify go\n}\n"
+              "thread b process {\n  await go\n  t: wait done\n}\n")
+    (found,) = [w for w in warnings(source) if w.code is Code.SP075]
+    assert "give each process its own event, one declared per process" in found.help and "rank" not in found.help

@@ -1506,7 +1506,7 @@ thread t[2] {
 
 
 @pytest.mark.parametrize("source, line, column, message", [
-    ("  if 1 < 2 {\n  }\n  else {\n  }\n", 6, 8, "`else` goes on the line of the `}` before it"),
+    ("  if 1 < 2 {\n  }\n  else {\n  }\n", 6, 3, "`else` goes on the line of the `}` before it"),
     ("  if 1 {\n  }\n", 4, 8, "an `if` is written"),
     ("  if 1 < 2 && 2 < 3 {\n  }\n", 4, 12, "an `if` is written"),
     ("  if 1 < 2 {\n  } elif 2 < 3 {\n  }\n", 5, 5, "an `if` is written"),
@@ -2031,3 +2031,18 @@ def test_an_expectation_on_one_rank_of_a_one_in_flight_comm_says_to_name_the_com
     (diagnostic,) = [d for d in load_text(text, "t.sched").diagnostics if d.code is Code.SP012]
     assert diagnostic.message.startswith("`car` is a `one_in_flight` comm: an expectation names it whole")
     assert "`expect race on car`" in diagnostic.help
+
+
+def test_allocator_timings_all_together_are_had_by_every_thread():
+    # three threads, an allocator each: the third's blocks come back together in a program
+    # of their own, as the first two's do (the limit counted every thread's once)
+    body = ("  for l in 0..3 {{\n    ag[{r}]: alloc {t}[l]\n    ag[{r}]: kernel gather writes {t}[l] 1ms\n"
+            "    ag[{r}]: record e[{r}]\n    k[{r}]: wait e[{r}]\n    k[{r}]: kernel use reads {t}[l] writes o[{r}] 2ms\n"
+            "    k[{r}]: record_stream {t}[l]\n    free {t}[l]\n  }}\n")
+    text = ("device gpu[3] { compute 1 comm 1 }\ntensor t[3] 4MiB on gpu[0]\ntensor u[3] 4MiB on gpu[1]\n"
+            "tensor v[3] 4MiB on gpu[2]\nbuffer o[3] 4MiB on gpu\nstream ag[3] on gpu\nstream k[3] on gpu\n"
+            "event e[3]\n" + "".join(f"thread r{r} {{\n" + body.format(r=r, t=t) + "}\n"
+                                     for r, t in enumerate(("t", "u", "v"))))
+    result = loaded(text)
+    said = [w.message for w in result.diagnostics if w.code is Code.SP065]
+    assert len(said) == 3 and all("other than all together or each" in m for m in said), said
