@@ -309,10 +309,17 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     if a.thread == b.thread and "[" in thread_name:  # (a thread array: an event of each rank's own)
         event = f"E[{thread_name.split('[')[0]}]"
         per_rank = " of each rank's own (`event E[N]`)"
-    help = (f"order them with an event{per_rank}: `record {event}` on `{stream(a)}` {after}, "
-            f"`wait {event}` on `{stream(b)}` {before} (or put both on one stream)")
+    # (each half is written beside its own statement: its stream as that line names it)
+    beside = (lambda s: _stream_as_written(program, s)) if a.launch is None and b.launch is None else stream
+    help = (f"order them with an event{per_rank}: `record {event}` on `{beside(a)}` {after}, "
+            f"`wait {event}` on `{beside(b)}` {before} (or put both on one stream)")
     if a.launch is None and b.launch is None:
         help += _two_threads(program, a, b)
+        arrays = [program.threads[s.thread].name for s in (a, b)]
+        if a.thread != b.thread and all("[" in name for name in arrays):
+            help += ("; in thread arrays, give each rank an event and a notify of its own (`event E[R]`, "
+                     "`notify N[R]` for R ranks), indexed on both sides so that they name the same rank's: one "
+                     "shared by every rank is set by all of them")
     member = a if a.group is not None else b
     if (a.group is None) != (b.group is None) and member.spins:
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "

@@ -2512,3 +2512,11 @@ def test_a_cross_rank_read_is_told_to_wait_on_the_writer_s_record_after_a_hand_o
                         "  c[rank]: kernel consume reads x[1 - rank] writes y[rank] 1ms\n}\n")
     assert helps and all("wait on it before `c[" in h and "sets a notify after it (`notify N`)" in h
                          and "iteration" not in h for h in helps), helps
+
+
+def test_a_race_between_two_thread_arrays_names_each_block_s_own_stream():
+    helps = _race_helps("device gpu[2]\nbuffer x[2] 1MiB on gpu\nstream a[2] on gpu\nstream b[2] on gpu\n"
+                        "thread prod[2] {\n  a[prod]: kernel p writes x[prod]\n}\n"
+                        "thread cons[2] {\n  b[cons]: kernel c reads x[cons]\n}\n")
+    assert helps and all("on `a[prod]` after" in h and "on `b[cons]` before" in h and "`event E[R]`" in h
+                         for h in helps), helps
