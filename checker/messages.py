@@ -293,7 +293,15 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
                     f"the waiting thread `await` a notify set after it){_flag_event_option(program, wait)}")
     # (a call in a `group` is enqueued when the group ends: the order goes around the group)
     first, second, which = a, b, ("the first", "the second")
-    if _handed_off(program, b, a) and not _handed_off(program, a, b):
+    if a.op is Op.FREE and b.op is not Op.FREE:  # (a free ends the memory: every use goes before it)
+        if a.thread == b.thread and _alloc_between(program, a, b) is not None:  # (a new lifetime's use)
+            return _free_after_help(program, b, a)
+        if a.thread == b.thread and a.stream is not None and b.stream is not None:  # (the use enqueued later)
+            return (f"{_quoted(program, b)} is enqueued after {_quoted(program, a)}, which ends the memory: move "
+                    f"the use before the free, and make the free wait for it (`record E` on `{stream(b)}` after "
+                    f"the use, `wait E` on `{stream(a)}` before the free)")
+        first, second, which = b, a, (_quoted(program, b), _quoted(program, a))
+    elif _handed_off(program, b, a) and not _handed_off(program, a, b):
         first, second, which = b, a, (_quoted(program, b), _quoted(program, a))
     elif _earlier_iteration(program, b, a):  # (two threads' loops: the earlier iteration's access goes first)
         iteration = lambda s: " [" + ", ".join(f"{k}={v}" for k, v in s.bindings) + "]"  # noqa: E731
@@ -1090,6 +1098,13 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
         return general
     if use.thread == free.thread and use.index > free.index:
         alloc = _alloc_between(program, free, use)
+        if alloc is not None and alloc.stream is not None and alloc.stream == use.stream \
+                and free.stream is not None and free.stream != alloc.stream:
+            # (the use follows its alloc on one stream: the free, on another, may come after both)
+            freeing, allocating = (program.streams[s.stream].written for s in (free, alloc))
+            return (f"{_quoted(program, free)} is not ordered before {_quoted(program, alloc)}, so it can end the "
+                    f"memory after the alloc made it live again: record an event on `{freeing}` after the free and "
+                    f"wait on it on `{allocating}` before the alloc")
         if alloc is not None:
             return _after_alloc_help(program, use, alloc)
         return (f"{_quoted(program, use)} is {'enqueued' if use.stream is not None else 'issued'} after "

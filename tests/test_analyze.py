@@ -2520,3 +2520,20 @@ def test_a_race_between_two_thread_arrays_names_each_block_s_own_stream():
                         "thread cons[2] {\n  b[cons]: kernel c reads x[cons]\n}\n")
     assert helps and all("on `a[prod]` after" in h and "on `b[cons]` before" in h and "`event E[R]`" in h
                          for h in helps), helps
+
+
+@pytest.mark.parametrize("middle, words", [
+    # the use is enqueued after the free: it moves before it (ordering the free first would
+    # leave a use after free in every execution)
+    ("", "is enqueued after `comp: free a` (line 10), which ends the memory: move the use before the free"),
+    # a new lifetime's use on another stream: the free goes before its alloc
+    ("  pf: alloc a\n", "`comp: free a` (line 10) is not ordered before `pf: alloc a` (line 11)"),
+])
+def test_a_race_with_a_free_puts_the_free_last(middle, words):
+    report = check_loaded(load_text("device gpu { compute 1 copy 1 runtime cuda }\nbuffer a 32MiB on gpu\n"
+                                    "buffer h 32MiB on host pinned\nstream comp on gpu\nstream pf on gpu\nevent made\n"
+                                    "thread main {\n  comp: kernel fwd writes a 1ms\n  comp: record made\n"
+                                    "  comp: free a\n" + middle + "  pf: wait made\n  pf: copy h <- a 1ms\n}\n"))
+    helps = [f.help for f in report.findings if f.kind is FindingKind.RACE and "free" in f.message]
+    assert helps and all(words in h for h in helps), helps
+    assert not [f for f in report.findings if "wait on it on `pf` before the use" in f.help]
