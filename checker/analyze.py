@@ -30,7 +30,7 @@ from checker.codes import Code, Severity
 from checker.diagnostics import Diagnostic, error
 from checker.findings import QUESTION_OF, FileReport, Finding, FindingKind, Status, unknown_concerns
 from checker.frontend import Loaded
-from checker.ir import ExpectKind, Program
+from checker.ir import ExpectKind, Program, Runtime
 from checker.order import MAX_GATE_EDGES
 from checker.lower import MAX_RELEASES, MAX_VARIANTS
 
@@ -437,8 +437,11 @@ def _makespan_checks(program: Program, options: Options) -> tuple[list[Diagnosti
             if ran is None:
                 not_met(expectation, "the program deadlocks: it has no makespan")
             elif ran > expectation.limit:
+                cuda = any(device.runtime is Runtime.CUDA for device in program.devices)
                 not_met(expectation, f"makespan {ms(ran)} ms exceeds {ms(expectation.limit)} ms "
-                                     "(tasks start as soon as they may; a contended engine goes to the higher priority)")
+                                     "(tasks start as soon as they may; a contended engine goes to the higher priority"
+                                     + (", which under `runtime cuda` ranks kernels, memsets and collectives only: "
+                                        "copies go in the order enqueued" if cuda else "") + ")")
         return diagnostics, findings
     # `--budget` bounds these questions too: what `find_all` left of it (`check_loaded`).
     deadline = time.monotonic() + options.budget
