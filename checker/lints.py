@@ -354,11 +354,24 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
                             f"`{before.name}` and by {'process' if now.process else 'thread'} `{now.name}`",
                 span, "another process's use",
                 secondary=((earlier.span, "first used here"),),
-                help="each process has memory of its own: give each rank its own "
-                     + (f"buffer (`buffer {memory.buffer}[N] ...`)" if memory.name == memory.buffer
-                        else f"element (`{memory.buffer}[rank]`)")
-                     + ", unless the memory is shared on purpose (CUDA IPC); it is checked as written, as one memory"))
+                help="each process has memory of its own: give each "
+                     + _own_per_process(before, now, memory.buffer, memory.name == memory.buffer, "buffer")
+                     + ", unless the memory is shared on purpose (CUDA IPC, or shared host memory); it is checked "
+                       "as written, as one memory"))
     return found
+
+
+def _own_per_process(before: Thread, now: Thread, declared: str, whole: bool, kind: str) -> str:
+    """What each process should have of a declared `kind` two of them share: an element per
+    rank, named by the thread array's index, where both are ranks of one array; one declared
+    per process otherwise (there is no index to name)."""
+    arrays = {thread.name.split("[")[0] for thread in (before, now)}
+    if len(arrays) != 1 or "[" not in before.name or "[" not in now.name:
+        return f"process its own {kind}, one declared per process"
+    index = arrays.pop()
+    declaration = f"{kind} {declared}[N]" + (" ..." if kind == "buffer" else "")
+    return (f"rank its own {kind} (`{declaration}`, `{declared}[{index}]`)" if whole
+            else f"rank its own element (`{declared}[{index}]`)")
 
 
 def events_of_two_processes(program: Program) -> list[Diagnostic]:
@@ -383,20 +396,13 @@ def events_of_two_processes(program: Program) -> list[Diagnostic]:
         earlier, before, now = met
         warned.add(declared)
         name = program.events[event].name
-        arrays = {thread.name.split("[")[0] for thread in (before, now) if "[" in thread.name}
-        index = next(iter(arrays)) if len(arrays) == 1 and "[" in before.name and "[" in now.name else None
-        if index is None:  # (threads of their own, not one array's ranks)
-            own = "event, one declared per process"
-        else:
-            own = (f"event (`event {declared}[N]`, `{declared}[{index}]`)" if name == declared
-                   else f"element (`{declared}[{index}]`)")
         found.append(warning(
             Code.SP075, f"event `{name}` is used by {'process' if before.process else 'thread'} `{before.name}` "
                         f"and by {'process' if now.process else 'thread'} `{now.name}`",
             s.span, "another process's use",
             secondary=((earlier.span, "first used here"),),
-            help=f"an event belongs to the process that created it: give each {'rank' if index else 'process'} "
-                 f"its own {own}, unless "
+            help=f"an event belongs to the process that created it: give each "
+                 f"{_own_per_process(before, now, declared, name == declared, 'event')}, unless "
                  "it is shared on purpose (`cudaIpcGetEventHandle`); it is checked as written, as one event "
                  "whose latest record a wait of either process binds to"))
     return found

@@ -1239,3 +1239,10 @@ def test_sp075_between_two_processes_of_their_own_names_no_rank():
               "thread b process {\n  await go\n  t: wait done\n}\n")
     (found,) = [w for w in warnings(source) if w.code is Code.SP075]
     assert "give each process its own event, one declared per process" in found.help and "rank" not in found.help
+
+
+def test_sp063_between_two_processes_of_their_own_names_no_rank():
+    source = ("device gpu0\nbuffer staging 1MiB on host pinned\nbuffer w 1MiB on gpu0\nstream s on gpu0\n"
+              "thread trainer process {\n  s: copy staging <- w\n}\nthread writer process {\n  host wr reads staging\n}\n")
+    (found,) = [w for w in warnings(source) if w.code is Code.SP063]
+    assert "give each process its own buffer, one declared per process" in found.help and "rank" not in found.help
