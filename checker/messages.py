@@ -227,6 +227,11 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     if a.stream == b.stream or a.batch is not None and a.batch == b.batch:
         return ("the two tasks are launched together by one `group`: take one out of the group "
                 "or give them separate buffers")
+    if _one_group(program, a, b):
+        return ("the two calls are in one `group`, which enqueues all its calls at its end: a record and a wait "
+                "go before or after all of them, so no event orders one after the other; take one out of the "
+                "group and order it after the group with an event (`record E` on the other's stream after the "
+                "group, `wait E` before it), or give them separate buffers")
     for task, other in ((a, b), (b, a)):
         # A host `memcpy`/`memset`: its task runs on the device's default stream (`gpu0.default`).
         if task.form.startswith(("memcpy", "memset")) and "." in stream(task) and "." not in stream(other):
@@ -333,6 +338,17 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _one_group(program: Program, a: Statement, b: Statement) -> bool:
+    """Two calls of one run of a `group` (of different comms, so different batches): a group's
+    calls are enqueued together at its end, one after another in the thread's order."""
+    if a.batch is None or b.batch is None or a.thread != b.thread:
+        return False
+    first, last = sorted((a.index, b.index))
+    thread = program.threads[a.thread].statements
+    between = thread[bisect_left(thread, first):bisect_left(thread, last) + 1]
+    return all(program.statements[i].batch is not None for i in between)
 
 
 def _earlier_iteration(program: Program, first: Statement, second: Statement) -> bool:

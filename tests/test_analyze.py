@@ -2537,3 +2537,10 @@ def test_a_race_with_a_free_puts_the_free_last(middle, words):
     helps = [f.help for f in report.findings if f.kind is FindingKind.RACE and "free" in f.message]
     assert helps and all(words in h for h in helps), helps
     assert not [f for f in report.findings if "wait on it on `pf` before the use" in f.help]
+
+
+def test_two_comms_calls_in_one_group_are_told_no_event_can_order_them():
+    helps = _race_helps("device gpu[2] { compute 1 copy 1 comm 1 }\nbuffer x[2] 4MiB on gpu\nstream a[2] on gpu\n"
+                        "stream b[2] on gpu\ncomm ca = { a }\ncomm cb = { b }\nthread rank[2] {\n  group {\n"
+                        "    a[rank]: allreduce ca x[rank] 1ms\n    b[rank]: allreduce cb x[rank] 1ms\n  }\n}\n")
+    assert helps and all(h.startswith("the two calls are in one `group`") for h in helps), helps
