@@ -1331,23 +1331,31 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
         return (f"the members of a comm reach their collectives in different orders, so each waits for a "
                 f"partner queued {queued}: issue the collectives in the same order on every member")
     held = [s for s in statements if s.stream is None or s.blocking]  # at most one per thread
-    later: dict[int, dict[int, list[Statement]]] = {}  # per held call: the notifies its thread sets after it
+    later: dict[int, dict[tuple, list[Statement]]] = {}  # per held call: what its thread sets after it
     for call in held:
         thread = program.threads[call.thread].statements
         at = bisect_left(thread, call.index)
         for i in thread[at + 1:at + 1 + STALE_SCAN]:
             t = program.statements[i]
             if t.op is Op.NOTIFY and t.notify is not None:
-                later.setdefault(call.index, {}).setdefault(t.notify, []).append(t)
+                later.setdefault(call.index, {}).setdefault(("notify", t.notify), []).append(t)
+            elif t.op is Op.RECORD and t.event is not None and program.events[t.event].flag:
+                later.setdefault(call.index, {}).setdefault(("flag", t.event), []).append(t)
     for s in statements:
-        if s.op is not Op.AWAIT or s.notify is None:
+        flag_wait = s.op is Op.WAIT and s.event is not None and program.events[s.event].flag
+        if not flag_wait and (s.op is not Op.AWAIT or s.notify is None):
             continue
+        key = ("flag", s.event) if flag_wait else ("notify", s.notify)
         for call in held:
             if call.index == s.index:
                 continue  # (the await itself: what holds it is the question, not the answer)
             # (a notify queued behind the await on its own stream can never release it)
-            setter = next((t for t in later.get(call.index, {}).get(s.notify, ())
+            setter = next((t for t in later.get(call.index, {}).get(key, ())
                            if s.stream is None or t.stream != s.stream), None)
+            if setter is not None and flag_wait:
+                return (f"{_quoted(program, setter)}, which would set the flag {_quoted(program, s)} waits for, "
+                        f"comes after {_quoted(program, call)} on its thread, which is stuck too: record "
+                        f"`{program.events[s.event].name}` before that call")
             if setter is not None:
                 # (cudaFreeAsync frees device memory only: not the pinned memory of cudaFreeHost)
                 freeing = call.stream is None and (call.op is Op.FREE or call.form.startswith("free ")) \

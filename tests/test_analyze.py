@@ -2544,3 +2544,12 @@ def test_two_comms_calls_in_one_group_are_told_no_event_can_order_them():
                         "stream b[2] on gpu\ncomm ca = { a }\ncomm cb = { b }\nthread rank[2] {\n  group {\n"
                         "    a[rank]: allreduce ca x[rank] 1ms\n    b[rank]: allreduce cb x[rank] 1ms\n  }\n}\n")
     assert helps and all(h.startswith("the two calls are in one `group`") for h in helps), helps
+
+
+def test_a_flag_recorded_after_a_stuck_sync_is_told_to_move_the_record():
+    # no reset anywhere: the record is behind the sync that waits for the flag's waiter
+    help = _deadlock_help("device npu0 { compute 1 }\nbuffer b 4MiB on npu0\nstream s on npu0\nstream t on npu0\n"
+                          "event f flag\nthread th {\n  s: wait f\n  s: kernel k writes b 1ms\n  sync s\n"
+                          "  t: record f\n}\n")
+    assert help.startswith("`t: record f` (line 10), which would set the flag `s: wait f` (line 7) waits for"), help
+    assert "reset" not in help
