@@ -802,8 +802,8 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
     bound to no record, to one enqueued on `other`'s stream before `other` (a stale one), or to
     a record on another stream that replaced the one on `other`'s stream."""
     wait = _last_wait(program, task)
-    if wait is None or other.stream is None:
-        return None
+    if wait is None or other.stream is None or _earlier_iteration(program, task, other):
+        return None  # (a wait before an earlier round's access was not meant for a later round's)
     issued: dict[int, int] = {}
     issued_records: list[Statement] = []  # of the wait's event, as the witness issues them
     statements = program.statements
@@ -898,7 +898,8 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
         if wait.op is not Op.WAIT or wait.stream != task.stream or wait.event is None or _ordering(program, wait):
             continue
         bound = any(r.thread == wait.thread and r.index < wait.index for r in _records(program).get(wait.event, ()))
-        if program.events[wait.event].flag or not _meant_for(wait, task, other, bound):
+        if program.events[wait.event].flag or not _meant_for(wait, task, other, bound) \
+                or _earlier_iteration(program, task, other):
             return None
         for record in _records(program).get(wait.event, ()):
             if record.stream == other.stream and (record.thread != wait.thread or record.index > wait.index) \

@@ -2553,3 +2553,15 @@ def test_a_flag_recorded_after_a_stuck_sync_is_told_to_move_the_record():
                           "  t: record f\n}\n")
     assert help.startswith("`t: record f` (line 10), which would set the flag `s: wait f` (line 7) waits for"), help
     assert "reset" not in help
+
+
+def test_a_write_after_read_across_two_threads_loops_is_ordered_from_the_read():
+    # fc2 of layer 1 overwrites z while rs of layer 0 reads it: the wait before rs was for
+    # layer 0's record, not layer 1's, so the order to add goes from rs to the next fc2
+    helps = _race_helps("device gpu { compute 2 }\nbuffer z 4MiB on gpu\nbuffer o 4MiB on gpu\nstream comp on gpu\n"
+                        "stream cs on gpu\nevent mm\nnotify ready\nnotify gone\nthread producer {\n"
+                        "  for l in 0..2 {\n    comp: kernel fc2 writes z 1ms\n    comp: record mm\n    notify ready\n"
+                        "    await gone\n  }\n}\nthread consumer {\n  for l in 0..2 {\n    await ready\n"
+                        "    cs: wait mm\n    cs: kernel rs reads z writes o 1ms\n    notify gone\n  }\n}\n")
+    assert helps and all(h.startswith("order them with an event: `record E` on `cs` after `cs: kernel rs`")
+                         for h in helps), helps
