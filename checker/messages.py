@@ -848,6 +848,16 @@ def _binding_help(program: Program, task: Statement, other: Statement, witness: 
         return (f"{waits} can be enqueued before {record}, and then waits for nothing: a wait binds to "
                 "the latest record enqueued before it. Enqueue the record first (have the waiting thread "
                 f"`await` a notify set after it){_flag_event_option(program, wait)}")
+    if (bound.stream == other.stream and bound.thread == other.thread and bound.bindings == other.bindings
+            and bound.index < other.index and bound.span.line < other.span.line and other.op is not Op.FREE
+            and any(x.write and x.conflicts(y) for x in other.accesses for y in task.accesses)):
+        # (the record of this very round, written just before the access it was to mark)
+        between = [program.statements[i] for i in program.threads[other.thread].statements
+                   if bound.index < i < other.index]
+        if all(x.stream != other.stream or not x.accesses for x in between):
+            return (f"{waits} binds to `{stream(bound)}: record {event}` (line {bound.span.line}), which is "
+                    f"enqueued before {_quoted(program, other)} on `{stream(bound)}`, so it marks the work before "
+                    f"it, not it: move the record after line {other.span.line}")
     if bound.stream == other.stream and issued[bound.index] < other_at and after_other is not None:
         # (with no record after `other`, the wait was never meant to cover it)
         instead = (f", not to the one after it (line {after_other.span.line})"

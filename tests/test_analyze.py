@@ -2565,3 +2565,11 @@ def test_a_write_after_read_across_two_threads_loops_is_ordered_from_the_read():
                         "    cs: wait mm\n    cs: kernel rs reads z writes o 1ms\n    notify gone\n  }\n}\n")
     assert helps and all(h.startswith("order them with an event: `record E` on `cs` after `cs: kernel rs`")
                          for h in helps), helps
+
+
+def test_a_record_written_before_the_access_it_marks_is_told_to_move_after_it():
+    helps = _race_helps("device gpu { compute 2 }\nbuffer z 4MiB on gpu\nbuffer o 4MiB on gpu\nstream comp on gpu\n"
+                        "stream cs on gpu\nevent mm[2]\nthread t {\n  for k in 0..4 {\n    let s = k % 2\n"
+                        "    comp: record mm[s]\n    comp: kernel fc2 writes z 1ms\n    cs: wait mm[s]\n"
+                        "    cs: kernel rs reads z writes o 1ms\n  }\n}\n")
+    assert any("so it marks the work before it, not it: move the record after line 11" in h for h in helps), helps
