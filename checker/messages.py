@@ -1437,6 +1437,14 @@ def _never_set_help(program: Program, stuck: list[Statement]) -> str | None:
         if not flag_wait and not (s.op is Op.AWAIT and s.notify is not None):
             continue
         setter = records.get(s.event) if flag_wait else notifies.get(s.notify)
+        if flag_wait and setter is not None:
+            # (a record before the wait that a reset then cleared: the reset is the cause, not the
+            # later round's record stuck behind the wait)
+            earlier = [r for r in _records(program).get(s.event, ()) if r.index < s.index]
+            thread = program.threads[s.thread].statements
+            if earlier and any(program.statements[i].op is Op.RESET and program.statements[i].event == s.event
+                               for i in thread[bisect_left(thread, earlier[-1].index):bisect_left(thread, s.index)]):
+                setter = None
         if setter is not None:
             return (f"{_quoted(program, setter)}, which would release {_quoted(program, s)}, is stuck too, behind "
                     "what the wait holds up: enqueue it where nothing waits for the wait (another stream, or "

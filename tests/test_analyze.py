@@ -2573,3 +2573,11 @@ def test_a_record_written_before_the_access_it_marks_is_told_to_move_after_it():
                         "    comp: record mm[s]\n    comp: kernel fc2 writes z 1ms\n    cs: wait mm[s]\n"
                         "    cs: kernel rs reads z writes o 1ms\n  }\n}\n")
     assert any("so it marks the work before it, not it: move the record after line 11" in h for h in helps), helps
+
+
+def test_a_flag_cleared_by_a_reset_in_a_loop_is_blamed_on_the_reset():
+    help = _deadlock_help("device d\nbuffer g 1MiB on d\nstream a on d\nstream b on d\nevent x flag\nevent f flag\n"
+                          "thread t {\n  b: record x\n  for l in 0..2 {\n    a: wait x\n    a: kernel k writes g 1ms\n"
+                          "    a: record f\n    a: reset f\n    b: wait f\n    b: kernel r reads g 1ms\n"
+                          "    b: record x\n  }\n}\n")
+    assert "reset only once that wait is through" in help and "is stuck too" not in help, help
