@@ -393,17 +393,26 @@ def _handed_off(program: Program, first: Statement, second: Statement) -> bool:
     return False
 
 
+def _event_sync_before(program: Program, host: Statement) -> Statement | None:
+    """The host's thread's latest `sync` before `host` (within STALE_SCAN statements), if it
+    syncs a snapshot event: the one meant to wait for the task the host then touches."""
+    thread = program.threads[host.thread].statements
+    end = bisect_left(thread, host.index)
+    sync = next((program.statements[i] for i in reversed(thread[max(0, end - STALE_SCAN):end])
+                 if program.statements[i].op is Op.SYNC), None)
+    if sync is None or sync.sync is not SyncKind.EVENT or sync.target is None or program.events[sync.target].flag:
+        return None
+    return sync
+
+
 def _sync_bound_elsewhere(program: Program, host: Statement, task: Statement) -> str | None:
     """The host syncs on a snapshot event its own thread records after the task, but another
     thread records that event too (one event written for every rank of a thread array): the
     sync binds to the latest record, which can be the other thread's."""
     if task.stream is None or task.thread != host.thread:
         return None
-    thread = program.threads[host.thread].statements
-    end = bisect_left(thread, host.index)
-    window = thread[max(0, end - STALE_SCAN):end]
-    sync = next((program.statements[i] for i in reversed(window) if program.statements[i].op is Op.SYNC), None)
-    if sync is None or sync.sync is not SyncKind.EVENT or sync.target is None or program.events[sync.target].flag:
+    sync = _event_sync_before(program, host)
+    if sync is None:
         return None
     records = _records(program).get(sync.target, ())
     own = next((r for r in records if r.thread == host.thread and r.stream == task.stream
@@ -433,10 +442,9 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
     if host.thread == task.thread or task.stream is None:
         return None
     thread = program.threads[host.thread].statements
-    end = bisect_left(thread, host.index)
-    window = thread[max(0, end - STALE_SCAN):end]
-    sync = next((program.statements[i] for i in reversed(window) if program.statements[i].op is Op.SYNC), None)
-    if sync is None or sync.sync is not SyncKind.EVENT or sync.target is None or program.events[sync.target].flag:
+    window = thread[max(0, bisect_left(thread, host.index) - STALE_SCAN):bisect_left(thread, host.index)]
+    sync = _event_sync_before(program, host)
+    if sync is None:
         return None
     record = next((r for r in _records(program).get(sync.target, ())
                    if r.thread == task.thread and r.stream == task.stream and r.index > task.index), None)
