@@ -200,7 +200,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         if a.thread == b.thread:
             return "the two host statements overlap: one must return before the other starts"
         return ("two host threads touch the bytes at once: order them with a notify "
-                "(`notify N` after the first, `await N` before the second)")
+                "(`notify N` after the first, `await N` before the second)" + _one_body(program, a, b))
     captured = _graph_help(program, a, b)
     if captured is not None:
         return captured
@@ -613,7 +613,21 @@ def _two_threads(program: Program, first: Statement, second: Statement) -> str:
     threads = program.threads
     return (f"; they are enqueued by two threads, and a wait binds to the latest record enqueued before it: "
             f"have `{threads[first.thread].name}` set a notify after the record (`notify N`) and "
-            f"`{threads[second.thread].name}` `await N` before the wait")
+            f"`{threads[second.thread].name}` `await N` before the wait" + _one_body(program, first, second))
+
+
+def _one_body(program: Program, first: Statement, second: Statement) -> str:
+    """Where two ranks of one thread array are the two sides: one body runs both, so what
+    one rank is to do and the other not goes under an `if` on the rank (a `notify` that every
+    rank sets and every rank awaits is lost or hangs)."""
+    names = [program.threads[s.thread].name for s in (first, second)]
+    arrays = {name.split("[")[0] for name in names if "[" in name}
+    if len(arrays) != 1 or not all("[" in name for name in names) or first.thread == second.thread:
+        return ""
+    rank = arrays.pop()
+    one, two = (name[name.index("[") + 1:-1] for name in names)
+    return (f"; both are ranks of `{rank}`, whose one body runs both sides: put each under an `if` on the rank "
+            f"(`if {rank} == {one} {{ ... notify N }}`, `if {rank} == {two} {{ await N ... }}`)")
 
 
 STALE_SCAN = 500

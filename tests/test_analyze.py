@@ -2581,3 +2581,11 @@ def test_a_flag_cleared_by_a_reset_in_a_loop_is_blamed_on_the_reset():
                           "    a: record f\n    a: reset f\n    b: wait f\n    b: kernel r reads g 1ms\n"
                           "    b: record x\n  }\n}\n")
     assert "reset only once that wait is through" in help and "is stuck too" not in help, help
+
+
+def test_two_ranks_of_one_array_are_told_to_split_the_hand_off_by_rank():
+    # pasted as written, `notify N` and `await N` in the one body would hang both ranks
+    report = check_loaded(load_text("device d\nbuffer h 1MiB on host\nthread t[2] {\n  host w writes h\n}\n"))
+    (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
+    assert "put each under an `if` on the rank (`if t == 0 { ... notify N }`, `if t == 1 { await N ... }`)" \
+        in race.help, race.help
