@@ -721,9 +721,10 @@ def _unused_record_help(program: Program, task: Statement, other: Statement, wit
     for wait in before if array is not None else ():  # a wait just before task on another element of its array
         waited = program.events[wait.event].name if wait.event is not None else ""
         if waited.split("[")[0] == array:
+            written = _event_as_written(program, record, task) or event
             return (f"{_quoted(program, wait)} waits on `{waited}`, but the record after "
                     f"{_quoted(program, other)} is {_quoted(program, record)}: the wait's index names another "
-                    f"element of `{array}`. Wait on `{event}` there, or record the element the wait names")
+                    f"element of `{array}`. Wait on `{written}` there, or record the element the wait names")
     for i in thread[at + 1:at + 1 + STALE_SCAN]:  # a wait on it just after task
         late = statements[i]
         if late.stream != task.stream:

@@ -2589,3 +2589,11 @@ def test_two_ranks_of_one_array_are_told_to_split_the_hand_off_by_rank():
     (race,) = [f for f in report.findings if f.kind is FindingKind.RACE]
     assert "put each under an `if` on the rank (`if t == 0 { ... notify N }`, `if t == 1 { await N ... }`)" \
         in race.help, race.help
+
+
+def test_a_wait_on_the_wrong_slot_is_told_the_element_as_the_block_names_it():
+    helps = _race_helps("device d { compute 2 }\nbuffer b[3] 1MiB on d\nbuffer hostb[3] 1MiB on host pinned\n"
+                        "stream ld on d\nstream wk on d\nevent loaded[3]\nthread t {\n  for step in 0..6 {\n"
+                        "    let slot = step % 3\n    ld: copy b[slot] <- hostb[slot]\n    ld: record loaded[slot]\n"
+                        "    wk: wait loaded[(step + 1) % 3]\n    wk: kernel use reads b[slot]\n  }\n}\n")
+    assert helps and any("Wait on `loaded[slot]` there" in h for h in helps), helps
