@@ -191,7 +191,10 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
             continue
         stream = program.streams[copy.stream].name
         if task is copy:
-            label, secondary = "uses what the copy wrote", ((copy.span, "a copy from the device to pageable host memory"),)
+            source = next((x for x in copy.accesses if not x.write), None)
+            overwrites = source is not None and any(x.write and x.conflicts(source) for x in use.accesses)
+            label = "overwrites what the copy reads" if overwrites else "uses what the copy wrote"
+            secondary = ((copy.span, "a copy from the device to pageable host memory"),)
             message = f"`{program.describe(use)}` waits for `{program.describe(copy)}` only because the copy"
         else:  # (work the copy's stream ran before it: the copy's return is the only wait for it too)
             label = f"touches what `{program.describe(task)}` uses"
@@ -202,7 +205,10 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
         found.append(warning(
             Code.SP066, f"{message} to pageable memory blocks the thread", use.span, label, secondary=secondary,
             help=f"CUDA says such a cudaMemcpyAsync \"might be synchronous\", not that it is: wait for it "
-                 f"(`sync {stream}`) before the use, or copy into pinned memory and sync"))
+                 + (f"(`sync {stream}`) before the use" if use.stream is None else
+                    f"(`record E` on `{stream}` after the copy, `wait E` on "
+                    f"`{program.streams[use.stream].name}` before the use)")
+                 + ", or copy into pinned memory and sync"))
     return found
 
 
@@ -216,13 +222,14 @@ def _begins(statement: Statement) -> Step:
 
 
 def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement]) -> list[tuple[Statement, Statement]]:
-    """The later statements of the copy's thread that touch the bytes it wrote, each with the
-    copy, and the later host statements that conflict with a task the thread enqueued on the
+    """The later statements of the copy's thread that touch the bytes it wrote or overwrite the
+    bytes it reads, each with the copy, and the later host statements that conflict with a task the thread enqueued on the
     copy's stream before it (its source's writer: the copy's return waits for that too), each
     with that task; up to a sync of its stream, its device or every device (the uses after it
     wait for the copy that way) or another such copy over those bytes (the uses after it read
     that one's)."""
     written = next(x for x in copy.accesses if x.write)
+    source = next((x for x in copy.accesses if not x.write), None)
     statements = program.threads[copy.thread].statements
     at = bisect_right(statements, copy.index)
     before = [program.statements[i] for i in statements[max(0, at - 1 - MAX_USES):at - 1]]
@@ -232,7 +239,9 @@ def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement])
         s = program.statements[i]
         if (s.op is Op.SYNC and copy.stream in program.synced_streams(s)) or len(found) == MAX_USES:
             break
-        if any(written.conflicts(x) for x in s.accesses) or (s.op is Op.FREE and written.memory in s.lifetime_memories):
+        overwrites = source is not None and any(x.write and x.conflicts(source) for x in s.accesses)
+        if any(written.conflicts(x) for x in s.accesses) or overwrites \
+                or (s.op is Op.FREE and written.memory in s.lifetime_memories):
             if i in copies:
                 break
             found.append((s, copy))

@@ -2046,3 +2046,15 @@ def test_allocator_timings_all_together_are_had_by_every_thread():
     result = loaded(text)
     said = [w.message for w in result.diagnostics if w.code is Code.SP065]
     assert len(said) == 3 and all("other than all together or each" in m for m in said), said
+
+
+def test_sp066_also_warns_of_a_task_that_overwrites_a_pageable_copy_s_source():
+    # the snapshot copy reads W; the next optimizer step waits for that read only through the
+    # copy's blocking return (pinned staging makes it a race)
+    text = ("device gpu { compute 1 d2h 1 runtime cuda }\nbuffer W 64MiB on gpu\nbuffer Wst 64MiB on host\n"
+            "stream comp on gpu\nstream ck on gpu\nevent stepped\nthread main {\n  comp: kernel adam writes W 2ms\n"
+            "  comp: record stepped\n  ck: wait stepped\n  ck: copy Wst <- W 3ms\n  comp: kernel adam2 writes W 2ms\n}\n")
+    result = loaded(text)
+    (found,) = [w for w in result.diagnostics if w.code is Code.SP066]
+    assert found.primary_span.line == 12 and found.annotations[0].label == "overwrites what the copy reads"
+    assert "`wait E` on `comp` before the use" in found.help
