@@ -129,8 +129,10 @@ def render_finding(report: FileReport, finding: Finding, frames: bool = True, al
                    "budget ran out, it did not check the program, or they were past the most race questions it asks of one "
                    "program)")
     elif finding.instances > 1:
-        out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this pair "
-                   "(the same lines, repeated by loops or thread arrays)")
+        what = "pair" if len(finding.statements) > 1 else "statement"
+        lines = "lines" if len(finding.statements) > 1 else "line"
+        out.append(f"  = {_style('note', 'help')}: {finding.instances} instances of this {what} "
+                   f"(the same {lines}, repeated by loops or thread arrays)")
     if len(finding.elements) > 1:
         shown = ", ".join(f"`{escape(m)}`" for m in finding.elements[:ELEMENTS_SHOWN])
         more = f" and {len(finding.elements) - ELEMENTS_SHOWN:,} more" if len(finding.elements) > ELEMENTS_SHOWN else ""
