@@ -1087,7 +1087,10 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
     """An access that runs after (or, for stream-ordered frees, is enqueued after) a free."""
     double = use.op is Op.FREE and free is not None
     if double:
-        message = f"{_where(program, use)} frees `{memory.name}` again: {_where(program, free)} frees it too"
+        by = lambda s: (f" of `{program.threads[s.thread].name}`"  # noqa: E731  (two threads of one line)
+                        if use.thread != free.thread and use.span.line == free.span.line else "")
+        message = (f"{_where(program, use)}{by(use)} frees `{memory.name}` again: {_where(program, free)}{by(free)} "
+                   "frees it too")
         help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
         alloc = _alloc_between(program, free, use) if use.thread == free.thread and use.index > free.index else None
         if alloc is not None and alloc.stream is not None and alloc.stream != use.stream:

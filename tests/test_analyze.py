@@ -2597,3 +2597,12 @@ def test_a_wait_on_the_wrong_slot_is_told_the_element_as_the_block_names_it():
                         "    let slot = step % 3\n    ld: copy b[slot] <- hostb[slot]\n    ld: record loaded[slot]\n"
                         "    wk: wait loaded[(step + 1) % 3]\n    wk: kernel use reads b[slot]\n  }\n}\n")
     assert helps and any("Wait on `loaded[slot]` there" in h for h in helps), helps
+
+
+def test_a_double_free_by_two_ranks_of_one_line_names_each_rank():
+    report = check_loaded(load_text("device gpu[2] { compute 1 runtime cuda }\ntensor g[2] 8MiB on gpu\n"
+                                    "stream comp[2] on gpu nonblocking\nthread rank[2] process {\n"
+                                    "  comp[rank]: alloc g[rank]\n  comp[rank]: kernel bwd writes g[rank] 2ms\n"
+                                    "  free g\n  sync all\n}\n"))
+    twice = [f.message for f in report.findings if "again" in f.message]
+    assert twice and all("of `rank[" in m for m in twice), twice
