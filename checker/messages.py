@@ -425,12 +425,10 @@ def _sync_bound_elsewhere(program: Program, host: Statement, task: Statement) ->
     index = name.split("[")[0] if "[" in name else None
     own_event = (f"`{event.split('[')[0]}[{index}]`, declared `event {event.split('[')[0]}[N]`" if index
                  else "one declared per thread")
+    mine = "its own thread" if own.span.line == other.span.line else f"line {own.span.line}"
     return (f"`sync {event}` (line {sync.span.line}) waits for the latest `record {event}` enqueued before it, "
             f"and `{program.threads[other.thread].name}` records the event too ({_quoted(program, other)}), so the "
-            f"sync can wait for that record rather than "
-            f"{'its own thread' if own.span.line == other.span.line else f'line {own.span.line}'}'s: give each "
-            f"thread an event of its "
-            f"own ({own_event})")
+            f"sync can wait for that record rather than {mine}'s: give each thread an event of its own ({own_event})")
 
 
 def _early_sync(program: Program, host: Statement, task: Statement) -> str | None:
