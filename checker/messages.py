@@ -1335,8 +1335,43 @@ def deadlock(program: Program, stuck: tuple[Stuck, ...], witness: Witness | None
         f"deadlock: {len(statements)} {'statement' if len(statements) == 1 else 'statements'} can never "
         f"complete ({'line' if len(all_lines) == 1 else 'lines'} {lines}{more})",
         statements, witness=witness, stuck=stuck,
-        help=_deadlock_help(program, stuck),
+        help=_later_round_binding(program, statements, witness) or _deadlock_help(program, stuck),
     )
+
+
+def _later_round_binding(program: Program, stuck: tuple[int, ...], witness: Witness | None) -> str | None:
+    """A stuck `sync E` (or wait) that the witness binds to another thread's record of a later
+    round of a loop: that thread ran ahead and recorded the event again before the sync was
+    issued, and the new record waits for what this thread does after the sync. Moving the
+    notify that releases it would only trade the hang for a race: the event is reused."""
+    if witness is None:
+        return None
+    stuck_set = set(stuck)
+    issued: dict[int, int] = {}
+    for k, step in enumerate(witness.steps):
+        if step.kind is StepKind.ISSUE:
+            issued.setdefault(step.statement, k)
+    for index in stuck:
+        waiter = program.statements[index]
+        event = (waiter.target if waiter.op is Op.SYNC and waiter.sync is SyncKind.EVENT
+                 else waiter.event if waiter.op is Op.WAIT else None)
+        if event is None or program.events[event].flag or index not in issued:
+            continue
+        records = [r for r in _records(program).get(event, ()) if issued.get(r.index, len(witness.steps)) < issued[index]]
+        if not records:
+            continue
+        bound = max(records, key=lambda r: issued[r.index])
+        mine, theirs = dict(waiter.bindings), dict(bound.bindings)
+        later = [name for name in mine if name in theirs and theirs[name] > mine[name]]
+        if bound.thread == waiter.thread or bound.index not in stuck_set or not later:
+            continue
+        name = program.events[event].name
+        return (f"{_quoted(program, waiter)} {loop_text(waiter.bindings)} binds to {_quoted(program, bound)} of round "
+                f"{loop_text(bound.bindings)}, which `{program.threads[bound.thread].name}` enqueued before the "
+                f"{'sync' if waiter.op is Op.SYNC else 'wait'} was issued (it binds to the latest record enqueued "
+                f"before it), and that record waits for what this thread does later: the event `{name}` is reused "
+                f"too soon. Give each round its own event, or keep `{program.threads[bound.thread].name}` from "
+                "recording it again until this thread has waited")
 
 
 def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:

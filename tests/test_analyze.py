@@ -2606,3 +2606,45 @@ def test_a_double_free_by_two_ranks_of_one_line_names_each_rank():
                                     "  free g\n  sync all\n}\n"))
     twice = [f.message for f in report.findings if "again" in f.message]
     assert twice and all("of `rank[" in m for m in twice), twice
+
+
+def test_a_sync_bound_to_a_later_round_s_record_is_told_the_event_is_reused():
+    # the writer's `sync copied[1]` of round 1 binds to the record of round 3, which waits for
+    # the writer's `notify written[1]` after the sync: moving that notify would trade the hang
+    # for a race on the staging buffer
+    report = check_loaded(load_text("""device gpu { compute 1 d2h 1 }
+buffer W 64MiB on gpu
+buffer Wst[2] 64MiB on host pinned
+buffer file[4] 64MiB on host
+stream comp on gpu
+stream ck on gpu
+event stepped[4]
+event copied[2]
+notify go[4]
+notify written[2]
+thread trainer {
+  for s in 0..4 {
+    comp: kernel adam writes W 2ms
+    comp: record stepped[s]
+    ck: wait stepped[s]
+    if s >= 2 {
+      ck: await written[s%2]
+    }
+    ck: copy Wst[s%2] <- W 3ms
+    ck: record copied[s%2]
+    notify go[s]
+  }
+}
+thread writer {
+  for s in 0..4 {
+    await go[s]
+    sync copied[s%2]
+    host write reads Wst[s%2] writes file[s] 12ms
+    if s < 2 {
+      notify written[s%2]
+    }
+  }
+}
+"""))
+    (deadlock,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
+    assert "of round [s=3]" in deadlock.help and "is reused too soon" in deadlock.help, deadlock.help
