@@ -191,9 +191,7 @@ def uses_waiting_through_a_pageable_copy(program: Program) -> list[Diagnostic]:
             continue
         stream = program.streams[copy.stream].name
         if task is copy:
-            source = next((x for x in copy.accesses if not x.write), None)
-            overwrites = source is not None and any(x.write and x.conflicts(source) for x in use.accesses)
-            label = "overwrites what the copy reads" if overwrites else "uses what the copy wrote"
+            label = "overwrites what the copy reads" if _overwrites_source(copy, use) else "uses what the copy wrote"
             secondary = ((copy.span, "a copy from the device to pageable host memory"),)
             message = f"`{program.describe(use)}` waits for `{program.describe(copy)}` only because the copy"
         else:  # (work the copy's stream ran before it: the copy's return is the only wait for it too)
@@ -221,15 +219,20 @@ def _begins(statement: Statement) -> Step:
     return Step(StepKind.ISSUE if statement.stream is None else StepKind.START, statement.index)
 
 
+def _overwrites_source(copy: Statement, statement: Statement) -> bool:
+    """`statement` writes bytes that `copy` reads."""
+    source = next((x for x in copy.accesses if not x.write), None)
+    return source is not None and any(x.write and x.conflicts(source) for x in statement.accesses)
+
+
 def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement]) -> list[tuple[Statement, Statement]]:
     """The later statements of the copy's thread that touch the bytes it wrote or overwrite the
-    bytes it reads, each with the copy, and the later host statements that conflict with a task the thread enqueued on the
-    copy's stream before it (its source's writer: the copy's return waits for that too), each
-    with that task; up to a sync of its stream, its device or every device (the uses after it
+    bytes it reads, each with the copy, and the later host statements that conflict with a task
+    the thread enqueued on the copy's stream before it (its source's writer: the copy's return
+    waits for that too), each with that task; up to a sync of its stream, its device or every device (the uses after it
     wait for the copy that way) or another such copy over those bytes (the uses after it read
     that one's)."""
     written = next(x for x in copy.accesses if x.write)
-    source = next((x for x in copy.accesses if not x.write), None)
     statements = program.threads[copy.thread].statements
     at = bisect_right(statements, copy.index)
     before = [program.statements[i] for i in statements[max(0, at - 1 - MAX_USES):at - 1]]
@@ -239,8 +242,7 @@ def _later_uses(program: Program, copy: Statement, copies: dict[int, Statement])
         s = program.statements[i]
         if (s.op is Op.SYNC and copy.stream in program.synced_streams(s)) or len(found) == MAX_USES:
             break
-        overwrites = source is not None and any(x.write and x.conflicts(source) for x in s.accesses)
-        if any(written.conflicts(x) for x in s.accesses) or overwrites \
+        if any(written.conflicts(x) for x in s.accesses) or _overwrites_source(copy, s) \
                 or (s.op is Op.FREE and written.memory in s.lifetime_memories):
             if i in copies:
                 break

@@ -145,6 +145,18 @@ IN_PLACE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ROOTED_KINDS = ("broadcast", "reduce")
 
 
+def _first_per_thread(items, thread_of, limit: int) -> list:
+    """The first `limit` of `items` of each thread (`thread_of(item)`), in their order."""
+    counts: dict[int, int] = {}
+    kept = []
+    for item in items:
+        thread = thread_of(item)
+        if counts.get(thread, 0) < limit:
+            counts[thread] = counts.get(thread, 0) + 1
+            kept.append(item)
+    return kept
+
+
 def _index_hint(env: dict[str, int]) -> str:
     """An index to suggest for an array named without one: the variable bound last in scope
     (the loop's, or the thread array's `rank`), which a help pasted there evaluates; `0` where
@@ -1294,22 +1306,12 @@ class _Lowerer:
                 candidates[free] = [(take, streams) for take in opened]
         # (each thread's first frees: every process has an allocator of its own, and a thread
         # array's ranks would share the count otherwise, so that more ranks checked fewer)
-        per_thread: dict[int, int] = {}
-        kept = []
-        for free, takes in sorted(candidates.items()):
-            thread = events[free].thread
-            if per_thread.get(thread, 0) < MAX_RELEASES:
-                per_thread[thread] = per_thread.get(thread, 0) + 1
-                kept.append((free, takes))
+        kept = _first_per_thread(sorted(candidates.items()), lambda item: events[item[0]].thread, MAX_RELEASES)
         timings = [{free: (take, streams)} for free, takes in kept for take, streams in takes]
         # All of this thread's held blocks of the pool freed before the alloc, back together there.
         together_checked: set[int] = set()
-        by_thread: dict[int, int] = {}  # (each thread's first allocs: an allocator each, as for MAX_RELEASES)
-        for take in sorted(together):
-            thread = events[take].thread
-            if by_thread.get(thread, 0) >= MAX_TOGETHER:
-                continue
-            by_thread[thread] = by_thread.get(thread, 0) + 1
+        # (each thread's first allocs: an allocator each, as for MAX_RELEASES)
+        for take in _first_per_thread(sorted(together), lambda take: events[take].thread, MAX_TOGETHER):
             key = pool(slots[events[take].slot])
             back = {free: (take, streams) for slot, free, streams, _ in blocks
                     if pool(slot) == key and free < take and free not in certain}

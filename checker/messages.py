@@ -941,48 +941,40 @@ def _early_wait(program: Program, task: Statement, other: Statement) -> tuple[St
     return None
 
 
-_RECORDS: dict[int, tuple[Program, dict[int, list[Statement]]]] = {}
-"""The records of each event of the last program asked about (findings come per program)."""
+_LAST_PROGRAM: dict[str, tuple[Program, object]] = {}
+"""Per table, the one built for the last program asked about (findings come per program)."""
+
+
+def _per_program(table: str, program: Program, build):
+    """`build(program)`, kept until another program is asked about."""
+    known = _LAST_PROGRAM.get(table)
+    if known is None or known[0] is not program:
+        known = _LAST_PROGRAM[table] = (program, build(program))
+    return known[1]
 
 
 def _records(program: Program) -> dict[int, list[Statement]]:
-    known = _RECORDS.get(id(program))
-    if known is None or known[0] is not program:
-        _RECORDS.clear()
+    """The records of each event."""
+    def build(program: Program) -> dict[int, list[Statement]]:
         by_event: dict[int, list[Statement]] = {}
         for statement in program.statements:
             if statement.op is Op.RECORD and statement.event is not None:
                 by_event.setdefault(statement.event, []).append(statement)
-        known = _RECORDS[id(program)] = (program, by_event)
-    return known[1]
-
-
-_FREED: dict[int, tuple[Program, frozenset[int]]] = {}
-"""The memories some statement frees, of the last program asked about."""
+        return by_event
+    return _per_program("records", program, build)
 
 
 def _freed_memories(program: Program) -> frozenset[int]:
-    known = _FREED.get(id(program))
-    if known is None or known[0] is not program:
-        _FREED.clear()
-        freed = frozenset(m for s in program.statements if s.op is Op.FREE for m in s.lifetime_memories)
-        known = _FREED[id(program)] = (program, freed)
-    return known[1]
-
-
-_WAITED: dict[int, tuple[Program, frozenset[int]]] = {}
-"""The events some statement waits on, of the last program asked about."""
+    """The memories some statement frees."""
+    return _per_program("freed", program, lambda program: frozenset(
+        m for s in program.statements if s.op is Op.FREE for m in s.lifetime_memories))
 
 
 def _waited_events(program: Program) -> frozenset[int]:
     """Events that some `wait` names: a record of an event nobody waits on is the mark of a
     wait left out, so a help that adds one prefers it."""
-    known = _WAITED.get(id(program))
-    if known is None or known[0] is not program:
-        _WAITED.clear()
-        events = frozenset(s.event for s in program.statements if s.op is Op.WAIT and s.event is not None)
-        known = _WAITED[id(program)] = (program, events)
-    return known[1]
+    return _per_program("waited", program, lambda program: frozenset(
+        s.event for s in program.statements if s.op is Op.WAIT and s.event is not None))
 
 
 def _written_after_in_group(call: Statement, other: Statement) -> bool:

@@ -1147,18 +1147,17 @@ def _syntax_diagnostic(parser: Lark, text: str, exc: UnexpectedInput, text_end: 
         span = _span_at(text, token.start_pos, len(number.group().rstrip()))
         found = f"`{number.group().rstrip()}`"
     headline = message or f"unexpected {found}"
+    label = f"unexpected {found}"
     if message == _ELSE_FORM:  # (under the `else` that starts its line, not the `{` after it)
         line_start = text.rfind("\n", 0, token.start_pos) + 1
         alone = re.match(r"[ \t]*else\b", text[line_start:token.start_pos + 1])
         if alone is not None:
-            span = _span_at(text, line_start + alone.end() - 4, 4)
-            return error(Code.SP002, headline, span, "`else` on a line of its own",
-                         help="for example `if rank > 0 {`, and `} else if rank == 0 {` or `} else {` on one line")
+            span, label = _span_at(text, line_start + alone.end() - 4, 4), "`else` on a line of its own"
     if message in (_IF_FORM, _ELSE_FORM):  # what the parser expected next is no help here
         help = "for example `if rank > 0 {`, and `} else if rank == 0 {` or `} else {` on one line"
     else:
         help = f"expected {expected}" if expected else ""
-    return error(Code.SP002, headline, span, f"unexpected {found}", help=help)
+    return error(Code.SP002, headline, span, label, help=help)
 
 
 def _glued_number(text: str, token) -> Diagnostic | None:

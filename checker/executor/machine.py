@@ -464,25 +464,21 @@ class Machine:
         for i in of_op.get(Op.NOTIFY, ()):
             kind = _ISSUE if statements[i].stream is None else _COMPLETE
             note_setters.setdefault(statements[i].notify, []).append((i, kind))
-        flag_setters: dict[int, list[int]] = {}
+        flag_setters: dict[int, list[tuple[int, StepKind]]] = {}  # (a record sets its flag at `complete`)
         for i in of_op.get(Op.RECORD, ()):
             if flag[records[i]]:
-                flag_setters.setdefault(records[i], []).append(i)
-        self.note_setters = {note: tuple(found) for note, found in note_setters.items()}
-        """Per notify: the (statement, step kind) that set it: a stream notify's `complete`,
-        a host notify's `issue`."""
-        self.flag_setters = {e: tuple(found) for e, found in flag_setters.items()}
-        """Per flag event: its records (whose `complete` sets it)."""
+                flag_setters.setdefault(records[i], []).append((i, _COMPLETE))
 
-        def lanes(found) -> tuple[tuple, ...]:
+        def lanes(found: list[tuple[int, StepKind]]) -> tuple[tuple[tuple[int, StepKind], ...], ...]:
             by_lane: dict[tuple, list] = {}
             for entry in found:
-                st = statements[entry[0] if isinstance(entry, tuple) else entry]
+                st = statements[entry[0]]
                 by_lane.setdefault((st.thread, st.stream), []).append(entry)
             return tuple(tuple(lane) for lane in by_lane.values())
 
         self.note_lanes = {note: lanes(found) for note, found in note_setters.items()}
-        """The setters of each notify by (thread, stream), in program order: a thread issues its
+        """The (statement, step kind) that set each notify (a stream notify's `complete`, a host
+        notify's `issue`), by (thread, stream), in program order: a thread issues its
         host notifies in order and a stream completes its tasks in order, so in any state the
         done ones of a lane are a prefix of it, and only the first one not done can set the
         notify next (a blocker that named them all made a loop of n rounds cost n^2)."""
@@ -605,24 +601,23 @@ class Machine:
         return self.completion_step(task) if self.begins_when_done[task] else self.first_step(task)
 
     def _setters_of_note(self, state, note: int) -> tuple[Step, ...]:
-        """The setters of a notify that can set it next: each lane's first not done."""
+        """The setters of a notify that can set it next."""
+        return self._next_in_lanes(state, self.note_lanes.get(note, ()))
+
+    def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
+        """The records of a flag event that can set it next."""
+        return self._next_in_lanes(state, self.flag_lanes.get(event, ()))
+
+    def _next_in_lanes(self, state, lanes) -> tuple[Step, ...]:
+        """Each lane's first (statement, step kind) not done (`note_lanes`): the done ones are a
+        prefix of it."""
         status = state.status
         out = []
-        for lane in self.note_lanes.get(note, ()):
+        for lane in lanes:
             k = bisect_left(lane, True, key=lambda entry: status[entry[0]] != DONE)
             if k < len(lane):
                 i, kind = lane[k]
                 out.append(self.steps[kind][i])
-        return tuple(out)
-
-    def _setters_of_flag(self, state, event: int) -> tuple[Step, ...]:
-        """The records of a flag event that can set it next: each lane's first not done."""
-        status = state.status
-        out = []
-        for lane in self.flag_lanes.get(event, ()):
-            k = bisect_left(lane, True, key=lambda i: status[i] != DONE)
-            if k < len(lane):
-                out.append(self.steps[_COMPLETE][lane[k]])
         return tuple(out)
 
     def _not_reached(self, t: int, v: int) -> Blocked:
