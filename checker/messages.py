@@ -43,7 +43,7 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
          witness: Witness | None, elements: tuple[str, ...] = ()) -> Finding:
     """Two accesses to overlapping bytes, one a write, that some execution runs at once."""
     a, b = sorted((a, b), key=lambda s: s.index)
-    name = f"`{memory.name}`"
+    name = f"`{_overlap_name(a, b, memory)}`"
     help = _race_help(program, a, b, witness)
     if help.startswith("order them with an event") and _replicas(program, a, b) and "[" not in memory.name:
         help += (f"; or, where the {'iterations' if a.thread == b.thread else 'threads'} are meant to run at once, "
@@ -71,6 +71,20 @@ def race(program: Program, a: Statement, b: Statement, memory: Memory, instances
         (a.index, b.index), memory.buffer, memory.name, instances, witness, help=help,
         elements=elements if len(elements) > 1 else (),
     )
+
+
+def _overlap_name(a: Statement, b: Statement, memory: Memory) -> str:
+    """The memory, with the bytes the two accesses share when they are not all of it
+    (`b[256:512]`): two ranges that overlap in part race only there."""
+    pairs = [(x, y) for x, y in conflicting(a.accesses, b.accesses) if x.memory == memory.index]
+    if not pairs:
+        return memory.name
+    low, high = None, None
+    for start, end in sorted((max(x.start, y.start), min(x.end, y.end)) for x, y in pairs):
+        if high is not None and start > high:
+            return memory.name  # (several pieces: the memory's name alone does not claim the gaps)
+        low, high = (start if low is None else low), max(end, high or end)
+    return memory.name if (low, high) == (0, memory.size) else f"{memory.name}[{low}:{high}]"
 
 
 def _replicas(program: Program, a: Statement, b: Statement) -> bool:

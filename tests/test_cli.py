@@ -636,3 +636,15 @@ def test_simulate_names_the_thread_that_syncs_a_stream_it_does_not_use(run, tmp_
                     "thread rank[2] {\n  c[rank]: allreduce w g[rank] 1ms\n  sync all\n}\n")
     status, out, _ = run("simulate", spec)
     assert status == 0 and "note: threads share stream `c[0]` (`rank[1]` syncs it, and `rank[0]` enqueues" in out
+
+
+def test_a_race_between_byte_ranges_names_the_bytes_they_share(run, tmp_path):
+    spec = tmp_path / "ranges.sched"
+    spec.write_text("device d\nbuffer b 1KiB on d\nstream s1 on d\nstream s2 on d\nthread t {\n"
+                    "  s1: kernel a writes b[0:512]\n  s2: kernel b reads b[256:768]\n"
+                    "  s1: kernel c writes b[0:100], b[200:300]\n  s2: kernel d reads b\n}\n")
+    status, out, _ = run("check", spec)
+    assert status == 1
+    assert "race on `b[256:512]`: s1: kernel a (line 6) and s2: kernel b (line 7)" in out
+    # (two pieces apart: the buffer's name alone, which claims no byte between them)
+    assert "race on `b`: s1: kernel c (line 8) and s2: kernel d (line 9)" in out
