@@ -331,6 +331,9 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     if _two_processes(program, a, b):
         return (f"they run in two processes, {_PROCESS_ORDER}, `{stream(a)}: notify N` {after} and "
                 f"`{stream(b)}: await N` {before} (a barrier of stream signals)")
+    exchange = _exchange(program, a, b, after, before)
+    if exchange is not None:
+        return exchange
     thread_name = program.threads[a.thread].name
     event, per_rank = "E", ""
     if a.thread == b.thread and "[" in thread_name:  # (a thread array: an event of each rank's own)
@@ -352,6 +355,32 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         help += ("; a collective's task starts as soon as its own stream reaches it and waits there for "
                  "its peers (NCCL, `runtime cuda`), so its buffer is in use from then on, whenever the peers arrive")
     return help
+
+
+def _exchange(program: Program, first: Statement, second: Statement, after: str, before: str) -> str | None:
+    """Two ranks of one thread array where the first uses its own element (`x[rank]`) and the
+    second another rank's (`x[1 - rank]`): every rank runs both halves, so the fix is one
+    event and notify per rank, the second side naming its peer's with the same index."""
+    names = [program.threads[s.thread].name for s in (first, second)]
+    if (first.thread == second.thread or not all("[" in name for name in names)
+            or len({name.split("[")[0] for name in names}) != 1 or first.launch is not None
+            or second.launch is not None or first.stream is None or second.stream is None):
+        return None
+    rank = names[0].split("[")[0]
+    for x, y in conflicting(first.accesses, second.accesses):
+        own = re.fullmatch(r"(\w+)\[\s*(\w+)\s*\]", x.written_as)
+        peer = re.fullmatch(r"(\w+)\[(.+)\]", y.written_as)
+        if (own is None or peer is None or own.group(1) != peer.group(1) or own.group(2) != rank
+                or not re.search(rf"\b{rank}\b", peer.group(2)) or peer.group(2).strip() == rank):
+            continue
+        index = peer.group(2).strip()
+        ranks = sum(thread.name.split("[")[0] == rank for thread in program.threads)
+        return (f"give each rank an event and a notify of its own (`event E[{ranks}]`, `notify N[{ranks}]`): "
+                f"`record E[{rank}]` on `{_stream_as_written(program, first)}` {after}, then `notify N[{rank}]`; "
+                f"`await N[{index}]`, then `wait E[{index}]` on `{_stream_as_written(program, second)}` {before}. "
+                f"Every rank runs both halves, and `[{index}]` names the rank whose `{x.written_as}` the second "
+                f"{'writes' if y.write else 'reads'}")
+    return None
 
 
 def _one_group(program: Program, a: Statement, b: Statement) -> bool:

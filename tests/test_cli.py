@@ -648,3 +648,22 @@ def test_a_race_between_byte_ranges_names_the_bytes_they_share(run, tmp_path):
     assert "race on `b[256:512]`: s1: kernel a (line 6) and s2: kernel b (line 7)" in out
     # (two pieces apart: the buffer's name alone, which claims no byte between them)
     assert "race on `b`: s1: kernel c (line 8) and s2: kernel d (line 9)" in out
+
+
+def test_an_exchange_between_ranks_is_fixed_with_the_peer_index_it_reads(run, tmp_path):
+    head = "device gpu[2]\nstream s[2] on gpu\nbuffer x[2] 1MiB on gpu\n"
+    spec = tmp_path / "exchange.sched"
+    spec.write_text(head + "thread rank[2] {\n  s[rank]: kernel produce writes x[rank]\n"
+                    "  s[rank]: kernel consume reads x[1 - rank]\n}\n")
+    status, out, _ = run("check", spec)
+    assert status == 1
+    assert ("help: give each rank an event and a notify of its own (`event E[2]`, `notify N[2]`): `record E[rank]` "
+            "on `s[rank]` after the first, then `notify N[rank]`; `await N[1 - rank]`, then `wait E[1 - rank]` on "
+            "`s[rank]` before the second") in out, out
+    fixed = tmp_path / "fixed.sched"  # (the help, applied as it reads)
+    fixed.write_text(head + "event E[2]\nnotify N[2]\nthread rank[2] {\n  s[rank]: kernel produce writes x[rank]\n"
+                     "  s[rank]: record E[rank]\n  notify N[rank]\n  await N[1 - rank]\n  s[rank]: wait E[1 - rank]\n"
+                     "  s[rank]: kernel consume reads x[1 - rank]\n}\n")
+    for engine in ((), ("--exhaustive",)):
+        status, out, _ = run("check", *engine, fixed)
+        assert status == 0, out
