@@ -867,6 +867,8 @@ class _Lowerer:
                                            "CANN the default stream)"))
             return index
         kind = self.entities[ref.name.text].kind
+        if kind == "stream":
+            index = self.own_legacy_stream(index)
         if kind == "event" and self.capture is not None:
             self.events_captured.setdefault(index, (self.capture.name, ref.span))
         elif kind == "event":
@@ -2446,6 +2448,32 @@ class _Lowerer:
         finally:
             del self.errors[errors:]
 
+    def own_legacy_stream(self, stream: int) -> int:
+        """A declared legacy stream names the legacy stream of the process that uses it: a
+        `process` thread naming one that another process took as its default gets one of its
+        own (CUDA's driver API, "Stream synchronization behavior": the legacy stream
+        "synchronizes with all other streams in the same CUcontext", and each process has its
+        own context), as `DEVICE.default` does."""
+        declared = self.streams[stream]
+        if (self.process_streams is None or declared.mode is not StreamMode.LEGACY
+                or stream not in self.claimed_defaults or self.devices[declared.device].runtime is not Runtime.CUDA):
+            return stream
+        key = (declared.device, self.current_thread)
+        if key not in self.default_streams:
+            self.default_streams[key] = self.new_default_stream(declared.device, f"{declared.name}@{self.thread_name}")
+        return self.default_streams[key]
+
+    def new_default_stream(self, device: int, name: str) -> int:
+        """An implicit default stream, on the device's next hardware queue."""
+        dev = self.devices[device]
+        cuda = dev.runtime is Runtime.CUDA
+        position = self.streams_on.get(device, 0)
+        self.streams_on[device] = position + 1
+        stream = len(self.streams)
+        self.streams.append(Stream(stream, name, device, 0, StreamMode.LEGACY if cuda else StreamMode.NONBLOCKING,
+                                   position % dev.queues if dev.queues else None, dev.span))
+        return stream
+
     def default_stream(self, device: int) -> int:
         """The stream a synchronous call runs on: CUDA's legacy default stream (declared, or an
         implicit one), CANN's implicit default stream (which the legacy rules do not touch).
@@ -2464,12 +2492,8 @@ class _Lowerer:
                            and (s.index in self.process_streams if process is not None else s.index not in own
                                 or s.span != dev.span)), None)
         if stream is None:
-            position = self.streams_on.get(device, 0)
-            self.streams_on[device] = position + 1
-            stream = len(self.streams)
-            name = f"{dev.name}.default" if process is None else f"{dev.name}.default@{self.thread_name}"
-            self.streams.append(Stream(stream, name, device, 0, StreamMode.LEGACY if cuda else StreamMode.NONBLOCKING,
-                                       position % dev.queues if dev.queues else None, dev.span))
+            stream = self.new_default_stream(
+                device, f"{dev.name}.default" if process is None else f"{dev.name}.default@{self.thread_name}")
         self.default_streams[key] = stream
         return stream
 
