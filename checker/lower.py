@@ -2129,7 +2129,8 @@ class _Lowerer:
             else:
                 index = self.emit(node, op=Op.SYNC, stream=None, sync=SyncKind.STREAM, target=target,
                                   streams=(target,), form=form, bindings=bindings)
-                if self.waits_for_legacy(target):
+                if self.waits_for_legacy(target) and not isinstance(node, ast.Query):
+                    # (a poll of `cudaStreamQuery` reports the stream's own operations only)
                     self.blocking_syncs.append((index, form or f"sync {self.text(node.target.span)}"))
 
     def process_sync(self, node, what: str, devices: set[int] | None, bindings, part: int = 0) -> None:
