@@ -299,20 +299,26 @@ def streams_of_two_processes(program: Program) -> list[Diagnostic]:
     found = []
     warned: set[int] = set()
     for s in program.statements:
-        if s.stream is None or s.stream in warned:
+        # (a `sync S` or `query S` uses the stream too: a handle only its own process can pass)
+        stream = s.target if s.op is Op.SYNC and s.sync in (SyncKind.STREAM, SyncKind.STREAMS) else s.stream
+        if stream is None or stream in warned:
             continue
-        met = _two_processes(program, first, s.stream, s)
+        met = _two_processes(program, first, stream, s)
         if met is None:
             continue
         earlier, before, now = met
-        warned.add(s.stream)
+        warned.add(stream)
         process, other = (before, now) if before.process else (now, before)
+        synced = s.stream is None
         found.append(warning(
-            Code.SP062, f"stream `{program.streams[s.stream].name}` is used by process `{process.name}` and by "
+            Code.SP062, f"stream `{program.streams[stream].name}` is used by process `{process.name}` and by "
                         f"{'process' if other.process else 'thread'} `{other.name}`", s.span,
-            "another thread's work on this stream",
+            "a sync of it by another process" if synced else "another thread's work on this stream",
             secondary=((earlier.span, "first used here"),),
-            help="a stream belongs to one process: give each process streams of its own"))
+            help=("a stream belongs to one process, and another process cannot sync it: have the stream's "
+                  "own process sync it before it signals (`notify N`), or record an event shared through an "
+                  "IPC handle after the work and `sync E` here" if synced else
+                  "a stream belongs to one process: give each process streams of its own")))
     # A call off its member stream (`Statement.member`) is a use of its rank by its thread's process.
     ranks: dict[tuple[int, int], Statement] = {}  # (comm, member stream) -> its first call
     warned_ranks: set[tuple[int, int]] = set()

@@ -329,6 +329,8 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     before = f"before the `group` that holds {which[1]}" if second.batch is not None else f"before {which[1]}"
     a, b = first, second
     if _two_processes(program, a, b):
+        if program.devices[program.streams[a.stream].device].runtime is Runtime.CUDA:
+            return _interprocess_event(program, a, b, after, before)
         return (f"they run in two processes, {_PROCESS_ORDER}, `{stream(a)}: notify N` {after} and "
                 f"`{stream(b)}: await N` {before} (a barrier of stream signals)")
     exchange = _exchange(program, a, b, after, before)
@@ -532,21 +534,34 @@ def _early_sync(program: Program, host: Statement, task: Statement) -> str | Non
 def _across_threads(program: Program, host: Statement, task: Statement) -> str | None:
     """A host access and a task another thread enqueues: a sync waits only for work enqueued
     before it, so the host's thread must first learn that the task is enqueued; or the other
-    thread waits for the host's access before enqueueing the task. A free goes last."""
+    thread waits for the host's access before enqueueing the task. A free goes last. A process
+    cannot sync another's stream: there the task's own thread syncs before it hands over."""
     if host.thread == task.thread or task.launch is not None:
         return None
     stream = program.streams[task.stream].written
     thread = lambda s: f"`{program.threads[s.thread].name}`"  # noqa: E731
+    processes = _two_processes(program, host, task)
     handed = _hand_off(program, task, host)
     if handed is not None:  # (the threads are ordered task first already: only the wait for the task is missing)
         notify, awaited = handed
         name = program.notifies[notify.notify].name
-        return (f"{thread(host)} awaits `{name}` (line {awaited.span.line}), which {thread(task)} sets after "
-                f"enqueueing {_quoted(program, task)}, but the task may still run: add `sync {stream}` (or a sync of "
-                f"an event recorded after the task) after line {awaited.span.line}, before {_quoted(program, host)}")
-    task_first = (f"have {thread(task)} set a notify after enqueueing {_quoted(program, task)} (`notify N`) and "
-                  f"{thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), before "
-                  f"{_quoted(program, host)}: a sync waits only for work enqueued before it")
+        said = (f"{thread(host)} awaits `{name}` (line {awaited.span.line}), which {thread(task)} sets after "
+                f"enqueueing {_quoted(program, task)}, but the task may still run")
+        if processes:
+            return (f"{said}, and a process cannot sync another's stream: have {thread(task)} `sync {stream}` "
+                    f"before `notify {name}` (line {notify.span.line}), or record an event shared through an IPC "
+                    f"handle on `{stream}` after the task, before the notify, and `sync E` after line "
+                    f"{awaited.span.line}")
+        return (f"{said}: add `sync {stream}` (or a sync of an event recorded after the task) after line "
+                f"{awaited.span.line}, before {_quoted(program, host)}")
+    if processes:
+        task_first = (f"have {thread(task)} `sync {stream}` after enqueueing {_quoted(program, task)} and then set "
+                      f"a notify (`notify N`), and {thread(host)} `await N` before {_quoted(program, host)} (a "
+                      f"process cannot sync another's stream)")
+    else:
+        task_first = (f"have {thread(task)} set a notify after enqueueing {_quoted(program, task)} (`notify N`) "
+                      f"and {thread(host)} `await N`, then `sync {stream}` (or an event recorded after the task), "
+                      f"before {_quoted(program, host)}: a sync waits only for work enqueued before it")
     host_first = (f"have {thread(host)} set a notify after {_quoted(program, host)} (`notify N`) and "
                   f"{thread(task)} `await N` before enqueueing {_quoted(program, task)}")
     if host.op is Op.FREE or host.form.startswith("free "):
@@ -639,6 +654,25 @@ def _graph_help(program: Program, a: Statement, b: Statement) -> str | None:
     return (f"order them with an event: `record E` on `{other_stream}` after the first, `wait E` on "
             f"`{where(task)}` before `launch {graph(task)}` (line {launch(task).span.line})"
             f"{_two_threads(program, other, launch(task))}")
+
+
+def _interprocess_event(program: Program, first: Statement, second: Statement, after: str, before: str) -> str:
+    """Two CUDA processes' tasks: an event shared through an IPC handle, whose wait binds only
+    to a record already enqueued, so a host signal hands the record over (the one the
+    threads already exchange, where one follows the first task and precedes the second)."""
+    shared = ("they run in two processes: share an event through an IPC handle (`cudaIpcGetEventHandle`, "
+              "`cudaIpcOpenEventHandle`), whose wait binds only to a record already enqueued: ")
+    threads = program.threads
+    handed = _hand_off(program, first, second)
+    if handed is not None:
+        notify, awaited = handed
+        name = program.notifies[notify.notify].name
+        return (shared + f"`record E` on `{_stream_as_written(program, first)}` {after}, before `notify {name}` "
+                         f"(line {notify.span.line}), and `wait E` on `{_stream_as_written(program, second)}` after "
+                         f"`await {name}` (line {awaited.span.line}), {before}")
+    return (shared + f"`record E` on `{_stream_as_written(program, first)}` {after}, then `notify N`; in "
+                     f"`{threads[second.thread].name}`, `await N`, then `wait E` on "
+                     f"`{_stream_as_written(program, second)}` {before}")
 
 
 def _two_processes(program: Program, first: Statement, second: Statement) -> bool:

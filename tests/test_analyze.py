@@ -1327,11 +1327,18 @@ thread b {
                          "  await n\n  s2: wait e\n")
     assert check(fixed).findings == ()
     processes = spec.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")
-    assert _race_helps(processes) == ["they run in two processes, where an (interprocess) event orders them only once its record is known to be "
-                                      "enqueued: order them with a signal, "
-                                      "`s1: notify N` after the first and `s2: await N` before the second (a barrier "
-                                      "of stream signals)"]
-    signalled = processes.replace("k1 writes d\n", "k1 writes d\n  s1: notify n\n").replace(
+    # (CUDA: an event shared through an IPC handle, its record handed over by a host signal)
+    assert _race_helps(processes) == ["they run in two processes: share an event through an IPC handle "
+                                      "(`cudaIpcGetEventHandle`, `cudaIpcOpenEventHandle`), whose wait binds only to "
+                                      "a record already enqueued: `record E` on `s1` after the first, then `notify N`; "
+                                      "in `b`, `await N`, then `wait E` on `s2` before the second"]
+    assert _race_helps(fixed.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")) == []
+    cann = processes.replace("{ runtime cuda }", "{ runtime cann }")
+    assert _race_helps(cann) == ["they run in two processes, where an (interprocess) event orders them only once its record is known to be "
+                                 "enqueued: order them with a signal, "
+                                 "`s1: notify N` after the first and `s2: await N` before the second (a barrier "
+                                 "of stream signals)"]
+    signalled = cann.replace("k1 writes d\n", "k1 writes d\n  s1: notify n\n").replace(
         "  s2: kernel", "  s2: await n\n  s2: kernel")
     assert _race_helps(signalled) == []
 

@@ -667,3 +667,25 @@ def test_an_exchange_between_ranks_is_fixed_with_the_peer_index_it_reads(run, tm
     for engine in ((), ("--exhaustive",)):
         status, out, _ = run("check", *engine, fixed)
         assert status == 0, out
+
+
+def test_a_process_is_told_to_sync_its_own_stream_not_another_process_s(run, tmp_path):
+    head = ("device gpu0 { runtime cuda }\nbuffer dev 4MiB on gpu0\nbuffer shm 4MiB on host pinned\n"
+            "stream ps on gpu0\nnotify ready\n")
+    consumer = "thread consumer process {\n  await ready\n  host parse reads shm\n}\n"
+    spec = tmp_path / "shm.sched"
+    spec.write_text(head + "thread producer process {\n  ps: copy shm <- dev 1ms\n  notify ready\n}\n" + consumer)
+    status, out, _ = run("check", spec)
+    assert status == 1
+    assert ("a process cannot sync another's stream: have `producer` `sync ps` before `notify ready` (line 8)"
+            in out), out
+    fixed = tmp_path / "fixed.sched"  # (the help, applied as it reads)
+    fixed.write_text(head + "thread producer process {\n  ps: copy shm <- dev 1ms\n  sync ps\n  notify ready\n}\n"
+                     + consumer)
+    status, out, _ = run("check", fixed)
+    assert status == 0 and "SP101" not in out and "SP062" not in out, out
+    foreign = tmp_path / "foreign.sched"  # (the consumer syncing the producer's stream: no handle to pass)
+    foreign.write_text(spec.read_text().replace("  await ready\n", "  await ready\n  sync ps\n"))
+    status, out, _ = run("check", foreign)
+    assert "warning[SP062]: stream `ps` is used by process `producer` and by process `consumer`" in out, out
+    assert "a sync of it by another process" in out
