@@ -464,9 +464,10 @@ def never_recorded(program: Program) -> list[Diagnostic]:
 
 def flag_events_on_cuda(program: Program) -> list[Diagnostic]:
     """SP072: a flag event recorded, waited on or reset on a stream of a `runtime cuda`
-    device. Flag events are CANN's (`ACL_EVENT_SYNC`); CUDA's `cudaStreamWaitEvent` always binds
-    to the latest record enqueued before it, so a wait that holds until a later record is not
-    a CUDA program. One warning per event, at its first such statement."""
+    device. A CUDA event cannot be one: `cudaStreamWaitEvent` binds to the latest record
+    enqueued before it. What CUDA has that waits for a later set is a flag in memory
+    (`cuStreamWriteValue32`, `cuStreamWaitValue32`, or a kernel spinning on it), so the spec
+    should mean that. One warning per event, at its first such statement."""
     found = []
     warned: set[int] = set()
     for s in program.statements:
@@ -477,11 +478,15 @@ def flag_events_on_cuda(program: Program) -> list[Diagnostic]:
         warned.add(s.event)
         event = program.events[s.event]
         found.append(warning(
-            Code.SP072, f"`{event.name}` is a flag event, which CUDA does not have", s.span,
+            Code.SP072, f"`{event.name}` is a flag event, which no CUDA event is: under CUDA it stands for a "
+                        f"flag in memory", s.span,
             "on a `runtime cuda` device", secondary=((event.span, "declared `flag`"),),
-            help=(f"a CUDA wait binds to the latest record enqueued before it: declare `event "
-                  f"{event.name.split('[')[0]}` and enqueue each record before its wait; flag events are "
-                  "CANN's (aclrtCreateEventWithFlag with ACL_EVENT_SYNC), checked as written")))
+            help=(f"if the program sets and waits for a flag in memory (`cuStreamWriteValue32` to record, "
+                  f"`cuStreamWaitValue32` or a kernel spinning on it to wait, a write of the cleared value "
+                  f"to reset), the spec says so and is checked as written; if it uses a cudaEvent_t, whose "
+                  f"wait binds to the latest record enqueued before it, declare `event "
+                  f"{event.name.split('[')[0]}` instead (then a wait enqueued before its record waits for "
+                  f"nothing, so hand the record over first)")))
     return found
 
 

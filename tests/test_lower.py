@@ -1188,7 +1188,7 @@ def test_a_flag_event_on_a_cuda_device_is_sp072_once_per_event():
     cuda = "device d { runtime cuda }\nstream s on d\nstream s2 on d\nbuffer x 1MiB on d\nevent f flag\n"
     body = "thread t {\n  s2: wait f\n  s: kernel k writes x\n  s: record f\n  s2: wait f\n}\n"
     found = [w for w in warnings(cuda + body) if w.code is Code.SP072]
-    assert [(w.primary_span.line, w.message) for w in found] == [(7, "`f` is a flag event, which CUDA does not have")]
+    assert [(w.primary_span.line, w.message) for w in found] == [(7, "`f` is a flag event, which no CUDA event is: under CUDA it stands for a flag in memory")]
     assert "declare `event f`" in found[0].help
     assert not [w for w in warnings(cuda.replace(" { runtime cuda }", "") + body) if w.code is Code.SP072]
     assert not [w for w in warnings(cuda.replace("event f flag", "event f") + body) if w.code is Code.SP072]
