@@ -489,6 +489,10 @@ class HostAwait:
 class HostAlloc:
     access: AccessRef
     span: Span
+    nosync: bool = False
+    """`alloc X nosync`: a hand-out that waits for nothing (a pool allocator's, as CuPy's or
+    RMM's, or a mapping of reserved memory), where a plain `alloc` under `runtime cuda` is
+    cudaMalloc."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -884,7 +884,10 @@ class _Parser:
 
     def host_alloc(self, first):
         access = self.access()
-        return HostAlloc_(access, self.span(first, self.i - 1))
+        nosync = self.at_keyword("nosync")
+        if nosync:
+            self.i += 1
+        return HostAlloc_(access, self.span(first, self.i - 1), nosync)
 
     def host_free(self, first):
         access = self.access()

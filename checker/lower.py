@@ -2237,13 +2237,13 @@ class _Lowerer:
             if not free:
                 self.latest_alloc_on_stream[self.current_thread, access.memory] = False
             cuda = memory.device is not None and self.devices[memory.device].runtime is Runtime.CUDA
-            if cuda and not free:
+            nosync = node.nosync  # (`free X nosync`: cuMemUnmap/cuMemRelease; `alloc X nosync`: a pool's hand-out)
+            if cuda and not free and not nosync:
                 # CUDA programming guide, "Implicit Synchronization": commands issued before and
                 # after a device memory allocation do not run concurrently. Drivers do not keep
                 # to it (the copy after cudaMalloc overlaps the kernel before it in CuSan's
                 # test pass/16_cuda_malloc_implicit_sync, marked XFAIL), so both are checked.
                 self.driver_choices.add(MALLOC)
-            nosync = free and node.nosync  # (`free X nosync`: cuMemUnmap/cuMemRelease wait for nothing)
             if cuda and not nosync and (self.cuda_sync_first if not free else not self.freed_without_sync(access.memory)):
                 # cudaFree synchronizes the device (the same list: a device memory
                 # deallocation), but not for stream-ordered memory: it "will not perform any
@@ -2260,7 +2260,7 @@ class _Lowerer:
                 self.pinned_lifetime(node, access, free, bindings)
             self.emit(node, op=Op.FREE if free else Op.ALLOC, stream=None, memory=access.memory,
                       accesses=(access,) if free else (), bindings=bindings,
-                      form=f"free {access.written_as} nosync" if nosync else "")
+                      form=f"{'free' if free else 'alloc'} {access.written_as} nosync" if nosync else "")
 
     def pinned_lifetime(self, node: ast.HostAlloc | ast.HostFree, access: Access, free: bool, bindings) -> None:
         """With CUDA devices, `free` of pinned host memory (`cudaFreeHost`) synchronizes every

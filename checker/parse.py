@@ -476,8 +476,8 @@ class _ToAst(Transformer_NonRecursive):
     def host_await(self, meta, target):
         return ast.HostAwait(target, span_of(meta))
 
-    def host_alloc(self, meta, access):
-        return ast.HostAlloc(access, span_of(meta))
+    def host_alloc(self, meta, access, nosync=None):
+        return ast.HostAlloc(access, span_of(meta), nosync is not None)
 
     def host_free(self, meta, access, nosync=None):
         return ast.HostFree(access, span_of(meta), nosync is not None)
@@ -693,8 +693,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         _THREAD + "s: recv c s x\n}", _THREAD + "s: recv\n}", _THREAD + "s: recv c from s\n}",
         _THREAD + "s: recv c from\n}",
     ],
-    "`nosync` belongs to the host's `free X nosync`; a stream's `free` (cudaFreeAsync) never waits, so write `STREAM: free X`": [
-        _THREAD + f"s: free {access} nosync\n}}" for access in _ACCESSES
+    "`nosync` belongs to the host's `alloc X nosync` and `free X nosync`; a stream's `alloc` and `free` (cudaMallocAsync, cudaFreeAsync) never wait, so leave it out": [
+        _THREAD + f"s: {verb} {access} nosync\n}}" for access in _ACCESSES for verb in ("free", "alloc")
     ],
     "`alloc` and `free` name a buffer": [
         _THREAD + "s: alloc\n}", _THREAD + "s: free\n}", _THREAD + "alloc\n}", _THREAD + "free\n}",

@@ -719,6 +719,22 @@ def test_a_free_marked_nosync_waits_for_nothing_in_both_parsers():
     assert [s.op for s in program(source.replace(" nosync", "")).statements][:2] == [Op.KERNEL, Op.SYNC]
 
 
+def test_an_alloc_marked_nosync_is_a_pool_hand_out_that_waits_for_nothing_in_both_parsers():
+    # CuPy's or RMM's pool: no cudaMalloc, so no device sync and no "when cudaMalloc synchronizes" variant
+    from checker import fastparse
+    from checker.frontend import load_text as load
+    from checker.parse import parse_with_lark
+
+    source = CUDA + "thread main {\n  s: kernel k writes x\n  alloc x nosync\n  alloc pin nosync\n}\n"
+    assert fastparse.parse(source) == parse_with_lark(source)
+    result = load(source, "t.sched")
+    assert not [d for d in result.diagnostics if d.severity.value == "error"] and len(result.variants) == 1
+    assert [(s.op, s.memory, s.form) for s in result.program.statements] == [
+        (Op.KERNEL, None, ""), (Op.ALLOC, 2, "alloc x nosync"), (Op.ALLOC, 1, "alloc pin nosync")]
+    plain = load(source.replace(" nosync", ""), "t.sched")
+    assert len(plain.variants) > 1 and any(Op.SYNC in {s.op for s in v.statements} for v in plain.variants)
+
+
 def test_nosync_on_a_tensor_free_is_sp012_since_del_never_synchronizes():
     source = ("device d\nstream s on d\ntensor t 1MiB on d\n"
               "thread main {\n  s: alloc t\n  s: kernel k writes t\n  free t nosync\n}\n")
