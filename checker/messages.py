@@ -292,6 +292,20 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
         early = _flag_passes_early(program, task, other)
         if early is not None:
             return early
+    for reader, writer in ((a, b), (b, a)):
+        # (the reader waits for an earlier write: the race is the overwrite, which goes after the read)
+        producer = _earlier_producer(program, reader, writer)
+        if producer is None:
+            continue
+        if witness is not None:
+            why = (_unused_record_help(program, writer, reader, witness)
+                   or _binding_help(program, writer, reader, witness))
+            if why is not None:
+                return why
+        early = _early_wait(program, writer, reader)
+        if early is not None:
+            return _early_wait_text(program, writer, *early, stream)
+        return _overwrite_help(program, reader, writer, *producer)
     if witness is not None:
         for task, other in ((b, a), (a, b)):
             unused = _unused_record_help(program, task, other, witness)
@@ -304,12 +318,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     for task, other in ((a, b), (b, a)):
         early = _early_wait(program, task, other)
         if early is not None:
-            wait, record = early
-            event = program.events[wait.event].name
-            return (f"`{stream(task)}: wait {event}` (line {wait.span.line}) can be enqueued before "
-                    f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
-                    "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
-                    f"the waiting thread `await` a notify set after it){_flag_event_option(program, wait)}")
+            return _early_wait_text(program, task, *early, stream)
     # (a call in a `group` is enqueued when the group ends: the order goes around the group)
     first, second, which = a, b, ("the first", "the second")
     if a.op is Op.FREE and b.op is not Op.FREE:  # (a free ends the memory: every use goes before it)
@@ -383,6 +392,67 @@ def _exchange(program: Program, first: Statement, second: Statement, after: str,
                 f"Every rank runs both halves, and `[{index}]` names the rank whose `{x.written_as}` the second "
                 f"{'writes' if y.write else 'reads'}")
     return None
+
+
+def _early_wait_text(program: Program, task: Statement, wait: Statement, record: Statement, stream) -> str:
+    event = program.events[wait.event].name
+    return (f"`{stream(task)}: wait {event}` (line {wait.span.line}) can be enqueued before "
+            f"`{stream(record)}: record {event}` (line {record.span.line}), and then waits for nothing: "
+            "a wait binds to the latest record enqueued before it. Enqueue the record first (have "
+            f"the waiting thread `await` a notify set after it){_flag_event_option(program, wait)}")
+
+
+def _earlier_producer(program: Program, reader: Statement, writer: Statement) -> tuple[Statement, Statement] | None:
+    """Where `reader` only reads what `writer` writes, and the wait just before it on its
+    stream names an event whose latest record on `writer`'s stream before `writer` follows an
+    earlier write of those bytes (with no record of it after `writer` before the wait): that
+    write and the wait. The reader was meant to see the earlier write, so `writer` is an
+    overwrite that must wait for the read; ordering the read after `writer` instead would make
+    it read the wrong data (a pipeline's next round in one buffer)."""
+    if (writer.stream is None or reader.stream is None or writer.stream == reader.stream
+            or Op.FREE in (writer.op, reader.op) or Op.ALLOC in (writer.op, reader.op)):
+        return None  # (a free ends the memory: it goes last, `_race_help` says so)
+    pairs = [(x, y) for x in reader.accesses for y in writer.accesses if x.conflicts(y)]
+    if not pairs or any(x.write for x, _ in pairs) or not all(y.write for _, y in pairs):
+        return None
+    wait = _last_wait(program, reader)
+    if wait is None:
+        return None
+    thread = program.threads[writer.thread].statements
+    at = bisect_left(thread, writer.index)
+    statements = program.statements
+    for i in thread[at + 1:at + 1 + STALE_SCAN]:  # (a record of the event after the overwrite: not this case)
+        if i >= wait.index and wait.thread == writer.thread:
+            break
+        if statements[i].op is Op.RECORD and statements[i].event == wait.event:
+            return None
+    record = None
+    for i in reversed(thread[max(0, at - STALE_SCAN):at]):
+        statement = statements[i]
+        if record is None:
+            if statement.op is Op.RECORD and statement.event == wait.event and statement.stream == writer.stream:
+                record = statement
+            continue
+        if statement.stream == writer.stream and any(
+                y.write and x.conflicts(y) for x, _ in pairs for y in statement.accesses):
+            # (one line's rounds, a loop's buffer refilled: the order of rounds says it already)
+            return (statement, wait) if statement.span.line != writer.span.line else None
+    return None
+
+
+def _overwrite_help(program: Program, reader: Statement, writer: Statement, producer: Statement,
+                    wait: Statement) -> str:
+    """The overwrite of bytes a reader waits to read from an earlier write."""
+    event = program.events[wait.event].name
+    move = (f"move it after {_quoted(program, reader)} and make it wait for an event recorded after the read"
+            if writer.thread == reader.thread and writer.index < reader.index else
+            f"make it wait for the read: `record E` on `{_stream_as_written(program, reader)}` after "
+            f"{_quoted(program, reader)}, `wait E` on `{_stream_as_written(program, writer)}` before "
+            f"{_quoted(program, writer)}{_two_threads(program, reader, writer)}")
+    return (f"{_quoted(program, reader)} waits for {_quoted(program, producer)} (`wait {event}`, line "
+            f"{wait.span.line}), and {_quoted(program, writer)} overwrites those bytes before it reads them: "
+            f"{move}, or give the later write a buffer of its own (double buffering). Waiting for the "
+            f"overwrite instead would make the read see the later data")
 
 
 def _one_group(program: Program, a: Statement, b: Statement) -> bool:

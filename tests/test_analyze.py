@@ -2655,3 +2655,63 @@ thread writer {
 """))
     (deadlock,) = [f for f in report.findings if f.kind is FindingKind.DEADLOCK]
     assert "of round [s=3]" in deadlock.help and "is reused too soon" in deadlock.help, deadlock.help
+
+
+def test_race_help_orders_an_overwrite_after_the_read_that_waits_for_an_earlier_write():
+    # `use0` waits for `fill0`; `fill1` refills the one buffer: waiting on `e1` instead would
+    # silence the race and make `use0` read the second fill
+    spec = """device d
+buffer x 1MiB on d
+buffer y 1MiB on d
+stream p on d
+stream c on d
+event e0
+event e1
+thread t {
+  p: kernel fill0 writes x
+  p: record e0
+  p: kernel fill1 writes x
+  p: record e1
+  c: wait e0
+  c: kernel use0 reads x writes y
+}
+"""
+    assert _race_helps(spec) == [
+        "`c: kernel use0` (line 14) waits for `p: kernel fill0` (line 9) (`wait e0`, line 13), and `p: kernel fill1` "
+        "(line 11) overwrites those bytes before it reads them: move it after `c: kernel use0` (line 14) and make it "
+        "wait for an event recorded after the read, or give the later write a buffer of its own (double buffering). "
+        "Waiting for the overwrite instead would make the read see the later data"]
+    moved = spec.replace("  p: kernel fill1 writes x\n  p: record e1\n", "").replace(
+        "writes y\n}", "writes y\n  c: record e1\n  p: wait e1\n  p: kernel fill1 writes x\n}")
+    assert check(moved).findings == ()
+
+
+def test_race_help_across_threads_names_the_overwrite_s_own_wait_that_bound_to_nothing():
+    # the worker reads what `prep0` wrote; `prep1` was to wait for the read through `rd`, but
+    # its wait can be enqueued before the worker records `rd`
+    spec = """device gpu { runtime cuda }
+buffer x 1MiB on gpu
+stream sched on gpu nonblocking
+stream fwd on gpu nonblocking
+event rd
+event p[2]
+notify r0
+thread S {
+  sched: kernel prep0 writes x
+  sched: record p[0]
+  notify r0
+  sched: wait rd
+  sched: kernel prep1 writes x
+  sched: record p[1]
+}
+thread W {
+  await r0
+  fwd: wait p[0]
+  fwd: kernel meta reads x
+  fwd: record rd
+}
+"""
+    assert _race_helps(spec) == [
+        "`sched: wait rd` (line 12) can be enqueued before `fwd: record rd` (line 20), and then waits for nothing: a "
+        "wait binds to the latest record enqueued before it. Enqueue the record first (have the waiting thread "
+        "`await` a notify set after it)"]
