@@ -322,7 +322,7 @@ def _race_help(program: Program, a: Statement, b: Statement, witness: Witness | 
     # (a call in a `group` is enqueued when the group ends: the order goes around the group)
     first, second, which = a, b, ("the first", "the second")
     if a.op is Op.FREE and b.op is not Op.FREE:  # (a free ends the memory: every use goes before it)
-        if a.thread == b.thread and _alloc_between(program, a, b) is not None:  # (a new lifetime's use)
+        if a.thread == b.thread and _alloc_between(program, a, b, a.memory) is not None:  # (a new lifetime's use)
             return _free_after_help(program, b, a)
         if a.thread == b.thread and a.stream is not None and b.stream is not None:  # (the use enqueued later)
             return (f"{_quoted(program, b)} is enqueued after {_quoted(program, a)}, which ends the memory: move "
@@ -1229,7 +1229,8 @@ def use_after_free(program: Program, use: Statement, free: Statement | None, mem
         message = (f"{_where(program, use)}{by(use)} frees `{memory.name}` again: {_where(program, free)}{by(free)} "
                    "frees it too")
         help = "free each allocation once, or `alloc` the buffer again between the two frees to start a new lifetime"
-        alloc = _alloc_between(program, free, use) if use.thread == free.thread and use.index > free.index else None
+        alloc = (_alloc_between(program, free, use, memory.index) if use.thread == free.thread
+                 and use.index > free.index else None)
         if alloc is not None and alloc.stream is not None and alloc.stream != use.stream:
             where = program.streams[alloc.stream].written
             help = (f"{_quoted(program, alloc)} allocates it again between the two frees, but only on `{where}`: "
@@ -1287,7 +1288,7 @@ def _free_after_help(program: Program, use: Statement, free: Statement | None, c
     if free is None or use.launch is not None:
         return general
     if use.thread == free.thread and use.index > free.index:
-        alloc = _alloc_between(program, free, use)
+        alloc = _alloc_between(program, free, use, free.memory)
         if alloc is not None and alloc.stream is not None and alloc.stream == use.stream \
                 and free.stream is not None and free.stream != alloc.stream:
             # (the use follows its alloc on one stream: the free, on another, may come after both)
@@ -1371,10 +1372,12 @@ def _graph_lifetime_help(program: Program, use: Statement, free: Statement | Non
             f"or record an event on `{stream}` there and wait on it before the free")
 
 
-def _alloc_between(program: Program, first: Statement | None, use: Statement) -> Statement | None:
-    """The latest `alloc` of `use`'s memory that `use`'s thread enqueues after `first` (if
-    given) and before `use` (within STALE_SCAN statements), if any."""
-    memories = {a.memory for a in use.accesses}
+def _alloc_between(program: Program, first: Statement | None, use: Statement,
+                   memory: int | None = None) -> Statement | None:
+    """The latest `alloc` of `memory` (or of any memory `use` touches) that `use`'s thread
+    enqueues after `first` (if given) and before `use` (within STALE_SCAN statements), if any:
+    a use of two buffers is not ordered after the alloc of the one that is not the finding's."""
+    memories = {memory} if memory is not None else {a.memory for a in use.accesses}
     thread = program.threads[use.thread].statements
     end = bisect_left(thread, use.index)
     for i in reversed(thread[max(0, end - STALE_SCAN):end]):
@@ -1410,7 +1413,7 @@ def _after_alloc_help(program: Program, use: Statement, alloc: Statement, again:
 def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,
                      witness: Witness | None) -> Finding:
     help = "order the alloc before every use (same stream, an event, or a sync)"
-    alloc = _alloc_between(program, None, use)
+    alloc = _alloc_between(program, None, use, memory.index)
     if alloc is None and use.stream is not None:  # (another thread's alloc: hand it over)
         other = next((s for s in program.statements if s.op is Op.ALLOC and s.thread != use.thread
                       and memory.index in s.lifetime_memories), None)

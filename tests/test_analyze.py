@@ -2715,3 +2715,12 @@ thread W {
         "`sched: wait rd` (line 12) can be enqueued before `fwd: record rd` (line 20), and then waits for nothing: a "
         "wait binds to the latest record enqueued before it. Enqueue the record first (have the waiting thread "
         "`await` a notify set after it)"]
+
+
+def test_use_after_free_help_names_no_alloc_of_another_buffer_the_use_also_touches():
+    # `alloc w` comes between the free of `kv` and a use of both: it does not allocate `kv` again
+    spec = ("device gpu\nbuffer kv 1MiB on gpu\nbuffer w 1MiB on gpu\nstream s on gpu\n"
+            "thread t {\n  alloc kv\n  free kv\n  alloc w\n  s: kernel k reads kv, w\n}\n")
+    (finding,) = check(spec).findings
+    assert finding.kind is FindingKind.USE_AFTER_FREE and finding.buffer == "kv"
+    assert "alloc w" not in finding.help and "`alloc` the buffer again before the use" in finding.help
