@@ -2921,8 +2921,9 @@ class _Lowerer:
                     "device: call it on the member stream there")
         elif on_device and call:
             help = (f"HCCL needs the operators of a comm on one device issued one after another: call it on "
-                    f"`{self._as_written_like(ref, stream, on_device[0])}` (or declare the device `runtime cuda` for "
-                    "NCCL, which takes the stream per call)")
+                    f"`{self._as_written_like(ref, stream, on_device[0])}`, or, as HCCL takes the stream per call, "
+                    f"declare the comm `one_in_flight` (`comm {comm.name.split('[')[0]} = {{ ... }} one_in_flight`), "
+                    "which checks that each rank's calls on several streams run one at a time")
         raise SpecError(error(Code.SP021, f"stream `{self.streams[stream].name}` is not a member of comm `{comm.name}`",
                               ref.span, "not in the comm", secondary=((comm.span, "comm declared here"),),
                               help=help))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from checker.codes import Code, Severity
+from checker.analyze import check_loaded
 from checker.frontend import load_text
 from checker.ir import (
     PRIORITY_HIGH, PRIORITY_LOW, CopyKind, Engine, ExpectKind, GroupKind, Op, StreamMode, SyncKind,
@@ -1246,3 +1247,18 @@ def test_sp063_between_two_processes_of_their_own_names_no_rank():
               "thread trainer process {\n  s: copy staging <- w\n}\nthread writer process {\n  host wr reads staging\n}\n")
     (found,) = [w for w in warnings(source) if w.code is Code.SP063]
     assert "give each process its own buffer, one declared per process" in found.help and "rank" not in found.help
+
+
+def test_sp021_under_cann_offers_one_in_flight_which_takes_the_call_on_another_stream():
+    # HCCL takes the stream per call and asks only that a rank's calls run one at a time
+    source = ("device npu[2] { runtime cann }\nbuffer g[2] 4MiB on npu\nbuffer h[2] 8MiB on npu\n"
+              "stream c[2] on npu\nstream side[2] on npu\ncomm w = { c }\nevent e[2]\n"
+              "thread rank[2] process {\n  c[rank]: allreduce w g[rank]\n  c[rank]: record e[rank]\n"
+              "  side[rank]: wait e[rank]\n  side[rank]: allgather w h[rank] <- g[rank]\n  sync all\n}\n")
+    diagnostic = assert_error(source, Code.SP021, 12, 3, 13, "stream `side[0]` is not a member of comm `w`")
+    assert "call it on `c[rank]`, or, as HCCL takes the stream per call, declare the comm `one_in_flight`" in diagnostic.help
+    fixed = load_text(source.replace("comm w = { c }", "comm w = { c } one_in_flight"), "t.sched")
+    assert not fixed.diagnostics and check_loaded(fixed).findings == ()
+    unordered = load_text(source.replace("comm w = { c }", "comm w = { c } one_in_flight")
+                          .replace("  side[rank]: wait e[rank]\n", ""), "t.sched")
+    assert {f.buffer for f in check_loaded(unordered).findings} >= {"w"}  # (the comm's state of a rank)
