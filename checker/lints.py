@@ -373,7 +373,8 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
                 secondary=((earlier.span, "first used here"),),
                 help="each process has memory of its own: give each "
                      + _own_per_process(before, now, memory.buffer, memory.name == memory.buffer, "buffer")
-                     + ", unless the memory is shared on purpose (CUDA IPC, or shared host memory); it is checked "
+                     + ", unless the memory is shared on purpose (CUDA IPC, CANN's `aclrtIpcMemGetExportKey`, or "
+                       "shared host memory); it is checked "
                        "as written, as one memory"))
     return found
 
@@ -418,11 +419,29 @@ def events_of_two_processes(program: Program) -> list[Diagnostic]:
                         f"and by {'process' if now.process else 'thread'} `{now.name}`",
             s.span, "another process's use",
             secondary=((earlier.span, "first used here"),),
-            help=f"an event belongs to the process that created it: give each "
-                 f"{_own_per_process(before, now, declared, name == declared, 'event')}, unless "
-                 "it is shared on purpose (`cudaIpcGetEventHandle`); it is checked as written, as one event "
-                 "whose latest record a wait of either process binds to"))
+            help=_shared_event_help(program, event, (s, earlier),
+                                    _own_per_process(before, now, declared, name == declared, "event"))))
     return found
+
+
+def _shared_event_help(program: Program, event: int, uses: tuple[Statement, ...], own: str) -> str:
+    """How an event is shared between processes in the runtime of the streams that use it,
+    and what one shared event means as written. CANN shares only snapshot events created
+    with `ACL_EVENT_IPC` (`aclrtIpcGetEventHandle`), so a flag event cannot be."""
+    devices = {program.streams[u.stream].device for u in uses if u.stream is not None}
+    cuda = any(program.devices[d].runtime is Runtime.CUDA for d in devices) or not devices
+    flag = program.events[event].flag
+    if flag and not cuda:
+        return (f"an event belongs to the process that created it, and CANN shares only a snapshot event "
+                f"created with `ACL_EVENT_IPC` (`aclrtIpcGetEventHandle`): give each {own}, and hand over with "
+                "an interprocess notify (`aclrtNotifyGetExportKey`); it is checked as written, as one flag that "
+                "a record of either process sets")
+    shared = ("a flag in memory both processes map" if flag else "`cudaIpcGetEventHandle`" if cuda else
+              "`aclrtIpcGetEventHandle`, for an event created with `ACL_EVENT_IPC`")
+    meaning = ("one flag that a record of either process sets" if flag else
+               "one event whose latest record a wait of either process binds to")
+    return (f"an event belongs to the process that created it: give each {own}, unless it is shared on purpose "
+            f"({shared}); it is checked as written, as {meaning}")
 
 
 def unused_streams(program: Program, named_streams: set[int] | frozenset[int]) -> list[Diagnostic]:
