@@ -406,8 +406,9 @@ class Program:
         return Device(name)
 
     def buffer(self, name: str, size: Size, *, on: Device | str, pinned: bool = False,
-               count: int | None = None) -> Buffer:
-        """Memory on a device or on the host (`on="host"`, pageable unless `pinned`)."""
+               count: int | None = None, ipc: bool = False) -> Buffer:
+        """Memory on a device or on the host (`on="host"`, pageable unless `pinned`; `ipc`:
+        shared between processes on purpose)."""
         if on == "host":
             place = "host"
         elif isinstance(on, Device):
@@ -418,7 +419,7 @@ class Program:
             raise ValueError(f"{name}: only host memory can be pinned")
         array = self._count(count, name)
         self._declare(name, "buffer", f"buffer {name}{array} {_size(size, name)} on {place}"
-                      + (" pinned" if pinned else ""))
+                      + (" pinned" if pinned else "") + (" ipc" if ipc else ""))
         return Buffer(name, array=bool(array))
 
     def alias(self, name: str, access: Access) -> Buffer:
@@ -442,9 +443,11 @@ class Program:
         self._declare(name, "stream", f"stream {name}{self._count(count, name)} on {device.name}{options}")
         return Stream(name, count)
 
-    def event(self, name: str, *, flag: bool = False, count: int | None = None) -> Event:
-        """A snapshot event (CUDA events), or a hardware flag (`flag=True`, CANN)."""
-        self._declare(name, "event", f"event {name}{self._count(count, name)}" + (" flag" if flag else ""))
+    def event(self, name: str, *, flag: bool = False, count: int | None = None, ipc: bool = False) -> Event:
+        """A snapshot event (CUDA events), or a hardware flag (`flag=True`, CANN); `ipc`: shared
+        between processes on purpose."""
+        self._declare(name, "event", f"event {name}{self._count(count, name)}" + (" flag" if flag else "")
+                      + (" ipc" if ipc else ""))
         return Event(name, count)
 
     def notify(self, name: str, *, count: int | None = None) -> Notify:

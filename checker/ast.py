@@ -153,6 +153,8 @@ class BufferDecl:
     span: Span
     place_index: Expr | None = None
     """`on DEVICE[i]`: one device of a device array."""
+    ipc: bool = False
+    """`ipc`: shared between processes on purpose (an IPC handle, shared host memory)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,8 @@ class EventDecl:
     count: Expr | None
     flag: bool
     span: Span
+    ipc: bool = False
+    """`ipc`: shared between processes on purpose (an interprocess event handle)."""
 
 
 @dataclass(frozen=True, slots=True)

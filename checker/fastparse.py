@@ -669,8 +669,11 @@ class _Parser:
         if self.at_keyword("pinned"):
             self.i += 1
             pinned = True
+        shared = self.at_keyword("ipc")
+        if shared:
+            self.i += 1
         return BufferDecl_(name, count, Number_(self.size(size), self.token_span(size)), place, pinned,
-                              self.span(first, self.i - 1), None)
+                              self.span(first, self.i - 1), None, shared)
 
     def alias(self, first):
         name = self.name()
@@ -720,7 +723,10 @@ class _Parser:
         if self.at_keyword("flag"):
             self.i += 1
             flag = True
-        return EventDecl_(name, count, flag, self.span(first, self.i - 1))
+        shared = self.at_keyword("ipc")
+        if shared:
+            self.i += 1
+        return EventDecl_(name, count, flag, self.span(first, self.i - 1), shared)
 
     def notify(self, first):
         name, count = self.declared()

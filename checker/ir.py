@@ -240,6 +240,8 @@ class Memory:
     covered it, in order: an `expect race on g[1]` matches a race on it."""
     comm: int | None = None
     """For the state of a `one_in_flight` comm's rank (`Comm.in_flight`): that comm."""
+    ipc: bool = False
+    """Declared `ipc`: shared between processes on purpose (SP063 does not warn)."""
 
     @property
     def on_host(self) -> bool:
@@ -323,6 +325,8 @@ class Event:
     name: str
     flag: bool
     span: Span
+    ipc: bool = False
+    """Declared `ipc`: shared between processes on purpose (SP075 does not warn)."""
 
 
 @dataclass(frozen=True, slots=True)

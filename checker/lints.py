@@ -359,7 +359,7 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
             if index < 0:
                 continue  # (a tensor left unplaced by an error the allocator reported)
             memory = program.memories[index]
-            if memory.owners or memory.buffer in warned:
+            if memory.owners or memory.buffer in warned or memory.ipc:
                 continue
             met = _two_processes(program, first, memory.index, s)
             if met is None:
@@ -374,7 +374,7 @@ def buffers_of_two_processes(program: Program) -> list[Diagnostic]:
                 help="each process has memory of its own: give each "
                      + _own_per_process(before, now, memory.buffer, memory.name == memory.buffer, "buffer")
                      + ", unless the memory is shared on purpose (CUDA IPC, CANN's `aclrtIpcMemGetExportKey`, or "
-                       "shared host memory); it is checked "
+                       "shared host memory): then declare it `ipc`; it is checked "
                        "as written, as one memory"))
     return found
 
@@ -403,8 +403,8 @@ def events_of_two_processes(program: Program) -> list[Diagnostic]:
     warned: set[str] = set()  # (one warning for every element of an array)
     for s in program.statements:
         event = s.event if s.event is not None else (s.target if s.sync is SyncKind.EVENT else None)
-        if event is None or "#" in program.events[event].name:  # (the lowering's own: `wait_stream#1`)
-            continue
+        if event is None or "#" in program.events[event].name or program.events[event].ipc:
+            continue  # (the lowering's own, `wait_stream#1`; or one declared shared on purpose)
         declared = program.events[event].name.split("[")[0]
         if declared in warned:
             continue
@@ -441,7 +441,7 @@ def _shared_event_help(program: Program, event: int, uses: tuple[Statement, ...]
     meaning = ("one flag that a record of either process sets" if flag else
                "one event whose latest record a wait of either process binds to")
     return (f"an event belongs to the process that created it: give each {own}, unless it is shared on purpose "
-            f"({shared}); it is checked as written, as {meaning}")
+            f"({shared}): then declare it `ipc`; it is checked as written, as {meaning}")
 
 
 def unused_streams(program: Program, named_streams: set[int] | frozenset[int]) -> list[Diagnostic]:

@@ -637,7 +637,7 @@ class _Lowerer:
         first = len(self.memories)
         for offset, name in enumerate(names):
             self.memories.append(Memory(first + offset, name, decl.name.text, decl.size.value, places[offset],
-                                        decl.pinned, decl.span))
+                                        decl.pinned, decl.span, ipc=decl.ipc))
         self.declare(decl.name, "buffer", decl, range(first, first + len(names)), count is not None)
         self.buffer_spans.append((decl.name.text, decl.span))
 
@@ -686,7 +686,7 @@ class _Lowerer:
         first = len(table)
         for offset, name in enumerate(names):
             if kind == "event":
-                table.append(Event(first + offset, name, decl.flag, decl.span))
+                table.append(Event(first + offset, name, decl.flag, decl.span, decl.ipc))
             else:
                 table.append(Notify(first + offset, name, decl.span))
         self.declare(decl.name, kind, decl, range(first, first + len(names)), count is not None)

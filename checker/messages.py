@@ -730,8 +730,9 @@ def _interprocess_event(program: Program, first: Statement, second: Statement, a
     """Two CUDA processes' tasks: an event shared through an IPC handle, whose wait binds only
     to a record already enqueued, so a host signal hands the record over (the one the
     threads already exchange, where one follows the first task and precedes the second)."""
-    shared = ("they run in two processes: share an event through an IPC handle (`cudaIpcGetEventHandle`, "
-              "`cudaIpcOpenEventHandle`), whose wait binds only to a record already enqueued: ")
+    shared = ("they run in two processes: share an event through an IPC handle (`event E ipc`: "
+              "`cudaIpcGetEventHandle`, `cudaIpcOpenEventHandle`), whose wait binds only to a record already "
+              "enqueued: ")
     threads = program.threads
     handed = _hand_off(program, first, second)
     if handed is not None:

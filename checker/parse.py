@@ -230,6 +230,9 @@ class _ToAst(Transformer_NonRecursive):
     def flag(self, meta):
         return _Marker("flag", True, span_of(meta))
 
+    def ipc(self, meta):
+        return _Marker("ipc", True, span_of(meta))
+
     def buffer_decl(self, meta, name, *rest):
         parts = {m.tag: m for m in rest if isinstance(m, _Marker)}
         size = next(r for r in rest if isinstance(r, Token))
@@ -242,6 +245,7 @@ class _ToAst(Transformer_NonRecursive):
             "pinned" in parts,
             span_of(meta),
             place.value[1] if place else None,
+            "ipc" in parts,
         )
 
     def alias_decl(self, meta, name, target):
@@ -295,7 +299,7 @@ class _ToAst(Transformer_NonRecursive):
     def event_decl(self, meta, name, *rest):
         tags = {m.tag: m for m in rest}
         return ast.EventDecl(_name(name), tags["array"].value if "array" in tags else None,
-                             "flag" in tags, span_of(meta))
+                             "flag" in tags, span_of(meta), "ipc" in tags)
 
     def notify_decl(self, meta, name, *rest):
         return ast.NotifyDecl(_name(name), rest[0].value if rest else None, span_of(meta))
@@ -713,7 +717,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a size needs a unit (`B`, `KiB`, `MiB`, `GiB`, `TiB`, `KB`, `MB`, `GB`, `TB`)": [
         "buffer x 4 on host\n", "buffer x[2] 4 on host\n",
     ],
-    "a buffer is declared `buffer NAME[N]? SIZE on (host | DEVICE) [pinned]`": [
+    "a buffer is declared `buffer NAME[N]? SIZE on (host | DEVICE) [pinned] [ipc]`": [
         "buffer x 4MiB\n", "buffer x on host\n", "buffer x 4MiB host\n", "buffer x 4MiB on\n",
         "buffer x 4MiB on host pageable\n", "buffer x[2] on host\n", "buffer\n",
         "buffer x 4MiB on device d\n", "buffer x 4MiB on d, e\n",
@@ -726,7 +730,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     "a priority is `high`, `low` or an integer": [
         "stream s on d priority medium\n", "stream s on d priority\n",
     ],
-    "an event is declared `event NAME[N]? [flag]`": [
+    "an event is declared `event NAME[N]? [flag] [ipc]`": [
         "event e flagged\n", "event e snapshot\n", "event\n",
     ],
     "a device is declared `device NAME { ENGINE COUNT ... [launch DURATION] [queues N] }`": [

@@ -1329,10 +1329,15 @@ thread b {
     processes = spec.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")
     # (CUDA: an event shared through an IPC handle, its record handed over by a host signal)
     assert _race_helps(processes) == ["they run in two processes: share an event through an IPC handle "
-                                      "(`cudaIpcGetEventHandle`, `cudaIpcOpenEventHandle`), whose wait binds only to "
-                                      "a record already enqueued: `record E` on `s1` after the first, then `notify N`; "
-                                      "in `b`, `await N`, then `wait E` on `s2` before the second"]
-    assert _race_helps(fixed.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")) == []
+                                      "(`event E ipc`: `cudaIpcGetEventHandle`, `cudaIpcOpenEventHandle`), whose wait "
+                                      "binds only to a record already enqueued: `record E` on `s1` after the first, "
+                                      "then `notify N`; in `b`, `await N`, then `wait E` on `s2` before the second"]
+    shared = fixed.replace("thread a {", "thread a process {").replace("thread b {", "thread b process {")
+    assert _race_helps(shared) == []
+    # (declared `ipc`, the event and the buffer shared on purpose get no warning; as written, SP063 and SP075)
+    codes = lambda text: sorted(d.code.value for d in load_text(text, "t.sched").diagnostics)  # noqa: E731
+    assert codes(shared) == ["SP063", "SP075"]
+    assert codes(shared.replace("event e\n", "event e ipc\n").replace("on gpu0\nstream s1", "on gpu0 ipc\nstream s1")) == []
     cann = processes.replace("{ runtime cuda }", "{ runtime cann }")
     assert _race_helps(cann) == ["they run in two processes, where an (interprocess) event orders them only once its record is known to be "
                                  "enqueued: order them with a signal, "

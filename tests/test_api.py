@@ -315,3 +315,17 @@ def test_optimize_of_a_program_that_can_get_stuck_reports_the_deadlock_as_the_co
     assert p.simulate().deadlocked
     result = p.optimize()
     assert result.deadlock and (result.program, result.bound, result.optimal_program) == (None, None, False)
+
+
+def test_ipc_marks_a_buffer_and_an_event_shared_between_processes_on_purpose():
+    p = sp.Program("ipc")
+    gpu = p.device("gpu0")
+    p.buffer("shared", "1MiB", on=gpu, ipc=True)
+    p.buffer("pin", "1MiB", on="host", pinned=True, ipc=True)
+    p.event("done", flag=True, ipc=True)
+    p.event("plain")
+    assert "buffer shared 1MiB on gpu0 ipc\n" in p.to_sched() and "buffer pin 1MiB on host pinned ipc\n" in p.to_sched()
+    assert "event done flag ipc\n" in p.to_sched()
+    program = p.load().program
+    assert [(m.name, m.ipc) for m in program.memories] == [("shared", True), ("pin", True)]
+    assert [(e.name, e.ipc) for e in program.events] == [("done", True), ("plain", False)]
