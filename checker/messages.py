@@ -1597,6 +1597,13 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
             comm = program.comms[group.comm]
             present = {program.statements[m].rank_stream for m in group.members}
             missing = [program.streams[m].written for m in comm.members if m not in present]
+            other_kind = next((m for m in meets if m.comm == group.comm and m.op in (Op.SEND, Op.RECV)
+                               and m.rank_stream not in present), None)
+            if missing and other_kind is not None:  # (a point-to-point call where the collective should be)
+                return (f"{_quoted(program, s)} is call {group.position + 1} of comm `{comm.name}`, a collective, and "
+                        f"`{program.streams[other_kind.rank_stream].written}` issues {_quoted(program, other_kind)} "
+                        f"there, a point-to-point call, which no collective matches (NCCL and HCCL hang): issue the "
+                        f"same collective on every member, or a send and a recv on both sides")
             if missing:
                 return (f"{_quoted(program, s)} is call {group.position + 1} of comm `{comm.name}` on its member, and "
                         f"{', '.join(f'`{m}`' for m in missing)} never issue{'s' if len(missing) == 1 else ''} a call "

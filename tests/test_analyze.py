@@ -2729,3 +2729,13 @@ def test_use_after_free_help_names_no_alloc_of_another_buffer_the_use_also_touch
     (finding,) = check(spec).findings
     assert finding.kind is FindingKind.USE_AFTER_FREE and finding.buffer == "kv"
     assert "alloc w" not in finding.help and "`alloc` the buffer again before the use" in finding.help
+
+
+def test_deadlock_help_names_a_point_to_point_call_where_the_peer_issues_a_collective():
+    spec = ("device a { runtime cuda }\ndevice b { runtime cuda }\nbuffer x 1MiB on a\nbuffer y 1MiB on b\n"
+            "stream sa on a\nstream sb on b\ncomm c = { sa, sb }\n"
+            "thread t0 process {\n  sa: broadcast c root sa x\n}\nthread t1 process {\n  sb: recv c from sa y\n}\n")
+    (finding,) = check(spec).findings
+    assert finding.kind is FindingKind.DEADLOCK
+    assert finding.help.startswith("`sa: broadcast c` (line 9) is call 1 of comm `c`, a collective, and `sb` issues "
+                                   "`sb: recv c from sa` (line 12) there, a point-to-point call")
