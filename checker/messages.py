@@ -1533,7 +1533,21 @@ def _deadlock_help(program: Program, stuck: tuple[Stuck, ...]) -> str:
     statements = [program.statements[i] for i in dict.fromkeys(item.statement for item in stuck)]
     meets = [s for s in statements if s.group is not None]
     if _crossed(program, meets):
-        if any(s.op in (Op.SEND, Op.RECV) for s in meets):
+        comms = list(dict.fromkeys(program.comms[s.comm].name for s in meets if s.comm is not None))
+        pairs = any(s.op in (Op.SEND, Op.RECV) for s in meets)
+        if len(comms) > 1:  # (the cycle goes through several comms: no one comm is out of order)
+            named = ", ".join(f"`{c}`" for c in comms[:-1]) + f" and `{comms[-1]}`"
+            return ((("a send completes only once its recv has started, and a collective once all its members "
+                      "have") if pairs and any(s.op not in (Op.SEND, Op.RECV) for s in meets) else
+                     "a send completes only once its recv has started" if pairs else
+                     "a collective completes only once all its members have started")
+                    + ", and here each waits for a partner queued behind a call of another comm"
+                    + (" on its stream or its device's hardware queue (`queues N`)"
+                       if any(program.streams[s.stream].queue is not None for s in meets) else "") + ": "
+                    f"the ranks issue the calls of comms {named} in crossed orders. Issue every rank's calls of "
+                    "these comms in one order (inside a `group`, they launch in the order the comms first "
+                    "appear)" + (", or launch a rank's sends and recvs together (`group { ... }`)" if pairs else ""))
+        if pairs:
             return ("a send and its matching recv complete only once both have started, and here each waits for a partner "
                     "that its stream queues behind another send or recv: launch a rank's sends and recvs "
                     "together (`group { ... }`, as ncclGroupStart/End do), or reverse the order on one side "

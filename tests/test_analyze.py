@@ -859,8 +859,10 @@ thread r1 {
   sync gpu[1]
 }
 """)
-    assert help.startswith("the members of a comm reach their collectives in different orders, so each waits for "
-                           "a partner queued behind another collective on its stream or its device's hardware queue")
+    assert help.startswith("a collective completes only once all its members have started, and here each waits "
+                           "for a partner queued behind a call of another comm on its stream or its device's "
+                           "hardware queue (`queues N`): the ranks issue the calls of comms `ca` and `cb` in crossed "
+                           "orders")
 
 
 def test_deadlock_help_for_collectives_crossed_through_events():
