@@ -3337,8 +3337,10 @@ class _Lowerer:
                 Code.SP031, f"graph `{name}` is launched by two threads of one process", node.span,
                 "launched here too", secondary=((first_span, "and launched here by another thread"),),
                 help="the launches of one exec run one after another in the order they are called, which two "
-                     "threads leave open: give each thread its own graph (`graph NAME[N]` declares N), or "
-                     "declare the threads `process`"))
+                     "threads leave open (and a launch is one call, which this model cannot yet keep whole "
+                     "between two threads): give each thread its own graph (`graph NAME[N]` declares N) and, "
+                     "where their work must not overlap, order the launches with an event as for any two "
+                     "streams (two execs do not order each other), or declare the threads `process`"))
         device = self.streams[stream].device
         start = self.implicit_event(node, "launch", "start")
         done = self.implicit_event(node, "launch", "done")
