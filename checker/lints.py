@@ -677,6 +677,7 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
     threads"), and HCCL wants a rank's operators issued one by one. Threads that hand over
     through a notify or a host wait are not flagged: they may well be ordered."""
     callers: dict[tuple[int, int], dict[int, Statement]] = {}  # (comm, rank) -> thread -> its first call
+    on_device: dict[int, dict[int, Statement]] = {}  # CANN device -> thread -> its first call of any comm there
     sets: dict[int, set[int]] = {}      # thread -> notifies it (or its work) sets
     awaits: dict[int, set[int]] = {}    # thread -> notifies it awaits on the host
     touches: dict[int, set[tuple]] = {}  # thread -> events it records, streams and devices its work is on
@@ -685,6 +686,9 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
         thread = s.thread
         if s.comm is not None and s.stream is not None and s.group is not None:
             callers.setdefault((s.comm, s.rank_stream), {}).setdefault(thread, s)
+            device = program.streams[s.rank_stream].device
+            if program.devices[device].runtime is Runtime.CANN:
+                on_device.setdefault(device, {}).setdefault(thread, s)
         if s.op is Op.NOTIFY and s.notify is not None:
             sets.setdefault(thread, set()).add(s.notify)
         elif s.op is Op.AWAIT and s.notify is not None and s.stream is None:
@@ -714,8 +718,9 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
     links = networkx.Graph()
     every = list(dict.fromkeys(s.thread for s in program.statements))
     links.add_nodes_from(every)
-    if any(len(threads) > 1 for threads in callers.values()):
-        among = every if len(every) <= RELAY_THREADS else list({t for ts in callers.values() for t in ts})
+    if any(len(threads) > 1 for threads in (*callers.values(), *on_device.values())):
+        among = every if len(every) <= RELAY_THREADS else list({t for ts in (*callers.values(), *on_device.values())
+                                                                for t in ts})
         links.add_edges_from((x, y) for i, x in enumerate(among) for y in among[i + 1:] if linked(x, y))
     component = {t: k for k, part in enumerate(networkx.connected_components(links)) for t in part}
     found = []
@@ -735,6 +740,25 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
                  "(\"Thread Safety\"), and HCCL wants a rank's operators issued one by one; which calls meet "
                  "here depends on the interleaving: issue a rank's calls from one thread, or hand over between "
                  "the threads (`notify N` after one's calls, `await N` before the other's)"))
+    warned = {frozenset((d.primary_span.line, d.annotations[1].span.line)) for d in found}
+    for device, threads in on_device.items():
+        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:]
+                 if component[x] != component[y] and threads[x].comm != threads[y].comm]
+        if not pairs:
+            continue
+        first, second = (threads[t] for t in pairs[0])
+        if frozenset((first.span.line, second.span.line)) in warned:
+            continue
+        names = [program.threads[t].name for t in pairs[0]]
+        comms = [program.comms[c.comm].name for c in (first, second)]
+        found.append(warning(
+            Code.SP071, f"threads `{names[0]}` and `{names[1]}` call comms `{comms[0]}` and `{comms[1]}` on device "
+            f"`{program.devices[device].name}`, and nothing orders their calls", second.span,
+            f"`{names[1]}`'s call", secondary=((first.span, f"`{names[0]}`'s call"),),
+            help="HCCL wants the operators of all comms on a device issued one after another, in one order, "
+                 "never from several threads at once (HCCL user guide, communicator management); which calls "
+                 "meet here depends on the interleaving: issue a device's calls from one thread, or hand over "
+                 "between the threads (`notify N` after one's calls, `await N` before the other's)"))
     return found
 
 

@@ -1136,6 +1136,23 @@ def test_sp071_one_rank_called_by_two_threads_that_nothing_orders(first, second,
         assert [a.span.line for a in found[0].annotations] == [16, 13]
 
 
+@pytest.mark.parametrize("runtime, handed_over, warned", [
+    ("cann", False, True),    # HCCL: a device's calls of all comms in one order, from one thread at a time
+    ("cann", True, False),
+    ("cuda", False, False),   # NCCL asks that of one communicator only
+])
+def test_sp071_under_cann_two_threads_calling_two_comms_on_one_device(runtime, handed_over, warned):
+    text = (f"device npu[2] {{ runtime {runtime} }}\nbuffer g[2] 4MiB on npu\nbuffer h[2] 4MiB on npu\n"
+            "stream c[2] on npu\nstream d[2] on npu\ncomm a = { c }\ncomm b = { d }\nnotify go[2]\n"
+            "thread ta[2] {\n  c[ta]: allreduce a g[ta]\n" + "  notify go[ta]\n" * handed_over + "}\n"
+            "thread tb[2] {\n" + "  await go[tb]\n" * handed_over + "  d[tb]: allreduce b h[tb]\n}\n")
+    found = [w for w in warnings(text) if w.code is Code.SP071]
+    assert bool(found) == warned, found
+    if warned:
+        assert found[0].message == ("threads `ta[0]` and `tb[0]` call comms `a` and `b` on device `npu[0]`, and "
+                                    "nothing orders their calls")
+
+
 @pytest.mark.parametrize("lines, warned", [
     (["no race", "no race"], ["repeats"]),
     (["race on x", "race on x"], ["repeats"]),
