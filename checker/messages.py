@@ -1406,9 +1406,22 @@ def _after_alloc_help(program: Program, use: Statement, alloc: Statement, again:
                 f"wait on it on `{program.streams[use.stream].written}` before the use")
     if use.stream is None:
         return f"{allocates}, on `{where}`: `sync {where}` before the use"
+    if use.launch is not None:  # (a graph's work: the wait goes before its launch, on the launch stream)
+        using, before = _before_use(program, use)
+        return f"{allocates}, but only on `{where}`: record an event on `{where}` after it and wait on it on `{using}` {before}"
     using = _stream_as_written(program, use) if same else program.streams[use.stream].written
     return (f"{allocates}, but only on `{where}`: record an event on `{where}` after it and wait on it on "
             f"`{using}` before the use (or use it on `{where}`)")
+
+
+def _before_use(program: Program, use: Statement) -> tuple[str, str]:
+    """The stream a wait for `use` goes on, and where: before the use, or, for a graph's work,
+    on its launch stream before its launch (the exec's own streams cannot be named)."""
+    if use.launch is None:
+        return program.streams[use.stream].written, "before the use"
+    launches = _Launches(program)
+    launch = launches.launch(use)
+    return launches.stream(use), f"before `launch {launches.graph(use)}` (line {launch.span.line})"
 
 
 def use_before_alloc(program: Program, use: Statement, memory: Memory, instances: int,
@@ -1422,10 +1435,10 @@ def use_before_alloc(program: Program, use: Statement, memory: Memory, instances
             named = program.threads[other.thread].name, program.threads[use.thread].name
             where = (f"`record E` on `{program.streams[other.stream].written}` after it, " if other.stream is not None
                      else "")
+            using, before = _before_use(program, use)
             help = (f"{_quoted(program, other)} of `{named[0]}` allocates it, and `{named[1]}`'s use can come first: "
                     f"{where}have `{named[0]}` set a notify after that (`notify N`), and `{named[1]}` "
-                    f"`await N`{' and `' + program.streams[use.stream].written + ': wait E`' if where else ''} "
-                    "before the use")
+                    f"`await N`{' and `' + using + ': wait E`' if where else ''} {before}")
     if alloc is not None and alloc.stream != use.stream:
         again = any(program.statements[i].op is Op.FREE and program.statements[i].memory == alloc.memory
                     for i in program.threads[use.thread].statements if i < alloc.index)

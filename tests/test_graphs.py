@@ -945,3 +945,18 @@ thread b {
 """, "t.sched").program
     assert [(s.name, s.queue) for s in program.streams] == [("other", 0), ("main", 1), ("step.main", None)]
     assert nondeterminism(program) is None
+
+
+def test_a_use_before_alloc_in_a_graph_is_told_to_wait_on_the_launch_stream_before_the_launch():
+    from checker.analyze import check_loaded
+    from checker.findings import FindingKind
+
+    # the exec's own stream (`g.s`) cannot be named: the wait goes before `launch g` on `s`
+    text = ("device d { compute 2 }\nbuffer x 4KiB on d\nstream s on d\nstream u on d\nevent E\n"
+            "graph g {\n  s: kernel gk writes x 1us\n}\nthread a {\n  u: alloc x\n  s: launch g\n  sync all\n}\n")
+    (finding,) = check_loaded(load_text(text, "<graphs>")).findings
+    assert finding.kind is FindingKind.USE_BEFORE_ALLOC
+    assert finding.help == ("`u: alloc x` (line 10) allocates it before the use, but only on `u`: record an event on "
+                            "`u` after it and wait on it on `s` before `launch g` (line 11)")
+    fixed = text.replace("  s: launch g\n", "  u: record E\n  s: wait E\n  s: launch g\n")  # (the help, applied)
+    assert check_loaded(load_text(fixed, "<graphs>")).findings == ()
