@@ -724,41 +724,47 @@ def rank_called_by_unordered_threads(program: Program) -> list[Diagnostic]:
         links.add_edges_from((x, y) for i, x in enumerate(among) for y in among[i + 1:] if linked(x, y))
     component = {t: k for k, part in enumerate(networkx.connected_components(links)) for t in part}
     found = []
-    for (comm, rank), threads in callers.items():
-        if len(threads) < 2:
-            continue
-        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:] if component[x] != component[y]]
+
+    def unordered(threads: dict[int, Statement], apart=lambda first, second: True):
+        """The first calls of two threads that nothing links (and that `apart` tells apart),
+        and the threads' names."""
+        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:]
+                 if component[x] != component[y] and apart(threads[x], threads[y])]
         if not pairs:
-            continue
+            return None
         first, second = (threads[t] for t in pairs[0])
-        names = [program.threads[t].name for t in pairs[0]]
-        found.append(warning(
-            Code.SP071, f"threads `{names[0]}` and `{names[1]}` both call comm `{program.comms[comm].name}` for "
-            f"rank `{program.streams[rank].name}`, and nothing orders their calls", second.span,
-            f"`{names[1]}`'s call", secondary=((first.span, f"`{names[0]}`'s call"),),
-            help="NCCL does not allow one communicator's operations to be issued by several threads at once "
-                 "(\"Thread Safety\"), and HCCL wants a rank's operators issued one by one; which calls meet "
-                 "here depends on the interleaving: issue a rank's calls from one thread, or hand over between "
-                 "the threads (`notify N` after one's calls, `await N` before the other's)"))
+        return first, second, [program.threads[t].name for t in pairs[0]]
+
+    def warn(first: Statement, second: Statement, names: list[str], message: str, help: str) -> None:
+        found.append(warning(Code.SP071, message, second.span, f"`{names[1]}`'s call",
+                             secondary=((first.span, f"`{names[0]}`'s call"),), help=help))
+
+    for (comm, rank), threads in callers.items():
+        met = unordered(threads) if len(threads) > 1 else None
+        if met is None:
+            continue
+        first, second, names = met
+        warn(first, second, names,
+             f"threads `{names[0]}` and `{names[1]}` both call comm `{program.comms[comm].name}` for rank "
+             f"`{program.streams[rank].name}`, and nothing orders their calls",
+             "NCCL does not allow one communicator's operations to be issued by several threads at once "
+             "(\"Thread Safety\"), and HCCL wants a rank's operators issued one by one; which calls meet "
+             "here depends on the interleaving: issue a rank's calls from one thread, or hand over between "
+             "the threads (`notify N` after one's calls, `await N` before the other's)")
     warned = {frozenset((d.primary_span.line, d.annotations[1].span.line)) for d in found}
     for device, threads in on_device.items():
-        pairs = [(x, y) for i, x in enumerate(threads) for y in list(threads)[i + 1:]
-                 if component[x] != component[y] and threads[x].comm != threads[y].comm]
-        if not pairs:
+        met = unordered(threads, lambda first, second: first.comm != second.comm)
+        if met is None or frozenset((met[0].span.line, met[1].span.line)) in warned:
             continue
-        first, second = (threads[t] for t in pairs[0])
-        if frozenset((first.span.line, second.span.line)) in warned:
-            continue
-        names = [program.threads[t].name for t in pairs[0]]
+        first, second, names = met
         comms = [program.comms[c.comm].name for c in (first, second)]
-        found.append(warning(
-            Code.SP071, f"threads `{names[0]}` and `{names[1]}` call comms `{comms[0]}` and `{comms[1]}` on device "
-            f"`{program.devices[device].name}`, and nothing orders their calls", second.span,
-            f"`{names[1]}`'s call", secondary=((first.span, f"`{names[0]}`'s call"),),
-            help="HCCL wants the operators of all comms on a device issued one after another, in one order, "
-                 "never from several threads at once (HCCL user guide, communicator management); which calls "
-                 "meet here depends on the interleaving: issue a device's calls from one thread, or hand over "
-                 "between the threads (`notify N` after one's calls, `await N` before the other's)"))
+        warn(first, second, names,
+             f"threads `{names[0]}` and `{names[1]}` call comms `{comms[0]}` and `{comms[1]}` on device "
+             f"`{program.devices[device].name}`, and nothing orders their calls",
+             "HCCL wants the operators of all comms on a device issued one after another, in one order, "
+             "never from several threads at once (HCCL user guide, communicator management); which calls "
+             "meet here depends on the interleaving: issue a device's calls from one thread, or hand over "
+             "between the threads (`notify N` after one's calls, `await N` before the other's)")
     return found
 
 
